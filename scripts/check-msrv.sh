@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Proves the declared rust-version is honest: every package in the locked
+# dependency graph must declare a rust-version no newer than ours (only one
+# toolchain can be installed here, so we check the graph instead of compiling
+# with the old compiler).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cargo metadata --locked --format-version 1 --quiet | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+ver = lambda s: tuple(int(p) for p in s.split("."))
+root = next(p for p in meta["packages"] if p["id"] in meta["workspace_members"])
+ours = root.get("rust_version")
+if not ours:
+    sys.exit("check-msrv: Cargo.toml declares no rust-version")
+newer = sorted(
+    (p["name"], p["version"], p["rust_version"])
+    for p in meta["packages"]
+    if p["id"] not in meta["workspace_members"]
+    and p.get("rust_version") and ver(p["rust_version"]) > ver(ours)
+)
+if newer:
+    for n, v, r in newer:
+        print(f"check-msrv: {n} {v} needs Rust {r}, newer than our rust-version {ours}")
+    sys.exit(1)
+count = len(meta["packages"]) - 1
+print(f"check-msrv: {count} locked dependencies all build with Rust {ours}")
+'

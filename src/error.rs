@@ -1,0 +1,489 @@
+//! The one error type of the library and its stable result codes.
+//!
+//! Every [`Error`] variant corresponds to exactly one [`ResultCode`], and the
+//! numbers of [`ResultCode`] are the C ABI's `wid_result` values: they are fixed
+//! forever, so a Go or C caller can match on them across library versions.
+//!
+//! Messages say what was wrong with the input and what was expected. They may
+//! quote identifiers (key IDs, allocation IDs, field names, claim values) but never
+//! key material, seeds, or whole tokens.
+
+use std::fmt;
+
+/// Stable result codes, shared with the C ABI (`wid_result`).
+///
+/// The numbers are part of the ABI contract and never change; new codes are only
+/// ever added.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResultCode {
+    /// Success.
+    Ok = 0,
+    /// A required pointer argument was NULL (C ABI only).
+    NullArgument = 1,
+    /// An argument was present but not acceptable.
+    InvalidArgument = 2,
+    /// Bytes could not be decoded into the expected type.
+    DecodeError = 3,
+    /// A file or OS operation failed.
+    IoError = 4,
+    /// The library panicked; the panic was contained (C ABI only).
+    Panic = 5,
+    /// The token is not a well-formed compact JWS.
+    MalformedToken = 10,
+    /// The token's `alg` is not `EdDSA`.
+    UnsupportedAlgorithm = 11,
+    /// The token's `kid` names no key this keyring will verify with.
+    UnknownKey = 12,
+    /// The signature does not verify.
+    BadSignature = 13,
+    /// The token's `exp` has passed (beyond the leeway).
+    Expired = 14,
+    /// The token's `nbf` or `iat` is in the future (beyond the leeway).
+    NotYetValid = 15,
+    /// The token's `aud` does not contain the verifier's audience.
+    AudienceMismatch = 16,
+    /// The allocation named by the token does not exist.
+    AllocationNotFound = 20,
+    /// The allocation named by the token is terminal.
+    AllocationTerminal = 21,
+    /// The state store could not answer; verification failed closed.
+    StoreUnavailable = 22,
+    /// The keyring has no active key to sign with.
+    NoActiveKey = 30,
+    /// A key with this ID is already in the keyring.
+    DuplicateKey = 31,
+}
+
+impl ResultCode {
+    /// Every code, in numeric order.
+    pub const ALL: [ResultCode; 18] = [
+        ResultCode::Ok,
+        ResultCode::NullArgument,
+        ResultCode::InvalidArgument,
+        ResultCode::DecodeError,
+        ResultCode::IoError,
+        ResultCode::Panic,
+        ResultCode::MalformedToken,
+        ResultCode::UnsupportedAlgorithm,
+        ResultCode::UnknownKey,
+        ResultCode::BadSignature,
+        ResultCode::Expired,
+        ResultCode::NotYetValid,
+        ResultCode::AudienceMismatch,
+        ResultCode::AllocationNotFound,
+        ResultCode::AllocationTerminal,
+        ResultCode::StoreUnavailable,
+        ResultCode::NoActiveKey,
+        ResultCode::DuplicateKey,
+    ];
+
+    /// The stable number of this code.
+    pub const fn as_u32(self) -> u32 {
+        self as u32
+    }
+
+    /// The code with this number, if there is one.
+    pub fn from_u32(n: u32) -> Option<ResultCode> {
+        ResultCode::ALL.iter().copied().find(|c| c.as_u32() == n)
+    }
+
+    /// The C name of this code, e.g. `"WID_RESULT_EXPIRED"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ResultCode::Ok => "WID_RESULT_OK",
+            ResultCode::NullArgument => "WID_RESULT_NULL_ARGUMENT",
+            ResultCode::InvalidArgument => "WID_RESULT_INVALID_ARGUMENT",
+            ResultCode::DecodeError => "WID_RESULT_DECODE_ERROR",
+            ResultCode::IoError => "WID_RESULT_IO_ERROR",
+            ResultCode::Panic => "WID_RESULT_PANIC",
+            ResultCode::MalformedToken => "WID_RESULT_MALFORMED_TOKEN",
+            ResultCode::UnsupportedAlgorithm => "WID_RESULT_UNSUPPORTED_ALGORITHM",
+            ResultCode::UnknownKey => "WID_RESULT_UNKNOWN_KEY",
+            ResultCode::BadSignature => "WID_RESULT_BAD_SIGNATURE",
+            ResultCode::Expired => "WID_RESULT_EXPIRED",
+            ResultCode::NotYetValid => "WID_RESULT_NOT_YET_VALID",
+            ResultCode::AudienceMismatch => "WID_RESULT_AUDIENCE_MISMATCH",
+            ResultCode::AllocationNotFound => "WID_RESULT_ALLOCATION_NOT_FOUND",
+            ResultCode::AllocationTerminal => "WID_RESULT_ALLOCATION_TERMINAL",
+            ResultCode::StoreUnavailable => "WID_RESULT_STORE_UNAVAILABLE",
+            ResultCode::NoActiveKey => "WID_RESULT_NO_ACTIVE_KEY",
+            ResultCode::DuplicateKey => "WID_RESULT_DUPLICATE_KEY",
+        }
+    }
+}
+
+impl fmt::Display for ResultCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One problem with one field of an input value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldProblem {
+    /// The field's path by wire (codec) names, e.g. `Identity.Name`.
+    pub field: String,
+    /// What is wrong and what was expected.
+    pub problem: String,
+}
+
+impl fmt::Display for FieldProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)
+    }
+}
+
+/// Every problem found while validating one input value (never empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidArgument {
+    /// What was being validated, e.g. `IssueRequest`.
+    pub subject: &'static str,
+    /// The problems, in field order.
+    pub problems: Vec<FieldProblem>,
+}
+
+impl InvalidArgument {
+    /// Whether some problem names exactly this field path.
+    pub fn names_field(&self, field: &str) -> bool {
+        self.problems.iter().any(|p| p.field == field)
+    }
+}
+
+impl fmt::Display for InvalidArgument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: ", self.subject)?;
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why bytes could not be decoded into a wire type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The wire type being decoded, e.g. `IssueRequest`.
+    pub type_name: &'static str,
+    /// Where in the value decoding failed, by codec names (`Allocation.Job.ParentID`);
+    /// empty when the failure is about the input as a whole.
+    pub path: String,
+    /// What was wrong and what was expected.
+    pub reason: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "cannot decode {}: {}", self.type_name, self.reason)
+        } else {
+            write!(
+                f,
+                "cannot decode {} at {}: {}",
+                self.type_name, self.path, self.reason
+            )
+        }
+    }
+}
+
+/// The library's error. Each variant maps onto exactly one [`ResultCode`]
+/// (see [`Error::code`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A required pointer argument was NULL (raised by the C ABI).
+    #[error("argument `{name}` must not be NULL")]
+    NullArgument {
+        /// The parameter's name.
+        name: &'static str,
+    },
+    /// An input value failed validation.
+    #[error("{0}")]
+    InvalidArgument(InvalidArgument),
+    /// Bytes could not be decoded.
+    #[error("{0}")]
+    Decode(DecodeError),
+    /// A file or OS operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, e.g. `writing keystore /var/lib/wid/keys`.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A panic was caught at the C ABI boundary.
+    #[error("internal panic contained at the API boundary: {message}")]
+    Panic {
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// The token is not a well-formed compact JWS.
+    #[error("malformed token: {reason}")]
+    MalformedToken {
+        /// What was wrong and what was expected.
+        reason: String,
+    },
+    /// The token's algorithm is not `EdDSA`.
+    #[error("unsupported algorithm {alg:?}: only \"EdDSA\" is accepted")]
+    UnsupportedAlgorithm {
+        /// The `alg` the token named.
+        alg: String,
+    },
+    /// No usable key has this ID.
+    #[error("unknown key {kid:?}: {reason}")]
+    UnknownKey {
+        /// The key ID the token named (empty when it named none).
+        kid: String,
+        /// Why the key is not usable (absent, deprecated, waited for and never arrived).
+        reason: String,
+    },
+    /// The signature does not verify under the named key.
+    #[error("bad signature for key {kid:?}")]
+    BadSignature {
+        /// The key ID the token named.
+        kid: String,
+    },
+    /// The token expired.
+    #[error("token expired at {exp} (now {now}, leeway {leeway_secs}s)")]
+    Expired {
+        /// The token's `exp`.
+        exp: i64,
+        /// The verifier's time.
+        now: i64,
+        /// The leeway allowed.
+        leeway_secs: u64,
+    },
+    /// A time claim is in the future.
+    #[error("token not valid yet: {claim} is {value} (now {now}, leeway {leeway_secs}s)")]
+    NotYetValid {
+        /// Which claim (`nbf` or `iat`).
+        claim: &'static str,
+        /// Its value.
+        value: i64,
+        /// The verifier's time.
+        now: i64,
+        /// The leeway allowed.
+        leeway_secs: u64,
+    },
+    /// The token is not for this verifier.
+    #[error("audience mismatch: expected {expected:?}, token has {found:?}")]
+    AudienceMismatch {
+        /// The verifier's audience.
+        expected: String,
+        /// The token's audiences.
+        found: Vec<String>,
+    },
+    /// The allocation does not exist (after a consistent read).
+    #[error("allocation {alloc_id:?} not found")]
+    AllocationNotFound {
+        /// The allocation ID from the token.
+        alloc_id: String,
+    },
+    /// The allocation is terminal.
+    #[error("allocation {alloc_id:?} is terminal")]
+    AllocationTerminal {
+        /// The allocation ID from the token.
+        alloc_id: String,
+    },
+    /// The state store could not answer; the check failed closed.
+    #[error("state store unavailable while checking allocation {alloc_id:?}: {cause}")]
+    StoreUnavailable {
+        /// The allocation ID being checked.
+        alloc_id: String,
+        /// What the store reported.
+        cause: String,
+    },
+    /// No key is active.
+    #[error("no active key in the keyring: insert or rotate in a key before signing")]
+    NoActiveKey,
+    /// A key with this ID already exists.
+    #[error("duplicate key ID {kid:?}: a key with this ID is already in the keyring")]
+    DuplicateKey {
+        /// The duplicated ID.
+        kid: String,
+    },
+}
+
+impl Error {
+    /// The stable result code for this error.
+    pub fn code(&self) -> ResultCode {
+        match self {
+            Error::NullArgument { .. } => ResultCode::NullArgument,
+            Error::InvalidArgument(_) => ResultCode::InvalidArgument,
+            Error::Decode(_) => ResultCode::DecodeError,
+            Error::Io { .. } => ResultCode::IoError,
+            Error::Panic { .. } => ResultCode::Panic,
+            Error::MalformedToken { .. } => ResultCode::MalformedToken,
+            Error::UnsupportedAlgorithm { .. } => ResultCode::UnsupportedAlgorithm,
+            Error::UnknownKey { .. } => ResultCode::UnknownKey,
+            Error::BadSignature { .. } => ResultCode::BadSignature,
+            Error::Expired { .. } => ResultCode::Expired,
+            Error::NotYetValid { .. } => ResultCode::NotYetValid,
+            Error::AudienceMismatch { .. } => ResultCode::AudienceMismatch,
+            Error::AllocationNotFound { .. } => ResultCode::AllocationNotFound,
+            Error::AllocationTerminal { .. } => ResultCode::AllocationTerminal,
+            Error::StoreUnavailable { .. } => ResultCode::StoreUnavailable,
+            Error::NoActiveKey => ResultCode::NoActiveKey,
+            Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
+        }
+    }
+
+    /// A single-problem validation error.
+    pub(crate) fn invalid(
+        subject: &'static str,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Error {
+        Error::InvalidArgument(InvalidArgument {
+            subject,
+            problems: vec![FieldProblem {
+                field: field.into(),
+                problem: problem.into(),
+            }],
+        })
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One value of every variant, so a variant added without a code fails here.
+    fn one_of_each() -> Vec<Error> {
+        vec![
+            Error::NullArgument { name: "out" },
+            Error::invalid("X", "Name", "must not be empty"),
+            Error::Decode(DecodeError {
+                type_name: "X",
+                path: String::new(),
+                reason: "r".into(),
+            }),
+            Error::Io {
+                context: "c".into(),
+                source: std::io::Error::other("e"),
+            },
+            Error::Panic {
+                message: "m".into(),
+            },
+            Error::MalformedToken { reason: "r".into() },
+            Error::UnsupportedAlgorithm {
+                alg: "HS256".into(),
+            },
+            Error::UnknownKey {
+                kid: "k".into(),
+                reason: "absent".into(),
+            },
+            Error::BadSignature { kid: "k".into() },
+            Error::Expired {
+                exp: 1,
+                now: 2,
+                leeway_secs: 0,
+            },
+            Error::NotYetValid {
+                claim: "nbf",
+                value: 3,
+                now: 2,
+                leeway_secs: 0,
+            },
+            Error::AudienceMismatch {
+                expected: "a".into(),
+                found: vec!["b".into()],
+            },
+            Error::AllocationNotFound {
+                alloc_id: "a".into(),
+            },
+            Error::AllocationTerminal {
+                alloc_id: "a".into(),
+            },
+            Error::StoreUnavailable {
+                alloc_id: "a".into(),
+                cause: "down".into(),
+            },
+            Error::NoActiveKey,
+            Error::DuplicateKey { kid: "k".into() },
+        ]
+    }
+
+    #[test]
+    fn variants_map_one_to_one_onto_codes() {
+        let codes: Vec<ResultCode> = one_of_each().iter().map(Error::code).collect();
+        let mut expected: Vec<ResultCode> = ResultCode::ALL[1..].to_vec();
+        assert_eq!(codes, expected, "variant order follows code order");
+        expected.dedup();
+        assert_eq!(
+            expected.len(),
+            ResultCode::ALL.len() - 1,
+            "codes are distinct"
+        );
+    }
+
+    #[test]
+    fn numbers_and_names_are_the_abi_contract() {
+        let table: Vec<(u32, &str)> = ResultCode::ALL
+            .iter()
+            .map(|c| (c.as_u32(), c.name()))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                (0, "WID_RESULT_OK"),
+                (1, "WID_RESULT_NULL_ARGUMENT"),
+                (2, "WID_RESULT_INVALID_ARGUMENT"),
+                (3, "WID_RESULT_DECODE_ERROR"),
+                (4, "WID_RESULT_IO_ERROR"),
+                (5, "WID_RESULT_PANIC"),
+                (10, "WID_RESULT_MALFORMED_TOKEN"),
+                (11, "WID_RESULT_UNSUPPORTED_ALGORITHM"),
+                (12, "WID_RESULT_UNKNOWN_KEY"),
+                (13, "WID_RESULT_BAD_SIGNATURE"),
+                (14, "WID_RESULT_EXPIRED"),
+                (15, "WID_RESULT_NOT_YET_VALID"),
+                (16, "WID_RESULT_AUDIENCE_MISMATCH"),
+                (20, "WID_RESULT_ALLOCATION_NOT_FOUND"),
+                (21, "WID_RESULT_ALLOCATION_TERMINAL"),
+                (22, "WID_RESULT_STORE_UNAVAILABLE"),
+                (30, "WID_RESULT_NO_ACTIVE_KEY"),
+                (31, "WID_RESULT_DUPLICATE_KEY"),
+            ]
+        );
+        for c in ResultCode::ALL {
+            assert_eq!(ResultCode::from_u32(c.as_u32()), Some(c));
+        }
+        assert_eq!(ResultCode::from_u32(6), None);
+        assert_eq!(ResultCode::from_u32(u32::MAX), None);
+    }
+
+    #[test]
+    fn messages_say_what_and_what_was_expected() {
+        let e = Error::UnsupportedAlgorithm { alg: "none".into() };
+        assert_eq!(
+            e.to_string(),
+            "unsupported algorithm \"none\": only \"EdDSA\" is accepted"
+        );
+        let e = Error::InvalidArgument(InvalidArgument {
+            subject: "WorkloadIdentity",
+            problems: vec![
+                FieldProblem {
+                    field: "Name".into(),
+                    problem: "must match ^[a-zA-Z0-9-_]{1,128}$, got \"a b\"".into(),
+                },
+                FieldProblem {
+                    field: "TTL".into(),
+                    problem: "must be >= 0, got -1".into(),
+                },
+            ],
+        });
+        assert_eq!(
+            e.to_string(),
+            "invalid WorkloadIdentity: Name: must match ^[a-zA-Z0-9-_]{1,128}$, got \"a b\"; TTL: must be >= 0, got -1"
+        );
+    }
+}

@@ -1,0 +1,28 @@
+//! Mint and verify **workload identities**: Ed25519-signed JWTs bound to a running
+//! allocation, from a rotating keyring, with a msgpack wire format that Go speaks.
+//!
+//! This release holds the foundation: the msgpack [`codec`] (declared codec names
+//! only, strict bounded decoding), the wire [`model`] shared with Go with Nomad's
+//! validation rules, and the one [`error`] type whose variants map onto the stable
+//! C result codes.
+//!
+//! ```
+//! use workload_identity::{codec, model::IssueRequest};
+//!
+//! let mut req = IssueRequest::default();
+//! req.region = "global".into();
+//! let bytes = codec::encode(&req).unwrap();
+//! let back: IssueRequest = codec::decode(&bytes).unwrap();
+//! assert_eq!(back, req);
+//! // Empty allocation fields, no task and no identity name: all reported at once.
+//! assert!(back.validate().is_err());
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod codec;
+pub mod error;
+pub mod model;
+
+pub use error::{Error, ResultCode};

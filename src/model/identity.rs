@@ -1,0 +1,208 @@
+//! Nomad's `WorkloadIdentity`: which identity a workload asks for.
+
+use super::GoDuration;
+use super::validate::Problems;
+use crate::codec::wire_struct;
+use crate::error::Result;
+
+wire_struct! {
+    /// An identity block of a task or service (Nomad's `WorkloadIdentity`).
+    ///
+    /// Fields are declared in codec-name order, the order Go's codec writes them.
+    pub struct WorkloadIdentity {
+        /// The audiences the token is for; each must be non-empty.
+        pub audience: Vec<String> => "Audience",
+        /// What happens when the token changes: empty, `restart` or `signal`.
+        pub change_mode: String => "ChangeMode",
+        /// The signal sent when `change_mode` is `signal`.
+        pub change_signal: String => "ChangeSignal",
+        /// Whether the token is exposed in the task's environment.
+        pub env: bool => "Env",
+        /// Whether the token is written to a file in the task's secrets directory.
+        pub file: bool => "File",
+        /// A custom path for that file; requires `file`.
+        pub filepath: String => "Filepath",
+        /// The identity's name: `^[a-zA-Z0-9-_]{1,128}$`.
+        pub name: String => "Name",
+        /// For a service identity, the service's name.
+        pub service_name: String => "ServiceName",
+        /// How long the token lives; zero means no expiry.
+        pub ttl: GoDuration => "TTL",
+    }
+}
+
+/// Change modes Nomad accepts.
+const CHANGE_MODE_RESTART: &str = "restart";
+const CHANGE_MODE_SIGNAL: &str = "signal";
+
+/// Nomad's identity name rule, `^[a-zA-Z0-9-_]{1,128}$`.
+pub(crate) fn valid_identity_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl WorkloadIdentity {
+    /// Checks the identity with Nomad's rules, reporting every problem at once.
+    pub fn validate(&self) -> Result<()> {
+        let mut p = Problems::new("WorkloadIdentity");
+        self.check(&mut p);
+        p.finish()
+    }
+
+    pub(crate) fn check(&self, p: &mut Problems) {
+        if !valid_identity_name(&self.name) {
+            p.push(
+                "Name",
+                format!(
+                    "must match ^[a-zA-Z0-9-_]{{1,128}}$, got {:?}",
+                    truncate(&self.name)
+                ),
+            );
+        }
+        for (i, aud) in self.audience.iter().enumerate() {
+            if aud.is_empty() {
+                p.push(&format!("Audience[{i}]"), "must not be an empty string");
+            }
+        }
+        if self.ttl.as_nanos() < 0 {
+            p.push(
+                "TTL",
+                format!("must be >= 0, got {}ns", self.ttl.as_nanos()),
+            );
+        }
+        match self.change_mode.as_str() {
+            CHANGE_MODE_SIGNAL if self.change_signal.is_empty() => {
+                p.push("ChangeSignal", "must be set when ChangeMode is \"signal\"");
+            }
+            CHANGE_MODE_SIGNAL => {}
+            "" | CHANGE_MODE_RESTART if !self.change_signal.is_empty() => p.push(
+                "ChangeSignal",
+                format!(
+                    "may only be set when ChangeMode is \"signal\", got ChangeMode {:?}",
+                    self.change_mode
+                ),
+            ),
+            "" | CHANGE_MODE_RESTART => {}
+            other => p.push(
+                "ChangeMode",
+                format!(
+                    "must be empty, \"restart\" or \"signal\", got {:?}",
+                    truncate(other)
+                ),
+            ),
+        }
+        if !self.filepath.is_empty() && !self.file {
+            p.push("Filepath", "requires File to be true");
+        }
+    }
+}
+
+/// Shortens a user-supplied value for an error message.
+pub(crate) fn truncate(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    fn valid() -> WorkloadIdentity {
+        WorkloadIdentity {
+            name: "vault_default".into(),
+            audience: vec!["vault.io".into()],
+            ttl: GoDuration::from_secs(3600),
+            ..WorkloadIdentity::default()
+        }
+    }
+
+    fn fields(e: Error) -> Vec<String> {
+        match e {
+            Error::InvalidArgument(ia) => ia.problems.into_iter().map(|p| p.field).collect(),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_follow_nomads_pattern() {
+        for ok in [
+            "a",
+            "default",
+            "vault_default",
+            "consul-service_web-api",
+            &"x".repeat(128),
+        ] {
+            assert!(valid_identity_name(ok), "{ok}");
+        }
+        for bad in ["", "a b", "a.b", "a/b", "é", "a:b", &"x".repeat(129)] {
+            assert!(!valid_identity_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn valid_identity_passes() {
+        valid().validate().unwrap();
+        let mut w = valid();
+        w.change_mode = "signal".into();
+        w.change_signal = "SIGHUP".into();
+        w.file = true;
+        w.filepath = "secrets/x.jwt".into();
+        w.validate().unwrap();
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_field() {
+        let w = WorkloadIdentity {
+            name: "bad name".into(),
+            audience: vec!["ok".into(), String::new()],
+            ttl: GoDuration(-1),
+            change_mode: "explode".into(),
+            filepath: "x".into(),
+            ..WorkloadIdentity::default()
+        };
+        let e = w.validate().unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("Name: must match ^[a-zA-Z0-9-_]{1,128}$, got \"bad name\""),
+            "{msg}"
+        );
+        assert!(msg.contains("TTL: must be >= 0, got -1ns"), "{msg}");
+        assert_eq!(
+            fields(e),
+            ["Name", "Audience[1]", "TTL", "ChangeMode", "Filepath"]
+        );
+    }
+
+    #[test]
+    fn change_signal_only_and_always_with_signal_mode() {
+        let mut w = valid();
+        w.change_mode = "signal".into();
+        assert_eq!(fields(w.validate().unwrap_err()), ["ChangeSignal"]);
+        let mut w = valid();
+        w.change_signal = "SIGHUP".into();
+        assert_eq!(fields(w.validate().unwrap_err()), ["ChangeSignal"]);
+        w.change_mode = "restart".into();
+        assert_eq!(fields(w.validate().unwrap_err()), ["ChangeSignal"]);
+    }
+
+    #[test]
+    fn long_values_are_truncated_in_messages() {
+        let w = WorkloadIdentity {
+            name: "ü".repeat(1000),
+            ..valid()
+        };
+        let msg = w.validate().unwrap_err().to_string();
+        assert!(msg.len() < 200, "{msg}");
+        assert!(msg.ends_with("…\""), "{msg}");
+    }
+}

@@ -1,0 +1,18 @@
+//! Wire types shared with Go, and their validation with Nomad's rules.
+//!
+//! Every type here is declared with its msgpack codec names (the Go field names
+//! of the matching Nomad struct); see [`crate::codec`] for the encoding rules.
+
+mod allocation;
+mod consul;
+mod duration;
+mod identity;
+pub mod json;
+mod request;
+mod validate;
+
+pub use allocation::{Allocation, ClientStatus, Job};
+pub use consul::{ConsulExposeConfig, ConsulExposePath};
+pub use duration::GoDuration;
+pub use identity::WorkloadIdentity;
+pub use request::{IssueRequest, Workload};

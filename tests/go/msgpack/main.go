@@ -1,0 +1,514 @@
+// Command msgpack is the Go side of the msgpack interoperability check for
+// workload-identity. It encodes golden vectors with hashicorp/go-msgpack
+// (the codec Nomad uses on its RPC wire) and checks vectors produced by the
+// Rust encoder by decoding them into the same Go structs.
+//
+// go-msgpack 0.5.5 only honours `codec` struct tags, so the Go field names
+// below are the msgpack wire names. `json` tags (see ConsulExposeConfig) are
+// deliberately ignored by the msgpack codec.
+//
+// Usage:
+//
+//	go run main.go write <dir>   write golden vectors into <dir>
+//	go run main.go check <dir>   decode and verify Rust-written vectors in <dir>
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/ioutil"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/codec"
+)
+
+// ---------------------------------------------------------------------------
+// Wire structs. Field order is significant only for array-form decoding; in
+// map form go-msgpack 0.5.5 writes keys sorted by name.
+
+type Job struct {
+	Region    string // extra (not in Rust view)
+	Namespace string // extra
+	ID        string
+	ParentID  string
+	Name      string            // extra
+	Type      string            // extra
+	Priority  int               // extra
+	Meta      map[string]string // extra
+}
+
+type Allocation struct {
+	ID            string
+	Namespace     string
+	EvalID        string // extra
+	Name          string // extra
+	NodeID        string // extra
+	JobID         string
+	Job           *Job
+	TaskGroup     string
+	DesiredStatus string
+	ClientStatus  string
+	CreateIndex   uint64 // extra
+	ModifyIndex   uint64 // extra
+	CreateTime    int64  // extra
+	ModifyTime    int64  // extra
+}
+
+type WorkloadIdentity struct {
+	Name         string
+	Audience     []string
+	ChangeMode   string
+	ChangeSignal string
+	Env          bool
+	File         bool
+	ServiceName  string
+	TTL          time.Duration
+	Filepath     string
+}
+
+type IssueRequest struct {
+	Region     string
+	Allocation *Allocation
+	Task       string
+	Service    string
+	Identity   *WorkloadIdentity
+}
+
+type ConsulExposePath struct {
+	Path          string
+	Protocol      string
+	LocalPathPort int
+	ListenerPort  string
+}
+
+type ConsulExposeConfig struct {
+	Paths []ConsulExposePath `json:"Path"`
+}
+
+// ---------------------------------------------------------------------------
+// Sample values (the Rust tests hard-code the same values).
+
+const (
+	sampleAllocID = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc"
+	sampleJobID   = "web/dispatch-1700000000-abcd1234"
+)
+
+// fullAllocation is the complete Go allocation, including fields the Rust
+// view does not know about.
+func fullAllocation() *Allocation {
+	return &Allocation{
+		ID:        sampleAllocID,
+		Namespace: "default",
+		EvalID:    "0c7f3a10-aaaa-bbbb-cccc-000000000001",
+		Name:      "web.frontend[0]",
+		NodeID:    "9d1e6a44-1111-2222-3333-444444444444",
+		JobID:     sampleJobID,
+		Job: &Job{
+			Region:    "global",
+			Namespace: "default",
+			ID:        sampleJobID,
+			ParentID:  "web",
+			Name:      "web",
+			Type:      "batch",
+			Priority:  50,
+			Meta:      map[string]string{"owner": "team-a"},
+		},
+		TaskGroup:     "frontend",
+		DesiredStatus: "run",
+		ClientStatus:  "running",
+		CreateIndex:   1234567,
+		ModifyIndex:   1234570,
+		CreateTime:    1700000000123456789,
+		ModifyTime:    1700000001123456789,
+	}
+}
+
+// viewAllocation is what the Rust view of an allocation round-trips: only the
+// fields it knows; every extra field is the Go zero value.
+func viewAllocation() *Allocation {
+	return &Allocation{
+		ID:        sampleAllocID,
+		Namespace: "default",
+		JobID:     sampleJobID,
+		Job: &Job{
+			ID:       sampleJobID,
+			ParentID: "web",
+		},
+		TaskGroup:     "frontend",
+		DesiredStatus: "run",
+		ClientStatus:  "running",
+	}
+}
+
+func sampleWorkloadIdentity() *WorkloadIdentity {
+	return &WorkloadIdentity{
+		Name:         "vault_default",
+		Audience:     []string{"vault.io", "consul.io"},
+		ChangeMode:   "signal",
+		ChangeSignal: "SIGHUP",
+		Env:          true,
+		File:         true,
+		ServiceName:  "",
+		TTL:          time.Hour,
+		Filepath:     "secrets/vault.jwt",
+	}
+}
+
+func zeroWorkloadIdentity() *WorkloadIdentity {
+	return &WorkloadIdentity{Name: "default"} // Audience is a nil slice on purpose
+}
+
+func serviceWorkloadIdentity() *WorkloadIdentity {
+	return &WorkloadIdentity{
+		Name:     "consul-service_web-api",
+		Audience: []string{"consul.io"},
+		TTL:      90 * time.Minute,
+	}
+}
+
+func taskIssueRequest(alloc *Allocation) *IssueRequest {
+	return &IssueRequest{
+		Region:     "global",
+		Allocation: alloc,
+		Task:       "server",
+		Service:    "",
+		Identity:   sampleWorkloadIdentity(),
+	}
+}
+
+func serviceIssueRequest(alloc *Allocation) *IssueRequest {
+	return &IssueRequest{
+		Region:     "eu-west",
+		Allocation: alloc,
+		Task:       "",
+		Service:    "web-api",
+		Identity:   serviceWorkloadIdentity(),
+	}
+}
+
+func sampleConsulExpose() *ConsulExposeConfig {
+	return &ConsulExposeConfig{
+		Paths: []ConsulExposePath{
+			{Path: "/health", Protocol: "http", LocalPathPort: 8080, ListenerPort: "health"},
+			{Path: "/metrics", Protocol: "http2", LocalPathPort: 9102, ListenerPort: "metrics"},
+		},
+	}
+}
+
+// vector ties a file name to the value Go writes and the value expected back
+// from the Rust encoder.
+type vector struct {
+	file  string
+	write interface{} // pointer to the full Go value written by `write`
+	want  interface{} // pointer to the expected Rust view for `check`
+}
+
+func vectors() []vector {
+	return []vector{
+		{"allocation.msgpack", fullAllocation(), viewAllocation()},
+		{"workload_identity.msgpack", sampleWorkloadIdentity(), sampleWorkloadIdentity()},
+		{"workload_identity_zero.msgpack", zeroWorkloadIdentity(), zeroWorkloadIdentity()},
+		{"issue_request_task.msgpack", taskIssueRequest(fullAllocation()), taskIssueRequest(viewAllocation())},
+		{"issue_request_service.msgpack", serviceIssueRequest(fullAllocation()), serviceIssueRequest(viewAllocation())},
+		{"consul_expose.msgpack", sampleConsulExpose(), sampleConsulExpose()},
+	}
+}
+
+func newHandle() *codec.MsgpackHandle {
+	return &codec.MsgpackHandle{RawToString: true}
+}
+
+// ---------------------------------------------------------------------------
+// write
+
+func encode(v interface{}) ([]byte, error) {
+	var out []byte
+	if err := codec.NewEncoderBytes(&out, newHandle()).Encode(v); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func writeFile(dir, name string, data []byte) error {
+	p := filepath.Join(dir, name)
+	if err := ioutil.WriteFile(p, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%d bytes)\n", p, len(data))
+	return nil
+}
+
+func runWrite(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, vec := range vectors() {
+		data, err := encode(vec.write)
+		if err != nil {
+			return fmt.Errorf("encode %s: %v", vec.file, err)
+		}
+		if err := writeFile(dir, vec.file, data); err != nil {
+			return err
+		}
+	}
+	// Same ConsulExposeConfig through encoding/json: JSON key is "Path"
+	// (json tag honoured) while the msgpack key is "Paths" (json tag ignored).
+	js, err := json.Marshal(sampleConsulExpose())
+	if err != nil {
+		return fmt.Errorf("json consul_expose: %v", err)
+	}
+	return writeFile(dir, "consul_expose.json", js)
+}
+
+// ---------------------------------------------------------------------------
+// check
+
+type checker struct {
+	file  string
+	fails []string
+}
+
+func (c *checker) fail(path, got, want string) {
+	if path == "" {
+		path = "<root>"
+	}
+	c.fails = append(c.fails, fmt.Sprintf("FAIL %s: %s: got %s want %s", c.file, path, got, want))
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func fmtVal(v reflect.Value) string {
+	if !v.IsValid() {
+		return "<invalid>"
+	}
+	if v.Type() == durationType {
+		return fmt.Sprintf("%d (%v)", v.Int(), time.Duration(v.Int()))
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return fmt.Sprintf("%q", v.String())
+	case reflect.Ptr:
+		if v.IsNil() {
+			return "nil"
+		}
+		return "&" + fmtVal(v.Elem())
+	case reflect.Slice, reflect.Map:
+		if v.IsNil() {
+			return "nil"
+		}
+		return fmt.Sprintf("%#v", v.Interface())
+	case reflect.Struct:
+		return fmt.Sprintf("%+v", v.Interface())
+	}
+	return fmt.Sprintf("%v", v.Interface())
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// compare walks want and got in lock step. Only a nil slice and an empty slice
+// are treated as equal; everything else must match exactly.
+func (c *checker) compare(path string, got, want reflect.Value) {
+	switch want.Kind() {
+	case reflect.Ptr:
+		if got.IsNil() || want.IsNil() {
+			if got.IsNil() != want.IsNil() {
+				c.fail(path, fmtVal(got), fmtVal(want))
+			}
+			return
+		}
+		c.compare(path, got.Elem(), want.Elem())
+	case reflect.Struct:
+		t := want.Type()
+		for i := 0; i < t.NumField(); i++ {
+			c.compare(join(path, t.Field(i).Name), got.Field(i), want.Field(i))
+		}
+	case reflect.Slice:
+		if got.Len() != want.Len() {
+			c.fail(path, fmt.Sprintf("len %d %s", got.Len(), fmtVal(got)),
+				fmt.Sprintf("len %d %s", want.Len(), fmtVal(want)))
+			return
+		}
+		for i := 0; i < want.Len(); i++ {
+			c.compare(fmt.Sprintf("%s[%d]", path, i), got.Index(i), want.Index(i))
+		}
+	case reflect.Map:
+		if got.IsNil() != want.IsNil() || got.Len() != want.Len() {
+			c.fail(path, fmtVal(got), fmtVal(want))
+			return
+		}
+		for _, k := range want.MapKeys() {
+			gv := got.MapIndex(k)
+			kp := fmt.Sprintf("%s[%v]", path, k.Interface())
+			if !gv.IsValid() {
+				c.fail(kp, "<missing>", fmtVal(want.MapIndex(k)))
+				continue
+			}
+			c.compare(kp, gv, want.MapIndex(k))
+		}
+	default:
+		if got.Interface() != want.Interface() {
+			c.fail(path, fmtVal(got), fmtVal(want))
+		}
+	}
+}
+
+func describeRaw(v interface{}) string {
+	switch v.(type) {
+	case nil:
+		return "msgpack nil"
+	case map[interface{}]interface{}:
+		return "msgpack map"
+	case []interface{}:
+		return "msgpack array"
+	case string:
+		return "msgpack string"
+	case []byte:
+		return "msgpack bin"
+	case bool:
+		return "msgpack bool"
+	case int64, uint64:
+		return "msgpack int"
+	case float32, float64:
+		return "msgpack float"
+	}
+	return fmt.Sprintf("msgpack %T", v)
+}
+
+// shape checks the generic decode of the Rust bytes against the Go type:
+// every struct must be encoded as a msgpack map (not the positional array
+// form go-msgpack would also accept), and every key must name a Go field
+// (go-msgpack silently drops unknown keys, which would hide a renamed field).
+func (c *checker) shape(path string, t reflect.Type, raw interface{}) {
+	switch t.Kind() {
+	case reflect.Ptr:
+		if raw != nil {
+			c.shape(path, t.Elem(), raw)
+		}
+	case reflect.Struct:
+		if t == reflect.TypeOf(time.Time{}) {
+			return
+		}
+		m, ok := raw.(map[interface{}]interface{})
+		if !ok {
+			c.fail(path, describeRaw(raw), "msgpack map (struct "+t.Name()+")")
+			return
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			ks, ok := k.(string)
+			if !ok {
+				c.fail(path, fmt.Sprintf("map key %#v", k), "string key")
+				continue
+			}
+			keys = append(keys, ks)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			f, ok := t.FieldByName(k)
+			if !ok || len(f.Index) != 1 {
+				c.fail(join(path, k), fmt.Sprintf("key %q (no such field in Go %s; go-msgpack would drop it)", k, t.Name()), "no such key")
+				continue
+			}
+			c.shape(join(path, k), f.Type, m[k])
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 || raw == nil {
+			return
+		}
+		a, ok := raw.([]interface{})
+		if !ok {
+			c.fail(path, describeRaw(raw), "msgpack array")
+			return
+		}
+		for i, e := range a {
+			c.shape(fmt.Sprintf("%s[%d]", path, i), t.Elem(), e)
+		}
+	}
+}
+
+func (c *checker) checkBytes(data []byte, want interface{}) {
+	wantV := reflect.ValueOf(want)
+	gotPtr := reflect.New(wantV.Elem().Type()) // fresh zero value
+
+	// Decode through a bytes.Reader so we can see what was left unconsumed.
+	// go-msgpack's ioDecReader does not buffer or read ahead.
+	r := bytes.NewReader(data)
+	if err := codec.NewDecoder(r, newHandle()).Decode(gotPtr.Interface()); err != nil {
+		c.fail("<decode>", fmt.Sprintf("error %q", err.Error()), "successful decode")
+		return
+	}
+	if rest := r.Len(); rest != 0 {
+		c.fail("<trailing>", fmt.Sprintf("%d unconsumed byte(s) of %d", rest, len(data)), "0")
+	}
+
+	var raw interface{}
+	if err := codec.NewDecoderBytes(data, newHandle()).Decode(&raw); err != nil {
+		c.fail("<decode-generic>", fmt.Sprintf("error %q", err.Error()), "successful decode")
+	} else {
+		c.shape("", wantV.Type(), raw)
+	}
+
+	c.compare("", gotPtr.Elem(), wantV.Elem())
+}
+
+func runCheck(dir string) int {
+	vecs := vectors()
+	failures := 0
+	for _, vec := range vecs {
+		c := &checker{file: vec.file}
+		data, err := ioutil.ReadFile(filepath.Join(dir, vec.file))
+		if err != nil {
+			c.fail("<file>", fmt.Sprintf("read error: %v", err), "readable file")
+		} else {
+			c.checkBytes(data, vec.want)
+		}
+		if len(c.fails) == 0 {
+			fmt.Printf("ok %s\n", vec.file)
+		}
+		for _, f := range c.fails {
+			fmt.Println(f)
+		}
+		failures += len(c.fails)
+	}
+	fmt.Printf("go msgpack check: %d files, %d failures\n", len(vecs), failures)
+	if failures > 0 {
+		return 1
+	}
+	return 0
+}
+
+// ---------------------------------------------------------------------------
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: msgpack write <dir> | msgpack check <dir>")
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) != 3 {
+		usage()
+	}
+	dir := os.Args[2]
+	switch os.Args[1] {
+	case "write":
+		if err := runWrite(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "write: %v\n", strings.TrimSpace(err.Error()))
+			os.Exit(1)
+		}
+	case "check":
+		os.Exit(runCheck(dir))
+	default:
+		usage()
+	}
+}
