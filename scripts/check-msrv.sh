@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo metadata --locked --format-version 1 --quiet | python3 -c '
 import json, sys
 meta = json.load(sys.stdin)
-ver = lambda s: tuple(int(p) for p in s.split("."))
+ver = lambda s: (tuple(int(p) for p in s.split(".")) + (0, 0))[:3]
 root = next(p for p in meta["packages"] if p["id"] in meta["workspace_members"])
 ours = root.get("rust_version")
 if not ours:

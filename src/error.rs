@@ -349,6 +349,20 @@ impl Error {
     }
 }
 
+/// Shortens a caller-supplied value for quoting in an error message (64 bytes at
+/// most, cut at a character boundary).
+pub(crate) fn truncate_for_message(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -23,6 +23,9 @@
 
 pub mod codec;
 pub mod error;
+pub mod keyring;
 pub mod model;
+mod persist;
 
 pub use error::{Error, ResultCode};
+pub use keyring::{KeyId, Keyring};

@@ -231,3 +231,68 @@ macro_rules! wire_struct {
     };
 }
 pub(crate) use wire_struct;
+
+/// Bytes on the wire as msgpack `bin`; zeroized on drop (they may be secret).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Bin(pub zeroize::Zeroizing<Vec<u8>>);
+
+impl Bin {
+    /// Wraps bytes.
+    pub fn new(bytes: Vec<u8>) -> Bin {
+        Bin(zeroize::Zeroizing::new(bytes))
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Bin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bin({} bytes)", self.0.len())
+    }
+}
+
+impl Serialize for Bin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Bin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Bin, D::Error> {
+        struct BinVisitor;
+        impl serde::de::Visitor<'_> for BinVisitor {
+            type Value = Bin;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("msgpack bin bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<Bin, E> {
+                Ok(Bin::new(v.to_vec()))
+            }
+        }
+        d.deserialize_bytes(BinVisitor)
+    }
+}
+
+/// Encodes like [`encode`] into buffers that are zeroized when dropped, sized up
+/// front from `capacity_hint` so that no reallocation leaves a stray copy of the
+/// secret bytes behind (best effort: a hint too small costs a reallocation).
+pub(crate) fn encode_secret<T: WireType>(
+    value: &T,
+    capacity_hint: usize,
+) -> Result<zeroize::Zeroizing<Vec<u8>>> {
+    let fail = |reason: String| {
+        Error::Decode(DecodeError {
+            type_name: T::TYPE_NAME,
+            path: String::new(),
+            reason: format!("cannot encode: {reason}"),
+        })
+    };
+    let mut named = zeroize::Zeroizing::new(Vec::with_capacity(capacity_hint));
+    rmp_serde::encode::write_named(&mut *named, value).map_err(|e| fail(e.to_string()))?;
+    scan::downgrade_str8(&named)
+        .map(zeroize::Zeroizing::new)
+        .map_err(|e| fail(e.reason))
+}

@@ -3,7 +3,7 @@
 use super::GoDuration;
 use super::validate::Problems;
 use crate::codec::wire_struct;
-use crate::error::Result;
+use crate::error::{Result, truncate_for_message};
 
 wire_struct! {
     /// An identity block of a task or service (Nomad's `WorkloadIdentity`).
@@ -57,7 +57,7 @@ impl WorkloadIdentity {
                 "Name",
                 format!(
                     "must match ^[a-zA-Z0-9-_]{{1,128}}$, got {:?}",
-                    truncate(&self.name)
+                    truncate_for_message(&self.name)
                 ),
             );
         }
@@ -89,7 +89,7 @@ impl WorkloadIdentity {
                 "ChangeMode",
                 format!(
                     "must be empty, \"restart\" or \"signal\", got {:?}",
-                    truncate(other)
+                    truncate_for_message(other)
                 ),
             ),
         }
@@ -97,19 +97,6 @@ impl WorkloadIdentity {
             p.push("Filepath", "requires File to be true");
         }
     }
-}
-
-/// Shortens a user-supplied value for an error message.
-pub(crate) fn truncate(s: &str) -> String {
-    const MAX: usize = 64;
-    if s.len() <= MAX {
-        return s.to_string();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]

@@ -1,0 +1,702 @@
+//! The keyring: root keys seeded into Ed25519 signing keys, their rotation states,
+//! publication (JWKS, OIDC discovery) and persistence.
+//!
+//! A [`Keyring`] is shared (`Clone` is an `Arc` clone) and safe to use from many
+//! threads: signers and verifiers look keys up under a read lock while another
+//! thread rotates under the write lock, so a signer always sees exactly one active
+//! key (or none, before the first). The Ed25519 key pair is derived once, when a key
+//! enters the keyring — never per signature — and lookups by key ID are a single
+//! hash-map probe whatever the number of keys.
+
+mod jwks;
+mod key_id;
+mod keystore;
+mod policy;
+mod root_key;
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+
+use crate::error::{Error, Result};
+
+pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
+pub use key_id::{KeyId, MAX_KEY_ID_LEN};
+pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION};
+pub use policy::{RotationAction, RotationPolicy, plan_rotation};
+pub use root_key::{HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, RootKey};
+
+impl Borrow<str> for KeyId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// A key as the keyring holds it: the derived key pair, made once on insert.
+pub(crate) struct KeyEntry {
+    pub(crate) id: KeyId,
+    pub(crate) verifying: VerifyingKey,
+    /// `None` for verify-only keys (imported from a JWKS).
+    signing: Option<SigningKey>,
+    /// `None` for verify-only keys.
+    material: Option<(KeyMaterial, KeyDerivation)>,
+}
+
+/// A key's place in the rotation, changed only under the write lock.
+#[derive(Clone, Copy)]
+struct Meta {
+    state: KeyState,
+    create_time: i64,
+    publish_time: i64,
+    retired_time: i64,
+}
+
+impl Meta {
+    fn of(key: &RootKey) -> Meta {
+        Meta {
+            state: key.state,
+            create_time: key.create_time,
+            publish_time: key.publish_time,
+            retired_time: key.retired_time,
+        }
+    }
+}
+
+struct Slot {
+    entry: Arc<KeyEntry>,
+    meta: Meta,
+}
+
+#[derive(Default)]
+struct Inner {
+    keys: HashMap<KeyId, Slot>,
+    active: Option<KeyId>,
+}
+
+struct Shared {
+    inner: RwLock<Inner>,
+    /// Bumped after every change; waiters for a key sleep on `changed_cv`.
+    changes: Mutex<u64>,
+    changed_cv: Condvar,
+}
+
+/// A shared, thread-safe keyring. Cloning is cheap and clones share the keys.
+#[derive(Clone)]
+pub struct Keyring {
+    shared: Arc<Shared>,
+}
+
+/// Public facts about one key (never the material).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The key ID.
+    pub id: KeyId,
+    /// Its state.
+    pub state: KeyState,
+    /// How its seed was derived; `None` for verify-only keys.
+    pub derivation: Option<KeyDerivation>,
+    /// Creation time (Unix seconds).
+    pub create_time: i64,
+    /// For prepublished keys, when they become active (else 0).
+    pub publish_time: i64,
+    /// When it stopped signing (0 if it never did, or unknown).
+    pub retired_time: i64,
+    /// The Ed25519 public key.
+    pub public_key: VerifyingKey,
+}
+
+impl KeyInfo {
+    /// Whether this keyring holds the secret to sign with this key.
+    pub fn can_sign(&self) -> bool {
+        self.derivation.is_some()
+    }
+}
+
+/// The active key, ready to sign. Holding it keeps the key alive even if it is
+/// rotated out meanwhile; the signature still verifies while the key is inactive.
+#[derive(Clone)]
+pub struct ActiveKey {
+    entry: Arc<KeyEntry>,
+}
+
+impl ActiveKey {
+    /// The key ID to put in the token's `kid`.
+    pub fn id(&self) -> &KeyId {
+        &self.entry.id
+    }
+
+    /// Signs `message` (Ed25519, RFC 8032).
+    pub fn sign(&self, message: &[u8]) -> Signature {
+        match &self.entry.signing {
+            Some(k) => k.sign(message),
+            // An ActiveKey is only made from an entry with a signing key.
+            None => unreachable!("active keys always hold a signing key"),
+        }
+    }
+
+    /// The public key.
+    pub fn verifying_key(&self) -> &VerifyingKey {
+        &self.entry.verifying
+    }
+}
+
+impl fmt::Debug for ActiveKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ActiveKey({})", self.entry.id)
+    }
+}
+
+/// A key that verifies (active, prepublished or inactive).
+#[derive(Clone)]
+pub struct VerifyingHandle {
+    entry: Arc<KeyEntry>,
+    state: KeyState,
+}
+
+impl VerifyingHandle {
+    /// The key ID.
+    pub fn id(&self) -> &KeyId {
+        &self.entry.id
+    }
+
+    /// The key's state when it was looked up.
+    pub fn state(&self) -> KeyState {
+        self.state
+    }
+
+    /// The public key.
+    pub fn verifying_key(&self) -> &VerifyingKey {
+        &self.entry.verifying
+    }
+
+    /// Checks an Ed25519 signature with `verify_strict` (rejects small-order and
+    /// non-canonical encodings).
+    pub fn verify_strict(&self, message: &[u8], signature: &Signature) -> bool {
+        self.entry
+            .verifying
+            .verify_strict(message, signature)
+            .is_ok()
+    }
+}
+
+impl fmt::Debug for VerifyingHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "VerifyingHandle({}, {})",
+            self.entry.id,
+            self.state.name()
+        )
+    }
+}
+
+impl fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.read();
+        f.debug_struct("Keyring")
+            .field("keys", &inner.keys.len())
+            .field("active", &inner.active)
+            .finish()
+    }
+}
+
+impl Default for Keyring {
+    fn default() -> Self {
+        Keyring::new()
+    }
+}
+
+fn key_error(kid: &str, reason: impl Into<String>) -> Error {
+    Error::UnknownKey {
+        kid: crate::error::truncate_for_message(kid),
+        reason: reason.into(),
+    }
+}
+
+fn weak_key_error(id: &KeyId) -> Error {
+    Error::invalid(
+        "RootKey",
+        "public_key",
+        format!("key {id} has a small-order (weak) public key; it would accept forged signatures"),
+    )
+}
+
+impl KeyEntry {
+    fn from_root(key: &RootKey) -> Result<KeyEntry> {
+        let signing = key.derivation.signing_key(&key.material, &key.id);
+        let verifying = signing.verifying_key();
+        if verifying.is_weak() {
+            return Err(weak_key_error(&key.id));
+        }
+        Ok(KeyEntry {
+            id: key.id.clone(),
+            verifying,
+            signing: Some(signing),
+            material: Some((key.material.clone(), key.derivation)),
+        })
+    }
+
+    fn public_only(id: KeyId, verifying: VerifyingKey) -> Result<KeyEntry> {
+        if verifying.is_weak() {
+            return Err(weak_key_error(&id));
+        }
+        Ok(KeyEntry {
+            id,
+            verifying,
+            signing: None,
+            material: None,
+        })
+    }
+}
+
+impl Slot {
+    fn info(&self) -> KeyInfo {
+        KeyInfo {
+            id: self.entry.id.clone(),
+            state: self.meta.state,
+            derivation: self.entry.material.as_ref().map(|(_, d)| *d),
+            create_time: self.meta.create_time,
+            publish_time: self.meta.publish_time,
+            retired_time: self.meta.retired_time,
+            public_key: self.entry.verifying,
+        }
+    }
+
+    fn root_key(&self) -> Option<RootKey> {
+        let (material, derivation) = self.entry.material.as_ref()?;
+        Some(RootKey {
+            id: self.entry.id.clone(),
+            material: material.clone(),
+            derivation: *derivation,
+            state: self.meta.state,
+            create_time: self.meta.create_time,
+            publish_time: self.meta.publish_time,
+            retired_time: self.meta.retired_time,
+        })
+    }
+}
+
+impl Inner {
+    fn check_insert(&self, id: &KeyId, state: KeyState) -> Result<()> {
+        if self.keys.contains_key(id) {
+            return Err(Error::DuplicateKey {
+                kid: id.to_string(),
+            });
+        }
+        if state == KeyState::Active {
+            if let Some(active) = &self.active {
+                return Err(Error::invalid(
+                    "Keyring",
+                    "state",
+                    format!(
+                        "cannot insert {id} as a second active key: {active} is active; insert it as inactive or prepublished, or rotate"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, entry: KeyEntry, meta: Meta) {
+        let id = entry.id.clone();
+        if meta.state == KeyState::Active {
+            self.active = Some(id.clone());
+        }
+        self.keys.insert(
+            id,
+            Slot {
+                entry: Arc::new(entry),
+                meta,
+            },
+        );
+    }
+
+    /// Makes `id` the active key; the previous active key becomes inactive.
+    fn activate(&mut self, id: &KeyId, now: i64) {
+        if let Some(prev) = self.active.take() {
+            if let Some(slot) = self.keys.get_mut(&prev) {
+                slot.meta.state = KeyState::Inactive;
+                slot.meta.retired_time = now;
+            }
+        }
+        if let Some(slot) = self.keys.get_mut(id) {
+            slot.meta.state = KeyState::Active;
+            slot.meta.retired_time = 0;
+            self.active = Some(id.clone());
+        }
+    }
+
+    fn slot(&self, kid: &str) -> Result<&Slot> {
+        self.keys
+            .get(kid)
+            .ok_or_else(|| key_error(kid, "no key with this ID is in the keyring"))
+    }
+}
+
+impl Keyring {
+    /// An empty keyring. Signing fails with `NoActiveKey` until a key is active.
+    pub fn new() -> Keyring {
+        Keyring {
+            shared: Arc::new(Shared {
+                inner: RwLock::new(Inner::default()),
+                changes: Mutex::new(0),
+                changed_cv: Condvar::new(),
+            }),
+        }
+    }
+
+    /// A keyring holding `keys` (all or nothing).
+    pub fn from_keys(keys: impl IntoIterator<Item = RootKey>) -> Result<Keyring> {
+        let kr = Keyring::new();
+        let keys: Vec<RootKey> = keys.into_iter().collect();
+        kr.insert_all(&keys)?;
+        Ok(kr)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        // No code panics while holding the lock, but if a panic ever did, the
+        // keyring's data is still consistent: every change is a single assignment.
+        self.shared
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.shared
+            .inner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes everything waiting for a key.
+    fn changed(&self) {
+        let mut n = self
+            .shared
+            .changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *n = n.wrapping_add(1);
+        self.shared.changed_cv.notify_all();
+    }
+
+    /// Inserts a key. A duplicate ID is `DuplicateKey`; a second active key, or a
+    /// key whose public key is weak, is `InvalidArgument`. On error the keyring is
+    /// unchanged.
+    pub fn insert(&self, key: RootKey) -> Result<()> {
+        self.insert_all(std::slice::from_ref(&key))
+    }
+
+    /// Inserts several keys atomically: all of them, or none on error.
+    pub fn insert_all(&self, keys: &[RootKey]) -> Result<()> {
+        // Derive outside the lock; it is the expensive part.
+        let entries = keys
+            .iter()
+            .map(|k| Ok((KeyEntry::from_root(k)?, Meta::of(k))))
+            .collect::<Result<Vec<_>>>()?;
+        self.insert_entries(entries)
+    }
+
+    /// Adds verify-only keys (public keys only; they can never sign), inactive.
+    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, VerifyingKey)>) -> Result<()> {
+        let meta = Meta {
+            state: KeyState::Inactive,
+            create_time: 0,
+            publish_time: 0,
+            retired_time: 0,
+        };
+        let entries = keys
+            .into_iter()
+            .map(|(id, vk)| Ok((KeyEntry::public_only(id, vk)?, meta)))
+            .collect::<Result<Vec<_>>>()?;
+        self.insert_entries(entries)
+    }
+
+    /// Inserts prepared entries: all, or none if any ID is taken (in the keyring
+    /// or twice in `entries`) or more than one key would be active.
+    fn insert_entries(&self, entries: Vec<(KeyEntry, Meta)>) -> Result<()> {
+        {
+            let mut inner = self.write();
+            let mut seen: Vec<&KeyId> = Vec::with_capacity(entries.len());
+            let mut new_active: Option<&KeyId> = None;
+            for (entry, meta) in &entries {
+                inner.check_insert(&entry.id, meta.state)?;
+                if seen.contains(&&entry.id) {
+                    return Err(Error::DuplicateKey {
+                        kid: entry.id.to_string(),
+                    });
+                }
+                seen.push(&entry.id);
+                if meta.state == KeyState::Active {
+                    if let Some(first) = new_active {
+                        return Err(Error::invalid(
+                            "Keyring",
+                            "state",
+                            format!("cannot insert two active keys ({first} and {})", entry.id),
+                        ));
+                    }
+                    new_active = Some(&entry.id);
+                }
+            }
+            for (entry, meta) in entries {
+                inner.put(entry, meta);
+            }
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Rotates: a new key with fresh OS-random material becomes active, and the
+    /// previous active key becomes inactive (it keeps verifying). Returns the new ID.
+    pub fn rotate(&self, now: i64) -> Result<KeyId> {
+        let key = RootKey::generate(KeyState::Inactive, now)?;
+        let id = key.id.clone();
+        let entry = KeyEntry::from_root(&key)?;
+        {
+            let mut inner = self.write();
+            inner.check_insert(&id, KeyState::Inactive)?;
+            inner.put(
+                entry,
+                Meta {
+                    state: KeyState::Inactive,
+                    create_time: now,
+                    publish_time: 0,
+                    retired_time: 0,
+                },
+            );
+            inner.activate(&id, now);
+        }
+        self.changed();
+        Ok(id)
+    }
+
+    /// Adds a new key that is published (in the JWKS, verifying) but does not sign
+    /// until `publish_at`, when [`Keyring::promote_due`] makes it active.
+    pub fn prepublish(&self, now: i64, publish_at: i64) -> Result<KeyId> {
+        if publish_at < now {
+            return Err(Error::invalid(
+                "Keyring",
+                "publish_at",
+                format!("must not be in the past: publish_at {publish_at} < now {now}"),
+            ));
+        }
+        let key = RootKey::generate(KeyState::Prepublished, now)?.with_publish_time(publish_at);
+        let id = key.id.clone();
+        self.insert(key)?;
+        Ok(id)
+    }
+
+    /// Makes `kid` the active key now (a prepublished key early, or an inactive
+    /// one back); the previous active key becomes inactive.
+    pub fn promote(&self, kid: &str, now: i64) -> Result<()> {
+        {
+            let mut inner = self.write();
+            let slot = inner.slot(kid)?;
+            match slot.meta.state {
+                KeyState::Active => return Ok(()),
+                KeyState::Deprecated => {
+                    return Err(Error::invalid(
+                        "Keyring",
+                        "state",
+                        format!("cannot promote {kid}: it is deprecated"),
+                    ));
+                }
+                KeyState::Prepublished | KeyState::Inactive => {}
+            }
+            if slot.entry.signing.is_none() {
+                return Err(Error::invalid(
+                    "Keyring",
+                    "state",
+                    format!("cannot promote {kid}: it is a verify-only key without material"),
+                ));
+            }
+            let id = slot.entry.id.clone();
+            inner.activate(&id, now);
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Promotes every prepublished key whose publish time has come, earliest
+    /// first (ties by ID), so the latest due key ends up active. Returns the IDs
+    /// promoted, in order.
+    pub fn promote_due(&self, now: i64) -> Vec<KeyId> {
+        let promoted = {
+            let mut inner = self.write();
+            let mut due: Vec<(i64, KeyId)> = inner
+                .keys
+                .values()
+                .filter(|s| {
+                    s.meta.state == KeyState::Prepublished
+                        && s.meta.publish_time <= now
+                        && s.entry.signing.is_some()
+                })
+                .map(|s| (s.meta.publish_time, s.entry.id.clone()))
+                .collect();
+            due.sort();
+            for (_, id) in &due {
+                inner.activate(id, now);
+            }
+            due.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+        };
+        if !promoted.is_empty() {
+            self.changed();
+        }
+        promoted
+    }
+
+    /// Deprecates `kid`: it no longer verifies and leaves the JWKS. The active
+    /// key cannot be deprecated (rotate first).
+    pub fn deprecate(&self, kid: &str, now: i64) -> Result<()> {
+        {
+            let mut inner = self.write();
+            let active = inner.active.as_ref().is_some_and(|a| a.as_str() == kid);
+            let slot = inner.slot(kid)?;
+            if active {
+                return Err(Error::invalid(
+                    "Keyring",
+                    "state",
+                    format!("cannot deprecate {kid}: it is the active key; rotate first"),
+                ));
+            }
+            let id = slot.entry.id.clone();
+            if let Some(slot) = inner.keys.get_mut(&id) {
+                if slot.meta.retired_time == 0 {
+                    slot.meta.retired_time = now;
+                }
+                slot.meta.state = KeyState::Deprecated;
+            }
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Removes `kid`. The active key cannot be removed (rotate first).
+    pub fn remove(&self, kid: &str) -> Result<()> {
+        {
+            let mut inner = self.write();
+            inner.slot(kid)?;
+            if inner.active.as_ref().is_some_and(|a| a.as_str() == kid) {
+                return Err(Error::invalid(
+                    "Keyring",
+                    "state",
+                    format!("cannot remove {kid}: it is the active key; rotate first"),
+                ));
+            }
+            inner.keys.remove(kid);
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// The active key, or `NoActiveKey`.
+    pub fn active(&self) -> Result<ActiveKey> {
+        let inner = self.read();
+        inner
+            .active
+            .as_ref()
+            .and_then(|id| inner.keys.get(id))
+            .map(|s| ActiveKey {
+                entry: Arc::clone(&s.entry),
+            })
+            .ok_or(Error::NoActiveKey)
+    }
+
+    /// The key `kid` if it verifies (active, prepublished or inactive); one hash
+    /// lookup.
+    pub fn verifying_key(&self, kid: &str) -> Option<VerifyingHandle> {
+        let inner = self.read();
+        let slot = inner.keys.get(kid)?;
+        slot.meta.state.verifies().then(|| VerifyingHandle {
+            entry: Arc::clone(&slot.entry),
+            state: slot.meta.state,
+        })
+    }
+
+    /// Like [`Keyring::verifying_key`], but when the key is absent waits up to
+    /// `timeout` for it to be inserted (a replica that has not seen a new key
+    /// yet). A deprecated key is not waited for.
+    pub fn wait_for_key(&self, kid: &str, timeout: Duration) -> Option<VerifyingHandle> {
+        let deadline = Instant::now() + timeout;
+        let mut changes = self
+            .shared
+            .changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let seen = *changes;
+            {
+                let inner = self.read();
+                if let Some(slot) = inner.keys.get(kid) {
+                    return slot.meta.state.verifies().then(|| VerifyingHandle {
+                        entry: Arc::clone(&slot.entry),
+                        state: slot.meta.state,
+                    });
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            changes = self
+                .shared
+                .changed_cv
+                .wait_timeout_while(changes, left, |n| *n == seen)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Facts about `kid`, whatever its state.
+    pub fn key_info(&self, kid: &str) -> Option<KeyInfo> {
+        self.read().keys.get(kid).map(Slot::info)
+    }
+
+    /// Facts about every key, oldest first (by create time, then ID).
+    pub fn keys(&self) -> Vec<KeyInfo> {
+        let mut v: Vec<KeyInfo> = self.read().keys.values().map(Slot::info).collect();
+        v.sort_by(|a, b| (a.create_time, &a.id).cmp(&(b.create_time, &b.id)));
+        v
+    }
+
+    /// The ID of the active key, if any.
+    pub fn active_id(&self) -> Option<KeyId> {
+        self.read().active.clone()
+    }
+
+    /// Number of keys, in any state.
+    pub fn len(&self) -> usize {
+        self.read().keys.len()
+    }
+
+    /// Whether the keyring holds no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every key with its material (if held), oldest first, for persistence.
+    pub(crate) fn stored(&self) -> Vec<(KeyInfo, Option<KeyMaterial>)> {
+        let inner = self.read();
+        let mut v: Vec<(KeyInfo, Option<KeyMaterial>)> = inner
+            .keys
+            .values()
+            .map(|s| (s.info(), s.entry.material.as_ref().map(|(m, _)| m.clone())))
+            .collect();
+        v.sort_by(|a, b| (a.0.create_time, &a.0.id).cmp(&(b.0.create_time, &b.0.id)));
+        v
+    }
+
+    /// The root key `kid` with its material, if this keyring holds the material.
+    pub fn root_key(&self, kid: &str) -> Option<RootKey> {
+        self.read().keys.get(kid).and_then(Slot::root_key)
+    }
+
+    /// Whether this keyring and `other` are the same shared keyring.
+    pub fn ptr_eq(&self, other: &Keyring) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}

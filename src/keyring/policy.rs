@@ -1,0 +1,181 @@
+//! The rotation policy: a pure function from (keys, now, thresholds) to actions.
+//!
+//! # Timeline (defaults: rotation threshold 720 h, clock skew 60 s)
+//!
+//! ```text
+//! t0            key A created, active (signs)
+//! t0 + 360 h    A is older than threshold/2: prepublish B with publish time
+//!               t0 + 720 h. B is in the JWKS (verifiers can fetch it) but
+//!               does not sign yet. Recommended JWKS max-age shrinks toward
+//!               the switch, so caches pick B up well before it signs.
+//! t0 + 720 h    B is due: promote. B signs, A becomes inactive (still in the
+//!               JWKS, still verifies tokens it signed). A's retired time = now.
+//! t0 + 720 h    A is reported for deprecation once every token it signed has
+//!   + longest   expired: retired time + the longest token TTL still in use + the
+//!   TTL + 60 s  clock skew. Deprecated keys leave the JWKS and stop verifying.
+//! t0 + 1080 h   B has signed for threshold/2: prepublish C (publish time
+//!               t0 + 1440 h), and so on. A key's age counts from when it began
+//!               signing (its publish time), so every key signs for 720 h.
+//! ```
+//!
+//! With tokens that never expire in use (`longest_token_ttl: None`, like Nomad's
+//! default identity) no key is ever reported for deprecation. A key whose retired
+//! time is unknown (0, e.g. inserted as inactive) is never reported either.
+//! If no key is active the plan is to rotate at once; if the active key is already
+//! past the threshold with no successor (the service was down), the successor is
+//! prepublished with publish time `now`, so it is promoted at once.
+
+use std::time::Duration;
+
+use super::{KeyId, KeyInfo, KeyState};
+
+/// Thresholds for [`plan_rotation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RotationPolicy {
+    /// How long a key signs before its successor takes over (default 720 h).
+    pub rotation_threshold: Duration,
+    /// The longest TTL of tokens still in use; `None` when tokens without `exp`
+    /// are in use, so no key may ever be deprecated automatically.
+    pub longest_token_ttl: Option<Duration>,
+    /// Allowance for clocks that disagree (default 60 s, the verifier leeway).
+    pub clock_skew: Duration,
+}
+
+impl RotationPolicy {
+    /// The default thresholds, for tokens living at most `longest_token_ttl`.
+    pub fn new(longest_token_ttl: Option<Duration>) -> RotationPolicy {
+        RotationPolicy {
+            rotation_threshold: Duration::from_secs(720 * 3600),
+            longest_token_ttl,
+            clock_skew: Duration::from_secs(60),
+        }
+    }
+
+    /// Sets the rotation threshold.
+    pub fn rotation_threshold(mut self, threshold: Duration) -> RotationPolicy {
+        self.rotation_threshold = threshold;
+        self
+    }
+
+    /// Sets the clock skew allowance.
+    pub fn clock_skew(mut self, skew: Duration) -> RotationPolicy {
+        self.clock_skew = skew;
+        self
+    }
+
+    fn threshold_secs(&self) -> i64 {
+        secs(self.rotation_threshold)
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// One step of a rotation plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RotationAction {
+    /// No key is active: make a new active key now.
+    Rotate,
+    /// Add a successor that becomes active at `publish_at`.
+    Prepublish {
+        /// When the successor becomes active.
+        publish_at: i64,
+    },
+    /// Make this prepublished key active (its publish time has come).
+    Promote {
+        /// The key to promote.
+        kid: KeyId,
+    },
+    /// Every token this inactive key signed has expired: deprecate it.
+    Deprecate {
+        /// The key to deprecate.
+        kid: KeyId,
+    },
+}
+
+/// What to do now, given the keys (as [`crate::keyring::Keyring::keys`] returns
+/// them) and the policy. Pure: the same inputs always give the same plan.
+/// Promotions come first (earliest publish time first), then a prepublication,
+/// then deprecations (oldest first).
+pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec<RotationAction> {
+    let mut plan = Vec::new();
+    let signable = |k: &&KeyInfo| k.can_sign();
+    let mut due: Vec<&KeyInfo> = keys
+        .iter()
+        .filter(signable)
+        .filter(|k| k.state == KeyState::Prepublished && k.publish_time <= now)
+        .collect();
+    due.sort_by(|a, b| (a.publish_time, &a.id).cmp(&(b.publish_time, &b.id)));
+    let active = keys.iter().find(|k| k.state == KeyState::Active);
+    let pending = keys
+        .iter()
+        .filter(signable)
+        .any(|k| k.state == KeyState::Prepublished && k.publish_time > now);
+
+    // The key that signs once the promotions are done.
+    let signer = due.last().copied().or(active);
+    plan.extend(
+        due.iter()
+            .map(|k| RotationAction::Promote { kid: k.id.clone() }),
+    );
+    match signer {
+        None => plan.push(RotationAction::Rotate),
+        Some(signer) if !pending => {
+            let threshold = policy.threshold_secs();
+            let born = signing_since(signer);
+            if now.saturating_sub(born) > threshold / 2 {
+                plan.push(RotationAction::Prepublish {
+                    publish_at: born.saturating_add(threshold).max(now),
+                });
+            }
+        }
+        Some(_) => {}
+    }
+
+    if let Some(ttl) = policy.longest_token_ttl {
+        let wait = secs(ttl).saturating_add(secs(policy.clock_skew));
+        let mut old: Vec<&KeyInfo> = keys
+            .iter()
+            .filter(|k| {
+                k.state == KeyState::Inactive
+                    && k.retired_time > 0
+                    && now >= k.retired_time.saturating_add(wait)
+            })
+            .collect();
+        old.sort_by(|a, b| (a.retired_time, &a.id).cmp(&(b.retired_time, &b.id)));
+        plan.extend(
+            old.into_iter()
+                .map(|k| RotationAction::Deprecate { kid: k.id.clone() }),
+        );
+    }
+    plan
+}
+
+/// When a key began (or begins) signing: its publish time if it was prepublished,
+/// else its create time. A key's age for rotation counts from here, so a
+/// successor signs for the full threshold, not half of it.
+fn signing_since(k: &KeyInfo) -> i64 {
+    k.create_time.max(k.publish_time)
+}
+
+/// The recommended JWKS `Cache-Control: max-age`: half the time left until the
+/// next planned key switch (the earliest pending publish time, else the active
+/// key's signing start + threshold), and never under 15 minutes.
+pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Duration {
+    const FLOOR: i64 = 15 * 60;
+    let next = keys
+        .iter()
+        .filter(|k| k.state == KeyState::Prepublished && k.publish_time > now)
+        .map(|k| k.publish_time)
+        .min()
+        .or_else(|| {
+            keys.iter()
+                .find(|k| k.state == KeyState::Active)
+                .map(|k| signing_since(k).saturating_add(policy.threshold_secs()))
+        });
+    let half = next.map_or(0, |t| t.saturating_sub(now) / 2);
+    Duration::from_secs(half.max(FLOOR) as u64)
+}

@@ -1,0 +1,370 @@
+//! Root keys: secret material, how a signing key is seeded from it, and the key's
+//! place in the rotation (state and times).
+
+use std::fmt;
+
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use hkdf::Hkdf;
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+use super::KeyId;
+use crate::error::{Error, Result};
+
+/// Length of root key material, in bytes.
+pub const MATERIAL_LEN: usize = 32;
+
+/// The HKDF salt of derivation v1 (fixed by the contract).
+pub const HKDF_V1_SALT: &[u8] = b"workload-identity/ed25519/v1";
+
+/// 32 bytes of secret root key material. Zeroized on drop; never printed; compared
+/// in constant time.
+#[derive(Clone)]
+pub struct KeyMaterial(Zeroizing<[u8; MATERIAL_LEN]>);
+
+impl KeyMaterial {
+    /// Material from exactly 32 bytes.
+    pub fn from_slice(bytes: &[u8]) -> Result<KeyMaterial> {
+        let arr: [u8; MATERIAL_LEN] = bytes.try_into().map_err(|_| {
+            Error::invalid(
+                "RootKey",
+                "material",
+                format!(
+                    "must be exactly {MATERIAL_LEN} bytes, got {} bytes",
+                    bytes.len()
+                ),
+            )
+        })?;
+        Ok(KeyMaterial(Zeroizing::new(arr)))
+    }
+
+    /// Fresh material from the operating system's CSPRNG.
+    pub fn generate() -> Result<KeyMaterial> {
+        let mut m = Zeroizing::new([0u8; MATERIAL_LEN]);
+        getrandom::fill(m.as_mut()).map_err(|e| Error::Io {
+            context: "reading key material from the OS random source".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok(KeyMaterial(m))
+    }
+
+    /// The secret bytes. Handle with care: copies are not zeroized for you.
+    pub fn expose_secret(&self) -> &[u8; MATERIAL_LEN] {
+        &self.0
+    }
+}
+
+impl PartialEq for KeyMaterial {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&*other.0).into()
+    }
+}
+
+impl Eq for KeyMaterial {}
+
+impl fmt::Debug for KeyMaterial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyMaterial([redacted])")
+    }
+}
+
+/// How the Ed25519 seed is obtained from the material.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum KeyDerivation {
+    /// HKDF-SHA256(salt `workload-identity/ed25519/v1`, IKM material, info key ID),
+    /// 32 bytes. The default.
+    #[default]
+    HkdfV1 = 1,
+    /// The material itself is the seed, as Nomad does; for keyrings and tokens
+    /// from such clusters.
+    NomadRawSeed = 2,
+}
+
+impl KeyDerivation {
+    /// The stable number (`WID_KEY_DERIVATION_*`).
+    pub const fn as_u32(self) -> u32 {
+        self as u32
+    }
+
+    /// The derivation with this number.
+    pub fn from_u32(n: u32) -> Option<KeyDerivation> {
+        match n {
+            1 => Some(KeyDerivation::HkdfV1),
+            2 => Some(KeyDerivation::NomadRawSeed),
+            _ => None,
+        }
+    }
+
+    /// Its name in vectors and files: `hkdf-v1` or `nomad-raw-seed`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KeyDerivation::HkdfV1 => "hkdf-v1",
+            KeyDerivation::NomadRawSeed => "nomad-raw-seed",
+        }
+    }
+
+    /// The derivation with this name.
+    pub fn from_name(name: &str) -> Option<KeyDerivation> {
+        [KeyDerivation::HkdfV1, KeyDerivation::NomadRawSeed]
+            .into_iter()
+            .find(|d| d.name() == name)
+    }
+
+    /// The Ed25519 seed for `material` under key `id`.
+    pub fn seed(self, material: &KeyMaterial, id: &KeyId) -> Zeroizing<[u8; 32]> {
+        let mut seed = Zeroizing::new([0u8; 32]);
+        match self {
+            KeyDerivation::HkdfV1 => {
+                let hk = Hkdf::<Sha256>::new(Some(HKDF_V1_SALT), material.expose_secret());
+                // 32 bytes is far below HKDF-SHA256's 8160-byte output limit.
+                hk.expand(id.as_str().as_bytes(), seed.as_mut())
+                    .expect("32 bytes is a valid HKDF-SHA256 output length");
+            }
+            KeyDerivation::NomadRawSeed => seed.copy_from_slice(material.expose_secret()),
+        }
+        seed
+    }
+
+    /// The signing key for `material` under key `id`.
+    pub fn signing_key(self, material: &KeyMaterial, id: &KeyId) -> SigningKey {
+        SigningKey::from_bytes(&self.seed(material, id))
+    }
+}
+
+/// Where a key is in its life.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyState {
+    /// Signs new tokens; exactly one key is active when signing is possible.
+    Active = 1,
+    /// No longer signs; still verifies tokens it signed.
+    Inactive = 2,
+    /// Published (in the JWKS) ahead of signing; verifies; becomes active at its
+    /// publish time.
+    Prepublished = 3,
+    /// Neither signs nor verifies; left out of the JWKS.
+    Deprecated = 4,
+}
+
+impl KeyState {
+    /// The stable number (`WID_KEY_STATE_*`).
+    pub const fn as_u32(self) -> u32 {
+        self as u32
+    }
+
+    /// The state with this number.
+    pub fn from_u32(n: u32) -> Option<KeyState> {
+        match n {
+            1 => Some(KeyState::Active),
+            2 => Some(KeyState::Inactive),
+            3 => Some(KeyState::Prepublished),
+            4 => Some(KeyState::Deprecated),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name: `active`, `inactive`, `prepublished`, `deprecated`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KeyState::Active => "active",
+            KeyState::Inactive => "inactive",
+            KeyState::Prepublished => "prepublished",
+            KeyState::Deprecated => "deprecated",
+        }
+    }
+
+    /// Whether tokens signed by a key in this state verify.
+    pub const fn verifies(self) -> bool {
+        !matches!(self, KeyState::Deprecated)
+    }
+}
+
+/// A root key: ID, secret material, derivation, state and times (Unix seconds).
+///
+/// `Debug` shows everything but the material.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RootKey {
+    pub(crate) id: KeyId,
+    pub(crate) material: KeyMaterial,
+    pub(crate) derivation: KeyDerivation,
+    pub(crate) state: KeyState,
+    pub(crate) create_time: i64,
+    pub(crate) publish_time: i64,
+    pub(crate) retired_time: i64,
+}
+
+impl RootKey {
+    /// A key from existing material (e.g. imported from a Nomad keyring).
+    pub fn new(
+        id: KeyId,
+        material: KeyMaterial,
+        derivation: KeyDerivation,
+        state: KeyState,
+        create_time: i64,
+    ) -> RootKey {
+        RootKey {
+            id,
+            material,
+            derivation,
+            state,
+            create_time,
+            publish_time: 0,
+            retired_time: 0,
+        }
+    }
+
+    /// A new key with a fresh UUID and fresh OS-random material, HKDF v1.
+    pub fn generate(state: KeyState, now: i64) -> Result<RootKey> {
+        Ok(RootKey::new(
+            KeyId::generate(),
+            KeyMaterial::generate()?,
+            KeyDerivation::HkdfV1,
+            state,
+            now,
+        ))
+    }
+
+    /// Sets the publish time (when a prepublished key becomes active).
+    pub fn with_publish_time(mut self, publish_time: i64) -> RootKey {
+        self.publish_time = publish_time;
+        self
+    }
+
+    /// The key ID.
+    pub fn id(&self) -> &KeyId {
+        &self.id
+    }
+
+    /// The secret material.
+    pub fn material(&self) -> &KeyMaterial {
+        &self.material
+    }
+
+    /// The derivation.
+    pub fn derivation(&self) -> KeyDerivation {
+        self.derivation
+    }
+
+    /// The state.
+    pub fn state(&self) -> KeyState {
+        self.state
+    }
+
+    /// When the key was created.
+    pub fn create_time(&self) -> i64 {
+        self.create_time
+    }
+
+    /// When a prepublished key becomes active (0 when not set).
+    pub fn publish_time(&self) -> i64 {
+        self.publish_time
+    }
+
+    /// When the key stopped signing (0 when it never did or it is unknown).
+    pub fn retired_time(&self) -> i64 {
+        self.retired_time
+    }
+
+    /// The public key this key's signatures verify under.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        self.derivation
+            .signing_key(&self.material, &self.id)
+            .verifying_key()
+    }
+}
+
+impl fmt::Debug for RootKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RootKey")
+            .field("id", &self.id)
+            .field("material", &self.material)
+            .field("derivation", &self.derivation)
+            .field("state", &self.state)
+            .field("create_time", &self.create_time)
+            .field("publish_time", &self.publish_time)
+            .field("retired_time", &self.retired_time)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn material_must_be_32_bytes_and_the_message_never_shows_it() {
+        for len in [0, 1, 31, 33, 64] {
+            let bytes = vec![0xABu8; len];
+            let e = KeyMaterial::from_slice(&bytes).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains(&format!("exactly 32 bytes, got {len} bytes")),
+                "{e}"
+            );
+            assert!(!e.to_string().to_lowercase().contains("ab"), "{e}");
+        }
+        KeyMaterial::from_slice(&[7; 32]).unwrap();
+    }
+
+    #[test]
+    fn debug_never_prints_material() {
+        let key = RootKey::new(
+            KeyId::new("k1").unwrap(),
+            KeyMaterial::from_slice(&[0x5a; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            100,
+        );
+        let dbg = format!("{key:?}");
+        assert!(dbg.contains("[redacted]"), "{dbg}");
+        assert!(!dbg.contains("90") && !dbg.contains("5a"), "{dbg}");
+        assert!(dbg.contains("\"k1\""), "{dbg}");
+    }
+
+    #[test]
+    fn derivations_differ_and_hkdf_depends_on_the_key_id() {
+        let m = KeyMaterial::from_slice(&[1; 32]).unwrap();
+        let a = KeyId::new("a").unwrap();
+        let b = KeyId::new("b").unwrap();
+        let hk_a = KeyDerivation::HkdfV1.seed(&m, &a);
+        let hk_b = KeyDerivation::HkdfV1.seed(&m, &b);
+        assert_ne!(*hk_a, *hk_b);
+        let raw_a = KeyDerivation::NomadRawSeed.seed(&m, &a);
+        assert_eq!(*raw_a, [1; 32]);
+        assert_eq!(*raw_a, *KeyDerivation::NomadRawSeed.seed(&m, &b));
+    }
+
+    #[test]
+    fn numbers_and_names_are_the_contract() {
+        assert_eq!(KeyState::Active.as_u32(), 1);
+        assert_eq!(KeyState::Inactive.as_u32(), 2);
+        assert_eq!(KeyState::Prepublished.as_u32(), 3);
+        assert_eq!(KeyState::Deprecated.as_u32(), 4);
+        assert_eq!(KeyDerivation::HkdfV1.as_u32(), 1);
+        assert_eq!(KeyDerivation::NomadRawSeed.as_u32(), 2);
+        for n in 0..6 {
+            assert_eq!(
+                KeyState::from_u32(n).map(KeyState::as_u32),
+                (1..=4).contains(&n).then_some(n)
+            );
+            assert_eq!(
+                KeyDerivation::from_u32(n).map(KeyDerivation::as_u32),
+                (1..=2).contains(&n).then_some(n)
+            );
+        }
+        assert_eq!(
+            KeyDerivation::from_name("hkdf-v1"),
+            Some(KeyDerivation::HkdfV1)
+        );
+        assert_eq!(
+            KeyDerivation::from_name("nomad-raw-seed"),
+            Some(KeyDerivation::NomadRawSeed)
+        );
+        assert_eq!(KeyDerivation::from_name("raw"), None);
+        assert_eq!(KeyDerivation::default(), KeyDerivation::HkdfV1);
+    }
+}

@@ -1,0 +1,172 @@
+//! Crash-safe file replacement.
+//!
+//! A file is replaced by writing a temporary file in the same directory (mode
+//! 0600), flushing it to disk, renaming it over the target and flushing the
+//! directory. Rename is atomic on POSIX file systems, so a crash at any point
+//! leaves either the old file or the new one, whole; the temporary file is removed
+//! on every error this process survives.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A point where a save can be made to fail, for tests of the failure paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Creating the temporary file.
+    Create,
+    /// Half-way through writing it.
+    Write,
+    /// Flushing it to disk.
+    Sync,
+    /// Renaming it over the target.
+    Rename,
+}
+
+fn io_err(context: String, source: io::Error) -> Error {
+    Error::Io { context, source }
+}
+
+fn injected(at: Fault) -> io::Error {
+    io::Error::other(format!("injected failure at {at:?}"))
+}
+
+fn temp_path(target: &Path) -> Result<PathBuf> {
+    let name = target.file_name().ok_or_else(|| {
+        Error::invalid(
+            "path",
+            "path",
+            format!("{} does not name a file", target.display()),
+        )
+    })?;
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| {
+        io_err(
+            "reading the OS random source".into(),
+            io::Error::other(e.to_string()),
+        )
+    })?;
+    let tmp = format!(
+        ".{}.tmp.{}.{:016x}",
+        name.to_string_lossy(),
+        std::process::id(),
+        u64::from_le_bytes(nonce)
+    );
+    Ok(target.with_file_name(tmp))
+}
+
+/// Replaces `target` with `bytes`, crash-safely (see the module docs).
+pub(crate) fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
+    replace_file_with_fault(target, bytes, None)
+}
+
+pub(crate) fn replace_file_with_fault(
+    target: &Path,
+    bytes: &[u8],
+    fault: Option<Fault>,
+) -> Result<()> {
+    let tmp = temp_path(target)?;
+    let fail = |at: Fault| fault == Some(at);
+    let what = |step: &str| format!("{step} {} (saving {})", tmp.display(), target.display());
+
+    let mut file = (|| {
+        if fail(Fault::Create) {
+            return Err(injected(Fault::Create));
+        }
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+    })()
+    .map_err(|e| io_err(what("creating"), e))?;
+
+    let written = (|| -> io::Result<()> {
+        if fail(Fault::Write) {
+            file.write_all(&bytes[..bytes.len() / 2])?;
+            return Err(injected(Fault::Write));
+        }
+        file.write_all(bytes)?;
+        if fail(Fault::Sync) {
+            return Err(injected(Fault::Sync));
+        }
+        file.sync_all()
+    })();
+    drop(file);
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(what("writing"), e));
+    }
+
+    let renamed = if fail(Fault::Rename) {
+        Err(injected(Fault::Rename))
+    } else {
+        fs::rename(&tmp, target)
+    };
+    if let Err(e) = renamed {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(
+            format!("renaming {} over {}", tmp.display(), target.display()),
+            e,
+        ));
+    }
+
+    // Flush the directory entry so the rename itself survives a power loss.
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(format!("flushing directory {}", dir.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp."))
+            .collect()
+    }
+
+    #[test]
+    fn replaces_whole_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("state");
+        replace_file(&target, b"one").unwrap();
+        replace_file(&target, b"two").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"two");
+        let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn every_injected_failure_leaves_the_old_file_and_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("state");
+        replace_file(&target, b"old contents").unwrap();
+        for fault in [Fault::Create, Fault::Write, Fault::Sync, Fault::Rename] {
+            let e = replace_file_with_fault(&target, b"new contents!", Some(fault)).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::IoError);
+            assert!(e.to_string().contains("injected failure"), "{e}");
+            assert_eq!(fs::read(&target).unwrap(), b"old contents", "{fault:?}");
+            assert!(leftovers(dir.path()).is_empty(), "{fault:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_directory_is_a_clear_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = replace_file(&dir.path().join("no/such/dir/state"), b"x").unwrap_err();
+        assert!(e.to_string().contains("creating"), "{e}");
+    }
+}
