@@ -21,11 +21,20 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod claims;
 pub mod codec;
 pub mod error;
+pub mod issue;
+pub mod jwt;
 pub mod keyring;
 pub mod model;
 mod persist;
+pub mod state;
+pub mod verify;
 
+pub use claims::Claims;
 pub use error::{Error, ResultCode};
+pub use issue::{Issuer, SignedIdentity};
 pub use keyring::{KeyId, Keyring};
+pub use state::{AllocState, Consistency, MemoryStore, StateStore};
+pub use verify::{Audience, VerifiedIdentity, Verifier};

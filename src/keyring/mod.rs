@@ -13,6 +13,7 @@ mod key_id;
 mod keystore;
 mod policy;
 mod root_key;
+mod sigcheck;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -40,6 +41,7 @@ impl Borrow<str> for KeyId {
 pub(crate) struct KeyEntry {
     pub(crate) id: KeyId,
     pub(crate) verifying: VerifyingKey,
+    check: sigcheck::SigCheck,
     /// `None` for verify-only keys (imported from a JWKS).
     signing: Option<SigningKey>,
     /// `None` for verify-only keys.
@@ -173,13 +175,16 @@ impl VerifyingHandle {
         &self.entry.verifying
     }
 
-    /// Checks an Ed25519 signature with `verify_strict` (rejects small-order and
-    /// non-canonical encodings).
+    /// Checks an Ed25519 signature with exactly `verify_strict`'s acceptance
+    /// (small-order `R` and non-canonical `s` rejected), using this key's
+    /// precomputed tables.
     pub fn verify_strict(&self, message: &[u8], signature: &Signature) -> bool {
-        self.entry
-            .verifying
-            .verify_strict(message, signature)
-            .is_ok()
+        self.entry.check.verify(message, &signature.to_bytes())
+    }
+
+    /// Like [`VerifyingHandle::verify_strict`], on raw signature bytes.
+    pub fn verify_strict_bytes(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.entry.check.verify(message, signature)
     }
 }
 
@@ -234,6 +239,7 @@ impl KeyEntry {
         }
         Ok(KeyEntry {
             id: key.id.clone(),
+            check: sigcheck::SigCheck::new(verifying),
             verifying,
             signing: Some(signing),
             material: Some((key.material.clone(), key.derivation)),
@@ -246,6 +252,7 @@ impl KeyEntry {
         }
         Ok(KeyEntry {
             id,
+            check: sigcheck::SigCheck::new(verifying),
             verifying,
             signing: None,
             material: None,

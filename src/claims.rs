@@ -1,0 +1,302 @@
+//! The identity claim set, with Nomad's claim names.
+//!
+//! ```json
+//! {"nomad_namespace":"default","nomad_job_id":"web","nomad_allocation_id":"5f8c…",
+//!  "nomad_task":"server","sub":"global:default:web:frontend:server:default",
+//!  "aud":"vault.io","iat":1700000000,"nbf":1700000000,"exp":1700003600,
+//!  "jti":"0c5e…","iss":"https://nomad.example.com"}
+//! ```
+//!
+//! `aud` is a string when there is one audience and an array when there are
+//! several; `exp` is present only when the identity has a TTL; `iss` only when an
+//! issuer is configured; exactly one of `nomad_task` and `nomad_service`.
+//!
+//! Parsing is strict: every claim has one JSON type (numeric dates must be
+//! integers, never floats or strings), and a claim name that appears twice —
+//! known or not — is an error. Unknown claims are otherwise ignored.
+
+use std::fmt;
+
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::model::{IssueRequest, Workload};
+
+/// The claims of a workload identity token.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Claims {
+    /// `nomad_namespace`.
+    pub namespace: String,
+    /// `nomad_job_id`: the parent job's ID for child jobs.
+    pub job_id: String,
+    /// `nomad_allocation_id`.
+    pub allocation_id: String,
+    /// `nomad_task`, for a task identity.
+    pub task: Option<String>,
+    /// `nomad_service`, for a service identity.
+    pub service: Option<String>,
+    /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
+    pub subject: String,
+    /// `aud`.
+    pub audience: Vec<String>,
+    /// `iat` (Unix seconds).
+    pub issued_at: Option<i64>,
+    /// `nbf` (Unix seconds).
+    pub not_before: Option<i64>,
+    /// `exp` (Unix seconds).
+    pub expires_at: Option<i64>,
+    /// `jti`: a UUID v4.
+    pub jwt_id: String,
+    /// `iss`, when an issuer is configured.
+    pub issuer: Option<String>,
+}
+
+impl Claims {
+    /// The claims for `req` signed at `now`: `iat` = `nbf` = now, `exp` = now +
+    /// TTL (whole seconds) when the TTL is positive, and a fresh `jti`.
+    /// `req` must already be valid.
+    pub(crate) fn for_request(
+        req: &IssueRequest,
+        workload: Workload<'_>,
+        now: i64,
+        issuer: Option<&str>,
+    ) -> Claims {
+        let a = &req.allocation;
+        let job = a.identity_job_id();
+        let ttl = req.identity.ttl.as_secs();
+        let (task, service) = match workload {
+            Workload::Task(t) => (Some(t.to_string()), None),
+            Workload::Service(s) => (None, Some(s.to_string())),
+        };
+        Claims {
+            namespace: a.namespace.clone(),
+            job_id: job.to_string(),
+            allocation_id: a.id.clone(),
+            subject: format!(
+                "{}:{}:{}:{}:{}:{}",
+                req.region,
+                a.namespace,
+                job,
+                a.task_group,
+                workload.name(),
+                req.identity.name
+            ),
+            task,
+            service,
+            audience: req.identity.audience.clone(),
+            issued_at: Some(now),
+            not_before: Some(now),
+            expires_at: (ttl > 0).then(|| now.saturating_add(ttl)),
+            jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+            issuer: issuer.map(str::to_string),
+        }
+    }
+
+    /// The claims as JSON (the token payload form).
+    pub fn to_json(&self) -> String {
+        // Strings and integers only: serialization cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Claims {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("nomad_namespace", &self.namespace)?;
+        m.serialize_entry("nomad_job_id", &self.job_id)?;
+        m.serialize_entry("nomad_allocation_id", &self.allocation_id)?;
+        if let Some(t) = &self.task {
+            m.serialize_entry("nomad_task", t)?;
+        }
+        if let Some(svc) = &self.service {
+            m.serialize_entry("nomad_service", svc)?;
+        }
+        m.serialize_entry("sub", &self.subject)?;
+        match self.audience.as_slice() {
+            [] => {}
+            [one] => m.serialize_entry("aud", one)?,
+            many => m.serialize_entry("aud", many)?,
+        }
+        for (name, v) in [
+            ("iat", self.issued_at),
+            ("nbf", self.not_before),
+            ("exp", self.expires_at),
+        ] {
+            if let Some(v) = v {
+                m.serialize_entry(name, &v)?;
+            }
+        }
+        m.serialize_entry("jti", &self.jwt_id)?;
+        if let Some(iss) = &self.issuer {
+            m.serialize_entry("iss", iss)?;
+        }
+        m.end()
+    }
+}
+
+/// `aud`: a string or an array of strings.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Aud {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Claims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Claims, D::Error> {
+        d.deserialize_map(ClaimsVisitor)
+    }
+}
+
+struct ClaimsVisitor;
+
+fn set<T, E: de::Error>(slot: &mut Option<T>, name: &str, value: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format_args!("duplicate claim {name:?}")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for ClaimsVisitor {
+    type Value = Claims;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object of claims")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Claims, A::Error> {
+        let mut ns = None;
+        let mut job = None;
+        let mut alloc = None;
+        let mut task = None;
+        let mut service = None;
+        let mut sub = None;
+        let mut aud = None;
+        let mut iat = None;
+        let mut nbf = None;
+        let mut exp = None;
+        let mut jti = None;
+        let mut iss = None;
+        let mut others: Vec<String> = Vec::new();
+        // Numeric dates: integers only (a float or a string is an error).
+        fn date<'de, A: MapAccess<'de>>(map: &mut A, name: &str) -> Result<i64, A::Error> {
+            map.next_value::<i64>().map_err(|e| {
+                de::Error::custom(format_args!(
+                    "claim {name:?} must be an integer number of seconds: {e}"
+                ))
+            })
+        }
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let k = key.as_ref();
+            match k {
+                "nomad_namespace" => set(&mut ns, k, map.next_value::<String>()?)?,
+                "nomad_job_id" => set(&mut job, k, map.next_value::<String>()?)?,
+                "nomad_allocation_id" => set(&mut alloc, k, map.next_value::<String>()?)?,
+                "nomad_task" => set(&mut task, k, map.next_value::<String>()?)?,
+                "nomad_service" => set(&mut service, k, map.next_value::<String>()?)?,
+                "sub" => set(&mut sub, k, map.next_value::<String>()?)?,
+                "aud" => set(&mut aud, k, map.next_value::<Aud>()?)?,
+                "iat" => set(&mut iat, k, date(&mut map, k)?)?,
+                "nbf" => set(&mut nbf, k, date(&mut map, k)?)?,
+                "exp" => set(&mut exp, k, date(&mut map, k)?)?,
+                "jti" => set(&mut jti, k, map.next_value::<String>()?)?,
+                "iss" => set(&mut iss, k, map.next_value::<String>()?)?,
+                other => {
+                    if others.iter().any(|o| o == other) {
+                        return Err(de::Error::custom(format_args!("duplicate claim {other:?}")));
+                    }
+                    others.push(other.to_string());
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Claims {
+            namespace: ns.unwrap_or_default(),
+            job_id: job.unwrap_or_default(),
+            allocation_id: alloc.unwrap_or_default(),
+            task,
+            service,
+            subject: sub.unwrap_or_default(),
+            audience: match aud {
+                None => Vec::new(),
+                Some(Aud::One(a)) => vec![a],
+                Some(Aud::Many(v)) => v,
+            },
+            issued_at: iat,
+            not_before: nbf,
+            expires_at: exp,
+            jwt_id: jti.unwrap_or_default(),
+            issuer: iss,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Claims, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn audience_is_a_string_when_one_and_an_array_when_several() {
+        let mut c = Claims {
+            audience: vec!["vault.io".into()],
+            ..Claims::default()
+        };
+        assert!(
+            c.to_json().contains("\"aud\":\"vault.io\""),
+            "{}",
+            c.to_json()
+        );
+        c.audience.push("consul.io".into());
+        assert!(c.to_json().contains("\"aud\":[\"vault.io\",\"consul.io\"]"));
+        c.audience.clear();
+        assert!(!c.to_json().contains("aud"));
+    }
+
+    #[test]
+    fn round_trips() {
+        let c = Claims {
+            namespace: "default".into(),
+            job_id: "web".into(),
+            allocation_id: "a1".into(),
+            task: Some("server".into()),
+            service: None,
+            subject: "global:default:web:g:server:default".into(),
+            audience: vec!["a".into(), "b".into()],
+            issued_at: Some(10),
+            not_before: Some(10),
+            expires_at: Some(70),
+            jwt_id: "j".into(),
+            issuer: Some("https://x".into()),
+        };
+        assert_eq!(parse(&c.to_json()).unwrap(), c);
+    }
+
+    #[test]
+    fn strict_types_and_no_duplicates() {
+        for (json, why) in [
+            (r#"{"exp":"100"}"#, "must be an integer"),
+            (r#"{"exp":100.0}"#, "must be an integer"),
+            (r#"{"exp":1.5}"#, "must be an integer"),
+            (r#"{"iat":1e3}"#, "must be an integer"),
+            (r#"{"nbf":18446744073709551615}"#, "must be an integer"),
+            (r#"{"sub":"a","sub":"b"}"#, "duplicate claim \"sub\""),
+            (r#"{"x":1,"x":2}"#, "duplicate claim \"x\""),
+            (r#"{"aud":5}"#, ""),
+            (r#"{"aud":["a",5]}"#, ""),
+            (r#"[]"#, ""),
+        ] {
+            let e = parse(json).unwrap_err().to_string();
+            assert!(e.contains(why), "{json}: {e}");
+        }
+        let c = parse(r#"{"aud":"x","extra":{"deep":[1,2]},"exp":-5}"#).unwrap();
+        assert_eq!(c.audience, ["x"]);
+        assert_eq!(c.expires_at, Some(-5));
+    }
+}

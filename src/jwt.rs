@@ -1,0 +1,172 @@
+//! Strict compact JWS for EdDSA.
+//!
+//! Encoding writes `{"alg":"EdDSA","kid":"<key id>","typ":"JWT"}`. Parsing
+//! rejects, cheapest check first and before any later step runs:
+//!
+//! 1. a token longer than the cap (before any decoding), or empty;
+//! 2. anything but three dot-separated segments;
+//! 3. a segment that is not canonical unpadded base64url (padding, whitespace,
+//!    other characters, non-zero trailing bits), or a signature that is not 64
+//!    bytes;
+//! 4. a header that is not a JSON object of only `alg`, `kid` and `typ` (so
+//!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
+//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`.
+//!
+//! The key, the signature and the claims are checked by the verifier, in that
+//! order, on the pieces parsed here.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+
+use crate::error::{Error, Result, truncate_for_message};
+use crate::keyring::ActiveKey;
+
+/// The default cap on a token's length, in bytes.
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+fn malformed(reason: impl Into<String>) -> Error {
+    Error::MalformedToken {
+        reason: reason.into(),
+    }
+}
+
+/// A token split and decoded, not yet verified.
+#[derive(Debug)]
+pub(crate) struct Parsed<'a> {
+    /// The header's `kid`.
+    pub(crate) kid: String,
+    /// `<header>.<payload>` as sent: the bytes the signature covers.
+    pub(crate) signing_input: &'a [u8],
+    /// The decoded payload (claims JSON, not yet parsed).
+    pub(crate) payload: Vec<u8>,
+    /// The decoded signature.
+    pub(crate) signature: [u8; 64],
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    alg: Option<String>,
+    kid: Option<String>,
+    typ: Option<String>,
+}
+
+fn b64(segment: &[u8], what: &str) -> Result<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(segment).map_err(|e| {
+        malformed(format!(
+            "the {what} is not canonical unpadded base64url: {e}"
+        ))
+    })
+}
+
+/// Splits and decodes a compact JWS (see the module docs for the checks).
+pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
+    if token.len() > max_bytes {
+        return Err(malformed(format!(
+            "token is {} bytes, longer than the {max_bytes}-byte limit",
+            token.len()
+        )));
+    }
+    if token.is_empty() {
+        return Err(malformed("token is empty"));
+    }
+    let mut dots = token.iter().enumerate().filter(|(_, b)| **b == b'.');
+    let (Some((d1, _)), Some((d2, _)), None) = (dots.next(), dots.next(), dots.next()) else {
+        let segments = token.iter().filter(|b| **b == b'.').count() + 1;
+        return Err(malformed(format!(
+            "expected 3 dot-separated segments (header.payload.signature), got {segments}"
+        )));
+    };
+    let (header_b64, payload_b64, sig_b64) = (&token[..d1], &token[d1 + 1..d2], &token[d2 + 1..]);
+    let header = b64(header_b64, "header")?;
+    let payload = b64(payload_b64, "payload")?;
+    let sig = b64(sig_b64, "signature")?;
+    let signature: [u8; 64] = sig.as_slice().try_into().map_err(|_| {
+        malformed(format!(
+            "an Ed25519 signature is 64 bytes, got {}",
+            sig.len()
+        ))
+    })?;
+
+    let header: Header = serde_json::from_slice(&header).map_err(|e| {
+        malformed(format!(
+            "header must be a JSON object of only alg, kid and typ, each once: {e}"
+        ))
+    })?;
+    match header.alg.as_deref() {
+        Some("EdDSA") => {}
+        Some(other) => {
+            return Err(Error::UnsupportedAlgorithm {
+                alg: truncate_for_message(other),
+            });
+        }
+        None => return Err(malformed("header has no alg: expected \"EdDSA\"")),
+    }
+    if let Some(typ) = header.typ.as_deref().filter(|t| *t != "JWT") {
+        return Err(malformed(format!(
+            "header typ is {:?}: expected \"JWT\"",
+            truncate_for_message(typ)
+        )));
+    }
+    let Some(kid) = header.kid else {
+        return Err(Error::UnknownKey {
+            kid: String::new(),
+            reason: "the token's header has no kid".into(),
+        });
+    };
+    Ok(Parsed {
+        kid,
+        signing_input: &token[..d2],
+        payload,
+        signature,
+    })
+}
+
+/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`.
+pub(crate) fn encode(key: &ActiveKey, claims_json: &[u8]) -> String {
+    // The kid is a validated KeyId: only [A-Za-z0-9._:-], so no JSON escaping.
+    let header = format!(r#"{{"alg":"EdDSA","kid":"{}","typ":"JWT"}}"#, key.id());
+    let mut token = String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + 88);
+    URL_SAFE_NO_PAD.encode_string(header.as_bytes(), &mut token);
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(claims_json, &mut token);
+    let signature = key.sign(token.as_bytes());
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(signature.to_bytes(), &mut token);
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(header: &str, payload: &str, sig: &[u8]) -> String {
+        format!(
+            "{}.{}.{}",
+            URL_SAFE_NO_PAD.encode(header),
+            URL_SAFE_NO_PAD.encode(payload),
+            URL_SAFE_NO_PAD.encode(sig)
+        )
+    }
+
+    #[test]
+    fn parses_a_well_formed_token() {
+        let t = tok(r#"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#, "{}", &[7; 64]);
+        let p = parse(t.as_bytes(), 8192).unwrap();
+        assert_eq!(p.kid, "k1");
+        assert_eq!(p.payload, b"{}");
+        assert_eq!(p.signature, [7; 64]);
+        assert_eq!(p.signing_input, t.rsplit_once('.').unwrap().0.as_bytes());
+    }
+
+    #[test]
+    fn the_length_cap_comes_before_anything_else() {
+        let junk = vec![b'!'; 9000];
+        let e = parse(&junk, 8192).unwrap_err();
+        assert!(
+            e.to_string().contains("longer than the 8192-byte limit"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! Where allocations live: the `StateStore` trait and the in-memory store.
+//!
+//! Verification asks the store whether the allocation a token names exists and
+//! is not terminal. Stores answer at two consistency levels, because replicas lag
+//! (seed 000): a `Stale` read is answered locally and may miss a fresh
+//! allocation; a `Consistent` read is agreed with the leader. The verifier reads
+//! `Stale` first and only on *missing* reads again `Consistent`; a store error
+//! always fails closed.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+use crate::model::Allocation;
+
+/// How fresh a read must be.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Consistency {
+    /// Answered by the local replica; may lag behind (`WID_CONSISTENCY_STALE`).
+    Stale = 0,
+    /// Agreed with the leader; never behind (`WID_CONSISTENCY_CONSISTENT`).
+    Consistent = 1,
+}
+
+/// What a store knows about an allocation.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AllocState {
+    /// No such allocation (`WID_ALLOC_MISSING`).
+    Missing = 0,
+    /// Exists and is not terminal (`WID_ALLOC_LIVE`).
+    Live = 1,
+    /// Exists and is client-terminal (`WID_ALLOC_TERMINAL`).
+    Terminal = 2,
+}
+
+impl AllocState {
+    /// The state of `alloc` by Nomad's client-terminal rule (an unrecognised
+    /// client status counts as terminal).
+    pub fn of(alloc: &Allocation) -> AllocState {
+        if alloc.is_client_terminal() {
+            AllocState::Terminal
+        } else {
+            AllocState::Live
+        }
+    }
+
+    /// The state with this number.
+    pub fn from_u32(n: u32) -> Option<AllocState> {
+        match n {
+            0 => Some(AllocState::Missing),
+            1 => Some(AllocState::Live),
+            2 => Some(AllocState::Terminal),
+            _ => None,
+        }
+    }
+}
+
+/// A store could not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl StoreError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> StoreError {
+        StoreError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A source of allocation states. Called from any thread that verifies.
+pub trait StateStore: Send + Sync {
+    /// The state of allocation `alloc_id` at the requested consistency.
+    fn allocation_state(
+        &self,
+        alloc_id: &str,
+        consistency: Consistency,
+    ) -> Result<AllocState, StoreError>;
+}
+
+#[derive(Default)]
+struct Views {
+    /// The leader's view.
+    consistent: HashMap<String, AllocState>,
+    /// The local replica's view.
+    stale: HashMap<String, AllocState>,
+    lagging: bool,
+    unavailable: Option<String>,
+}
+
+/// The embedded in-memory store. It can also model a replica whose stale view
+/// lags its consistent view (for tests and examples): while lagging, writes reach
+/// only the consistent view until [`MemoryStore::catch_up`].
+#[derive(Default)]
+pub struct MemoryStore {
+    views: RwLock<Views>,
+    stale_reads: AtomicU64,
+    consistent_reads: AtomicU64,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("MemoryStore")
+            .field("allocations", &v.consistent.len())
+            .field("lagging", &v.lagging)
+            .finish()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Views> {
+        self.views.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `alloc` (its state by Nomad's client-terminal rule).
+    pub fn upsert(&self, alloc: &Allocation) {
+        self.set_state(&alloc.id, AllocState::of(alloc));
+    }
+
+    /// Records a state directly (`Missing` removes the allocation).
+    pub fn set_state(&self, alloc_id: &str, state: AllocState) {
+        let mut guard = self.write();
+        let v = &mut *guard;
+        let views = if v.lagging {
+            vec![&mut v.consistent]
+        } else {
+            vec![&mut v.consistent, &mut v.stale]
+        };
+        for view in views {
+            if state == AllocState::Missing {
+                view.remove(alloc_id);
+            } else {
+                view.insert(alloc_id.to_string(), state);
+            }
+        }
+    }
+
+    /// Starts (true) or stops (false, catching up) modelling a lagging replica.
+    pub fn set_lagging(&self, lagging: bool) {
+        let mut v = self.write();
+        v.lagging = lagging;
+        if !lagging {
+            v.stale = v.consistent.clone();
+        }
+    }
+
+    /// Brings the stale view up to date (replication caught up).
+    pub fn catch_up(&self) {
+        let mut v = self.write();
+        v.stale = v.consistent.clone();
+    }
+
+    /// Makes every read fail with `message` (`None` restores service).
+    pub fn set_unavailable(&self, message: Option<&str>) {
+        self.write().unavailable = message.map(str::to_string);
+    }
+
+    /// How many reads at `consistency` this store has answered or failed.
+    pub fn reads(&self, consistency: Consistency) -> u64 {
+        match consistency {
+            Consistency::Stale => self.stale_reads.load(Ordering::Relaxed),
+            Consistency::Consistent => self.consistent_reads.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl StateStore for MemoryStore {
+    fn allocation_state(
+        &self,
+        alloc_id: &str,
+        consistency: Consistency,
+    ) -> Result<AllocState, StoreError> {
+        let counter = match consistency {
+            Consistency::Stale => &self.stale_reads,
+            Consistency::Consistent => &self.consistent_reads,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(msg) = &v.unavailable {
+            return Err(StoreError::new(msg.clone()));
+        }
+        let view = match consistency {
+            Consistency::Stale => &v.stale,
+            Consistency::Consistent => &v.consistent,
+        };
+        Ok(view.get(alloc_id).copied().unwrap_or(AllocState::Missing))
+    }
+}
+
+impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
+    fn allocation_state(
+        &self,
+        alloc_id: &str,
+        consistency: Consistency,
+    ) -> Result<AllocState, StoreError> {
+        (**self).allocation_state(alloc_id, consistency)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lagging_replica_misses_fresh_writes_until_it_catches_up() {
+        let s = MemoryStore::new();
+        s.set_state("a", AllocState::Live);
+        s.set_lagging(true);
+        s.set_state("b", AllocState::Live);
+        s.set_state("a", AllocState::Terminal);
+        assert_eq!(
+            s.allocation_state("b", Consistency::Stale),
+            Ok(AllocState::Missing)
+        );
+        assert_eq!(
+            s.allocation_state("b", Consistency::Consistent),
+            Ok(AllocState::Live)
+        );
+        assert_eq!(
+            s.allocation_state("a", Consistency::Stale),
+            Ok(AllocState::Live)
+        );
+        assert_eq!(
+            s.allocation_state("a", Consistency::Consistent),
+            Ok(AllocState::Terminal)
+        );
+        s.catch_up();
+        assert_eq!(
+            s.allocation_state("b", Consistency::Stale),
+            Ok(AllocState::Live)
+        );
+        assert_eq!(s.reads(Consistency::Stale), 3);
+        assert_eq!(s.reads(Consistency::Consistent), 2);
+        s.set_unavailable(Some("replica down"));
+        assert_eq!(
+            s.allocation_state("b", Consistency::Stale),
+            Err(StoreError::new("replica down"))
+        );
+    }
+}
