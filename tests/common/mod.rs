@@ -2,6 +2,8 @@
 //! Go program in `tests/go/msgpack/main.go` writes and expects.
 #![allow(dead_code)]
 
+pub mod identity;
+
 use workload_identity::model::{
     Allocation, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job,
     WorkloadIdentity,
