@@ -17,6 +17,8 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::error::{Error, Result, truncate_for_message};
@@ -46,18 +48,42 @@ pub(crate) struct Parsed<'a> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Header {
-    alg: Option<String>,
-    kid: Option<String>,
-    typ: Option<String>,
+struct Header<'a> {
+    #[serde(borrow)]
+    alg: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    kid: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    typ: Option<Cow<'a, str>>,
+}
+
+/// Longest header accepted, decoded: ours is 42 bytes plus the key ID.
+const MAX_HEADER_BYTES: usize = 512;
+
+fn not_b64(what: &str, e: impl std::fmt::Display) -> Error {
+    malformed(format!(
+        "the {what} is not canonical unpadded base64url: {e}"
+    ))
 }
 
 fn b64(segment: &[u8], what: &str) -> Result<Vec<u8>> {
-    URL_SAFE_NO_PAD.decode(segment).map_err(|e| {
-        malformed(format!(
-            "the {what} is not canonical unpadded base64url: {e}"
-        ))
-    })
+    URL_SAFE_NO_PAD
+        .decode(segment)
+        .map_err(|e| not_b64(what, e))
+}
+
+/// Decodes a segment that must fit `buf`, without allocating.
+fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8]> {
+    if base64::decoded_len_estimate(segment.len()) > buf.len() {
+        return Err(malformed(format!(
+            "the {what} is longer than {} bytes",
+            buf.len()
+        )));
+    }
+    let n = URL_SAFE_NO_PAD
+        .decode_slice(segment, buf)
+        .map_err(|e| not_b64(what, e))?;
+    Ok(&buf[..n])
 }
 
 /// Splits and decodes a compact JWS (see the module docs for the checks).
@@ -79,17 +105,20 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         )));
     };
     let (header_b64, payload_b64, sig_b64) = (&token[..d1], &token[d1 + 1..d2], &token[d2 + 1..]);
-    let header = b64(header_b64, "header")?;
+    let mut header_buf = [0u8; MAX_HEADER_BYTES];
+    let header = b64_into(header_b64, "header", &mut header_buf)?;
     let payload = b64(payload_b64, "payload")?;
-    let sig = b64(sig_b64, "signature")?;
-    let signature: [u8; 64] = sig.as_slice().try_into().map_err(|_| {
+    // Room for one byte too many, so a long signature is reported by its length.
+    let mut sig_buf = [0u8; 66];
+    let sig = b64_into(sig_b64, "signature", &mut sig_buf)?;
+    let signature: [u8; 64] = sig.try_into().map_err(|_| {
         malformed(format!(
             "an Ed25519 signature is 64 bytes, got {}",
             sig.len()
         ))
     })?;
 
-    let header: Header = serde_json::from_slice(&header).map_err(|e| {
+    let header: Header = serde_json::from_slice(header).map_err(|e| {
         malformed(format!(
             "header must be a JSON object of only alg, kid and typ, each once: {e}"
         ))
@@ -109,7 +138,7 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             truncate_for_message(typ)
         )));
     }
-    let Some(kid) = header.kid else {
+    let Some(kid) = header.kid.map(Cow::into_owned) else {
         return Err(Error::UnknownKey {
             kid: String::new(),
             reason: "the token's header has no kid".into(),

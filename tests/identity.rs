@@ -644,3 +644,81 @@ fn issuer_is_checked_when_configured() {
     assert!(e.to_string().contains("requires one"), "{e}");
     w.verifier.verify(&no_exp, NOW).unwrap();
 }
+
+#[test]
+fn batch_and_single_verification_accept_exactly_the_same_tokens() {
+    use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
+    use curve25519_dalek::scalar::Scalar;
+    use sha2::{Digest, Sha512};
+    let w = world();
+    let root = w.keyring.root_key(KID).unwrap();
+    let sk =
+        ed25519_dalek::SigningKey::from_bytes(&root.derivation().seed(root.material(), root.id()));
+    let vk = sk.verifying_key();
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(HEADER),
+        URL_SAFE_NO_PAD.encode(payload_with(json!({})))
+    );
+    // A signature whose nonce point is R = [r]B + T (signed with the secret key).
+    let forge = |r: u64, t: usize, s_plus_l: bool| {
+        let r = Scalar::from(r);
+        let big_r = (ED25519_BASEPOINT_POINT * r + EIGHT_TORSION[t])
+            .compress()
+            .to_bytes();
+        let k = Scalar::from_bytes_mod_order_wide(
+            &Sha512::new()
+                .chain_update(big_r)
+                .chain_update(vk.as_bytes())
+                .chain_update(input.as_bytes())
+                .finalize()
+                .into(),
+        );
+        let s = r + k * sk.to_scalar();
+        let mut sig = [0u8; 64];
+        sig[..32].copy_from_slice(&big_r);
+        sig[32..].copy_from_slice(s.as_bytes());
+        if s_plus_l {
+            // s + l, little-endian: the same signature, non-canonical scalar.
+            let l: [u8; 32] = [
+                0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9,
+                0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+            ];
+            let mut carry = 0u16;
+            for i in 0..32 {
+                let v = u16::from(sig[32 + i]) + u16::from(l[i]) + carry;
+                sig[32 + i] = v as u8;
+                carry = v >> 8;
+            }
+        }
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
+    };
+    let mut tokens: Vec<String> = vec![w.token(), forge(11, 0, false), forge(12, 0, true)];
+    for t in 1..8 {
+        tokens.push(forge(20 + t as u64, t, false));
+    }
+    tokens.push(forge(40, 0, false).replace(".ey", ".xx"));
+    tokens.push(w.sign_json(HEADER, &payload_with(json!({"exp": NOW - 100}))));
+    tokens.push("not.a.token".into());
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let batch = w.verifier.verify_batch(&refs, NOW);
+    assert_eq!(batch.len(), tokens.len());
+    for (i, (t, b)) in tokens.iter().zip(&batch).enumerate() {
+        let single = w.verifier.verify(t, NOW);
+        match (&single, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "token {i}"),
+            (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "token {i}: {a} / {b}"),
+            _ => panic!("token {i}: single {single:?} vs batch {b:?}"),
+        }
+    }
+    let accepted: Vec<bool> = batch.iter().map(Result::is_ok).collect();
+    assert_eq!(
+        &accepted[..3],
+        [true, true, false],
+        "valid, valid (r=11), malleated s"
+    );
+    assert!(
+        accepted[3..10].iter().all(|a| !a),
+        "every torsioned R is rejected"
+    );
+}

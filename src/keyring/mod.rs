@@ -13,7 +13,7 @@ mod key_id;
 mod keystore;
 mod policy;
 mod root_key;
-mod sigcheck;
+pub(crate) mod sigcheck;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -180,6 +180,16 @@ impl VerifyingHandle {
     /// precomputed tables.
     pub fn verify_strict(&self, message: &[u8], signature: &Signature) -> bool {
         self.entry.check.verify(message, &signature.to_bytes())
+    }
+
+    /// The point the signature's `R` must encode (see `sigcheck`); `None` when
+    /// `s` is not canonical.
+    pub(crate) fn expected_r(
+        &self,
+        message: &[u8],
+        signature: &[u8; 64],
+    ) -> Option<curve25519_dalek::edwards::EdwardsPoint> {
+        self.entry.check.expected_r(message, signature)
     }
 
     /// Like [`VerifyingHandle::verify_strict`], on raw signature bytes.

@@ -21,7 +21,7 @@
 
 use std::sync::OnceLock;
 
-use curve25519_dalek::edwards::VartimeEdwardsPrecomputation;
+use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint, VartimeEdwardsPrecomputation};
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::VartimePrecomputedMultiscalarMul;
 use ed25519_dalek::VerifyingKey;
@@ -60,20 +60,29 @@ impl SigCheck {
     /// Whether `signature` is a valid strict Ed25519 signature of `message`.
     /// The key is never of small order (the keyring rejects weak keys on insert).
     pub(crate) fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.expected_r(message, signature)
+            .is_some_and(|p| accepts(signature, &p.compress()))
+    }
+
+    /// `[s]B - [k]A`, the point `R` must encode; `None` when `s` is not
+    /// canonical. Split from [`accepts`] so a batch can share one inversion
+    /// across all the encodings (`EdwardsPoint::compress_batch_alloc`).
+    pub(crate) fn expected_r(&self, message: &[u8], signature: &[u8; 64]) -> Option<EdwardsPoint> {
         let (r, s) = signature.split_at(32);
-        let Some(s) = s
-            .try_into()
-            .ok()
-            .and_then(|s: [u8; 32]| Option::from(Scalar::from_canonical_bytes(s)))
-        else {
-            return false;
-        };
+        let s: [u8; 32] = s.try_into().ok()?;
+        let s = Option::<Scalar>::from(Scalar::from_canonical_bytes(s))?;
         let mut h = Sha512::new();
         h.update(r);
         h.update(self.key.as_bytes());
         h.update(message);
         let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
-        let expected = self.table().vartime_multiscalar_mul([s, k]).compress();
-        expected.as_bytes() == r && !small_order_encodings().contains(expected.as_bytes())
+        Some(self.table().vartime_multiscalar_mul([s, k]))
     }
+}
+
+/// Whether the signature's `R` is exactly `expected` (the encoding of
+/// `[s]B - [k]A`) and not of small order.
+pub(crate) fn accepts(signature: &[u8; 64], expected: &CompressedEdwardsY) -> bool {
+    expected.as_bytes()[..] == signature[..32]
+        && !small_order_encodings().contains(expected.as_bytes())
 }

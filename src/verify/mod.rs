@@ -25,12 +25,14 @@
 //! # Batch verification
 //!
 //! [`Verifier::verify_batch`] checks many tokens in one call and accepts exactly
-//! the tokens single verification accepts, naming each failure. It does not use a
-//! random-linear-combination batch equation: such an equation (ed25519-dalek's
-//! `verify_batch` included) cannot agree with `verify_strict`'s cofactorless
-//! equation for a signature whose `R` carries a small-order component without a
-//! per-signature subgroup check, and that check costs more than the batch saves
-//! (measured in BENCHMARKS.md). Exact acceptance was chosen over speed.
+//! the tokens single verification accepts, naming each failure. It computes each
+//! token's expected `R` with the key's tables and encodes them all with one
+//! shared field inversion. It does not use a random-linear-combination batch
+//! equation: such an equation (ed25519-dalek's `verify_batch` included) cannot
+//! agree with `verify_strict`'s cofactorless equation for a signature whose `R`
+//! carries a small-order component unless every `R` also gets a subgroup check,
+//! and that check costs more than the batch equation saves (measured in
+//! BENCHMARKS.md). Exact acceptance was chosen over speed.
 
 mod cache;
 
@@ -41,8 +43,9 @@ use std::time::Duration;
 use crate::claims::Claims;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::jwt;
-use crate::keyring::{KeyId, KeyState, Keyring, VerifyingHandle};
+use crate::keyring::{KeyId, KeyState, Keyring, VerifyingHandle, sigcheck};
 use crate::state::{AllocState, Consistency, StateStore};
+use curve25519_dalek::edwards::EdwardsPoint;
 
 use cache::{TokenCache, token_hash};
 
@@ -234,14 +237,7 @@ impl Verifier {
     /// Verifies a token given as bytes (non-UTF-8 input is malformed).
     pub fn verify_bytes(&self, token: &[u8], now: i64) -> Result<VerifiedIdentity> {
         let result = self.run(token, now);
-        let c = &self.inner.counters;
-        match &result {
-            Ok(_) => bump(&c.accepted),
-            Err(e) => {
-                bump(&c.rejected);
-                log::debug!("workload identity rejected: {e}");
-            }
-        }
+        self.count(&result);
         result
     }
 
@@ -251,9 +247,63 @@ impl Verifier {
     }
 
     /// Verifies many tokens, with a result per token in the same order. Accepts
-    /// exactly what [`Verifier::verify`] accepts (see the module docs).
+    /// exactly what [`Verifier::verify`] accepts (see the module docs); the
+    /// signature step shares one field inversion across the batch.
     pub fn verify_batch(&self, tokens: &[&str], now: i64) -> Vec<Result<VerifiedIdentity>> {
-        tokens.iter().map(|t| self.verify(t, now)).collect()
+        if self.inner.cache.is_some() {
+            // Cache hits take the single path; keep one code path for them.
+            return tokens.iter().map(|t| self.verify(t, now)).collect();
+        }
+        // Stage 1: parse, find the key, compute the point R must encode.
+        let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, EdwardsPoint)>> = tokens
+            .iter()
+            .map(|t| {
+                let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
+                let key = self.key(&parsed.kid)?;
+                match key.expected_r(parsed.signing_input, &parsed.signature) {
+                    Some(point) => Ok((parsed, key, point)),
+                    None => Err(Error::BadSignature {
+                        kid: key.id().to_string(),
+                    }),
+                }
+            })
+            .collect();
+        // Stage 2: encode every expected point with one shared inversion.
+        let points: Vec<EdwardsPoint> = staged
+            .iter()
+            .filter_map(|s| s.as_ref().ok().map(|(_, _, p)| *p))
+            .collect();
+        let mut encoded = EdwardsPoint::compress_batch_alloc(&points).into_iter();
+        // Stage 3: compare, then the claims and the allocation, per token.
+        staged
+            .into_iter()
+            .map(|s| {
+                let result = s.and_then(|(parsed, key, _)| {
+                    let expected = encoded.next().ok_or_else(|| Error::Panic {
+                        message: "batch encoding count mismatch".into(),
+                    })?;
+                    if !sigcheck::accepts(&parsed.signature, &expected) {
+                        return Err(Error::BadSignature {
+                            kid: key.id().to_string(),
+                        });
+                    }
+                    self.finish(&parsed.payload, key, now, None)
+                });
+                self.count(&result);
+                result
+            })
+            .collect()
+    }
+
+    fn count(&self, result: &Result<VerifiedIdentity>) {
+        let c = &self.inner.counters;
+        match result {
+            Ok(_) => bump(&c.accepted),
+            Err(e) => {
+                bump(&c.rejected);
+                log::debug!("workload identity rejected: {e}");
+            }
+        }
     }
 
     /// What this verifier has done so far.
@@ -303,8 +353,19 @@ impl Verifier {
                 kid: key.id().to_string(),
             });
         }
+        self.finish(&parsed.payload, key, now, hash)
+    }
+
+    /// The steps after the signature: claims, allocation, cache.
+    fn finish(
+        &self,
+        payload: &[u8],
+        key: VerifyingHandle,
+        now: i64,
+        hash: Option<cache::TokenHash>,
+    ) -> Result<VerifiedIdentity> {
         let claims: Claims =
-            serde_json::from_slice(&parsed.payload).map_err(|e| Error::MalformedToken {
+            serde_json::from_slice(payload).map_err(|e| Error::MalformedToken {
                 reason: format!("claims are not a valid claims object: {e}"),
             })?;
         self.check_claims(&claims, now)?;
@@ -313,7 +374,7 @@ impl Verifier {
             claims,
             kid: key.id().clone(),
         };
-        if let (Some(cache), Some(hash)) = (&inner.cache, hash) {
+        if let (Some(cache), Some(hash)) = (&self.inner.cache, hash) {
             cache.insert(hash, Arc::new(verified.clone()));
         }
         Ok(verified)

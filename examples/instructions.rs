@@ -1,0 +1,94 @@
+//! Instruction counts (repeatable, unlike wall time on a shared machine) for the
+//! speed targets: `instructions <row> <calls>` runs one row's operation `calls`
+//! times after the same setup; `scripts/bench-instructions.sh` runs it under
+//! valgrind with 0 and N calls and divides the difference by N.
+use std::hint::black_box;
+use std::sync::Arc;
+
+use base64::Engine;
+use ed25519_dalek::{Signature, Signer, SigningKey};
+use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let row = args.get(1).map(String::as_str).unwrap_or("verify");
+    let calls: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100);
+    let kr = Keyring::from_keys([RootKey::new(
+        KeyId::new("k").unwrap(),
+        KeyMaterial::from_slice(&[7; 32]).unwrap(),
+        KeyDerivation::NomadRawSeed,
+        KeyState::Active,
+        0,
+    )])
+    .unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let req = IssueRequest {
+        region: "global".into(),
+        allocation: Allocation {
+            id: "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc".into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            task_group: "frontend".into(),
+            client_status: "running".into(),
+            ..Default::default()
+        },
+        task: "server".into(),
+        service: String::new(),
+        identity: WorkloadIdentity {
+            name: "vault_default".into(),
+            audience: vec!["vault.io".into()],
+            ttl: GoDuration::from_secs(3600),
+            ..Default::default()
+        },
+    };
+    store.upsert(&req.allocation);
+    let now = 1_700_000_000;
+    let issuer = Issuer::new(kr.clone());
+    let verifier = Verifier::builder(
+        kr.clone(),
+        store.clone(),
+        Audience::new("vault.io").unwrap(),
+    )
+    .build();
+    let cached = Verifier::builder(kr.clone(), store, Audience::new("vault.io").unwrap())
+        .cache(16)
+        .build();
+    let token = issuer.issue(&req, now).unwrap().token;
+    let (input, sig) = token.rsplit_once('.').unwrap();
+    let sig: [u8; 64] = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(sig)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let sig = Signature::from_bytes(&sig);
+    let sk = SigningKey::from_bytes(&[7; 32]);
+    let vk = sk.verifying_key();
+    // Warm up lazily built tables outside the measured calls.
+    verifier.verify(&token, now).unwrap();
+    cached.verify(&token, now).unwrap();
+    let tokens: Vec<String> = (0..64)
+        .map(|_| issuer.issue(&req, now).unwrap().token)
+        .collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    for _ in 0..calls {
+        match row {
+            "verify_strict" => vk
+                .verify_strict(black_box(input.as_bytes()), black_box(&sig))
+                .unwrap(),
+            "sign" => drop(black_box(sk.sign(black_box(input.as_bytes())))),
+            "verify" => drop(verifier.verify(black_box(&token), now).unwrap()),
+            "issue" => drop(issuer.issue(black_box(&req), now).unwrap()),
+            "cache_hit" => drop(cached.verify(black_box(&token), now).unwrap()),
+            // One call here is a batch of 64: the script divides by 64 more.
+            "batch64" => assert!(
+                verifier
+                    .verify_batch(black_box(&refs), now)
+                    .iter()
+                    .all(Result::is_ok)
+            ),
+            other => panic!("unknown row {other}"),
+        }
+    }
+}

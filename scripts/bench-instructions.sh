@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Instruction counts per operation, measured with valgrind (repeatable whatever
+# else the machine is doing), for the speed targets in BENCHMARKS.md.
+# Each row runs examples/instructions.rs with 0 and N calls; the difference
+# divided by N is the cost of one call, setup excluded.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+command -v valgrind >/dev/null || { echo "bench-instructions: valgrind is required" >&2; exit 2; }
+cargo build --release --locked --quiet --example instructions
+bin=target/release/examples/instructions
+n=100
+
+irefs() { # row calls -> total instructions
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 >/dev/null \
+        | sed -n 's/.*I *refs: *//p' | tr -d ,
+}
+
+printf '%-16s %14s\n' row instructions/op
+for row in verify_strict sign verify issue cache_hit batch64; do
+    base=$(irefs "$row" 0)
+    full=$(irefs "$row" "$n")
+    per=$(( (full - base) / n ))
+    [ "$row" = batch64 ] && per=$(( per / 64 ))
+    printf '%-16s %14s\n' "$row" "$per"
+done
