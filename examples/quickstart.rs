@@ -1,60 +1,88 @@
-//! Quickstart: decode an `IssueRequest` that Go encoded (the committed vector,
-//! written by hashicorp/go-msgpack as Nomad does), validate it, and print it.
+//! Quickstart, end to end: decode an `IssueRequest` that Go encoded (the
+//! committed vector, written by hashicorp/go-msgpack as Nomad does), create a
+//! keyring, register the allocation, issue an identity, show the token, its
+//! claims and the JWKS, verify it, then mark the allocation terminal and show the
+//! rejection.
 //!
 //! Run with `cargo run --example quickstart`.
 
+use std::sync::Arc;
+
 use workload_identity::codec;
+use workload_identity::keyring::OidcDiscovery;
 use workload_identity::model::IssueRequest;
+use workload_identity::verify::unix_now;
+use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
 
 /// Bytes written by `tests/go/msgpack/main.go` with `MsgpackHandle{RawToString: true}`.
 const GO_REQUEST: &[u8] = include_bytes!("../tests/vectors/msgpack/issue_request_task.msgpack");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // 1. The request, as a Go host would send it.
     let req: IssueRequest = codec::decode(GO_REQUEST)?;
+    req.validate()?;
     println!(
-        "decoded {} bytes of Go msgpack into an IssueRequest:",
+        "decoded a {}-byte Go msgpack IssueRequest:",
         GO_REQUEST.len()
     );
-    println!("  Region      {}", req.region);
     println!(
-        "  Allocation  {} (namespace {}, job {}, group {}, client status {})",
+        "  allocation {} (namespace {}, job {}, group {}), {:?}, identity {:?} for {:?}, TTL {}s",
         req.allocation.id,
         req.allocation.namespace,
         req.allocation.job_id,
         req.allocation.task_group,
-        req.allocation.client_status
-    );
-    println!(
-        "  identity job ID (parent for child jobs)  {}",
-        req.allocation.identity_job_id()
-    );
-    println!("  workload    {:?}", req.workload()?);
-    println!(
-        "  Identity    {} for {:?}, TTL {}s, change mode {:?}",
+        req.workload()?,
         req.identity.name,
         req.identity.audience,
-        req.identity.ttl.as_secs(),
-        req.identity.change_mode
+        req.identity.ttl.as_secs()
     );
-    req.validate()?;
-    println!("valid by Nomad's rules");
 
-    // Re-encoding writes only the fields we model, keyed by the same codec names.
-    let ours = codec::encode(&req)?;
-    let again: IssueRequest = codec::decode(&ours)?;
-    assert_eq!(again, req);
+    // 2. A keyring with a fresh active key, and a store that knows the allocation.
+    let now = unix_now();
+    let keyring = Keyring::new();
+    let kid = keyring.rotate(now)?;
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&req.allocation);
+    println!("\nkeyring: active key {kid}");
+
+    // 3. Issue.
+    let issuer = Issuer::new(keyring.clone()).with_issuer("https://nomad.example.com")?;
+    let signed = issuer.issue(&req, now)?;
+    println!("\ntoken:\n  {}", signed.token);
+    println!("claims:\n  {}", signed.claims.to_json());
     println!(
-        "re-encoded to {} bytes (Go sent {} with fields we ignore); round trip equal",
-        ours.len(),
-        GO_REQUEST.len()
+        "JWKS (serve at /.well-known/jwks.json):\n  {}",
+        keyring.jwks().to_json()
+    );
+    println!(
+        "OIDC discovery (serve at /.well-known/openid-configuration):\n  {}",
+        OidcDiscovery::new("https://nomad.example.com")?.to_json()
     );
 
-    // A broken request: every problem is reported with its field.
-    let mut bad = req.clone();
-    bad.identity.name = "not valid!".into();
-    bad.service = "also-a-service".into();
-    if let Err(e) = bad.validate() {
-        println!("rejected as expected ({}): {e}", e.code());
+    // 4. Verify, as Vault would for audience "vault.io".
+    let verifier = Verifier::builder(keyring.clone(), store.clone(), Audience::new("vault.io")?)
+        .issuer("https://nomad.example.com")
+        .build();
+    let verified = verifier.verify(&signed.token, now)?;
+    println!(
+        "\nverified: sub {} (key {}, job {}, allocation {})",
+        verified.claims.subject,
+        verified.kid,
+        verified.claims.job_id,
+        verified.claims.allocation_id
+    );
+
+    // 5. The workload stops: its identity must stop working at once.
+    let mut stopped = req.allocation.clone();
+    stopped.client_status = "complete".into();
+    store.upsert(&stopped);
+    match verifier.verify(&signed.token, now) {
+        Ok(_) => return Err("a terminal allocation's token was accepted".into()),
+        Err(e) => println!(
+            "after the allocation completed: rejected ({}): {e}",
+            e.code()
+        ),
     }
+    println!("\nverifier stats: {:?}", verifier.stats());
     Ok(())
 }

@@ -18,6 +18,9 @@ fi
 echo "== python: scripts/keyring-vectors.py check"
 python3 scripts/keyring-vectors.py check
 
+echo "== python: scripts/token-vector.py check"
+python3 scripts/token-vector.py check
+
 echo "== go: crypto/ed25519 nomad-raw-seed check"
 # shellcheck source=go-env.sh
 source scripts/go-env.sh

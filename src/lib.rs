@@ -1,10 +1,13 @@
 //! Mint and verify **workload identities**: Ed25519-signed JWTs bound to a running
 //! allocation, from a rotating keyring, with a msgpack wire format that Go speaks.
 //!
-//! This release holds the foundation: the msgpack [`codec`] (declared codec names
-//! only, strict bounded decoding), the wire [`model`] shared with Go with Nomad's
-//! validation rules, and the one [`error`] type whose variants map onto the stable
-//! C result codes.
+//! * [`codec`] and [`model`]: the msgpack wire types shared with Go, by declared
+//!   codec names only, decoded strictly and validated with Nomad's rules;
+//! * [`keyring`]: HKDF-seeded Ed25519 root keys, rotation, JWKS and OIDC
+//!   discovery, JWKS import, a crash-safe keystore;
+//! * [`issue`] and [`verify`]: signing identities, and the strict verification
+//!   pipeline bound to live allocations in a [`state::StateStore`];
+//! * [`error`]: one error type whose variants map onto the stable C result codes.
 //!
 //! ```
 //! use workload_identity::{codec, model::IssueRequest};
@@ -31,6 +34,11 @@ pub mod model;
 mod persist;
 pub mod state;
 pub mod verify;
+
+/// The README's example runs as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 pub use claims::Claims;
 pub use error::{Error, ResultCode};

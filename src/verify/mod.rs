@@ -259,7 +259,7 @@ impl Verifier {
             .iter()
             .map(|t| {
                 let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
-                let key = self.key(&parsed.kid)?;
+                let key = self.key(parsed.kid.as_str())?;
                 match key.expected_r(parsed.signing_input, &parsed.signature) {
                     Some(point) => Ok((parsed, key, point)),
                     None => Err(Error::BadSignature {
@@ -347,7 +347,7 @@ impl Verifier {
         }
 
         let parsed = jwt::parse(token, inner.options.max_token_bytes)?;
-        let key = self.key(&parsed.kid)?;
+        let key = self.key(parsed.kid.as_str())?;
         if !key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
             return Err(Error::BadSignature {
                 kid: key.id().to_string(),
