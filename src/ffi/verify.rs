@@ -1,0 +1,355 @@
+//! `wid_verifier`: verification with a caller-supplied allocation lookup.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
+use super::keyring::{keyring_ref, wid_keyring};
+use super::{WID_RESULT_OK, wid_bytes, wid_result, wid_result_name};
+use crate::error::Error;
+use crate::state::{AllocState, Consistency, StateStore, StoreError};
+use crate::{Audience, Verifier};
+
+/// A verifier (opaque; reference counted).
+pub struct wid_verifier {
+    _private: [u8; 0],
+}
+
+/// Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
+/// `TERMINAL`) to `*out_state` and returns `WID_RESULT_OK`, or returns an error
+/// code. It is called from whichever thread calls [`wid_verify`], possibly from
+/// several at once, with `consistency` `WID_CONSISTENCY_STALE` first and
+/// `WID_CONSISTENCY_CONSISTENT` only when the stale answer was missing. An
+/// error code, or a state other than 0, 1 or 2, fails closed
+/// (`WID_RESULT_STORE_UNAVAILABLE`). `alloc_id` is not NUL-terminated and is
+/// valid only during the call.
+pub type wid_alloc_lookup_fn = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        alloc_id: *const u8,
+        alloc_id_len: usize,
+        consistency: u32,
+        out_state: *mut u32,
+    ) -> wid_result,
+>;
+
+/// Verifier options for [`wid_verifier_new_with_options`]. Zero values mean the
+/// defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct wid_verifier_options {
+    /// Clock skew allowed, in seconds (0: 60).
+    pub leeway_secs: i64,
+    /// How long to wait for an unknown `kid`, in milliseconds (0: 1000; -1: no wait).
+    pub key_wait_ms: i64,
+    /// Longest token accepted, in bytes (0: 8192).
+    pub max_token_bytes: usize,
+    /// Non-zero: tokens must carry `exp`.
+    pub require_exp: u32,
+    /// Verified-token cache entries (0: no cache).
+    pub cache_entries: usize,
+    /// Required `iss` (NULL: none), UTF-8, `issuer_len` bytes.
+    pub issuer: *const c_char,
+    /// Length of `issuer`.
+    pub issuer_len: usize,
+}
+
+const VERIFIER_MAGIC: u64 = 0x5749_445f_5646_0001; // "WID_VF" v1
+const DEAD: u64 = 0xdead_dead_dead_dead;
+const MAX_AUDIENCE: usize = 4096;
+/// Largest batch accepted by `wid_verify_batch`.
+const MAX_BATCH: usize = 1 << 16;
+
+struct CallbackStore {
+    lookup: unsafe extern "C" fn(*mut c_void, *const u8, usize, u32, *mut u32) -> wid_result,
+    userdata: *mut c_void,
+}
+
+// SAFETY: the documented contract of wid_alloc_lookup_fn is that the callback
+// and its userdata may be used from any thread that calls wid_verify, at once.
+unsafe impl Send for CallbackStore {}
+// SAFETY: as above.
+unsafe impl Sync for CallbackStore {}
+
+impl StateStore for CallbackStore {
+    fn allocation_state(&self, alloc_id: &str, consistency: Consistency) -> Result<AllocState, StoreError> {
+        // A sentinel: a callback that returns OK without writing fails closed.
+        let mut state = u32::MAX;
+        // SAFETY: the callback's contract; alloc_id outlives the call.
+        let rc = unsafe {
+            (self.lookup)(self.userdata, alloc_id.as_ptr(), alloc_id.len(), consistency as u32, &mut state)
+        };
+        if rc != WID_RESULT_OK {
+            // SAFETY: wid_result_name returns a static C string.
+            let name = unsafe { std::ffi::CStr::from_ptr(wid_result_name(rc)) };
+            return Err(StoreError::new(format!(
+                "the lookup callback returned {} ({rc})",
+                name.to_string_lossy()
+            )));
+        }
+        AllocState::from_u32(state).ok_or_else(|| {
+            StoreError::new(format!(
+                "the lookup callback reported state {state}: expected WID_ALLOC_MISSING (0), LIVE (1) or TERMINAL (2)"
+            ))
+        })
+    }
+}
+
+struct VerifierHandle {
+    magic: AtomicU64,
+    verifier: Verifier,
+}
+
+/// # Safety
+/// `v` must be NULL or a live handle from this library.
+unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Verifier, Error> {
+    if v.is_null() {
+        return Err(null("v"));
+    }
+    if v.align_offset(align_of::<VerifierHandle>()) != 0 {
+        return Err(invalid("v", "is not a wid_verifier handle (misaligned)"));
+    }
+    // SAFETY: a live handle points to a VerifierHandle inside an Arc.
+    let h = unsafe { &*v.cast::<VerifierHandle>() };
+    if h.magic.load(Ordering::Relaxed) != VERIFIER_MAGIC {
+        return Err(invalid("v", "is not a live wid_verifier handle"));
+    }
+    Ok(&h.verifier)
+}
+
+/// Creates a verifier over `kr` (shared: keys inserted or rotated later are
+/// seen) for `audience` (required, non-empty), with `leeway_secs` of clock skew
+/// (>= 0) and the allocation `lookup` (required; see [`wid_alloc_lookup_fn`]).
+///
+/// # Safety
+/// Pointers must be NULL or valid; `userdata` is passed to `lookup` untouched
+/// and must stay valid until the verifier is freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verifier_new(
+    kr: *const wid_keyring,
+    audience: *const c_char,
+    audience_len: usize,
+    leeway_secs: i64,
+    lookup: wid_alloc_lookup_fn,
+    userdata: *mut c_void,
+    out: *mut *mut wid_verifier,
+) -> wid_result {
+    let options = wid_verifier_options {
+        leeway_secs,
+        key_wait_ms: 0,
+        max_token_bytes: 0,
+        require_exp: 0,
+        cache_entries: 0,
+        issuer: std::ptr::null(),
+        issuer_len: 0,
+    };
+    // Here the leeway is given as is (0 means none); in the options struct 0
+    // means the default.
+    // SAFETY: forwarded contract.
+    unsafe { new_verifier(kr, audience, audience_len, &options, true, lookup, userdata, out) }
+}
+
+/// Like [`wid_verifier_new`], with [`wid_verifier_options`] (NULL: defaults).
+///
+/// # Safety
+/// As [`wid_verifier_new`]; `options` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verifier_new_with_options(
+    kr: *const wid_keyring,
+    audience: *const c_char,
+    audience_len: usize,
+    options: *const wid_verifier_options,
+    lookup: wid_alloc_lookup_fn,
+    userdata: *mut c_void,
+    out: *mut *mut wid_verifier,
+) -> wid_result {
+    let defaults = wid_verifier_options {
+        leeway_secs: 0,
+        key_wait_ms: 0,
+        max_token_bytes: 0,
+        require_exp: 0,
+        cache_entries: 0,
+        issuer: std::ptr::null(),
+        issuer_len: 0,
+    };
+    // SAFETY: options is NULL or valid per the contract.
+    let options = if options.is_null() { defaults } else { unsafe { *options } };
+    // SAFETY: forwarded contract.
+    unsafe { new_verifier(kr, audience, audience_len, &options, false, lookup, userdata, out) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn new_verifier(
+    kr: *const wid_keyring,
+    audience: *const c_char,
+    audience_len: usize,
+    o: &wid_verifier_options,
+    exact_leeway: bool,
+    lookup: wid_alloc_lookup_fn,
+    userdata: *mut c_void,
+    out: *mut *mut wid_verifier,
+) -> wid_result {
+    call(|| {
+        // SAFETY: contract.
+        let keyring = unsafe { keyring_ref(kr)? };
+        let audience = unsafe { str_in(audience, audience_len, "audience", MAX_AUDIENCE)? };
+        let issuer = unsafe { str_in(o.issuer, o.issuer_len, "options.issuer", MAX_AUDIENCE)? };
+        let lookup = lookup.ok_or_else(|| null("lookup"))?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        if o.leeway_secs < 0 {
+            return Err(invalid("leeway_secs", format!("must be >= 0, got {}", o.leeway_secs)));
+        }
+        if o.key_wait_ms < -1 {
+            return Err(invalid("key_wait_ms", format!("must be >= -1, got {}", o.key_wait_ms)));
+        }
+        let store = Arc::new(CallbackStore { lookup, userdata });
+        let mut b = Verifier::builder(keyring.clone(), store, Audience::new(audience)?);
+        if o.leeway_secs > 0 || exact_leeway {
+            b = b.leeway(Duration::from_secs(o.leeway_secs as u64));
+        }
+        match o.key_wait_ms {
+            0 => {}
+            -1 => b = b.key_wait(Duration::ZERO),
+            ms => b = b.key_wait(Duration::from_millis(ms as u64)),
+        }
+        if o.max_token_bytes > 0 {
+            b = b.max_token_bytes(o.max_token_bytes);
+        }
+        b = b.require_exp(o.require_exp != 0);
+        if o.cache_entries > 0 {
+            b = b.cache(o.cache_entries);
+        }
+        if !issuer.is_empty() {
+            b = b.issuer(issuer);
+        }
+        let handle = Arc::new(VerifierHandle {
+            magic: AtomicU64::new(VERIFIER_MAGIC),
+            verifier: b.build(),
+        });
+        // SAFETY: out checked non-NULL above.
+        unsafe { out.write(Arc::into_raw(handle).cast::<wid_verifier>().cast_mut()) };
+        Ok(())
+    })
+}
+
+/// Releases a verifier handle. NULL-safe.
+///
+/// # Safety
+/// `v` must be NULL or a handle from this library not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verifier_free(v: *const wid_verifier) {
+    call_void(|| {
+        // SAFETY: contract.
+        if unsafe { verifier_ref(v) }.is_err() {
+            return;
+        }
+        // SAFETY: v came from Arc::into_raw in new_verifier.
+        let arc = unsafe { Arc::from_raw(v.cast::<VerifierHandle>()) };
+        if Arc::strong_count(&arc) == 1 {
+            arc.magic.store(DEAD, Ordering::Relaxed);
+        }
+        drop(arc);
+    });
+}
+
+/// Verifies `token` at `now_unix`; on success `*out_claims_json` (may be NULL
+/// when not wanted) receives the verified claims as JSON.
+///
+/// # Safety
+/// `token` must be NULL or valid for `token_len` bytes; `out_claims_json` NULL
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verify(
+    v: *const wid_verifier,
+    token: *const c_char,
+    token_len: usize,
+    now_unix: i64,
+    out_claims_json: *mut wid_bytes,
+) -> wid_result {
+    call(|| {
+        // SAFETY: contract.
+        let verifier = unsafe { verifier_ref(v)? };
+        // Over-long tokens are rejected by the verifier from their length alone;
+        // never read more than one byte past any plausible cap.
+        let token = match unsafe { bytes_in(token.cast(), token_len, "token", 1 << 20) } {
+            Ok(t) => t,
+            Err(e) if e.code() == crate::ResultCode::InvalidArgument => {
+                return Err(Error::MalformedToken {
+                    reason: format!("token is {token_len} bytes, longer than any accepted token"),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let verified = verifier.verify_bytes(token, now_unix)?;
+        if !out_claims_json.is_null() {
+            let json = verified.claims.to_json().into_bytes();
+            // SAFETY: checked non-NULL.
+            unsafe { out_claims_json.write(wid_bytes::from_vec(json)) };
+        }
+        Ok(())
+    })
+}
+
+/// Verifies `count` tokens at once (`tokens[i]` of `token_lens[i]` bytes),
+/// writing each token's result code to `out_results[i]`. Accepts exactly what
+/// [`wid_verify`] accepts. Returns `WID_RESULT_OK` when the call itself worked
+/// (whatever the tokens' results); per-token details are not kept.
+///
+/// # Safety
+/// `tokens`, `token_lens` and `out_results` must be NULL or valid for `count`
+/// elements, each token for its length.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verify_batch(
+    v: *const wid_verifier,
+    tokens: *const *const c_char,
+    token_lens: *const usize,
+    count: usize,
+    now_unix: i64,
+    out_results: *mut wid_result,
+) -> wid_result {
+    call(|| {
+        // SAFETY: contract.
+        let verifier = unsafe { verifier_ref(v)? };
+        if count > MAX_BATCH {
+            return Err(invalid("count", format!("{count} is more than the {MAX_BATCH}-token limit")));
+        }
+        if count > 0 && (tokens.is_null() || token_lens.is_null() || out_results.is_null()) {
+            return Err(null("tokens, token_lens or out_results"));
+        }
+        let mut texts: Vec<&str> = Vec::with_capacity(count);
+        let mut early: Vec<Option<wid_result>> = Vec::with_capacity(count);
+        for i in 0..count {
+            // SAFETY: arrays are valid for count elements.
+            let (ptr, len) = unsafe { (*tokens.add(i), *token_lens.add(i)) };
+            match unsafe { bytes_in(ptr.cast(), len, "token", 1 << 20) } {
+                Ok(b) => match std::str::from_utf8(b) {
+                    Ok(s) => {
+                        texts.push(s);
+                        early.push(None);
+                    }
+                    Err(_) => early.push(Some(super::WID_RESULT_MALFORMED_TOKEN)),
+                },
+                Err(e) if e.code() == crate::ResultCode::InvalidArgument => {
+                    early.push(Some(super::WID_RESULT_MALFORMED_TOKEN))
+                }
+                Err(e) => early.push(Some(e.code().as_u32())),
+            }
+        }
+        let mut results = verifier.verify_batch(&texts, now_unix).into_iter();
+        for (i, e) in early.into_iter().enumerate() {
+            let code = match e {
+                Some(code) => code,
+                None => results
+                    .next()
+                    .map_or(super::WID_RESULT_PANIC, |r| r.map_or_else(|e| e.code().as_u32(), |_| WID_RESULT_OK)),
+            };
+            // SAFETY: out_results is valid for count elements.
+            unsafe { out_results.add(i).write(code) };
+        }
+        Ok(())
+    })
+}
