@@ -150,6 +150,76 @@ fn bench(c: &mut Criterion) {
         b.iter(|| cached.verify(black_box(&token), now).unwrap())
     });
 
+    // The C ABI, called through its Rust `extern "C"` definitions, against the
+    // native call on the same token (the lookup callback answers "live").
+    unsafe extern "C" fn live(
+        _: *mut std::ffi::c_void,
+        _: *const u8,
+        _: usize,
+        _: u32,
+        out: *mut u32,
+    ) -> u32 {
+        unsafe { *out = workload_identity::ffi::WID_ALLOC_LIVE };
+        workload_identity::ffi::WID_RESULT_OK
+    }
+    let ffi_verifier = unsafe {
+        use workload_identity::ffi::*;
+        let mut kr_handle = std::ptr::null_mut();
+        assert_eq!(wid_keyring_new(&mut kr_handle), WID_RESULT_OK);
+        let m = MATERIAL;
+        assert_eq!(
+            wid_keyring_insert(
+                kr_handle,
+                "bench-key".as_ptr().cast(),
+                9,
+                m.as_ptr(),
+                32,
+                WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+                WID_KEY_STATE_ACTIVE,
+                0
+            ),
+            WID_RESULT_OK
+        );
+        let mut v = std::ptr::null_mut();
+        assert_eq!(
+            wid_verifier_new(
+                kr_handle,
+                "vault.io".as_ptr().cast(),
+                8,
+                60,
+                Some(live),
+                std::ptr::null_mut(),
+                &mut v
+            ),
+            WID_RESULT_OK
+        );
+        wid_keyring_free(kr_handle);
+        v
+    };
+    let ffi_verify = |out: *mut workload_identity::ffi::wid_bytes| unsafe {
+        workload_identity::ffi::wid_verify(
+            ffi_verifier,
+            token.as_ptr().cast(),
+            token.len(),
+            now,
+            out,
+        )
+    };
+    assert_eq!(ffi_verify(std::ptr::null_mut()), 0);
+    g.bench_function("C ABI wid_verify (no claims out)", |b| {
+        b.iter(|| assert_eq!(ffi_verify(std::ptr::null_mut()), 0))
+    });
+    g.bench_function("C ABI wid_verify (claims JSON out, freed)", |b| {
+        b.iter(|| {
+            let mut out = workload_identity::ffi::wid_bytes {
+                data: std::ptr::null_mut(),
+                len: 0,
+            };
+            assert_eq!(ffi_verify(&mut out), 0);
+            unsafe { workload_identity::ffi::wid_bytes_free(&mut out) };
+        })
+    });
+
     let tokens: Vec<String> = (0..64)
         .map(|_| issuer.issue(&req, now).unwrap().token)
         .collect();
@@ -162,6 +232,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+    unsafe { workload_identity::ffi::wid_verifier_free(ffi_verifier) };
 }
 
 criterion_group!(benches, bench);

@@ -16,7 +16,7 @@ irefs() { # row calls -> total instructions
 }
 
 printf '%-16s %14s\n' row instructions/op
-for row in verify_strict sign verify issue cache_hit batch64; do
+for row in verify_strict sign verify ffi_verify issue cache_hit batch64; do
     base=$(irefs "$row" 0)
     full=$(irefs "$row" "$n")
     per=$(( (full - base) / n ))

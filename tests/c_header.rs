@@ -29,7 +29,12 @@ fn committed_header_is_current() {
             "{name} is not part of the C ABI: exclude it in cbindgen.toml"
         );
     }
-    for needle in ["WID_ABI_VERSION 1", "wid_verify(", "typedef struct wid_bytes", "WID_RESULT_DUPLICATE_KEY 31"] {
+    for needle in [
+        "WID_ABI_VERSION 1",
+        "wid_verify(",
+        "typedef struct wid_bytes",
+        "WID_RESULT_DUPLICATE_KEY 31",
+    ] {
         assert!(generated.contains(needle), "header lacks {needle}");
     }
 }

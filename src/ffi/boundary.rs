@@ -187,7 +187,11 @@ mod tests {
 
     #[test]
     fn last_error_is_truncated_safely_and_sized_on_request() {
-        let rc = call(|| Err(Error::UnsupportedAlgorithm { alg: "é".repeat(10) }));
+        let rc = call(|| {
+            Err(Error::UnsupportedAlgorithm {
+                alg: "é".repeat(10),
+            })
+        });
         assert_eq!(rc, 11);
         let full = unsafe { wid_last_error_message(std::ptr::null_mut(), 0) };
         assert!(full > 20);
@@ -203,11 +207,16 @@ mod tests {
     fn inputs_are_checked_before_reading() {
         unsafe {
             assert!(bytes_in(std::ptr::null(), 0, "x", 10).unwrap().is_empty());
-            assert_eq!(bytes_in(std::ptr::null(), 1, "x", 10).unwrap_err().code(), ResultCode::NullArgument);
+            assert_eq!(
+                bytes_in(std::ptr::null(), 1, "x", 10).unwrap_err().code(),
+                ResultCode::NullArgument
+            );
             // A huge length is rejected without touching memory.
             let one = [1u8];
             assert_eq!(
-                bytes_in(one.as_ptr(), usize::MAX, "x", 10).unwrap_err().code(),
+                bytes_in(one.as_ptr(), usize::MAX, "x", 10)
+                    .unwrap_err()
+                    .code(),
                 ResultCode::InvalidArgument
             );
             let bad = [0xffu8, 0xfe];

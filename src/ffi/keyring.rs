@@ -8,7 +8,9 @@ use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
 use super::{wid_bytes, wid_result};
 use crate::codec::DecodeLimits;
 use crate::error::Error;
-use crate::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, RootKey};
+use crate::keyring::{
+    KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, RootKey,
+};
 use crate::model::IssueRequest;
 use crate::{Issuer, codec};
 
@@ -65,7 +67,11 @@ fn write_out<T>(out: *mut T, name: &'static str, v: T) -> Result<(), Error> {
 }
 
 fn check_out<T>(out: *mut T, name: &'static str) -> Result<(), Error> {
-    if out.is_null() { Err(null(name)) } else { Ok(()) }
+    if out.is_null() {
+        Err(null(name))
+    } else {
+        Ok(())
+    }
 }
 
 /// Creates an empty keyring; `*out` receives a handle to free with
@@ -126,10 +132,16 @@ pub unsafe extern "C" fn wid_keyring_insert(
         let id = unsafe { str_in(key_id, key_id_len, "key_id", MAX_KEY_ID_LEN + 1)? };
         let material = unsafe { bytes_in(material, material_len, "material", 64)? };
         let derivation = KeyDerivation::from_u32(derivation).ok_or_else(|| {
-            invalid("derivation", format!("{derivation} is not a WID_KEY_DERIVATION_* value (1 or 2)"))
+            invalid(
+                "derivation",
+                format!("{derivation} is not a WID_KEY_DERIVATION_* value (1 or 2)"),
+            )
         })?;
         let state = KeyState::from_u32(state).ok_or_else(|| {
-            invalid("state", format!("{state} is not a WID_KEY_STATE_* value (1 to 4)"))
+            invalid(
+                "state",
+                format!("{state} is not a WID_KEY_STATE_* value (1 to 4)"),
+            )
         })?;
         let key = RootKey::new(
             KeyId::new(id)?,
@@ -158,7 +170,11 @@ pub unsafe extern "C" fn wid_keyring_rotate(
         let keyring = unsafe { keyring_ref(kr)? };
         check_out(out_key_id, "out_key_id")?;
         let id = keyring.rotate(now_unix)?;
-        write_out(out_key_id, "out_key_id", wid_bytes::from_vec(id.to_string().into_bytes()))
+        write_out(
+            out_key_id,
+            "out_key_id",
+            wid_bytes::from_vec(id.to_string().into_bytes()),
+        )
     })
 }
 
@@ -179,7 +195,11 @@ pub unsafe extern "C" fn wid_keyring_prepublish(
         let keyring = unsafe { keyring_ref(kr)? };
         check_out(out_key_id, "out_key_id")?;
         let id = keyring.prepublish(now_unix, publish_at_unix)?;
-        write_out(out_key_id, "out_key_id", wid_bytes::from_vec(id.to_string().into_bytes()))
+        write_out(
+            out_key_id,
+            "out_key_id",
+            wid_bytes::from_vec(id.to_string().into_bytes()),
+        )
     })
 }
 
@@ -230,12 +250,19 @@ pub unsafe extern "C" fn wid_keyring_deprecate(
 /// # Safety
 /// `out_json` must be NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_keyring_jwks(kr: *const wid_keyring, out_json: *mut wid_bytes) -> wid_result {
+pub unsafe extern "C" fn wid_keyring_jwks(
+    kr: *const wid_keyring,
+    out_json: *mut wid_bytes,
+) -> wid_result {
     call(|| {
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
         check_out(out_json, "out_json")?;
-        write_out(out_json, "out_json", wid_bytes::from_vec(keyring.jwks().to_json().into_bytes()))
+        write_out(
+            out_json,
+            "out_json",
+            wid_bytes::from_vec(keyring.jwks().to_json().into_bytes()),
+        )
     })
 }
 
@@ -268,13 +295,20 @@ pub unsafe extern "C" fn wid_keyring_import_jwks(
 /// # Safety
 /// `path` must be NULL or valid for `path_len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_keyring_save(kr: *const wid_keyring, path: *const c_char, path_len: usize) -> wid_result {
+pub unsafe extern "C" fn wid_keyring_save(
+    kr: *const wid_keyring,
+    path: *const c_char,
+    path_len: usize,
+) -> wid_result {
     call(|| {
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
         if path.is_empty() || path.contains('\0') {
-            return Err(invalid("path", "must be a non-empty path without NUL bytes"));
+            return Err(invalid(
+                "path",
+                "must be a non-empty path without NUL bytes",
+            ));
         }
         keyring.save(path)
     })
@@ -295,7 +329,10 @@ pub unsafe extern "C" fn wid_keyring_load(
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
         check_out(out, "out")?;
         if path.is_empty() || path.contains('\0') {
-            return Err(invalid("path", "must be a non-empty path without NUL bytes"));
+            return Err(invalid(
+                "path",
+                "must be a non-empty path without NUL bytes",
+            ));
         }
         let keyring = Keyring::load(path)?;
         write_out(out, "out", into_raw(keyring).cast_mut())
@@ -316,7 +353,17 @@ pub unsafe extern "C" fn wid_issue(
     out_token: *mut wid_bytes,
 ) -> wid_result {
     // SAFETY: forwarded contract.
-    unsafe { wid_issue_with_issuer(kr, request_msgpack, len, std::ptr::null(), 0, now_unix, out_token) }
+    unsafe {
+        wid_issue_with_issuer(
+            kr,
+            request_msgpack,
+            len,
+            std::ptr::null(),
+            0,
+            now_unix,
+            out_token,
+        )
+    }
 }
 
 /// Like [`wid_issue`], with an `iss` claim (`(NULL, 0)` for none).
@@ -337,7 +384,8 @@ pub unsafe extern "C" fn wid_issue_with_issuer(
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
         let limits = DecodeLimits::default();
-        let request = unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
+        let request =
+            unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
         let issuer = unsafe { str_in(issuer, issuer_len, "issuer", MAX_PATH)? };
         check_out(out_token, "out_token")?;
         let req: IssueRequest = codec::decode_with(request, &limits)?;
@@ -346,6 +394,10 @@ pub unsafe extern "C" fn wid_issue_with_issuer(
             signer = signer.with_issuer(issuer)?;
         }
         let signed = signer.issue(&req, now_unix)?;
-        write_out(out_token, "out_token", wid_bytes::from_vec(signed.token.into_bytes()))
+        write_out(
+            out_token,
+            "out_token",
+            wid_bytes::from_vec(signed.token.into_bytes()),
+        )
     })
 }

@@ -74,12 +74,22 @@ unsafe impl Send for CallbackStore {}
 unsafe impl Sync for CallbackStore {}
 
 impl StateStore for CallbackStore {
-    fn allocation_state(&self, alloc_id: &str, consistency: Consistency) -> Result<AllocState, StoreError> {
+    fn allocation_state(
+        &self,
+        alloc_id: &str,
+        consistency: Consistency,
+    ) -> Result<AllocState, StoreError> {
         // A sentinel: a callback that returns OK without writing fails closed.
         let mut state = u32::MAX;
         // SAFETY: the callback's contract; alloc_id outlives the call.
         let rc = unsafe {
-            (self.lookup)(self.userdata, alloc_id.as_ptr(), alloc_id.len(), consistency as u32, &mut state)
+            (self.lookup)(
+                self.userdata,
+                alloc_id.as_ptr(),
+                alloc_id.len(),
+                consistency as u32,
+                &mut state,
+            )
         };
         if rc != WID_RESULT_OK {
             // SAFETY: wid_result_name returns a static C string.
@@ -148,7 +158,18 @@ pub unsafe extern "C" fn wid_verifier_new(
     // Here the leeway is given as is (0 means none); in the options struct 0
     // means the default.
     // SAFETY: forwarded contract.
-    unsafe { new_verifier(kr, audience, audience_len, &options, true, lookup, userdata, out) }
+    unsafe {
+        new_verifier(
+            kr,
+            audience,
+            audience_len,
+            &options,
+            true,
+            lookup,
+            userdata,
+            out,
+        )
+    }
 }
 
 /// Like [`wid_verifier_new`], with [`wid_verifier_options`] (NULL: defaults).
@@ -175,9 +196,24 @@ pub unsafe extern "C" fn wid_verifier_new_with_options(
         issuer_len: 0,
     };
     // SAFETY: options is NULL or valid per the contract.
-    let options = if options.is_null() { defaults } else { unsafe { *options } };
+    let options = if options.is_null() {
+        defaults
+    } else {
+        unsafe { *options }
+    };
     // SAFETY: forwarded contract.
-    unsafe { new_verifier(kr, audience, audience_len, &options, false, lookup, userdata, out) }
+    unsafe {
+        new_verifier(
+            kr,
+            audience,
+            audience_len,
+            &options,
+            false,
+            lookup,
+            userdata,
+            out,
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -201,10 +237,16 @@ unsafe fn new_verifier(
             return Err(null("out"));
         }
         if o.leeway_secs < 0 {
-            return Err(invalid("leeway_secs", format!("must be >= 0, got {}", o.leeway_secs)));
+            return Err(invalid(
+                "leeway_secs",
+                format!("must be >= 0, got {}", o.leeway_secs),
+            ));
         }
         if o.key_wait_ms < -1 {
-            return Err(invalid("key_wait_ms", format!("must be >= -1, got {}", o.key_wait_ms)));
+            return Err(invalid(
+                "key_wait_ms",
+                format!("must be >= -1, got {}", o.key_wait_ms),
+            ));
         }
         let store = Arc::new(CallbackStore { lookup, userdata });
         let mut b = Verifier::builder(keyring.clone(), store, Audience::new(audience)?);
@@ -315,7 +357,10 @@ pub unsafe extern "C" fn wid_verify_batch(
         // SAFETY: contract.
         let verifier = unsafe { verifier_ref(v)? };
         if count > MAX_BATCH {
-            return Err(invalid("count", format!("{count} is more than the {MAX_BATCH}-token limit")));
+            return Err(invalid(
+                "count",
+                format!("{count} is more than the {MAX_BATCH}-token limit"),
+            ));
         }
         if count > 0 && (tokens.is_null() || token_lens.is_null() || out_results.is_null()) {
             return Err(null("tokens, token_lens or out_results"));
@@ -343,9 +388,9 @@ pub unsafe extern "C" fn wid_verify_batch(
         for (i, e) in early.into_iter().enumerate() {
             let code = match e {
                 Some(code) => code,
-                None => results
-                    .next()
-                    .map_or(super::WID_RESULT_PANIC, |r| r.map_or_else(|e| e.code().as_u32(), |_| WID_RESULT_OK)),
+                None => results.next().map_or(super::WID_RESULT_PANIC, |r| {
+                    r.map_or_else(|e| e.code().as_u32(), |_| WID_RESULT_OK)
+                }),
             };
             // SAFETY: out_results is valid for count elements.
             unsafe { out_results.add(i).write(code) };

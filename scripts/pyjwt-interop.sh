@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# pyjwt-interop.sh -- check the C ABI against PyJWT, an independent JWT stack
+# (tests/python/pyjwt_interop.py): C-issued tokens verify with PyJWT from the
+# exported JWKS, and PyJWT-signed tokens verify through wid_verify.
+#
+#   scripts/pyjwt-interop.sh                         # builds the library
+#   WID_LIB_DIR=/path/with/the/so scripts/pyjwt-interop.sh
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+if ! python3 -c 'import jwt, cryptography' >/dev/null 2>&1; then
+    echo "pyjwt-interop.sh: installing PyJWT and cryptography from PyPI" >&2
+    python3 -m pip install --quiet "PyJWT[crypto]" cryptography
+fi
+
+if [[ -n "${WID_LIB_DIR:-}" ]]; then
+    LIB="$WID_LIB_DIR/libworkload_identity.so"
+else
+    cargo build --release --locked --quiet
+    LIB="$REPO_ROOT/target/release/libworkload_identity.so"
+fi
+if [[ ! -f "$LIB" ]]; then
+    echo "pyjwt-interop.sh: library not found: $LIB" >&2
+    exit 1
+fi
+
+if python3 tests/python/pyjwt_interop.py "$LIB"; then
+    echo "pyjwt-interop.sh: PASS ($LIB)"
+else
+    status=$?
+    echo "pyjwt-interop.sh: FAIL (exit $status, $LIB)" >&2
+    exit "$status"
+fi

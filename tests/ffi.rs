@@ -1,0 +1,393 @@
+//! The C ABI through its Rust `extern "C"` definitions: result codes, NULL and
+//! UTF-8 checks, outputs written only on success, the lookup callback failing
+//! closed, and concurrent use. (`bindings/c/test.c` drives every function from C
+//! under valgrind; this keeps the essentials in `cargo test`.)
+
+mod common;
+
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr::{null, null_mut};
+
+use workload_identity::ffi::*;
+
+const ALLOC: &str = common::ALLOC_ID;
+const NOW: i64 = 1_700_000_000;
+
+fn last_error() -> String {
+    let mut buf = [0 as c_char; 1024];
+    unsafe { wid_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn name(rc: wid_result) -> String {
+    unsafe { CStr::from_ptr(wid_result_name(rc)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// userdata: a pointer to [stale_state, consistent_state, rc].
+unsafe extern "C" fn lookup(
+    userdata: *mut c_void,
+    id: *const u8,
+    len: usize,
+    consistency: u32,
+    out: *mut u32,
+) -> wid_result {
+    let cfg = unsafe { &*(userdata as *const [u32; 3]) };
+    let id = unsafe { std::slice::from_raw_parts(id, len) };
+    if cfg[2] != WID_RESULT_OK {
+        return cfg[2];
+    }
+    let state = if id != ALLOC.as_bytes() {
+        WID_ALLOC_MISSING
+    } else {
+        cfg[consistency as usize]
+    };
+    if state != u32::MAX - 1 {
+        unsafe { *out = state };
+    }
+    WID_RESULT_OK
+}
+
+struct Fixture {
+    kr: *mut wid_keyring,
+    token: String,
+}
+
+fn fixture() -> Fixture {
+    let mut kr = null_mut();
+    assert_eq!(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
+    let m = [9u8; 32];
+    let rc = unsafe {
+        wid_keyring_insert(
+            kr,
+            "k1".as_ptr().cast(),
+            2,
+            m.as_ptr(),
+            32,
+            WID_KEY_DERIVATION_HKDF_V1,
+            WID_KEY_STATE_ACTIVE,
+            0,
+        )
+    };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+    let req = common::go_vector("issue_request_task.msgpack");
+    let mut out = wid_bytes {
+        data: null_mut(),
+        len: 0,
+    };
+    let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+    let token = unsafe {
+        std::str::from_utf8(std::slice::from_raw_parts(out.data, out.len))
+            .unwrap()
+            .to_string()
+    };
+    unsafe { wid_bytes_free(&mut out) };
+    Fixture { kr, token }
+}
+
+fn verifier(kr: *const wid_keyring, cfg: &[u32; 3]) -> *mut wid_verifier {
+    let mut v = null_mut();
+    let opts = wid_verifier_options {
+        leeway_secs: 0,
+        key_wait_ms: -1,
+        max_token_bytes: 0,
+        require_exp: 0,
+        cache_entries: 0,
+        issuer: null(),
+        issuer_len: 0,
+    };
+    let rc = unsafe {
+        wid_verifier_new_with_options(
+            kr,
+            "vault.io".as_ptr().cast(),
+            8,
+            &opts,
+            Some(lookup),
+            cfg as *const _ as *mut c_void,
+            &mut v,
+        )
+    };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+    v
+}
+
+fn verify(v: *const wid_verifier, token: &str) -> wid_result {
+    unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, null_mut()) }
+}
+
+#[test]
+fn issue_and_verify_through_the_abi() {
+    let f = fixture();
+    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
+    let v = verifier(f.kr, &cfg);
+    let mut claims = wid_bytes {
+        data: null_mut(),
+        len: 0,
+    };
+    let rc = unsafe { wid_verify(v, f.token.as_ptr().cast(), f.token.len(), NOW, &mut claims) };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+    let json = unsafe { CStr::from_ptr(claims.data.cast()) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(json.len(), claims.len);
+    assert!(json.contains(ALLOC), "{json}");
+    unsafe { wid_bytes_free(&mut claims) };
+    assert_eq!(last_error(), "", "success clears the detail");
+    unsafe { wid_verifier_free(v) };
+    unsafe { wid_keyring_free(f.kr) };
+}
+
+#[test]
+fn the_callback_fails_closed_and_the_fallback_is_consistent() {
+    let f = fixture();
+    let cases = [
+        (
+            [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK],
+            WID_RESULT_OK,
+        ),
+        (
+            [WID_ALLOC_MISSING, WID_ALLOC_LIVE, WID_RESULT_OK],
+            WID_RESULT_OK,
+        ),
+        (
+            [WID_ALLOC_MISSING, WID_ALLOC_MISSING, WID_RESULT_OK],
+            WID_RESULT_ALLOCATION_NOT_FOUND,
+        ),
+        (
+            [WID_ALLOC_TERMINAL, WID_ALLOC_LIVE, WID_RESULT_OK],
+            WID_RESULT_ALLOCATION_TERMINAL,
+        ),
+        (
+            [WID_ALLOC_MISSING, WID_ALLOC_TERMINAL, WID_RESULT_OK],
+            WID_RESULT_ALLOCATION_TERMINAL,
+        ),
+        ([7, 7, WID_RESULT_OK], WID_RESULT_STORE_UNAVAILABLE),
+        (
+            [u32::MAX - 1, 0, WID_RESULT_OK],
+            WID_RESULT_STORE_UNAVAILABLE,
+        ),
+        (
+            [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_IO_ERROR],
+            WID_RESULT_STORE_UNAVAILABLE,
+        ),
+        (
+            [WID_ALLOC_LIVE, WID_ALLOC_LIVE, 999],
+            WID_RESULT_STORE_UNAVAILABLE,
+        ),
+    ];
+    for (cfg, want) in cases {
+        let v = verifier(f.kr, &cfg);
+        let rc = verify(v, &f.token);
+        assert_eq!(name(rc), name(want), "{cfg:?}: {}", last_error());
+        if cfg[2] == WID_RESULT_IO_ERROR {
+            assert!(
+                last_error().contains("WID_RESULT_IO_ERROR"),
+                "{}",
+                last_error()
+            );
+        }
+        unsafe { wid_verifier_free(v) };
+    }
+    unsafe { wid_keyring_free(f.kr) };
+}
+
+#[test]
+fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
+    let f = fixture();
+    let sentinel = || wid_bytes {
+        data: 1 as *mut u8,
+        len: 12345,
+    };
+    let mut out = sentinel();
+    unsafe {
+        assert_eq!(
+            wid_keyring_rotate(null(), NOW, &mut out),
+            WID_RESULT_NULL_ARGUMENT
+        );
+        assert_eq!(
+            wid_keyring_rotate(f.kr, NOW, null_mut()),
+            WID_RESULT_NULL_ARGUMENT
+        );
+        assert_eq!(wid_keyring_jwks(f.kr, null_mut()), WID_RESULT_NULL_ARGUMENT);
+        assert_eq!(wid_keyring_new(null_mut()), WID_RESULT_NULL_ARGUMENT);
+        let bad_utf8 = [0xffu8, 0xfe];
+        let m = [1u8; 32];
+        let rc = wid_keyring_insert(f.kr, bad_utf8.as_ptr().cast(), 2, m.as_ptr(), 32, 1, 2, 0);
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
+        assert!(last_error().contains("not valid UTF-8"), "{}", last_error());
+        for (len, deriv, state) in [
+            (31, 1, 2),
+            (33, 1, 2),
+            (32, 0, 2),
+            (32, 3, 2),
+            (32, 1, 0),
+            (32, 1, 5),
+        ] {
+            let rc = wid_keyring_insert(
+                f.kr,
+                "k2".as_ptr().cast(),
+                2,
+                m.as_ptr(),
+                len,
+                deriv,
+                state,
+                0,
+            );
+            assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT, "{len} {deriv} {state}");
+        }
+        let rc = wid_keyring_insert(f.kr, "k1".as_ptr().cast(), 2, m.as_ptr(), 32, 1, 2, 0);
+        assert_eq!(rc, WID_RESULT_DUPLICATE_KEY);
+        // Truncated msgpack at every length: a decode error, the output untouched.
+        let req = common::go_vector("issue_request_task.msgpack");
+        for cut in 0..req.len() {
+            let rc = wid_issue(f.kr, req.as_ptr(), cut, NOW, &mut out);
+            assert_eq!(rc, WID_RESULT_DECODE_ERROR, "cut {cut}");
+        }
+        // A huge length is refused before any read.
+        let rc = wid_issue(f.kr, req.as_ptr(), usize::MAX, NOW, &mut out);
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
+        assert_eq!(
+            (out.data as usize, out.len),
+            (1, 12345),
+            "outputs only on success"
+        );
+        let mut handle = 8 as *mut wid_keyring;
+        assert_eq!(
+            wid_keyring_load("/nonexistent".as_ptr().cast(), 12, &mut handle),
+            WID_RESULT_IO_ERROR
+        );
+        assert_eq!(handle as usize, 8);
+        // A verifier handle where a keyring is expected.
+        let cfg = [1, 1, 0];
+        let v = verifier(f.kr, &cfg);
+        assert_eq!(
+            wid_keyring_jwks(v.cast(), &mut out),
+            WID_RESULT_INVALID_ARGUMENT
+        );
+        let bad_token = [0xffu8; 10];
+        assert_eq!(
+            wid_verify(v, bad_token.as_ptr().cast(), 10, NOW, null_mut()),
+            WID_RESULT_MALFORMED_TOKEN
+        );
+        assert_eq!(
+            wid_verify(v, bad_token.as_ptr().cast(), usize::MAX, NOW, null_mut()),
+            WID_RESULT_MALFORMED_TOKEN
+        );
+        assert_eq!(
+            wid_verify(null(), null(), 0, NOW, null_mut()),
+            WID_RESULT_NULL_ARGUMENT
+        );
+        assert_eq!(
+            wid_verify(v, null(), 0, NOW, null_mut()),
+            WID_RESULT_MALFORMED_TOKEN
+        );
+        assert_eq!(
+            wid_verify(v, null(), 5, NOW, null_mut()),
+            WID_RESULT_NULL_ARGUMENT
+        );
+        let mut none = null_mut();
+        let rc = wid_verifier_new(
+            f.kr,
+            "vault.io".as_ptr().cast(),
+            8,
+            60,
+            None,
+            null_mut(),
+            &mut none,
+        );
+        assert_eq!(rc, WID_RESULT_NULL_ARGUMENT);
+        let rc = wid_verifier_new(f.kr, null(), 0, 60, Some(lookup), null_mut(), &mut none);
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT, "an empty audience");
+        let rc = wid_verifier_new(
+            f.kr,
+            "a".as_ptr().cast(),
+            1,
+            -1,
+            Some(lookup),
+            null_mut(),
+            &mut none,
+        );
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT, "a negative leeway");
+        assert!(none.is_null());
+        wid_verifier_free(v);
+        wid_keyring_free(null());
+        wid_verifier_free(null());
+        wid_bytes_free(null_mut());
+        wid_keyring_free(f.kr);
+    }
+}
+
+#[test]
+fn a_verifier_sees_later_rotations_and_many_threads_verify_at_once() {
+    let f = fixture();
+    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
+    let v = verifier(f.kr, &cfg);
+    let mut id = wid_bytes {
+        data: null_mut(),
+        len: 0,
+    };
+    assert_eq!(
+        unsafe { wid_keyring_rotate(f.kr, NOW, &mut id) },
+        WID_RESULT_OK
+    );
+    assert_eq!(id.len, 36);
+    unsafe { wid_bytes_free(&mut id) };
+    let req = common::go_vector("issue_request_task.msgpack");
+    let mut out = wid_bytes {
+        data: null_mut(),
+        len: 0,
+    };
+    assert_eq!(
+        unsafe { wid_issue(f.kr, req.as_ptr(), req.len(), NOW, &mut out) },
+        WID_RESULT_OK
+    );
+    let fresh = unsafe {
+        std::str::from_utf8(std::slice::from_raw_parts(out.data, out.len))
+            .unwrap()
+            .to_string()
+    };
+    unsafe { wid_bytes_free(&mut out) };
+    assert_eq!(verify(v, &fresh), WID_RESULT_OK);
+    assert_eq!(
+        verify(v, &f.token),
+        WID_RESULT_OK,
+        "the old key is inactive, still verifying"
+    );
+    // The keyring handle can go; the verifier keeps its own reference.
+    unsafe { wid_keyring_free(f.kr) };
+    let v_addr = v as usize;
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let token = fresh.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    assert_eq!(verify(v_addr as *const wid_verifier, &token), WID_RESULT_OK);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let tokens = [fresh.as_ptr().cast::<c_char>(), "x.y.z".as_ptr().cast()];
+    let lens = [fresh.len(), 5];
+    let mut results = [u32::MAX; 2];
+    let rc = unsafe {
+        wid_verify_batch(
+            v,
+            tokens.as_ptr(),
+            lens.as_ptr(),
+            2,
+            NOW,
+            results.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, WID_RESULT_OK);
+    assert_eq!(results, [WID_RESULT_OK, WID_RESULT_MALFORMED_TOKEN]);
+    unsafe { wid_verifier_free(v) };
+}
