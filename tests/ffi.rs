@@ -200,7 +200,7 @@ fn the_callback_fails_closed_and_the_fallback_is_consistent() {
 fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
     let f = fixture();
     let sentinel = || wid_bytes {
-        data: 1 as *mut u8,
+        data: std::ptr::dangling_mut::<u8>(),
         len: 12345,
     };
     let mut out = sentinel();
