@@ -10,7 +10,10 @@
 //!    bytes;
 //! 4. a header that is not a JSON object of only `alg`, `kid` and `typ` (so
 //!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
-//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`.
+//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`;
+//! 5. a signature that is not 64 bytes (checked after the header, so a token
+//!    for another algorithm is reported as `UnsupportedAlgorithm` whatever its
+//!    signature size).
 //!
 //! The key, the signature and the claims are checked by the verifier, in that
 //! order, on the pieces parsed here.
@@ -134,6 +137,15 @@ fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8
     Ok(&buf[..n])
 }
 
+fn ed25519_signature(sig: &[u8]) -> Result<[u8; 64]> {
+    sig.try_into().map_err(|_| {
+        malformed(format!(
+            "an Ed25519 signature is 64 bytes, got {}",
+            sig.len()
+        ))
+    })
+}
+
 /// Splits and decodes a compact JWS (see the module docs for the checks).
 pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     if token.len() > max_bytes {
@@ -156,22 +168,18 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     let mut header_buf = [0u8; MAX_HEADER_BYTES];
     let header = b64_into(header_b64, "header", &mut header_buf)?;
     let payload = b64(payload_b64, "payload")?;
-    // Room for one byte too many, so a long signature is reported by its length.
-    let mut sig_buf = [0u8; 66];
+    // Room for any JOSE signature (RSA-4096 is 512 bytes; the decoder wants a
+    // little slack), so a token for
+    // another algorithm is reported by its alg, below, not by its length.
+    let mut sig_buf = [0u8; 520];
     let sig = b64_into(sig_b64, "signature", &mut sig_buf)?;
-    let signature: [u8; 64] = sig.try_into().map_err(|_| {
-        malformed(format!(
-            "an Ed25519 signature is 64 bytes, got {}",
-            sig.len()
-        ))
-    })?;
 
     if let Some(kid) = canonical_header_kid(header) {
         return Ok(Parsed {
             kid: KidBuf::new(kid),
             signing_input: &token[..d2],
             payload,
-            signature,
+            signature: ed25519_signature(sig)?,
         });
     }
     let header: Header = serde_json::from_slice(header).map_err(|e| {
@@ -200,6 +208,7 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             reason: "the token's header has no kid".into(),
         });
     };
+    let signature = ed25519_signature(sig)?;
     Ok(Parsed {
         kid,
         signing_input: &token[..d2],

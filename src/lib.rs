@@ -34,6 +34,7 @@ pub mod jwt;
 pub mod keyring;
 pub mod model;
 mod persist;
+mod sealed;
 pub mod state;
 pub mod verify;
 

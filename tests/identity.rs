@@ -440,6 +440,26 @@ fn every_rejection_rule_rejects_a_validly_signed_token() {
             Err(e) => assert_eq!(e.code(), want, "{name}: {e}"),
         }
     }
+    // Tokens of other algorithms, with their real signature sizes (found by the
+    // PyJWT interop check: the alg must be reported whatever the size).
+    for (alg, sig_len) in [
+        ("none", 0),
+        ("HS256", 32),
+        ("HS384", 48),
+        ("RS256", 256),
+        ("ES384", 96),
+        ("RS512", 512),
+    ] {
+        let header = format!(r#"{{"alg":"{alg}","kid":"key-1","typ":"JWT"}}"#);
+        let t = format!(
+            "{}.{}.{}",
+            h(&header),
+            pay,
+            URL_SAFE_NO_PAD.encode(vec![7u8; sig_len])
+        );
+        let e = w.verifier.verify(&t, NOW).unwrap_err();
+        assert_eq!(e.code(), ResultCode::UnsupportedAlgorithm, "{alg}: {e}");
+    }
     // An audience array containing ours is accepted.
     let ok = w.sign_json(HEADER, &payload_with(json!({"aud": ["x", AUD, "y"]})));
     w.verifier.verify(&ok, NOW).unwrap();

@@ -18,39 +18,25 @@
 //! Files are written with mode 0600 through [`crate::persist`]'s
 //! temporary-file-and-rename, so a crash leaves the old or the new file, whole.
 
-use std::io::Read;
 use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
-use zeroize::Zeroizing;
 
 use super::{KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta};
-use crate::codec::{self, Bin, DecodeLimits, wire_struct};
+use crate::codec::{Bin, wire_struct};
 use crate::error::{DecodeError, Error, Result};
-use crate::persist;
+use crate::sealed::SealedFormat;
 
 /// The `Format` field of every keystore file.
 pub const KEYSTORE_FORMAT: &str = "workload-identity-keystore";
 /// The newest keystore version this library reads and the one it writes.
 pub const KEYSTORE_VERSION: u32 = 1;
-/// Largest keystore file accepted (about 50,000 keys).
-const MAX_FILE_BYTES: u64 = 16 << 20;
-
-wire_struct! {
-    /// The keystore file: stable across versions.
-    pub struct Envelope {
-        /// The msgpack-encoded [`Body`].
-        pub body: Bin => "Body",
-        /// Always [`KEYSTORE_FORMAT`].
-        pub format: String => "Format",
-        /// SHA-256 of `body`.
-        pub sha256: Bin => "SHA256",
-        /// The body's format version.
-        pub version: u32 => "Version",
-    }
-}
+/// The keystore's sealed-file format.
+const SEALED: SealedFormat = SealedFormat {
+    format: KEYSTORE_FORMAT,
+    version: KEYSTORE_VERSION,
+    what: "keystore",
+};
 
 wire_struct! {
     /// Version 1 body.
@@ -88,10 +74,6 @@ fn corrupt(path: String, reason: impl Into<String>) -> Error {
         path,
         reason: reason.into(),
     })
-}
-
-fn limits() -> DecodeLimits {
-    DecodeLimits::default().max_bytes(MAX_FILE_BYTES as usize)
 }
 
 fn state_from_name(name: &str) -> Option<KeyState> {
@@ -155,8 +137,8 @@ fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
 }
 
 impl Keyring {
-    /// Encodes every key (material included) as a keystore file's bytes.
-    pub(crate) fn to_keystore_bytes(&self) -> Result<Zeroizing<Vec<u8>>> {
+    /// The keys as a keystore body (material included).
+    fn keystore_body(&self) -> (Body, usize) {
         let keys: Vec<StoredKey> = self
             .stored()
             .into_iter()
@@ -180,95 +162,29 @@ impl Keyring {
             })
             .collect();
         let hint = 64 + keys.len() * (256 + super::MAX_KEY_ID_LEN);
-        let body = Body { keys };
-        let body_bytes = codec::encode_secret(&body, hint)?;
-        let sha = Sha256::digest(&*body_bytes);
-        let envelope = Envelope {
-            body: Bin::new(body_bytes.to_vec()),
-            format: KEYSTORE_FORMAT.into(),
-            sha256: Bin::new(sha.to_vec()),
-            version: KEYSTORE_VERSION,
-        };
-        codec::encode_secret(&envelope, body_bytes.len() + 128)
+        (Body { keys }, hint)
     }
 
     /// Saves every key to `path` (mode 0600), crash-safely: after a crash at any
     /// point the file holds the previous keyring or this one, whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        let bytes = self.to_keystore_bytes()?;
-        persist::replace_file(path.as_ref(), &bytes)
+        let (body, hint) = self.keystore_body();
+        SEALED.save(path.as_ref(), &body, hint)
     }
 
     /// Loads a keyring saved by [`Keyring::save`]. A truncated, corrupted or
     /// foreign file, or one from a newer format version, is an error; no partial
     /// keyring is ever returned.
     pub fn load(path: impl AsRef<Path>) -> Result<Keyring> {
-        let path = path.as_ref();
-        let io = |e| Error::Io {
-            context: format!("reading keystore {}", path.display()),
-            source: e,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let mut bytes = Zeroizing::new(Vec::new());
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(corrupt(
-                String::new(),
-                format!(
-                    "{} is larger than the {MAX_FILE_BYTES}-byte limit",
-                    path.display()
-                ),
-            ));
-        }
-        Keyring::from_keystore_bytes(&bytes)
+        Keyring::from_body(SEALED.load(path.as_ref())?)
     }
 
     /// Decodes a keystore file's bytes (see [`Keyring::load`]).
     pub fn from_keystore_bytes(bytes: &[u8]) -> Result<Keyring> {
-        let envelope: Envelope = codec::decode_with(bytes, &limits()).map_err(|e| {
-            corrupt(
-                String::new(),
-                format!("not a workload-identity keystore or truncated: {e}"),
-            )
-        })?;
-        if envelope.format != KEYSTORE_FORMAT {
-            return Err(corrupt(
-                "Format".into(),
-                format!(
-                    "not a workload-identity keystore: Format is {:?}, expected {KEYSTORE_FORMAT:?}",
-                    crate::error::truncate_for_message(&envelope.format)
-                ),
-            ));
-        }
-        match envelope.version {
-            KEYSTORE_VERSION => {}
-            v if v > KEYSTORE_VERSION => {
-                return Err(corrupt(
-                    "Version".into(),
-                    format!(
-                        "keystore format version {v} is newer than this library reads (up to {KEYSTORE_VERSION}); upgrade workload-identity"
-                    ),
-                ));
-            }
-            v => {
-                return Err(corrupt(
-                    "Version".into(),
-                    format!(
-                        "keystore format version {v} is not valid (expected {KEYSTORE_VERSION})"
-                    ),
-                ));
-            }
-        }
-        let sha = Sha256::digest(envelope.body.as_slice());
-        if !bool::from(sha.as_slice().ct_eq(envelope.sha256.as_slice())) {
-            return Err(corrupt(
-                "SHA256".into(),
-                "checksum mismatch: the keystore is corrupted",
-            ));
-        }
-        let body: Body = codec::decode_with(envelope.body.as_slice(), &limits())?;
+        Keyring::from_body(SEALED.unseal(bytes)?)
+    }
+
+    fn from_body(body: Body) -> Result<Keyring> {
         let entries = body
             .keys
             .iter()

@@ -1,0 +1,167 @@
+package wid
+
+// #include "wid_helpers.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Result is a library result code (wid_result). The values are stable.
+type Result uint32
+
+// Result codes, one for every WID_RESULT_* of the C ABI.
+const (
+	ResultOK                    Result = C.WID_RESULT_OK                    // success
+	ResultNullArgument          Result = C.WID_RESULT_NULL_ARGUMENT         // a required pointer was NULL (or a handle was closed)
+	ResultInvalidArgument       Result = C.WID_RESULT_INVALID_ARGUMENT      // an argument was not acceptable
+	ResultDecodeError           Result = C.WID_RESULT_DECODE_ERROR          // bytes could not be decoded
+	ResultIOError               Result = C.WID_RESULT_IO_ERROR              // a file or OS operation failed
+	ResultPanic                 Result = C.WID_RESULT_PANIC                 // a panic was contained in the library
+	ResultMalformedToken        Result = C.WID_RESULT_MALFORMED_TOKEN       // not a well-formed compact JWS
+	ResultUnsupportedAlgorithm  Result = C.WID_RESULT_UNSUPPORTED_ALGORITHM // alg is not EdDSA
+	ResultUnknownKey            Result = C.WID_RESULT_UNKNOWN_KEY           // kid names no usable key
+	ResultBadSignature          Result = C.WID_RESULT_BAD_SIGNATURE         // the signature does not verify
+	ResultExpired               Result = C.WID_RESULT_EXPIRED               // the token expired
+	ResultNotYetValid           Result = C.WID_RESULT_NOT_YET_VALID         // the token is not valid yet
+	ResultAudienceMismatch      Result = C.WID_RESULT_AUDIENCE_MISMATCH     // the token is not for this audience
+	ResultAllocationNotFound    Result = C.WID_RESULT_ALLOCATION_NOT_FOUND  // the allocation does not exist
+	ResultAllocationTerminal    Result = C.WID_RESULT_ALLOCATION_TERMINAL   // the allocation is terminal
+	ResultStoreUnavailable      Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
+	ResultNoActiveKey           Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
+	ResultDuplicateKey          Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
+)
+
+var resultNames = map[Result]string{
+	ResultOK:                   "WID_RESULT_OK",
+	ResultNullArgument:         "WID_RESULT_NULL_ARGUMENT",
+	ResultInvalidArgument:      "WID_RESULT_INVALID_ARGUMENT",
+	ResultDecodeError:          "WID_RESULT_DECODE_ERROR",
+	ResultIOError:              "WID_RESULT_IO_ERROR",
+	ResultPanic:                "WID_RESULT_PANIC",
+	ResultMalformedToken:       "WID_RESULT_MALFORMED_TOKEN",
+	ResultUnsupportedAlgorithm: "WID_RESULT_UNSUPPORTED_ALGORITHM",
+	ResultUnknownKey:           "WID_RESULT_UNKNOWN_KEY",
+	ResultBadSignature:         "WID_RESULT_BAD_SIGNATURE",
+	ResultExpired:              "WID_RESULT_EXPIRED",
+	ResultNotYetValid:          "WID_RESULT_NOT_YET_VALID",
+	ResultAudienceMismatch:     "WID_RESULT_AUDIENCE_MISMATCH",
+	ResultAllocationNotFound:   "WID_RESULT_ALLOCATION_NOT_FOUND",
+	ResultAllocationTerminal:   "WID_RESULT_ALLOCATION_TERMINAL",
+	ResultStoreUnavailable:     "WID_RESULT_STORE_UNAVAILABLE",
+	ResultNoActiveKey:          "WID_RESULT_NO_ACTIVE_KEY",
+	ResultDuplicateKey:         "WID_RESULT_DUPLICATE_KEY",
+}
+
+// Results lists every known result code, in increasing order.
+func Results() []Result {
+	return []Result{
+		ResultOK, ResultNullArgument, ResultInvalidArgument, ResultDecodeError,
+		ResultIOError, ResultPanic, ResultMalformedToken, ResultUnsupportedAlgorithm,
+		ResultUnknownKey, ResultBadSignature, ResultExpired, ResultNotYetValid,
+		ResultAudienceMismatch, ResultAllocationNotFound, ResultAllocationTerminal,
+		ResultStoreUnavailable, ResultNoActiveKey, ResultDuplicateKey,
+	}
+}
+
+// String returns the code's C name, e.g. "WID_RESULT_EXPIRED"
+// ("WID_RESULT_UNKNOWN(<n>)" for a code this binding does not know).
+func (r Result) String() string {
+	if n, ok := resultNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("WID_RESULT_UNKNOWN(%d)", uint32(r))
+}
+
+// Error is a failed library call: its result code and the library's detail
+// message (read from the calling thread right after the call).
+//
+// Errors compare by code: errors.Is(err, wid.ErrExpired) holds for every
+// *Error whose Code is ResultExpired, whatever its message.
+type Error struct {
+	// Code is the library's result code (never ResultOK).
+	Code Result
+	// Message is the library's detail (wid_last_error_message); empty for the
+	// sentinel values and for per-token VerifyBatch results.
+	Message string
+	// Cause is the StateStore's error when Code is ResultStoreUnavailable
+	// because the store failed; nil otherwise. Unwrap returns it.
+	Cause error
+}
+
+// Error returns "<code name>: <message>", or the code name alone.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code.String()
+	}
+	return e.Code.String() + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t != nil && t.Code == e.Code
+}
+
+// Unwrap returns the StateStore error behind a ResultStoreUnavailable, if any.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Sentinel errors, one per failure code, for errors.Is.
+var (
+	ErrNullArgument         = &Error{Code: ResultNullArgument}
+	ErrInvalidArgument      = &Error{Code: ResultInvalidArgument}
+	ErrDecodeError          = &Error{Code: ResultDecodeError}
+	ErrIOError              = &Error{Code: ResultIOError}
+	ErrPanic                = &Error{Code: ResultPanic}
+	ErrMalformedToken       = &Error{Code: ResultMalformedToken}
+	ErrUnsupportedAlgorithm = &Error{Code: ResultUnsupportedAlgorithm}
+	ErrUnknownKey           = &Error{Code: ResultUnknownKey}
+	ErrBadSignature         = &Error{Code: ResultBadSignature}
+	ErrExpired              = &Error{Code: ResultExpired}
+	ErrNotYetValid          = &Error{Code: ResultNotYetValid}
+	ErrAudienceMismatch     = &Error{Code: ResultAudienceMismatch}
+	ErrAllocationNotFound   = &Error{Code: ResultAllocationNotFound}
+	ErrAllocationTerminal   = &Error{Code: ResultAllocationTerminal}
+	ErrStoreUnavailable     = &Error{Code: ResultStoreUnavailable}
+	ErrNoActiveKey          = &Error{Code: ResultNoActiveKey}
+	ErrDuplicateKey         = &Error{Code: ResultDuplicateKey}
+)
+
+// errClosed is what methods of a closed Keyring or Verifier return: the
+// library would see a NULL handle.
+func errClosed(what string) error {
+	return &Error{Code: ResultNullArgument, Message: "wid: use of a closed " + what}
+}
+
+// lastErrorMessage reads this thread's last error detail. The caller must
+// hold the OS thread (runtime.LockOSThread) since the failing call.
+func lastErrorMessage() string {
+	var buf [256]byte
+	n := C.wid_last_error_message((*C.char)(bytePtr(buf[:])), C.size_t(len(buf)))
+	if n == 0 {
+		return ""
+	}
+	if int(n) < len(buf) {
+		return string(buf[:n])
+	}
+	big := make([]byte, int(n)+1)
+	m := C.wid_last_error_message((*C.char)(bytePtr(big)), C.size_t(len(big)))
+	if int(m) > len(big)-1 {
+		m = C.size_t(len(big) - 1)
+	}
+	return string(big[:m])
+}
+
+// call runs one library call on a locked OS thread and turns a failure into
+// an *Error carrying that thread's last error message.
+func call(f func() C.wid_result) error {
+	runtime.LockOSThread()
+	rc := f()
+	var err error
+	if rc != C.WID_RESULT_OK {
+		err = &Error{Code: Result(rc), Message: lastErrorMessage()}
+	}
+	runtime.UnlockOSThread()
+	return err
+}

@@ -1,0 +1,158 @@
+package wid
+
+// #include "wid_helpers.h"
+import "C"
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Keyring is a set of signing and verification keys (a wid_keyring handle).
+// It is safe for concurrent use. Verifiers made from it share it: keys
+// inserted, rotated or imported later are seen by them, and they keep it
+// alive after Close.
+type Keyring struct {
+	mu sync.RWMutex // held for reading by calls, for writing by Close
+	kr *C.wid_keyring
+}
+
+func newKeyring(kr *C.wid_keyring) *Keyring {
+	k := &Keyring{kr: kr}
+	runtime.SetFinalizer(k, (*Keyring).Close)
+	return k
+}
+
+// NewKeyring creates an empty keyring.
+func NewKeyring() (*Keyring, error) {
+	var kr *C.wid_keyring
+	if err := call(func() C.wid_result { return C.wid_keyring_new(&kr) }); err != nil {
+		return nil, err
+	}
+	return newKeyring(kr), nil
+}
+
+// LoadKeyring loads a keyring written by Keyring.Save.
+func LoadKeyring(path string) (*Keyring, error) {
+	var kr *C.wid_keyring
+	err := call(func() C.wid_result {
+		p, n := strIn(path)
+		return C.wid_keyring_load(p, n, &kr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newKeyring(kr), nil
+}
+
+// Close releases this handle. Verifiers made from the keyring keep working.
+// Close is idempotent; other methods fail with ErrNullArgument afterwards.
+func (k *Keyring) Close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.kr != nil {
+		C.wid_keyring_free(k.kr)
+		k.kr = nil
+		runtime.SetFinalizer(k, nil)
+	}
+}
+
+// with runs f with the live handle, holding the read lock.
+func (k *Keyring) with(f func(kr *C.wid_keyring) C.wid_result) error {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.kr == nil {
+		return errClosed("Keyring")
+	}
+	return call(func() C.wid_result { return f(k.kr) })
+}
+
+// Insert adds a key: material must be 32 bytes. A duplicate ID fails with
+// ErrDuplicateKey; a second active key with ErrInvalidArgument.
+// createTime is in Unix seconds.
+func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+	return k.with(func(kr *C.wid_keyring) C.wid_result {
+		id, idLen := strIn(keyID)
+		m, mLen := bytesIn(material)
+		return C.wid_keyring_insert(kr, id, idLen, (*C.uint8_t)(ptr(m)), mLen,
+			C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+	})
+}
+
+// Rotate makes a fresh key active (the previous active key becomes
+// inactive: it still verifies) and returns its ID.
+func (k *Keyring) Rotate(now int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_rotate(kr, C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
+// Prepublish adds a key that is published (it verifies and is in the JWKS)
+// now and becomes active at publishAt (see PromoteDue); it returns its ID.
+func (k *Keyring) Prepublish(now, publishAt int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_prepublish(kr, C.int64_t(now), C.int64_t(publishAt), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
+// PromoteDue activates every prepublished key whose publish time has come
+// and returns how many were promoted.
+func (k *Keyring) PromoteDue(now int64) (int, error) {
+	var n C.size_t
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_promote_due(kr, C.int64_t(now), &n)
+	}); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// Deprecate retires a key: it stops verifying and leaves the JWKS. The
+// active key cannot be deprecated.
+func (k *Keyring) Deprecate(keyID string, now int64) error {
+	return k.with(func(kr *C.wid_keyring) C.wid_result {
+		id, n := strIn(keyID)
+		return C.wid_keyring_deprecate(kr, id, n, C.int64_t(now))
+	})
+}
+
+// JWKS returns the JSON Web Key Set ({"keys":[...]}) of the keys that verify.
+func (k *Keyring) JWKS() ([]byte, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_jwks(kr, &out)
+	}); err != nil {
+		return nil, err
+	}
+	return takeBytes(&out), nil
+}
+
+// ImportJWKS adds the Ed25519 keys of a JWKS as verify-only keys (all or
+// nothing) and returns how many were added.
+func (k *Keyring) ImportJWKS(jwks []byte) (int, error) {
+	var n C.size_t
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		p, l := bytesIn(jwks)
+		return C.wid_keyring_import_jwks(kr, p, l, &n)
+	}); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// Save writes the keyring, private keys included, to path (mode 0600,
+// crash-safe replace).
+func (k *Keyring) Save(path string) error {
+	return k.with(func(kr *C.wid_keyring) C.wid_result {
+		p, n := strIn(path)
+		return C.wid_keyring_save(kr, p, n)
+	})
+}

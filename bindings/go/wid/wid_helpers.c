@@ -1,0 +1,62 @@
+// C glue for package wid; see wid_helpers.h.
+
+#include <stdlib.h>
+
+#include "wid_helpers.h"
+#include "_cgo_export.h"
+
+static _Thread_local char wid_go_thread_marker;
+
+uintptr_t wid_go_thread_key(void) {
+    return (uintptr_t)&wid_go_thread_marker;
+}
+
+// The wid_alloc_lookup_fn handed to the library: forwards to the Go export
+// with the calling thread's key, so that the Go side can hand a store error
+// back to the Verify call that caused it.
+static wid_result wid_go_lookup(void *userdata, const uint8_t *alloc_id,
+                                size_t alloc_id_len, uint32_t consistency,
+                                uint32_t *out_state) {
+    return widGoLookup((uintptr_t)userdata, wid_go_thread_key(),
+                       (uint8_t *)alloc_id, alloc_id_len, consistency,
+                       out_state);
+}
+
+wid_result wid_go_verifier_new(const wid_keyring *kr,
+                               const char *audience, size_t audience_len,
+                               int64_t leeway_secs, int64_t key_wait_ms,
+                               size_t max_token_bytes, uint32_t require_exp,
+                               size_t cache_entries,
+                               const char *issuer, size_t issuer_len,
+                               uintptr_t handle, wid_verifier **out) {
+    wid_verifier_options o;
+    o.leeway_secs = leeway_secs;
+    o.key_wait_ms = key_wait_ms;
+    o.max_token_bytes = max_token_bytes;
+    o.require_exp = require_exp;
+    o.cache_entries = cache_entries;
+    o.issuer = issuer;
+    o.issuer_len = issuer_len;
+    return wid_verifier_new_with_options(kr, audience, audience_len, &o,
+                                         wid_go_lookup, (void *)handle, out);
+}
+
+wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,
+                               const size_t *lens, size_t count,
+                               int64_t now_unix, wid_result *out_results) {
+    if (count == 0) {
+        return wid_verify_batch(v, NULL, NULL, 0, now_unix, out_results);
+    }
+    const char **ptrs = malloc(count * sizeof *ptrs);
+    if (ptrs == NULL) {
+        return WID_RESULT_IO_ERROR;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < count; i++) {
+        ptrs[i] = buf == NULL ? NULL : buf + off;
+        off += lens[i];
+    }
+    wid_result rc = wid_verify_batch(v, ptrs, lens, count, now_unix, out_results);
+    free(ptrs);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/*
+ * C glue for package wid (cgo). Not part of the library's ABI.
+ */
+#ifndef WID_GO_HELPERS_H
+#define WID_GO_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "workload_identity.h"
+
+/* wid_verifier_new_with_options with the options given field by field (so
+ * that no Go memory holds a Go pointer), the C trampoline as the lookup and
+ * the cgo.Handle value `handle` as userdata. */
+wid_result wid_go_verifier_new(const wid_keyring *kr,
+                               const char *audience, size_t audience_len,
+                               int64_t leeway_secs, int64_t key_wait_ms,
+                               size_t max_token_bytes, uint32_t require_exp,
+                               size_t cache_entries,
+                               const char *issuer, size_t issuer_len,
+                               uintptr_t handle, wid_verifier **out);
+
+/* wid_verify_batch over `count` tokens laid end to end in `buf`
+ * (`lens[i]` bytes each). The pointer array lives in C memory. */
+wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,
+                               const size_t *lens, size_t count,
+                               int64_t now_unix, wid_result *out_results);
+
+/* A value unique to the calling OS thread while it lives. */
+uintptr_t wid_go_thread_key(void);
+
+#endif

@@ -1,0 +1,159 @@
+//! Sealed files: a versioned, checksummed msgpack envelope around a body, read
+//! whole or not at all, and written crash-safely through [`crate::persist`].
+//!
+//! The envelope never changes between versions: `Format` (names the kind of
+//! file), `Version`, `Body` (bin: the msgpack-encoded body) and `SHA256` (bin:
+//! SHA-256 of `Body`). Reading checks, in order: the envelope decodes, `Format`
+//! is the expected one, `Version` is one this library reads, the checksum
+//! matches, the body decodes. Any failure is an error naming what was wrong.
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+use crate::codec::{self, Bin, DecodeLimits, WireType, wire_struct};
+use crate::error::{DecodeError, Error, Result, truncate_for_message};
+use crate::persist;
+
+/// Largest sealed file accepted.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+wire_struct! {
+    /// The envelope: stable across versions.
+    pub struct Envelope {
+        /// The msgpack-encoded body.
+        pub body: Bin => "Body",
+        /// The kind of file.
+        pub format: String => "Format",
+        /// SHA-256 of `body`.
+        pub sha256: Bin => "SHA256",
+        /// The body's format version.
+        pub version: u32 => "Version",
+    }
+}
+
+/// One kind of sealed file.
+pub(crate) struct SealedFormat {
+    /// The `Format` value, e.g. `workload-identity-keystore`.
+    pub(crate) format: &'static str,
+    /// The version written, and the newest read.
+    pub(crate) version: u32,
+    /// What the file is, for messages: `keystore`.
+    pub(crate) what: &'static str,
+}
+
+impl SealedFormat {
+    fn corrupt(&self, path: &str, reason: impl Into<String>) -> Error {
+        Error::Decode(DecodeError {
+            type_name: self.what,
+            path: path.to_string(),
+            reason: reason.into(),
+        })
+    }
+
+    fn limits() -> DecodeLimits {
+        DecodeLimits::default().max_bytes(MAX_FILE_BYTES as usize)
+    }
+
+    /// The file's bytes for `body`, in buffers zeroized on drop (`capacity_hint`
+    /// sizes them so secrets are not left behind by reallocation).
+    pub(crate) fn seal<T: WireType>(
+        &self,
+        body: &T,
+        capacity_hint: usize,
+    ) -> Result<Zeroizing<Vec<u8>>> {
+        let body_bytes = codec::encode_secret(body, capacity_hint)?;
+        let sha = Sha256::digest(&*body_bytes);
+        let envelope = Envelope {
+            body: Bin::new(body_bytes.to_vec()),
+            format: self.format.into(),
+            sha256: Bin::new(sha.to_vec()),
+            version: self.version,
+        };
+        codec::encode_secret(&envelope, body_bytes.len() + 128)
+    }
+
+    /// The body of a sealed file's bytes (see the module docs for the checks).
+    pub(crate) fn unseal<T: WireType>(&self, bytes: &[u8]) -> Result<T> {
+        let what = self.what;
+        let envelope: Envelope = codec::decode_with(bytes, &Self::limits()).map_err(|e| {
+            self.corrupt(
+                "",
+                format!("not a workload-identity {what} or truncated: {e}"),
+            )
+        })?;
+        if envelope.format != self.format {
+            return Err(self.corrupt(
+                "Format",
+                format!(
+                    "not a workload-identity {what}: Format is {:?}, expected {:?}",
+                    truncate_for_message(&envelope.format),
+                    self.format
+                ),
+            ));
+        }
+        let ours = self.version;
+        match envelope.version {
+            v if v == ours => {}
+            v if v > ours => {
+                return Err(self.corrupt(
+                    "Version",
+                    format!(
+                        "{what} format version {v} is newer than this library reads (up to {ours}); upgrade workload-identity"
+                    ),
+                ));
+            }
+            v => {
+                return Err(self.corrupt(
+                    "Version",
+                    format!("{what} format version {v} is not valid (expected {ours})"),
+                ));
+            }
+        }
+        let sha = Sha256::digest(envelope.body.as_slice());
+        if !bool::from(sha.as_slice().ct_eq(envelope.sha256.as_slice())) {
+            return Err(self.corrupt(
+                "SHA256",
+                format!("checksum mismatch: the {what} is corrupted"),
+            ));
+        }
+        codec::decode_with(envelope.body.as_slice(), &Self::limits())
+    }
+
+    /// Seals `body` and replaces the file at `path` with it, crash-safely.
+    pub(crate) fn save<T: WireType>(
+        &self,
+        path: &Path,
+        body: &T,
+        capacity_hint: usize,
+    ) -> Result<()> {
+        let bytes = self.seal(body, capacity_hint)?;
+        persist::replace_file(path, &bytes)
+    }
+
+    /// Reads and unseals the file at `path`.
+    pub(crate) fn load<T: WireType>(&self, path: &Path) -> Result<T> {
+        let io = |e| Error::Io {
+            context: format!("reading {} {}", self.what, path.display()),
+            source: e,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut bytes = Zeroizing::new(Vec::new());
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(self.corrupt(
+                "",
+                format!(
+                    "{} is larger than the {MAX_FILE_BYTES}-byte limit",
+                    path.display()
+                ),
+            ));
+        }
+        self.unseal(&bytes)
+    }
+}
