@@ -7,6 +7,9 @@
 //!   discovery, JWKS import, a crash-safe keystore;
 //! * [`issue`] and [`verify`]: signing identities, and the strict verification
 //!   pipeline bound to live allocations in a [`state::StateStore`];
+//! * [`manager`]: the client side — renewal, restart-safe restore, watchers and
+//!   token-exchange hooks;
+//! * [`ffi`]: the stable C ABI;
 //! * [`error`]: one error type whose variants map onto the stable C result codes.
 //!
 //! ```
@@ -32,6 +35,7 @@ pub mod ffi;
 pub mod issue;
 pub mod jwt;
 pub mod keyring;
+pub mod manager;
 pub mod model;
 mod persist;
 mod sealed;

@@ -497,3 +497,28 @@ pub fn unix_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
+
+/// Checks only a token's form, key and signature against `keyring` (no time,
+/// audience or allocation checks, no waiting for keys): for a client deciding
+/// whether a saved token is still usable after a restart.
+pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
+    let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
+    let kid = parsed.kid.as_str();
+    let key = keyring
+        .verifying_key(kid)
+        .ok_or_else(|| Error::UnknownKey {
+            kid: truncate_for_message(kid),
+            reason: match keyring.key_info(kid) {
+                Some(_) => "the key is deprecated".into(),
+                None => "not in the keyring".into(),
+            },
+        })?;
+    if !key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
+        return Err(Error::BadSignature {
+            kid: key.id().to_string(),
+        });
+    }
+    serde_json::from_slice(&parsed.payload).map_err(|e| Error::MalformedToken {
+        reason: format!("claims are not a valid claims object: {e}"),
+    })
+}

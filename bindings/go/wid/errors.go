@@ -165,3 +165,8 @@ func call(f func() C.wid_result) error {
 	runtime.UnlockOSThread()
 	return err
 }
+
+// libraryResultName is wid_result_name(r), for checking the Go names.
+func libraryResultName(r Result) string {
+	return C.GoString(C.wid_result_name(C.wid_result(r)))
+}

@@ -1,0 +1,40 @@
+package wid
+
+// #include "wid_helpers.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"unsafe"
+)
+
+// widGoLookup is the allocation lookup behind every Verifier: the C
+// trampoline (wid_helpers.c) calls it with the Verifier's cgo.Handle value
+// and the calling thread's key. It runs on the goroutine that called Verify.
+//
+//export widGoLookup
+func widGoLookup(handle C.uintptr_t, thread C.uintptr_t, allocID *C.uint8_t, allocIDLen C.size_t,
+	consistency C.uint32_t, outState *C.uint32_t) (rc C.wid_result) {
+	st := cgo.Handle(handle).Value().(*lookupState)
+	defer func() {
+		if r := recover(); r != nil {
+			st.fail(uintptr(thread), fmt.Errorf("wid: StateStore panicked: %v", r))
+			rc = C.WID_RESULT_STORE_UNAVAILABLE
+		}
+	}()
+	id := C.GoStringN((*C.char)(unsafe.Pointer(allocID)), C.int(allocIDLen))
+	state, err := st.store.AllocationState(id, Consistency(consistency))
+	if err != nil {
+		st.fail(uintptr(thread), err)
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
+	switch state {
+	case Missing, Live, Terminal:
+	default:
+		st.fail(uintptr(thread), fmt.Errorf("wid: StateStore returned %v for allocation %q", state, id))
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
+	*outState = C.uint32_t(state)
+	return C.WID_RESULT_OK
+}

@@ -1,0 +1,128 @@
+package wid
+
+// #include "wid_helpers.h"
+import "C"
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/codec"
+)
+
+// IssueRequest asks for one identity for one task or service of an
+// allocation, like Nomad's. Exactly one of Task and Service is set (an empty
+// string counts as absent).
+//
+// It travels to the library msgpack-encoded by go-msgpack, Nomad's wire
+// codec: go-msgpack 0.5.5 honours only `codec` tags, so the Go field names
+// below are the wire names and must not change.
+type IssueRequest struct {
+	Region     string            // the region, first part of the token's sub
+	Allocation *Allocation       // the allocation the workload belongs to
+	Task       string            // the task name, for a task identity
+	Service    string            // the service name, for a service identity
+	Identity   *WorkloadIdentity // the identity block to sign
+}
+
+// Allocation is the part of Nomad's Allocation an identity needs.
+type Allocation struct {
+	ID            string
+	Namespace     string
+	JobID         string
+	Job           *Job // for child jobs, Job.ParentID names the parent
+	TaskGroup     string
+	DesiredStatus string
+	ClientStatus  string
+}
+
+// Job is the part of Nomad's Job an identity needs.
+type Job struct {
+	ID       string
+	ParentID string // for a dispatched or periodic child job; else empty
+}
+
+// WorkloadIdentity is Nomad's identity block of a task or service.
+type WorkloadIdentity struct {
+	Name         string        // ^[a-zA-Z0-9-_]{1,128}$
+	Audience     []string      // the token's aud
+	ChangeMode   string        // "", "restart" or "signal"
+	ChangeSignal string        // with ChangeMode "signal"
+	Env          bool          // expose the token in the environment
+	File         bool          // write the token to the secrets directory
+	ServiceName  string        // for a service identity
+	TTL          time.Duration // zero: no exp claim
+	Filepath     string        // custom file path; requires File
+}
+
+// msgpackHandle is Nomad's msgpack configuration. A handle is safe for
+// concurrent use once configured.
+var msgpackHandle = &codec.MsgpackHandle{RawToString: true}
+
+// EncodeIssueRequest encodes req as Nomad does (go-msgpack,
+// MsgpackHandle{RawToString: true}): the bytes Keyring.IssueMsgpack takes.
+func EncodeIssueRequest(req *IssueRequest) ([]byte, error) {
+	if req == nil {
+		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil *IssueRequest"}
+	}
+	var out []byte
+	if err := codec.NewEncoderBytes(&out, msgpackHandle).Encode(req); err != nil {
+		return nil, fmt.Errorf("wid: encoding the IssueRequest: %w", err)
+	}
+	return out, nil
+}
+
+// DecodeIssueRequest decodes msgpack written by Nomad (or EncodeIssueRequest)
+// into an IssueRequest; fields this struct does not have are skipped.
+func DecodeIssueRequest(b []byte) (*IssueRequest, error) {
+	var req IssueRequest
+	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// Issue signs the identity req asks for at now (Unix seconds) with the
+// active key and returns the JWT: iat = nbf = now, exp = now + TTL when the
+// TTL is positive. Without an active key it fails with ErrNoActiveKey; an
+// invalid request fails with ErrInvalidArgument (the message lists every
+// problem with its field path).
+func (k *Keyring) Issue(req *IssueRequest, now int64) (string, error) {
+	return k.IssueWithIssuer(req, "", now)
+}
+
+// IssueWithIssuer is Issue with an iss claim (none when issuer is empty).
+func (k *Keyring) IssueWithIssuer(req *IssueRequest, issuer string, now int64) (string, error) {
+	b, err := EncodeIssueRequest(req)
+	if err != nil {
+		return "", err
+	}
+	return k.issue(b, issuer, now)
+}
+
+// IssueMsgpack is Issue for an IssueRequest already msgpack-encoded (as
+// Nomad's go-msgpack writes it, e.g. received off Nomad's RPC wire).
+func (k *Keyring) IssueMsgpack(request []byte, now int64) (string, error) {
+	return k.issue(request, "", now)
+}
+
+// IssueMsgpackWithIssuer is IssueMsgpack with an iss claim (none when
+// issuer is empty).
+func (k *Keyring) IssueMsgpackWithIssuer(request []byte, issuer string, now int64) (string, error) {
+	return k.issue(request, issuer, now)
+}
+
+func (k *Keyring) issue(request []byte, issuer string, now int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		r, rLen := bytesIn(request)
+		if issuer == "" {
+			return C.wid_issue(kr, (*C.uint8_t)(ptr(r)), rLen, C.int64_t(now), &out)
+		}
+		iss, issLen := strIn(issuer)
+		return C.wid_issue_with_issuer(kr, (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}

@@ -1,0 +1,321 @@
+package wid
+
+// #include "wid_helpers.h"
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"time"
+)
+
+// StateStore tells a Verifier whether a token's allocation is live.
+//
+// AllocationState is called from whichever goroutine calls Verify or
+// VerifyBatch, possibly from several at once: implementations must be safe
+// for concurrent use. It is asked with Stale first and with Consistent only
+// when the stale answer was Missing. An error (or a panic, or a state other
+// than Missing, Live and Terminal) makes the verification fail closed with
+// ErrStoreUnavailable; the error is then the *Error's Cause.
+//
+// AllocationState must not call back into the Verifier it serves.
+type StateStore interface {
+	AllocationState(allocID string, c Consistency) (AllocState, error)
+}
+
+// StateStoreFunc adapts a function to a StateStore.
+type StateStoreFunc func(allocID string, c Consistency) (AllocState, error)
+
+// AllocationState calls f.
+func (f StateStoreFunc) AllocationState(allocID string, c Consistency) (AllocState, error) {
+	return f(allocID, c)
+}
+
+// VerifierOptions tunes a Verifier. The zero value (or nil) means the
+// library's defaults.
+type VerifierOptions struct {
+	// LeewaySecs is the clock skew allowed, in seconds (0: the default, 60;
+	// the options ABI has no way to ask for no leeway at all).
+	LeewaySecs int64
+	// KeyWait is how long Verify waits for a token's unknown kid to appear in
+	// the keyring (0: the default, 1s; negative: no wait). It is rounded up
+	// to whole milliseconds.
+	KeyWait time.Duration
+	// MaxTokenBytes is the longest token accepted (0: the default, 8192).
+	MaxTokenBytes int
+	// RequireExp rejects tokens without an exp claim.
+	RequireExp bool
+	// CacheEntries is the size of the verified-token cache (0: no cache).
+	CacheEntries int
+	// Issuer, when set, is the iss claim tokens must carry.
+	Issuer string
+}
+
+// keyWaitMillis converts KeyWait to the ABI's key_wait_ms.
+func (o *VerifierOptions) keyWaitMillis() int64 {
+	switch {
+	case o.KeyWait < 0:
+		return -1
+	case o.KeyWait == 0:
+		return 0
+	}
+	ms := int64((o.KeyWait + time.Millisecond - 1) / time.Millisecond)
+	return ms
+}
+
+// Verifier verifies workload identity tokens for one audience (a
+// wid_verifier handle). It is safe for concurrent use.
+type Verifier struct {
+	mu     sync.RWMutex // held for reading by calls, for writing by Close
+	v      *C.wid_verifier
+	handle cgo.Handle // -> *lookupState, the callback's userdata
+	state  *lookupState
+}
+
+// lookupState is what the lookup callback reaches through the cgo.Handle.
+type lookupState struct {
+	store StateStore
+
+	mu sync.Mutex
+	// Store failures not yet claimed, per OS thread (the callback runs on the
+	// thread of the Verify call that caused it, which holds that thread).
+	failures map[uintptr][]error
+}
+
+func (s *lookupState) fail(thread uintptr, err error) {
+	s.mu.Lock()
+	s.failures[thread] = append(s.failures[thread], err)
+	s.mu.Unlock()
+}
+
+// claim takes the store failures recorded on the calling thread.
+func (s *lookupState) claim() []error {
+	thread := uintptr(C.wid_go_thread_key())
+	s.mu.Lock()
+	errs := s.failures[thread]
+	delete(s.failures, thread)
+	s.mu.Unlock()
+	return errs
+}
+
+// NewVerifier creates a verifier over kr (keys inserted, rotated or imported
+// into kr later are seen) for audience (required), asking store whether
+// allocations are live. opts nil means the defaults.
+func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierOptions) (*Verifier, error) {
+	if kr == nil {
+		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil *Keyring"}
+	}
+	if store == nil {
+		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil StateStore"}
+	}
+	if opts == nil {
+		opts = &VerifierOptions{}
+	}
+	if opts.MaxTokenBytes < 0 || opts.CacheEntries < 0 {
+		return nil, &Error{Code: ResultInvalidArgument, Message: "wid: MaxTokenBytes and CacheEntries must be >= 0"}
+	}
+	state := &lookupState{store: store, failures: make(map[uintptr][]error)}
+	h := cgo.NewHandle(state)
+	var v *C.wid_verifier
+	requireExp := C.uint32_t(0)
+	if opts.RequireExp {
+		requireExp = 1
+	}
+	err := kr.with(func(krp *C.wid_keyring) C.wid_result {
+		aud, audLen := strIn(audience)
+		iss, issLen := strIn(opts.Issuer)
+		return C.wid_go_verifier_new(krp, aud, audLen,
+			C.int64_t(opts.LeewaySecs), C.int64_t(opts.keyWaitMillis()),
+			C.size_t(opts.MaxTokenBytes), requireExp, C.size_t(opts.CacheEntries),
+			iss, issLen, C.uintptr_t(h), &v)
+	})
+	if err != nil {
+		h.Delete()
+		return nil, err
+	}
+	vf := &Verifier{v: v, handle: h, state: state}
+	runtime.SetFinalizer(vf, (*Verifier).Close)
+	return vf, nil
+}
+
+// Close releases the verifier after the calls in flight. It is idempotent;
+// Verify fails with ErrNullArgument afterwards.
+func (v *Verifier) Close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.v != nil {
+		C.wid_verifier_free(v.v)
+		v.v = nil
+		v.handle.Delete()
+		runtime.SetFinalizer(v, nil)
+	}
+}
+
+// Verify checks token at now (Unix seconds): signature, key, time window,
+// audience (and issuer, exp as configured), then the allocation through the
+// StateStore. It returns the verified claims, or an *Error.
+func (v *Verifier) Verify(token string, now int64) (*Claims, error) {
+	var out C.wid_bytes
+	v.mu.RLock()
+	if v.v == nil {
+		v.mu.RUnlock()
+		return nil, errClosed("Verifier")
+	}
+	runtime.LockOSThread()
+	tok, tokLen := strIn(token)
+	rc := C.wid_verify(v.v, tok, tokLen, C.int64_t(now), &out)
+	var err error
+	if rc != C.WID_RESULT_OK {
+		e := &Error{Code: Result(rc), Message: lastErrorMessage()}
+		if e.Code == ResultStoreUnavailable {
+			if causes := v.state.claim(); len(causes) > 0 {
+				e.Cause = causes[len(causes)-1]
+			}
+		}
+		err = e
+	}
+	runtime.UnlockOSThread()
+	v.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	raw := takeBytes(&out)
+	var c Claims
+	if jerr := json.Unmarshal(raw, &c); jerr != nil {
+		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the verified claims: " + jerr.Error()}
+	}
+	return &c, nil
+}
+
+// maxBatch is the library's largest batch; longer ones are split.
+const maxBatch = 1 << 16
+
+// VerifyBatch verifies many tokens at once (sharing work between them) and
+// returns one error per token, nil for a token that verifies. It accepts
+// exactly what Verify accepts. The errors carry codes but no messages (the
+// library does not keep per-token details); store failures carry their
+// Cause.
+func (v *Verifier) VerifyBatch(tokens []string, now int64) []error {
+	errs := make([]error, len(tokens))
+	for start := 0; start < len(tokens); start += maxBatch {
+		end := start + maxBatch
+		if end > len(tokens) {
+			end = len(tokens)
+		}
+		v.verifyBatch(tokens[start:end], now, errs[start:end])
+	}
+	return errs
+}
+
+func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
+	total := 0
+	for _, t := range tokens {
+		total += len(t)
+	}
+	buf := make([]byte, 0, total)
+	lens := make([]C.size_t, len(tokens))
+	for i, t := range tokens {
+		buf = append(buf, t...)
+		lens[i] = C.size_t(len(t))
+	}
+	results := make([]C.wid_result, len(tokens))
+	var lensPtr *C.size_t
+	var resultsPtr *C.wid_result
+	if len(tokens) > 0 {
+		lensPtr, resultsPtr = &lens[0], &results[0]
+	}
+
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.v == nil {
+		for i := range errs {
+			errs[i] = errClosed("Verifier")
+		}
+		return
+	}
+	runtime.LockOSThread()
+	b, _ := bytesIn(buf)
+	rc := C.wid_go_verify_batch(v.v, b, lensPtr, C.size_t(len(tokens)), C.int64_t(now), resultsPtr)
+	var callErr error
+	var causes []error
+	if rc != C.WID_RESULT_OK {
+		callErr = &Error{Code: Result(rc), Message: lastErrorMessage()}
+	}
+	causes = v.state.claim()
+	runtime.UnlockOSThread()
+
+	if callErr != nil {
+		for i := range errs {
+			errs[i] = callErr
+		}
+		return
+	}
+	// Each store failure ends one token's lookups, in token order; attach
+	// causes only when they match the failing tokens one to one.
+	unavailable := 0
+	for _, r := range results {
+		if Result(r) == ResultStoreUnavailable {
+			unavailable++
+		}
+	}
+	if unavailable != len(causes) {
+		causes = nil
+	}
+	for i, r := range results {
+		if r == C.WID_RESULT_OK {
+			continue
+		}
+		e := &Error{Code: Result(r)}
+		if e.Code == ResultStoreUnavailable && len(causes) > 0 {
+			e.Cause, causes = causes[0], causes[1:]
+		}
+		errs[i] = e
+	}
+}
+
+// Claims are a verified token's claims (Nomad's claim names).
+type Claims struct {
+	Namespace    string   `json:"nomad_namespace"`
+	JobID        string   `json:"nomad_job_id"` // the parent job's ID for child jobs
+	AllocationID string   `json:"nomad_allocation_id"`
+	Task         string   `json:"nomad_task,omitempty"`    // for a task identity
+	Service      string   `json:"nomad_service,omitempty"` // for a service identity
+	Subject      string   `json:"sub"`                     // region:namespace:job:group:task-or-service:identity
+	Audience     []string `json:"aud,omitempty"`           // a string on the wire when there is one
+	IssuedAt     *int64   `json:"iat,omitempty"`           // Unix seconds
+	NotBefore    *int64   `json:"nbf,omitempty"`           // Unix seconds
+	Expires      *int64   `json:"exp,omitempty"`           // Unix seconds; nil: no expiry
+	JTI          string   `json:"jti"`
+	Issuer       string   `json:"iss,omitempty"`
+}
+
+// UnmarshalJSON accepts aud as a string or an array of strings.
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	type plain Claims
+	var aux struct {
+		plain
+		Audience json.RawMessage `json:"aud,omitempty"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*c = Claims(aux.plain)
+	c.Audience = nil
+	if len(aux.Audience) == 0 || string(aux.Audience) == "null" {
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(aux.Audience, &one); err == nil {
+		c.Audience = []string{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(aux.Audience, &many); err != nil {
+		return fmt.Errorf("claim \"aud\" must be a string or an array of strings: %w", err)
+	}
+	c.Audience = many
+	return nil
+}

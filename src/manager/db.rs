@@ -1,0 +1,221 @@
+//! Persisting an allocation's identities and derived secrets.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use super::{DerivedSecret, IdentityKey, IdentityToken};
+use crate::codec::wire_struct;
+use crate::error::{Error, Result};
+use crate::keyring::KeyId;
+use crate::sealed::SealedFormat;
+
+/// What is kept for one allocation across restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PersistedState {
+    /// The identity tokens.
+    pub identities: Vec<IdentityToken>,
+    /// Secrets derived from them by token exchanges.
+    pub secrets: Vec<DerivedSecret>,
+}
+
+/// Where a manager keeps its state. Called from the manager's thread.
+pub trait IdentityDb: Send + Sync {
+    /// The saved state of `alloc_id`; `Ok(None)` when nothing was saved. A
+    /// corrupt record is an error (the manager then re-signs).
+    fn load(&self, alloc_id: &str) -> Result<Option<PersistedState>>;
+    /// Replaces the saved state of `alloc_id`, whole.
+    fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()>;
+}
+
+/// An in-memory database (for tests and embedding without restarts).
+#[derive(Debug, Default)]
+pub struct MemoryIdentityDb {
+    states: Mutex<HashMap<String, PersistedState>>,
+}
+
+impl IdentityDb for MemoryIdentityDb {
+    fn load(&self, alloc_id: &str) -> Result<Option<PersistedState>> {
+        Ok(self
+            .states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(alloc_id)
+            .cloned())
+    }
+    fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()> {
+        self.states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(alloc_id.to_string(), state.clone());
+        Ok(())
+    }
+}
+
+wire_struct! {
+    /// The body of an identity state file.
+    pub struct StoredState {
+        /// The identity tokens.
+        pub identities: Vec<StoredToken> => "Identities",
+        /// The derived secrets.
+        pub secrets: Vec<StoredSecret> => "Secrets",
+    }
+}
+
+wire_struct! {
+    /// One identity token.
+    pub struct StoredToken {
+        /// `exp`, Unix seconds (0: none).
+        pub expires_at: i64 => "ExpiresAt",
+        /// `iat`, Unix seconds.
+        pub issued_at: i64 => "IssuedAt",
+        /// `jti`.
+        pub jwt_id: String => "JTI",
+        /// The signing key's ID.
+        pub kid: String => "KeyID",
+        /// The identity's name.
+        pub name: String => "Name",
+        /// The compact JWS.
+        pub token: String => "Token",
+        /// The task or service.
+        pub workload: String => "Workload",
+    }
+}
+
+wire_struct! {
+    /// One derived secret.
+    pub struct StoredSecret {
+        /// The `jti` of the identity token it was derived from.
+        pub derived_from: String => "DerivedFrom",
+        /// The exchange's name.
+        pub exchange: String => "Exchange",
+        /// The identity's name.
+        pub name: String => "Name",
+        /// The secret.
+        pub secret: String => "Secret",
+        /// The task or service.
+        pub workload: String => "Workload",
+    }
+}
+
+const SEALED: SealedFormat = SealedFormat {
+    format: "workload-identity-identities",
+    version: 1,
+    what: "identity state",
+};
+
+/// A file per allocation under a directory: `<dir>/<alloc id>.identities`,
+/// sealed (versioned, checksummed msgpack) and replaced crash-safely with mode
+/// 0600, like the keystore.
+#[derive(Debug, Clone)]
+pub struct FileIdentityDb {
+    dir: PathBuf,
+}
+
+impl FileIdentityDb {
+    /// A database in `dir` (which must exist).
+    pub fn new(dir: impl Into<PathBuf>) -> FileIdentityDb {
+        FileIdentityDb { dir: dir.into() }
+    }
+
+    /// The file holding `alloc_id`'s state. The ID must be a safe file name
+    /// (the key-ID alphabet: `A-Z a-z 0-9 . _ : -`, no `..`), as Nomad's UUIDs are.
+    pub fn path(&self, alloc_id: &str) -> Result<PathBuf> {
+        KeyId::new(alloc_id).map_err(|_| {
+            Error::invalid(
+                "FileIdentityDb",
+                "alloc_id",
+                format!(
+                    "{:?} is not a safe file name: expected 1-128 of A-Z a-z 0-9 . _ : - without \"..\"",
+                    crate::error::truncate_for_message(alloc_id)
+                ),
+            )
+        })?;
+        Ok(self.dir.join(format!("{alloc_id}.identities")))
+    }
+}
+
+fn to_stored(state: &PersistedState) -> StoredState {
+    StoredState {
+        identities: state
+            .identities
+            .iter()
+            .map(|t| StoredToken {
+                expires_at: t.expires_at.unwrap_or(0),
+                issued_at: t.issued_at,
+                jwt_id: t.jwt_id.clone(),
+                kid: t.kid.clone(),
+                name: t.key.name.clone(),
+                token: t.token.clone(),
+                workload: t.key.workload.clone(),
+            })
+            .collect(),
+        secrets: state
+            .secrets
+            .iter()
+            .map(|s| StoredSecret {
+                derived_from: s.derived_from.clone(),
+                exchange: s.exchange.clone(),
+                name: s.identity.name.clone(),
+                secret: s.secret.clone(),
+                workload: s.identity.workload.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn from_stored(s: StoredState) -> PersistedState {
+    PersistedState {
+        identities: s
+            .identities
+            .into_iter()
+            .map(|t| IdentityToken {
+                key: IdentityKey::new(&t.workload, &t.name),
+                token: t.token,
+                kid: t.kid,
+                jwt_id: t.jwt_id,
+                issued_at: t.issued_at,
+                expires_at: (t.expires_at != 0).then_some(t.expires_at),
+            })
+            .collect(),
+        secrets: s
+            .secrets
+            .into_iter()
+            .map(|x| DerivedSecret {
+                exchange: x.exchange,
+                identity: IdentityKey::new(&x.workload, &x.name),
+                secret: x.secret,
+                derived_from: x.derived_from,
+            })
+            .collect(),
+    }
+}
+
+impl IdentityDb for FileIdentityDb {
+    fn load(&self, alloc_id: &str) -> Result<Option<PersistedState>> {
+        let path = self.path(alloc_id)?;
+        if !path.exists() {
+            return Ok(None);
+        }
+        SEALED
+            .load::<StoredState>(&path)
+            .map(|s| Some(from_stored(s)))
+    }
+
+    fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()> {
+        let path = self.path(alloc_id)?;
+        let stored = to_stored(state);
+        let hint = 256
+            + stored
+                .identities
+                .iter()
+                .map(|t| t.token.len() + 256)
+                .sum::<usize>()
+            + stored
+                .secrets
+                .iter()
+                .map(|s| s.secret.len() + 256)
+                .sum::<usize>();
+        SEALED.save(&path, &stored, hint)
+    }
+}
