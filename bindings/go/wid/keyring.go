@@ -17,7 +17,7 @@ type Keyring struct {
 	kr *C.wid_keyring
 }
 
-func newKeyring(kr *C.wid_keyring) *Keyring {
+func wrapKeyring(kr *C.wid_keyring) *Keyring {
 	k := &Keyring{kr: kr}
 	runtime.SetFinalizer(k, (*Keyring).Close)
 	return k
@@ -29,7 +29,7 @@ func NewKeyring() (*Keyring, error) {
 	if err := call(func() C.wid_result { return C.wid_keyring_new(&kr) }); err != nil {
 		return nil, err
 	}
-	return newKeyring(kr), nil
+	return wrapKeyring(kr), nil
 }
 
 // LoadKeyring loads a keyring written by Keyring.Save.
@@ -42,7 +42,7 @@ func LoadKeyring(path string) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newKeyring(kr), nil
+	return wrapKeyring(kr), nil
 }
 
 // Close releases this handle. Verifiers made from the keyring keep working.

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# C ABI tests: compiles bindings/c/example.c and bindings/c/test.c against the
+# static library with strict warnings, checks the header alone compiles as C11
+# and as C++17, runs the example and the tests under valgrind (no memory errors,
+# no definitely-lost bytes), and runs the tests once more against the shared
+# library.
+#
+# Usage: scripts/c-tests.sh
+#   WID_LIB_DIR=dir  use an already built library: dir holds
+#                    libworkload_identity.a, libworkload_identity.so and
+#                    (optionally) workload_identity.h. Unset: runs
+#                    `cargo build --release --locked --quiet` and uses
+#                    target/release and include/.
+#   CC, CXX          compilers (default gcc, g++).
+# Installs valgrind with apt-get when it is missing.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+CC="${CC:-gcc}"
+CXX="${CXX:-g++}"
+
+if [ -n "${WID_LIB_DIR:-}" ]; then
+    lib_dir="$(cd "$WID_LIB_DIR" && pwd)"
+    if [ -f "$lib_dir/workload_identity.h" ]; then
+        inc_dir="$lib_dir"
+    else
+        inc_dir="$root/include"
+    fi
+else
+    echo "c-tests: building the library (cargo build --release)"
+    cargo build --release --locked --quiet
+    lib_dir="$root/target/release"
+    inc_dir="$root/include"
+fi
+for f in "$lib_dir/libworkload_identity.a" "$lib_dir/libworkload_identity.so" "$inc_dir/workload_identity.h"; do
+    [ -f "$f" ] || { echo "c-tests: missing $f" >&2; exit 1; }
+done
+
+if ! command -v valgrind >/dev/null 2>&1; then
+    echo "c-tests: installing valgrind"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq valgrind >/dev/null
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/wid-c-tests.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+cflags=(-std=c11 -Wall -Wextra -Werror -pedantic -O1 -g)
+cxxflags=(-std=c++17 -Wall -Wextra -Werror -pedantic)
+static_libs=("$lib_dir/libworkload_identity.a" -lpthread -ldl -lm)
+
+# The header on its own, as C11 and as C++17.
+printf '#include "workload_identity.h"\n' >"$work/header.c"
+cp "$work/header.c" "$work/header.cpp"
+"$CC" "${cflags[@]}" -I"$inc_dir" -c "$work/header.c" -o "$work/header_c.o"
+"$CXX" "${cxxflags[@]}" -I"$inc_dir" -c "$work/header.cpp" -o "$work/header_cpp.o"
+echo "c-tests: header compiles as C11 and C++17"
+
+# Both programs, statically linked.
+"$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/example.c "${static_libs[@]}" -o "$work/example"
+"$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c "${static_libs[@]}" -o "$work/test_static"
+# The test program, dynamically linked.
+"$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c -L"$lib_dir" -lworkload_identity -lpthread \
+    -o "$work/test_dynamic"
+echo "c-tests: compiled example and test (static and dynamic) with -Wall -Wextra -Werror -pedantic"
+
+vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite
+    --show-leak-kinds=definite)
+
+echo "c-tests: example under valgrind"
+if ! "${vg[@]}" "$work/example" >"$work/example.out"; then
+    cat "$work/example.out"
+    echo "c-tests: FAIL: the example failed (or valgrind found errors)" >&2
+    exit 1
+fi
+sed 's/^/  | /' "$work/example.out" | cut -c1-160
+
+echo "c-tests: test program (static) under valgrind"
+"${vg[@]}" "$work/test_static" | tee "$work/static.out"
+
+echo "c-tests: test program (dynamic) without valgrind"
+if command -v ldd >/dev/null 2>&1 && ! LD_LIBRARY_PATH="$lib_dir" ldd "$work/test_dynamic" | grep -q libworkload_identity.so; then
+    echo "c-tests: FAIL: test_dynamic is not linked against libworkload_identity.so" >&2
+    exit 1
+fi
+LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/test_dynamic" | tee "$work/dynamic.out"
+
+echo "c-tests: OK: header (C11, C++17), example and $(tail -n1 "$work/static.out" | sed 's/^c tests: //') under valgrind (static), dynamic run passed"
