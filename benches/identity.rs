@@ -13,32 +13,20 @@ use std::sync::Arc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ed25519_dalek::{Signature, Signer, SigningKey};
 use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+use workload_identity::model::IssueRequest;
 use workload_identity::verify::unix_now;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 const MATERIAL: [u8; 32] = [7; 32];
 
+/// The shared sample task request, for allocation `alloc`.
 fn request(alloc: &str) -> IssueRequest {
-    IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: alloc.into(),
-            namespace: "default".into(),
-            job_id: "web".into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Allocation::default()
-        },
-        task: "server".into(),
-        service: String::new(),
-        identity: WorkloadIdentity {
-            name: "vault_default".into(),
-            audience: vec!["vault.io".into()],
-            ttl: GoDuration::from_secs(3600),
-            ..WorkloadIdentity::default()
-        },
-    }
+    let mut req = common::issue_request_task();
+    req.allocation.id = alloc.into();
+    req
 }
 
 fn keyring(extra_keys: usize) -> Keyring {

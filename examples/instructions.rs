@@ -8,8 +8,11 @@ use std::sync::Arc;
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey};
 use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -24,25 +27,7 @@ fn main() {
     )])
     .unwrap();
     let store = Arc::new(MemoryStore::new());
-    let req = IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc".into(),
-            namespace: "default".into(),
-            job_id: "web".into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Default::default()
-        },
-        task: "server".into(),
-        service: String::new(),
-        identity: WorkloadIdentity {
-            name: "vault_default".into(),
-            audience: vec!["vault.io".into()],
-            ttl: GoDuration::from_secs(3600),
-            ..Default::default()
-        },
-    };
+    let req = common::issue_request_task();
     store.upsert(&req.allocation);
     let now = 1_700_000_000;
     let issuer = Issuer::new(kr.clone());

@@ -6,8 +6,11 @@
 use std::sync::Arc;
 
 use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+use workload_identity::model::IssueRequest;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc");
@@ -15,26 +18,11 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// The shared sample task request, for a distinct allocation per `i`.
 fn request(i: usize) -> IssueRequest {
-    IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: format!("5f8c7d2e-3b1a-4c6d-9e0f-{i:012}"),
-            namespace: "default".into(),
-            job_id: "web".into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Allocation::default()
-        },
-        task: "server".into(),
-        service: String::new(),
-        identity: WorkloadIdentity {
-            name: "vault_default".into(),
-            audience: vec!["vault.io".into()],
-            ttl: GoDuration::from_secs(3600),
-            ..WorkloadIdentity::default()
-        },
-    }
+    let mut req = common::issue_request_task();
+    req.allocation.id = format!("5f8c7d2e-3b1a-4c6d-9e0f-{i:012}");
+    req
 }
 
 fn main() {

@@ -56,6 +56,17 @@ pub struct wid_verifier_options {
     pub issuer_len: usize,
 }
 
+/// All defaults (every field zero).
+const DEFAULT_OPTIONS: wid_verifier_options = wid_verifier_options {
+    leeway_secs: 0,
+    key_wait_ms: 0,
+    max_token_bytes: 0,
+    require_exp: 0,
+    cache_entries: 0,
+    issuer: std::ptr::null(),
+    issuer_len: 0,
+};
+
 const VERIFIER_MAGIC: u64 = 0x5749_445f_5646_0001; // "WID_VF" v1
 const DEAD: u64 = 0xdead_dead_dead_dead;
 const MAX_AUDIENCE: usize = 4096;
@@ -148,12 +159,7 @@ pub unsafe extern "C" fn wid_verifier_new(
 ) -> wid_result {
     let options = wid_verifier_options {
         leeway_secs,
-        key_wait_ms: 0,
-        max_token_bytes: 0,
-        require_exp: 0,
-        cache_entries: 0,
-        issuer: std::ptr::null(),
-        issuer_len: 0,
+        ..DEFAULT_OPTIONS
     };
     // Here the leeway is given as is (0 means none); in the options struct 0
     // means the default.

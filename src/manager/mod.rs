@@ -248,14 +248,8 @@ pub struct IdentityManager {
 
 struct Inner {
     alloc_id: String,
-    requests: Vec<IssueRequest>,
     keys: Vec<IdentityKey>,
-    signer: Arc<dyn Signer>,
-    db: Arc<dyn IdentityDb>,
-    keyring: Keyring,
-    exchanges: Vec<Arc<dyn TokenExchange>>,
-    policy: RenewalPolicy,
-    jitter: Arc<dyn Jitter>,
+    parts: IdentityManagerBuilder,
     state: Mutex<State>,
 }
 
@@ -332,14 +326,8 @@ impl IdentityManagerBuilder {
         Ok(IdentityManager {
             inner: Arc::new(Inner {
                 alloc_id,
-                requests: self.requests,
                 keys,
-                signer: self.signer,
-                db: self.db,
-                keyring: self.keyring,
-                exchanges: self.exchanges,
-                policy: self.policy,
-                jitter: self.jitter,
+                parts: self,
                 state: Mutex::new(State {
                     tokens: BTreeMap::new(),
                     secrets: BTreeMap::new(),
@@ -446,7 +434,7 @@ impl IdentityManager {
     /// On error (the signer or an exchange failing) the manager keeps retrying
     /// from [`IdentityManager::tick`].
     pub fn restore(&self, now_ms: i64) -> Result<RestoreReport> {
-        let saved = match self.inner.db.load(&self.inner.alloc_id) {
+        let saved = match self.inner.parts.db.load(&self.inner.alloc_id) {
             Ok(Some(saved)) => Ok(saved),
             Ok(None) => Err("no saved state".to_string()),
             Err(e) => Err(format!("saved state unreadable: {e}")),
@@ -495,6 +483,7 @@ impl IdentityManager {
                     reason,
                     rederived: self
                         .inner
+                        .parts
                         .exchanges
                         .iter()
                         .map(|x| x.name().to_string())
@@ -520,7 +509,7 @@ impl IdentityManager {
             return Err("saved identities differ from the requested ones".into());
         }
         for t in &saved.identities {
-            let claims = check_signature(&self.inner.keyring, &t.token)
+            let claims = check_signature(&self.inner.parts.keyring, &t.token)
                 .map_err(|e| format!("identity {} no longer verifies: {e}", t.key))?;
             if claims.jwt_id != t.jwt_id || claims.expires_at != t.expires_at {
                 return Err(format!(
@@ -541,6 +530,7 @@ impl IdentityManager {
     /// derived from another token than the one in use.
     fn stale_exchanges(&self, st: &State) -> Vec<Arc<dyn TokenExchange>> {
         self.inner
+            .parts
             .exchanges
             .iter()
             .filter(|x| {
@@ -567,8 +557,12 @@ impl IdentityManager {
     }
 
     fn schedule(&self, st: &State, now_ms: i64) -> Option<i64> {
-        let j = (self.inner.jitter.draw(), self.inner.jitter.draw());
+        let j = (
+            self.inner.parts.jitter.draw(),
+            self.inner.parts.jitter.draw(),
+        );
         self.inner
+            .parts
             .policy
             .renew_at_ms(st.tokens.values().map(|t| t.expires_at), now_ms, j)
     }
@@ -592,15 +586,16 @@ impl IdentityManager {
         let now = now_ms.div_euclid(1000);
         let signed = self
             .inner
+            .parts
             .signer
-            .sign(&self.inner.requests, now)
+            .sign(&self.inner.parts.requests, now)
             .and_then(|v| self.check_set(v));
         let signed = match signed {
             Ok(v) => v,
             Err(e) => {
                 let mut st = self.lock();
                 st.failures = st.failures.saturating_add(1);
-                let delay = self.inner.policy.backoff(st.failures);
+                let delay = self.inner.parts.policy.backoff(st.failures);
                 st.next_ms = Some(
                     now_ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
                 );
@@ -625,13 +620,14 @@ impl IdentityManager {
             // secret is repaired.
             let stale = if kind == EventKind::Renewed {
                 self.inner
+                    .parts
                     .exchanges
                     .iter()
                     .filter(|x| st.secrets.get(x.name()).is_none_or(|s| s.secret.is_empty()))
                     .cloned()
                     .collect()
             } else {
-                self.inner.exchanges.clone()
+                self.inner.parts.exchanges.clone()
             };
             (kind, stale)
         };
@@ -641,14 +637,14 @@ impl IdentityManager {
 
     /// Checks a signer's answer is the whole requested set, in order.
     fn check_set(&self, signed: Vec<SignedIdentity>) -> Result<Vec<IdentityToken>> {
-        if signed.len() != self.inner.requests.len() {
+        if signed.len() != self.inner.parts.requests.len() {
             return Err(Error::invalid(
                 "Signer",
                 "identities",
                 format!(
                     "the signer returned {} identities for {} requests: a partial set is refused",
                     signed.len(),
-                    self.inner.requests.len()
+                    self.inner.parts.requests.len()
                 ),
             ));
         }
@@ -713,7 +709,7 @@ impl IdentityManager {
         }
         // Every consumer is told, whether its secret was reused or derived now.
         let secrets = self.lock().secrets.clone();
-        for x in &self.inner.exchanges {
+        for x in &self.inner.parts.exchanges {
             if let Some(s) = secrets.get(x.name()).filter(|s| !s.secret.is_empty()) {
                 x.deliver(&s.secret, kind);
             }
@@ -724,7 +720,7 @@ impl IdentityManager {
                 let mut st = self.lock();
                 st.failures = st.failures.saturating_add(1);
                 let retry = now_ms.saturating_add(
-                    i64::try_from(self.inner.policy.backoff(st.failures).as_millis())
+                    i64::try_from(self.inner.parts.policy.backoff(st.failures).as_millis())
                         .unwrap_or(i64::MAX),
                 );
                 st.next_ms = Some(st.next_ms.map_or(retry, |n| n.min(retry)));
@@ -744,7 +740,7 @@ impl IdentityManager {
                 secrets: st.secrets.values().cloned().collect(),
             }
         };
-        if let Err(e) = self.inner.db.store(&self.inner.alloc_id, &state) {
+        if let Err(e) = self.inner.parts.db.store(&self.inner.alloc_id, &state) {
             log::warn!(
                 "saving identities of allocation {}: {e}",
                 self.inner.alloc_id

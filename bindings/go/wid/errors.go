@@ -13,24 +13,24 @@ type Result uint32
 
 // Result codes, one for every WID_RESULT_* of the C ABI.
 const (
-	ResultOK                    Result = C.WID_RESULT_OK                    // success
-	ResultNullArgument          Result = C.WID_RESULT_NULL_ARGUMENT         // a required pointer was NULL (or a handle was closed)
-	ResultInvalidArgument       Result = C.WID_RESULT_INVALID_ARGUMENT      // an argument was not acceptable
-	ResultDecodeError           Result = C.WID_RESULT_DECODE_ERROR          // bytes could not be decoded
-	ResultIOError               Result = C.WID_RESULT_IO_ERROR              // a file or OS operation failed
-	ResultPanic                 Result = C.WID_RESULT_PANIC                 // a panic was contained in the library
-	ResultMalformedToken        Result = C.WID_RESULT_MALFORMED_TOKEN       // not a well-formed compact JWS
-	ResultUnsupportedAlgorithm  Result = C.WID_RESULT_UNSUPPORTED_ALGORITHM // alg is not EdDSA
-	ResultUnknownKey            Result = C.WID_RESULT_UNKNOWN_KEY           // kid names no usable key
-	ResultBadSignature          Result = C.WID_RESULT_BAD_SIGNATURE         // the signature does not verify
-	ResultExpired               Result = C.WID_RESULT_EXPIRED               // the token expired
-	ResultNotYetValid           Result = C.WID_RESULT_NOT_YET_VALID         // the token is not valid yet
-	ResultAudienceMismatch      Result = C.WID_RESULT_AUDIENCE_MISMATCH     // the token is not for this audience
-	ResultAllocationNotFound    Result = C.WID_RESULT_ALLOCATION_NOT_FOUND  // the allocation does not exist
-	ResultAllocationTerminal    Result = C.WID_RESULT_ALLOCATION_TERMINAL   // the allocation is terminal
-	ResultStoreUnavailable      Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
-	ResultNoActiveKey           Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
-	ResultDuplicateKey          Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
+	ResultOK                   Result = C.WID_RESULT_OK                    // success
+	ResultNullArgument         Result = C.WID_RESULT_NULL_ARGUMENT         // a required pointer was NULL (or a handle was closed)
+	ResultInvalidArgument      Result = C.WID_RESULT_INVALID_ARGUMENT      // an argument was not acceptable
+	ResultDecodeError          Result = C.WID_RESULT_DECODE_ERROR          // bytes could not be decoded
+	ResultIOError              Result = C.WID_RESULT_IO_ERROR              // a file or OS operation failed
+	ResultPanic                Result = C.WID_RESULT_PANIC                 // a panic was contained in the library
+	ResultMalformedToken       Result = C.WID_RESULT_MALFORMED_TOKEN       // not a well-formed compact JWS
+	ResultUnsupportedAlgorithm Result = C.WID_RESULT_UNSUPPORTED_ALGORITHM // alg is not EdDSA
+	ResultUnknownKey           Result = C.WID_RESULT_UNKNOWN_KEY           // kid names no usable key
+	ResultBadSignature         Result = C.WID_RESULT_BAD_SIGNATURE         // the signature does not verify
+	ResultExpired              Result = C.WID_RESULT_EXPIRED               // the token expired
+	ResultNotYetValid          Result = C.WID_RESULT_NOT_YET_VALID         // the token is not valid yet
+	ResultAudienceMismatch     Result = C.WID_RESULT_AUDIENCE_MISMATCH     // the token is not for this audience
+	ResultAllocationNotFound   Result = C.WID_RESULT_ALLOCATION_NOT_FOUND  // the allocation does not exist
+	ResultAllocationTerminal   Result = C.WID_RESULT_ALLOCATION_TERMINAL   // the allocation is terminal
+	ResultStoreUnavailable     Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
+	ResultNoActiveKey          Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
+	ResultDuplicateKey         Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
 )
 
 var resultNames = map[Result]string{

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# go-tests.sh -- build/locate the C library and test the Go binding.
+#
+#   scripts/go-tests.sh
+#       go vet + go test -race on bindings/go/wid (package wid) and
+#       bindings/go/interop (go-jose v2 interop checks), statically linked
+#       against libworkload_identity.a; then a short run linked dynamically
+#       against libworkload_identity.so (when it exists).
+#
+# Environment:
+#   WID_LIB_DIR   directory holding libworkload_identity.a (and .so) and,
+#                 optionally, workload_identity.h; when unset the library is
+#                 built with `cargo build --release --locked --quiet` and
+#                 target/release + include/ are used.
+#   WID_GO_BENCH  1: also run the benchmarks (BenchmarkVerifyBinding vs.
+#                 BenchmarkVerifyGoJose, ...), without -race.
+#
+# The packages are symlinked into the first GOPATH entry (set by go-env.sh)
+# as workload-identity/wid and workload-identity/interop.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+# shellcheck source=go-env.sh
+source "$SCRIPT_DIR/go-env.sh"
+
+# --- the library ------------------------------------------------------------
+if [ -n "${WID_LIB_DIR:-}" ]; then
+    lib_dir="$(cd "$WID_LIB_DIR" && pwd)"
+    if [ -f "$lib_dir/workload_identity.h" ]; then
+        inc_dir="$lib_dir"
+    else
+        inc_dir="$REPO_ROOT/include"
+    fi
+else
+    echo "== cargo build --release --locked --quiet"
+    (cd "$REPO_ROOT" && cargo build --release --locked --quiet)
+    lib_dir="$REPO_ROOT/target/release"
+    inc_dir="$REPO_ROOT/include"
+fi
+static_lib="$lib_dir/libworkload_identity.a"
+for f in "$static_lib" "$inc_dir/workload_identity.h"; do
+    if [ ! -f "$f" ]; then
+        echo "go-tests.sh: missing $f" >&2
+        exit 1
+    fi
+done
+if ! cmp -s "$inc_dir/workload_identity.h" "$REPO_ROOT/include/workload_identity.h"; then
+    echo "go-tests.sh: warning: $inc_dir/workload_identity.h differs from include/workload_identity.h" >&2
+fi
+
+# --- GOPATH layout ----------------------------------------------------------
+gopath_first="${GOPATH%%:*}"
+pkg_root="$gopath_first/src/workload-identity"
+mkdir -p "$pkg_root"
+ln -sfn "$REPO_ROOT/bindings/go/wid" "$pkg_root/wid"
+ln -sfn "$REPO_ROOT/bindings/go/interop" "$pkg_root/interop"
+pkgs=(workload-identity/wid workload-identity/interop)
+
+export CGO_ENABLED=1
+export CGO_CFLAGS="-g -O2 -I$inc_dir"
+static_ldflags="$static_lib -lpthread -ldl -lm"
+dynamic_ldflags="-L$lib_dir -lworkload_identity -Wl,-rpath,$lib_dir"
+
+echo "== go: $(go version)"
+echo "== library: $lib_dir (header: $inc_dir)"
+
+echo "== gofmt"
+unformatted="$(gofmt -l "$REPO_ROOT/bindings/go")"
+if [ -n "$unformatted" ]; then
+    echo "go-tests.sh: not gofmt-ed:" >&2
+    echo "$unformatted" >&2
+    exit 1
+fi
+
+echo "== go vet (static)"
+CGO_LDFLAGS="$static_ldflags" go vet "${pkgs[@]}"
+
+echo "== go test -race -count=1 (static)"
+CGO_LDFLAGS="$static_ldflags" go test -race -count=1 "${pkgs[@]}"
+
+dynamic="skipped (no .so)"
+if [ -f "$lib_dir/libworkload_identity.so" ]; then
+    echo "== go test -count=1 (dynamic: libworkload_identity.so)"
+    CGO_LDFLAGS="$dynamic_ldflags" go test -count=1 "${pkgs[@]}"
+    dynamic="ok"
+fi
+
+bench="not run (WID_GO_BENCH=1 to run)"
+if [ "${WID_GO_BENCH:-0}" = "1" ]; then
+    echo "== go test -bench (static, no -race)"
+    bench_out="$(CGO_LDFLAGS="$static_ldflags" go test -count=1 -run '^$' -bench . -benchmem workload-identity/interop)"
+    echo "$bench_out"
+    ns() { awk -v b="$1" '$1 ~ "^"b"(-[0-9]+)?$" { print $3; exit }' <<<"$bench_out"; }
+    bench="VerifyBinding $(ns BenchmarkVerifyBinding) ns/op, VerifyGoJose $(ns BenchmarkVerifyGoJose) ns/op"
+fi
+
+echo "go-tests.sh: OK: vet + race tests (static) passed for ${pkgs[*]}; dynamic link: $dynamic; bench: $bench"
