@@ -146,14 +146,20 @@ fn ed25519_signature(sig: &[u8]) -> Result<[u8; 64]> {
     })
 }
 
-/// Splits and decodes a compact JWS (see the module docs for the checks).
-pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
-    if token.len() > max_bytes {
+/// The first check: a token longer than `max_bytes` is rejected from its length
+/// alone, before any byte of it is read.
+pub(crate) fn check_length(len: usize, max_bytes: usize) -> Result<()> {
+    if len > max_bytes {
         return Err(malformed(format!(
-            "token is {} bytes, longer than the {max_bytes}-byte limit",
-            token.len()
+            "token is {len} bytes, longer than the {max_bytes}-byte limit"
         )));
     }
+    Ok(())
+}
+
+/// Splits and decodes a compact JWS (see the module docs for the checks).
+pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
+    check_length(token.len(), max_bytes)?;
     if token.is_empty() {
         return Err(malformed("token is empty"));
     }

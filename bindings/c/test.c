@@ -14,8 +14,8 @@
  *   - use after free of a handle (wid_keyring_free / wid_verifier_free then
  *     use): undefined behaviour by contract, not reliably detectable;
  *   - lengths larger than the buffer but *within* a function's cap (the
- *     library may legitimately read that far), except as described in
- *     test_known_overreads(), which only runs with WID_C_TEST_KNOWN_BUGS=1.
+ *     library may legitimately read that far); a token length above the
+ *     verifier's max_token_bytes is never read (test_overlong_tokens_unread).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -1502,16 +1502,12 @@ static void test_threads(void) {
 }
 
 /*
- * Known library bugs (reported, not fixed here): with a token length above
- * max_token_bytes but within the 1 MiB input cap, the library reads the whole
- * claimed length before rejecting it when
- *   - the verifier has a cache (wid_verify hashes the token first), or
- *   - the token goes through wid_verify_batch (UTF-8 check first),
- * i.e. it reads far past a short buffer. wid_verify without a cache rejects by
- * length without reading. Opt in with WID_C_TEST_KNOWN_BUGS=1 (under valgrind
- * to see the invalid reads).
+ * Regression: a token length above max_token_bytes is rejected from the length
+ * alone, before any byte is read — also with a cache (which hashes tokens) and
+ * in wid_verify_batch (which checks UTF-8). Both once read the whole claimed
+ * length past a short buffer; under valgrind any such read fails the run.
  */
-static void test_known_overreads(void) {
+static void test_overlong_tokens_unread(void) {
     wid_keyring *kr = keyring_with_key("overread", 16);
     wid_bytes token = issue(kr, NOW);
     struct lookup_ctx ctx;
@@ -1544,8 +1540,6 @@ static void test_known_overreads(void) {
 }
 
 int main(void) {
-    const char *known = getenv("WID_C_TEST_KNOWN_BUGS");
-
     test_versions_and_names();
     test_last_error_message();
     test_frees_are_null_safe();
@@ -1562,7 +1556,7 @@ int main(void) {
     test_wrong_handle_type();
     test_handle_lifetimes();
     test_threads();
-    if (known != NULL && strcmp(known, "1") == 0) test_known_overreads();
+    test_overlong_tokens_unread();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

@@ -46,12 +46,12 @@ pub(crate) fn call(f: impl FnOnce() -> Result<(), Error>) -> wid_result {
 }
 
 /// Runs `f` where no result can be returned (the `_free` functions): a panic
-/// is contained and recorded, nothing else.
+/// is contained and recorded; otherwise the last error is left as it was, so a
+/// caller may free its outputs before reading why a call failed.
 pub(crate) fn call_void(f: impl FnOnce()) {
-    let _ = call(|| {
-        f();
-        Ok(())
-    });
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(f)) {
+        let _ = call(|| std::panic::resume_unwind(panic));
+    }
 }
 
 pub(crate) fn null(name: &'static str) -> Error {
@@ -182,6 +182,9 @@ mod tests {
         assert_eq!(call(|| Ok(())), WID_RESULT_OK);
         assert_eq!(last_error(), "");
         call_void(|| panic!("in a free function"));
+        assert!(last_error().contains("in a free function"));
+        // A free that does not panic leaves the detail of the last failure.
+        call_void(|| {});
         assert!(last_error().contains("in a free function"));
     }
 

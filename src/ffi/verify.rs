@@ -304,6 +304,21 @@ pub unsafe extern "C" fn wid_verifier_free(v: *const wid_verifier) {
     });
 }
 
+/// Borrows a token: a length over the verifier's cap is `MalformedToken` from
+/// the length alone, before any byte is read.
+///
+/// # Safety
+/// `ptr` must be NULL or valid for `len` bytes.
+unsafe fn token_in<'a>(ptr: *const c_char, len: usize, max: usize) -> Result<&'a [u8], Error> {
+    if len > max {
+        return Err(Error::MalformedToken {
+            reason: format!("token is {len} bytes, longer than the {max}-byte limit"),
+        });
+    }
+    // SAFETY: forwarded contract; len <= max.
+    unsafe { bytes_in(ptr.cast(), len, "token", max) }
+}
+
 /// Verifies `token` at `now_unix`; on success `*out_claims_json` (may be NULL
 /// when not wanted) receives the verified claims as JSON.
 ///
@@ -321,17 +336,7 @@ pub unsafe extern "C" fn wid_verify(
     call(|| {
         // SAFETY: contract.
         let verifier = unsafe { verifier_ref(v)? };
-        // Over-long tokens are rejected by the verifier from their length alone;
-        // never read more than one byte past any plausible cap.
-        let token = match unsafe { bytes_in(token.cast(), token_len, "token", 1 << 20) } {
-            Ok(t) => t,
-            Err(e) if e.code() == crate::ResultCode::InvalidArgument => {
-                return Err(Error::MalformedToken {
-                    reason: format!("token is {token_len} bytes, longer than any accepted token"),
-                });
-            }
-            Err(e) => return Err(e),
-        };
+        let token = unsafe { token_in(token, token_len, verifier.max_token_bytes())? };
         let verified = verifier.verify_bytes(token, now_unix)?;
         if !out_claims_json.is_null() {
             let json = verified.claims.to_json().into_bytes();
@@ -376,16 +381,15 @@ pub unsafe extern "C" fn wid_verify_batch(
         for i in 0..count {
             // SAFETY: arrays are valid for count elements.
             let (ptr, len) = unsafe { (*tokens.add(i), *token_lens.add(i)) };
-            match unsafe { bytes_in(ptr.cast(), len, "token", 1 << 20) } {
-                Ok(b) => match std::str::from_utf8(b) {
-                    Ok(s) => {
-                        texts.push(s);
-                        early.push(None);
-                    }
-                    Err(_) => early.push(Some(super::WID_RESULT_MALFORMED_TOKEN)),
-                },
-                Err(e) if e.code() == crate::ResultCode::InvalidArgument => {
-                    early.push(Some(super::WID_RESULT_MALFORMED_TOKEN))
+            let text = unsafe { token_in(ptr, len, verifier.max_token_bytes()) }.and_then(|b| {
+                std::str::from_utf8(b).map_err(|_| Error::MalformedToken {
+                    reason: "the token is not UTF-8".into(),
+                })
+            });
+            match text {
+                Ok(s) => {
+                    texts.push(s);
+                    early.push(None);
                 }
                 Err(e) => early.push(Some(e.code().as_u32())),
             }

@@ -325,8 +325,16 @@ impl Verifier {
         &self.inner.keyring
     }
 
+    /// The longest token this verifier accepts, in bytes.
+    pub fn max_token_bytes(&self) -> usize {
+        self.inner.options.max_token_bytes
+    }
+
     fn run(&self, token: &[u8], now: i64) -> Result<VerifiedIdentity> {
         let inner = &*self.inner;
+        // The length cap comes before anything reads the token, the cache's hash
+        // included.
+        jwt::check_length(token.len(), inner.options.max_token_bytes)?;
         let hash = inner.cache.as_ref().map(|_| token_hash(token));
         if let (Some(cache), Some(hash)) = (&inner.cache, &hash) {
             if let Some(hit) = cache.get(hash) {
