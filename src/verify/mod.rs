@@ -455,11 +455,12 @@ impl Verifier {
         }
         if let Some(want) = &o.issuer {
             if c.issuer.as_deref() != Some(want.as_str()) {
+                let found = match c.issuer.as_deref() {
+                    Some(iss) => format!("{:?}", truncate_for_message(iss)),
+                    None => "no iss".to_string(),
+                };
                 return Err(Error::MalformedToken {
-                    reason: format!(
-                        "issuer mismatch: expected iss {want:?}, token has {:?}",
-                        c.issuer.as_deref().map(truncate_for_message)
-                    ),
+                    reason: format!("issuer mismatch: expected iss {want:?}, token has {found}"),
                 });
             }
         }
