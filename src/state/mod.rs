@@ -7,6 +7,9 @@
 //! `Stale` first and only on *missing* reads again `Consistent`; a store error
 //! always fails closed.
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
