@@ -32,6 +32,8 @@ pub mod claims;
 pub mod codec;
 pub mod error;
 pub mod ffi;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod issue;
 pub mod jwt;
 pub mod keyring;

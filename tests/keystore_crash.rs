@@ -1,7 +1,8 @@
-//! Crash safety of keystore saves: a child process saving keyrings in a loop is
-//! killed (SIGKILL) at random points 200 times; after every kill the file must
-//! load, whole, as one of the keyrings the child saved — never a mix, never a
-//! partial file — and never an older one than the last seen.
+//! Crash safety of keystore and identity-state saves: a child process saving
+//! keyrings and identity states in a loop is killed (SIGKILL) at random points
+//! 200 times; after every kill each file must load, whole, as one of the values
+//! the child saved — never a mix, never a partial file — and never an older one
+//! than the last seen.
 //!
 //! A plain binary (`harness = false`): run as the parent by `cargo test`, and as
 //! the child when `WID_CRASH_CHILD` names the keystore path.
@@ -10,6 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
+use workload_identity::manager::{
+    DerivedSecret, FileIdentityDb, IdentityDb, IdentityKey, IdentityToken, PersistedState,
+};
 
 const CHILD_ENV: &str = "WID_CRASH_CHILD";
 const START_ENV: &str = "WID_CRASH_START";
@@ -38,11 +42,40 @@ fn generation(g: u64) -> Vec<RootKey> {
         .collect()
 }
 
+const ALLOC: &str = "crash-alloc";
+
+/// The identity state of generation `g`: 1 to 3 tokens and a secret, all
+/// carrying `g`.
+fn identity_state(g: u64) -> PersistedState {
+    let n = 1 + (g % 3) as usize;
+    PersistedState {
+        identities: (0..n)
+            .map(|i| IdentityToken {
+                key: IdentityKey::new("task", &format!("id{i}")),
+                token: format!("token-{g}-{i}-{}", "x".repeat((g % 200) as usize)),
+                kid: format!("g{g}-k0"),
+                jwt_id: format!("jti-{g}-{i}"),
+                issued_at: g as i64,
+                expires_at: Some(g as i64 + 3600),
+            })
+            .collect(),
+        secrets: vec![DerivedSecret {
+            exchange: "consul".into(),
+            identity: IdentityKey::new("task", "id0"),
+            secret: format!("secret-{g}"),
+            derived_from: format!("jti-{g}-0"),
+        }],
+    }
+}
+
 fn child(path: &str, start: u64) -> ! {
+    let db = FileIdentityDb::new(std::path::Path::new(path).parent().unwrap());
     for g in start.. {
         Keyring::from_keys(generation(g))
             .and_then(|kr| kr.save(path))
             .unwrap_or_else(|e| panic!("child save of generation {g} failed: {e}"));
+        db.store(ALLOC, &identity_state(g))
+            .unwrap_or_else(|e| panic!("child identity save of generation {g} failed: {e}"));
     }
     unreachable!()
 }
@@ -78,6 +111,8 @@ fn main() {
     println!("keystore crash test: {KILLS} kills, random seed {seed}");
     let mut rng = seed | 1;
     let mut last_seen = 0u64;
+    let mut last_identity = 0u64;
+    let db = FileIdentityDb::new(dir.path());
     let mut advanced = 0;
     for round in 0..KILLS {
         let mut child = Command::new(&exe)
@@ -113,12 +148,32 @@ fn main() {
             advanced += 1;
         }
         last_seen = g;
+        // The identity state is saved after the keystore: it is whole, of a
+        // generation no newer than the keystore's (a kill between the two saves
+        // leaves it behind) and never older than the last one seen.
+        if let Some(state) = db
+            .load(ALLOC)
+            .unwrap_or_else(|e| panic!("round {round}: identity state not whole after a kill: {e}"))
+        {
+            let ig: u64 = state.secrets[0].secret["secret-".len()..].parse().unwrap();
+            assert_eq!(
+                state,
+                identity_state(ig),
+                "round {round}: identity state of generation {ig} differs"
+            );
+            assert!(
+                ig <= g && ig >= last_identity,
+                "round {round}: identity generation {ig} (last {last_identity}) vs keystore {g}"
+            );
+            last_identity = ig;
+        }
     }
     assert!(
         advanced > KILLS / 2,
         "saves rarely completed ({advanced} of {KILLS}); the test proves little"
     );
-    let leftovers = std::fs::read_dir(dir.path()).unwrap().count() - 1;
+    assert!(last_identity > 0, "the identity state was never saved");
+    let leftovers = std::fs::read_dir(dir.path()).unwrap().count() - 2;
     println!(
         "keystore crash test: ok: {KILLS} kills, reached generation {last_seen}, \
          {advanced} rounds advanced, {leftovers} temp files left by killed saves"

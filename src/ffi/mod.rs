@@ -29,11 +29,13 @@
 
 mod boundary;
 mod bytes;
+mod fuzz;
 mod keyring;
 mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
+pub(crate) use fuzz::fuzz_entry;
 pub use keyring::{
     wid_issue, wid_issue_with_issuer, wid_keyring, wid_keyring_deprecate, wid_keyring_free,
     wid_keyring_import_jwks, wid_keyring_insert, wid_keyring_jwks, wid_keyring_load,

@@ -1,0 +1,6 @@
+//! Fuzz target `ffi`: see `workload_identity::fuzzing::ffi`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    workload_identity::fuzzing::ffi(data);
+});

@@ -1,0 +1,118 @@
+//! Driving the C ABI with arbitrary bytes (for `crate::fuzzing::ffi`). Lengths
+//! given to the ABI never exceed the buffers they describe — a lying length is
+//! undefined behaviour for any C function — but everything else is arbitrary.
+
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
+
+use super::*;
+
+unsafe extern "C" fn lookup(
+    userdata: *mut c_void,
+    _id: *const u8,
+    _len: usize,
+    consistency: u32,
+    out: *mut u32,
+) -> wid_result {
+    // userdata carries the answers: [stale state, consistent state, rc] as bytes.
+    let cfg = unsafe { &*(userdata as *const [u8; 3]) };
+    unsafe { *out = u32::from(cfg[consistency.min(1) as usize]) };
+    u32::from(cfg[2]) % 40
+}
+
+/// Splits `data` into pieces at 0xff bytes.
+fn pieces(data: &[u8]) -> Vec<&[u8]> {
+    data.split(|b| *b == 0xff).collect()
+}
+
+pub(crate) fn fuzz_entry(data: &[u8]) {
+    let p = pieces(data);
+    let get = |i: usize| p.get(i).copied().unwrap_or(&[]);
+    let byte = |i: usize| get(i).first().copied().unwrap_or(0);
+    unsafe {
+        let mut kr = null_mut();
+        if wid_keyring_new(&mut kr) != WID_RESULT_OK {
+            return;
+        }
+        let (id, material) = (get(0), get(1));
+        let _ = wid_keyring_insert(
+            kr,
+            id.as_ptr().cast(),
+            id.len(),
+            material.as_ptr(),
+            material.len(),
+            u32::from(byte(2)) % 4,
+            u32::from(byte(3)) % 6,
+            i64::from(byte(4)),
+        );
+        let m = [9u8; 32];
+        let _ = wid_keyring_insert(kr, "k".as_ptr().cast(), 1, m.as_ptr(), 32, 1, 1, 0);
+        let mut out = wid_bytes {
+            data: null_mut(),
+            len: 0,
+        };
+        let req = get(5);
+        if wid_issue(kr, req.as_ptr(), req.len(), NOW_FOR_FUZZ, &mut out) == WID_RESULT_OK {
+            wid_bytes_free(&mut out);
+        }
+        let jwks = get(6);
+        let _ = wid_keyring_import_jwks(kr, jwks.as_ptr().cast(), jwks.len(), null_mut());
+        let cfg: [u8; 3] = [byte(7) % 4, byte(8) % 4, byte(9) % 3];
+        let aud = get(10);
+        let mut v = null_mut();
+        // Never wait for unknown keys: a fuzz input must not cost a second.
+        let opts = wid_verifier_options {
+            leeway_secs: i64::from(byte(11)),
+            key_wait_ms: -1,
+            max_token_bytes: usize::from(byte(16)) * 64,
+            require_exp: u32::from(byte(17) & 1),
+            cache_entries: usize::from(byte(18) % 4),
+            issuer: null(),
+            issuer_len: 0,
+        };
+        if wid_verifier_new_with_options(
+            kr,
+            aud.as_ptr().cast(),
+            aud.len(),
+            &opts,
+            Some(lookup),
+            &cfg as *const _ as *mut c_void,
+            &mut v,
+        ) == WID_RESULT_OK
+        {
+            let token = get(12);
+            if wid_verify(
+                v,
+                token.as_ptr().cast(),
+                token.len(),
+                NOW_FOR_FUZZ,
+                &mut out,
+            ) == WID_RESULT_OK
+            {
+                wid_bytes_free(&mut out);
+            }
+            let toks = [token.as_ptr().cast(), get(13).as_ptr().cast()];
+            let lens = [token.len(), get(13).len()];
+            let mut results = [0u32; 2];
+            let _ = wid_verify_batch(
+                v,
+                toks.as_ptr(),
+                lens.as_ptr(),
+                2,
+                NOW_FOR_FUZZ,
+                results.as_mut_ptr(),
+            );
+            wid_verifier_free(v);
+        }
+        if wid_keyring_jwks(kr, &mut out) == WID_RESULT_OK {
+            wid_bytes_free(&mut out);
+        }
+        let mut small = [0 as std::ffi::c_char; 8];
+        let _ = wid_last_error_message(small.as_mut_ptr(), usize::from(byte(14)) % 9);
+        let _ = wid_result_name(u32::from(byte(15)) * 3);
+        let _ = wid_verify(null(), null(), 0, 0, null_mut());
+        wid_keyring_free(kr);
+    }
+}
+
+const NOW_FOR_FUZZ: i64 = 1_700_000_000;
