@@ -177,3 +177,46 @@ pub fn issue_request(data: &[u8]) {
 pub fn ffi(data: &[u8]) {
     crate::ffi::fuzz_entry(data);
 }
+
+/// Every target, by name (the names of the `fuzz/` binaries).
+pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+    ("jwt_decode", jwt_decode),
+    ("verify", |d| {
+        verify(d);
+    }),
+    ("msgpack_decode", msgpack_decode),
+    ("jwks_import", jwks_import),
+    ("keystore_load", keystore_load),
+    ("issue_request", issue_request),
+    ("ffi", ffi),
+];
+
+/// Replays every input of every target's corpus under `corpus_root`, with a few
+/// truncations of each; returns the number of inputs per target.
+pub fn replay_corpora(
+    corpus_root: &std::path::Path,
+) -> std::io::Result<Vec<(&'static str, usize)>> {
+    let mut counts = Vec::new();
+    for (name, target) in TARGETS {
+        let mut inputs = 0;
+        let mut paths: Vec<_> = std::fs::read_dir(corpus_root.join(name))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        paths.sort();
+        for path in paths {
+            let data = std::fs::read(&path)?;
+            target(&data);
+            for cut in [
+                0,
+                data.len() / 3,
+                data.len() / 2,
+                data.len().saturating_sub(1),
+            ] {
+                target(&data[..cut]);
+            }
+            inputs += 1;
+        }
+        counts.push((name, inputs));
+    }
+    Ok(counts)
+}
