@@ -178,8 +178,11 @@ pub fn ffi(data: &[u8]) {
     crate::ffi::fuzz_entry(data);
 }
 
+/// A fuzz target's entry point.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name (the names of the `fuzz/` binaries).
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("jwt_decode", jwt_decode),
     ("verify", |d| {
         verify(d);
