@@ -140,50 +140,7 @@ fn bench(c: &mut Criterion) {
 
     // The C ABI, called through its Rust `extern "C"` definitions, against the
     // native call on the same token (the lookup callback answers "live").
-    unsafe extern "C" fn live(
-        _: *mut std::ffi::c_void,
-        _: *const u8,
-        _: usize,
-        _: u32,
-        out: *mut u32,
-    ) -> u32 {
-        unsafe { *out = workload_identity::ffi::WID_ALLOC_LIVE };
-        workload_identity::ffi::WID_RESULT_OK
-    }
-    let ffi_verifier = unsafe {
-        use workload_identity::ffi::*;
-        let mut kr_handle = std::ptr::null_mut();
-        assert_eq!(wid_keyring_new(&mut kr_handle), WID_RESULT_OK);
-        let m = MATERIAL;
-        assert_eq!(
-            wid_keyring_insert(
-                kr_handle,
-                "bench-key".as_ptr().cast(),
-                9,
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_NOMAD_RAW_SEED,
-                WID_KEY_STATE_ACTIVE,
-                0
-            ),
-            WID_RESULT_OK
-        );
-        let mut v = std::ptr::null_mut();
-        assert_eq!(
-            wid_verifier_new(
-                kr_handle,
-                "vault.io".as_ptr().cast(),
-                8,
-                60,
-                Some(live),
-                std::ptr::null_mut(),
-                &mut v
-            ),
-            WID_RESULT_OK
-        );
-        wid_keyring_free(kr_handle);
-        v
-    };
+    let ffi_verifier = common::identity::ffi_live_verifier("bench-key", &MATERIAL);
     let ffi_verify = |out: *mut workload_identity::ffi::wid_bytes| unsafe {
         workload_identity::ffi::wid_verify(
             ffi_verifier,

@@ -54,60 +54,7 @@ fn main() {
     verifier.verify(&token, now).unwrap();
     cached.verify(&token, now).unwrap();
     // The C ABI through its Rust definitions, with a callback answering "live".
-    unsafe extern "C" fn live(
-        _: *mut std::ffi::c_void,
-        _: *const u8,
-        _: usize,
-        _: u32,
-        out: *mut u32,
-    ) -> u32 {
-        unsafe { *out = workload_identity::ffi::WID_ALLOC_LIVE };
-        workload_identity::ffi::WID_RESULT_OK
-    }
-    let ffi_verifier = unsafe {
-        use workload_identity::ffi::*;
-        let mut h = std::ptr::null_mut();
-        assert_eq!(wid_keyring_new(&mut h), WID_RESULT_OK);
-        let m = [7u8; 32];
-        assert_eq!(
-            wid_keyring_insert(
-                h,
-                "k".as_ptr().cast(),
-                1,
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_NOMAD_RAW_SEED,
-                WID_KEY_STATE_ACTIVE,
-                0
-            ),
-            WID_RESULT_OK
-        );
-        let mut v = std::ptr::null_mut();
-        assert_eq!(
-            wid_verifier_new(
-                h,
-                "vault.io".as_ptr().cast(),
-                8,
-                60,
-                Some(live),
-                std::ptr::null_mut(),
-                &mut v
-            ),
-            WID_RESULT_OK
-        );
-        wid_keyring_free(h);
-        assert_eq!(
-            wid_verify(
-                v,
-                token.as_ptr().cast(),
-                token.len(),
-                now,
-                std::ptr::null_mut()
-            ),
-            0
-        );
-        v
-    };
+    let ffi_verifier = common::identity::ffi_live_verifier("k", &[7; 32]);
     let tokens: Vec<String> = (0..64)
         .map(|_| issuer.issue(&req, now).unwrap().token)
         .collect();

@@ -192,18 +192,9 @@ pub unsafe extern "C" fn wid_verifier_new_with_options(
     userdata: *mut c_void,
     out: *mut *mut wid_verifier,
 ) -> wid_result {
-    let defaults = wid_verifier_options {
-        leeway_secs: 0,
-        key_wait_ms: 0,
-        max_token_bytes: 0,
-        require_exp: 0,
-        cache_entries: 0,
-        issuer: std::ptr::null(),
-        issuer_len: 0,
-    };
     // SAFETY: options is NULL or valid per the contract.
     let options = if options.is_null() {
-        defaults
+        DEFAULT_OPTIONS
     } else {
         unsafe { *options }
     };
