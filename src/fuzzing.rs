@@ -14,7 +14,7 @@ use crate::model::{Allocation, ConsulExposeConfig, IssueRequest, WorkloadIdentit
 use crate::{AllocState, Audience, Issuer, MemoryStore, Verifier};
 
 /// The fixed time of every target.
-pub const NOW: i64 = 1_700_000_000;
+const NOW: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
 
 struct World {
