@@ -24,6 +24,9 @@ const DEAD: u64 = 0xdead_dead_dead_dead;
 const MAX_PATH: usize = 4096;
 const MAX_JSON: usize = 1 << 20;
 
+/// `repr(C)`: the type tag is the first field of every handle, so reading it
+/// through the wrong handle type stays in bounds and sees a different tag.
+#[repr(C)]
 pub(crate) struct KeyringHandle {
     magic: AtomicU64,
     pub(crate) keyring: Keyring,

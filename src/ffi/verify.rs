@@ -118,6 +118,9 @@ impl StateStore for CallbackStore {
     }
 }
 
+/// `repr(C)`: the type tag is the first field of every handle, so reading it
+/// through the wrong handle type stays in bounds and sees a different tag.
+#[repr(C)]
 struct VerifierHandle {
     magic: AtomicU64,
     verifier: Verifier,
