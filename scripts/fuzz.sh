@@ -54,7 +54,10 @@ for t in "${targets[@]}"; do
     mkdir -p "$work/all/$t"
     cp fuzz/corpus/"$t"/* "$work/all/$t/" 2>/dev/null || true
     # a sample of what this run found, to keep the valgrind pass short
-    find "$work/$t" -type f | head -200 | while read -r f; do cp "$f" "$work/all/$t/"; done
+    found=("$work/$t"/*)
+    if [ -e "${found[0]}" ]; then
+        cp "${found[@]:0:200}" "$work/all/$t/"
+    fi
 done
 for t in jwt_decode verify msgpack_decode jwks_import keystore_load issue_request ffi; do mkdir -p "$work/all/$t"; done
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \

@@ -144,13 +144,6 @@ pub struct InvalidArgument {
     pub problems: Vec<FieldProblem>,
 }
 
-impl InvalidArgument {
-    /// Whether some problem names exactly this field path.
-    pub fn names_field(&self, field: &str) -> bool {
-        self.problems.iter().any(|p| p.field == field)
-    }
-}
-
 impl fmt::Display for InvalidArgument {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "invalid {}: ", self.subject)?;

@@ -711,9 +711,4 @@ impl Keyring {
     pub fn root_key(&self, kid: &str) -> Option<RootKey> {
         self.read().keys.get(kid).and_then(Slot::root_key)
     }
-
-    /// Whether this keyring and `other` are the same shared keyring.
-    pub fn ptr_eq(&self, other: &Keyring) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
-    }
 }
