@@ -24,7 +24,7 @@
 //! assert!(back.validate().is_err());
 //! ```
 
-// `unsafe` is allowed only in `ffi` (which opts in); everywhere else it is an error.
+// Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
