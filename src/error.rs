@@ -89,28 +89,33 @@ impl ResultCode {
         ResultCode::ALL.iter().copied().find(|c| c.as_u32() == n)
     }
 
-    /// The C name of this code, e.g. `"WID_RESULT_EXPIRED"`.
-    pub const fn name(self) -> &'static str {
+    /// The C name of this code, NUL-terminated (what `wid_result_name` returns).
+    pub const fn c_name(self) -> &'static std::ffi::CStr {
         match self {
-            ResultCode::Ok => "WID_RESULT_OK",
-            ResultCode::NullArgument => "WID_RESULT_NULL_ARGUMENT",
-            ResultCode::InvalidArgument => "WID_RESULT_INVALID_ARGUMENT",
-            ResultCode::DecodeError => "WID_RESULT_DECODE_ERROR",
-            ResultCode::IoError => "WID_RESULT_IO_ERROR",
-            ResultCode::Panic => "WID_RESULT_PANIC",
-            ResultCode::MalformedToken => "WID_RESULT_MALFORMED_TOKEN",
-            ResultCode::UnsupportedAlgorithm => "WID_RESULT_UNSUPPORTED_ALGORITHM",
-            ResultCode::UnknownKey => "WID_RESULT_UNKNOWN_KEY",
-            ResultCode::BadSignature => "WID_RESULT_BAD_SIGNATURE",
-            ResultCode::Expired => "WID_RESULT_EXPIRED",
-            ResultCode::NotYetValid => "WID_RESULT_NOT_YET_VALID",
-            ResultCode::AudienceMismatch => "WID_RESULT_AUDIENCE_MISMATCH",
-            ResultCode::AllocationNotFound => "WID_RESULT_ALLOCATION_NOT_FOUND",
-            ResultCode::AllocationTerminal => "WID_RESULT_ALLOCATION_TERMINAL",
-            ResultCode::StoreUnavailable => "WID_RESULT_STORE_UNAVAILABLE",
-            ResultCode::NoActiveKey => "WID_RESULT_NO_ACTIVE_KEY",
-            ResultCode::DuplicateKey => "WID_RESULT_DUPLICATE_KEY",
+            ResultCode::Ok => c"WID_RESULT_OK",
+            ResultCode::NullArgument => c"WID_RESULT_NULL_ARGUMENT",
+            ResultCode::InvalidArgument => c"WID_RESULT_INVALID_ARGUMENT",
+            ResultCode::DecodeError => c"WID_RESULT_DECODE_ERROR",
+            ResultCode::IoError => c"WID_RESULT_IO_ERROR",
+            ResultCode::Panic => c"WID_RESULT_PANIC",
+            ResultCode::MalformedToken => c"WID_RESULT_MALFORMED_TOKEN",
+            ResultCode::UnsupportedAlgorithm => c"WID_RESULT_UNSUPPORTED_ALGORITHM",
+            ResultCode::UnknownKey => c"WID_RESULT_UNKNOWN_KEY",
+            ResultCode::BadSignature => c"WID_RESULT_BAD_SIGNATURE",
+            ResultCode::Expired => c"WID_RESULT_EXPIRED",
+            ResultCode::NotYetValid => c"WID_RESULT_NOT_YET_VALID",
+            ResultCode::AudienceMismatch => c"WID_RESULT_AUDIENCE_MISMATCH",
+            ResultCode::AllocationNotFound => c"WID_RESULT_ALLOCATION_NOT_FOUND",
+            ResultCode::AllocationTerminal => c"WID_RESULT_ALLOCATION_TERMINAL",
+            ResultCode::StoreUnavailable => c"WID_RESULT_STORE_UNAVAILABLE",
+            ResultCode::NoActiveKey => c"WID_RESULT_NO_ACTIVE_KEY",
+            ResultCode::DuplicateKey => c"WID_RESULT_DUPLICATE_KEY",
         }
+    }
+    /// The C name of this code, e.g. `"WID_RESULT_EXPIRED"`.
+    pub fn name(self) -> &'static str {
+        // Every C name is an ASCII literal.
+        self.c_name().to_str().unwrap_or("WID_RESULT_UNKNOWN")
     }
 }
 

@@ -227,48 +227,35 @@ impl Cluster {
             .join(",");
         let (peer, uid) = (m.peer.to_string(), m.uid.to_string());
         let c = self.chain.as_str();
-        let rules: [&[&str]; 5] = [
-            &["-A", c, "-p", "tcp", "--dport", &peer, "-j", "DROP"],
-            &["-A", c, "-p", "tcp", "--sport", &peer, "-j", "DROP"],
-            &[
-                "-A",
-                c,
-                "-m",
-                "owner",
-                "--uid-owner",
-                &uid,
-                "-p",
-                "tcp",
-                "-m",
-                "multiport",
-                "--dports",
-                &others,
-                "-j",
-                "CONNMARK",
-                "--set-mark",
-                "0x77",
-            ],
-            &[
-                "-A",
-                c,
-                "-m",
-                "owner",
-                "--uid-owner",
-                &uid,
-                "-p",
-                "tcp",
-                "-m",
-                "multiport",
-                "--dports",
-                &others,
-                "-j",
-                "DROP",
-            ],
-            &[
+        // Packets of x's own connections to the others' peer ports.
+        let from_x = [
+            "-m",
+            "owner",
+            "--uid-owner",
+            &uid,
+            "-p",
+            "tcp",
+            "-m",
+            "multiport",
+            "--dports",
+            &others,
+        ];
+        let rules: Vec<Vec<&str>> = vec![
+            vec!["-A", c, "-p", "tcp", "--dport", &peer, "-j", "DROP"],
+            vec!["-A", c, "-p", "tcp", "--sport", &peer, "-j", "DROP"],
+            // Mark them (the mark covers the replies too), then drop both ways.
+            [
+                &["-A", c][..],
+                &from_x,
+                &["-j", "CONNMARK", "--set-mark", "0x77"],
+            ]
+            .concat(),
+            [&["-A", c][..], &from_x, &["-j", "DROP"]].concat(),
+            vec![
                 "-A", c, "-p", "tcp", "-m", "connmark", "--mark", "0x77", "-j", "DROP",
             ],
         ];
-        for r in rules {
+        for r in &rules {
             assert!(run("iptables", r), "iptables {r:?} failed");
         }
     }

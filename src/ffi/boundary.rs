@@ -114,28 +114,9 @@ pub(crate) unsafe fn str_in<'a>(
 /// NUL-terminated string. Unknown codes give `"WID_RESULT_UNKNOWN"`.
 #[unsafe(no_mangle)]
 pub extern "C" fn wid_result_name(result: wid_result) -> *const c_char {
-    let name: &'static str = match ResultCode::from_u32(result) {
-        Some(ResultCode::Ok) => "WID_RESULT_OK\0",
-        Some(ResultCode::NullArgument) => "WID_RESULT_NULL_ARGUMENT\0",
-        Some(ResultCode::InvalidArgument) => "WID_RESULT_INVALID_ARGUMENT\0",
-        Some(ResultCode::DecodeError) => "WID_RESULT_DECODE_ERROR\0",
-        Some(ResultCode::IoError) => "WID_RESULT_IO_ERROR\0",
-        Some(ResultCode::Panic) => "WID_RESULT_PANIC\0",
-        Some(ResultCode::MalformedToken) => "WID_RESULT_MALFORMED_TOKEN\0",
-        Some(ResultCode::UnsupportedAlgorithm) => "WID_RESULT_UNSUPPORTED_ALGORITHM\0",
-        Some(ResultCode::UnknownKey) => "WID_RESULT_UNKNOWN_KEY\0",
-        Some(ResultCode::BadSignature) => "WID_RESULT_BAD_SIGNATURE\0",
-        Some(ResultCode::Expired) => "WID_RESULT_EXPIRED\0",
-        Some(ResultCode::NotYetValid) => "WID_RESULT_NOT_YET_VALID\0",
-        Some(ResultCode::AudienceMismatch) => "WID_RESULT_AUDIENCE_MISMATCH\0",
-        Some(ResultCode::AllocationNotFound) => "WID_RESULT_ALLOCATION_NOT_FOUND\0",
-        Some(ResultCode::AllocationTerminal) => "WID_RESULT_ALLOCATION_TERMINAL\0",
-        Some(ResultCode::StoreUnavailable) => "WID_RESULT_STORE_UNAVAILABLE\0",
-        Some(ResultCode::NoActiveKey) => "WID_RESULT_NO_ACTIVE_KEY\0",
-        Some(ResultCode::DuplicateKey) => "WID_RESULT_DUPLICATE_KEY\0",
-        _ => "WID_RESULT_UNKNOWN\0",
-    };
-    name.as_ptr().cast()
+    ResultCode::from_u32(result)
+        .map_or(c"WID_RESULT_UNKNOWN", ResultCode::c_name)
+        .as_ptr()
 }
 
 /// Copies this thread's last error detail into `buf` (at most `len - 1` bytes,

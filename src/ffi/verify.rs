@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
 use super::keyring::{keyring_ref, wid_keyring};
-use super::{WID_RESULT_OK, wid_bytes, wid_result, wid_result_name};
+use super::{WID_RESULT_OK, wid_bytes, wid_result};
 use crate::error::Error;
 use crate::state::{AllocState, Consistency, StateStore, StoreError};
 use crate::{Audience, Verifier};
@@ -103,11 +103,10 @@ impl StateStore for CallbackStore {
             )
         };
         if rc != WID_RESULT_OK {
-            // SAFETY: wid_result_name returns a static C string.
-            let name = unsafe { std::ffi::CStr::from_ptr(wid_result_name(rc)) };
+            let name = crate::ResultCode::from_u32(rc)
+                .map_or("WID_RESULT_UNKNOWN", crate::ResultCode::name);
             return Err(StoreError::new(format!(
-                "the lookup callback returned {} ({rc})",
-                name.to_string_lossy()
+                "the lookup callback returned {name} ({rc})"
             )));
         }
         AllocState::from_u32(state).ok_or_else(|| {

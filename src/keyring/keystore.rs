@@ -76,22 +76,11 @@ fn corrupt(path: String, reason: impl Into<String>) -> Error {
     })
 }
 
-fn state_from_name(name: &str) -> Option<KeyState> {
-    [
-        KeyState::Active,
-        KeyState::Inactive,
-        KeyState::Prepublished,
-        KeyState::Deprecated,
-    ]
-    .into_iter()
-    .find(|s| s.name() == name)
-}
-
 /// Builds a keyring entry from a stored key, checking it whole.
 fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
     let at = |field: &str| format!("Keys[{i}].{field}");
     let id = KeyId::new(&k.id).map_err(|e| corrupt(at("ID"), e.to_string()))?;
-    let state = state_from_name(&k.state)
+    let state = KeyState::from_name(&k.state)
         .ok_or_else(|| corrupt(at("State"), format!("unknown key state {:?}", k.state)))?;
     let public: [u8; 32] = k
         .public_key

@@ -271,6 +271,14 @@ impl KeyEntry {
 }
 
 impl Slot {
+    /// A handle if this key verifies (active, prepublished or inactive).
+    fn verifying_handle(&self) -> Option<VerifyingHandle> {
+        self.meta.state.verifies().then(|| VerifyingHandle {
+            entry: Arc::clone(&self.entry),
+            state: self.meta.state,
+        })
+    }
+
     fn info(&self) -> KeyInfo {
         KeyInfo {
             id: self.entry.id.clone(),
@@ -626,12 +634,7 @@ impl Keyring {
     /// The key `kid` if it verifies (active, prepublished or inactive); one hash
     /// lookup.
     pub fn verifying_key(&self, kid: &str) -> Option<VerifyingHandle> {
-        let inner = self.read();
-        let slot = inner.keys.get(kid)?;
-        slot.meta.state.verifies().then(|| VerifyingHandle {
-            entry: Arc::clone(&slot.entry),
-            state: slot.meta.state,
-        })
+        self.read().keys.get(kid)?.verifying_handle()
     }
 
     /// Like [`Keyring::verifying_key`], but when the key is absent waits up to
@@ -649,10 +652,7 @@ impl Keyring {
             {
                 let inner = self.read();
                 if let Some(slot) = inner.keys.get(kid) {
-                    return slot.meta.state.verifies().then(|| VerifyingHandle {
-                        entry: Arc::clone(&slot.entry),
-                        state: slot.meta.state,
-                    });
+                    return slot.verifying_handle();
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -177,6 +177,18 @@ impl KeyState {
         }
     }
 
+    /// The state with this name.
+    pub fn from_name(name: &str) -> Option<KeyState> {
+        [
+            KeyState::Active,
+            KeyState::Inactive,
+            KeyState::Prepublished,
+            KeyState::Deprecated,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+
     /// Whether tokens signed by a key in this state verify.
     pub const fn verifies(self) -> bool {
         !matches!(self, KeyState::Deprecated)

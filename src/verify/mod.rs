@@ -262,9 +262,7 @@ impl Verifier {
                 let key = self.key(parsed.kid.as_str())?;
                 match key.expected_r(parsed.signing_input, &parsed.signature) {
                     Some(point) => Ok((parsed, key, point)),
-                    None => Err(Error::BadSignature {
-                        kid: key.id().to_string(),
-                    }),
+                    None => Err(bad_signature(&key)),
                 }
             })
             .collect();
@@ -283,9 +281,7 @@ impl Verifier {
                         message: "batch encoding count mismatch".into(),
                     })?;
                     if !sigcheck::accepts(&parsed.signature, &expected) {
-                        return Err(Error::BadSignature {
-                            kid: key.id().to_string(),
-                        });
+                        return Err(bad_signature(&key));
                     }
                     self.finish(&parsed.payload, key, now, None)
                 });
@@ -356,11 +352,7 @@ impl Verifier {
 
         let parsed = jwt::parse(token, inner.options.max_token_bytes)?;
         let key = self.key(parsed.kid.as_str())?;
-        if !key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
-            return Err(Error::BadSignature {
-                kid: key.id().to_string(),
-            });
-        }
+        check_sig(&key, &parsed)?;
         self.finish(&parsed.payload, key, now, hash)
     }
 
@@ -372,10 +364,7 @@ impl Verifier {
         now: i64,
         hash: Option<cache::TokenHash>,
     ) -> Result<VerifiedIdentity> {
-        let claims: Claims =
-            serde_json::from_slice(payload).map_err(|e| Error::MalformedToken {
-                reason: format!("claims are not a valid claims object: {e}"),
-            })?;
+        let claims = decode_claims(payload)?;
         self.check_claims(&claims, now)?;
         self.check_allocation(&claims.allocation_id)?;
         let verified = VerifiedIdentity {
@@ -389,25 +378,11 @@ impl Verifier {
     }
 
     fn key(&self, kid: &str) -> Result<VerifyingHandle> {
-        let keyring = &self.inner.keyring;
-        if let Some(k) = keyring.verifying_key(kid) {
-            return Ok(k);
-        }
-        let unknown = |reason: String| Error::UnknownKey {
-            kid: truncate_for_message(kid),
-            reason,
-        };
-        if let Some(info) = keyring.key_info(kid) {
-            // Present but not verifying: only deprecated keys are.
-            debug_assert_eq!(info.state, KeyState::Deprecated);
-            return Err(unknown("the key is deprecated".into()));
-        }
         let wait = self.inner.options.key_wait;
-        bump(&self.inner.counters.key_waits);
-        log::debug!("waiting up to {wait:?} for unknown key {kid:?}");
-        keyring
-            .wait_for_key(kid, wait)
-            .ok_or_else(|| unknown(format!("not in the keyring after waiting {wait:?}")))
+        find_key(&self.inner.keyring, kid, wait, || {
+            bump(&self.inner.counters.key_waits);
+            log::debug!("waiting up to {wait:?} for unknown key {kid:?}");
+        })
     }
 
     fn check_claims(&self, c: &Claims, now: i64) -> Result<()> {
@@ -512,22 +487,57 @@ pub fn unix_now() -> i64 {
 /// whether a saved token is still usable after a restart.
 pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
     let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
-    let kid = parsed.kid.as_str();
-    let key = keyring
-        .verifying_key(kid)
-        .ok_or_else(|| Error::UnknownKey {
-            kid: truncate_for_message(kid),
-            reason: match keyring.key_info(kid) {
-                Some(_) => "the key is deprecated".into(),
-                None => "not in the keyring".into(),
-            },
-        })?;
-    if !key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
-        return Err(Error::BadSignature {
-            kid: key.id().to_string(),
-        });
+    let key = find_key(keyring, parsed.kid.as_str(), Duration::ZERO, || {})?;
+    check_sig(&key, &parsed)?;
+    decode_claims(&parsed.payload)
+}
+
+/// The key `kid` if it verifies. A deprecated key is refused at once; a key the
+/// keyring has never seen is waited for up to `wait` (`on_wait` runs first).
+fn find_key(
+    keyring: &Keyring,
+    kid: &str,
+    wait: Duration,
+    on_wait: impl FnOnce(),
+) -> Result<VerifyingHandle> {
+    if let Some(k) = keyring.verifying_key(kid) {
+        return Ok(k);
     }
-    serde_json::from_slice(&parsed.payload).map_err(|e| Error::MalformedToken {
+    let unknown = |reason: String| Error::UnknownKey {
+        kid: truncate_for_message(kid),
+        reason,
+    };
+    if let Some(info) = keyring.key_info(kid) {
+        // Present but not verifying: only deprecated keys are.
+        debug_assert_eq!(info.state, KeyState::Deprecated);
+        return Err(unknown("the key is deprecated".into()));
+    }
+    if wait.is_zero() {
+        return Err(unknown("not in the keyring".into()));
+    }
+    on_wait();
+    keyring
+        .wait_for_key(kid, wait)
+        .ok_or_else(|| unknown(format!("not in the keyring after waiting {wait:?}")))
+}
+
+fn bad_signature(key: &VerifyingHandle) -> Error {
+    Error::BadSignature {
+        kid: key.id().to_string(),
+    }
+}
+
+/// The strict signature check of a parsed token under `key`.
+fn check_sig(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
+    if key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
+        Ok(())
+    } else {
+        Err(bad_signature(key))
+    }
+}
+
+fn decode_claims(payload: &[u8]) -> Result<Claims> {
+    serde_json::from_slice(payload).map_err(|e| Error::MalformedToken {
         reason: format!("claims are not a valid claims object: {e}"),
     })
 }
