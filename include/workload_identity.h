@@ -94,7 +94,8 @@ typedef struct wid_verifier_options {
   int64_t leeway_secs;
   // How long to wait for an unknown `kid`, in milliseconds (0: 1000; -1: no wait).
   int64_t key_wait_ms;
-  // Longest token accepted, in bytes (0: 8192).
+  // Longest token accepted, in bytes (0: 8192; larger than 1048576 (1 MiB):
+  // clamped to 1 MiB, nothing longer is ever read).
   size_t max_token_bytes;
   // Non-zero: tokens must carry `exp`.
   uint32_t require_exp;

@@ -53,6 +53,20 @@ pub struct Claims {
     pub issuer: Option<String>,
 }
 
+/// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
+fn subject_for(req: &IssueRequest, workload: Workload<'_>) -> String {
+    let a = &req.allocation;
+    format!(
+        "{}:{}:{}:{}:{}:{}",
+        req.region,
+        a.namespace,
+        a.identity_job_id(),
+        a.task_group,
+        workload.name(),
+        req.identity.name
+    )
+}
+
 impl Claims {
     /// The claims for `req` signed at `now`: `iat` = `nbf` = now, `exp` = now +
     /// TTL (whole seconds) when the TTL is positive, and a fresh `jti`.
@@ -74,15 +88,7 @@ impl Claims {
             namespace: a.namespace.clone(),
             job_id: job.to_string(),
             allocation_id: a.id.clone(),
-            subject: format!(
-                "{}:{}:{}:{}:{}:{}",
-                req.region,
-                a.namespace,
-                job,
-                a.task_group,
-                workload.name(),
-                req.identity.name
-            ),
+            subject: subject_for(req, workload),
             task,
             service,
             audience: req.identity.audience.clone(),
@@ -92,6 +98,67 @@ impl Claims {
             jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
             issuer: issuer.map(str::to_string),
         }
+    }
+
+    /// The first claim taken from `req` that these claims do not carry as
+    /// signing `req` would (allocation, namespace, job, task or service, `sub`,
+    /// `aud`), described for a message; `None` when all match. Times, `jti` and
+    /// `iss` are not compared.
+    pub(crate) fn mismatch(&self, req: &IssueRequest) -> Option<String> {
+        let Ok(workload) = req.workload() else {
+            return Some("the request names no task or service".into());
+        };
+        let a = &req.allocation;
+        let (task, service) = match workload {
+            Workload::Task(t) => (Some(t), None),
+            Workload::Service(s) => (None, Some(s)),
+        };
+        let differs = |claim: &str, found: &str, want: &str| {
+            Some(format!(
+                "its {claim} is {:?}, the request's is {:?}",
+                crate::error::truncate_for_message(found),
+                crate::error::truncate_for_message(want)
+            ))
+        };
+        let opt = |o: Option<&str>| o.unwrap_or("(none)").to_string();
+        if self.allocation_id != a.id {
+            return differs(
+                "allocation (nomad_allocation_id)",
+                &self.allocation_id,
+                &a.id,
+            );
+        }
+        if self.namespace != a.namespace {
+            return differs("nomad_namespace", &self.namespace, &a.namespace);
+        }
+        if self.job_id != a.identity_job_id() {
+            return differs("nomad_job_id", &self.job_id, a.identity_job_id());
+        }
+        if self.task.as_deref() != task {
+            return differs("nomad_task", &opt(self.task.as_deref()), &opt(task));
+        }
+        if self.service.as_deref() != service {
+            return differs(
+                "nomad_service",
+                &opt(self.service.as_deref()),
+                &opt(service),
+            );
+        }
+        let sub = subject_for(req, workload);
+        if self.subject != sub {
+            return differs("sub", &self.subject, &sub);
+        }
+        if self.audience != req.identity.audience {
+            return Some(format!(
+                "its aud is {:?}, the request's is {:?}",
+                self.audience
+                    .iter()
+                    .map(|x| crate::error::truncate_for_message(x))
+                    .collect::<Vec<_>>(),
+                req.identity.audience
+            ));
+        }
+        None
     }
 
     /// The claims as JSON (the token payload form).

@@ -6,8 +6,9 @@ use crate::jwt;
 use crate::keyring::{KeyId, Keyring};
 use crate::model::IssueRequest;
 
-/// A signed identity: the token and what it says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A signed identity: the token and what it says. `Debug` redacts the token
+/// (it is a bearer credential).
+#[derive(Clone, PartialEq, Eq)]
 pub struct SignedIdentity {
     /// The compact JWS.
     pub token: String,
@@ -15,6 +16,19 @@ pub struct SignedIdentity {
     pub claims: Claims,
     /// The key that signed it.
     pub kid: KeyId,
+}
+
+impl std::fmt::Debug for SignedIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedIdentity")
+            .field(
+                "token",
+                &format_args!("[redacted, {} bytes]", self.token.len()),
+            )
+            .field("claims", &self.claims)
+            .field("kid", &self.kid)
+            .finish()
+    }
 }
 
 /// Signs identities with a keyring's active key.

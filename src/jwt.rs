@@ -10,7 +10,9 @@
 //!    bytes;
 //! 4. a header that is not a JSON object of only `alg`, `kid` and `typ` (so
 //!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
-//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`;
+//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`,
+//!    or a `kid` that can never be a key ID (`UnknownKey` at once: empty, over
+//!    128 bytes, other characters than `A-Z a-z 0-9 . _ : -`, or `..`);
 //! 5. a signature that is not 64 bytes (checked after the header, so a token
 //!    for another algorithm is reported as `UnsupportedAlgorithm` whatever its
 //!    signature size).
@@ -25,10 +27,14 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::ActiveKey;
+use crate::keyring::{ActiveKey, KeyId};
 
 /// The default cap on a token's length, in bytes.
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// The hard ceiling on any caller-given token cap (1 MiB): larger caps are
+/// clamped to it, so no token longer than this is ever read.
+pub const MAX_TOKEN_BYTES_LIMIT: usize = 1 << 20;
 
 fn malformed(reason: impl Into<String>) -> Error {
     Error::MalformedToken {
@@ -63,29 +69,36 @@ struct Header<'a> {
 /// Longest header accepted, decoded: ours is 42 bytes plus the key ID.
 const MAX_HEADER_BYTES: usize = 512;
 
-/// A `kid` held inline (no allocation). Longer than any valid key ID is kept
-/// truncated: it can never name a key, and error messages quote 64 bytes at most.
+/// A `kid` held inline (no allocation). Only a string that could be a key ID
+/// gets here: anything else (empty, over 128 bytes, other characters, `..`)
+/// can never name a key and is refused by [`KidBuf::new`] as `UnknownKey`, at
+/// once, never truncated into a real key ID and never waited for.
 #[derive(Clone)]
 pub(crate) struct KidBuf {
     bytes: [u8; MAX_KID],
     len: usize,
 }
 
-const MAX_KID: usize = crate::keyring::MAX_KEY_ID_LEN + 1;
+const MAX_KID: usize = crate::keyring::MAX_KEY_ID_LEN;
 
 impl KidBuf {
-    fn new(kid: &str) -> KidBuf {
-        let mut end = kid.len().min(MAX_KID);
-        while !kid.is_char_boundary(end) {
-            end -= 1;
+    fn new(kid: &str) -> Result<KidBuf> {
+        if let Some(problem) = KeyId::problem(kid) {
+            return Err(Error::UnknownKey {
+                kid: truncate_for_message(kid),
+                reason: format!("the token's kid can never name a key: a key ID {problem}"),
+            });
         }
         let mut bytes = [0u8; MAX_KID];
-        bytes[..end].copy_from_slice(&kid.as_bytes()[..end]);
-        KidBuf { bytes, len: end }
+        bytes[..kid.len()].copy_from_slice(kid.as_bytes());
+        Ok(KidBuf {
+            bytes,
+            len: kid.len(),
+        })
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        // Built from a &str cut at a char boundary.
+        // Built from a whole &str of key-ID (ASCII) characters.
         std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
     }
 }
@@ -182,7 +195,7 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
 
     if let Some(kid) = canonical_header_kid(header) {
         return Ok(Parsed {
-            kid: KidBuf::new(kid),
+            kid: KidBuf::new(kid)?,
             signing_input: &token[..d2],
             payload,
             signature: ed25519_signature(sig)?,
@@ -208,12 +221,13 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             truncate_for_message(typ)
         )));
     }
-    let Some(kid) = header.kid.as_deref().map(KidBuf::new) else {
+    let Some(kid) = header.kid.as_deref() else {
         return Err(Error::UnknownKey {
             kid: String::new(),
             reason: "the token's header has no kid".into(),
         });
     };
+    let kid = KidBuf::new(kid)?;
     let signature = ed25519_signature(sig)?;
     Ok(Parsed {
         kid,
@@ -313,7 +327,9 @@ mod tests {
             let t = tok(header, "{}", &[1; 64]);
             let via_parser: Option<String> = serde_json::from_str::<serde_json::Value>(header)
                 .ok()
-                .and_then(|v| v["kid"].as_str().map(str::to_string));
+                .and_then(|v| v["kid"].as_str().map(str::to_string))
+                // A kid that cannot be a key ID fails parsing either way.
+                .filter(|kid| KeyId::new(kid).is_ok());
             let parsed = parse(t.as_bytes(), 8192)
                 .map(|p| p.kid.as_str().to_string())
                 .ok();

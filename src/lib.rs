@@ -30,6 +30,7 @@
 
 pub mod claims;
 pub mod codec;
+mod deadline;
 pub mod error;
 pub mod ffi;
 #[doc(hidden)]

@@ -134,18 +134,29 @@ impl SealedFormat {
         persist::replace_file(path, &bytes)
     }
 
-    /// Reads and unseals the file at `path`.
-    pub(crate) fn load<T: WireType>(&self, path: &Path) -> Result<T> {
+    /// Reads and unseals the file at `path`. With [`FileAccess::OwnerOnly`] (on
+    /// Unix) a file that group or others have any access to is refused before
+    /// it is read: it holds secrets. The file is read into one zeroized buffer
+    /// of its exact size (no reallocation leaves copies behind).
+    pub(crate) fn load<T: WireType>(&self, path: &Path, access: FileAccess) -> Result<T> {
+        let what = self.what;
         let io = |e| Error::Io {
-            context: format!("reading {} {}", self.what, path.display()),
+            context: format!("reading {what} {}", path.display()),
             source: e,
         };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let mut bytes = Zeroizing::new(Vec::new());
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        check_mode(&meta, access).map_err(|e| Error::Io {
+            context: format!("refusing {what} {}", path.display()),
+            source: e,
+        })?;
+        if meta.len() > MAX_FILE_BYTES {
             return Err(self.corrupt(
                 "",
                 format!(
@@ -154,6 +165,45 @@ impl SealedFormat {
                 ),
             ));
         }
+        // Fits: at most MAX_FILE_BYTES (16 MiB).
+        let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+        let mut bytes = Zeroizing::new(vec![0u8; len]);
+        file.read_exact(&mut bytes).map_err(io)?;
+        let mut probe = [0u8; 1];
+        if file.read(&mut probe).map_err(io)? != 0 {
+            return Err(io(std::io::Error::other(
+                "the file grew while it was being read",
+            )));
+        }
         self.unseal(&bytes)
     }
+}
+
+/// Which file modes [`SealedFormat::load`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileAccess {
+    /// Only files no one but the owner may access (mode `0600` or stricter).
+    OwnerOnly,
+    /// Any mode (an explicit opt-out).
+    AnyMode,
+}
+
+#[cfg(unix)]
+fn check_mode(meta: &std::fs::Metadata, access: FileAccess) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o7777;
+    if access == FileAccess::OwnerOnly && mode & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "group or others have access to it (mode {mode:04o}) and it holds secrets; `chmod 600` it (files this library writes are 0600)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_mode(_: &std::fs::Metadata, _: FileAccess) -> std::io::Result<()> {
+    Ok(())
 }

@@ -62,8 +62,12 @@ pub(crate) fn invalid(name: &'static str, problem: impl Into<String>) -> Error {
     Error::invalid("argument", name, problem)
 }
 
+/// The most any (pointer, length) input may claim, whatever `max` a caller of
+/// [`bytes_in`] passes: the slice made from it stays far below `isize::MAX`.
+const HARD_MAX_INPUT: usize = 64 << 20;
+
 /// Borrows a (pointer, length) byte input; `(NULL, 0)` is empty. A length
-/// above `max` is rejected before anything is read.
+/// above `max` (itself clamped to 64 MiB) is rejected before anything is read.
 ///
 /// # Safety
 /// `ptr` must be NULL or valid for reads of `len` bytes for the returned lifetime.
@@ -76,14 +80,15 @@ pub(crate) unsafe fn bytes_in<'a>(
     if ptr.is_null() {
         return if len == 0 { Ok(&[]) } else { Err(null(name)) };
     }
+    let max = max.min(HARD_MAX_INPUT);
     if len > max {
         return Err(invalid(
             name,
             format!("is {len} bytes, more than the {max}-byte limit"),
         ));
     }
-    // SAFETY: the caller guarantees ptr is valid for len bytes; len <= max
-    // keeps it far below isize::MAX.
+    // SAFETY: the caller guarantees ptr is valid for len bytes; len <= max <=
+    // 64 MiB keeps the slice far below isize::MAX.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 

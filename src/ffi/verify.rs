@@ -44,7 +44,8 @@ pub struct wid_verifier_options {
     pub leeway_secs: i64,
     /// How long to wait for an unknown `kid`, in milliseconds (0: 1000; -1: no wait).
     pub key_wait_ms: i64,
-    /// Longest token accepted, in bytes (0: 8192).
+    /// Longest token accepted, in bytes (0: 8192; larger than 1048576 (1 MiB):
+    /// clamped to 1 MiB, nothing longer is ever read).
     pub max_token_bytes: usize,
     /// Non-zero: tokens must carry `exp`.
     pub require_exp: u32,
@@ -308,7 +309,10 @@ unsafe fn token_in<'a>(ptr: *const c_char, len: usize, max: usize) -> Result<&'a
             reason: format!("token is {len} bytes, longer than the {max}-byte limit"),
         });
     }
-    // SAFETY: forwarded contract; len <= max.
+    // SAFETY: the caller's contract makes `ptr` valid for `len` bytes; and
+    // `len <= max <= MAX_TOKEN_BYTES_LIMIT` (1 MiB, the verifier clamps every
+    // cap it is given), so the slice `bytes_in` makes is far below isize::MAX.
+    debug_assert!(max <= crate::jwt::MAX_TOKEN_BYTES_LIMIT);
     unsafe { bytes_in(ptr.cast(), len, "token", max) }
 }
 

@@ -25,7 +25,7 @@ use ed25519_dalek::VerifyingKey;
 use super::{KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta};
 use crate::codec::{Bin, wire_struct};
 use crate::error::{DecodeError, Error, Result};
-use crate::sealed::SealedFormat;
+use crate::sealed::{FileAccess, SealedFormat};
 
 /// The `Format` field of every keystore file.
 pub const KEYSTORE_FORMAT: &str = "workload-identity-keystore";
@@ -68,6 +68,24 @@ wire_struct! {
     }
 }
 
+/// How [`Keyring::load_with`] treats the keystore file.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct KeystoreLoadOptions {
+    /// Load a keystore that group or others may read (default: refuse it).
+    pub allow_readable_by_others: bool,
+}
+
+impl KeystoreLoadOptions {
+    /// Whether to load a keystore that group or others may read. Only for files
+    /// whose mode you cannot control (some container volume mounts); the
+    /// keystore holds every private key.
+    pub fn allow_readable_by_others(mut self, allow: bool) -> KeystoreLoadOptions {
+        self.allow_readable_by_others = allow;
+        self
+    }
+}
+
 fn corrupt(path: String, reason: impl Into<String>) -> Error {
     Error::Decode(DecodeError {
         type_name: "keystore",
@@ -94,6 +112,15 @@ fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
         retired_time: k.retired_time,
     };
     if k.material.as_slice().is_empty() {
+        if state.signs_or_will() {
+            return Err(corrupt(
+                at("Material"),
+                format!(
+                    "key {id} is {} but has no private material: only inactive or deprecated keys may be verify-only",
+                    state.name()
+                ),
+            ));
+        }
         let vk = VerifyingKey::from_bytes(&public)
             .map_err(|_| corrupt(at("PublicKey"), "not a valid Ed25519 point"))?;
         return Ok((KeyEntry::public_only(id, vk)?, meta));
@@ -163,9 +190,21 @@ impl Keyring {
 
     /// Loads a keyring saved by [`Keyring::save`]. A truncated, corrupted or
     /// foreign file, or one from a newer format version, is an error; no partial
-    /// keyring is ever returned.
+    /// keyring is ever returned. On Unix a file that group or others may read is
+    /// refused (`IoError`, naming its mode), as ssh refuses such private keys:
+    /// see [`Keyring::load_with`] to opt out.
     pub fn load(path: impl AsRef<Path>) -> Result<Keyring> {
-        Keyring::from_body(SEALED.load(path.as_ref())?)
+        Keyring::load_with(path, &KeystoreLoadOptions::default())
+    }
+
+    /// [`Keyring::load`] with options.
+    pub fn load_with(path: impl AsRef<Path>, options: &KeystoreLoadOptions) -> Result<Keyring> {
+        let access = if options.allow_readable_by_others {
+            FileAccess::AnyMode
+        } else {
+            FileAccess::OwnerOnly
+        };
+        Keyring::from_body(SEALED.load(path.as_ref(), access)?)
     }
 
     /// Decodes a keystore file's bytes (see [`Keyring::load`]).
@@ -183,5 +222,88 @@ impl Keyring {
         let kr = Keyring::new();
         kr.insert_entries(entries)?;
         Ok(kr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_with(state: &str, material: Vec<u8>, derivation: &str) -> Vec<u8> {
+        let kr = Keyring::from_keys([super::super::RootKey::new(
+            KeyId::new("k1").unwrap(),
+            KeyMaterial::from_slice(&[5; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Inactive,
+            0,
+        )])
+        .unwrap();
+        let public = kr.key_info("k1").unwrap().public_key.to_bytes().to_vec();
+        let body = Body {
+            keys: vec![StoredKey {
+                create_time: 0,
+                derivation: derivation.into(),
+                id: "k1".into(),
+                material: Bin::new(material),
+                public_key: Bin::new(public),
+                publish_time: 0,
+                retired_time: 0,
+                state: state.into(),
+            }],
+        };
+        SEALED.seal(&body, 512).unwrap().to_vec()
+    }
+
+    /// A verify-only key (no material) may never be one that signs: loading it
+    /// as active used to make issuing reach an `unreachable!`.
+    #[test]
+    fn a_verify_only_key_that_would_sign_is_refused_on_load() {
+        for state in ["active", "prepublished"] {
+            let e = Keyring::from_keystore_bytes(&body_with(state, vec![], "")).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::DecodeError, "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains("Keys[0].Material") && text.contains("no private material"),
+                "{text}"
+            );
+        }
+        for state in ["inactive", "deprecated"] {
+            let kr = Keyring::from_keystore_bytes(&body_with(state, vec![], "")).unwrap();
+            assert!(!kr.key_info("k1").unwrap().can_sign());
+            assert_eq!(
+                kr.active().unwrap_err().code(),
+                crate::ResultCode::NoActiveKey
+            );
+        }
+        // With its material, the same key loads active and signs.
+        let kr =
+            Keyring::from_keystore_bytes(&body_with("active", vec![5; 32], "hkdf-v1")).unwrap();
+        kr.active().unwrap().sign(b"m");
+    }
+
+    #[test]
+    fn the_keyring_itself_refuses_a_verify_only_signer() {
+        let kr = Keyring::new();
+        let vk = Keyring::from_keys([super::super::RootKey::new(
+            KeyId::new("k2").unwrap(),
+            KeyMaterial::from_slice(&[6; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Inactive,
+            0,
+        )])
+        .unwrap()
+        .key_info("k2")
+        .unwrap()
+        .public_key;
+        let entry = KeyEntry::public_only(KeyId::new("k2").unwrap(), vk).unwrap();
+        let meta = Meta {
+            state: KeyState::Active,
+            create_time: 0,
+            publish_time: 0,
+            retired_time: 0,
+        };
+        let e = kr.insert_entries(vec![(entry, meta)]).unwrap_err();
+        assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{e}");
+        assert!(kr.is_empty());
     }
 }

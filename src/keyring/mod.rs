@@ -18,7 +18,9 @@ pub(crate) mod sigcheck;
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -27,7 +29,7 @@ use crate::error::{Error, Result};
 
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
-pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION};
+pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION, KeystoreLoadOptions};
 pub use policy::{RotationAction, RotationPolicy, plan_rotation};
 pub use root_key::{HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, RootKey};
 
@@ -42,10 +44,18 @@ pub(crate) struct KeyEntry {
     pub(crate) id: KeyId,
     pub(crate) verifying: VerifyingKey,
     check: sigcheck::SigCheck,
-    /// `None` for verify-only keys (imported from a JWKS).
-    signing: Option<SigningKey>,
-    /// `None` for verify-only keys.
-    material: Option<(KeyMaterial, KeyDerivation)>,
+    /// `None` for verify-only keys (imported from a JWKS). In an allocation of
+    /// its own, so moving an entry (into a `Vec`, then an `Arc`) copies a
+    /// pointer and never leaves secret bytes behind in freed memory.
+    secret: Option<Arc<Secret>>,
+}
+
+/// A key's secret half: zeroized on drop (ed25519-dalek's `SigningKey` and
+/// [`KeyMaterial`] both zeroize themselves).
+struct Secret {
+    signing: SigningKey,
+    material: KeyMaterial,
+    derivation: KeyDerivation,
 }
 
 /// A key's place in the rotation, changed only under the write lock.
@@ -120,9 +130,11 @@ impl KeyInfo {
 
 /// The active key, ready to sign. Holding it keeps the key alive even if it is
 /// rotated out meanwhile; the signature still verifies while the key is inactive.
+/// It can only be made from a key that holds its secret, so signing never fails.
 #[derive(Clone)]
 pub struct ActiveKey {
     entry: Arc<KeyEntry>,
+    secret: Arc<Secret>,
 }
 
 impl ActiveKey {
@@ -133,11 +145,7 @@ impl ActiveKey {
 
     /// Signs `message` (Ed25519, RFC 8032).
     pub fn sign(&self, message: &[u8]) -> Signature {
-        match &self.entry.signing {
-            Some(k) => k.sign(message),
-            // An ActiveKey is only made from an entry with a signing key.
-            None => unreachable!("active keys always hold a signing key"),
-        }
+        self.secret.signing.sign(message)
     }
 
     /// The public key.
@@ -198,6 +206,34 @@ impl VerifyingHandle {
     }
 }
 
+/// Which key entry verified something, compared by identity and never by kid:
+/// a kid removed and re-inserted with other material is another key. Holds no
+/// key data (a weak reference keeps only the allocation, so its address cannot
+/// be reused by another entry while this exists).
+#[derive(Clone)]
+pub(crate) struct KeyRef(Weak<KeyEntry>);
+
+impl KeyRef {
+    /// A reference no key matches.
+    #[cfg(test)]
+    pub(crate) fn none() -> KeyRef {
+        KeyRef(Weak::new())
+    }
+}
+
+impl VerifyingHandle {
+    /// This key, by identity.
+    pub(crate) fn key_ref(&self) -> KeyRef {
+        KeyRef(Arc::downgrade(&self.entry))
+    }
+
+    /// Whether this handle is the key `r` refers to (the same entry, not just
+    /// the same kid).
+    pub(crate) fn is(&self, r: &KeyRef) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.entry), r.0.as_ptr())
+    }
+}
+
 impl fmt::Debug for VerifyingHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -251,8 +287,11 @@ impl KeyEntry {
             id: key.id.clone(),
             check: sigcheck::SigCheck::new(verifying),
             verifying,
-            signing: Some(signing),
-            material: Some((key.material.clone(), key.derivation)),
+            secret: Some(Arc::new(Secret {
+                signing,
+                material: key.material.clone(),
+                derivation: key.derivation,
+            })),
         })
     }
 
@@ -264,8 +303,7 @@ impl KeyEntry {
             id,
             check: sigcheck::SigCheck::new(verifying),
             verifying,
-            signing: None,
-            material: None,
+            secret: None,
         })
     }
 }
@@ -283,7 +321,7 @@ impl Slot {
         KeyInfo {
             id: self.entry.id.clone(),
             state: self.meta.state,
-            derivation: self.entry.material.as_ref().map(|(_, d)| *d),
+            derivation: self.entry.secret.as_ref().map(|s| s.derivation),
             create_time: self.meta.create_time,
             publish_time: self.meta.publish_time,
             retired_time: self.meta.retired_time,
@@ -292,11 +330,11 @@ impl Slot {
     }
 
     fn root_key(&self) -> Option<RootKey> {
-        let (material, derivation) = self.entry.material.as_ref()?;
+        let secret = self.entry.secret.as_ref()?;
         Some(RootKey {
             id: self.entry.id.clone(),
-            material: material.clone(),
-            derivation: *derivation,
+            material: secret.material.clone(),
+            derivation: secret.derivation,
             state: self.meta.state,
             create_time: self.meta.create_time,
             publish_time: self.meta.publish_time,
@@ -450,6 +488,17 @@ impl Keyring {
             let mut new_active: Option<&KeyId> = None;
             for (entry, meta) in &entries {
                 inner.check_insert(&entry.id, meta.state)?;
+                if entry.secret.is_none() && meta.state.signs_or_will() {
+                    return Err(Error::invalid(
+                        "Keyring",
+                        "state",
+                        format!(
+                            "key {} is {} but has no private material: a verify-only key can only be inactive or deprecated",
+                            entry.id,
+                            meta.state.name()
+                        ),
+                    ));
+                }
                 if seen.contains(&&entry.id) {
                     return Err(Error::DuplicateKey {
                         kid: entry.id.to_string(),
@@ -532,7 +581,7 @@ impl Keyring {
                 }
                 KeyState::Prepublished | KeyState::Inactive => {}
             }
-            if slot.entry.signing.is_none() {
+            if slot.entry.secret.is_none() {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
@@ -558,7 +607,7 @@ impl Keyring {
                 .filter(|s| {
                     s.meta.state == KeyState::Prepublished
                         && s.meta.publish_time <= now
-                        && s.entry.signing.is_some()
+                        && s.entry.secret.is_some()
                 })
                 .map(|s| (s.meta.publish_time, s.entry.id.clone()))
                 .collect();
@@ -621,14 +670,19 @@ impl Keyring {
     /// The active key, or `NoActiveKey`.
     pub fn active(&self) -> Result<ActiveKey> {
         let inner = self.read();
-        inner
+        let entry = inner
             .active
             .as_ref()
             .and_then(|id| inner.keys.get(id))
-            .map(|s| ActiveKey {
-                entry: Arc::clone(&s.entry),
-            })
-            .ok_or(Error::NoActiveKey)
+            .map(|s| &s.entry)
+            .ok_or(Error::NoActiveKey)?;
+        // Insertion refuses an active key without its secret, so this is
+        // always `Some`; if it ever were not, there is nothing to sign with.
+        let secret = entry.secret.as_ref().ok_or(Error::NoActiveKey)?;
+        Ok(ActiveKey {
+            entry: Arc::clone(entry),
+            secret: Arc::clone(secret),
+        })
     }
 
     /// The key `kid` if it verifies (active, prepublished or inactive); one hash
@@ -639,9 +693,18 @@ impl Keyring {
 
     /// Like [`Keyring::verifying_key`], but when the key is absent waits up to
     /// `timeout` for it to be inserted (a replica that has not seen a new key
-    /// yet). A deprecated key is not waited for.
+    /// yet). A deprecated key is not waited for. A `timeout` too long for the
+    /// clock (`Duration::MAX`) saturates.
     pub fn wait_for_key(&self, kid: &str, timeout: Duration) -> Option<VerifyingHandle> {
-        let deadline = Instant::now() + timeout;
+        self.wait_for_key_until(kid, crate::deadline::deadline_after(timeout))
+    }
+
+    /// [`Keyring::wait_for_key`] with an absolute deadline (a batch shares one).
+    pub(crate) fn wait_for_key_until(
+        &self,
+        kid: &str,
+        deadline: Instant,
+    ) -> Option<VerifyingHandle> {
         let mut changes = self
             .shared
             .changes
@@ -701,7 +764,12 @@ impl Keyring {
         let mut v: Vec<(KeyInfo, Option<KeyMaterial>)> = inner
             .keys
             .values()
-            .map(|s| (s.info(), s.entry.material.as_ref().map(|(m, _)| m.clone())))
+            .map(|s| {
+                (
+                    s.info(),
+                    s.entry.secret.as_ref().map(|k| k.material.clone()),
+                )
+            })
             .collect();
         v.sort_by(|a, b| (a.0.create_time, &a.0.id).cmp(&(b.0.create_time, &b.0.id)));
         v

@@ -20,33 +20,42 @@ pub const HKDF_V1_SALT: &[u8] = b"workload-identity/ed25519/v1";
 
 /// 32 bytes of secret root key material. Zeroized on drop; never printed; compared
 /// in constant time.
-#[derive(Clone)]
-pub struct KeyMaterial(Zeroizing<[u8; MATERIAL_LEN]>);
+///
+/// The bytes live in a heap allocation of their own, written in place and never
+/// moved: moving a `KeyMaterial` (or a key holding one) copies only a pointer,
+/// so no copy of the secret is left behind in memory freed without zeroizing.
+pub struct KeyMaterial(Box<Zeroizing<[u8; MATERIAL_LEN]>>);
 
 impl KeyMaterial {
+    fn zeroed() -> KeyMaterial {
+        KeyMaterial(Box::new(Zeroizing::new([0u8; MATERIAL_LEN])))
+    }
+
     /// Material from exactly 32 bytes.
     pub fn from_slice(bytes: &[u8]) -> Result<KeyMaterial> {
-        let arr: [u8; MATERIAL_LEN] = bytes.try_into().map_err(|_| {
-            Error::invalid(
+        if bytes.len() != MATERIAL_LEN {
+            return Err(Error::invalid(
                 "RootKey",
                 "material",
                 format!(
                     "must be exactly {MATERIAL_LEN} bytes, got {} bytes",
                     bytes.len()
                 ),
-            )
-        })?;
-        Ok(KeyMaterial(Zeroizing::new(arr)))
+            ));
+        }
+        let mut m = KeyMaterial::zeroed();
+        m.0.copy_from_slice(bytes);
+        Ok(m)
     }
 
     /// Fresh material from the operating system's CSPRNG.
     pub fn generate() -> Result<KeyMaterial> {
-        let mut m = Zeroizing::new([0u8; MATERIAL_LEN]);
-        getrandom::fill(m.as_mut()).map_err(|e| Error::Io {
+        let mut m = KeyMaterial::zeroed();
+        getrandom::fill(m.0.as_mut_slice()).map_err(|e| Error::Io {
             context: "reading key material from the OS random source".into(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        Ok(KeyMaterial(m))
+        Ok(m)
     }
 
     /// The secret bytes. Handle with care: copies are not zeroized for you.
@@ -55,9 +64,17 @@ impl KeyMaterial {
     }
 }
 
+impl Clone for KeyMaterial {
+    fn clone(&self) -> KeyMaterial {
+        let mut m = KeyMaterial::zeroed();
+        m.0.copy_from_slice(self.0.as_slice());
+        m
+    }
+}
+
 impl PartialEq for KeyMaterial {
     fn eq(&self, other: &Self) -> bool {
-        self.0.ct_eq(&*other.0).into()
+        self.0.as_slice().ct_eq(other.0.as_slice()).into()
     }
 }
 
@@ -192,6 +209,12 @@ impl KeyState {
     /// Whether tokens signed by a key in this state verify.
     pub const fn verifies(self) -> bool {
         !matches!(self, KeyState::Deprecated)
+    }
+
+    /// Whether a key in this state signs now (`active`) or will without any
+    /// operator action (`prepublished`): such a key must hold its secret.
+    pub const fn signs_or_will(self) -> bool {
+        matches!(self, KeyState::Active | KeyState::Prepublished)
     }
 }
 

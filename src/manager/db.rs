@@ -198,7 +198,7 @@ impl IdentityDb for FileIdentityDb {
             return Ok(None);
         }
         SEALED
-            .load::<StoredState>(&path)
+            .load::<StoredState>(&path, crate::sealed::FileAccess::OwnerOnly)
             .map(|s| Some(from_stored(s)))
     }
 

@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::issue::{Issuer, SignedIdentity};
 use crate::keyring::Keyring;
 use crate::model::IssueRequest;
-use crate::verify::check_signature;
+use crate::verify::{check_signature, decode_unverified};
 
 pub use db::{FileIdentityDb, IdentityDb, MemoryIdentityDb, PersistedState};
 pub use exchange::{ExchangeError, TokenExchange};
@@ -75,8 +75,8 @@ impl fmt::Display for IdentityKey {
     }
 }
 
-/// A signed identity as the manager keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A signed identity as the manager keeps it. `Debug` redacts the token.
+#[derive(Clone, PartialEq, Eq)]
 pub struct IdentityToken {
     /// Which identity.
     pub key: IdentityKey,
@@ -111,9 +111,30 @@ impl IdentityToken {
     }
 
     /// When its renewal window opens (Unix seconds): half-way through its life.
+    /// Computed without overflow for any times (the midpoint of two `i64`s is
+    /// an `i64`).
     pub fn renewal_window_start(&self) -> Option<i64> {
-        self.expires_at
-            .map(|exp| self.issued_at + (exp - self.issued_at) / 2)
+        self.expires_at.map(|exp| {
+            let (iat, exp) = (i128::from(self.issued_at), i128::from(exp));
+            // Between iat and exp, so within i64.
+            i64::try_from(iat + (exp - iat) / 2).unwrap_or(i64::MAX)
+        })
+    }
+}
+
+impl fmt::Debug for IdentityToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdentityToken")
+            .field("key", &self.key)
+            .field(
+                "token",
+                &format_args!("[redacted, {} bytes]", self.token.len()),
+            )
+            .field("kid", &self.kid)
+            .field("jwt_id", &self.jwt_id)
+            .field("issued_at", &self.issued_at)
+            .field("expires_at", &self.expires_at)
+            .finish()
     }
 }
 
@@ -494,8 +515,11 @@ impl IdentityManager {
     }
 
     /// Saved state is reusable only when it holds exactly the requested
-    /// identities, each still verifying against the keyring and outside its
-    /// renewal window.
+    /// identities, each still verifying against the keyring, carrying the claims
+    /// signing its request would give (allocation, task or service, `sub`,
+    /// audience: a state file copied from another allocation is never reused),
+    /// matching its saved record (`jti`, `iat`, `exp`), and outside its renewal
+    /// window.
     fn reusable(
         &self,
         saved: PersistedState,
@@ -511,9 +535,21 @@ impl IdentityManager {
         for t in &saved.identities {
             let claims = check_signature(&self.inner.parts.keyring, &t.token)
                 .map_err(|e| format!("identity {} no longer verifies: {e}", t.key))?;
-            if claims.jwt_id != t.jwt_id || claims.expires_at != t.expires_at {
+            let req = self
+                .request_of(&t.key)
+                .ok_or_else(|| format!("identity {} is not requested", t.key))?;
+            if let Some(why) = claims.mismatch(req) {
                 return Err(format!(
-                    "identity {} does not match its saved record",
+                    "the saved token of identity {} is not this identity's: {why}",
+                    t.key
+                ));
+            }
+            if claims.jwt_id != t.jwt_id
+                || claims.expires_at != t.expires_at
+                || claims.issued_at != Some(t.issued_at)
+            {
+                return Err(format!(
+                    "identity {} does not match its saved record (jti, iat or exp differ from the token's)",
                     t.key
                 ));
             }
@@ -524,6 +560,15 @@ impl IdentityManager {
             }
         }
         Ok(saved)
+    }
+
+    /// The request of identity `key`.
+    fn request_of(&self, key: &IdentityKey) -> Option<&IssueRequest> {
+        self.inner
+            .keys
+            .iter()
+            .position(|k| k == key)
+            .and_then(|i| self.inner.parts.requests.get(i))
     }
 
     /// Exchanges whose saved secret cannot be reused: missing, empty, or
@@ -650,26 +695,29 @@ impl IdentityManager {
         }
         signed
             .into_iter()
-            .zip(&self.inner.keys)
-            .map(|(s, key)| {
-                let c = &s.claims;
-                let workload = c
-                    .task
-                    .as_deref()
-                    .or(c.service.as_deref())
-                    .unwrap_or_default();
-                if c.allocation_id != self.inner.alloc_id
-                    || workload != key.workload
-                    || !c.subject.ends_with(&format!(":{}", key.name))
-                {
-                    return Err(Error::invalid(
+            .zip(self.inner.keys.iter().zip(&self.inner.parts.requests))
+            .map(|(s, (key, req))| {
+                let not_it = |why: String| {
+                    Error::invalid(
                         "Signer",
                         "identities",
                         format!(
-                            "the signer returned a token that is not identity {key} of {}",
+                            "the signer returned a token that is not identity {key} of {}: {why}",
                             self.inner.alloc_id
                         ),
+                    )
+                };
+                // The token's own payload is what consumers see: it must be what
+                // the signer reports, and what the request asks for.
+                let payload = decode_unverified(&s.token)
+                    .map_err(|e| not_it(format!("its token cannot be read: {e}")))?;
+                if payload != s.claims {
+                    return Err(not_it(
+                        "the claims it reports differ from its token's".into(),
                     ));
+                }
+                if let Some(why) = payload.mismatch(req) {
+                    return Err(not_it(why));
                 }
                 Ok(IdentityToken::from_signed(key.clone(), s))
             })

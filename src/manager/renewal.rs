@@ -51,9 +51,11 @@ impl RenewalPolicy {
         let soonest = expiries.into_iter().flatten().min()?;
         let remaining = soonest.saturating_mul(1000).saturating_sub(now_ms).max(0);
         let half = remaining / 2;
-        let wait = half + (half as f64 * self.jitter_fraction * jitter.0.clamp(0.0, 1.0)) as i64;
-        let floor =
-            ms(self.min_wait) + (ms(self.min_wait_jitter) as f64 * jitter.1.clamp(0.0, 1.0)) as i64;
+        // Caller-given durations and fractions may be huge: saturate, never wrap.
+        let wait = half
+            .saturating_add((half as f64 * self.jitter_fraction * jitter.0.clamp(0.0, 1.0)) as i64);
+        let floor = ms(self.min_wait)
+            .saturating_add((ms(self.min_wait_jitter) as f64 * jitter.1.clamp(0.0, 1.0)) as i64);
         Some(now_ms.saturating_add(wait.max(floor)))
     }
 

@@ -37,7 +37,7 @@ impl Watcher {
 
     /// Waits up to `timeout` for an update.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<IdentityUpdate> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::deadline_after(timeout);
         let mut latest = self
             .slot
             .latest

@@ -2,9 +2,10 @@
 //! token bytes.
 //!
 //! A hit skips parsing and the signature check only. The verifier still checks
-//! the time claims against `now`, that the signing key still verifies (a hit is
-//! not honoured once the key is deprecated or removed), and the allocation's
-//! state. Eviction is first-in first-out.
+//! the time claims against `now`, that the very key entry that verified the
+//! token still verifies under its kid (a hit is not honoured once the key is
+//! deprecated, removed, or replaced by other material under the same kid), and
+//! the allocation's state. Eviction is first-in first-out.
 //!
 //! Memory per entry: the 32-byte key twice (map and eviction queue), the map
 //! slot, and one shared `VerifiedIdentity` (its claims' strings: typically
@@ -17,6 +18,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use sha2::{Digest, Sha256};
 
 use super::VerifiedIdentity;
+use crate::keyring::KeyRef;
+
+/// A cached verification: what was verified, and by which key. The key is held
+/// by identity (never by its kid string): a kid removed and re-inserted with
+/// other material is another key, and its old entries are not honoured.
+pub(crate) struct Cached {
+    pub(crate) identity: VerifiedIdentity,
+    pub(crate) key: KeyRef,
+}
 
 /// The cache key: SHA-256 of the token.
 pub(crate) type TokenHash = [u8; 32];
@@ -43,7 +53,7 @@ impl Hasher for PrehashedHasher {
 }
 
 struct Entries {
-    map: HashMap<TokenHash, Arc<VerifiedIdentity>, BuildHasherDefault<PrehashedHasher>>,
+    map: HashMap<TokenHash, Arc<Cached>, BuildHasherDefault<PrehashedHasher>>,
     order: VecDeque<TokenHash>,
 }
 
@@ -67,11 +77,11 @@ impl TokenCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn get(&self, key: &TokenHash) -> Option<Arc<VerifiedIdentity>> {
+    pub(crate) fn get(&self, key: &TokenHash) -> Option<Arc<Cached>> {
         self.lock().map.get(key).cloned()
     }
 
-    pub(crate) fn insert(&self, key: TokenHash, value: Arc<VerifiedIdentity>) {
+    pub(crate) fn insert(&self, key: TokenHash, value: Arc<Cached>) {
         let mut e = self.lock();
         if e.map.insert(key, value).is_some() {
             return;
@@ -114,10 +124,13 @@ mod tests {
     use super::*;
     use crate::claims::Claims;
 
-    fn id() -> Arc<VerifiedIdentity> {
-        Arc::new(VerifiedIdentity {
-            claims: Claims::default(),
-            kid: crate::keyring::KeyId::new("k").unwrap(),
+    fn id() -> Arc<Cached> {
+        Arc::new(Cached {
+            identity: VerifiedIdentity {
+                claims: Claims::default(),
+                kid: crate::keyring::KeyId::new("k").unwrap(),
+            },
+            key: KeyRef::none(),
         })
     }
 

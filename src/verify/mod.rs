@@ -36,9 +36,10 @@
 
 mod cache;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::claims::Claims;
 use crate::error::{Error, Result, truncate_for_message};
@@ -47,7 +48,7 @@ use crate::keyring::{KeyId, KeyState, Keyring, VerifyingHandle, sigcheck};
 use crate::state::{AllocState, Consistency, StateStore};
 use curve25519_dalek::edwards::EdwardsPoint;
 
-use cache::{TokenCache, token_hash};
+use cache::{Cached, TokenCache, token_hash};
 
 /// The audience a verifier accepts: never empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -142,9 +143,10 @@ impl VerifierBuilder {
         self
     }
 
-    /// Longest token accepted, in bytes (default 8 KiB).
+    /// Longest token accepted, in bytes (default 8 KiB). Clamped to
+    /// [`jwt::MAX_TOKEN_BYTES_LIMIT`] (1 MiB): nothing longer is ever read.
     pub fn max_token_bytes(mut self, max: usize) -> VerifierBuilder {
-        self.options.max_token_bytes = max;
+        self.options.max_token_bytes = max.min(jwt::MAX_TOKEN_BYTES_LIMIT);
         self
     }
 
@@ -154,7 +156,10 @@ impl VerifierBuilder {
         self
     }
 
-    /// How long to wait for an unknown `kid` to reach the keyring (default 1 s).
+    /// How long to wait for an unknown `kid` to reach the keyring (default 1 s;
+    /// zero: no wait). A batch shares one such wait for all its tokens; a `kid`
+    /// that can never be a key ID is refused without waiting. Durations too long
+    /// for the clock saturate.
     pub fn key_wait(mut self, wait: Duration) -> VerifierBuilder {
         self.options.key_wait = wait;
         self
@@ -254,12 +259,14 @@ impl Verifier {
             // Cache hits take the single path; keep one code path for them.
             return tokens.iter().map(|t| self.verify(t, now)).collect();
         }
-        // Stage 1: parse, find the key, compute the point R must encode.
+        // Stage 1: parse, find the key, compute the point R must encode. Unknown
+        // kids share one deadline for the whole call, each waited for once.
+        let mut waits = KeyWait::new(self.inner.options.key_wait);
         let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, EdwardsPoint)>> = tokens
             .iter()
             .map(|t| {
                 let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
-                let key = self.key(parsed.kid.as_str())?;
+                let key = self.key(parsed.kid.as_str(), &mut waits)?;
                 match key.expected_r(parsed.signing_input, &parsed.signature) {
                     Some(point) => Ok((parsed, key, point)),
                     None => Err(bad_signature(&key)),
@@ -334,24 +341,32 @@ impl Verifier {
         let hash = inner.cache.as_ref().map(|_| token_hash(token));
         if let (Some(cache), Some(hash)) = (&inner.cache, &hash) {
             if let Some(hit) = cache.get(hash) {
-                if inner.keyring.verifying_key(hit.kid.as_str()).is_some() {
+                let same_key = inner
+                    .keyring
+                    .verifying_key(hit.identity.kid.as_str())
+                    .is_some_and(|k| k.is(&hit.key));
+                if same_key {
                     bump(&inner.counters.cache_hits);
+                    let claims = &hit.identity.claims;
                     let checked = self
-                        .check_claims(&hit.claims, now)
-                        .and_then(|()| self.check_allocation(&hit.claims.allocation_id));
+                        .check_claims(claims, now)
+                        .and_then(|()| self.check_allocation(&claims.allocation_id));
                     if checked.is_err() {
                         cache.remove(hash);
                     }
-                    return checked.map(|()| (*hit).clone());
+                    return checked.map(|()| hit.identity.clone());
                 }
-                // The key was deprecated or removed: forget the entry and let the
-                // full path give the reason.
+                // The key was deprecated, removed or replaced under its kid:
+                // forget the entry and let the full path give the reason.
                 cache.remove(hash);
             }
         }
 
         let parsed = jwt::parse(token, inner.options.max_token_bytes)?;
-        let key = self.key(parsed.kid.as_str())?;
+        let key = self.key(
+            parsed.kid.as_str(),
+            &mut KeyWait::new(inner.options.key_wait),
+        )?;
         check_sig(&key, &parsed)?;
         self.finish(&parsed.payload, key, now, hash)
     }
@@ -372,16 +387,21 @@ impl Verifier {
             kid: key.id().clone(),
         };
         if let (Some(cache), Some(hash)) = (&self.inner.cache, hash) {
-            cache.insert(hash, Arc::new(verified.clone()));
+            cache.insert(
+                hash,
+                Arc::new(Cached {
+                    identity: verified.clone(),
+                    key: key.key_ref(),
+                }),
+            );
         }
         Ok(verified)
     }
 
-    fn key(&self, kid: &str) -> Result<VerifyingHandle> {
-        let wait = self.inner.options.key_wait;
-        find_key(&self.inner.keyring, kid, wait, || {
+    fn key(&self, kid: &str, waits: &mut KeyWait) -> Result<VerifyingHandle> {
+        waits.find(&self.inner.keyring, kid, || {
             bump(&self.inner.counters.key_waits);
-            log::debug!("waiting up to {wait:?} for unknown key {kid:?}");
+            log::debug!("waiting for unknown key {kid:?}");
         })
     }
 
@@ -487,38 +507,83 @@ pub fn unix_now() -> i64 {
 /// whether a saved token is still usable after a restart.
 pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
     let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
-    let key = find_key(keyring, parsed.kid.as_str(), Duration::ZERO, || {})?;
+    let key = KeyWait::new(Duration::ZERO).find(keyring, parsed.kid.as_str(), || {})?;
     check_sig(&key, &parsed)?;
     decode_claims(&parsed.payload)
 }
 
-/// The key `kid` if it verifies. A deprecated key is refused at once; a key the
-/// keyring has never seen is waited for up to `wait` (`on_wait` runs first).
-fn find_key(
-    keyring: &Keyring,
-    kid: &str,
+/// The claims of a well-formed token, without checking its signature or
+/// anything else: for a client checking that what a signer returned is what it
+/// asked for (the signature is the relying party's to check).
+pub(crate) fn decode_unverified(token: &str) -> Result<Claims> {
+    let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
+    decode_claims(&parsed.payload)
+}
+
+/// How one call waits for unknown kids: every wait ends at one deadline, set
+/// when the first wait starts (so a batch of any size waits at most `wait` in
+/// all), and a kid already waited for in vain is not waited for again.
+struct KeyWait {
     wait: Duration,
-    on_wait: impl FnOnce(),
-) -> Result<VerifyingHandle> {
-    if let Some(k) = keyring.verifying_key(kid) {
-        return Ok(k);
+    deadline: Option<Instant>,
+    missed: HashSet<KeyId>,
+}
+
+impl KeyWait {
+    fn new(wait: Duration) -> KeyWait {
+        KeyWait {
+            wait,
+            deadline: None,
+            missed: HashSet::new(),
+        }
     }
-    let unknown = |reason: String| Error::UnknownKey {
-        kid: truncate_for_message(kid),
-        reason,
-    };
-    if let Some(info) = keyring.key_info(kid) {
-        // Present but not verifying: only deprecated keys are.
-        debug_assert_eq!(info.state, KeyState::Deprecated);
-        return Err(unknown("the key is deprecated".into()));
+
+    /// The key `kid` if it verifies. A deprecated key is refused at once; a key
+    /// the keyring has never seen is waited for until the shared deadline
+    /// (`on_wait` runs first). `kid` is a well-formed key ID (the parser
+    /// refuses any other at once).
+    fn find(
+        &mut self,
+        keyring: &Keyring,
+        kid: &str,
+        on_wait: impl FnOnce(),
+    ) -> Result<VerifyingHandle> {
+        if let Some(k) = keyring.verifying_key(kid) {
+            return Ok(k);
+        }
+        let unknown = |reason: String| Error::UnknownKey {
+            kid: truncate_for_message(kid),
+            reason,
+        };
+        if let Some(info) = keyring.key_info(kid) {
+            // Present but not verifying: only deprecated keys are.
+            debug_assert_eq!(info.state, KeyState::Deprecated);
+            return Err(unknown("the key is deprecated".into()));
+        }
+        let wait = self.wait;
+        if wait.is_zero() {
+            return Err(unknown("not in the keyring".into()));
+        }
+        let after = || unknown(format!("not in the keyring after waiting up to {wait:?}"));
+        let expired = self.deadline.is_some_and(|d| Instant::now() >= d);
+        if expired || self.missed.contains(kid) {
+            return Err(after());
+        }
+        on_wait();
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| crate::deadline::deadline_after(wait));
+        match keyring.wait_for_key_until(kid, deadline) {
+            Some(k) => Ok(k),
+            None => {
+                // Only a well-formed ID gets here (the parser checks).
+                if let Ok(id) = KeyId::new(kid) {
+                    self.missed.insert(id);
+                }
+                Err(after())
+            }
+        }
     }
-    if wait.is_zero() {
-        return Err(unknown("not in the keyring".into()));
-    }
-    on_wait();
-    keyring
-        .wait_for_key(kid, wait)
-        .ok_or_else(|| unknown(format!("not in the keyring after waiting {wait:?}")))
 }
 
 fn bad_signature(key: &VerifyingHandle) -> Error {
