@@ -141,16 +141,26 @@ pub fn jwks_import(data: &[u8]) {
     }
 }
 
-/// Keystore loading; a loaded keyring has at most one active key.
+/// Keystore loading; a loaded keyring has at most one active key, every key
+/// that signs or will (active, prepublished) holds its secret, and the active
+/// key signs.
 pub fn keystore_load(data: &[u8]) {
     if let Ok(kr) = Keyring::from_keystore_bytes(data) {
-        assert!(
-            kr.keys()
-                .iter()
-                .filter(|k| k.state == KeyState::Active)
-                .count()
-                <= 1
-        );
+        let keys = kr.keys();
+        assert!(keys.iter().filter(|k| k.state == KeyState::Active).count() <= 1);
+        for k in &keys {
+            assert!(
+                !k.state.signs_or_will() || k.can_sign(),
+                "a verify-only key loaded as {}",
+                k.state.name()
+            );
+        }
+        if kr.active_id().is_some() {
+            let active = kr
+                .active()
+                .unwrap_or_else(|e| panic!("the active key: {e}"));
+            let _ = active.sign(b"fuzz");
+        }
     }
 }
 

@@ -38,3 +38,21 @@ fn the_structure_aware_verify_seeds_reach_acceptance() {
         "a token of a key the fuzz world lacks is rejected"
     );
 }
+
+#[test]
+fn the_new_input_shapes_reach_their_checks() {
+    let read =
+        |p: &str| std::fs::read(format!("{}/fuzz/corpus/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    // A keystore whose active key lost its material: refused by name, not loaded.
+    let e =
+        workload_identity::Keyring::from_keystore_bytes(&read("keystore_load/verify-only-active"))
+            .unwrap_err();
+    assert!(e.to_string().contains("no private material"), "{e}");
+    // A kid one character past the longest key ID: refused, not truncated.
+    for seed in [
+        "verify/signed-header-kid-overlong",
+        "verify/signed-header-kid-empty",
+    ] {
+        assert!(!fuzzing::verify(&read(seed)), "{seed}");
+    }
+}
