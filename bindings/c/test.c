@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "workload_identity.h"
@@ -1149,6 +1150,12 @@ static void test_save_load(void) {
             fputs("this is not a workload-identity keystore\n", f);
             fclose(f);
         }
+        /* A keystore others can read is refused before it is read, naming
+           its mode; at 0600 the same file is read and found not a keystore. */
+        CHECK(chmod(garbage, 0644) == 0);
+        CHECK_RC(wid_keyring_load(S(garbage), &out), WID_RESULT_IO_ERROR);
+        CHECK(strstr(last_error(), "mode 0644") != NULL);
+        CHECK(chmod(garbage, 0600) == 0);
         CHECK_RC(wid_keyring_load(S(garbage), &out), WID_RESULT_DECODE_ERROR);
         CHECK(out == SENTINEL_KR);
         /* An empty file. */
