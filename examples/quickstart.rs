@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nkeyring: active key {kid}");
 
     // 3. Issue.
-    let issuer = Issuer::new(keyring.clone()).with_issuer("https://nomad.example.com")?;
+    let issuer = Issuer::new(keyring.clone()).issuer("https://nomad.example.com");
     let signed = issuer.issue(&req, now)?;
     println!("\ntoken:\n  {}", signed.token);
     println!("claims:\n  {}", signed.claims.to_json());

@@ -44,6 +44,8 @@ pub enum ResultCode {
     NotYetValid = 15,
     /// The token's `aud` does not contain the verifier's audience.
     AudienceMismatch = 16,
+    /// The verifier requires an `iss` and the token's differs or lacks it.
+    IssuerMismatch = 17,
     /// The allocation named by the token does not exist.
     AllocationNotFound = 20,
     /// The allocation named by the token is terminal.
@@ -54,11 +56,14 @@ pub enum ResultCode {
     NoActiveKey = 30,
     /// A key with this ID is already in the keyring.
     DuplicateKey = 31,
+    /// A token-exchange hook (a Consul or Vault login) failed or returned an
+    /// empty secret (Rust identity manager only).
+    TokenExchangeFailed = 40,
 }
 
 impl ResultCode {
     /// Every code, in numeric order.
-    pub const ALL: [ResultCode; 18] = [
+    pub const ALL: [ResultCode; 20] = [
         ResultCode::Ok,
         ResultCode::NullArgument,
         ResultCode::InvalidArgument,
@@ -72,11 +77,13 @@ impl ResultCode {
         ResultCode::Expired,
         ResultCode::NotYetValid,
         ResultCode::AudienceMismatch,
+        ResultCode::IssuerMismatch,
         ResultCode::AllocationNotFound,
         ResultCode::AllocationTerminal,
         ResultCode::StoreUnavailable,
         ResultCode::NoActiveKey,
         ResultCode::DuplicateKey,
+        ResultCode::TokenExchangeFailed,
     ];
 
     /// The stable number of this code.
@@ -105,11 +112,13 @@ impl ResultCode {
             ResultCode::Expired => c"WID_RESULT_EXPIRED",
             ResultCode::NotYetValid => c"WID_RESULT_NOT_YET_VALID",
             ResultCode::AudienceMismatch => c"WID_RESULT_AUDIENCE_MISMATCH",
+            ResultCode::IssuerMismatch => c"WID_RESULT_ISSUER_MISMATCH",
             ResultCode::AllocationNotFound => c"WID_RESULT_ALLOCATION_NOT_FOUND",
             ResultCode::AllocationTerminal => c"WID_RESULT_ALLOCATION_TERMINAL",
             ResultCode::StoreUnavailable => c"WID_RESULT_STORE_UNAVAILABLE",
             ResultCode::NoActiveKey => c"WID_RESULT_NO_ACTIVE_KEY",
             ResultCode::DuplicateKey => c"WID_RESULT_DUPLICATE_KEY",
+            ResultCode::TokenExchangeFailed => c"WID_RESULT_TOKEN_EXCHANGE_FAILED",
         }
     }
     /// The C name of this code, e.g. `"WID_RESULT_EXPIRED"`.
@@ -276,6 +285,14 @@ pub enum Error {
         /// The token's audiences.
         found: Vec<String>,
     },
+    /// The verifier requires an issuer and the token's `iss` differs or is absent.
+    #[error("issuer mismatch: expected iss {expected:?}, token has {found}")]
+    IssuerMismatch {
+        /// The issuer the verifier requires.
+        expected: String,
+        /// The token's `iss`, quoted, or `no iss`.
+        found: String,
+    },
     /// The allocation does not exist (after a consistent read).
     #[error("allocation {alloc_id:?} not found")]
     AllocationNotFound {
@@ -283,10 +300,13 @@ pub enum Error {
         alloc_id: String,
     },
     /// The allocation is terminal.
-    #[error("allocation {alloc_id:?} is terminal")]
+    #[error("allocation {alloc_id:?} is terminal{detail}")]
     AllocationTerminal {
         /// The allocation ID from the token.
         alloc_id: String,
+        /// Why, when the store knows more than the state (starts with `": "`;
+        /// empty otherwise), e.g. an unknown client status counted as terminal.
+        detail: String,
     },
     /// The state store could not answer; the check failed closed.
     #[error("state store unavailable while checking allocation {alloc_id:?}: {cause}")]
@@ -304,6 +324,16 @@ pub enum Error {
     DuplicateKey {
         /// The duplicated ID.
         kid: String,
+    },
+    /// A token-exchange hook failed; the manager retries with backoff.
+    #[error("token exchange {exchange:?} for allocation {alloc_id:?} failed: {reason}")]
+    TokenExchange {
+        /// The exchange's name (the first that failed).
+        exchange: String,
+        /// The allocation.
+        alloc_id: String,
+        /// What the hook reported (never the secret).
+        reason: String,
     },
 }
 
@@ -323,11 +353,13 @@ impl Error {
             Error::Expired { .. } => ResultCode::Expired,
             Error::NotYetValid { .. } => ResultCode::NotYetValid,
             Error::AudienceMismatch { .. } => ResultCode::AudienceMismatch,
+            Error::IssuerMismatch { .. } => ResultCode::IssuerMismatch,
             Error::AllocationNotFound { .. } => ResultCode::AllocationNotFound,
             Error::AllocationTerminal { .. } => ResultCode::AllocationTerminal,
             Error::StoreUnavailable { .. } => ResultCode::StoreUnavailable,
             Error::NoActiveKey => ResultCode::NoActiveKey,
             Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
+            Error::TokenExchange { .. } => ResultCode::TokenExchangeFailed,
         }
     }
 
@@ -409,11 +441,16 @@ mod tests {
                 expected: "a".into(),
                 found: vec!["b".into()],
             },
+            Error::IssuerMismatch {
+                expected: "https://a".into(),
+                found: "no iss".into(),
+            },
             Error::AllocationNotFound {
                 alloc_id: "a".into(),
             },
             Error::AllocationTerminal {
                 alloc_id: "a".into(),
+                detail: String::new(),
             },
             Error::StoreUnavailable {
                 alloc_id: "a".into(),
@@ -421,6 +458,11 @@ mod tests {
             },
             Error::NoActiveKey,
             Error::DuplicateKey { kid: "k".into() },
+            Error::TokenExchange {
+                exchange: "consul".into(),
+                alloc_id: "a".into(),
+                reason: "refused".into(),
+            },
         ]
     }
 
@@ -459,11 +501,13 @@ mod tests {
                 (14, "WID_RESULT_EXPIRED"),
                 (15, "WID_RESULT_NOT_YET_VALID"),
                 (16, "WID_RESULT_AUDIENCE_MISMATCH"),
+                (17, "WID_RESULT_ISSUER_MISMATCH"),
                 (20, "WID_RESULT_ALLOCATION_NOT_FOUND"),
                 (21, "WID_RESULT_ALLOCATION_TERMINAL"),
                 (22, "WID_RESULT_STORE_UNAVAILABLE"),
                 (30, "WID_RESULT_NO_ACTIVE_KEY"),
                 (31, "WID_RESULT_DUPLICATE_KEY"),
+                (40, "WID_RESULT_TOKEN_EXCHANGE_FAILED"),
             ]
         );
         for c in ResultCode::ALL {

@@ -47,13 +47,21 @@ impl Issuer {
         }
     }
 
-    /// Sets the `iss` claim (e.g. the OIDC issuer URL); must not be empty.
-    pub fn with_issuer(mut self, issuer: &str) -> Result<Issuer> {
+    /// Sets the `iss` claim (e.g. the OIDC issuer URL, as
+    /// [`VerifierBuilder::issuer`](crate::verify::VerifierBuilder::issuer)
+    /// requires it). An empty string means no `iss`, as in the C ABI.
+    pub fn issuer(mut self, issuer: &str) -> Issuer {
+        self.issuer = (!issuer.is_empty()).then(|| issuer.to_string());
+        self
+    }
+
+    /// The former name of [`Issuer::issuer`]; an empty issuer was an error.
+    #[deprecated(since = "0.2.0", note = "use `Issuer::issuer`, named like `VerifierBuilder::issuer`")]
+    pub fn with_issuer(self, issuer: &str) -> Result<Issuer> {
         if issuer.is_empty() {
             return Err(Error::invalid("Issuer", "issuer", "must not be empty"));
         }
-        self.issuer = Some(issuer.to_string());
-        Ok(self)
+        Ok(self.issuer(issuer))
     }
 
     /// The keyring this issuer signs with.

@@ -124,9 +124,30 @@ fn canonical_header_kid(header: &[u8]) -> Option<&str> {
     plain.then(|| std::str::from_utf8(kid).ok()).flatten()
 }
 
-fn not_b64(what: &str, e: impl std::fmt::Display) -> Error {
+/// Why input is not canonical base64, in our words (the base64 crate's own
+/// messages are its internals, not ours to promise).
+pub(crate) fn b64_problem(e: base64::DecodeError) -> String {
+    use base64::DecodeError as D;
+    match e {
+        D::InvalidByte(at, b'=') => format!("padding '=' at offset {at} where none may be"),
+        D::InvalidByte(at, byte) if byte.is_ascii_graphic() => {
+            format!("the character {:?} at offset {at} is not in the base64url alphabet", char::from(byte))
+        }
+        D::InvalidByte(at, byte) => {
+            format!("the byte 0x{byte:02x} at offset {at} is not in the base64url alphabet")
+        }
+        D::InvalidLength(len) => format!("{len} characters is not a possible base64url length"),
+        D::InvalidLastSymbol { offset: at, .. } => {
+            format!("the last character, at offset {at}, has non-zero trailing bits")
+        }
+        D::InvalidPadding => "its padding is missing or misplaced".into(),
+    }
+}
+
+fn not_b64(what: &str, e: base64::DecodeError) -> Error {
+    let why = b64_problem(e);
     malformed(format!(
-        "the {what} is not canonical unpadded base64url: {e}"
+        "the {what} is not canonical unpadded base64url: {why}"
     ))
 }
 
@@ -146,7 +167,13 @@ fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8
     }
     let n = URL_SAFE_NO_PAD
         .decode_slice(segment, buf)
-        .map_err(|e| not_b64(what, e))?;
+        .map_err(|e| match e {
+            base64::DecodeSliceError::DecodeError(e) => not_b64(what, e),
+            // The estimate above leaves room for any input that fits.
+            base64::DecodeSliceError::OutputSliceTooSmall => {
+                malformed(format!("the {what} is longer than {} bytes", buf.len()))
+            }
+        })?;
     Ok(&buf[..n])
 }
 

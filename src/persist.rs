@@ -35,6 +35,20 @@ fn injected(at: Fault) -> io::Error {
 }
 
 fn temp_path(target: &Path) -> Result<PathBuf> {
+    // A directory is refused before anything is created: its "file name" would
+    // put the temporary file (with secrets in it) in the directory's parent.
+    let ends_in_slash = target.as_os_str().as_encoded_bytes().ends_with(b"/");
+    if ends_in_slash || target.is_dir() {
+        return Err(Error::invalid(
+            "path",
+            "path",
+            format!(
+                "{} is a directory: expected the path of a file to write, e.g. {}",
+                target.display(),
+                target.join("keystore").display()
+            ),
+        ));
+    }
     let name = target.file_name().ok_or_else(|| {
         Error::invalid(
             "path",
@@ -168,5 +182,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = replace_file(&dir.path().join("no/such/dir/state"), b"x").unwrap_err();
         assert!(e.to_string().contains("creating"), "{e}");
+    }
+
+    /// `Keyring::save(dir)` used to write its key-bearing temporary file into
+    /// the directory's parent (for a directory under `/`, into `/` itself).
+    #[test]
+    fn a_directory_is_refused_before_any_file_is_created() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("keys");
+        fs::create_dir(&dir).unwrap();
+        let slash = format!("{}/", parent.path().join("not-yet").display());
+        for target in [dir.clone(), PathBuf::from(&slash)] {
+            let e = replace_file(&target, b"secret").unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("is a directory"), "{e}");
+        }
+        let names = |p: &Path| -> Vec<String> {
+            fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(parent.path()), ["keys"], "nothing created beside it");
+        assert!(names(&dir).is_empty(), "nothing created inside it");
     }
 }

@@ -34,6 +34,7 @@ fn committed_header_is_current() {
         "wid_verify(",
         "typedef struct wid_bytes",
         "WID_RESULT_DUPLICATE_KEY 31",
+        "WID_RESULT_ISSUER_MISMATCH 17",
     ] {
         assert!(generated.contains(needle), "header lacks {needle}");
     }

@@ -517,7 +517,7 @@ fn waiting_for_a_key_sees_it_arrive_and_gives_up_at_the_bound() {
 fn info(id: &str, state: KeyState, create: i64, publish: i64, retired: i64) -> KeyInfo {
     let k = key(id, id.len() as u8, state, create);
     KeyInfo {
-        id: k.id().clone(),
+        kid: k.id().clone(),
         state,
         derivation: Some(KeyDerivation::HkdfV1),
         create_time: create,
@@ -548,7 +548,7 @@ fn rotation_policy_timeline_with_defaults() {
     // Due: promote; B's age counts from its publish time, so no new prepublish.
     assert_eq!(
         plan_rotation(&[a.clone(), b.clone()], 720 * HOUR, &policy),
-        vec![A::Promote { kid: b.id.clone() }]
+        vec![A::Promote { kid: b.kid.clone() }]
     );
     // A retired at 720 h: deprecated once the longest TTL + 60 s skew has passed.
     let a_old = info("a", KeyState::Inactive, 0, 0, 720 * HOUR);
@@ -557,7 +557,7 @@ fn rotation_policy_timeline_with_defaults() {
     assert_eq!(
         plan_rotation(&[a_old.clone(), b_on.clone()], 721 * HOUR + 60, &policy),
         vec![A::Deprecate {
-            kid: a_old.id.clone()
+            kid: a_old.kid.clone()
         }]
     );
     // B has signed for half the threshold at 1080 h: prepublish C for 1440 h.

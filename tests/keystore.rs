@@ -43,7 +43,7 @@ fn save_and_load_round_trip_everything_with_mode_0600() {
     assert_eq!(back.keys(), kr.keys());
     assert_eq!(back.active_id(), kr.active_id());
     for k in kr.keys() {
-        assert_eq!(back.root_key(k.id.as_str()), kr.root_key(k.id.as_str()));
+        assert_eq!(back.root_key(k.kid.as_str()), kr.root_key(k.kid.as_str()));
     }
     // The loaded keyring signs with the same key.
     let sig = back.active().unwrap().sign(b"m");

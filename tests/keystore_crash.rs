@@ -83,7 +83,7 @@ fn child(path: &str, start: u64) -> ! {
 /// Which generation a loaded keyring is, after checking it is exactly that one.
 fn whole_generation(kr: &Keyring) -> u64 {
     let keys = kr.keys();
-    let first = keys[0].id.as_str();
+    let first = keys[0].kid.as_str();
     let g: u64 = first[1..first.find('-').unwrap()].parse().unwrap();
     let expected = generation(g);
     assert_eq!(keys.len(), expected.len(), "generation {g}: key count");

@@ -234,15 +234,19 @@ static void test_versions_and_names(void) {
         {WID_RESULT_EXPIRED, "WID_RESULT_EXPIRED"},
         {WID_RESULT_NOT_YET_VALID, "WID_RESULT_NOT_YET_VALID"},
         {WID_RESULT_AUDIENCE_MISMATCH, "WID_RESULT_AUDIENCE_MISMATCH"},
+        {WID_RESULT_ISSUER_MISMATCH, "WID_RESULT_ISSUER_MISMATCH"},
         {WID_RESULT_ALLOCATION_NOT_FOUND, "WID_RESULT_ALLOCATION_NOT_FOUND"},
         {WID_RESULT_ALLOCATION_TERMINAL, "WID_RESULT_ALLOCATION_TERMINAL"},
         {WID_RESULT_STORE_UNAVAILABLE, "WID_RESULT_STORE_UNAVAILABLE"},
         {WID_RESULT_NO_ACTIVE_KEY, "WID_RESULT_NO_ACTIVE_KEY"},
         {WID_RESULT_DUPLICATE_KEY, "WID_RESULT_DUPLICATE_KEY"},
+        {WID_RESULT_TOKEN_EXCHANGE_FAILED, "WID_RESULT_TOKEN_EXCHANGE_FAILED"},
         /* Unknown codes, including gaps between the defined ones. */
         {6, "WID_RESULT_UNKNOWN"},
         {9, "WID_RESULT_UNKNOWN"},
-        {17, "WID_RESULT_UNKNOWN"},
+        {18, "WID_RESULT_UNKNOWN"},
+        {39, "WID_RESULT_UNKNOWN"},
+        {41, "WID_RESULT_UNKNOWN"},
         {23, "WID_RESULT_UNKNOWN"},
         {32, "WID_RESULT_UNKNOWN"},
         {1000, "WID_RESULT_UNKNOWN"},
@@ -1210,15 +1214,15 @@ static void test_issuer(void) {
     o.issuer_len = strlen(iss);
     CHECK_OK(wid_verifier_new_with_options(kr, S(AUD), &o, lookup, &ctx, &v_iss));
     CHECK_OK(wid_verify(v_iss, (const char *)with_iss.data, with_iss.len, NOW, NULL));
-    /* No iss, or another iss: rejected (issuer mismatch is a malformed token). */
+    /* No iss, or another iss: rejected with its own code. */
     CHECK_RC(wid_verify(v_iss, (const char *)without_iss.data, without_iss.len, NOW, NULL),
-             WID_RESULT_MALFORMED_TOKEN);
+             WID_RESULT_ISSUER_MISMATCH);
     {
         wid_bytes other = {NULL, 0};
         CHECK_OK(wid_issue_with_issuer(kr, wid_sample_request, wid_sample_request_len,
                                        S("https://evil.example.com"), NOW, &other));
         CHECK_RC(wid_verify(v_iss, (const char *)other.data, other.len, NOW, NULL),
-                 WID_RESULT_MALFORMED_TOKEN);
+                 WID_RESULT_ISSUER_MISMATCH);
         wid_bytes_free(&other);
     }
     /* options.issuer must be UTF-8. */

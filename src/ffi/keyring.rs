@@ -392,10 +392,8 @@ pub unsafe extern "C" fn wid_issue_with_issuer(
         let issuer = unsafe { str_in(issuer, issuer_len, "issuer", MAX_PATH)? };
         check_out(out_token, "out_token")?;
         let req: IssueRequest = codec::decode_with(request, &limits)?;
-        let mut signer = Issuer::new(keyring.clone());
-        if !issuer.is_empty() {
-            signer = signer.with_issuer(issuer)?;
-        }
+        // NULL or empty: no issuer.
+        let signer = Issuer::new(keyring.clone()).issuer(issuer);
         let signed = signer.issue(&req, now_unix)?;
         write_out(
             out_token,

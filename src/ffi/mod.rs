@@ -76,6 +76,8 @@ pub const WID_RESULT_EXPIRED: wid_result = 14;
 pub const WID_RESULT_NOT_YET_VALID: wid_result = 15;
 /// The token is not for this audience.
 pub const WID_RESULT_AUDIENCE_MISMATCH: wid_result = 16;
+/// The verifier requires an `iss` and the token's differs or lacks it.
+pub const WID_RESULT_ISSUER_MISMATCH: wid_result = 17;
 /// The allocation does not exist.
 pub const WID_RESULT_ALLOCATION_NOT_FOUND: wid_result = 20;
 /// The allocation is terminal.
@@ -86,6 +88,8 @@ pub const WID_RESULT_STORE_UNAVAILABLE: wid_result = 22;
 pub const WID_RESULT_NO_ACTIVE_KEY: wid_result = 30;
 /// A key with this ID already exists.
 pub const WID_RESULT_DUPLICATE_KEY: wid_result = 31;
+/// A token-exchange hook failed (Rust identity manager; never returned by the C ABI).
+pub const WID_RESULT_TOKEN_EXCHANGE_FAILED: wid_result = 40;
 
 /// Key state: signs.
 pub const WID_KEY_STATE_ACTIVE: u32 = 1;
@@ -156,11 +160,13 @@ mod tests {
             WID_RESULT_EXPIRED,
             WID_RESULT_NOT_YET_VALID,
             WID_RESULT_AUDIENCE_MISMATCH,
+            WID_RESULT_ISSUER_MISMATCH,
             WID_RESULT_ALLOCATION_NOT_FOUND,
             WID_RESULT_ALLOCATION_TERMINAL,
             WID_RESULT_STORE_UNAVAILABLE,
             WID_RESULT_NO_ACTIVE_KEY,
             WID_RESULT_DUPLICATE_KEY,
+            WID_RESULT_TOKEN_EXCHANGE_FAILED,
         ];
         assert_eq!(
             table.iter().map(|(a, _)| *a).collect::<Vec<_>>(),

@@ -192,7 +192,10 @@ fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
     let bytes = URL_SAFE_NO_PAD.decode(x).map_err(|e| {
         jwks_error(
             path.to_string(),
-            format!("not canonical unpadded base64url: {e}"),
+            format!(
+                "not canonical unpadded base64url: {}",
+                crate::jwt::b64_problem(e)
+            ),
         )
     })?;
     let arr: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
@@ -289,7 +292,7 @@ impl Keyring {
                     kty: "OKP",
                     crv: "Ed25519",
                     x: URL_SAFE_NO_PAD.encode(k.public_key.as_bytes()),
-                    kid: k.id.to_string(),
+                    kid: k.kid.to_string(),
                     alg: "EdDSA",
                     use_: "sig",
                 })

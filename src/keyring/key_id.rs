@@ -66,6 +66,15 @@ impl KeyId {
     }
 }
 
+/// A `&KeyId` is usable wherever a `&str` key ID is asked for
+/// (`keyring.promote(&kid, now)`).
+impl std::ops::Deref for KeyId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for KeyId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

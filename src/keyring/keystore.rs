@@ -165,7 +165,7 @@ impl Keyring {
                     .map(KeyDerivation::name)
                     .unwrap_or("")
                     .into(),
-                id: info.id.to_string(),
+                id: info.kid.to_string(),
                 material: Bin::new(
                     material
                         .map(|m| m.expose_secret().to_vec())

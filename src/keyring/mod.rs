@@ -105,8 +105,8 @@ pub struct Keyring {
 /// Public facts about one key (never the material).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyInfo {
-    /// The key ID.
-    pub id: KeyId,
+    /// The key ID (the `kid` of its tokens and JWKS entry).
+    pub kid: KeyId,
     /// Its state.
     pub state: KeyState,
     /// How its seed was derived; `None` for verify-only keys.
@@ -319,7 +319,7 @@ impl Slot {
 
     fn info(&self) -> KeyInfo {
         KeyInfo {
-            id: self.entry.id.clone(),
+            kid: self.entry.id.clone(),
             state: self.meta.state,
             derivation: self.entry.secret.as_ref().map(|s| s.derivation),
             create_time: self.meta.create_time,
@@ -739,7 +739,7 @@ impl Keyring {
     /// Facts about every key, oldest first (by create time, then ID).
     pub fn keys(&self) -> Vec<KeyInfo> {
         let mut v: Vec<KeyInfo> = self.read().keys.values().map(Slot::info).collect();
-        v.sort_by(|a, b| (a.create_time, &a.id).cmp(&(b.create_time, &b.id)));
+        v.sort_by(|a, b| (a.create_time, &a.kid).cmp(&(b.create_time, &b.kid)));
         v
     }
 
@@ -771,7 +771,7 @@ impl Keyring {
                 )
             })
             .collect();
-        v.sort_by(|a, b| (a.0.create_time, &a.0.id).cmp(&(b.0.create_time, &b.0.id)));
+        v.sort_by(|a, b| (a.0.create_time, &a.0.kid).cmp(&(b.0.create_time, &b.0.kid)));
         v
     }
 

@@ -108,7 +108,7 @@ pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec
         .filter(signable)
         .filter(|k| k.state == KeyState::Prepublished && k.publish_time <= now)
         .collect();
-    due.sort_by(|a, b| (a.publish_time, &a.id).cmp(&(b.publish_time, &b.id)));
+    due.sort_by(|a, b| (a.publish_time, &a.kid).cmp(&(b.publish_time, &b.kid)));
     let active = keys.iter().find(|k| k.state == KeyState::Active);
     let pending = keys
         .iter()
@@ -119,7 +119,7 @@ pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec
     let signer = due.last().copied().or(active);
     plan.extend(
         due.iter()
-            .map(|k| RotationAction::Promote { kid: k.id.clone() }),
+            .map(|k| RotationAction::Promote { kid: k.kid.clone() }),
     );
     match signer {
         None => plan.push(RotationAction::Rotate),
@@ -145,10 +145,10 @@ pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec
                     && now >= k.retired_time.saturating_add(wait)
             })
             .collect();
-        old.sort_by(|a, b| (a.retired_time, &a.id).cmp(&(b.retired_time, &b.id)));
+        old.sort_by(|a, b| (a.retired_time, &a.kid).cmp(&(b.retired_time, &b.kid)));
         plan.extend(
             old.into_iter()
-                .map(|k| RotationAction::Deprecate { kid: k.id.clone() }),
+                .map(|k| RotationAction::Deprecate { kid: k.kid.clone() }),
         );
     }
     plan

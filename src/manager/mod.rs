@@ -748,8 +748,12 @@ impl IdentityManager {
                         },
                     );
                 }
-                Ok(_) => failed = Some(format!("exchange {:?} returned an empty secret", x.name())),
-                Err(e) => failed = Some(format!("exchange {:?} failed: {e}", x.name())),
+                Ok(_) => {
+                    failed.get_or_insert((x.name().to_string(), "it returned an empty secret".into()));
+                }
+                Err(e) => {
+                    failed.get_or_insert((x.name().to_string(), e.to_string()));
+                }
             }
         }
         if !hooks.is_empty() {
@@ -764,7 +768,7 @@ impl IdentityManager {
         }
         match failed {
             None => Ok(()),
-            Some(why) => {
+            Some((exchange, why)) => {
                 let mut st = self.lock();
                 st.failures = st.failures.saturating_add(1);
                 let retry = now_ms.saturating_add(
@@ -772,9 +776,10 @@ impl IdentityManager {
                         .unwrap_or(i64::MAX),
                 );
                 st.next_ms = Some(st.next_ms.map_or(retry, |n| n.min(retry)));
-                Err(Error::Io {
-                    context: format!("token exchange for allocation {}", self.inner.alloc_id),
-                    source: std::io::Error::other(why),
+                Err(Error::TokenExchange {
+                    exchange,
+                    alloc_id: self.inner.alloc_id.clone(),
+                    reason: why,
                 })
             }
         }

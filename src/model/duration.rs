@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A Go `time.Duration`: signed 64-bit nanoseconds, encoded as a msgpack integer.
+/// A Go `time.Duration`: signed 64-bit **nanoseconds**, encoded as a msgpack
+/// integer. `GoDuration(3600)` is 3.6 microseconds, not an hour: build one with
+/// [`GoDuration::from_secs`] or from a [`std::time::Duration`]
+/// (`Duration::from_secs(3600).into()`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
@@ -29,10 +32,18 @@ impl GoDuration {
     }
 
     /// The duration as a `std::time::Duration`, or `None` when negative.
+    /// (The reverse is `From<std::time::Duration>`, saturating at `i64::MAX`
+    /// nanoseconds, about 292 years.)
     pub fn to_std(self) -> Option<std::time::Duration> {
         u64::try_from(self.0)
             .ok()
             .map(std::time::Duration::from_nanos)
+    }
+}
+
+impl From<std::time::Duration> for GoDuration {
+    fn from(d: std::time::Duration) -> GoDuration {
+        GoDuration(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
     }
 }
 
@@ -50,5 +61,13 @@ mod tests {
             GoDuration(1_500_000_000).to_std(),
             Some(std::time::Duration::from_millis(1500))
         );
+    }
+
+    #[test]
+    fn converts_from_std_durations_saturating() {
+        use std::time::Duration;
+        assert_eq!(GoDuration::from(Duration::from_secs(3600)), GoDuration::from_secs(3600));
+        assert_eq!(GoDuration::from(Duration::from_nanos(7)), GoDuration(7));
+        assert_eq!(GoDuration::from(Duration::MAX), GoDuration(i64::MAX));
     }
 }

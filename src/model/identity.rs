@@ -66,10 +66,17 @@ impl WorkloadIdentity {
                 p.push(&format!("Audience[{i}]"), "must not be an empty string");
             }
         }
-        if self.ttl.as_nanos() < 0 {
+        let ttl = self.ttl.as_nanos();
+        if ttl < 0 {
+            p.push("TTL", format!("must be >= 0, got {ttl}ns"));
+        } else if ttl > 0 && ttl < 1_000_000_000 {
+            // A TTL is Go nanoseconds: 3600 is 3.6 us, which would issue a token
+            // without exp. Someone who wrote it meant seconds.
             p.push(
                 "TTL",
-                format!("must be >= 0, got {}ns", self.ttl.as_nanos()),
+                format!(
+                    "is {ttl}ns, under one second: a TTL is Go nanoseconds (time.Duration), so an hour is 3600000000000 (GoDuration::from_secs(3600)); 0 means a token without exp"
+                ),
             );
         }
         match self.change_mode.as_str() {
@@ -168,6 +175,31 @@ mod tests {
             fields(e),
             ["Name", "Audience[1]", "TTL", "ChangeMode", "Filepath"]
         );
+    }
+
+    /// `GoDuration(3600)` is what rustc suggests for `3600`: nanoseconds. It
+    /// used to issue a token without `exp`; a positive TTL under a second is now
+    /// refused, whole seconds and 0 (no `exp`) are not.
+    #[test]
+    fn a_positive_ttl_under_one_second_is_refused() {
+        for ns in [1, 3600, 999_999_999] {
+            let w = WorkloadIdentity {
+                ttl: GoDuration(ns),
+                ..valid()
+            };
+            let e = w.validate().unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidArgument);
+            assert!(e.to_string().contains("Go nanoseconds"), "{e}");
+            assert_eq!(fields(e), ["TTL"]);
+        }
+        for ttl in [
+            GoDuration(0),
+            GoDuration(1_000_000_000),
+            GoDuration::from_secs(3600),
+            std::time::Duration::from_secs(60).into(),
+        ] {
+            WorkloadIdentity { ttl, ..valid() }.validate().unwrap();
+        }
     }
 
     #[test]

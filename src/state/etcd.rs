@@ -145,7 +145,8 @@ impl EtcdStore {
         };
         let bytes = STANDARD.decode(&kv.value).map_err(|e| {
             StoreError::new(format!(
-                "record of allocation {alloc_id:?}: bad base64: {e}"
+                "record of allocation {alloc_id:?}: bad base64: {}",
+                crate::jwt::b64_problem(e)
             ))
         })?;
         let alloc: Allocation = codec::decode(&bytes)

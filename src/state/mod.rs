@@ -95,6 +95,14 @@ pub trait StateStore: Send + Sync {
         alloc_id: &str,
         consistency: Consistency,
     ) -> Result<AllocState, StoreError>;
+
+    /// Why `alloc_id` counts as terminal, when the store knows more than its
+    /// state (an unknown client status, say): asked only after it answered
+    /// `Terminal`, for the error message. The default knows nothing more.
+    fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
+        let _ = alloc_id;
+        None
+    }
 }
 
 #[derive(Default)]
@@ -105,6 +113,9 @@ struct Views {
     stale: HashMap<String, AllocState>,
     lagging: bool,
     unavailable: Option<String>,
+    /// Client statuses Nomad does not define, by allocation: they count as
+    /// terminal, and the error says why.
+    unknown_status: HashMap<String, String>,
 }
 
 /// The embedded in-memory store. It can also model a replica whose stale view
@@ -137,15 +148,24 @@ impl MemoryStore {
         self.views.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records `alloc` (its state by Nomad's client-terminal rule).
+    /// Records `alloc` (its state by Nomad's client-terminal rule). A client
+    /// status Nomad does not define (`"Completed"`, `""`) counts as terminal, so
+    /// verification fails closed with a message naming the status.
     pub fn upsert(&self, alloc: &Allocation) {
         self.set_state(&alloc.id, AllocState::of(alloc));
+        if let Err(e) = alloc.client_status() {
+            log::warn!("allocation {:?} counts as terminal: {e}", alloc.id);
+            self.write()
+                .unknown_status
+                .insert(alloc.id.clone(), alloc.client_status.clone());
+        }
     }
 
     /// Records a state directly (`Missing` removes the allocation).
     pub fn set_state(&self, alloc_id: &str, state: AllocState) {
         let mut guard = self.write();
         let v = &mut *guard;
+        v.unknown_status.remove(alloc_id);
         let views = if v.lagging {
             vec![&mut v.consistent]
         } else {
@@ -210,6 +230,16 @@ impl StateStore for MemoryStore {
         };
         Ok(view.get(alloc_id).copied().unwrap_or(AllocState::Missing))
     }
+
+    fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
+        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        v.unknown_status.get(alloc_id).map(|status| {
+            format!(
+                "unknown client status {:?} (expected one of pending, running, complete, failed, lost, unknown); a status Nomad does not define counts as terminal",
+                crate::error::truncate_for_message(status)
+            )
+        })
+    }
 }
 
 impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
@@ -219,6 +249,10 @@ impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
         consistency: Consistency,
     ) -> Result<AllocState, StoreError> {
         (**self).allocation_state(alloc_id, consistency)
+    }
+
+    fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
+        (**self).terminal_detail(alloc_id)
     }
 }
 

@@ -131,9 +131,10 @@ pub struct VerifierBuilder {
 }
 
 impl VerifierBuilder {
-    /// Requires tokens to carry exactly this `iss`.
+    /// Requires tokens to carry exactly this `iss` (mismatch:
+    /// `IssuerMismatch`). An empty string means no requirement, as in the C ABI.
     pub fn issuer(mut self, issuer: &str) -> VerifierBuilder {
-        self.options.issuer = Some(issuer.to_string());
+        self.options.issuer = (!issuer.is_empty()).then(|| issuer.to_string());
         self
     }
 
@@ -454,8 +455,9 @@ impl Verifier {
                     Some(iss) => format!("{:?}", truncate_for_message(iss)),
                     None => "no iss".to_string(),
                 };
-                return Err(Error::MalformedToken {
-                    reason: format!("issuer mismatch: expected iss {want:?}, token has {found}"),
+                return Err(Error::IssuerMismatch {
+                    expected: want.clone(),
+                    found,
                 });
             }
         }
@@ -487,6 +489,10 @@ impl Verifier {
             AllocState::Live => Ok(()),
             AllocState::Terminal => Err(Error::AllocationTerminal {
                 alloc_id: truncate_for_message(alloc_id),
+                detail: store
+                    .terminal_detail(alloc_id)
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default(),
             }),
             AllocState::Missing => Err(Error::AllocationNotFound {
                 alloc_id: truncate_for_message(alloc_id),

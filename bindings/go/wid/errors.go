@@ -26,11 +26,13 @@ const (
 	ResultExpired              Result = C.WID_RESULT_EXPIRED               // the token expired
 	ResultNotYetValid          Result = C.WID_RESULT_NOT_YET_VALID         // the token is not valid yet
 	ResultAudienceMismatch     Result = C.WID_RESULT_AUDIENCE_MISMATCH     // the token is not for this audience
+	ResultIssuerMismatch       Result = C.WID_RESULT_ISSUER_MISMATCH       // the token's iss is not the required issuer
 	ResultAllocationNotFound   Result = C.WID_RESULT_ALLOCATION_NOT_FOUND  // the allocation does not exist
 	ResultAllocationTerminal   Result = C.WID_RESULT_ALLOCATION_TERMINAL   // the allocation is terminal
 	ResultStoreUnavailable     Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
 	ResultNoActiveKey          Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
 	ResultDuplicateKey         Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
+	ResultTokenExchangeFailed  Result = C.WID_RESULT_TOKEN_EXCHANGE_FAILED // a token-exchange hook failed (Rust manager only)
 )
 
 var resultNames = map[Result]string{
@@ -47,11 +49,13 @@ var resultNames = map[Result]string{
 	ResultExpired:              "WID_RESULT_EXPIRED",
 	ResultNotYetValid:          "WID_RESULT_NOT_YET_VALID",
 	ResultAudienceMismatch:     "WID_RESULT_AUDIENCE_MISMATCH",
+	ResultIssuerMismatch:       "WID_RESULT_ISSUER_MISMATCH",
 	ResultAllocationNotFound:   "WID_RESULT_ALLOCATION_NOT_FOUND",
 	ResultAllocationTerminal:   "WID_RESULT_ALLOCATION_TERMINAL",
 	ResultStoreUnavailable:     "WID_RESULT_STORE_UNAVAILABLE",
 	ResultNoActiveKey:          "WID_RESULT_NO_ACTIVE_KEY",
 	ResultDuplicateKey:         "WID_RESULT_DUPLICATE_KEY",
+	ResultTokenExchangeFailed:  "WID_RESULT_TOKEN_EXCHANGE_FAILED",
 }
 
 // Results lists every known result code, in increasing order.
@@ -60,8 +64,9 @@ func Results() []Result {
 		ResultOK, ResultNullArgument, ResultInvalidArgument, ResultDecodeError,
 		ResultIOError, ResultPanic, ResultMalformedToken, ResultUnsupportedAlgorithm,
 		ResultUnknownKey, ResultBadSignature, ResultExpired, ResultNotYetValid,
-		ResultAudienceMismatch, ResultAllocationNotFound, ResultAllocationTerminal,
-		ResultStoreUnavailable, ResultNoActiveKey, ResultDuplicateKey,
+		ResultAudienceMismatch, ResultIssuerMismatch, ResultAllocationNotFound,
+		ResultAllocationTerminal, ResultStoreUnavailable, ResultNoActiveKey,
+		ResultDuplicateKey, ResultTokenExchangeFailed,
 	}
 }
 
@@ -90,12 +95,18 @@ type Error struct {
 	Cause error
 }
 
-// Error returns "<code name>: <message>", or the code name alone.
+// Error returns "<code name>: <message>", or the code name alone, followed by
+// ": <cause>" when a StateStore error is behind it (so the store's own text,
+// e.g. "raft: no leader", reaches logs).
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Code.String()
+	s := e.Code.String()
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return e.Code.String() + ": " + e.Message
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
 
 // Is reports whether target is an *Error with the same code.
@@ -121,11 +132,13 @@ var (
 	ErrExpired              = &Error{Code: ResultExpired}
 	ErrNotYetValid          = &Error{Code: ResultNotYetValid}
 	ErrAudienceMismatch     = &Error{Code: ResultAudienceMismatch}
+	ErrIssuerMismatch       = &Error{Code: ResultIssuerMismatch}
 	ErrAllocationNotFound   = &Error{Code: ResultAllocationNotFound}
 	ErrAllocationTerminal   = &Error{Code: ResultAllocationTerminal}
 	ErrStoreUnavailable     = &Error{Code: ResultStoreUnavailable}
 	ErrNoActiveKey          = &Error{Code: ResultNoActiveKey}
 	ErrDuplicateKey         = &Error{Code: ResultDuplicateKey}
+	ErrTokenExchangeFailed  = &Error{Code: ResultTokenExchangeFailed}
 )
 
 // errClosed is what methods of a closed Keyring or Verifier return: the

@@ -268,13 +268,11 @@ func TestIssuer(t *testing.T) {
 		t.Fatalf("Verify: %v %+v", err, c)
 	}
 	other := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: "https://elsewhere"})
-	if _, err := other.Verify(tok, now); err == nil {
-		t.Fatal("a token with another issuer verified")
-	} else {
-		t.Logf("wrong issuer: %v", err)
+	if _, err := other.Verify(tok, now); !errors.Is(err, ErrIssuerMismatch) {
+		t.Fatalf("a token with another issuer: want ErrIssuerMismatch, got %v", err)
 	}
-	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), now); err == nil {
-		t.Fatal("a token without iss verified against a required issuer")
+	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), now); !errors.Is(err, ErrIssuerMismatch) {
+		t.Fatalf("a token without iss against a required issuer: want ErrIssuerMismatch, got %v", err)
 	}
 }
 
@@ -432,6 +430,10 @@ func TestStoreFailuresFailClosed(t *testing.T) {
 			t.Logf("%v (cause: %v)", e, e.Cause)
 			if strings.HasPrefix(name, "error") && !errors.Is(err, errReplicaDown) {
 				t.Errorf("errors.Is(err, errReplicaDown) is false: %v", err)
+			}
+			// The store's own words reach whoever logs err.Error().
+			if !strings.Contains(err.Error(), e.Cause.Error()) {
+				t.Errorf("Error() %q lacks the store's error %q", err.Error(), e.Cause.Error())
 			}
 			// The failure is not left behind for the next call.
 			if _, err := v.Verify("x.y.z", now); errors.Is(err, ErrStoreUnavailable) || err.(*Error).Cause != nil {
