@@ -61,10 +61,10 @@ typedef struct wid_keyring wid_keyring;
 // A verifier (opaque; reference counted).
 typedef struct wid_verifier wid_verifier;
 
-// Result codes (`wid_result`): stable forever, see [`crate::ResultCode`].
+// Result codes (`wid_result`): stable forever, see `ResultCode` (Rust).
 typedef uint32_t wid_result;
 
-// Bytes owned by the library until [`wid_bytes_free`]. `data` is followed by a
+// Bytes owned by the library until `wid_bytes_free`. `data` is followed by a
 // NUL byte not counted in `len`; `{NULL, 0}` is an empty value.
 typedef struct wid_bytes {
   // The bytes (NUL-terminated).
@@ -75,7 +75,7 @@ typedef struct wid_bytes {
 
 // Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
 // `TERMINAL`) to `*out_state` and returns `WID_RESULT_OK`, or returns an error
-// code. It is called from whichever thread calls [`wid_verify`], possibly from
+// code. It is called from whichever thread calls `wid_verify`, possibly from
 // several at once, with `consistency` `WID_CONSISTENCY_STALE` first and
 // `WID_CONSISTENCY_CONSISTENT` only when the stale answer was missing. An
 // error code, or a state other than 0, 1 or 2, fails closed
@@ -87,10 +87,12 @@ typedef wid_result (*wid_alloc_lookup_fn)(void *userdata,
                                           uint32_t consistency,
                                           uint32_t *out_state);
 
-// Verifier options for [`wid_verifier_new_with_options`]. Zero values mean the
-// defaults.
+// Verifier options for `wid_verifier_new_with_options`. Zero values mean the
+// defaults (so `{0}` is all defaults; note that `wid_verifier_new`'s own
+// `leeway_secs` argument of 0 means no leeway).
 typedef struct wid_verifier_options {
-  // Clock skew allowed, in seconds (0: 60).
+  // Clock skew allowed on exp/nbf/iat, in seconds (0: the default, 60;
+  // -1: none; other negative values are invalid).
   int64_t leeway_secs;
   // How long to wait for an unknown `kid`, in milliseconds (0: 1000; -1: no wait).
   int64_t key_wait_ms;
@@ -146,6 +148,9 @@ typedef struct wid_verifier_options {
 // The token is not for this audience.
 #define WID_RESULT_AUDIENCE_MISMATCH 16
 
+// The verifier requires an `iss` and the token's differs or lacks it.
+#define WID_RESULT_ISSUER_MISMATCH 17
+
 // The allocation does not exist.
 #define WID_RESULT_ALLOCATION_NOT_FOUND 20
 
@@ -160,6 +165,9 @@ typedef struct wid_verifier_options {
 
 // A key with this ID already exists.
 #define WID_RESULT_DUPLICATE_KEY 31
+
+// A token-exchange hook failed (Rust identity manager; never returned by the C ABI).
+#define WID_RESULT_TOKEN_EXCHANGE_FAILED 40
 
 #ifdef __cplusplus
 extern "C" {
@@ -192,7 +200,7 @@ size_t wid_last_error_message(char *buf, size_t len);
 void wid_bytes_free(struct wid_bytes *b);
 
 // Creates an empty keyring; `*out` receives a handle to free with
-// [`wid_keyring_free`].
+// `wid_keyring_free`.
 //
 // # Safety
 // `out` must be NULL or writable.
@@ -222,7 +230,7 @@ wid_result wid_keyring_insert(const struct wid_keyring *kr,
                               int64_t create_time_unix);
 
 // Rotates: a fresh key becomes active and the previous one inactive;
-// `*out_key_id` receives the new key ID.
+// `*out_key_id` (may be NULL) receives the new key ID.
 //
 // # Safety
 // `out_key_id` must be NULL or writable.
@@ -231,7 +239,7 @@ wid_result wid_keyring_rotate(const struct wid_keyring *kr,
                               struct wid_bytes *out_key_id);
 
 // Adds a prepublished key that becomes active at `publish_at_unix` (see
-// [`wid_keyring_promote_due`]); `*out_key_id` receives its ID.
+// wid_keyring_promote_due); `*out_key_id` (may be NULL) receives its ID.
 //
 // # Safety
 // `out_key_id` must be NULL or writable.
@@ -281,7 +289,7 @@ wid_result wid_keyring_import_jwks(const struct wid_keyring *kr,
 // `path` must be NULL or valid for `path_len` bytes.
 wid_result wid_keyring_save(const struct wid_keyring *kr, const char *path, size_t path_len);
 
-// Loads a keyring saved by [`wid_keyring_save`] into a new handle.
+// Loads a keyring saved by `wid_keyring_save` into a new handle.
 //
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
@@ -298,10 +306,10 @@ wid_result wid_issue(const struct wid_keyring *kr,
                      int64_t now_unix,
                      struct wid_bytes *out_token);
 
-// Like [`wid_issue`], with an `iss` claim (`(NULL, 0)` for none).
+// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
 //
 // # Safety
-// As [`wid_issue`]; `issuer` NULL or valid for `issuer_len` bytes.
+// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
 wid_result wid_issue_with_issuer(const struct wid_keyring *kr,
                                  const uint8_t *request_msgpack,
                                  size_t len,
@@ -311,8 +319,10 @@ wid_result wid_issue_with_issuer(const struct wid_keyring *kr,
                                  struct wid_bytes *out_token);
 
 // Creates a verifier over `kr` (shared: keys inserted or rotated later are
-// seen) for `audience` (required, non-empty), with `leeway_secs` of clock skew
-// (>= 0) and the allocation `lookup` (required; see [`wid_alloc_lookup_fn`]).
+// seen) for `audience` (required, non-empty), with exactly `leeway_secs` of
+// clock skew (>= 0; here 0 means NO leeway, unlike the options struct where 0
+// means the 60 s default) and the allocation `lookup` (required; see
+// `wid_alloc_lookup_fn`).
 //
 // # Safety
 // Pointers must be NULL or valid; `userdata` is passed to `lookup` untouched
@@ -325,10 +335,10 @@ wid_result wid_verifier_new(const struct wid_keyring *kr,
                             void *userdata,
                             struct wid_verifier **out);
 
-// Like [`wid_verifier_new`], with [`wid_verifier_options`] (NULL: defaults).
+// Like `wid_verifier_new`, with `wid_verifier_options` (NULL: defaults).
 //
 // # Safety
-// As [`wid_verifier_new`]; `options` NULL or valid.
+// As `wid_verifier_new`; `options` NULL or valid.
 wid_result wid_verifier_new_with_options(const struct wid_keyring *kr,
                                          const char *audience,
                                          size_t audience_len,
@@ -357,7 +367,7 @@ wid_result wid_verify(const struct wid_verifier *v,
 
 // Verifies `count` tokens at once (`tokens[i]` of `token_lens[i]` bytes),
 // writing each token's result code to `out_results[i]`. Accepts exactly what
-// [`wid_verify`] accepts. Returns `WID_RESULT_OK` when the call itself worked
+// `wid_verify` accepts. Returns `WID_RESULT_OK` when the call itself worked
 // (whatever the tokens' results); per-token details are not kept.
 //
 // # Safety

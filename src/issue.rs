@@ -56,7 +56,10 @@ impl Issuer {
     }
 
     /// The former name of [`Issuer::issuer`]; an empty issuer was an error.
-    #[deprecated(since = "0.2.0", note = "use `Issuer::issuer`, named like `VerifierBuilder::issuer`")]
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `Issuer::issuer`, named like `VerifierBuilder::issuer`"
+    )]
     pub fn with_issuer(self, issuer: &str) -> Result<Issuer> {
         if issuer.is_empty() {
             return Err(Error::invalid("Issuer", "issuer", "must not be empty"));

@@ -131,7 +131,10 @@ pub(crate) fn b64_problem(e: base64::DecodeError) -> String {
     match e {
         D::InvalidByte(at, b'=') => format!("padding '=' at offset {at} where none may be"),
         D::InvalidByte(at, byte) if byte.is_ascii_graphic() => {
-            format!("the character {:?} at offset {at} is not in the base64url alphabet", char::from(byte))
+            format!(
+                "the character {:?} at offset {at} is not in the base64url alphabet",
+                char::from(byte)
+            )
         }
         D::InvalidByte(at, byte) => {
             format!("the byte 0x{byte:02x} at offset {at} is not in the base64url alphabet")

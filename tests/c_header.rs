@@ -29,6 +29,14 @@ fn committed_header_is_current() {
             "{name} is not part of the C ABI: exclude it in cbindgen.toml"
         );
     }
+    // Plain C comments: no rustdoc link syntax reaches C readers.
+    for (i, line) in generated.lines().enumerate() {
+        assert!(
+            !line.contains("[`") && !line.contains("]("),
+            "include/workload_identity.h:{}: rustdoc link syntax in a C comment: {line}",
+            i + 1
+        );
+    }
     for needle in [
         "WID_ABI_VERSION 1",
         "wid_verify(",

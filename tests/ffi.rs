@@ -209,10 +209,28 @@ fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
             wid_keyring_rotate(null(), NOW, &mut out),
             WID_RESULT_NULL_ARGUMENT
         );
-        assert_eq!(
-            wid_keyring_rotate(f.kr, NOW, null_mut()),
-            WID_RESULT_NULL_ARGUMENT
+        // out_key_id only reports: NULL is fine (a key is still made).
+        let before = {
+            let mut n = wid_bytes {
+                data: null_mut(),
+                len: 0,
+            };
+            assert_eq!(wid_keyring_jwks(f.kr, &mut n), WID_RESULT_OK);
+            let keys = std::slice::from_raw_parts(n.data, n.len).to_vec();
+            wid_bytes_free(&mut n);
+            keys
+        };
+        assert_eq!(wid_keyring_rotate(f.kr, NOW, null_mut()), WID_RESULT_OK);
+        let mut after = wid_bytes {
+            data: null_mut(),
+            len: 0,
+        };
+        assert_eq!(wid_keyring_jwks(f.kr, &mut after), WID_RESULT_OK);
+        assert!(
+            after.len > before.len(),
+            "rotate with a NULL out_key_id made a key"
         );
+        wid_bytes_free(&mut after);
         assert_eq!(wid_keyring_jwks(f.kr, null_mut()), WID_RESULT_NULL_ARGUMENT);
         assert_eq!(wid_keyring_new(null_mut()), WID_RESULT_NULL_ARGUMENT);
         let bad_utf8 = [0xffu8, 0xfe];

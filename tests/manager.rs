@@ -396,7 +396,11 @@ fn an_empty_persisted_secret_is_rederived_on_restore() {
     s.consul.fail.store(true, Ordering::SeqCst);
     let m = manager(&s, 3600);
     let e = m.restore(T0 + 62_000).unwrap_err();
-    assert_eq!(e.code(), ResultCode::IoError);
+    assert_eq!(e.code(), ResultCode::TokenExchangeFailed);
+    assert!(
+        matches!(&e, Error::TokenExchange { exchange, .. } if exchange == "consul"),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("consul login refused"), "{e}");
     s.consul.fail.store(false, Ordering::SeqCst);
     let retry = m.next_due_ms().unwrap();

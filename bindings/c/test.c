@@ -368,12 +368,21 @@ static void test_null_arguments(void) {
     /* wid_keyring_rotate */
     CHECK_RC(wid_keyring_rotate(NULL, NOW, &out), WID_RESULT_NULL_ARGUMENT);
     CHECK(is_sentinel(&out));
-    CHECK_RC(wid_keyring_rotate(kr, NOW, NULL), WID_RESULT_NULL_ARGUMENT);
+    /* out_key_id only reports: it may be NULL (on a keyring of its own). */
+    {
+        wid_keyring *kr_null_out = NULL;
+        size_t promoted = SENTINEL_COUNT;
+        CHECK_OK(wid_keyring_new(&kr_null_out));
+        CHECK_OK(wid_keyring_rotate(kr_null_out, NOW, NULL));
+        CHECK_OK(wid_keyring_prepublish(kr_null_out, NOW, NOW + 10, NULL));
+        CHECK_OK(wid_keyring_promote_due(kr_null_out, NOW + 10, &promoted));
+        CHECK(promoted == 1);
+        wid_keyring_free(kr_null_out);
+    }
 
     /* wid_keyring_prepublish */
     CHECK_RC(wid_keyring_prepublish(NULL, NOW, NOW + 10, &out), WID_RESULT_NULL_ARGUMENT);
     CHECK(is_sentinel(&out));
-    CHECK_RC(wid_keyring_prepublish(kr, NOW, NOW + 10, NULL), WID_RESULT_NULL_ARGUMENT);
 
     /* wid_keyring_promote_due: out_count may be NULL. */
     CHECK_RC(wid_keyring_promote_due(NULL, NOW, &count), WID_RESULT_NULL_ARGUMENT);
@@ -854,6 +863,18 @@ static void test_verify_flows(void) {
     CHECK_RC(wid_verify(v_exact, tok, token.len, NOW + TTL, NULL), WID_RESULT_EXPIRED);
     CHECK_RC(wid_verify(v_exact, tok, token.len, NOW - 1, NULL), WID_RESULT_NOT_YET_VALID);
     wid_verifier_free(v_exact);
+    /* In the options struct 0 is the 60 s default and -1 means none. */
+    {
+        wid_verifier_options none_o;
+        wid_verifier *v_none = NULL;
+        memset(&none_o, 0, sizeof none_o);
+        none_o.leeway_secs = -1;
+        CHECK_OK(wid_verifier_new_with_options(kr, S(AUD), &none_o, lookup, &ctx, &v_none));
+        CHECK_OK(wid_verify(v_none, tok, token.len, NOW + TTL - 1, NULL));
+        CHECK_RC(wid_verify(v_none, tok, token.len, NOW + TTL, NULL), WID_RESULT_EXPIRED);
+        CHECK_RC(wid_verify(v_none, tok, token.len, NOW - 1, NULL), WID_RESULT_NOT_YET_VALID);
+        wid_verifier_free(v_none);
+    }
 
     /* Audience: consul.io is in the token, nomad.io is not; UTF-8 required. */
     CHECK_RC(wid_verifier_new(kr, S(BAD_UTF8), 60, lookup, &ctx, &v_other_aud),

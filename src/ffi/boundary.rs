@@ -63,7 +63,7 @@ pub(crate) fn invalid(name: &'static str, problem: impl Into<String>) -> Error {
 }
 
 /// The most any (pointer, length) input may claim, whatever `max` a caller of
-/// [`bytes_in`] passes: the slice made from it stays far below `isize::MAX`.
+/// `bytes_in` passes: the slice made from it stays far below `isize::MAX`.
 const HARD_MAX_INPUT: usize = 64 << 20;
 
 /// Borrows a (pointer, length) byte input; `(NULL, 0)` is empty. A length
@@ -92,10 +92,10 @@ pub(crate) unsafe fn bytes_in<'a>(
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
-/// Borrows a (pointer, length) UTF-8 string input (see [`bytes_in`]).
+/// Borrows a (pointer, length) UTF-8 string input (see `bytes_in`).
 ///
 /// # Safety
-/// As [`bytes_in`].
+/// As `bytes_in`.
 pub(crate) unsafe fn str_in<'a>(
     ptr: *const c_char,
     len: usize,

@@ -2,7 +2,7 @@
 
 use super::boundary::call_void;
 
-/// Bytes owned by the library until [`wid_bytes_free`]. `data` is followed by a
+/// Bytes owned by the library until `wid_bytes_free`. `data` is followed by a
 /// NUL byte not counted in `len`; `{NULL, 0}` is an empty value.
 #[repr(C)]
 #[derive(Debug)]

@@ -69,6 +69,15 @@ fn write_out<T>(out: *mut T, name: &'static str, v: T) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes `v` through `out` when the caller asked for it: outputs that only
+/// report (a new key ID, a count) may be NULL.
+fn write_optional<T>(out: *mut T, v: T) {
+    if !out.is_null() {
+        // SAFETY: non-NULL; the caller provides writable storage.
+        unsafe { out.write(v) };
+    }
+}
+
 fn check_out<T>(out: *mut T, name: &'static str) -> Result<(), Error> {
     if out.is_null() {
         Err(null(name))
@@ -78,7 +87,7 @@ fn check_out<T>(out: *mut T, name: &'static str) -> Result<(), Error> {
 }
 
 /// Creates an empty keyring; `*out` receives a handle to free with
-/// [`wid_keyring_free`].
+/// `wid_keyring_free`.
 ///
 /// # Safety
 /// `out` must be NULL or writable.
@@ -158,7 +167,7 @@ pub unsafe extern "C" fn wid_keyring_insert(
 }
 
 /// Rotates: a fresh key becomes active and the previous one inactive;
-/// `*out_key_id` receives the new key ID.
+/// `*out_key_id` (may be NULL) receives the new key ID.
 ///
 /// # Safety
 /// `out_key_id` must be NULL or writable.
@@ -171,18 +180,16 @@ pub unsafe extern "C" fn wid_keyring_rotate(
     call(|| {
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
-        check_out(out_key_id, "out_key_id")?;
         let id = keyring.rotate(now_unix)?;
-        write_out(
-            out_key_id,
-            "out_key_id",
-            wid_bytes::from_vec(id.to_string().into_bytes()),
-        )
+        if !out_key_id.is_null() {
+            write_optional(out_key_id, wid_bytes::from_vec(id.to_string().into_bytes()));
+        }
+        Ok(())
     })
 }
 
 /// Adds a prepublished key that becomes active at `publish_at_unix` (see
-/// [`wid_keyring_promote_due`]); `*out_key_id` receives its ID.
+/// wid_keyring_promote_due); `*out_key_id` (may be NULL) receives its ID.
 ///
 /// # Safety
 /// `out_key_id` must be NULL or writable.
@@ -196,13 +203,11 @@ pub unsafe extern "C" fn wid_keyring_prepublish(
     call(|| {
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
-        check_out(out_key_id, "out_key_id")?;
         let id = keyring.prepublish(now_unix, publish_at_unix)?;
-        write_out(
-            out_key_id,
-            "out_key_id",
-            wid_bytes::from_vec(id.to_string().into_bytes()),
-        )
+        if !out_key_id.is_null() {
+            write_optional(out_key_id, wid_bytes::from_vec(id.to_string().into_bytes()));
+        }
+        Ok(())
     })
 }
 
@@ -221,9 +226,7 @@ pub unsafe extern "C" fn wid_keyring_promote_due(
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
         let n = keyring.promote_due(now_unix).len();
-        if !out_count.is_null() {
-            write_out(out_count, "out_count", n)?;
-        }
+        write_optional(out_count, n);
         Ok(())
     })
 }
@@ -286,9 +289,7 @@ pub unsafe extern "C" fn wid_keyring_import_jwks(
         let keyring = unsafe { keyring_ref(kr)? };
         let json = unsafe { str_in(jwks_json, len, "jwks_json", MAX_JSON)? };
         let report = keyring.import_jwks(json)?;
-        if !out_imported.is_null() {
-            write_out(out_imported, "out_imported", report.imported.len())?;
-        }
+        write_optional(out_imported, report.imported.len());
         Ok(())
     })
 }
@@ -317,7 +318,7 @@ pub unsafe extern "C" fn wid_keyring_save(
     })
 }
 
-/// Loads a keyring saved by [`wid_keyring_save`] into a new handle.
+/// Loads a keyring saved by `wid_keyring_save` into a new handle.
 ///
 /// # Safety
 /// `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
@@ -369,10 +370,10 @@ pub unsafe extern "C" fn wid_issue(
     }
 }
 
-/// Like [`wid_issue`], with an `iss` claim (`(NULL, 0)` for none).
+/// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
 ///
 /// # Safety
-/// As [`wid_issue`]; `issuer` NULL or valid for `issuer_len` bytes.
+/// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_issue_with_issuer(
     kr: *const wid_keyring,

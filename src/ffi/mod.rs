@@ -3,7 +3,7 @@
 //! Conventions (as in rustls-ffi):
 //!
 //! * Every function is a panic boundary: a panic inside the library becomes
-//!   `WID_RESULT_PANIC` (with a message from [`wid_last_error_message`]), never an
+//!   `WID_RESULT_PANIC` (with a message from `wid_last_error_message`), never an
 //!   abort or an unwind into C. The library must be built with `panic = "unwind"`
 //!   (the default).
 //! * Every pointer argument is checked for NULL (`WID_RESULT_NULL_ARGUMENT`). A
@@ -14,7 +14,7 @@
 //!   before the memory is read, so a wrong length cannot make the library read
 //!   past a small buffer by much.
 //! * Outputs are written only on success.
-//! * On failure a detail message is kept per thread ([`wid_last_error_message`]);
+//! * On failure a detail message is kept per thread (`wid_last_error_message`);
 //!   it never contains key material or a whole token. Success clears it.
 //! * `wid_keyring` and `wid_verifier` are reference counted (`Arc`) and safe to
 //!   use from many threads at once; `_free` is NULL-safe. A handle of the wrong
@@ -47,7 +47,7 @@ pub use verify::{
     wid_verifier_new_with_options, wid_verifier_options, wid_verify, wid_verify_batch,
 };
 
-/// Result codes (`wid_result`): stable forever, see [`crate::ResultCode`].
+/// Result codes (`wid_result`): stable forever, see `ResultCode` (Rust).
 pub type wid_result = u32;
 
 /// Success.

@@ -19,7 +19,7 @@ pub struct wid_verifier {
 
 /// Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
 /// `TERMINAL`) to `*out_state` and returns `WID_RESULT_OK`, or returns an error
-/// code. It is called from whichever thread calls [`wid_verify`], possibly from
+/// code. It is called from whichever thread calls `wid_verify`, possibly from
 /// several at once, with `consistency` `WID_CONSISTENCY_STALE` first and
 /// `WID_CONSISTENCY_CONSISTENT` only when the stale answer was missing. An
 /// error code, or a state other than 0, 1 or 2, fails closed
@@ -35,12 +35,14 @@ pub type wid_alloc_lookup_fn = Option<
     ) -> wid_result,
 >;
 
-/// Verifier options for [`wid_verifier_new_with_options`]. Zero values mean the
-/// defaults.
+/// Verifier options for `wid_verifier_new_with_options`. Zero values mean the
+/// defaults (so `{0}` is all defaults; note that `wid_verifier_new`'s own
+/// `leeway_secs` argument of 0 means no leeway).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct wid_verifier_options {
-    /// Clock skew allowed, in seconds (0: 60).
+    /// Clock skew allowed on exp/nbf/iat, in seconds (0: the default, 60;
+    /// -1: none; other negative values are invalid).
     pub leeway_secs: i64,
     /// How long to wait for an unknown `kid`, in milliseconds (0: 1000; -1: no wait).
     pub key_wait_ms: i64,
@@ -144,8 +146,10 @@ unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Verifier, Error
 }
 
 /// Creates a verifier over `kr` (shared: keys inserted or rotated later are
-/// seen) for `audience` (required, non-empty), with `leeway_secs` of clock skew
-/// (>= 0) and the allocation `lookup` (required; see [`wid_alloc_lookup_fn`]).
+/// seen) for `audience` (required, non-empty), with exactly `leeway_secs` of
+/// clock skew (>= 0; here 0 means NO leeway, unlike the options struct where 0
+/// means the 60 s default) and the allocation `lookup` (required; see
+/// `wid_alloc_lookup_fn`).
 ///
 /// # Safety
 /// Pointers must be NULL or valid; `userdata` is passed to `lookup` untouched
@@ -164,8 +168,6 @@ pub unsafe extern "C" fn wid_verifier_new(
         leeway_secs,
         ..DEFAULT_OPTIONS
     };
-    // Here the leeway is given as is (0 means none); in the options struct 0
-    // means the default.
     // SAFETY: forwarded contract.
     unsafe {
         new_verifier(
@@ -181,10 +183,10 @@ pub unsafe extern "C" fn wid_verifier_new(
     }
 }
 
-/// Like [`wid_verifier_new`], with [`wid_verifier_options`] (NULL: defaults).
+/// Like `wid_verifier_new`, with `wid_verifier_options` (NULL: defaults).
 ///
 /// # Safety
-/// As [`wid_verifier_new`]; `options` NULL or valid.
+/// As `wid_verifier_new`; `options` NULL or valid.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_verifier_new_with_options(
     kr: *const wid_keyring,
@@ -236,12 +238,7 @@ unsafe fn new_verifier(
         if out.is_null() {
             return Err(null("out"));
         }
-        if o.leeway_secs < 0 {
-            return Err(invalid(
-                "leeway_secs",
-                format!("must be >= 0, got {}", o.leeway_secs),
-            ));
-        }
+        let leeway = leeway_of(o.leeway_secs, exact_leeway)?;
         if o.key_wait_ms < -1 {
             return Err(invalid(
                 "key_wait_ms",
@@ -250,8 +247,8 @@ unsafe fn new_verifier(
         }
         let store = Arc::new(CallbackStore { lookup, userdata });
         let mut b = Verifier::builder(keyring.clone(), store, Audience::new(audience)?);
-        if o.leeway_secs > 0 || exact_leeway {
-            b = b.leeway(Duration::from_secs(o.leeway_secs as u64));
+        if let Some(leeway) = leeway {
+            b = b.leeway(leeway);
         }
         match o.key_wait_ms {
             0 => {}
@@ -276,6 +273,27 @@ unsafe fn new_verifier(
         unsafe { out.write(Arc::into_raw(handle).cast::<wid_verifier>().cast_mut()) };
         Ok(())
     })
+}
+
+/// The one place a C leeway gets its meaning: `None` is the default (60 s).
+/// `wid_verifier_new` passes its argument `exact`ly (0 is none); in
+/// `wid_verifier_options` 0 is the default and -1 none.
+fn leeway_of(secs: i64, exact: bool) -> Result<Option<Duration>, Error> {
+    let seconds = |n: i64| Some(Duration::from_secs(n.unsigned_abs()));
+    match (exact, secs) {
+        (true, n) if n >= 0 => Ok(seconds(n)),
+        (true, n) => Err(invalid(
+            "leeway_secs",
+            format!("must be >= 0 (0: no leeway), got {n}"),
+        )),
+        (false, 0) => Ok(None),
+        (false, -1) => Ok(Some(Duration::ZERO)),
+        (false, n) if n > 0 => Ok(seconds(n)),
+        (false, n) => Err(invalid(
+            "options.leeway_secs",
+            format!("must be >= -1 (0: the default 60 s, -1: none), got {n}"),
+        )),
+    }
 }
 
 /// Releases a verifier handle. NULL-safe.
@@ -346,7 +364,7 @@ pub unsafe extern "C" fn wid_verify(
 
 /// Verifies `count` tokens at once (`tokens[i]` of `token_lens[i]` bytes),
 /// writing each token's result code to `out_results[i]`. Accepts exactly what
-/// [`wid_verify`] accepts. Returns `WID_RESULT_OK` when the call itself worked
+/// `wid_verify` accepts. Returns `WID_RESULT_OK` when the call itself worked
 /// (whatever the tokens' results); per-token details are not kept.
 ///
 /// # Safety

@@ -749,7 +749,10 @@ impl IdentityManager {
                     );
                 }
                 Ok(_) => {
-                    failed.get_or_insert((x.name().to_string(), "it returned an empty secret".into()));
+                    failed.get_or_insert((
+                        x.name().to_string(),
+                        "it returned an empty secret".into(),
+                    ));
                 }
                 Err(e) => {
                     failed.get_or_insert((x.name().to_string(), e.to_string()));

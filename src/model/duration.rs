@@ -66,7 +66,10 @@ mod tests {
     #[test]
     fn converts_from_std_durations_saturating() {
         use std::time::Duration;
-        assert_eq!(GoDuration::from(Duration::from_secs(3600)), GoDuration::from_secs(3600));
+        assert_eq!(
+            GoDuration::from(Duration::from_secs(3600)),
+            GoDuration::from_secs(3600)
+        );
         assert_eq!(GoDuration::from(Duration::from_nanos(7)), GoDuration(7));
         assert_eq!(GoDuration::from(Duration::MAX), GoDuration(i64::MAX));
     }

@@ -38,7 +38,7 @@ func (f StateStoreFunc) AllocationState(allocID string, c Consistency) (AllocSta
 // library's defaults.
 type VerifierOptions struct {
 	// LeewaySecs is the clock skew allowed, in seconds (0: the default, 60;
-	// the options ABI has no way to ask for no leeway at all).
+	// -1: none; other negative values are invalid).
 	LeewaySecs int64
 	// KeyWait is how long Verify waits for a token's unknown kid to appear in
 	// the keyring (0: the default, 1s; negative: no wait). It is rounded up

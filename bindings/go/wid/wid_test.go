@@ -517,6 +517,19 @@ func TestVerifierOptions(t *testing.T) {
 	}
 	_, err = strict.Verify(tok, now+ttl+5)
 	wantCode(t, err, ErrExpired)
+	exact := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{LeewaySecs: -1})
+	if _, err := exact.Verify(tok, now+ttl-1); err != nil {
+		t.Errorf("no leeway, a second before exp: %v", err)
+	}
+	_, err = exact.Verify(tok, now+ttl)
+	wantCode(t, err, ErrExpired)
+
+	// A TTL is Go nanoseconds: a positive TTL under a second (what a caller
+	// who meant seconds writes) is refused, never issued without exp.
+	short := request(allocID, aud)
+	short.Identity.TTL = 3600
+	_, err = kr.Issue(short, now)
+	wantCode(t, err, ErrInvalidArgument)
 
 	small := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{MaxTokenBytes: 64})
 	_, err = small.Verify(tok, now)
@@ -532,7 +545,7 @@ func TestVerifierOptions(t *testing.T) {
 	t.Logf("cached verifier: %d store lookups for 3 verifications", atomic.LoadInt64(&store.n))
 
 	for name, o := range map[string]*VerifierOptions{
-		"negative leeway":   {LeewaySecs: -1},
+		"negative leeway":   {LeewaySecs: -2},
 		"negative max size": {MaxTokenBytes: -1},
 	} {
 		_, err := NewVerifier(kr, aud, liveStore(), o)
