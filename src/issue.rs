@@ -32,6 +32,33 @@ impl std::fmt::Debug for SignedIdentity {
 }
 
 /// Signs identities with a keyring's active key.
+///
+/// ```
+/// use workload_identity::model::{GoDuration, IssueRequest, WorkloadIdentity};
+/// use workload_identity::{Issuer, Keyring};
+///
+/// let keyring = Keyring::new();
+/// keyring.rotate(1_700_000_000)?;
+/// let mut req = IssueRequest::default();
+/// req.region = "global".into();
+/// req.allocation.id = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc".into();
+/// req.allocation.namespace = "default".into();
+/// req.allocation.job_id = "web".into();
+/// req.allocation.task_group = "frontend".into();
+/// req.task = "server".into();
+/// req.identity = WorkloadIdentity {
+///     name: "vault_default".into(),
+///     audience: vec!["vault.io".into()],
+///     ttl: GoDuration::from_secs(3600), // nanoseconds on the wire
+///     ..WorkloadIdentity::default()
+/// };
+/// let signed = Issuer::new(keyring)
+///     .issuer("https://nomad.example.com")
+///     .issue(&req, 1_700_000_000)?;
+/// assert_eq!(signed.claims.subject, "global:default:web:frontend:server:vault_default");
+/// assert_eq!(signed.claims.expires_at, Some(1_700_003_600));
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Issuer {
     keyring: Keyring,

@@ -1,5 +1,62 @@
 //! Mint and verify **workload identities**: Ed25519-signed JWTs bound to a running
-//! allocation, from a rotating keyring, with a msgpack wire format that Go speaks.
+//! allocation, from a rotating keyring, with a msgpack wire format that Go speaks
+//! and a stable C ABI.
+//!
+//! # Start here
+//!
+//! * **Issuing** (a scheduler's server): a [`Keyring`] holds the signing keys
+//!   (`rotate`, `save`/`load`, `jwks` for relying parties); an [`Issuer`] signs an
+//!   [`model::IssueRequest`] into a token.
+//! * **Verifying** (a service that receives tokens): a [`Verifier`] checks a
+//!   token strictly and asks a [`StateStore`] whether its allocation is still
+//!   live ([`MemoryStore`] embedded; implement the trait over your state, or use
+//!   `state::etcd::EtcdStore` with the `etcd` feature).
+//! * **Holding** (a client running workloads): a [`manager::IdentityManager`]
+//!   keeps an allocation's tokens renewed and persisted across restarts.
+//! * **From C or Go**: [`ffi`] and `include/workload_identity.h`;
+//!   `bindings/go/wid` in the repository.
+//!
+//! Units: token times are Unix seconds; the manager's are Unix milliseconds
+//! (named `_ms`); an identity's TTL is a Go duration in **nanoseconds**
+//! ([`model::GoDuration::from_secs`]), and TTL 0 means a token without `exp`.
+//! Errors are one [`Error`] whose [`Error::code`] is a stable [`ResultCode`].
+//! The library logs through the `log` facade only (see the README).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use workload_identity::model::{Allocation, IssueRequest, WorkloadIdentity};
+//! use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+//!
+//! let now = 1_700_000_000;
+//! let keyring = Keyring::new();
+//! keyring.rotate(now)?;
+//! let req = IssueRequest {
+//!     region: "global".into(),
+//!     allocation: Allocation {
+//!         id: "alloc-1".into(),
+//!         namespace: "default".into(),
+//!         job_id: "web".into(),
+//!         task_group: "g".into(),
+//!         client_status: "running".into(),
+//!         ..Allocation::default()
+//!     },
+//!     task: "server".into(),
+//!     identity: WorkloadIdentity {
+//!         name: "default".into(),
+//!         audience: vec!["vault.io".into()],
+//!         ..WorkloadIdentity::default()
+//!     },
+//!     ..IssueRequest::default()
+//! };
+//! let token = Issuer::new(keyring.clone()).issue(&req, now)?.token;
+//! let store = Arc::new(MemoryStore::new());
+//! store.upsert(&req.allocation);
+//! let verifier = Verifier::builder(keyring, store, Audience::new("vault.io")?).build();
+//! assert_eq!(verifier.verify(&token, now)?.claims.task.as_deref(), Some("server"));
+//! # Ok::<(), workload_identity::Error>(())
+//! ```
+//!
+//! # Modules
 //!
 //! * [`codec`] and [`model`]: the msgpack wire types shared with Go, by declared
 //!   codec names only, decoded strictly and validated with Nomad's rules;
@@ -11,18 +68,6 @@
 //!   token-exchange hooks;
 //! * [`ffi`]: the stable C ABI;
 //! * [`error`]: one error type whose variants map onto the stable C result codes.
-//!
-//! ```
-//! use workload_identity::{codec, model::IssueRequest};
-//!
-//! let mut req = IssueRequest::default();
-//! req.region = "global".into();
-//! let bytes = codec::encode(&req).unwrap();
-//! let back: IssueRequest = codec::decode(&bytes).unwrap();
-//! assert_eq!(back, req);
-//! // Empty allocation fields, no task and no identity name: all reported at once.
-//! assert!(back.validate().is_err());
-//! ```
 
 // Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
 #![deny(unsafe_code)]

@@ -97,6 +97,27 @@ struct Shared {
 }
 
 /// A shared, thread-safe keyring. Cloning is cheap and clones share the keys.
+///
+/// ```
+/// use workload_identity::Keyring;
+///
+/// let now = 1_700_000_000; // Unix seconds
+/// let keyring = Keyring::new();
+/// let first = keyring.rotate(now)?; // a fresh active key
+/// let second = keyring.rotate(now + 3600)?; // takes over; `first` still verifies
+/// assert_eq!(keyring.active_id(), Some(second));
+/// assert_eq!(keyring.jwks().keys.len(), 2); // both published
+/// keyring.deprecate(&first, now + 7200)?; // out of the JWKS, verifies no more
+/// assert_eq!(keyring.jwks().keys.len(), 1);
+///
+/// let dir = std::env::temp_dir().join(format!("wid-doc-keyring-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// keyring.save(dir.join("keystore"))?; // mode 0600, crash-safe
+/// let loaded = Keyring::load(dir.join("keystore"))?;
+/// assert_eq!(loaded.keys(), keyring.keys());
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Keyring {
     shared: Arc<Shared>,

@@ -113,9 +113,26 @@ pub struct FileIdentityDb {
 }
 
 impl FileIdentityDb {
-    /// A database in `dir` (which must exist).
+    /// A database in `dir`. The directory is created (mode 0700, with any
+    /// missing parents) on the first save if it does not exist; a directory
+    /// that cannot be created makes that save, and so `IdentityManager::start`,
+    /// fail with the I/O error.
     pub fn new(dir: impl Into<PathBuf>) -> FileIdentityDb {
         FileIdentityDb { dir: dir.into() }
+    }
+
+    fn ensure_dir(&self) -> Result<()> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&self.dir).map_err(|e| Error::Io {
+            context: format!("creating identity state directory {}", self.dir.display()),
+            source: e,
+        })
     }
 
     /// The file holding `alloc_id`'s state. The ID must be a safe file name
@@ -204,6 +221,7 @@ impl IdentityDb for FileIdentityDb {
 
     fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()> {
         let path = self.path(alloc_id)?;
+        self.ensure_dir()?;
         let stored = to_stored(state);
         let hint = 256
             + stored

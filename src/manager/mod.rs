@@ -261,7 +261,49 @@ struct State {
     last_kind: EventKind,
 }
 
-/// Keeps one allocation's identities signed (see the module docs).
+/// Keeps one allocation's identities signed (see the module docs). Its times
+/// are Unix milliseconds.
+///
+/// ```
+/// use std::sync::Arc;
+/// use workload_identity::manager::{IdentityKey, IdentityManager, MemoryIdentityDb};
+/// use workload_identity::model::{IssueRequest, WorkloadIdentity};
+/// use workload_identity::{Issuer, Keyring};
+///
+/// let now_ms = 1_700_000_000_000;
+/// let keyring = Keyring::new();
+/// keyring.rotate(now_ms / 1000)?;
+/// let mut req = IssueRequest::default();
+/// req.region = "global".into();
+/// req.allocation.id = "alloc-1".into();
+/// req.allocation.namespace = "default".into();
+/// req.allocation.job_id = "web".into();
+/// req.allocation.task_group = "g".into();
+/// req.task = "server".into();
+/// req.identity = WorkloadIdentity {
+///     name: "default".into(),
+///     audience: vec!["vault.io".into()],
+///     ttl: std::time::Duration::from_secs(600).into(),
+///     ..WorkloadIdentity::default()
+/// };
+/// let db = Arc::new(MemoryIdentityDb::default());
+/// let manager = IdentityManager::builder(
+///     vec![req],
+///     Arc::new(Issuer::new(keyring.clone())),
+///     db.clone(),
+///     keyring,
+/// )
+/// .build()?;
+/// manager.start(now_ms)?;
+/// let key = IdentityKey::new("server", "default");
+/// let token = manager.current(&key, now_ms).expect("signed at start");
+/// // Renewal is due half-way through the token's life (plus jitter).
+/// let due = manager.next_due_ms().unwrap();
+/// assert!(due >= now_ms + 300_000 && due <= now_ms + 330_000);
+/// manager.tick(due); // renews
+/// assert_ne!(manager.current(&key, due).unwrap().jwt_id, token.jwt_id);
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct IdentityManager {
     inner: Arc<Inner>,
@@ -676,8 +718,12 @@ impl IdentityManager {
             };
             (kind, stale)
         };
-        self.persist();
-        self.run_exchanges(&stale, kind, now_ms)
+        // The tokens are in use either way; a failed save is reported (after
+        // the exchanges ran), so `start` and `restore` do not claim success
+        // for state that would not survive a restart.
+        let persisted = self.persist();
+        let exchanged = self.run_exchanges(&stale, kind, now_ms);
+        persisted.and(exchanged)
     }
 
     /// Checks a signer's answer is the whole requested set, in order.
@@ -759,9 +805,11 @@ impl IdentityManager {
                 }
             }
         }
-        if !hooks.is_empty() {
-            self.persist();
-        }
+        let persisted = if hooks.is_empty() {
+            Ok(())
+        } else {
+            self.persist()
+        };
         // Every consumer is told, whether its secret was reused or derived now.
         let secrets = self.lock().secrets.clone();
         for x in &self.inner.parts.exchanges {
@@ -770,7 +818,7 @@ impl IdentityManager {
             }
         }
         match failed {
-            None => Ok(()),
+            None => persisted,
             Some((exchange, why)) => {
                 let mut st = self.lock();
                 st.failures = st.failures.saturating_add(1);
@@ -788,7 +836,8 @@ impl IdentityManager {
         }
     }
 
-    fn persist(&self) {
+    /// Saves the current state; a failure is logged and returned.
+    fn persist(&self) -> Result<()> {
         let state = {
             let st = self.lock();
             PersistedState {
@@ -796,11 +845,13 @@ impl IdentityManager {
                 secrets: st.secrets.values().cloned().collect(),
             }
         };
-        if let Err(e) = self.inner.parts.db.store(&self.inner.alloc_id, &state) {
+        let saved = self.inner.parts.db.store(&self.inner.alloc_id, &state);
+        if let Err(e) = &saved {
             log::warn!(
                 "saving identities of allocation {}: {e}",
                 self.inner.alloc_id
             );
         }
+        saved
     }
 }

@@ -63,6 +63,24 @@ impl EtcdConfig {
 }
 
 /// The etcd store. Cheap to share (`Arc`); safe to call from many threads.
+///
+/// ```no_run
+/// # // no_run: it needs an etcd cluster (tests/etcd_cluster.rs starts one).
+/// use std::sync::Arc;
+/// use workload_identity::state::etcd::{EtcdConfig, EtcdStore};
+/// use workload_identity::{Audience, Keyring, Verifier};
+///
+/// let store = Arc::new(EtcdStore::new(EtcdConfig::new(
+///     "http://127.0.0.1:2379", // this host's member: stale reads
+///     &["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379"],
+///     "/nomad",
+/// )));
+/// let keyring = Keyring::load("/var/lib/wid/keystore")?;
+/// let verifier = Verifier::builder(keyring, store, Audience::new("vault.io")?).build();
+/// let identity = verifier.verify_now("eyJ...")?;
+/// # let _ = identity;
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct EtcdStore {
     config: EtcdConfig,

@@ -88,6 +88,39 @@ impl fmt::Display for StoreError {
 impl std::error::Error for StoreError {}
 
 /// A source of allocation states. Called from any thread that verifies.
+///
+/// Implement it over your scheduler's state. A `Stale` read may lag (a local
+/// replica); a `Consistent` read must not. Return an error rather than guess:
+/// the verifier then fails closed.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use workload_identity::state::StoreError;
+/// use workload_identity::{AllocState, Consistency, StateStore};
+///
+/// /// A replica that answers stale reads and asks the leader for consistent ones.
+/// struct Replica {
+///     local: HashMap<String, AllocState>,
+///     leader: HashMap<String, AllocState>,
+/// }
+///
+/// impl StateStore for Replica {
+///     fn allocation_state(&self, id: &str, c: Consistency) -> Result<AllocState, StoreError> {
+///         let view = match c {
+///             Consistency::Stale => &self.local,
+///             _ => &self.leader, // Consistent (and any future level): the leader
+///         };
+///         Ok(view.get(id).copied().unwrap_or(AllocState::Missing))
+///     }
+/// }
+///
+/// let r = Replica {
+///     local: HashMap::new(),
+///     leader: HashMap::from([("a1".to_string(), AllocState::Live)]),
+/// };
+/// assert_eq!(r.allocation_state("a1", Consistency::Stale), Ok(AllocState::Missing));
+/// assert_eq!(r.allocation_state("a1", Consistency::Consistent), Ok(AllocState::Live));
+/// ```
 pub trait StateStore: Send + Sync {
     /// The state of allocation `alloc_id` at the requested consistency.
     fn allocation_state(

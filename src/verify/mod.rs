@@ -198,6 +198,45 @@ struct Inner {
 
 /// Verifies workload identity tokens. Cheap to clone; safe to share across
 /// threads (the store is called from whichever thread verifies).
+///
+/// ```
+/// use std::sync::Arc;
+/// use workload_identity::model::{Allocation, IssueRequest, WorkloadIdentity};
+/// use workload_identity::{Audience, Issuer, Keyring, MemoryStore, ResultCode, Verifier};
+///
+/// let now = 1_700_000_000;
+/// let keyring = Keyring::new();
+/// keyring.rotate(now)?;
+/// let mut req = IssueRequest::default();
+/// req.region = "global".into();
+/// req.allocation = Allocation {
+///     id: "alloc-1".into(),
+///     namespace: "default".into(),
+///     job_id: "web".into(),
+///     task_group: "g".into(),
+///     client_status: "running".into(),
+///     ..Allocation::default()
+/// };
+/// req.task = "server".into();
+/// req.identity = WorkloadIdentity {
+///     name: "default".into(),
+///     audience: vec!["vault.io".into()],
+///     ..WorkloadIdentity::default()
+/// };
+/// let token = Issuer::new(keyring.clone()).issue(&req, now)?.token;
+///
+/// let store = Arc::new(MemoryStore::new());
+/// store.upsert(&req.allocation);
+/// let verifier = Verifier::builder(keyring, store.clone(), Audience::new("vault.io")?).build();
+/// assert_eq!(verifier.verify(&token, now)?.claims.allocation_id, "alloc-1");
+///
+/// // The workload stops: its token is refused from then on.
+/// req.allocation.client_status = "complete".into();
+/// store.upsert(&req.allocation);
+/// let e = verifier.verify(&token, now).unwrap_err();
+/// assert_eq!(e.code(), ResultCode::AllocationTerminal);
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Verifier {
     inner: Arc<Inner>,
