@@ -176,8 +176,9 @@ func TestVersionAndResultNames(t *testing.T) {
 	}
 	sentinels := []*Error{ErrNullArgument, ErrInvalidArgument, ErrDecodeError, ErrIOError, ErrPanic,
 		ErrMalformedToken, ErrUnsupportedAlgorithm, ErrUnknownKey, ErrBadSignature, ErrExpired,
-		ErrNotYetValid, ErrAudienceMismatch, ErrAllocationNotFound, ErrAllocationTerminal,
-		ErrStoreUnavailable, ErrNoActiveKey, ErrDuplicateKey}
+		ErrNotYetValid, ErrAudienceMismatch, ErrIssuerMismatch, ErrAllocationNotFound,
+		ErrAllocationTerminal, ErrStoreUnavailable, ErrNoActiveKey, ErrDuplicateKey,
+		ErrTokenExchangeFailed}
 	if len(sentinels) != len(Results())-1 {
 		t.Fatalf("%d sentinels for %d failure codes", len(sentinels), len(Results())-1)
 	}
