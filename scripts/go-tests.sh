@@ -15,12 +15,13 @@
 #   WID_GO_BENCH  1: also run the benchmarks (BenchmarkVerifyBinding vs.
 #                 BenchmarkVerifyGoJose, ...), without -race.
 #
-# The packages are symlinked into the first GOPATH entry (set by go-env.sh)
+# The packages are symlinked into this checkout's GOPATH (go-env.sh)
 # as workload-identity/wid and workload-identity/interop.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+"$SCRIPT_DIR/go-deps.sh"
 # shellcheck source=go-env.sh
 source "$SCRIPT_DIR/go-env.sh"
 
@@ -50,7 +51,7 @@ if ! cmp -s "$inc_dir/workload_identity.h" "$REPO_ROOT/include/workload_identity
 fi
 
 # --- GOPATH layout ----------------------------------------------------------
-gopath_first="${GOPATH%%:*}"
+gopath_first="$WID_GOPATH_FIRST"
 pkg_root="$gopath_first/src/workload-identity"
 mkdir -p "$pkg_root"
 ln -sfn "$REPO_ROOT/bindings/go/wid" "$pkg_root/wid"
@@ -62,7 +63,7 @@ export CGO_CFLAGS="-g -O2 -I$inc_dir"
 static_ldflags="$static_lib -lpthread -ldl -lm"
 dynamic_ldflags="-L$lib_dir -lworkload_identity -Wl,-rpath,$lib_dir"
 
-echo "== go: $(go version)"
+echo "== go: $(wid_go version)"
 echo "== library: $lib_dir (header: $inc_dir)"
 
 echo "== gofmt"
@@ -74,25 +75,28 @@ if [ -n "$unformatted" ]; then
 fi
 
 echo "== go vet (static)"
-CGO_LDFLAGS="$static_ldflags" go vet "${pkgs[@]}"
+CGO_LDFLAGS="$static_ldflags" wid_go vet "${pkgs[@]}"
 
 echo "== go test -race -count=1 (static)"
-CGO_LDFLAGS="$static_ldflags" go test -race -count=1 "${pkgs[@]}"
+CGO_LDFLAGS="$static_ldflags" wid_go test -race -count=1 "${pkgs[@]}"
 
 dynamic="skipped (no .so)"
 if [ -f "$lib_dir/libworkload_identity.so" ]; then
     echo "== go test -count=1 (dynamic: libworkload_identity.so)"
-    CGO_LDFLAGS="$dynamic_ldflags" go test -count=1 "${pkgs[@]}"
+    CGO_LDFLAGS="$dynamic_ldflags" wid_go test -count=1 "${pkgs[@]}"
     dynamic="ok"
 fi
 
 bench="not run (WID_GO_BENCH=1 to run)"
 if [ "${WID_GO_BENCH:-0}" = "1" ]; then
     echo "== go test -bench (static, no -race)"
-    bench_out="$(CGO_LDFLAGS="$static_ldflags" go test -count=1 -run '^$' -bench . -benchmem workload-identity/interop)"
+    bench_out="$(CGO_LDFLAGS="$static_ldflags" wid_go test -count=1 -run '^$' -bench . -benchmem workload-identity/interop)"
     echo "$bench_out"
     ns() { awk -v b="$1" '$1 ~ "^"b"(-[0-9]+)?$" { print $3; exit }' <<<"$bench_out"; }
     bench="VerifyBinding $(ns BenchmarkVerifyBinding) ns/op, VerifyGoJose $(ns BenchmarkVerifyGoJose) ns/op"
 fi
+
+echo "== go packaging: go-env.sh hygiene, module mode via bindings/go/go.mod"
+"$SCRIPT_DIR/go-packaging-check.sh"
 
 echo "go-tests.sh: OK: vet + race tests (static) passed for ${pkgs[*]}; dynamic link: $dynamic; bench: $bench"

@@ -22,6 +22,7 @@ echo "== python: scripts/token-vector.py check"
 python3 scripts/token-vector.py check
 
 echo "== go: crypto/ed25519 nomad-raw-seed check"
+scripts/go-deps.sh
 # shellcheck source=go-env.sh
 source scripts/go-env.sh
-go run tests/go/ed25519seed/main.go tests/vectors/keyring.json
+wid_go run tests/go/ed25519seed/main.go tests/vectors/keyring.json

@@ -11,6 +11,7 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+"$SCRIPT_DIR/go-deps.sh"
 # shellcheck source=go-env.sh
 source "$SCRIPT_DIR/go-env.sh"
 
@@ -23,7 +24,7 @@ usage() {
 }
 
 run_go() {
-    (cd "$REPO_ROOT" && go run "$GO_PROG" "$@")
+    (cd "$REPO_ROOT" && wid_go run "$GO_PROG" "$@")
 }
 
 [ $# -ge 1 ] || usage

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# go-deps.sh -- install the Debian Go packages the Go checks use, when missing:
+# golang-go, golang-github-hashicorp-go-msgpack-dev (Nomad's codec) and
+# golang-gopkg-square-go-jose.v2-dev (interop checks). Needs root or sudo.
+# Run by CI and by the scripts that need Go; `source scripts/go-env.sh` never
+# installs anything.
+set -euo pipefail
+
+gocode=/usr/share/gocode
+need=""
+command -v go >/dev/null 2>&1 || need="$need golang-go"
+[ -d "$gocode/src/github.com/hashicorp/go-msgpack/codec" ] || need="$need golang-github-hashicorp-go-msgpack-dev"
+[ -d "$gocode/src/gopkg.in/square/go-jose.v2" ] || need="$need golang-gopkg-square-go-jose.v2-dev"
+[ -z "$need" ] && exit 0
+
+sudo=""
+if [ "$(id -u)" != "0" ]; then
+    command -v sudo >/dev/null 2>&1 || {
+        echo "go-deps.sh: need root or sudo to install:$need" >&2
+        exit 1
+    }
+    sudo="sudo"
+fi
+echo "go-deps.sh: installing Debian packages:$need" >&2
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
