@@ -2,7 +2,9 @@
  * example.c: the workload-identity C ABI end to end.
  *
  *   1. create a keyring and insert a key with known material;
- *   2. issue a token for a Go-encoded msgpack IssueRequest (sample_request.h);
+ *   2. issue a token for an IssueRequest: msgpack, as Nomad's Go code sends
+ *      it; here built in C with the encoder in wid_request.h (bytes straight
+ *      off the Go wire, as in sample_request.h, work the same);
  *   3. print the token and the JWKS a relying party would fetch;
  *   4. verify the token for audience "vault.io", looking allocations up in a
  *      tiny in-memory table, and print the verified claims;
@@ -26,7 +28,7 @@
 #include <string.h>
 
 #include "workload_identity.h"
-#include "sample_request.h"
+#include "wid_request.h"
 
 /* The fixed "current time" used throughout, so the output is reproducible. */
 #define NOW ((int64_t)1700000000)
@@ -94,6 +96,10 @@ int main(void) {
     char msg[512];
     wid_result rc;
     size_t i;
+    const char *audiences[] = {"vault.io", "consul.io"};
+    wid_request_fields req;
+    uint8_t request[1024];
+    size_t request_len;
 
     /* Check that the header we compiled against matches the library we run. */
     if (wid_abi_version() != WID_ABI_VERSION) {
@@ -113,8 +119,27 @@ int main(void) {
                             WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW);
     if (rc != WID_RESULT_OK) die("wid_keyring_insert", rc);
 
-    /* 2. Issue: the request is msgpack, as Nomad's Go code encodes it. */
-    rc = wid_issue(kr, wid_sample_request, wid_sample_request_len, NOW, &token);
+    /* 2. Issue: the request is msgpack, as Nomad's Go code encodes it. The TTL
+     *    is a Go time.Duration, so NANOSECONDS: WID_TTL_SECONDS(3600) is an
+     *    hour; a bare 3600 would be 3.6 us and is refused. TTL 0 means a token
+     *    without exp. */
+    memset(&req, 0, sizeof req);
+    req.region = "global";
+    req.alloc_id = entries[0].id;
+    req.alloc_namespace = "default";
+    req.job_id = "web";
+    req.task_group = "frontend";
+    req.task = "server";
+    req.identity_name = "vault_default";
+    req.audience = audiences;
+    req.audience_count = 2;
+    req.ttl_ns = WID_TTL_SECONDS(3600);
+    request_len = wid_encode_issue_request(&req, request, sizeof request);
+    if (request_len == 0) {
+        fprintf(stderr, "the request does not fit in %zu bytes\n", sizeof request);
+        return 1;
+    }
+    rc = wid_issue(kr, request, request_len, NOW, &token);
     if (rc != WID_RESULT_OK) die("wid_issue", rc);
     /* wid_bytes data is NUL-terminated, so text can be printed directly. */
     printf("token (%zu bytes):\n  %s\n\n", token.len, (const char *)token.data);

@@ -30,6 +30,7 @@
 
 #include "workload_identity.h"
 #include "sample_request.h"
+#include "wid_request.h"
 
 /* ------------------------------------------------------------------------ */
 /* Assertions                                                               */
@@ -819,6 +820,75 @@ static void test_issue_decoding(void) {
     wid_keyring_free(kr);
 }
 
+/* The C encoder in wid_request.h produces a request the library reads as the
+ * Go sample: the same claims come out. And a TTL written as seconds (3600,
+ * i.e. 3.6 us) is refused instead of issuing a token without exp. */
+static void test_request_encoder_and_ttl(void) {
+    wid_keyring *kr = keyring_with_key("encoder", 3);
+    const char *aud[] = {"vault.io", "consul.io"};
+    wid_request_fields f;
+    uint8_t buf[1024];
+    uint8_t tiny[16];
+    size_t n;
+    wid_bytes from_c = {NULL, 0}, from_go = {NULL, 0}, out = sentinel_bytes();
+
+    memset(&f, 0, sizeof f);
+    f.region = "global";
+    f.alloc_id = ALLOC_ID;
+    f.alloc_namespace = "default";
+    f.job_id = "web/dispatch-1700000000-abcd1234";
+    f.parent_job_id = "web";
+    f.task_group = "frontend";
+    f.task = "server";
+    f.identity_name = "vault_default";
+    f.audience = aud;
+    f.audience_count = 2;
+    f.ttl_ns = WID_TTL_SECONDS(3600);
+    n = wid_encode_issue_request(&f, buf, sizeof buf);
+    CHECK(n > 0);
+    CHECK(wid_encode_issue_request(&f, tiny, sizeof tiny) == 0);
+    CHECK_OK(wid_issue(kr, buf, n, NOW, &from_c));
+    CHECK_OK(wid_issue(kr, wid_sample_request, wid_sample_request_len, NOW, &from_go));
+    /* Same header and the same claims but the random jti: compare the
+       decoded-by-the-library claims instead of the bytes. */
+    {
+        wid_verifier *v = NULL;
+        struct lookup_ctx ctx;
+        wid_bytes c1 = {NULL, 0}, c2 = {NULL, 0};
+        const char *keys[] = {"\"sub\":\"global:default:web:frontend:server:vault_default\"",
+                              "\"nomad_job_id\":\"web\"", "\"aud\":[\"vault.io\",\"consul.io\"]",
+                              "\"exp\":1700003600"};
+        size_t i;
+        ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+        v = verifier_for(kr, &ctx);
+        CHECK_OK(wid_verify(v, (const char *)from_c.data, from_c.len, NOW, &c1));
+        CHECK_OK(wid_verify(v, (const char *)from_go.data, from_go.len, NOW, &c2));
+        for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            CHECK(c1.data != NULL && strstr((const char *)c1.data, keys[i]) != NULL);
+            CHECK(c2.data != NULL && strstr((const char *)c2.data, keys[i]) != NULL);
+        }
+        wid_bytes_free(&c1);
+        wid_bytes_free(&c2);
+        wid_verifier_free(v);
+    }
+
+    /* Seconds where nanoseconds belong: refused, naming the unit. */
+    f.ttl_ns = 3600;
+    n = wid_encode_issue_request(&f, buf, sizeof buf);
+    CHECK_RC(wid_issue(kr, buf, n, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    CHECK(strstr(last_error(), "nanoseconds") != NULL);
+    /* TTL 0: a token without exp. */
+    f.ttl_ns = 0;
+    n = wid_encode_issue_request(&f, buf, sizeof buf);
+    CHECK_OK(wid_issue(kr, buf, n, NOW, &out));
+    wid_bytes_free(&out);
+
+    wid_bytes_free(&from_c);
+    wid_bytes_free(&from_go);
+    wid_keyring_free(kr);
+}
+
 static void test_verify_flows(void) {
     wid_keyring *kr = keyring_with_key("flows", 3);
     wid_keyring *foreign_kr = keyring_with_key("foreign", 4);
@@ -1579,6 +1649,7 @@ int main(void) {
     test_keyring_argument_checks();
     test_huge_lengths();
     test_issue_decoding();
+    test_request_encoder_and_ttl();
     test_verify_flows();
     test_rotation_seen_by_verifier();
     test_jwks_import();

@@ -1,0 +1,159 @@
+/*
+ * wid_request.h: encode an IssueRequest as msgpack from C, without Go.
+ *
+ * wid_issue() takes the request as msgpack, the way Nomad's Go code sends it
+ * (hashicorp/go-msgpack, MsgpackHandle{RawToString: true}). A C caller that
+ * has the fields in hand can build the same bytes with this header-only
+ * encoder: a map of the keys the library reads, strings in the old-spec raw
+ * forms Go writes (fixstr, str16, str32: never str8), integers as int64.
+ * Unknown keys are ignored by the library, so a Go encoder's extra fields are
+ * fine either way. The table of keys is in bindings/c/README.md.
+ *
+ *     const char *aud[] = {"vault.io"};
+ *     wid_request_fields f = {0};
+ *     uint8_t buf[1024];
+ *     size_t n;
+ *     f.region = "global";
+ *     f.alloc_id = "5f8c7d2e-...";  f.alloc_namespace = "default";
+ *     f.job_id = "web";             f.task_group = "frontend";
+ *     f.task = "server";
+ *     f.identity_name = "vault_default";
+ *     f.audience = aud;  f.audience_count = 1;
+ *     f.ttl_ns = WID_TTL_SECONDS(3600);   // nanoseconds! 0 means no exp
+ *     n = wid_encode_issue_request(&f, buf, sizeof buf);   // 0: did not fit
+ *     rc = wid_issue(kr, buf, n, now, &token);
+ */
+#ifndef WID_REQUEST_H
+#define WID_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A TTL is a Go time.Duration: int64 NANOSECONDS. 3600 is 3.6 microseconds,
+   and a positive TTL under one second is refused (WID_RESULT_INVALID_ARGUMENT). */
+#define WID_TTL_SECONDS(s) ((int64_t)(s) * (int64_t)1000000000)
+
+typedef struct wid_request_fields {
+    const char *region;          /* Region (required) */
+    const char *alloc_id;        /* Allocation.ID (required) */
+    const char *alloc_namespace; /* Allocation.Namespace (required) */
+    const char *job_id;          /* Allocation.JobID (required) */
+    const char *parent_job_id;   /* Allocation.Job.ParentID, for child jobs (NULL: none) */
+    const char *task_group;      /* Allocation.TaskGroup (required) */
+    const char *task;            /* Task: exactly one of task and service (NULL: none) */
+    const char *service;         /* Service */
+    const char *identity_name;   /* Identity.Name (required, ^[a-zA-Z0-9-_]{1,128}$) */
+    const char *const *audience; /* Identity.Audience (may be empty) */
+    size_t audience_count;
+    int64_t ttl_ns;              /* Identity.TTL, nanoseconds (0: no exp) */
+} wid_request_fields;
+
+typedef struct wid_mp_out {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    int overflow;
+} wid_mp_out;
+
+static inline void wid_mp_put(wid_mp_out *o, const void *p, size_t n) {
+    if (o->overflow || n > o->cap - o->len) {
+        o->overflow = 1;
+        return;
+    }
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+}
+
+static inline void wid_mp_byte(wid_mp_out *o, uint8_t b) { wid_mp_put(o, &b, 1); }
+
+static inline void wid_mp_be(wid_mp_out *o, uint64_t v, int bytes) {
+    uint8_t b[8];
+    int i;
+    for (i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+    wid_mp_put(o, b, (size_t)bytes);
+}
+
+/* Strings as Go's RawToString handle writes them: fixstr, str16 or str32. */
+static inline void wid_mp_str(wid_mp_out *o, const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n < 32) {
+        wid_mp_byte(o, (uint8_t)(0xa0 | n));
+    } else if (n <= 0xffff) {
+        wid_mp_byte(o, 0xda);
+        wid_mp_be(o, n, 2);
+    } else {
+        wid_mp_byte(o, 0xdb);
+        wid_mp_be(o, n, 4);
+    }
+    wid_mp_put(o, s ? s : "", n);
+}
+
+static inline void wid_mp_map(wid_mp_out *o, uint8_t n) { wid_mp_byte(o, (uint8_t)(0x80 | n)); }
+
+static inline void wid_mp_array(wid_mp_out *o, size_t n) {
+    if (n < 16) {
+        wid_mp_byte(o, (uint8_t)(0x90 | n));
+    } else {
+        wid_mp_byte(o, 0xdc);
+        wid_mp_be(o, n, 2);
+    }
+}
+
+static inline void wid_mp_int64(wid_mp_out *o, int64_t v) {
+    wid_mp_byte(o, 0xd3);
+    wid_mp_be(o, (uint64_t)v, 8);
+}
+
+/* Encodes `f` into `buf`; returns the number of bytes, or 0 when `buf` is too
+   small (or more than 65535 audiences are given). Validation (required fields,
+   the identity name, the TTL) is the library's, in wid_issue(). */
+static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8_t *buf, size_t cap) {
+    wid_mp_out o;
+    size_t i;
+    int has_job = f->parent_job_id != NULL && f->parent_job_id[0] != '\0';
+    o.buf = buf;
+    o.cap = cap;
+    o.len = 0;
+    o.overflow = f->audience_count > 0xffff;
+
+    wid_mp_map(&o, 5);
+    wid_mp_str(&o, "Allocation");
+    wid_mp_map(&o, (uint8_t)(has_job ? 5 : 4));
+    wid_mp_str(&o, "ID");
+    wid_mp_str(&o, f->alloc_id);
+    if (has_job) {
+        wid_mp_str(&o, "Job");
+        wid_mp_map(&o, 2);
+        wid_mp_str(&o, "ID");
+        wid_mp_str(&o, f->job_id);
+        wid_mp_str(&o, "ParentID");
+        wid_mp_str(&o, f->parent_job_id);
+    }
+    wid_mp_str(&o, "JobID");
+    wid_mp_str(&o, f->job_id);
+    wid_mp_str(&o, "Namespace");
+    wid_mp_str(&o, f->alloc_namespace);
+    wid_mp_str(&o, "TaskGroup");
+    wid_mp_str(&o, f->task_group);
+
+    wid_mp_str(&o, "Identity");
+    wid_mp_map(&o, 3);
+    wid_mp_str(&o, "Audience");
+    wid_mp_array(&o, f->audience_count);
+    for (i = 0; i < f->audience_count; i++) wid_mp_str(&o, f->audience[i]);
+    wid_mp_str(&o, "Name");
+    wid_mp_str(&o, f->identity_name);
+    wid_mp_str(&o, "TTL");
+    wid_mp_int64(&o, f->ttl_ns);
+
+    wid_mp_str(&o, "Region");
+    wid_mp_str(&o, f->region);
+    wid_mp_str(&o, "Service");
+    wid_mp_str(&o, f->service);
+    wid_mp_str(&o, "Task");
+    wid_mp_str(&o, f->task);
+    return o.overflow ? 0 : o.len;
+}
+
+#endif /* WID_REQUEST_H */
