@@ -63,7 +63,8 @@ echo "c-tests: header compiles as C11 and C++17"
 # Both programs, statically linked.
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/example.c "${static_libs[@]}" -o "$work/example"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c "${static_libs[@]}" -o "$work/test_static"
-# The test program, dynamically linked.
+# The test program, dynamically linked (it asks for the SONAME, .so.<abi>).
+"$root/scripts/dev-soname-link.sh" "$lib_dir"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c -L"$lib_dir" -lworkload_identity -lpthread \
     -o "$work/test_dynamic"
 echo "c-tests: compiled example and test (static and dynamic) with -Wall -Wextra -Werror -pedantic"

@@ -82,6 +82,7 @@ CGO_LDFLAGS="$static_ldflags" wid_go test -race -count=1 "${pkgs[@]}"
 
 dynamic="skipped (no .so)"
 if [ -f "$lib_dir/libworkload_identity.so" ]; then
+    "$SCRIPT_DIR/dev-soname-link.sh" "$lib_dir"
     echo "== go test -count=1 (dynamic: libworkload_identity.so)"
     CGO_LDFLAGS="$dynamic_ldflags" wid_go test -count=1 "${pkgs[@]}"
     dynamic="ok"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# dev-soname-link.sh DIR -- cargo writes libworkload_identity.so, whose SONAME is
+# libworkload_identity.so.<abi> (build.rs): a program linked against it asks the
+# loader for the .so.<abi> name. An installed library has that link
+# (scripts/install.sh); for running against a build tree, this adds it beside
+# the .so (DIR defaults to target/release). Idempotent.
+set -euo pipefail
+dir="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/release}"
+so="$dir/libworkload_identity.so"
+[ -f "$so" ] || exit 0
+soname="$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
+if [ -n "$soname" ] && [ "$soname" != "libworkload_identity.so" ] && [ ! -e "$dir/$soname" ]; then
+    ln -sfn libworkload_identity.so "$dir/$soname"
+fi

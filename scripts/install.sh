@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# install.sh -- install the C library the way C users expect (rustls-ffi's
+# layout, without cargo-c: see README "C packaging" for why).
+#
+#   scripts/install.sh [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build]
+#
+# Installs (defaults: prefix /usr/local, libdir <prefix>/lib):
+#   <prefix>/include/workload_identity.h          the C ABI
+#   <prefix>/include/wid_request.h                the IssueRequest encoder for C
+#   <libdir>/libworkload_identity.a               static
+#   <libdir>/libworkload_identity.so.<version>    shared, SONAME libworkload_identity.so.<abi>
+#   <libdir>/libworkload_identity.so.<abi>        -> .so.<version>
+#   <libdir>/libworkload_identity.so              -> .so.<abi> (for -lworkload_identity)
+#   <libdir>/pkgconfig/workload_identity.pc       `pkg-config --cflags --libs workload_identity`
+# --destdir stages the files under DIR (packaging); the .pc still names --prefix.
+# Unless --no-build, it first runs `cargo build --release --locked`.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+prefix=/usr/local
+libdir=""
+destdir=""
+build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix="$2"; shift 2 ;;
+        --libdir) libdir="$2"; shift 2 ;;
+        --destdir) destdir="$2"; shift 2 ;;
+        --no-build) build=0; shift ;;
+        *) echo "usage: $0 [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build]" >&2; exit 2 ;;
+    esac
+done
+[ -n "$libdir" ] || libdir="$prefix/lib"
+includedir="$prefix/include"
+
+if [ "$build" = 1 ]; then
+    (cd "$REPO_ROOT" && cargo build --release --locked --quiet)
+fi
+release="$REPO_ROOT/target/release"
+header="$REPO_ROOT/include/workload_identity.h"
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -1)"
+abi="$(sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' "$header")"
+[ -n "$version" ] && [ -n "$abi" ] || { echo "install.sh: cannot read the version or ABI" >&2; exit 1; }
+for f in "$release/libworkload_identity.a" "$release/libworkload_identity.so"; do
+    [ -f "$f" ] || { echo "install.sh: missing $f (cargo build --release)" >&2; exit 1; }
+done
+
+inc="$destdir$includedir"
+lib="$destdir$libdir"
+mkdir -p "$inc" "$lib/pkgconfig"
+install -m 0644 "$header" "$inc/workload_identity.h"
+install -m 0644 "$REPO_ROOT/bindings/c/wid_request.h" "$inc/wid_request.h"
+install -m 0644 "$release/libworkload_identity.a" "$lib/libworkload_identity.a"
+install -m 0755 "$release/libworkload_identity.so" "$lib/libworkload_identity.so.$version"
+ln -sfn "libworkload_identity.so.$version" "$lib/libworkload_identity.so.$abi"
+ln -sfn "libworkload_identity.so.$abi" "$lib/libworkload_identity.so"
+cat > "$lib/pkgconfig/workload_identity.pc" <<PC
+prefix=$prefix
+libdir=$libdir
+includedir=$includedir
+
+Name: workload_identity
+Description: Mint and verify workload identities (C ABI v$abi)
+Version: $version
+Libs: -L\${libdir} -lworkload_identity
+Libs.private: -lpthread -ldl -lm
+Cflags: -I\${includedir}
+PC
+echo "install.sh: workload_identity $version (C ABI v$abi) installed under $destdir$prefix"
