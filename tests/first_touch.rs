@@ -150,3 +150,57 @@ fn names_are_one_way() {
         .build();
     v.verify(&token, NOW).unwrap();
 }
+
+/// The README's logging promise: the `log` facade only, rejections and key
+/// waits at debug, an unknown client status at warn, never a token.
+#[test]
+fn logging_goes_through_the_facade_at_the_documented_levels() {
+    use std::sync::Mutex;
+    struct Capture(Mutex<Vec<(log::Level, String)>>);
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record) {
+            if r.target().starts_with("workload_identity") {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((r.level(), r.args().to_string()));
+            }
+        }
+        fn flush(&self) {}
+    }
+    static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+    log::set_logger(&CAPTURE).unwrap();
+    log::set_max_level(log::LevelFilter::Trace);
+
+    let w = world();
+    let token = w.token();
+    let _ = w.verifier.verify(&format!("{token}x"), NOW); // rejected
+    let mut alloc = common::allocation();
+    alloc.client_status = "Completed".into();
+    w.store.upsert(&alloc);
+    let records = CAPTURE.0.lock().unwrap().clone();
+    assert!(
+        records
+            .iter()
+            .any(|(l, m)| *l == log::Level::Debug && m.contains("rejected")),
+        "{records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|(l, m)| *l == log::Level::Warn && m.contains("unknown client status")),
+        "{records:?}"
+    );
+    assert!(
+        records.iter().all(|(l, _)| *l != log::Level::Error),
+        "{records:?}"
+    );
+    let signature = token.rsplit('.').next().unwrap();
+    assert!(
+        records.iter().all(|(_, m)| !m.contains(signature)),
+        "a token reached the log: {records:?}"
+    );
+}
