@@ -55,9 +55,10 @@ impl EtcdConfig {
         }
     }
 
-    /// Sets the per-request timeout.
+    /// Sets the per-request timeout (at most a day: longer values, up to
+    /// `Duration::MAX`, saturate there instead of overflowing the clock).
     pub fn timeout(mut self, timeout: Duration) -> EtcdConfig {
-        self.timeout = timeout;
+        self.timeout = timeout.min(Duration::from_secs(24 * 3600));
         self
     }
 }
