@@ -358,18 +358,7 @@ fn a_caller_given_token_cap_is_clamped_to_one_mebibyte() {
 
 #[test]
 fn the_c_abi_never_reads_past_the_clamped_cap() {
-    use std::ffi::c_void;
     use workload_identity::ffi::*;
-    unsafe extern "C" fn live(
-        _: *mut c_void,
-        _: *const u8,
-        _: usize,
-        _: u32,
-        out: *mut u32,
-    ) -> wid_result {
-        unsafe { *out = WID_ALLOC_LIVE };
-        WID_RESULT_OK
-    }
     unsafe {
         let mut kr = std::ptr::null_mut();
         assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
@@ -381,7 +370,7 @@ fn the_c_abi_never_reads_past_the_clamped_cap() {
             AUD.as_ptr().cast(),
             AUD.len(),
             &options,
-            Some(live),
+            Some(common::identity::ffi_live),
             std::ptr::null_mut(),
             &mut v,
         );

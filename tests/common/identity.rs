@@ -96,6 +96,18 @@ pub fn payload_with(overrides: serde_json::Value) -> String {
 
 pub const HEADER: &str = r#"{"alg":"EdDSA","kid":"key-1","typ":"JWT"}"#;
 
+/// A C ABI allocation lookup that answers "live" for every allocation.
+pub unsafe extern "C" fn ffi_live(
+    _: *mut std::ffi::c_void,
+    _: *const u8,
+    _: usize,
+    _: u32,
+    out: *mut u32,
+) -> u32 {
+    unsafe { *out = workload_identity::ffi::WID_ALLOC_LIVE };
+    workload_identity::ffi::WID_RESULT_OK
+}
+
 /// A C ABI verifier over a one-key keyring (raw-seed `material`, key `kid`)
 /// whose allocation lookup answers "live": for benchmarks and instruction
 /// counts of the C ABI path. Free it with `wid_verifier_free`.
@@ -104,16 +116,6 @@ pub fn ffi_live_verifier(
     material: &[u8; 32],
 ) -> *mut workload_identity::ffi::wid_verifier {
     use workload_identity::ffi::*;
-    unsafe extern "C" fn live(
-        _: *mut std::ffi::c_void,
-        _: *const u8,
-        _: usize,
-        _: u32,
-        out: *mut u32,
-    ) -> u32 {
-        unsafe { *out = WID_ALLOC_LIVE };
-        WID_RESULT_OK
-    }
     unsafe {
         let mut kr = std::ptr::null_mut();
         assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
@@ -134,7 +136,7 @@ pub fn ffi_live_verifier(
             AUD.as_ptr().cast(),
             AUD.len(),
             60,
-            Some(live),
+            Some(ffi_live),
             std::ptr::null_mut(),
             &mut v,
         );
