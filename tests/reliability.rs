@@ -106,7 +106,7 @@ fn concurrent_issue_and_verify_under_a_rotation_schedule() {
                             .into_iter()
                             .find(|k| k.state == KeyState::Inactive)
                         {
-                            keyring.deprecate(k.id.as_str(), t).unwrap();
+                            keyring.deprecate(&k.kid, t).unwrap();
                         }
                     }
                 }
