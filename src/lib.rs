@@ -78,6 +78,9 @@ pub mod codec;
 mod deadline;
 pub mod error;
 pub mod ffi;
+/// Shared entry points of the fuzz targets, the corpus replay test and the
+/// valgrind replay: not part of the library (feature `fuzzing`, off by default).
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod issue;

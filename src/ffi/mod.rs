@@ -29,12 +29,14 @@
 
 mod boundary;
 mod bytes;
+#[cfg(feature = "fuzzing")]
 mod fuzz;
 mod keyring;
 mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
+#[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
 pub use keyring::{
     wid_issue, wid_issue_with_issuer, wid_keyring, wid_keyring_deprecate, wid_keyring_free,
