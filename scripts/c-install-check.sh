@@ -8,12 +8,9 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
-if ! command -v pkg-config >/dev/null 2>&1; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config
-fi
+# shellcheck source=lib.sh
+source scripts/lib.sh
+command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
 abi="$(sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' include/workload_identity.h)"
 soname="$(readelf -d target/release/libworkload_identity.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
 if [ "$soname" != "libworkload_identity.so.$abi" ]; then

@@ -21,30 +21,12 @@ cd "$root"
 CC="${CC:-gcc}"
 CXX="${CXX:-g++}"
 
-if [ -n "${WID_LIB_DIR:-}" ]; then
-    lib_dir="$(cd "$WID_LIB_DIR" && pwd)"
-    if [ -f "$lib_dir/workload_identity.h" ]; then
-        inc_dir="$lib_dir"
-    else
-        inc_dir="$root/include"
-    fi
-else
-    echo "c-tests: building the library (cargo build --release)"
-    cargo build --release --locked --quiet
-    lib_dir="$root/target/release"
-    inc_dir="$root/include"
-fi
-for f in "$lib_dir/libworkload_identity.a" "$lib_dir/libworkload_identity.so" "$inc_dir/workload_identity.h"; do
-    [ -f "$f" ] || { echo "c-tests: missing $f" >&2; exit 1; }
-done
-
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "c-tests: installing valgrind"
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq valgrind >/dev/null
-fi
+# shellcheck source=lib.sh
+source "$root/scripts/lib.sh"
+wid_find_lib c-tests
+lib_dir="$WID_LIB"
+inc_dir="$WID_INC"
+command -v valgrind >/dev/null 2>&1 || wid_apt_install valgrind
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/wid-c-tests.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

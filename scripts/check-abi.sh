@@ -4,8 +4,10 @@
 # added to the list on purpose (and to the C test and the header).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-lib="${WID_LIB_DIR:-target/release}/libworkload_identity.so"
-[ -f "$lib" ] || cargo build --release --locked --quiet
+# shellcheck source=lib.sh
+source scripts/lib.sh
+wid_find_lib "ABI guard"
+lib="$WID_LIB/libworkload_identity.so"
 exported="$(nm -D --defined-only "$lib" | awk '{print $3}' | grep '^wid_' | LC_ALL=C sort)"
 expected="$(LC_ALL=C sort abi/symbols.txt)"
 if [ "$exported" != "$expected" ]; then

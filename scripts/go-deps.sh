@@ -13,15 +13,7 @@ command -v go >/dev/null 2>&1 || need="$need golang-go"
 [ -d "$gocode/src/gopkg.in/square/go-jose.v2" ] || need="$need golang-gopkg-square-go-jose.v2-dev"
 [ -z "$need" ] && exit 0
 
-sudo=""
-if [ "$(id -u)" != "0" ]; then
-    command -v sudo >/dev/null 2>&1 || {
-        echo "go-deps.sh: need root or sudo to install:$need" >&2
-        exit 1
-    }
-    sudo="sudo"
-fi
-echo "go-deps.sh: installing Debian packages:$need" >&2
-$sudo apt-get update -qq
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck disable=SC2086
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
+wid_apt_install $need

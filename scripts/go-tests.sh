@@ -26,29 +26,12 @@ REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 source "$SCRIPT_DIR/go-env.sh"
 
 # --- the library ------------------------------------------------------------
-if [ -n "${WID_LIB_DIR:-}" ]; then
-    lib_dir="$(cd "$WID_LIB_DIR" && pwd)"
-    if [ -f "$lib_dir/workload_identity.h" ]; then
-        inc_dir="$lib_dir"
-    else
-        inc_dir="$REPO_ROOT/include"
-    fi
-else
-    echo "== cargo build --release --locked --quiet"
-    (cd "$REPO_ROOT" && cargo build --release --locked --quiet)
-    lib_dir="$REPO_ROOT/target/release"
-    inc_dir="$REPO_ROOT/include"
-fi
+# shellcheck source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
+wid_find_lib go-tests.sh
+lib_dir="$WID_LIB"
+inc_dir="$WID_INC"
 static_lib="$lib_dir/libworkload_identity.a"
-for f in "$static_lib" "$inc_dir/workload_identity.h"; do
-    if [ ! -f "$f" ]; then
-        echo "go-tests.sh: missing $f" >&2
-        exit 1
-    fi
-done
-if ! cmp -s "$inc_dir/workload_identity.h" "$REPO_ROOT/include/workload_identity.h"; then
-    echo "go-tests.sh: warning: $inc_dir/workload_identity.h differs from include/workload_identity.h" >&2
-fi
 
 # --- GOPATH layout ----------------------------------------------------------
 gopath_first="$WID_GOPATH_FIRST"

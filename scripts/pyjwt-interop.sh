@@ -15,16 +15,10 @@ if ! python3 -c 'import jwt, cryptography' >/dev/null 2>&1; then
     python3 -m pip install --quiet "PyJWT[crypto]" cryptography
 fi
 
-if [[ -n "${WID_LIB_DIR:-}" ]]; then
-    LIB="$WID_LIB_DIR/libworkload_identity.so"
-else
-    cargo build --release --locked --quiet
-    LIB="$REPO_ROOT/target/release/libworkload_identity.so"
-fi
-if [[ ! -f "$LIB" ]]; then
-    echo "pyjwt-interop.sh: library not found: $LIB" >&2
-    exit 1
-fi
+# shellcheck source=lib.sh
+source "$REPO_ROOT/scripts/lib.sh"
+wid_find_lib pyjwt-interop.sh
+LIB="$WID_LIB/libworkload_identity.so"
 
 if python3 tests/python/pyjwt_interop.py "$LIB"; then
     echo "pyjwt-interop.sh: PASS ($LIB)"

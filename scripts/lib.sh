@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# lib.sh -- helpers shared by the scripts; source it: `source scripts/lib.sh`.
+#
+#   wid_apt_install PKG...   installs Debian packages (sudo unless root), once
+#                            per call, quietly; fails if neither is possible
+#   wid_find_lib NAME        sets WID_LIB (the library directory) and WID_INC
+#                            (the header directory): $WID_LIB_DIR when set (its
+#                            own workload_identity.h if it has one, else
+#                            include/), otherwise target/release after
+#                            `cargo build --release --locked`. NAME prefixes
+#                            its messages.
+#   WID_ROOT                 the repository root
+
+WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+wid_apt_install() {
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "need root or sudo to install: $*" >&2
+            return 1
+        fi
+        sudo="sudo"
+    fi
+    echo "installing Debian packages: $*" >&2
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wid_find_lib() {
+    local who="$1"
+    if [ -n "${WID_LIB_DIR:-}" ]; then
+        WID_LIB="$(cd "$WID_LIB_DIR" && pwd)"
+        if [ -f "$WID_LIB/workload_identity.h" ]; then
+            WID_INC="$WID_LIB"
+        else
+            WID_INC="$WID_ROOT/include"
+        fi
+    else
+        echo "$who: cargo build --release --locked" >&2
+        (cd "$WID_ROOT" && cargo build --release --locked --quiet)
+        WID_LIB="$WID_ROOT/target/release"
+        WID_INC="$WID_ROOT/include"
+    fi
+    local f
+    for f in "$WID_LIB/libworkload_identity.a" "$WID_LIB/libworkload_identity.so" "$WID_INC/workload_identity.h"; do
+        if [ ! -f "$f" ]; then
+            echo "$who: missing $f" >&2
+            return 1
+        fi
+    done
+    if ! cmp -s "$WID_INC/workload_identity.h" "$WID_ROOT/include/workload_identity.h"; then
+        echo "$who: warning: $WID_INC/workload_identity.h differs from include/workload_identity.h" >&2
+    fi
+}
