@@ -88,9 +88,8 @@ pub mod jwt;
 pub mod keyring;
 pub mod manager;
 pub mod model;
-mod persist;
-mod sealed;
 pub mod state;
+mod storage;
 pub mod verify;
 
 /// The README's example runs as a doctest.

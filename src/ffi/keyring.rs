@@ -308,12 +308,7 @@ pub unsafe extern "C" fn wid_keyring_save(
         // SAFETY: contract.
         let keyring = unsafe { keyring_ref(kr)? };
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
-        if path.is_empty() || path.contains('\0') {
-            return Err(invalid(
-                "path",
-                "must be a non-empty path without NUL bytes",
-            ));
-        }
+        // Empty paths and NUL bytes are refused by the core's save.
         keyring.save(path)
     })
 }
@@ -332,12 +327,7 @@ pub unsafe extern "C" fn wid_keyring_load(
         // SAFETY: contract.
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
         check_out(out, "out")?;
-        if path.is_empty() || path.contains('\0') {
-            return Err(invalid(
-                "path",
-                "must be a non-empty path without NUL bytes",
-            ));
-        }
+        // Empty paths and NUL bytes are refused by the core's load.
         let keyring = Keyring::load(path)?;
         write_out(out, "out", into_raw(keyring).cast_mut())
     })

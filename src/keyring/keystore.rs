@@ -15,7 +15,7 @@
 //! one this library reads, the checksum matches, the body decodes, and every key
 //! is valid — including that its material derives exactly the stored public key.
 //! Any failure is an error and no keyring is returned: never a partial one.
-//! Files are written with mode 0600 through [`crate::persist`]'s
+//! Files are written with mode 0600 through [`crate::storage::atomic_file`]'s
 //! temporary-file-and-rename, so a crash leaves the old or the new file, whole.
 
 use std::path::Path;
@@ -25,14 +25,15 @@ use ed25519_dalek::VerifyingKey;
 use super::{KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta};
 use crate::codec::{Bin, wire_struct};
 use crate::error::{DecodeError, Error, Result};
-use crate::sealed::{FileAccess, SealedFormat};
+use crate::storage::atomic_file::FileAccess;
+use crate::storage::envelope::EnvelopeFormat;
 
 /// The `Format` field of every keystore file.
 pub const KEYSTORE_FORMAT: &str = "workload-identity-keystore";
 /// The newest keystore version this library reads and the one it writes.
 pub const KEYSTORE_VERSION: u32 = 1;
-/// The keystore's sealed-file format.
-const SEALED: SealedFormat = SealedFormat {
+/// The keystore's envelope format.
+const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: KEYSTORE_FORMAT,
     version: KEYSTORE_VERSION,
     what: "keystore",
@@ -185,7 +186,7 @@ impl Keyring {
     /// point the file holds the previous keyring or this one, whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let (body, hint) = self.keystore_body();
-        SEALED.save(path.as_ref(), &body, hint)
+        ENVELOPE.save(path.as_ref(), &body, hint)
     }
 
     /// Loads a keyring saved by [`Keyring::save`]. A truncated, corrupted or
@@ -204,12 +205,12 @@ impl Keyring {
         } else {
             FileAccess::OwnerOnly
         };
-        Keyring::from_body(SEALED.load(path.as_ref(), access)?)
+        Keyring::from_body(ENVELOPE.load(path.as_ref(), access)?)
     }
 
     /// Decodes a keystore file's bytes (see [`Keyring::load`]).
     pub fn from_keystore_bytes(bytes: &[u8]) -> Result<Keyring> {
-        Keyring::from_body(SEALED.unseal(bytes)?)
+        Keyring::from_body(ENVELOPE.decode(bytes)?)
     }
 
     fn from_body(body: Body) -> Result<Keyring> {
@@ -251,7 +252,7 @@ mod tests {
                 state: state.into(),
             }],
         };
-        SEALED.seal(&body, 512).unwrap().to_vec()
+        ENVELOPE.encode(&body, 512).unwrap().to_vec()
     }
 
     /// A verify-only key (no material) may never be one that signs: loading it

@@ -7,8 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use super::{DerivedSecret, IdentityKey, IdentityToken};
 use crate::codec::wire_struct;
 use crate::error::{Error, Result};
-use crate::keyring::KeyId;
-use crate::sealed::SealedFormat;
+use crate::storage::envelope::EnvelopeFormat;
 
 /// What is kept for one allocation across restarts.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -98,14 +97,14 @@ wire_struct! {
     }
 }
 
-const SEALED: SealedFormat = SealedFormat {
+const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: "workload-identity-identities",
     version: 1,
     what: "identity state",
 };
 
 /// A file per allocation under a directory: `<dir>/<alloc id>.identities`,
-/// sealed (versioned, checksummed msgpack) and replaced crash-safely with mode
+/// an envelope (versioned, checksummed msgpack; plaintext) and replaced crash-safely with mode
 /// 0600, like the keystore.
 #[derive(Debug, Clone)]
 pub struct FileIdentityDb {
@@ -135,19 +134,26 @@ impl FileIdentityDb {
         })
     }
 
-    /// The file holding `alloc_id`'s state. The ID must be a safe file name
-    /// (the key-ID alphabet: `A-Z a-z 0-9 . _ : -`, no `..`), as Nomad's UUIDs are.
+    /// The file holding `alloc_id`'s state. The ID must be a safe file name:
+    /// 1 to 128 of `A-Z a-z 0-9 . _ : -`, not starting with `.`, as Nomad's
+    /// UUIDs are (so it can never name a path outside the directory).
     pub fn path(&self, alloc_id: &str) -> Result<PathBuf> {
-        KeyId::new(alloc_id).map_err(|_| {
-            Error::invalid(
+        let safe = !alloc_id.is_empty()
+            && alloc_id.len() <= 128
+            && !alloc_id.starts_with('.')
+            && alloc_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if !safe {
+            return Err(Error::invalid(
                 "FileIdentityDb",
                 "alloc_id",
                 format!(
-                    "{:?} is not a safe file name: expected 1-128 of A-Z a-z 0-9 . _ : - without \"..\"",
+                    "{:?} is not a safe file name: expected 1-128 of A-Z a-z 0-9 . _ : - not starting with \".\"",
                     crate::error::truncate_for_message(alloc_id)
                 ),
-            )
-        })?;
+            ));
+        }
         Ok(self.dir.join(format!("{alloc_id}.identities")))
     }
 }
@@ -214,8 +220,8 @@ impl IdentityDb for FileIdentityDb {
         if !path.exists() {
             return Ok(None);
         }
-        SEALED
-            .load::<StoredState>(&path, crate::sealed::FileAccess::OwnerOnly)
+        ENVELOPE
+            .load::<StoredState>(&path, crate::storage::atomic_file::FileAccess::OwnerOnly)
             .map(|s| Some(from_stored(s)))
     }
 
@@ -234,6 +240,36 @@ impl IdentityDb for FileIdentityDb {
                 .iter()
                 .map(|s| s.secret.len() + 256)
                 .sum::<usize>();
-        SEALED.save(&path, &stored, hint)
+        ENVELOPE.save(&path, &stored, hint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_file_names_stay_inside_the_directory() {
+        let db = FileIdentityDb::new("/var/lib/wid");
+        let ok = db.path("5f8c7d2e-3b1a-4c6d-9e0f-123456789abc").unwrap();
+        assert_eq!(
+            ok,
+            PathBuf::from("/var/lib/wid/5f8c7d2e-3b1a-4c6d-9e0f-123456789abc.identities")
+        );
+        let long = "a".repeat(129);
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "../x",
+            "a b",
+            "é",
+            long.as_str(),
+        ] {
+            let e = db.path(bad).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}");
+        }
     }
 }

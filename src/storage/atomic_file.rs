@@ -1,4 +1,4 @@
-//! Crash-safe file replacement.
+//! Crash-safe file replacement, and careful reading of files that hold secrets.
 //!
 //! A file is replaced by writing a temporary file in the same directory (mode
 //! 0600), flushing it to disk, renaming it over the target and flushing the
@@ -7,9 +7,11 @@
 //! on every error this process survives.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
 
 use crate::error::{Error, Result};
 
@@ -34,7 +36,22 @@ fn injected(at: Fault) -> io::Error {
     io::Error::other(format!("injected failure at {at:?}"))
 }
 
+/// A path the OS could never open is an argument error, not an I/O one: empty,
+/// or with a NUL byte inside (C callers pass lengths, so one can slip in).
+fn check_path(path: &Path) -> Result<()> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes.is_empty() || bytes.contains(&0) {
+        return Err(Error::invalid(
+            "path",
+            "path",
+            "must be a non-empty path without NUL bytes",
+        ));
+    }
+    Ok(())
+}
+
 fn temp_path(target: &Path) -> Result<PathBuf> {
+    check_path(target)?;
     // A directory is refused before anything is created: its "file name" would
     // put the temporary file (with secrets in it) in the directory's parent.
     let ends_in_slash = target.as_os_str().as_encoded_bytes().ends_with(b"/");
@@ -70,6 +87,82 @@ fn temp_path(target: &Path) -> Result<PathBuf> {
         u64::from_le_bytes(nonce)
     );
     Ok(target.with_file_name(tmp))
+}
+
+/// Which file modes [`read_secret_file`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileAccess {
+    /// Only files no one but the owner may access (mode `0600` or stricter).
+    OwnerOnly,
+    /// Any mode (an explicit opt-out).
+    AnyMode,
+}
+
+/// Reads a file that holds secrets (`what` names it in messages): a regular
+/// file; with [`FileAccess::OwnerOnly`] (on Unix) refused before it is read if
+/// group or others have any access to it; at most `max` bytes; read into one
+/// zeroized buffer of its exact size, so no reallocation leaves copies behind.
+pub(crate) fn read_secret_file(
+    path: &Path,
+    what: &'static str,
+    max: u64,
+    access: FileAccess,
+) -> Result<Zeroizing<Vec<u8>>> {
+    let io = |e| Error::Io {
+        context: format!("reading {what} {}", path.display()),
+        source: e,
+    };
+    check_path(path)?;
+    let mut file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    check_mode(&meta, access).map_err(|e| Error::Io {
+        context: format!("refusing {what} {}", path.display()),
+        source: e,
+    })?;
+    if meta.len() > max {
+        return Err(Error::Decode(crate::error::DecodeError {
+            type_name: what,
+            path: String::new(),
+            reason: format!("{} is larger than the {max}-byte limit", path.display()),
+        }));
+    }
+    // Fits: at most `max` bytes, and callers pass a few MiB.
+    let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    let mut bytes = Zeroizing::new(vec![0u8; len]);
+    file.read_exact(&mut bytes).map_err(io)?;
+    let mut probe = [0u8; 1];
+    if file.read(&mut probe).map_err(io)? != 0 {
+        return Err(io(io::Error::other(
+            "the file grew while it was being read",
+        )));
+    }
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn check_mode(meta: &fs::Metadata, access: FileAccess) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o7777;
+    if access == FileAccess::OwnerOnly && mode & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "group or others have access to it (mode {mode:04o}) and it holds secrets; `chmod 600` it (files this library writes are 0600)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_mode(_: &fs::Metadata, _: FileAccess) -> io::Result<()> {
+    Ok(())
 }
 
 /// Replaces `target` with `bytes`, crash-safely (see the module docs).
@@ -205,5 +298,16 @@ mod tests {
         };
         assert_eq!(names(parent.path()), ["keys"], "nothing created beside it");
         assert!(names(&dir).is_empty(), "nothing created inside it");
+    }
+
+    #[test]
+    fn empty_paths_and_nul_bytes_are_argument_errors() {
+        for bad in ["", "/tmp\0x"] {
+            let p = Path::new(bad);
+            let e = replace_file(p, b"x").unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}: {e}");
+            let e = read_secret_file(p, "test file", 10, FileAccess::OwnerOnly).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}: {e}");
+        }
     }
 }
