@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ed25519_dalek::{Signature, Signer, SigningKey};
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity::model::IssueRequest;
-use workload_identity::verify::unix_now;
+use workload_identity::unix_now;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -5,7 +5,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
-use workload_identity::keyring::Keyring;
+use workload_identity::Keyring;
 
 fn keyring_of(n: usize) -> Keyring {
     let kr = Keyring::new();

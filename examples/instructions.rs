@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey};
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
 

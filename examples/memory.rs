@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity::model::IssueRequest;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 #[path = "../tests/common/mod.rs"]
 mod common;

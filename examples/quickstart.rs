@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
+use workload_identity::OidcDiscovery;
 use workload_identity::codec;
-use workload_identity::keyring::OidcDiscovery;
 use workload_identity::model::IssueRequest;
-use workload_identity::verify::unix_now;
+use workload_identity::unix_now;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
 
 /// Bytes written by `tests/go/msgpack/main.go` with `MsgpackHandle{RawToString: true}`.

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use workload_identity::keyring::OidcDiscovery;
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
-use workload_identity::verify::unix_now;
-use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{
+    Audience, Issuer, Keyring, MemoryStore, OidcDiscovery, Verifier, unix_now,
+};
 
 fn main() -> Result<(), workload_identity::Error> {
     // The keyring: one active key, saved (mode 0600) and loaded back. Real

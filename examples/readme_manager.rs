@@ -4,12 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use workload_identity::manager::{
-    Clock, FileIdentityDb, IdentityKey, IdentityManager, Runner, SystemClock,
-};
+use workload_identity::manager::{FileIdentityDb, IdentityId, IdentityManager, Runner};
 use workload_identity::model::{Allocation, IssueRequest, WorkloadIdentity};
-use workload_identity::verify::unix_now;
-use workload_identity::{Issuer, Keyring};
+use workload_identity::{Clock, Issuer, Keyring, SystemClock, unix_now};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keyring = Keyring::new();
@@ -45,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .build()
     };
-    let key = IdentityKey::new("server", "vault_default");
+    let key = IdentityId::new("server", "vault_default");
     // The manager's times are Unix milliseconds (every such name ends in _ms).
     let clock = Arc::new(SystemClock);
 

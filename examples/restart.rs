@@ -10,18 +10,18 @@ use std::sync::{Arc, Mutex};
 
 use workload_identity::codec;
 use workload_identity::manager::{
-    EventKind, ExchangeError, FileIdentityDb, IdentityDb, IdentityKey, IdentityManager,
+    EventKind, ExchangeError, FileIdentityDb, IdentityDb, IdentityId, IdentityManager,
     IdentityToken, TokenExchange,
 };
 use workload_identity::model::IssueRequest;
-use workload_identity::verify::unix_now;
+use workload_identity::unix_now;
 use workload_identity::{Issuer, Keyring};
 
 const GO_REQUEST: &[u8] = include_bytes!("../tests/vectors/msgpack/issue_request_task.msgpack");
 
 /// Stands in for a Consul login with the workload identity.
 struct ConsulLogin {
-    key: IdentityKey,
+    key: IdentityId,
     delivered: Mutex<Vec<(String, EventKind)>>,
 }
 
@@ -29,7 +29,7 @@ impl TokenExchange for ConsulLogin {
     fn name(&self) -> &str {
         "consul"
     }
-    fn identity(&self) -> &IdentityKey {
+    fn identity(&self) -> &IdentityId {
         &self.key
     }
     fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError> {
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keyring = Keyring::new();
     keyring.rotate(now_ms / 1000)?;
     let req: IssueRequest = codec::decode(GO_REQUEST)?;
-    let key = IdentityKey::new("server", &req.identity.name);
+    let key = IdentityId::new("server", &req.identity.name);
     let db = Arc::new(FileIdentityDb::new(&dir));
     let consul = Arc::new(ConsulLogin {
         key: key.clone(),

@@ -394,7 +394,7 @@ pub(crate) fn truncate_for_message(s: &str) -> String {
 }
 
 /// The library's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

@@ -56,41 +56,48 @@
 //! # Ok::<(), workload_identity::Error>(())
 //! ```
 //!
-//! # Modules
+//! # Where things are
 //!
-//! * [`codec`] and [`model`]: the msgpack wire types shared with Go, by declared
-//!   codec names only, decoded strictly and validated with Nomad's rules;
-//! * [`keyring`]: HKDF-seeded Ed25519 root keys, rotation, JWKS and OIDC
-//!   discovery, JWKS import, a crash-safe keystore;
-//! * [`issue`] and [`verify`]: signing identities, and the strict verification
-//!   pipeline bound to live allocations in a [`state::StateStore`];
+//! Everything is exported here, at the crate root, by one path each: the
+//! keyring ([`Keyring`], [`RootKey`], [`KeyId`], [`Jwks`], [`OidcDiscovery`],
+//! [`RotationPolicy`], [`plan_rotation`]), issuance ([`Issuer`]), verification
+//! ([`Verifier`], [`Audience`], [`Claims`]), allocation state ([`StateStore`],
+//! [`MemoryStore`]), time ([`Clock`], [`unix_now`]) and errors ([`Error`],
+//! [`ResultCode`]). Four namespaces hold the rest:
+//!
+//! * [`model`]: the msgpack wire types shared with Go, validated with Nomad's
+//!   rules; [`codec`]: encoding and strict decoding by declared codec names;
 //! * [`manager`]: the client side — renewal, restart-safe restore, watchers and
 //!   token-exchange hooks;
-//! * [`ffi`]: the stable C ABI;
-//! * [`error`]: one error type whose variants map onto the stable C result codes.
+//! * [`ffi`]: the stable C ABI.
 
 // Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
-pub mod claims;
+// The crate root is the front door: the modules below are private except the
+// namespaces users reach into (the wire types, the client-side manager, the
+// msgpack codec, the C ABI), and every public item has exactly one path.
+mod claims;
+mod clock;
 pub mod codec;
 mod deadline;
-pub mod error;
+mod error;
 pub mod ffi;
 /// Shared entry points of the fuzz targets, the corpus replay test and the
 /// valgrind replay: not part of the library (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod issue;
-pub mod jwt;
-pub mod keyring;
+mod issue;
+mod jwt;
+mod keyring;
 pub mod manager;
 pub mod model;
-pub mod state;
+mod state;
 mod storage;
-pub mod verify;
+mod verify;
 
 /// The README's example runs as a doctest.
 #[doc = include_str!("../README.md")]
@@ -98,8 +105,17 @@ pub mod verify;
 pub struct ReadmeDoctests;
 
 pub use claims::Claims;
-pub use error::{Error, ResultCode};
+pub use clock::{Clock, SystemClock, unix_now};
+pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
 pub use issue::{Issuer, SignedIdentity};
-pub use keyring::{KeyId, Keyring};
-pub use state::{AllocState, Consistency, MemoryStore, StateStore};
-pub use verify::{Audience, VerifiedIdentity, Verifier};
+pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
+pub use keyring::{
+    ActiveKey, HKDF_V1_SALT, ImportReport, Jwk, Jwks, KEYSTORE_FORMAT, KEYSTORE_VERSION,
+    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyState, Keyring, KeystoreLoadOptions,
+    MATERIAL_LEN, MAX_KEY_ID_LEN, OidcDiscovery, RootKey, RotationAction, RotationPolicy,
+    SkippedJwk, VerifyingHandle, plan_rotation,
+};
+#[cfg(feature = "etcd")]
+pub use state::etcd::{EtcdConfig, EtcdStore};
+pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
+pub use verify::{Audience, VerifiedIdentity, Verifier, VerifierBuilder, VerifierStats};

@@ -6,8 +6,8 @@ mod common;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use workload_identity::DecodeError;
 use workload_identity::codec::{self, DecodeLimits, WireType};
-use workload_identity::error::DecodeError;
 use workload_identity::model::{
     Allocation, ConsulExposeConfig, ConsulExposePath, IssueRequest, Job, WorkloadIdentity,
 };

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use workload_identity::model::Allocation;
-use workload_identity::state::etcd::{EtcdConfig, EtcdStore};
 use workload_identity::{
     AllocState, Audience, Consistency, Issuer, Keyring, MemoryStore, ResultCode, StateStore,
     Verifier,
 };
+use workload_identity::{EtcdConfig, EtcdStore};
 
 const ETCD: &str = "/usr/bin/etcd";
 const PREFIX: &str = "/wid-test";
@@ -307,7 +307,7 @@ fn token_for(issuer: &Issuer, alloc_id: &str, now: i64) -> String {
 #[test]
 fn a_lagging_member_falls_back_to_a_linearizable_read() {
     let mut cluster = Cluster::start();
-    let now = workload_identity::verify::unix_now();
+    let now = workload_identity::unix_now();
     let keyring = Keyring::new();
     keyring.rotate(now).unwrap();
     let issuer = Issuer::new(keyring.clone());

@@ -11,7 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::identity::{AUD, HEADER, KID, NOW, payload_with, root_key, world};
 use serde_json::json;
-use workload_identity::keyring::KeyState;
+use workload_identity::KeyState;
 use workload_identity::model::GoDuration;
 use workload_identity::{AllocState, Audience, Consistency, Issuer, Keyring, ResultCode, Verifier};
 

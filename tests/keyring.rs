@@ -8,7 +8,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::Verifier;
 use serde_json::{Value, json};
 use workload_identity::ResultCode;
-use workload_identity::keyring::{
+use workload_identity::{
     KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyState, Keyring, OidcDiscovery, RootKey,
     RotationPolicy,
 };
@@ -529,7 +529,7 @@ fn info(id: &str, state: KeyState, create: i64, publish: i64, retired: i64) -> K
 
 #[test]
 fn rotation_policy_timeline_with_defaults() {
-    use workload_identity::keyring::{RotationAction as A, plan_rotation};
+    use workload_identity::{RotationAction as A, plan_rotation};
     let policy = RotationPolicy::new(Some(Duration::from_secs(HOUR as u64)));
     let a = info("a", KeyState::Active, 0, 0, 0);
     // Young key: nothing to do. Exactly half: still nothing (older than half acts).

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use workload_identity::keyring::Keyring;
+use workload_identity::Keyring;
 
 #[test]
 fn rotation_under_concurrent_signing_and_verifying() {
@@ -71,7 +71,7 @@ fn rotation_under_concurrent_signing_and_verifying() {
     assert_eq!(
         kr.keys()
             .iter()
-            .filter(|k| k.state == workload_identity::keyring::KeyState::Active)
+            .filter(|k| k.state == workload_identity::KeyState::Active)
             .count(),
         1
     );

@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use workload_identity::ResultCode;
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
 
 fn sample() -> Keyring {
     let kr = Keyring::from_keys([

@@ -10,10 +10,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
 use workload_identity::manager::{
-    DerivedSecret, FileIdentityDb, IdentityDb, IdentityKey, IdentityToken, PersistedState,
+    DerivedSecret, FileIdentityDb, IdentityDb, IdentityId, IdentityToken, PersistedState,
 };
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
 
 const CHILD_ENV: &str = "WID_CRASH_CHILD";
 const START_ENV: &str = "WID_CRASH_START";
@@ -51,7 +51,7 @@ fn identity_state(g: u64) -> PersistedState {
     PersistedState {
         identities: (0..n)
             .map(|i| IdentityToken {
-                key: IdentityKey::new("task", &format!("id{i}")),
+                key: IdentityId::new("task", &format!("id{i}")),
                 token: format!("token-{g}-{i}-{}", "x".repeat((g % 200) as usize)),
                 kid: format!("g{g}-k0"),
                 jwt_id: format!("jti-{g}-{i}"),
@@ -61,7 +61,7 @@ fn identity_state(g: u64) -> PersistedState {
             .collect(),
         secrets: vec![DerivedSecret {
             exchange: "consul".into(),
-            identity: IdentityKey::new("task", "id0"),
+            identity: IdentityId::new("task", "id0"),
             secret: format!("secret-{g}"),
             derived_from: format!("jti-{g}-0"),
         }],

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use workload_identity::issue::SignedIdentity;
-use workload_identity::keyring::KeyState;
+use workload_identity::KeyState;
+use workload_identity::SignedIdentity;
 use workload_identity::manager::*;
 use workload_identity::model::{GoDuration, IssueRequest, WorkloadIdentity};
-use workload_identity::{Error, Issuer, Keyring, ResultCode};
+use workload_identity::{Clock, Error, Issuer, Keyring, ResultCode, SystemClock};
 
 use common::identity::root_key;
 
@@ -35,8 +35,8 @@ fn requests(ttl_secs: i64) -> Vec<IssueRequest> {
     vec![task, svc]
 }
 
-fn task_key() -> IdentityKey {
-    IdentityKey::new("server", "vault_default")
+fn task_key() -> IdentityId {
+    IdentityId::new("server", "vault_default")
 }
 
 struct FixedJitter(f64);
@@ -54,7 +54,7 @@ struct FlakySigner {
     partial: AtomicBool,
 }
 
-impl Signer for FlakySigner {
+impl IdentitySigner for FlakySigner {
     fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.fail.load(Ordering::SeqCst) {
@@ -73,7 +73,7 @@ impl Signer for FlakySigner {
 
 /// A Consul-like exchange: the secret is derived from the token's jti.
 struct ConsulLogin {
-    key: IdentityKey,
+    key: IdentityId,
     exchanges: AtomicUsize,
     delivered: Mutex<Vec<(String, EventKind)>>,
     fail: AtomicBool,
@@ -83,7 +83,7 @@ impl TokenExchange for ConsulLogin {
     fn name(&self) -> &str {
         "consul"
     }
-    fn identity(&self) -> &IdentityKey {
+    fn identity(&self) -> &IdentityId {
         &self.key
     }
     fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError> {
@@ -118,7 +118,7 @@ fn setup(db: Arc<dyn IdentityDb>) -> Setup {
             partial: AtomicBool::new(false),
         }),
         consul: Arc::new(ConsulLogin {
-            key: IdentityKey::new("web-api", "consul-service_web-api"),
+            key: IdentityId::new("web-api", "consul-service_web-api"),
             exchanges: AtomicUsize::new(0),
             delivered: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
@@ -212,7 +212,7 @@ fn start_signs_everything_persists_and_tells_watchers_and_consumers() {
         m.watch(&task_key()).unwrap().try_recv().unwrap().token,
         u1.token
     );
-    assert!(m.watch(&IdentityKey::new("nope", "x")).is_err());
+    assert!(m.watch(&IdentityId::new("nope", "x")).is_err());
 }
 
 #[test]

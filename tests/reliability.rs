@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use workload_identity::keyring::KeyState;
+use workload_identity::KeyState;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, ResultCode, Verifier};
 
 const NOW: i64 = 1_700_000_000;

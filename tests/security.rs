@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use workload_identity::issue::SignedIdentity;
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+use workload_identity::SignedIdentity;
+use workload_identity::VerifierStats;
 use workload_identity::manager::*;
 use workload_identity::model::IssueRequest;
-use workload_identity::verify::VerifierStats;
 use workload_identity::{Audience, Error, Issuer, Keyring, MemoryStore, ResultCode, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 use common::identity::{AUD, KID, NOW, payload_with, root_key, world};
 
@@ -164,13 +164,13 @@ struct Spy {
     seen: std::sync::Mutex<Vec<String>>,
 }
 
-struct SpyExchange(Arc<Spy>, IdentityKey);
+struct SpyExchange(Arc<Spy>, IdentityId);
 
 impl TokenExchange for SpyExchange {
     fn name(&self) -> &str {
         "spy"
     }
-    fn identity(&self) -> &IdentityKey {
+    fn identity(&self) -> &IdentityId {
         &self.1
     }
     fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError> {
@@ -194,7 +194,7 @@ fn manager_for(
     )
     .exchange(Arc::new(SpyExchange(
         spy.clone(),
-        IdentityKey::new("server", "vault_default"),
+        IdentityId::new("server", "vault_default"),
     )))
     .build()
     .unwrap()
@@ -227,7 +227,7 @@ fn restore_never_reuses_the_tokens_of_another_allocation() {
     assert!(!report.reused, "{report:?}");
     assert!(report.reason.contains("allocation"), "{report:?}");
     let t = m
-        .current(&IdentityKey::new("server", "vault_default"), T0 + 1000)
+        .current(&IdentityId::new("server", "vault_default"), T0 + 1000)
         .unwrap();
     assert_eq!(alloc_of(&t.token), b);
     for handed in spy_b.seen.lock().unwrap().iter() {
@@ -276,7 +276,7 @@ struct LyingSigner {
     other: Vec<IssueRequest>,
 }
 
-impl Signer for LyingSigner {
+impl IdentitySigner for LyingSigner {
     fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
         let honest = self.issuer.sign(requests, now)?;
         let foreign = self.issuer.sign(&self.other, now)?;
@@ -309,7 +309,7 @@ fn signing_checks_the_token_payload_not_only_the_reported_claims() {
     let e = m.start(T0).unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
     assert!(
-        m.current(&IdentityKey::new("server", "vault_default"), T0)
+        m.current(&IdentityId::new("server", "vault_default"), T0)
             .is_none()
     );
 }
@@ -443,7 +443,7 @@ fn a_restored_record_whose_times_differ_from_its_token_is_not_trusted() {
 #[test]
 fn renewal_arithmetic_saturates_at_the_extremes() {
     let token = |iat: i64, exp: Option<i64>| IdentityToken {
-        key: IdentityKey::new("server", "vault_default"),
+        key: IdentityId::new("server", "vault_default"),
         token: String::new(),
         kid: KID.into(),
         jwt_id: String::new(),
@@ -490,7 +490,7 @@ fn debug_output_never_contains_a_token() {
     let spy = Arc::new(Spy::default());
     let m = manager_for(&keyring, db.clone(), requests_for(common::ALLOC_ID), &spy);
     let watcher = m
-        .watch(&IdentityKey::new("server", "vault_default"))
+        .watch(&IdentityId::new("server", "vault_default"))
         .unwrap();
     m.start(T0).unwrap();
     let update = watcher.try_recv().unwrap();
@@ -519,7 +519,7 @@ fn debug_output_never_contains_a_token() {
 #[test]
 fn a_keystore_readable_by_group_or_others_is_refused_unless_opted_out() {
     use std::os::unix::fs::PermissionsExt;
-    use workload_identity::keyring::KeystoreLoadOptions;
+    use workload_identity::KeystoreLoadOptions;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keys");
     let kr = Keyring::from_keys([root_key(KID, 1, KeyState::Active)]).unwrap();

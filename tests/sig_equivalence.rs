@@ -19,7 +19,7 @@ const L: [u8; 32] = [
 ];
 
 /// A handle to `vk` through a verify-only keyring (the code path under test).
-fn ours(vk: &VerifyingKey) -> Option<workload_identity::keyring::VerifyingHandle> {
+fn ours(vk: &VerifyingKey) -> Option<workload_identity::VerifyingHandle> {
     let jwks = format!(
         r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","kid":"k","x":"{}"}}]}}"#,
         URL_SAFE_NO_PAD.encode(vk.as_bytes())

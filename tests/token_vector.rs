@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity::{AllocState, Audience, Keyring, MemoryStore, ResultCode, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 #[test]
 fn the_fixed_token_verifies() {

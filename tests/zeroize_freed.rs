@@ -13,8 +13,8 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity::{Issuer, Keyring};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 /// The material: distinctive bytes that appear nowhere by chance.
 const MATERIAL: [u8; 32] = [

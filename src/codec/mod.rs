@@ -166,20 +166,20 @@ where
 macro_rules! wire_struct {
     (
         $(#[doc = $doc:literal])*
-        pub struct $name:ident {
+        $vis:vis struct $name:ident {
             $(
                 $(#[doc = $fdoc:literal])*
-                pub $field:ident : $ty:ty => $codec:literal
+                $fvis:vis $field:ident : $ty:ty => $codec:literal
             ),* $(,)?
         }
     ) => {
         $(#[doc = $doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
-        pub struct $name {
+        $vis struct $name {
             $(
                 $(#[doc = $fdoc])*
                 #[serde(rename = $codec)]
-                pub $field: $ty,
+                $fvis $field: $ty,
             )*
         }
 

@@ -41,31 +41,31 @@ const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
 
 wire_struct! {
     /// Version 1 body.
-    pub struct Body {
+    pub(crate) struct Body {
         /// The keys, oldest first.
-        pub keys: Vec<StoredKey> => "Keys",
+        pub(crate) keys: Vec<StoredKey> => "Keys",
     }
 }
 
 wire_struct! {
     /// One key in a version 1 body.
-    pub struct StoredKey {
+    pub(crate) struct StoredKey {
         /// Unix seconds.
-        pub create_time: i64 => "CreateTime",
+        pub(crate) create_time: i64 => "CreateTime",
         /// `hkdf-v1` or `nomad-raw-seed` (empty for verify-only keys).
-        pub derivation: String => "Derivation",
+        pub(crate) derivation: String => "Derivation",
         /// The key ID.
-        pub id: String => "ID",
+        pub(crate) id: String => "ID",
         /// 32 bytes of material, or empty for a verify-only key.
-        pub material: Bin => "Material",
+        pub(crate) material: Bin => "Material",
         /// The Ed25519 public key (32 bytes).
-        pub public_key: Bin => "PublicKey",
+        pub(crate) public_key: Bin => "PublicKey",
         /// Unix seconds (0 when unset).
-        pub publish_time: i64 => "PublishTime",
+        pub(crate) publish_time: i64 => "PublishTime",
         /// Unix seconds (0 when unset).
-        pub retired_time: i64 => "RetiredTime",
+        pub(crate) retired_time: i64 => "RetiredTime",
         /// `active`, `inactive`, `prepublished` or `deprecated`.
-        pub state: String => "State",
+        pub(crate) state: String => "State",
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
-use super::{DerivedSecret, IdentityKey, IdentityToken};
+use super::{DerivedSecret, IdentityId, IdentityToken};
 use crate::codec::wire_struct;
 use crate::error::{Error, Result};
 use crate::storage::envelope::EnvelopeFormat;
@@ -53,47 +53,47 @@ impl IdentityDb for MemoryIdentityDb {
 
 wire_struct! {
     /// The body of an identity state file.
-    pub struct StoredState {
+    pub(crate) struct StoredState {
         /// The identity tokens.
-        pub identities: Vec<StoredToken> => "Identities",
+        pub(crate) identities: Vec<StoredToken> => "Identities",
         /// The derived secrets.
-        pub secrets: Vec<StoredSecret> => "Secrets",
+        pub(crate) secrets: Vec<StoredSecret> => "Secrets",
     }
 }
 
 wire_struct! {
     /// One identity token.
-    pub struct StoredToken {
+    pub(crate) struct StoredToken {
         /// `exp`, Unix seconds (0: none).
-        pub expires_at: i64 => "ExpiresAt",
+        pub(crate) expires_at: i64 => "ExpiresAt",
         /// `iat`, Unix seconds.
-        pub issued_at: i64 => "IssuedAt",
+        pub(crate) issued_at: i64 => "IssuedAt",
         /// `jti`.
-        pub jwt_id: String => "JTI",
+        pub(crate) jwt_id: String => "JTI",
         /// The signing key's ID.
-        pub kid: String => "KeyID",
+        pub(crate) kid: String => "KeyID",
         /// The identity's name.
-        pub name: String => "Name",
+        pub(crate) name: String => "Name",
         /// The compact JWS.
-        pub token: String => "Token",
+        pub(crate) token: String => "Token",
         /// The task or service.
-        pub workload: String => "Workload",
+        pub(crate) workload: String => "Workload",
     }
 }
 
 wire_struct! {
     /// One derived secret.
-    pub struct StoredSecret {
+    pub(crate) struct StoredSecret {
         /// The `jti` of the identity token it was derived from.
-        pub derived_from: String => "DerivedFrom",
+        pub(crate) derived_from: String => "DerivedFrom",
         /// The exchange's name.
-        pub exchange: String => "Exchange",
+        pub(crate) exchange: String => "Exchange",
         /// The identity's name.
-        pub name: String => "Name",
+        pub(crate) name: String => "Name",
         /// The secret.
-        pub secret: String => "Secret",
+        pub(crate) secret: String => "Secret",
         /// The task or service.
-        pub workload: String => "Workload",
+        pub(crate) workload: String => "Workload",
     }
 }
 
@@ -193,7 +193,7 @@ fn from_stored(s: StoredState) -> PersistedState {
             .identities
             .into_iter()
             .map(|t| IdentityToken {
-                key: IdentityKey::new(&t.workload, &t.name),
+                key: IdentityId::new(&t.workload, &t.name),
                 token: t.token,
                 kid: t.kid,
                 jwt_id: t.jwt_id,
@@ -206,7 +206,7 @@ fn from_stored(s: StoredState) -> PersistedState {
             .into_iter()
             .map(|x| DerivedSecret {
                 exchange: x.exchange,
-                identity: IdentityKey::new(&x.workload, &x.name),
+                identity: IdentityId::new(&x.workload, &x.name),
                 secret: x.secret,
                 derived_from: x.derived_from,
             })

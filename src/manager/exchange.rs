@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::{EventKind, IdentityKey, IdentityToken};
+use super::{EventKind, IdentityId, IdentityToken};
 
 /// Why an exchange failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub trait TokenExchange: Send + Sync {
     /// A stable name, used to persist the derived secret (e.g. `consul`).
     fn name(&self) -> &str;
     /// The identity it consumes.
-    fn identity(&self) -> &IdentityKey;
+    fn identity(&self) -> &IdentityId;
     /// Trades the identity token for a secret (e.g. a Consul login).
     fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError>;
     /// Hands the secret to the workload (called on start and on every restore).

@@ -4,7 +4,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Clock, IdentityManager};
+use super::IdentityManager;
+use crate::clock::Clock;
 
 /// Longest sleep between ticks, so a clock jump is noticed within a minute.
 const MAX_SLEEP: Duration = Duration::from_secs(60);

@@ -68,7 +68,7 @@ impl EtcdConfig {
 /// ```no_run
 /// # // no_run: it needs an etcd cluster (tests/etcd_cluster.rs starts one).
 /// use std::sync::Arc;
-/// use workload_identity::state::etcd::{EtcdConfig, EtcdStore};
+/// use workload_identity::{EtcdConfig, EtcdStore};
 /// use workload_identity::{Audience, Keyring, Verifier};
 ///
 /// let store = Arc::new(EtcdStore::new(EtcdConfig::new(

@@ -8,7 +8,7 @@
 //! always fails closed.
 
 #[cfg(feature = "etcd")]
-pub mod etcd;
+pub(crate) mod etcd;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -95,7 +95,7 @@ impl std::error::Error for StoreError {}
 ///
 /// ```
 /// use std::collections::HashMap;
-/// use workload_identity::state::StoreError;
+/// use workload_identity::StoreError;
 /// use workload_identity::{AllocState, Consistency, StateStore};
 ///
 /// /// A replica that answers stale reads and asks the leader for consistent ones.

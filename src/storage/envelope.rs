@@ -24,15 +24,15 @@ const MAX_FILE_BYTES: u64 = 16 << 20;
 
 wire_struct! {
     /// The envelope: stable across versions.
-    pub struct Envelope {
+    pub(crate) struct Envelope {
         /// The msgpack-encoded body.
-        pub body: Bin => "Body",
+        pub(crate) body: Bin => "Body",
         /// The kind of file.
-        pub format: String => "Format",
+        pub(crate) format: String => "Format",
         /// SHA-256 of `body`.
-        pub sha256: Bin => "SHA256",
+        pub(crate) sha256: Bin => "SHA256",
         /// The body's format version.
-        pub version: u32 => "Version",
+        pub(crate) version: u32 => "Version",
     }
 }
 

@@ -288,7 +288,7 @@ impl Verifier {
 
     /// Verifies at the system clock's time.
     pub fn verify_now(&self, token: &str) -> Result<VerifiedIdentity> {
-        self.verify(token, unix_now())
+        self.verify(token, crate::clock::unix_now())
     }
 
     /// Verifies many tokens, with a result per token in the same order. Accepts
@@ -538,13 +538,6 @@ impl Verifier {
             }),
         }
     }
-}
-
-/// Seconds since the Unix epoch by the system clock (0 if the clock is before it).
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Checks only a token's form, key and signature against `keyring` (no time,

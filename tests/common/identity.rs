@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use workload_identity::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 pub const NOW: i64 = 1_700_000_000;
 pub const KID: &str = "key-1";
