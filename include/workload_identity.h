@@ -10,39 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Key state: signs.
-#define WID_KEY_STATE_ACTIVE 1
-
-// Key state: verifies only.
-#define WID_KEY_STATE_INACTIVE 2
-
-// Key state: published ahead of signing.
-#define WID_KEY_STATE_PREPUBLISHED 3
-
-// Key state: neither signs nor verifies.
-#define WID_KEY_STATE_DEPRECATED 4
-
-// Derivation: HKDF-SHA256 v1 (the default).
-#define WID_KEY_DERIVATION_HKDF_V1 1
-
-// Derivation: the material is the seed (Nomad compatibility).
-#define WID_KEY_DERIVATION_NOMAD_RAW_SEED 2
-
-// Consistency: the local replica (may lag).
-#define WID_CONSISTENCY_STALE 0
-
-// Consistency: agreed with the leader.
-#define WID_CONSISTENCY_CONSISTENT 1
-
-// Allocation state: no such allocation.
-#define WID_ALLOC_MISSING 0
-
-// Allocation state: exists, not terminal.
-#define WID_ALLOC_LIVE 1
-
-// Allocation state: client-terminal.
-#define WID_ALLOC_TERMINAL 2
-
 // The ABI version this library implements.
 #define WID_ABI_VERSION 1
 
@@ -55,14 +22,135 @@
 // The library's patch version.
 #define WID_VERSION_PATCH 0
 
+// Stable result codes, shared with the C ABI (`wid_result`).
+//
+// The numbers are part of the ABI contract and never change; new codes are only
+// ever added.
+enum wid_result
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Success.
+  WID_RESULT_OK = 0,
+  // A required pointer argument was NULL (C ABI only).
+  WID_RESULT_NULL_ARGUMENT = 1,
+  // An argument was present but not acceptable.
+  WID_RESULT_INVALID_ARGUMENT = 2,
+  // Bytes could not be decoded into the expected type.
+  WID_RESULT_DECODE_ERROR = 3,
+  // A file or OS operation failed.
+  WID_RESULT_IO_ERROR = 4,
+  // The library panicked; the panic was contained (C ABI only).
+  WID_RESULT_PANIC = 5,
+  // The token is not a well-formed compact JWS.
+  WID_RESULT_MALFORMED_TOKEN = 10,
+  // The token's `alg` is not `EdDSA`.
+  WID_RESULT_UNSUPPORTED_ALGORITHM = 11,
+  // The token's `kid` names no key this keyring will verify with.
+  WID_RESULT_UNKNOWN_KEY = 12,
+  // The signature does not verify.
+  WID_RESULT_BAD_SIGNATURE = 13,
+  // The token's `exp` has passed (beyond the leeway).
+  WID_RESULT_EXPIRED = 14,
+  // The token's `nbf` or `iat` is in the future (beyond the leeway).
+  WID_RESULT_NOT_YET_VALID = 15,
+  // The token's `aud` does not contain the verifier's audience.
+  WID_RESULT_AUDIENCE_MISMATCH = 16,
+  // The verifier requires an `iss` and the token's differs or lacks it.
+  WID_RESULT_ISSUER_MISMATCH = 17,
+  // The allocation named by the token does not exist.
+  WID_RESULT_ALLOCATION_NOT_FOUND = 20,
+  // The allocation named by the token is terminal.
+  WID_RESULT_ALLOCATION_TERMINAL = 21,
+  // The state store could not answer; verification failed closed.
+  WID_RESULT_STORE_UNAVAILABLE = 22,
+  // The keyring has no active key to sign with.
+  WID_RESULT_NO_ACTIVE_KEY = 30,
+  // A key with this ID is already in the keyring.
+  WID_RESULT_DUPLICATE_KEY = 31,
+  // A token-exchange hook (a Consul or Vault login) failed or returned an
+  // empty secret (Rust identity manager only).
+  WID_RESULT_TOKEN_EXCHANGE_FAILED = 40,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_result;
+#endif // __cplusplus
+
+// Where a key is in its life.
+enum wid_key_state
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Signs new tokens; exactly one key is active when signing is possible.
+  WID_KEY_STATE_ACTIVE = 1,
+  // No longer signs; still verifies tokens it signed.
+  WID_KEY_STATE_INACTIVE = 2,
+  // Published (in the JWKS) ahead of signing; verifies; becomes active at its
+  // publish time.
+  WID_KEY_STATE_PREPUBLISHED = 3,
+  // Neither signs nor verifies; left out of the JWKS.
+  WID_KEY_STATE_DEPRECATED = 4,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_key_state;
+#endif // __cplusplus
+
+// How the Ed25519 seed is obtained from the material.
+enum wid_key_derivation
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // HKDF-SHA256(salt `workload-identity/ed25519/v1`, IKM material, info key ID),
+  // 32 bytes. The default.
+  WID_KEY_DERIVATION_HKDF_V1 = 1,
+  // The material itself is the seed, as Nomad does; for keyrings and tokens
+  // from such clusters.
+  WID_KEY_DERIVATION_NOMAD_RAW_SEED = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_key_derivation;
+#endif // __cplusplus
+
+// How fresh a read must be.
+enum wid_consistency
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Answered by the local replica; may lag behind (`WID_CONSISTENCY_STALE`).
+  WID_CONSISTENCY_STALE = 0,
+  // Agreed with the leader; never behind (`WID_CONSISTENCY_CONSISTENT`).
+  WID_CONSISTENCY_CONSISTENT = 1,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_consistency;
+#endif // __cplusplus
+
+// What a store knows about an allocation.
+enum wid_alloc
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // No such allocation (`WID_ALLOC_MISSING`).
+  WID_ALLOC_MISSING = 0,
+  // Exists and is not terminal (`WID_ALLOC_LIVE`).
+  WID_ALLOC_LIVE = 1,
+  // Exists and is client-terminal (`WID_ALLOC_TERMINAL`).
+  WID_ALLOC_TERMINAL = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_alloc;
+#endif // __cplusplus
+
 // A shared keyring (opaque; reference counted).
 typedef struct wid_keyring wid_keyring;
 
 // A verifier (opaque; reference counted).
 typedef struct wid_verifier wid_verifier;
-
-// Result codes (`wid_result`): stable forever, see `ResultCode` (Rust).
-typedef uint32_t wid_result;
 
 // Bytes owned by the library until `wid_bytes_free`. `data` is followed by a
 // NUL byte not counted in `len`; `{NULL, 0}` is an empty value.
@@ -108,66 +196,6 @@ typedef struct wid_verifier_options {
   // Length of `issuer`.
   size_t issuer_len;
 } wid_verifier_options;
-
-// Success.
-#define WID_RESULT_OK 0
-
-// A required pointer was NULL.
-#define WID_RESULT_NULL_ARGUMENT 1
-
-// An argument was not acceptable.
-#define WID_RESULT_INVALID_ARGUMENT 2
-
-// Bytes could not be decoded.
-#define WID_RESULT_DECODE_ERROR 3
-
-// A file or OS operation failed.
-#define WID_RESULT_IO_ERROR 4
-
-// A panic was contained.
-#define WID_RESULT_PANIC 5
-
-// The token is not a well-formed compact JWS.
-#define WID_RESULT_MALFORMED_TOKEN 10
-
-// The token's `alg` is not `EdDSA`.
-#define WID_RESULT_UNSUPPORTED_ALGORITHM 11
-
-// The token's `kid` names no usable key.
-#define WID_RESULT_UNKNOWN_KEY 12
-
-// The signature does not verify.
-#define WID_RESULT_BAD_SIGNATURE 13
-
-// The token expired.
-#define WID_RESULT_EXPIRED 14
-
-// The token is not valid yet.
-#define WID_RESULT_NOT_YET_VALID 15
-
-// The token is not for this audience.
-#define WID_RESULT_AUDIENCE_MISMATCH 16
-
-// The verifier requires an `iss` and the token's differs or lacks it.
-#define WID_RESULT_ISSUER_MISMATCH 17
-
-// The allocation does not exist.
-#define WID_RESULT_ALLOCATION_NOT_FOUND 20
-
-// The allocation is terminal.
-#define WID_RESULT_ALLOCATION_TERMINAL 21
-
-// The state store could not answer (failed closed).
-#define WID_RESULT_STORE_UNAVAILABLE 22
-
-// No key is active.
-#define WID_RESULT_NO_ACTIVE_KEY 30
-
-// A key with this ID already exists.
-#define WID_RESULT_DUPLICATE_KEY 31
-
-// A token-exchange hook failed (Rust identity manager; never returned by the C ABI).
-#define WID_RESULT_TOKEN_EXCHANGE_FAILED 40
 
 #ifdef __cplusplus
 extern "C" {

@@ -41,9 +41,63 @@ fn committed_header_is_current() {
         "WID_ABI_VERSION 1",
         "wid_verify(",
         "typedef struct wid_bytes",
-        "WID_RESULT_DUPLICATE_KEY 31",
-        "WID_RESULT_ISSUER_MISMATCH 17",
     ] {
         assert!(generated.contains(needle), "header lacks {needle}");
+    }
+    // Every number C sees: the header's enumerators and macros are exactly the
+    // pinned list, names and values.
+    let mut in_header: Vec<(String, u64)> = Vec::new();
+    for line in generated.lines() {
+        let t = line.trim();
+        let pair = if let Some(rest) = t.strip_prefix("#define ") {
+            rest.split_once(' ')
+        } else if t.starts_with("WID_") && t.ends_with(',') {
+            t.trim_end_matches(',').split_once(" = ")
+        } else {
+            None
+        };
+        if let Some((name, value)) = pair {
+            if let Ok(v) = value.parse::<u64>() {
+                in_header.push((name.to_string(), v));
+            }
+        }
+    }
+    in_header.sort();
+    let mut pinned: Vec<(String, u64)> =
+        std::fs::read_to_string(format!("{dir}/abi/constants.txt"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let (n, v) = l.split_once(' ').unwrap();
+                (n.to_string(), v.parse().unwrap())
+            })
+            .collect();
+    pinned.sort();
+    assert_eq!(
+        in_header, pinned,
+        "the header's numbers differ from abi/constants.txt"
+    );
+    // And the Rust constants (from src/ffi/codes.rs) name the same numbers.
+    use workload_identity::ffi::*;
+    for (name, value) in [
+        ("WID_RESULT_OK", WID_RESULT_OK),
+        ("WID_RESULT_ISSUER_MISMATCH", WID_RESULT_ISSUER_MISMATCH),
+        ("WID_KEY_STATE_DEPRECATED", WID_KEY_STATE_DEPRECATED),
+        (
+            "WID_KEY_DERIVATION_NOMAD_RAW_SEED",
+            WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+        ),
+        ("WID_CONSISTENCY_CONSISTENT", WID_CONSISTENCY_CONSISTENT),
+        ("WID_ALLOC_TERMINAL", WID_ALLOC_TERMINAL),
+    ] {
+        assert!(
+            pinned.contains(&(name.to_string(), u64::from(value))),
+            "{name}"
+        );
+    }
+    for code in workload_identity::ResultCode::ALL {
+        let entry = (code.name().to_string(), u64::from(code.as_u32()));
+        assert!(pinned.contains(&entry), "{entry:?} is not pinned");
     }
 }

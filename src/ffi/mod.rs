@@ -29,6 +29,7 @@
 
 mod boundary;
 mod bytes;
+mod codes;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
 mod keyring;
@@ -36,6 +37,7 @@ mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
+pub use codes::*;
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
 pub use keyring::{
@@ -50,71 +52,8 @@ pub use verify::{
 };
 
 /// Result codes (`wid_result`): stable forever, see `ResultCode` (Rust).
+/// cbindgen:ignore
 pub type wid_result = u32;
-
-/// Success.
-pub const WID_RESULT_OK: wid_result = 0;
-/// A required pointer was NULL.
-pub const WID_RESULT_NULL_ARGUMENT: wid_result = 1;
-/// An argument was not acceptable.
-pub const WID_RESULT_INVALID_ARGUMENT: wid_result = 2;
-/// Bytes could not be decoded.
-pub const WID_RESULT_DECODE_ERROR: wid_result = 3;
-/// A file or OS operation failed.
-pub const WID_RESULT_IO_ERROR: wid_result = 4;
-/// A panic was contained.
-pub const WID_RESULT_PANIC: wid_result = 5;
-/// The token is not a well-formed compact JWS.
-pub const WID_RESULT_MALFORMED_TOKEN: wid_result = 10;
-/// The token's `alg` is not `EdDSA`.
-pub const WID_RESULT_UNSUPPORTED_ALGORITHM: wid_result = 11;
-/// The token's `kid` names no usable key.
-pub const WID_RESULT_UNKNOWN_KEY: wid_result = 12;
-/// The signature does not verify.
-pub const WID_RESULT_BAD_SIGNATURE: wid_result = 13;
-/// The token expired.
-pub const WID_RESULT_EXPIRED: wid_result = 14;
-/// The token is not valid yet.
-pub const WID_RESULT_NOT_YET_VALID: wid_result = 15;
-/// The token is not for this audience.
-pub const WID_RESULT_AUDIENCE_MISMATCH: wid_result = 16;
-/// The verifier requires an `iss` and the token's differs or lacks it.
-pub const WID_RESULT_ISSUER_MISMATCH: wid_result = 17;
-/// The allocation does not exist.
-pub const WID_RESULT_ALLOCATION_NOT_FOUND: wid_result = 20;
-/// The allocation is terminal.
-pub const WID_RESULT_ALLOCATION_TERMINAL: wid_result = 21;
-/// The state store could not answer (failed closed).
-pub const WID_RESULT_STORE_UNAVAILABLE: wid_result = 22;
-/// No key is active.
-pub const WID_RESULT_NO_ACTIVE_KEY: wid_result = 30;
-/// A key with this ID already exists.
-pub const WID_RESULT_DUPLICATE_KEY: wid_result = 31;
-/// A token-exchange hook failed (Rust identity manager; never returned by the C ABI).
-pub const WID_RESULT_TOKEN_EXCHANGE_FAILED: wid_result = 40;
-
-/// Key state: signs.
-pub const WID_KEY_STATE_ACTIVE: u32 = 1;
-/// Key state: verifies only.
-pub const WID_KEY_STATE_INACTIVE: u32 = 2;
-/// Key state: published ahead of signing.
-pub const WID_KEY_STATE_PREPUBLISHED: u32 = 3;
-/// Key state: neither signs nor verifies.
-pub const WID_KEY_STATE_DEPRECATED: u32 = 4;
-/// Derivation: HKDF-SHA256 v1 (the default).
-pub const WID_KEY_DERIVATION_HKDF_V1: u32 = 1;
-/// Derivation: the material is the seed (Nomad compatibility).
-pub const WID_KEY_DERIVATION_NOMAD_RAW_SEED: u32 = 2;
-/// Consistency: the local replica (may lag).
-pub const WID_CONSISTENCY_STALE: u32 = 0;
-/// Consistency: agreed with the leader.
-pub const WID_CONSISTENCY_CONSISTENT: u32 = 1;
-/// Allocation state: no such allocation.
-pub const WID_ALLOC_MISSING: u32 = 0;
-/// Allocation state: exists, not terminal.
-pub const WID_ALLOC_LIVE: u32 = 1;
-/// Allocation state: client-terminal.
-pub const WID_ALLOC_TERMINAL: u32 = 2;
 
 /// The ABI version this library implements.
 pub const WID_ABI_VERSION: u32 = 1;
@@ -143,44 +82,33 @@ mod tests {
     use crate::ResultCode;
 
     #[test]
-    fn constants_are_the_contract() {
-        let table: Vec<(u32, u32)> = ResultCode::ALL
-            .iter()
-            .map(|c| (c.as_u32(), c.as_u32()))
-            .collect();
-        let ours = [
-            WID_RESULT_OK,
-            WID_RESULT_NULL_ARGUMENT,
-            WID_RESULT_INVALID_ARGUMENT,
-            WID_RESULT_DECODE_ERROR,
-            WID_RESULT_IO_ERROR,
-            WID_RESULT_PANIC,
-            WID_RESULT_MALFORMED_TOKEN,
-            WID_RESULT_UNSUPPORTED_ALGORITHM,
-            WID_RESULT_UNKNOWN_KEY,
-            WID_RESULT_BAD_SIGNATURE,
-            WID_RESULT_EXPIRED,
-            WID_RESULT_NOT_YET_VALID,
-            WID_RESULT_AUDIENCE_MISMATCH,
-            WID_RESULT_ISSUER_MISMATCH,
-            WID_RESULT_ALLOCATION_NOT_FOUND,
-            WID_RESULT_ALLOCATION_TERMINAL,
-            WID_RESULT_STORE_UNAVAILABLE,
-            WID_RESULT_NO_ACTIVE_KEY,
-            WID_RESULT_DUPLICATE_KEY,
-            WID_RESULT_TOKEN_EXCHANGE_FAILED,
-        ];
-        assert_eq!(
-            table.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
-            ours.to_vec()
-        );
+    fn versions_are_the_package_version() {
         let v: Vec<u32> = env!("CARGO_PKG_VERSION")
             .split('.')
             .map(|p| p.parse().unwrap())
             .collect();
         assert_eq!(v, [WID_VERSION_MAJOR, WID_VERSION_MINOR, WID_VERSION_PATCH]);
-        assert_eq!(wid_abi_version(), 1);
+        assert_eq!(wid_abi_version(), WID_ABI_VERSION);
         let ver = unsafe { std::ffi::CStr::from_ptr(wid_version()) };
         assert_eq!(ver.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn the_rust_constants_are_the_enums() {
+        for c in ResultCode::ALL {
+            assert_eq!(ResultCode::from_u32(c.as_u32()), Some(*c));
+        }
+        assert_eq!(
+            WID_RESULT_ISSUER_MISMATCH,
+            ResultCode::IssuerMismatch.as_u32()
+        );
+        assert_eq!(ResultCode::Expired.c_name(), c"WID_RESULT_EXPIRED");
+        assert_eq!(crate::KeyState::Active.c_name(), c"WID_KEY_STATE_ACTIVE");
+        assert_eq!(
+            crate::AllocState::from_u32(WID_ALLOC_LIVE),
+            Some(crate::AllocState::Live)
+        );
+        assert_eq!(ResultCode::from_u32(6), None);
+        assert_eq!(ResultCode::from_u32(u32::MAX), None);
     }
 }

@@ -101,20 +101,6 @@ pub enum KeyDerivation {
 }
 
 impl KeyDerivation {
-    /// The stable number (`WID_KEY_DERIVATION_*`).
-    pub const fn as_u32(self) -> u32 {
-        self as u32
-    }
-
-    /// The derivation with this number.
-    pub fn from_u32(n: u32) -> Option<KeyDerivation> {
-        match n {
-            1 => Some(KeyDerivation::HkdfV1),
-            2 => Some(KeyDerivation::NomadRawSeed),
-            _ => None,
-        }
-    }
-
     /// Its name in vectors and files: `hkdf-v1` or `nomad-raw-seed`.
     pub const fn name(self) -> &'static str {
         match self {
@@ -168,22 +154,6 @@ pub enum KeyState {
 }
 
 impl KeyState {
-    /// The stable number (`WID_KEY_STATE_*`).
-    pub const fn as_u32(self) -> u32 {
-        self as u32
-    }
-
-    /// The state with this number.
-    pub fn from_u32(n: u32) -> Option<KeyState> {
-        match n {
-            1 => Some(KeyState::Active),
-            2 => Some(KeyState::Inactive),
-            3 => Some(KeyState::Prepublished),
-            4 => Some(KeyState::Deprecated),
-            _ => None,
-        }
-    }
-
     /// Lower-case name: `active`, `inactive`, `prepublished`, `deprecated`.
     pub const fn name(self) -> &'static str {
         match self {

@@ -51,16 +51,6 @@ impl AllocState {
             AllocState::Live
         }
     }
-
-    /// The state with this number.
-    pub fn from_u32(n: u32) -> Option<AllocState> {
-        match n {
-            0 => Some(AllocState::Missing),
-            1 => Some(AllocState::Live),
-            2 => Some(AllocState::Terminal),
-            _ => None,
-        }
-    }
 }
 
 /// A store could not answer.

@@ -35,43 +35,33 @@ const (
 	ResultTokenExchangeFailed  Result = C.WID_RESULT_TOKEN_EXCHANGE_FAILED // a token-exchange hook failed (Rust manager only)
 )
 
-var resultNames = map[Result]string{
-	ResultOK:                   "WID_RESULT_OK",
-	ResultNullArgument:         "WID_RESULT_NULL_ARGUMENT",
-	ResultInvalidArgument:      "WID_RESULT_INVALID_ARGUMENT",
-	ResultDecodeError:          "WID_RESULT_DECODE_ERROR",
-	ResultIOError:              "WID_RESULT_IO_ERROR",
-	ResultPanic:                "WID_RESULT_PANIC",
-	ResultMalformedToken:       "WID_RESULT_MALFORMED_TOKEN",
-	ResultUnsupportedAlgorithm: "WID_RESULT_UNSUPPORTED_ALGORITHM",
-	ResultUnknownKey:           "WID_RESULT_UNKNOWN_KEY",
-	ResultBadSignature:         "WID_RESULT_BAD_SIGNATURE",
-	ResultExpired:              "WID_RESULT_EXPIRED",
-	ResultNotYetValid:          "WID_RESULT_NOT_YET_VALID",
-	ResultAudienceMismatch:     "WID_RESULT_AUDIENCE_MISMATCH",
-	ResultIssuerMismatch:       "WID_RESULT_ISSUER_MISMATCH",
-	ResultAllocationNotFound:   "WID_RESULT_ALLOCATION_NOT_FOUND",
-	ResultAllocationTerminal:   "WID_RESULT_ALLOCATION_TERMINAL",
-	ResultStoreUnavailable:     "WID_RESULT_STORE_UNAVAILABLE",
-	ResultNoActiveKey:          "WID_RESULT_NO_ACTIVE_KEY",
-	ResultDuplicateKey:         "WID_RESULT_DUPLICATE_KEY",
-	ResultTokenExchangeFailed:  "WID_RESULT_TOKEN_EXCHANGE_FAILED",
-}
-
-// Results lists every known result code, in increasing order.
-func Results() []Result {
-	return []Result{
-		ResultOK, ResultNullArgument, ResultInvalidArgument, ResultDecodeError,
-		ResultIOError, ResultPanic, ResultMalformedToken, ResultUnsupportedAlgorithm,
-		ResultUnknownKey, ResultBadSignature, ResultExpired, ResultNotYetValid,
-		ResultAudienceMismatch, ResultIssuerMismatch, ResultAllocationNotFound,
-		ResultAllocationTerminal, ResultStoreUnavailable, ResultNoActiveKey,
-		ResultDuplicateKey, ResultTokenExchangeFailed,
+// resultNames is the library's own table (wid_result_name), read once: the
+// codes and their names live in one place, the Rust enum behind the C header.
+var resultNames = func() map[Result]string {
+	names := make(map[Result]string)
+	// Codes are small numbers (the header's largest is 40); 256 leaves room for
+	// codes added later without touching this file.
+	for r := Result(0); r < 256; r++ {
+		if n := libraryResultName(r); n != "WID_RESULT_UNKNOWN" {
+			names[r] = n
+		}
 	}
+	return names
+}()
+
+// Results lists every result code the library knows, in increasing order.
+func Results() []Result {
+	rs := make([]Result, 0, len(resultNames))
+	for r := Result(0); r < 256; r++ {
+		if _, ok := resultNames[r]; ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
 
 // String returns the code's C name, e.g. "WID_RESULT_EXPIRED"
-// ("WID_RESULT_UNKNOWN(<n>)" for a code this binding does not know).
+// ("WID_RESULT_UNKNOWN(<n>)" for a code the library does not know).
 func (r Result) String() string {
 	if n, ok := resultNames[r]; ok {
 		return n
@@ -179,7 +169,7 @@ func call(f func() C.wid_result) error {
 	return err
 }
 
-// libraryResultName is wid_result_name(r), for checking the Go names.
+// libraryResultName is wid_result_name(r): the library names its codes.
 func libraryResultName(r Result) string {
 	return C.GoString(C.wid_result_name(C.wid_result(r)))
 }

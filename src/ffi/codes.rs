@@ -1,0 +1,110 @@
+//! Every number C sees, from one source: the `#[repr(u32)]` enums themselves.
+//!
+//! The numbers are written once, as the enums' discriminants (`ResultCode` in
+//! `error.rs`, `KeyState` and `KeyDerivation` in the keyring, `Consistency` and
+//! `AllocState` in `state`). cbindgen exports those enums to the header as
+//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_consistency` and
+//! `wid_alloc` with their `WID_*` enumerators (see `cbindgen.toml`). This file
+//! gives each variant its C name once, and from that list derives what Rust
+//! needs: the `WID_*` constants (for Rust callers of the C ABI), each enum's
+//! `ALL`, `from_u32` and `c_name`. Adding a code takes one variant and one line
+//! here; `tests/c_header.rs` checks the names here are the header's and that
+//! both match the pinned list in `abi/constants.txt`.
+//!
+//! (cbindgen does not expand macros, so nothing generated here reaches the
+//! header twice.)
+
+use crate::ResultCode;
+use crate::keyring::{KeyDerivation, KeyState};
+use crate::state::{AllocState, Consistency};
+
+macro_rules! c_numbers {
+    ($(
+        $(#[$meta:meta])*
+        $enum:ident {
+            $($variant:ident => $cname:ident),+ $(,)?
+        }
+    )*) => {
+        $(
+            $(
+                #[doc = concat!("`", stringify!($enum), "::", stringify!($variant), "` in C.")]
+                pub const $cname: u32 = $enum::$variant as u32;
+            )+
+
+            impl $enum {
+                /// Every value, in declaration order.
+                pub const ALL: &'static [$enum] = &[$($enum::$variant),+];
+
+                /// The value with this number, if there is one.
+                pub fn from_u32(n: u32) -> Option<$enum> {
+                    Self::ALL.iter().copied().find(|v| *v as u32 == n)
+                }
+
+                /// The stable number (the C enumerator's value).
+                pub const fn as_u32(self) -> u32 {
+                    self as u32
+                }
+
+                /// The C name, NUL-terminated (e.g. `WID_RESULT_EXPIRED`).
+                pub const fn c_name(self) -> &'static std::ffi::CStr {
+                    match self {
+                        $($enum::$variant => {
+                            match std::ffi::CStr::from_bytes_with_nul(
+                                concat!(stringify!($cname), "\0").as_bytes(),
+                            ) {
+                                Ok(name) => name,
+                                // A literal with one trailing NUL: evaluated at
+                                // compile time, it cannot fail at run time.
+                                Err(_) => panic!("C names are NUL-free literals"),
+                            }
+                        })+
+                    }
+                }
+            }
+        )*
+    };
+}
+
+c_numbers! {
+    ResultCode {
+        Ok => WID_RESULT_OK,
+        NullArgument => WID_RESULT_NULL_ARGUMENT,
+        InvalidArgument => WID_RESULT_INVALID_ARGUMENT,
+        DecodeError => WID_RESULT_DECODE_ERROR,
+        IoError => WID_RESULT_IO_ERROR,
+        Panic => WID_RESULT_PANIC,
+        MalformedToken => WID_RESULT_MALFORMED_TOKEN,
+        UnsupportedAlgorithm => WID_RESULT_UNSUPPORTED_ALGORITHM,
+        UnknownKey => WID_RESULT_UNKNOWN_KEY,
+        BadSignature => WID_RESULT_BAD_SIGNATURE,
+        Expired => WID_RESULT_EXPIRED,
+        NotYetValid => WID_RESULT_NOT_YET_VALID,
+        AudienceMismatch => WID_RESULT_AUDIENCE_MISMATCH,
+        IssuerMismatch => WID_RESULT_ISSUER_MISMATCH,
+        AllocationNotFound => WID_RESULT_ALLOCATION_NOT_FOUND,
+        AllocationTerminal => WID_RESULT_ALLOCATION_TERMINAL,
+        StoreUnavailable => WID_RESULT_STORE_UNAVAILABLE,
+        NoActiveKey => WID_RESULT_NO_ACTIVE_KEY,
+        DuplicateKey => WID_RESULT_DUPLICATE_KEY,
+        TokenExchangeFailed => WID_RESULT_TOKEN_EXCHANGE_FAILED,
+    }
+    KeyState {
+        Active => WID_KEY_STATE_ACTIVE,
+        Inactive => WID_KEY_STATE_INACTIVE,
+        Prepublished => WID_KEY_STATE_PREPUBLISHED,
+        Deprecated => WID_KEY_STATE_DEPRECATED,
+    }
+    KeyDerivation {
+        HkdfV1 => WID_KEY_DERIVATION_HKDF_V1,
+        NomadRawSeed => WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+    }
+    Consistency {
+        Stale => WID_CONSISTENCY_STALE,
+        Consistent => WID_CONSISTENCY_CONSISTENT,
+    }
+    AllocState {
+        Missing => WID_ALLOC_MISSING,
+        Live => WID_ALLOC_LIVE,
+        Terminal => WID_ALLOC_TERMINAL,
+    }
+}
