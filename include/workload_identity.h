@@ -227,6 +227,29 @@ size_t wid_last_error_message(char *buf, size_t len);
 // `b` must be NULL or point to a `wid_bytes` filled by this library (or reset).
 void wid_bytes_free(struct wid_bytes *b);
 
+// Signs the identity a msgpack `IssueRequest` (codec names, as Go's
+// go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
+//
+// # Safety
+// `request_msgpack` must be NULL or valid for `len` bytes; `out_token` NULL or writable.
+wid_result wid_issue(const struct wid_keyring *kr,
+                     const uint8_t *request_msgpack,
+                     size_t len,
+                     int64_t now_unix,
+                     struct wid_bytes *out_token);
+
+// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
+//
+// # Safety
+// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
+wid_result wid_issue_with_issuer(const struct wid_keyring *kr,
+                                 const uint8_t *request_msgpack,
+                                 size_t len,
+                                 const char *issuer,
+                                 size_t issuer_len,
+                                 int64_t now_unix,
+                                 struct wid_bytes *out_token);
+
 // Creates an empty keyring; `*out` receives a handle to free with
 // `wid_keyring_free`.
 //
@@ -322,29 +345,6 @@ wid_result wid_keyring_save(const struct wid_keyring *kr, const char *path, size
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
 wid_result wid_keyring_load(const char *path, size_t path_len, struct wid_keyring **out);
-
-// Signs the identity a msgpack `IssueRequest` (codec names, as Go's
-// go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
-//
-// # Safety
-// `request_msgpack` must be NULL or valid for `len` bytes; `out_token` NULL or writable.
-wid_result wid_issue(const struct wid_keyring *kr,
-                     const uint8_t *request_msgpack,
-                     size_t len,
-                     int64_t now_unix,
-                     struct wid_bytes *out_token);
-
-// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
-//
-// # Safety
-// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
-wid_result wid_issue_with_issuer(const struct wid_keyring *kr,
-                                 const uint8_t *request_msgpack,
-                                 size_t len,
-                                 const char *issuer,
-                                 size_t issuer_len,
-                                 int64_t now_unix,
-                                 struct wid_bytes *out_token);
 
 // Creates a verifier over `kr` (shared: keys inserted or rotated later are
 // seen) for `audience` (required, non-empty), with exactly `leeway_secs` of

@@ -102,7 +102,7 @@ pub(crate) unsafe fn str_in<'a>(
     name: &'static str,
     max: usize,
 ) -> Result<&'a str, Error> {
-    // SAFETY: forwarded contract.
+    // SAFETY: `ptr` is NULL or valid for `len` bytes (this function's contract).
     let bytes = unsafe { bytes_in(ptr.cast(), len, name, max)? };
     std::str::from_utf8(bytes).map_err(|e| {
         invalid(

@@ -1,89 +1,37 @@
-//! `wid_keyring` and issuance.
+//! `wid_keyring`: keys, rotation, JWKS and keystore files.
 
 use std::ffi::c_char;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
+use super::boundary::{bytes_in, call, call_void, invalid, str_in};
+use super::handle::{self, Castable, out_optional, require_out};
 use super::{wid_bytes, wid_result};
-use crate::codec::DecodeLimits;
 use crate::error::Error;
 use crate::keyring::{
     KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, RootKey,
 };
-use crate::model::IssueRequest;
-use crate::{Issuer, codec};
 
 /// A shared keyring (opaque; reference counted).
 pub struct wid_keyring {
     _private: [u8; 0],
 }
 
-const KEYRING_MAGIC: u64 = 0x5749_445f_4b52_0001; // "WID_KR" v1
-const DEAD: u64 = 0xdead_dead_dead_dead;
-const MAX_PATH: usize = 4096;
+impl Castable for wid_keyring {
+    type Rust = Keyring;
+    const TAG: u64 = 0x5749_445f_4b52_0001; // "WID_KR" v1
+    const NAME: &'static str = "wid_keyring";
+}
+
+/// Longest path accepted, in bytes.
+pub(crate) const MAX_PATH: usize = 4096;
 const MAX_JSON: usize = 1 << 20;
 
-/// `repr(C)`: the type tag is the first field of every handle, so reading it
-/// through the wrong handle type stays in bounds and sees a different tag.
-#[repr(C)]
-pub(crate) struct KeyringHandle {
-    magic: AtomicU64,
-    pub(crate) keyring: Keyring,
-}
-
-fn into_raw(keyring: Keyring) -> *const wid_keyring {
-    Arc::into_raw(Arc::new(KeyringHandle {
-        magic: AtomicU64::new(KEYRING_MAGIC),
-        keyring,
-    }))
-    .cast()
-}
-
-/// The keyring behind a handle, checked for NULL and for the handle's type.
+/// The keyring behind handle `kr`.
 ///
 /// # Safety
 /// `kr` must be NULL or a live handle from this library.
 pub(crate) unsafe fn keyring_ref<'a>(kr: *const wid_keyring) -> Result<&'a Keyring, Error> {
-    if kr.is_null() {
-        return Err(null("kr"));
-    }
-    if kr.align_offset(align_of::<KeyringHandle>()) != 0 {
-        return Err(invalid("kr", "is not a wid_keyring handle (misaligned)"));
-    }
-    // SAFETY: a live handle points to a KeyringHandle inside an Arc.
-    let h = unsafe { &*kr.cast::<KeyringHandle>() };
-    if h.magic.load(Ordering::Relaxed) != KEYRING_MAGIC {
-        return Err(invalid("kr", "is not a live wid_keyring handle"));
-    }
-    Ok(&h.keyring)
-}
-
-/// Writes `v` through `out`, or reports a NULL `out`.
-fn write_out<T>(out: *mut T, name: &'static str, v: T) -> Result<(), Error> {
-    if out.is_null() {
-        return Err(null(name));
-    }
-    // SAFETY: checked non-NULL; the caller provides writable storage.
-    unsafe { out.write(v) };
-    Ok(())
-}
-
-/// Writes `v` through `out` when the caller asked for it: outputs that only
-/// report (a new key ID, a count) may be NULL.
-fn write_optional<T>(out: *mut T, v: T) {
-    if !out.is_null() {
-        // SAFETY: non-NULL; the caller provides writable storage.
-        unsafe { out.write(v) };
-    }
-}
-
-fn check_out<T>(out: *mut T, name: &'static str) -> Result<(), Error> {
-    if out.is_null() {
-        Err(null(name))
-    } else {
-        Ok(())
-    }
+    // SAFETY: `kr` is NULL or a live handle (this function's contract).
+    unsafe { handle::borrow(kr, "kr") }
 }
 
 /// Creates an empty keyring; `*out` receives a handle to free with
@@ -94,8 +42,8 @@ fn check_out<T>(out: *mut T, name: &'static str) -> Result<(), Error> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_keyring_new(out: *mut *mut wid_keyring) -> wid_result {
     call(|| {
-        check_out(out, "out")?;
-        write_out(out, "out", into_raw(Keyring::new()).cast_mut())
+        // SAFETY: `out` is NULL or writable (the contract).
+        unsafe { handle::out(out, "out", || handle::into_raw(Keyring::new())) }
     })
 }
 
@@ -106,18 +54,8 @@ pub unsafe extern "C" fn wid_keyring_new(out: *mut *mut wid_keyring) -> wid_resu
 /// `kr` must be NULL or a handle from this library not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_keyring_free(kr: *const wid_keyring) {
-    call_void(|| {
-        // SAFETY: contract; the type check keeps a wrong handle type out.
-        if unsafe { keyring_ref(kr) }.is_err() {
-            return;
-        }
-        // SAFETY: kr came from Arc::into_raw in into_raw.
-        let arc = unsafe { Arc::from_raw(kr.cast::<KeyringHandle>()) };
-        if Arc::strong_count(&arc) == 1 {
-            arc.magic.store(DEAD, Ordering::Relaxed);
-        }
-        drop(arc);
-    });
+    // SAFETY: `kr` is NULL or a live keyring handle the caller gives up.
+    call_void(|| unsafe { handle::free(kr) });
 }
 
 /// Inserts a key: `material` must be 32 bytes; `derivation` a
@@ -139,7 +77,8 @@ pub unsafe extern "C" fn wid_keyring_insert(
     create_time_unix: i64,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle; `key_id` and `material` are
+        // NULL or valid for their lengths (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let id = unsafe { str_in(key_id, key_id_len, "key_id", MAX_KEY_ID_LEN + 1)? };
         let material = unsafe { bytes_in(material, material_len, "material", 64)? };
@@ -178,12 +117,15 @@ pub unsafe extern "C" fn wid_keyring_rotate(
     out_key_id: *mut wid_bytes,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let id = keyring.rotate(now_unix)?;
-        if !out_key_id.is_null() {
-            write_optional(out_key_id, wid_bytes::from_vec(id.to_string().into_bytes()));
-        }
+        // SAFETY: `out_key_id` is NULL or writable (the contract).
+        unsafe {
+            out_optional(out_key_id, || {
+                wid_bytes::from_vec(id.to_string().into_bytes())
+            })
+        };
         Ok(())
     })
 }
@@ -201,12 +143,15 @@ pub unsafe extern "C" fn wid_keyring_prepublish(
     out_key_id: *mut wid_bytes,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let id = keyring.prepublish(now_unix, publish_at_unix)?;
-        if !out_key_id.is_null() {
-            write_optional(out_key_id, wid_bytes::from_vec(id.to_string().into_bytes()));
-        }
+        // SAFETY: `out_key_id` is NULL or writable (the contract).
+        unsafe {
+            out_optional(out_key_id, || {
+                wid_bytes::from_vec(id.to_string().into_bytes())
+            })
+        };
         Ok(())
     })
 }
@@ -223,10 +168,11 @@ pub unsafe extern "C" fn wid_keyring_promote_due(
     out_count: *mut usize,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let n = keyring.promote_due(now_unix).len();
-        write_optional(out_count, n);
+        // SAFETY: `out_count` is NULL or writable (the contract).
+        unsafe { out_optional(out_count, || n) };
         Ok(())
     })
 }
@@ -244,7 +190,8 @@ pub unsafe extern "C" fn wid_keyring_deprecate(
     now_unix: i64,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle; `key_id` NULL or valid for
+        // `key_id_len` bytes (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let id = unsafe { str_in(key_id, key_id_len, "key_id", MAX_KEY_ID_LEN + 1)? };
         keyring.deprecate(id, now_unix)
@@ -261,14 +208,14 @@ pub unsafe extern "C" fn wid_keyring_jwks(
     out_json: *mut wid_bytes,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
-        check_out(out_json, "out_json")?;
-        write_out(
-            out_json,
-            "out_json",
-            wid_bytes::from_vec(keyring.jwks().to_json().into_bytes()),
-        )
+        // SAFETY: `out_json` is NULL or writable (the contract).
+        unsafe {
+            handle::out(out_json, "out_json", || {
+                wid_bytes::from_vec(keyring.jwks().to_json().into_bytes())
+            })
+        }
     })
 }
 
@@ -285,11 +232,13 @@ pub unsafe extern "C" fn wid_keyring_import_jwks(
     out_imported: *mut usize,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle; `jwks_json` NULL or valid for
+        // `len` bytes (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let json = unsafe { str_in(jwks_json, len, "jwks_json", MAX_JSON)? };
         let report = keyring.import_jwks(json)?;
-        write_optional(out_imported, report.imported.len());
+        // SAFETY: `out_imported` is NULL or writable (the contract).
+        unsafe { out_optional(out_imported, || report.imported.len()) };
         Ok(())
     })
 }
@@ -305,7 +254,8 @@ pub unsafe extern "C" fn wid_keyring_save(
     path_len: usize,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle; `path` NULL or valid for
+        // `path_len` bytes (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
         // Empty paths and NUL bytes are refused by the core's save.
@@ -324,72 +274,12 @@ pub unsafe extern "C" fn wid_keyring_load(
     out: *mut *mut wid_keyring,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `path` is NULL or valid for `path_len` bytes (the contract).
         let path = unsafe { str_in(path, path_len, "path", MAX_PATH)? };
-        check_out(out, "out")?;
+        require_out(out, "out")?;
         // Empty paths and NUL bytes are refused by the core's load.
         let keyring = Keyring::load(path)?;
-        write_out(out, "out", into_raw(keyring).cast_mut())
-    })
-}
-
-/// Signs the identity a msgpack `IssueRequest` (codec names, as Go's
-/// go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
-///
-/// # Safety
-/// `request_msgpack` must be NULL or valid for `len` bytes; `out_token` NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_issue(
-    kr: *const wid_keyring,
-    request_msgpack: *const u8,
-    len: usize,
-    now_unix: i64,
-    out_token: *mut wid_bytes,
-) -> wid_result {
-    // SAFETY: forwarded contract.
-    unsafe {
-        wid_issue_with_issuer(
-            kr,
-            request_msgpack,
-            len,
-            std::ptr::null(),
-            0,
-            now_unix,
-            out_token,
-        )
-    }
-}
-
-/// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
-///
-/// # Safety
-/// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_issue_with_issuer(
-    kr: *const wid_keyring,
-    request_msgpack: *const u8,
-    len: usize,
-    issuer: *const c_char,
-    issuer_len: usize,
-    now_unix: i64,
-    out_token: *mut wid_bytes,
-) -> wid_result {
-    call(|| {
-        // SAFETY: contract.
-        let keyring = unsafe { keyring_ref(kr)? };
-        let limits = DecodeLimits::default();
-        let request =
-            unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
-        let issuer = unsafe { str_in(issuer, issuer_len, "issuer", MAX_PATH)? };
-        check_out(out_token, "out_token")?;
-        let req: IssueRequest = codec::decode_with(request, &limits)?;
-        // NULL or empty: no issuer.
-        let signer = Issuer::new(keyring.clone()).issuer(issuer);
-        let signed = signer.issue(&req, now_unix)?;
-        write_out(
-            out_token,
-            "out_token",
-            wid_bytes::from_vec(signed.token.into_bytes()),
-        )
+        // SAFETY: `out` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out, "out", || handle::into_raw(keyring)) }
     })
 }

@@ -32,6 +32,8 @@ mod bytes;
 mod codes;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
+mod handle;
+mod issue;
 mod keyring;
 mod verify;
 
@@ -40,11 +42,11 @@ pub use bytes::{wid_bytes, wid_bytes_free};
 pub use codes::*;
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
+pub use issue::{wid_issue, wid_issue_with_issuer};
 pub use keyring::{
-    wid_issue, wid_issue_with_issuer, wid_keyring, wid_keyring_deprecate, wid_keyring_free,
-    wid_keyring_import_jwks, wid_keyring_insert, wid_keyring_jwks, wid_keyring_load,
-    wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
-    wid_keyring_save,
+    wid_keyring, wid_keyring_deprecate, wid_keyring_free, wid_keyring_import_jwks,
+    wid_keyring_insert, wid_keyring_jwks, wid_keyring_load, wid_keyring_new,
+    wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate, wid_keyring_save,
 };
 pub use verify::{
     wid_alloc_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,

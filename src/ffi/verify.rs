@@ -2,10 +2,10 @@
 
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
+use super::handle::{self, Castable, out_optional, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
 use super::{WID_RESULT_OK, wid_bytes, wid_result};
 use crate::error::Error;
@@ -15,6 +15,12 @@ use crate::{Audience, Verifier};
 /// A verifier (opaque; reference counted).
 pub struct wid_verifier {
     _private: [u8; 0],
+}
+
+impl Castable for wid_verifier {
+    type Rust = Verifier;
+    const TAG: u64 = 0x5749_445f_5646_0001; // "WID_VF" v1
+    const NAME: &'static str = "wid_verifier";
 }
 
 /// Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
@@ -70,8 +76,6 @@ const DEFAULT_OPTIONS: wid_verifier_options = wid_verifier_options {
     issuer_len: 0,
 };
 
-const VERIFIER_MAGIC: u64 = 0x5749_445f_5646_0001; // "WID_VF" v1
-const DEAD: u64 = 0xdead_dead_dead_dead;
 const MAX_AUDIENCE: usize = 4096;
 /// Largest batch accepted by `wid_verify_batch`.
 const MAX_BATCH: usize = 1 << 16;
@@ -120,29 +124,13 @@ impl StateStore for CallbackStore {
     }
 }
 
-/// `repr(C)`: the type tag is the first field of every handle, so reading it
-/// through the wrong handle type stays in bounds and sees a different tag.
-#[repr(C)]
-struct VerifierHandle {
-    magic: AtomicU64,
-    verifier: Verifier,
-}
-
+/// The verifier behind handle `v`.
+///
 /// # Safety
 /// `v` must be NULL or a live handle from this library.
 unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Verifier, Error> {
-    if v.is_null() {
-        return Err(null("v"));
-    }
-    if v.align_offset(align_of::<VerifierHandle>()) != 0 {
-        return Err(invalid("v", "is not a wid_verifier handle (misaligned)"));
-    }
-    // SAFETY: a live handle points to a VerifierHandle inside an Arc.
-    let h = unsafe { &*v.cast::<VerifierHandle>() };
-    if h.magic.load(Ordering::Relaxed) != VERIFIER_MAGIC {
-        return Err(invalid("v", "is not a live wid_verifier handle"));
-    }
-    Ok(&h.verifier)
+    // SAFETY: `v` is NULL or a live handle (this function's contract).
+    unsafe { handle::borrow(v, "v") }
 }
 
 /// Creates a verifier over `kr` (shared: keys inserted or rotated later are
@@ -168,7 +156,7 @@ pub unsafe extern "C" fn wid_verifier_new(
         leeway_secs,
         ..DEFAULT_OPTIONS
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: the same pointers under the same contract (wid_verifier_new's).
     unsafe {
         new_verifier(
             kr,
@@ -197,13 +185,13 @@ pub unsafe extern "C" fn wid_verifier_new_with_options(
     userdata: *mut c_void,
     out: *mut *mut wid_verifier,
 ) -> wid_result {
-    // SAFETY: options is NULL or valid per the contract.
     let options = if options.is_null() {
         DEFAULT_OPTIONS
     } else {
+        // SAFETY: `options` is NULL or valid for reading (the contract).
         unsafe { *options }
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: the same pointers under the same contract.
     unsafe {
         new_verifier(
             kr,
@@ -218,6 +206,12 @@ pub unsafe extern "C" fn wid_verifier_new_with_options(
     }
 }
 
+/// Both constructors: `exact_leeway` says how `o.leeway_secs` reads (see
+/// `leeway_of`, the one place that decides it).
+///
+/// # Safety
+/// `kr` NULL or a live handle; `audience` and `o.issuer` NULL or valid for
+/// their lengths; `out` NULL or writable.
 #[allow(clippy::too_many_arguments)]
 unsafe fn new_verifier(
     kr: *const wid_keyring,
@@ -230,14 +224,13 @@ unsafe fn new_verifier(
     out: *mut *mut wid_verifier,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `kr` is NULL or a live handle; `audience` and `o.issuer` are
+        // NULL or valid for their lengths (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
         let audience = unsafe { str_in(audience, audience_len, "audience", MAX_AUDIENCE)? };
         let issuer = unsafe { str_in(o.issuer, o.issuer_len, "options.issuer", MAX_AUDIENCE)? };
         let lookup = lookup.ok_or_else(|| null("lookup"))?;
-        if out.is_null() {
-            return Err(null("out"));
-        }
+        require_out(out, "out")?;
         let leeway = leeway_of(o.leeway_secs, exact_leeway)?;
         if o.key_wait_ms < -1 {
             return Err(invalid(
@@ -265,13 +258,8 @@ unsafe fn new_verifier(
         if !issuer.is_empty() {
             b = b.issuer(issuer);
         }
-        let handle = Arc::new(VerifierHandle {
-            magic: AtomicU64::new(VERIFIER_MAGIC),
-            verifier: b.build(),
-        });
-        // SAFETY: out checked non-NULL above.
-        unsafe { out.write(Arc::into_raw(handle).cast::<wid_verifier>().cast_mut()) };
-        Ok(())
+        // SAFETY: `out` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out, "out", || handle::into_raw(b.build())) }
     })
 }
 
@@ -302,18 +290,8 @@ fn leeway_of(secs: i64, exact: bool) -> Result<Option<Duration>, Error> {
 /// `v` must be NULL or a handle from this library not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_verifier_free(v: *const wid_verifier) {
-    call_void(|| {
-        // SAFETY: contract.
-        if unsafe { verifier_ref(v) }.is_err() {
-            return;
-        }
-        // SAFETY: v came from Arc::into_raw in new_verifier.
-        let arc = unsafe { Arc::from_raw(v.cast::<VerifierHandle>()) };
-        if Arc::strong_count(&arc) == 1 {
-            arc.magic.store(DEAD, Ordering::Relaxed);
-        }
-        drop(arc);
-    });
+    // SAFETY: `v` is NULL or a live verifier handle the caller gives up.
+    call_void(|| unsafe { handle::free(v) });
 }
 
 /// Borrows a token: a length over the verifier's cap is `MalformedToken` from
@@ -349,15 +327,17 @@ pub unsafe extern "C" fn wid_verify(
     out_claims_json: *mut wid_bytes,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `v` is NULL or a live handle; `token` NULL or valid for
+        // `token_len` bytes (the contract).
         let verifier = unsafe { verifier_ref(v)? };
         let token = unsafe { token_in(token, token_len, verifier.max_token_bytes())? };
         let verified = verifier.verify_bytes(token, now_unix)?;
-        if !out_claims_json.is_null() {
-            let json = verified.claims.to_json().into_bytes();
-            // SAFETY: checked non-NULL.
-            unsafe { out_claims_json.write(wid_bytes::from_vec(json)) };
-        }
+        // SAFETY: `out_claims_json` is NULL or writable (the contract).
+        unsafe {
+            out_optional(out_claims_json, || {
+                wid_bytes::from_vec(verified.claims.to_json().into_bytes())
+            })
+        };
         Ok(())
     })
 }
@@ -380,7 +360,7 @@ pub unsafe extern "C" fn wid_verify_batch(
     out_results: *mut wid_result,
 ) -> wid_result {
     call(|| {
-        // SAFETY: contract.
+        // SAFETY: `v` is NULL or a live handle (the contract).
         let verifier = unsafe { verifier_ref(v)? };
         if count > MAX_BATCH {
             return Err(invalid(
@@ -394,7 +374,8 @@ pub unsafe extern "C" fn wid_verify_batch(
         let mut texts: Vec<&str> = Vec::with_capacity(count);
         let mut early: Vec<Option<wid_result>> = Vec::with_capacity(count);
         for i in 0..count {
-            // SAFETY: arrays are valid for count elements.
+            // SAFETY: `tokens` and `token_lens` are valid for `count` elements
+            // and each token for its length (the contract; NULL checked above).
             let (ptr, len) = unsafe { (*tokens.add(i), *token_lens.add(i)) };
             let text = unsafe { token_in(ptr, len, verifier.max_token_bytes()) }.and_then(|b| {
                 std::str::from_utf8(b).map_err(|_| Error::MalformedToken {
@@ -417,7 +398,8 @@ pub unsafe extern "C" fn wid_verify_batch(
                     r.map_or_else(|e| e.code().as_u32(), |_| WID_RESULT_OK)
                 }),
             };
-            // SAFETY: out_results is valid for count elements.
+            // SAFETY: `out_results` is valid for `count` elements (the
+            // contract; NULL checked above), and i < count.
             unsafe { out_results.add(i).write(code) };
         }
         Ok(())

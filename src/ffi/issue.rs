@@ -1,0 +1,72 @@
+//! Issuance: `wid_issue` and `wid_issue_with_issuer`.
+
+use std::ffi::c_char;
+
+use super::boundary::{bytes_in, call, str_in};
+use super::handle::{self, require_out};
+use super::keyring::{MAX_PATH, keyring_ref, wid_keyring};
+use super::{wid_bytes, wid_result};
+use crate::codec::{self, DecodeLimits};
+use crate::issue::Issuer;
+use crate::model::IssueRequest;
+
+/// Signs the identity a msgpack `IssueRequest` (codec names, as Go's
+/// go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
+///
+/// # Safety
+/// `request_msgpack` must be NULL or valid for `len` bytes; `out_token` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_issue(
+    kr: *const wid_keyring,
+    request_msgpack: *const u8,
+    len: usize,
+    now_unix: i64,
+    out_token: *mut wid_bytes,
+) -> wid_result {
+    // SAFETY: the same contract, with no issuer.
+    unsafe {
+        wid_issue_with_issuer(
+            kr,
+            request_msgpack,
+            len,
+            std::ptr::null(),
+            0,
+            now_unix,
+            out_token,
+        )
+    }
+}
+
+/// Like `wid_issue`, with an `iss` claim (`(NULL, 0)` for none).
+///
+/// # Safety
+/// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_issue_with_issuer(
+    kr: *const wid_keyring,
+    request_msgpack: *const u8,
+    len: usize,
+    issuer: *const c_char,
+    issuer_len: usize,
+    now_unix: i64,
+    out_token: *mut wid_bytes,
+) -> wid_result {
+    call(|| {
+        // SAFETY (this block): `kr` is NULL or a live handle, `request_msgpack`
+        // NULL or valid for `len` bytes, `issuer` NULL or valid for
+        // `issuer_len` bytes (the contract).
+        let keyring = unsafe { keyring_ref(kr)? };
+        let limits = DecodeLimits::default();
+        let request =
+            unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
+        let issuer = unsafe { str_in(issuer, issuer_len, "issuer", MAX_PATH)? };
+        require_out(out_token, "out_token")?;
+        let req: IssueRequest = codec::decode_with(request, &limits)?;
+        // NULL or empty: no issuer.
+        let signer = Issuer::new(keyring.clone()).issuer(issuer);
+        let signed = signer.issue(&req, now_unix)?;
+        let token = wid_bytes::from_vec(signed.token.into_bytes());
+        // SAFETY: `out_token` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out_token, "out_token", || token) }
+    })
+}
