@@ -11,24 +11,14 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use workload_identity::SignedIdentity;
-use workload_identity::VerifierStats;
 use workload_identity::manager::*;
 use workload_identity::model::IssueRequest;
-use workload_identity::{Audience, Error, Issuer, Keyring, MemoryStore, ResultCode, Verifier};
-use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+use workload_identity::{
+    Audience, Error, Issuer, KeyState, Keyring, MemoryStore, ResultCode, SignedIdentity, Verifier,
+    VerifierStats,
+};
 
 use common::identity::{AUD, KID, NOW, payload_with, root_key, world};
-
-fn key(id: &str, byte: u8, state: KeyState) -> RootKey {
-    RootKey::new(
-        KeyId::new(id).unwrap(),
-        KeyMaterial::from_slice(&[byte; 32]).unwrap(),
-        KeyDerivation::HkdfV1,
-        state,
-        NOW - 1000,
-    )
-}
 
 /// `<header>.<payload>.<sig>` signed by `keyring`'s active key, whatever the
 /// header says.
@@ -321,7 +311,7 @@ fn signing_checks_the_token_payload_not_only_the_reported_claims() {
 #[test]
 fn an_over_long_kid_is_not_truncated_into_a_key_id() {
     let id = "k".repeat(128);
-    let keyring = Keyring::from_keys([key(&id, 7, KeyState::Active)]).unwrap();
+    let keyring = Keyring::from_keys([root_key(&id, 7, KeyState::Active)]).unwrap();
     let v = verifier_with_wait(&keyring, Duration::from_millis(10));
     let payload = payload_with(serde_json::json!({}));
     // The honest token verifies...
