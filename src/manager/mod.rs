@@ -5,9 +5,10 @@
 //! with the current time; [`Runner`] drives it from a thread with the system
 //! clock, and tests drive it with a fake one, never sleeping.
 //!
-//! Restoring after a restart follows the decision table in `restore.rs` (also
-//! on [`IdentityManager::restore`]); signing, renewal, exchanges and backoff
-//! are the state machine in `machine.rs`. Times are Unix milliseconds.
+//! Restoring after a restart follows the decision table on
+//! [`IdentityManager::restore`] (code in `restore.rs`); signing, renewal,
+//! exchanges and backoff are the state machine in `machine.rs`. Times are Unix
+//! milliseconds.
 
 mod db;
 mod exchange;

@@ -1,20 +1,6 @@
 //! Restoring after a restart.
 //!
-//! # Restore decision table
-//!
-//! | saved state | decision | watchers told | exchange secrets |
-//! |---|---|---|---|
-//! | missing | re-sign all | `Restored` | derived anew, delivered |
-//! | unreadable (corrupt, truncated, foreign) | re-sign all (reason logged) | `Restored` | derived anew, delivered |
-//! | identities differ from the requested set | re-sign all | `Restored` | derived anew, delivered |
-//! | any token no longer verifies (key removed or deprecated, bad signature) | re-sign all | `Restored` | derived anew, delivered |
-//! | any token's own claims are not what its request signs (another allocation, task or service, identity, `sub` or audience: a copied state file) | re-sign all | `Restored` | derived anew, delivered |
-//! | any saved record's `jti`, `iat` or `exp` differ from its token's | re-sign all | `Restored` | derived anew, delivered |
-//! | any token expired or inside its renewal window | re-sign all | `Restored` | derived anew, delivered |
-//! | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty and derived from the token in use, else derived anew; delivered either way |
-//!
-//! A token's renewal window starts half-way through its lifetime
-//! (`iat + (exp - iat) / 2`); tokens without `exp` are never renewed.
+//! The decision table is on [`IdentityManager::restore`].
 
 use std::sync::Arc;
 
@@ -25,10 +11,26 @@ use crate::model::IssueRequest;
 use crate::verify::check_signature;
 
 impl IdentityManager {
-    /// Restores after a restart (see the decision table in `manager/restore.rs`:
-    /// saved tokens are reused only when every one still verifies, is the very
-    /// identity its request asks for, matches its saved record and is outside
-    /// its renewal window; otherwise everything is re-signed).
+    /// Restores after a restart: saved tokens are reused only when every one
+    /// still verifies, is the very identity its request asks for, matches its
+    /// saved record and is outside its renewal window; otherwise everything is
+    /// re-signed.
+    ///
+    /// # Decision table
+    ///
+    /// | saved state | decision | watchers told | exchange secrets |
+    /// |---|---|---|---|
+    /// | missing | re-sign all | `Restored` | derived anew, delivered |
+    /// | unreadable (corrupt, truncated, foreign) | re-sign all (reason logged) | `Restored` | derived anew, delivered |
+    /// | identities differ from the requested set | re-sign all | `Restored` | derived anew, delivered |
+    /// | any token no longer verifies (key removed or deprecated, bad signature) | re-sign all | `Restored` | derived anew, delivered |
+    /// | any token's own claims are not what its request signs (another allocation, task or service, identity, `sub` or audience: a copied state file) | re-sign all | `Restored` | derived anew, delivered |
+    /// | any saved record's `jti`, `iat` or `exp` differ from its token's | re-sign all | `Restored` | derived anew, delivered |
+    /// | any token expired or inside its renewal window | re-sign all | `Restored` | derived anew, delivered |
+    /// | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty and derived from the token in use, else derived anew; delivered either way |
+    ///
+    /// A token's renewal window starts half-way through its lifetime
+    /// (`iat + (exp - iat) / 2`); tokens without `exp` are never renewed.
     /// On error (the signer or an exchange failing) the manager keeps retrying
     /// from [`IdentityManager::tick`].
     pub fn restore(&self, now_ms: i64) -> Result<RestoreReport> {
