@@ -11,8 +11,8 @@ cd "$REPO_ROOT"
 # shellcheck source=lib.sh
 source scripts/lib.sh
 command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
-abi="$(sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' include/workload_identity.h)"
-soname="$(readelf -d target/release/libworkload_identity.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
+abi="$(wid_abi_version)"
+soname="$(wid_soname target/release/libworkload_identity.so)"
 if [ "$soname" != "libworkload_identity.so.$abi" ]; then
     echo "c-install-check: SONAME is '$soname', expected libworkload_identity.so.$abi" >&2
     exit 1

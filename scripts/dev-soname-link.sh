@@ -5,10 +5,12 @@
 # (scripts/install.sh); for running against a build tree, this adds it beside
 # the .so (DIR defaults to target/release). Idempotent.
 set -euo pipefail
-dir="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/release}"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+dir="${1:-$WID_ROOT/target/release}"
 so="$dir/libworkload_identity.so"
 [ -f "$so" ] || exit 0
-soname="$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
+soname="$(wid_soname "$so")"
 if [ -n "$soname" ] && [ "$soname" != "libworkload_identity.so" ] && [ ! -e "$dir/$soname" ]; then
     ln -sfn libworkload_identity.so "$dir/$soname"
 fi

@@ -16,7 +16,9 @@
 # Unless --no-build, it first runs `cargo build --release --locked`.
 set -euo pipefail
 
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+REPO_ROOT="$WID_ROOT"
 prefix=/usr/local
 libdir=""
 destdir=""
@@ -39,7 +41,7 @@ fi
 release="$REPO_ROOT/target/release"
 header="$REPO_ROOT/include/workload_identity.h"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -1)"
-abi="$(sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' "$header")"
+abi="$(wid_abi_version)"
 [ -n "$version" ] && [ -n "$abi" ] || { echo "install.sh: cannot read the version or ABI" >&2; exit 1; }
 for f in "$release/libworkload_identity.a" "$release/libworkload_identity.so"; do
     [ -f "$f" ] || { echo "install.sh: missing $f (cargo build --release)" >&2; exit 1; }

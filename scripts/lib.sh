@@ -9,6 +9,8 @@
 #                            include/), otherwise target/release after
 #                            `cargo build --release --locked`. NAME prefixes
 #                            its messages.
+#   wid_abi_version          the C ABI version the header declares
+#   wid_soname FILE          the SONAME recorded in a shared library (empty if none)
 #   WID_ROOT                 the repository root
 
 WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +27,14 @@ wid_apt_install() {
     echo "installing Debian packages: $*" >&2
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wid_abi_version() {
+    sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' "$WID_ROOT/include/workload_identity.h"
+}
+
+wid_soname() {
+    readelf -d "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'
 }
 
 wid_find_lib() {

@@ -82,18 +82,6 @@ impl Issuer {
         self
     }
 
-    /// The former name of [`Issuer::issuer`]; an empty issuer was an error.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `Issuer::issuer`, named like `VerifierBuilder::issuer`"
-    )]
-    pub fn with_issuer(self, issuer: &str) -> Result<Issuer> {
-        if issuer.is_empty() {
-            return Err(Error::invalid("Issuer", "issuer", "must not be empty"));
-        }
-        Ok(self.issuer(issuer))
-    }
-
     /// The keyring this issuer signs with.
     pub fn keyring(&self) -> &Keyring {
         &self.keyring

@@ -15,22 +15,9 @@ use workload_identity::manager::*;
 use workload_identity::model::IssueRequest;
 use workload_identity::{
     Audience, Error, Issuer, KeyState, Keyring, MemoryStore, ResultCode, SignedIdentity, Verifier,
-    VerifierStats,
 };
 
-use common::identity::{AUD, KID, NOW, payload_with, root_key, world};
-
-/// `<header>.<payload>.<sig>` signed by `keyring`'s active key, whatever the
-/// header says.
-fn signed_by(keyring: &Keyring, header: &str, payload: &str) -> String {
-    let input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header),
-        URL_SAFE_NO_PAD.encode(payload)
-    );
-    let sig = keyring.active().unwrap().sign(input.as_bytes());
-    format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
-}
+use common::identity::{AUD, KID, NOW, payload_with, root_key, sign_json_with, world};
 
 fn header_with_kid(kid: &str) -> String {
     serde_json::json!({"alg": "EdDSA", "kid": kid, "typ": "JWT"}).to_string()
@@ -44,10 +31,6 @@ fn verifier_with_wait(keyring: &Keyring, wait: Duration) -> Verifier {
         .build()
 }
 
-fn key_waits(stats: VerifierStats) -> u64 {
-    stats.key_waits
-}
-
 // 1. Batch verification shares one deadline and waits at most once per kid;
 //    a kid that can never be a key ID is refused at once.
 
@@ -57,8 +40,8 @@ fn a_batch_waits_once_per_distinct_unknown_kid_within_one_deadline() {
     let wait = Duration::from_millis(300);
     let v = verifier_with_wait(&w.keyring, wait);
     let payload = payload_with(serde_json::json!({}));
-    let a = signed_by(&w.keyring, &header_with_kid("not-yet-a"), &payload);
-    let b = signed_by(&w.keyring, &header_with_kid("not-yet-b"), &payload);
+    let a = sign_json_with(&w.keyring, &header_with_kid("not-yet-a"), &payload);
+    let b = sign_json_with(&w.keyring, &header_with_kid("not-yet-b"), &payload);
     let tokens: Vec<&str> = (0..10)
         .map(|i| if i % 2 == 0 { &*a } else { &*b })
         .collect();
@@ -69,7 +52,7 @@ fn a_batch_waits_once_per_distinct_unknown_kid_within_one_deadline() {
         assert_eq!(r.as_ref().unwrap_err().code(), ResultCode::UnknownKey);
     }
     assert!(
-        key_waits(v.stats()) <= 2,
+        v.stats().key_waits <= 2,
         "one wait per distinct kid at most: {:?}",
         v.stats()
     );
@@ -88,7 +71,7 @@ fn a_kid_that_can_never_be_a_key_id_is_refused_without_waiting() {
     let bad = ["", "bad kid", "a..b", "k\u{e9}", long.as_str(), "a/b"];
     let tokens: Vec<String> = bad
         .iter()
-        .map(|kid| signed_by(&w.keyring, &header_with_kid(kid), &payload))
+        .map(|kid| sign_json_with(&w.keyring, &header_with_kid(kid), &payload))
         .collect();
     let started = Instant::now();
     for (kid, t) in bad.iter().zip(&tokens) {
@@ -99,7 +82,7 @@ fn a_kid_that_can_never_be_a_key_id_is_refused_without_waiting() {
     for r in v.verify_batch(&refs, NOW) {
         assert_eq!(r.unwrap_err().code(), ResultCode::UnknownKey);
     }
-    assert_eq!(key_waits(v.stats()), 0, "{:?}", v.stats());
+    assert_eq!(v.stats().key_waits, 0, "{:?}", v.stats());
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
@@ -315,12 +298,12 @@ fn an_over_long_kid_is_not_truncated_into_a_key_id() {
     let v = verifier_with_wait(&keyring, Duration::from_millis(10));
     let payload = payload_with(serde_json::json!({}));
     // The honest token verifies...
-    let good = signed_by(&keyring, &header_with_kid(&id), &payload);
+    let good = sign_json_with(&keyring, &header_with_kid(&id), &payload);
     v.verify(&good, NOW).unwrap();
     // ...one whose kid only starts with the key ID does not, though the
     // signature (over its own header) is by that key.
     for kid in [format!("{id}\u{e9}"), format!("{id}k"), format!("{id}.x")] {
-        let t = signed_by(&keyring, &header_with_kid(&kid), &payload);
+        let t = sign_json_with(&keyring, &header_with_kid(&kid), &payload);
         let e = v.verify(&t, NOW).unwrap_err();
         assert_eq!(e.code(), ResultCode::UnknownKey, "{e}");
         let e = v.verify_batch(&[&t], NOW).pop().unwrap().unwrap_err();
@@ -373,7 +356,7 @@ fn the_c_abi_never_reads_past_the_clamped_cap() {
             len: 0,
         };
         let rc = wid_verify(v, one.as_ptr().cast(), usize::MAX / 2 + 1, NOW, &mut out);
-        assert_ne!(rc, WID_RESULT_OK);
+        assert_eq!(rc, WID_RESULT_MALFORMED_TOKEN);
         assert!(out.data.is_null());
         let ptrs = [one.as_ptr().cast()];
         let lens = [usize::MAX - 7];
@@ -386,7 +369,8 @@ fn the_c_abi_never_reads_past_the_clamped_cap() {
             NOW,
             results.as_mut_ptr(),
         );
-        assert!(rc != WID_RESULT_OK || results[0] != WID_RESULT_OK);
+        assert_eq!(rc, WID_RESULT_OK, "the call works; the token fails");
+        assert_eq!(results[0], WID_RESULT_MALFORMED_TOKEN);
         wid_verifier_free(v);
         wid_keyring_free(kr);
     }
@@ -554,13 +538,15 @@ fn durations_past_what_instant_can_hold_saturate() {
             .insert(root_key("later", 4, KeyState::Inactive))
             .unwrap();
     });
-    let t = signed_by(&keyring, &header_with_kid("later"), &payload);
+    let t = sign_json_with(&keyring, &header_with_kid("later"), &payload);
     // Signed by key-1, so the key arrives and the signature fails: the point is
     // that the wait neither panics nor outlives the key's arrival.
     let e = v.verify(&t, NOW).unwrap_err();
     assert_eq!(e.code(), ResultCode::BadSignature, "{e}");
     inserter.join().unwrap();
-    let _ = v.verify_batch(&[&t], NOW);
+    // Now present: the batch path finds it without waiting.
+    let e = v.verify_batch(&[&t], NOW).pop().unwrap().unwrap_err();
+    assert_eq!(e.code(), ResultCode::BadSignature, "{e}");
 
     // Leeway at the maximum.
     let v = Verifier::builder(
@@ -571,7 +557,7 @@ fn durations_past_what_instant_can_hold_saturate() {
     .leeway(Duration::MAX)
     .build();
     let e = v.verify(
-        &signed_by(&keyring, common::identity::HEADER, &payload),
+        &sign_json_with(&keyring, common::identity::HEADER, &payload),
         NOW,
     );
     assert_eq!(e.unwrap_err().code(), ResultCode::AllocationNotFound);

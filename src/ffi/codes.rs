@@ -20,7 +20,6 @@ use crate::state::{AllocState, Consistency};
 
 macro_rules! c_numbers {
     ($(
-        $(#[$meta:meta])*
         $enum:ident {
             $($variant:ident => $cname:ident),+ $(,)?
         }

@@ -625,11 +625,9 @@ impl Keyring {
             let mut due: Vec<(i64, KeyId)> = inner
                 .keys
                 .values()
-                .filter(|s| {
-                    s.meta.state == KeyState::Prepublished
-                        && s.meta.publish_time <= now
-                        && s.entry.secret.is_some()
-                })
+                // Prepublished keys always hold their secret (insertion
+                // refuses a verify-only one), so each can sign once active.
+                .filter(|s| s.meta.state == KeyState::Prepublished && s.meta.publish_time <= now)
                 .map(|s| (s.meta.publish_time, s.entry.id.clone()))
                 .collect();
             due.sort();

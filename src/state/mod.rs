@@ -175,12 +175,16 @@ impl MemoryStore {
     /// status Nomad does not define (`"Completed"`, `""`) counts as terminal, so
     /// verification fails closed with a message naming the status.
     pub fn upsert(&self, alloc: &Allocation) {
-        self.set_state(&alloc.id, AllocState::of(alloc));
-        if let Err(e) = alloc.client_status() {
-            log::warn!("allocation {:?} counts as terminal: {e}", alloc.id);
-            self.write()
-                .unknown_status
-                .insert(alloc.id.clone(), alloc.client_status.clone());
+        match alloc.client_status() {
+            Ok(status) if status.is_terminal() => self.set_state(&alloc.id, AllocState::Terminal),
+            Ok(_) => self.set_state(&alloc.id, AllocState::Live),
+            Err(e) => {
+                log::warn!("allocation {:?} counts as terminal: {e}", alloc.id);
+                self.set_state(&alloc.id, AllocState::Terminal);
+                self.write()
+                    .unknown_status
+                    .insert(alloc.id.clone(), alloc.client_status.clone());
+            }
         }
     }
 

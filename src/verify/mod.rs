@@ -36,7 +36,6 @@
 
 mod cache;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -559,12 +558,12 @@ pub(crate) fn decode_unverified(token: &str) -> Result<Claims> {
 }
 
 /// How one call waits for unknown kids: every wait ends at one deadline, set
-/// when the first wait starts (so a batch of any size waits at most `wait` in
-/// all), and a kid already waited for in vain is not waited for again.
+/// when the first wait starts, so a batch of any size waits at most `wait` in
+/// all. A wait that ends without the key ends at that deadline, so no kid (the
+/// same or another) is waited for again in the call.
 struct KeyWait {
     wait: Duration,
     deadline: Option<Instant>,
-    missed: HashSet<KeyId>,
 }
 
 impl KeyWait {
@@ -572,7 +571,6 @@ impl KeyWait {
         KeyWait {
             wait,
             deadline: None,
-            missed: HashSet::new(),
         }
     }
 
@@ -603,24 +601,14 @@ impl KeyWait {
             return Err(unknown("not in the keyring".into()));
         }
         let after = || unknown(format!("not in the keyring after waiting up to {wait:?}"));
-        let expired = self.deadline.is_some_and(|d| Instant::now() >= d);
-        if expired || self.missed.contains(kid) {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(after());
         }
         on_wait();
         let deadline = *self
             .deadline
             .get_or_insert_with(|| crate::deadline::deadline_after(wait));
-        match keyring.wait_for_key_until(kid, deadline) {
-            Some(k) => Ok(k),
-            None => {
-                // Only a well-formed ID gets here (the parser checks).
-                if let Ok(id) = KeyId::new(kid) {
-                    self.missed.insert(id);
-                }
-                Err(after())
-            }
-        }
+        keyring.wait_for_key_until(kid, deadline).ok_or_else(after)
     }
 }
 

@@ -57,18 +57,29 @@ impl World {
 
     /// Signs raw segments with the active key: `<header_seg>.<payload_seg>.<sig>`.
     pub fn sign_segments(&self, header_seg: &str, payload_seg: &str) -> String {
-        let input = format!("{header_seg}.{payload_seg}");
-        let sig = self.keyring.active().unwrap().sign(input.as_bytes());
-        format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
+        sign_segments_with(&self.keyring, header_seg, payload_seg)
     }
 
     /// Signs a header and payload (JSON text) with the active key.
     pub fn sign_json(&self, header: &str, payload: &str) -> String {
-        self.sign_segments(
-            &URL_SAFE_NO_PAD.encode(header),
-            &URL_SAFE_NO_PAD.encode(payload),
-        )
+        sign_json_with(&self.keyring, header, payload)
     }
+}
+
+/// Signs raw segments with `keyring`'s active key, whatever they say.
+pub fn sign_segments_with(keyring: &Keyring, header_seg: &str, payload_seg: &str) -> String {
+    let input = format!("{header_seg}.{payload_seg}");
+    let sig = keyring.active().unwrap().sign(input.as_bytes());
+    format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
+}
+
+/// Signs a header and payload (JSON text) with `keyring`'s active key.
+pub fn sign_json_with(keyring: &Keyring, header: &str, payload: &str) -> String {
+    sign_segments_with(
+        keyring,
+        &URL_SAFE_NO_PAD.encode(header),
+        &URL_SAFE_NO_PAD.encode(payload),
+    )
 }
 
 /// The payload of a valid token for the sample, as JSON text with `overrides`
