@@ -33,29 +33,21 @@ impl KeyId {
     /// that can never name a key is refused at once.
     pub(crate) fn problem(id: &str) -> Option<String> {
         if id.is_empty() {
-            return Some("must not be empty".to_string());
-        }
-        if id.len() > MAX_KEY_ID_LEN {
-            return Some(format!(
+            Some("must not be empty".to_string())
+        } else if id.len() > MAX_KEY_ID_LEN {
+            Some(format!(
                 "must be at most {MAX_KEY_ID_LEN} bytes, got {}",
                 id.len()
-            ));
+            ))
+        } else if let Some(c) = id.chars().find(|c| !Self::allowed(*c)) {
+            Some(format!(
+                "must contain only A-Z a-z 0-9 . _ : -, found {c:?}"
+            ))
+        } else if id.contains("..") {
+            Some("must not contain \"..\"".to_string())
+        } else {
+            None
         }
-        // One pass over the bytes: every allowed character is ASCII, so a byte
-        // of a multi-byte character (0x80 and up, Latin-1 as a char) fails too.
-        let (mut dot_dot, mut prev_dot) = (false, false);
-        for b in id.bytes() {
-            if !Self::allowed(char::from(b)) {
-                // Name the (possibly multi-byte) character in the message.
-                let c = id.chars().find(|c| !Self::allowed(*c)).unwrap_or('?');
-                return Some(format!(
-                    "must contain only A-Z a-z 0-9 . _ : -, found {c:?}"
-                ));
-            }
-            dot_dot |= prev_dot && b == b'.';
-            prev_dot = b == b'.';
-        }
-        dot_dot.then(|| "must not contain \"..\"".to_string())
     }
 
     /// A fresh random ID: a lower-case UUID v4 (36 characters).
