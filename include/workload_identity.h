@@ -97,21 +97,49 @@ enum wid_key_state
 typedef uint32_t wid_key_state;
 #endif // __cplusplus
 
-// How the Ed25519 seed is obtained from the material.
+// How a key is obtained from its material.
 enum wid_key_derivation
 #ifdef __cplusplus
   : uint32_t
 #endif // __cplusplus
  {
-  // HKDF-SHA256(salt `workload-identity/ed25519/v1`, IKM material, info key ID),
-  // 32 bytes. The default.
+  // HKDF-SHA256 of the 32-byte material with the key ID as info: salt
+  // `workload-identity/ed25519/v1` and 32 bytes for EdDSA, salt
+  // `workload-identity/p256/v1` and 48 bytes reduced to a P-256 scalar for
+  // ES256. The default.
   WID_KEY_DERIVATION_HKDF_V1 = 1,
   // The material itself is the seed, as Nomad does; for keyrings and tokens
-  // from such clusters.
+  // from such clusters. EdDSA only.
   WID_KEY_DERIVATION_NOMAD_RAW_SEED = 2,
+  // The material is a PKCS#8 DER private key. RS256 only.
+  WID_KEY_DERIVATION_PKCS8 = 3,
 };
 #ifndef __cplusplus
 typedef uint32_t wid_key_derivation;
+#endif // __cplusplus
+
+// A signing algorithm (its JOSE name is `Algorithm::name`).
+//
+// Which to use: `EdDSA` where the relying party accepts it (Vault, Consul):
+// the smallest tokens and the fastest verification. `ES256` for AWS STS and
+// GCP workload identity federation (and SPIFFE JWT-SVID validators): keys
+// derive from the same 32 bytes of root material, so keystores stay small.
+// `RS256` where only RSA is accepted (Azure federated credentials) or for
+// verifying Nomad 1.7+ tokens: generated keys, slow to sign, fast to verify.
+enum wid_alg
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // EdDSA over Ed25519 (RFC 8037); the default.
+  WID_ALG_EDDSA = 1,
+  // ECDSA over P-256 with SHA-256 (RFC 7518 3.4).
+  WID_ALG_ES256 = 2,
+  // RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 3.3).
+  WID_ALG_RS256 = 3,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_alg;
 #endif // __cplusplus
 
 // How fresh a read must be.
@@ -250,6 +278,22 @@ wid_result wid_issue_with_issuer(const struct wid_keyring *kr,
                                  int64_t now_unix,
                                  struct wid_bytes *out_token);
 
+// Like `wid_issue_with_issuer`, signed with the active key of `alg` (a
+// `WID_ALG_*`): an unknown `alg` is `WID_RESULT_INVALID_ARGUMENT`, an `alg`
+// without an active key `WID_RESULT_NO_ACTIVE_KEY`. `issuer` NULL or empty
+// means no `iss`.
+//
+// # Safety
+// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
+wid_result wid_issue_alg(const struct wid_keyring *kr,
+                         wid_alg alg,
+                         const uint8_t *request_msgpack,
+                         size_t len,
+                         const char *issuer,
+                         size_t issuer_len,
+                         int64_t now_unix,
+                         struct wid_bytes *out_token);
+
 // Creates an empty keyring; `*out` receives a handle to free with
 // `wid_keyring_free`.
 //
@@ -264,10 +308,10 @@ wid_result wid_keyring_new(struct wid_keyring **out);
 // `kr` must be NULL or a handle from this library not yet freed.
 void wid_keyring_free(const struct wid_keyring *kr);
 
-// Inserts a key: `material` must be 32 bytes; `derivation` a
-// `WID_KEY_DERIVATION_*`, `state` a `WID_KEY_STATE_*`. A duplicate ID is
-// `WID_RESULT_DUPLICATE_KEY`; a second active key is
-// `WID_RESULT_INVALID_ARGUMENT`.
+// Inserts an EdDSA key: `material` must be 32 bytes; `derivation` a
+// `WID_KEY_DERIVATION_*` (HKDF_V1 or NOMAD_RAW_SEED), `state` a
+// `WID_KEY_STATE_*`. A duplicate ID is `WID_RESULT_DUPLICATE_KEY`; a second
+// active EdDSA key is `WID_RESULT_INVALID_ARGUMENT`.
 //
 // # Safety
 // Pointers must be NULL or valid for their lengths.
@@ -280,7 +324,26 @@ wid_result wid_keyring_insert(const struct wid_keyring *kr,
                               uint32_t state,
                               int64_t create_time_unix);
 
-// Rotates: a fresh key becomes active and the previous one inactive;
+// Inserts a key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
+// material with HKDF_V1 or NOMAD_RAW_SEED, ES256 32 bytes with HKDF_V1, RS256 a
+// PKCS#8 DER private key (2048 to 8192 bits, e = 65537) with
+// `WID_KEY_DERIVATION_PKCS8`. Any other pairing, an RSA key under 2048 bits
+// or with another exponent, or an unknown `alg` is
+// `WID_RESULT_INVALID_ARGUMENT`; a second active key of `alg` too.
+//
+// # Safety
+// Pointers must be NULL or valid for their lengths.
+wid_result wid_keyring_insert_alg(const struct wid_keyring *kr,
+                                  wid_alg alg,
+                                  const char *key_id,
+                                  size_t key_id_len,
+                                  const uint8_t *material,
+                                  size_t material_len,
+                                  uint32_t derivation,
+                                  uint32_t state,
+                                  int64_t create_time_unix);
+
+// Rotates EdDSA: a fresh key becomes active and the previous one inactive;
 // `*out_key_id` (may be NULL) receives the new key ID.
 //
 // # Safety
@@ -288,6 +351,18 @@ wid_result wid_keyring_insert(const struct wid_keyring *kr,
 wid_result wid_keyring_rotate(const struct wid_keyring *kr,
                               int64_t now_unix,
                               struct wid_bytes *out_key_id);
+
+// Rotates the keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit RSA key
+// for RS256) becomes the active key of `alg` and the previous one inactive;
+// other algorithms' keys are untouched. `*out_key_id` (may be NULL) receives
+// the new key ID.
+//
+// # Safety
+// `out_key_id` must be NULL or writable.
+wid_result wid_keyring_rotate_alg(const struct wid_keyring *kr,
+                                  wid_alg alg,
+                                  int64_t now_unix,
+                                  struct wid_bytes *out_key_id);
 
 // Adds a prepublished key that becomes active at `publish_at_unix` (see
 // wid_keyring_promote_due); `*out_key_id` (may be NULL) receives its ID.

@@ -176,11 +176,14 @@ pub enum Error {
         /// What was wrong and what was expected.
         reason: String,
     },
-    /// The token's algorithm is not `EdDSA`.
-    #[error("unsupported algorithm {alg:?}: only \"EdDSA\" is accepted")]
+    /// The token's `alg` is not one this library verifies, or not the
+    /// algorithm of the key its `kid` names.
+    #[error("unsupported algorithm {alg:?}: expected {expected}")]
     UnsupportedAlgorithm {
         /// The `alg` the token named.
         alg: String,
+        /// What was acceptable instead.
+        expected: String,
     },
     /// No usable key has this ID.
     #[error("unknown key {kid:?}: {reason}")]
@@ -257,9 +260,14 @@ pub enum Error {
         /// What the store reported.
         cause: String,
     },
-    /// No key is active.
-    #[error("no active key in the keyring: insert or rotate in a key before signing")]
-    NoActiveKey,
+    /// No key of the algorithm asked for is active.
+    #[error(
+        "no active {algorithm} key in the keyring: insert or rotate in an {algorithm} key before signing with it"
+    )]
+    NoActiveKey {
+        /// The algorithm that has no active key.
+        algorithm: crate::keyring::Algorithm,
+    },
     /// A key with this ID already exists.
     #[error("duplicate key ID {kid:?}: a key with this ID is already in the keyring")]
     DuplicateKey {
@@ -298,7 +306,7 @@ impl Error {
             Error::AllocationNotFound { .. } => ResultCode::AllocationNotFound,
             Error::AllocationTerminal { .. } => ResultCode::AllocationTerminal,
             Error::StoreUnavailable { .. } => ResultCode::StoreUnavailable,
-            Error::NoActiveKey => ResultCode::NoActiveKey,
+            Error::NoActiveKey { .. } => ResultCode::NoActiveKey,
             Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
             Error::TokenExchange { .. } => ResultCode::TokenExchangeFailed,
         }
@@ -361,6 +369,7 @@ mod tests {
             Error::MalformedToken { reason: "r".into() },
             Error::UnsupportedAlgorithm {
                 alg: "HS256".into(),
+                expected: "\"RS256\", the algorithm of key k1".into(),
             },
             Error::UnknownKey {
                 kid: "k".into(),
@@ -397,7 +406,9 @@ mod tests {
                 alloc_id: "a".into(),
                 cause: "down".into(),
             },
-            Error::NoActiveKey,
+            Error::NoActiveKey {
+                algorithm: crate::keyring::Algorithm::Es256,
+            },
             Error::DuplicateKey { kid: "k".into() },
             Error::TokenExchange {
                 exchange: "consul".into(),
@@ -450,10 +461,13 @@ mod tests {
 
     #[test]
     fn messages_say_what_and_what_was_expected() {
-        let e = Error::UnsupportedAlgorithm { alg: "none".into() };
+        let e = Error::UnsupportedAlgorithm {
+            alg: "none".into(),
+            expected: crate::jwt::ACCEPTED_ALGS.into(),
+        };
         assert_eq!(
             e.to_string(),
-            "unsupported algorithm \"none\": only \"EdDSA\" is accepted"
+            "unsupported algorithm \"none\": expected \"EdDSA\" (or \"Ed25519\"), \"ES256\" or \"RS256\""
         );
         let e = Error::InvalidArgument(InvalidArgument {
             subject: "WorkloadIdentity",

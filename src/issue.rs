@@ -3,7 +3,7 @@
 use crate::claims::Claims;
 use crate::error::{Error, Result};
 use crate::jwt;
-use crate::keyring::{KeyId, Keyring};
+use crate::keyring::{Algorithm, KeyId, Keyring};
 use crate::model::IssueRequest;
 
 /// A signed identity: the token and what it says. `Debug` redacts the token
@@ -31,7 +31,9 @@ impl std::fmt::Debug for SignedIdentity {
     }
 }
 
-/// Signs identities with a keyring's active key.
+/// Signs identities with a keyring's active key of the algorithm each identity
+/// calls for: [`Issuer::algorithm`] (EdDSA unless set), overridden per identity
+/// name and/or audience (see [`Issuer::algorithm_of`] for the precedence).
 ///
 /// ```
 /// use workload_identity::model::{GoDuration, IssueRequest, WorkloadIdentity};
@@ -52,26 +54,126 @@ impl std::fmt::Debug for SignedIdentity {
 ///     ttl: GoDuration::from_secs(3600), // nanoseconds on the wire
 ///     ..WorkloadIdentity::default()
 /// };
-/// let signed = Issuer::new(keyring)
+/// let signed = Issuer::new(keyring.clone())
 ///     .issuer("https://nomad.example.com")
 ///     .issue(&req, 1_700_000_000)?;
 /// assert_eq!(signed.claims.subject, "global:default:web:frontend:server:vault_default");
 /// assert_eq!(signed.claims.expires_at, Some(1_700_003_600));
+///
+/// // Identities for AWS get ES256 (AWS STS does not accept EdDSA).
+/// use workload_identity::Algorithm;
+/// keyring.rotate_alg(Algorithm::Es256, 1_700_000_000)?;
+/// let issuer = Issuer::new(keyring).algorithm_for_audience("sts.amazonaws.com", Algorithm::Es256);
+/// req.identity.audience = vec!["sts.amazonaws.com".into()];
+/// let aws = issuer.issue(&req, 1_700_000_000)?;
+/// assert!(aws.token.starts_with("eyJhbGciOiJFUzI1NiI")); // {"alg":"ES256"
 /// # Ok::<(), workload_identity::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Issuer {
     keyring: Keyring,
     issuer: Option<String>,
+    algorithm: Algorithm,
+    rules: Vec<AlgorithmRule>,
+}
+
+/// An override of the default algorithm for some identities.
+#[derive(Debug, Clone)]
+struct AlgorithmRule {
+    identity: Option<String>,
+    audience: Option<String>,
+    algorithm: Algorithm,
+}
+
+impl AlgorithmRule {
+    /// 2 for a rule naming both the identity and an audience, 1 for the
+    /// identity alone, 0 for an audience alone; `None` if it does not match.
+    fn specificity(&self, req: &IssueRequest) -> Option<u8> {
+        let name_ok = self
+            .identity
+            .as_deref()
+            .is_none_or(|n| n == req.identity.name);
+        let aud_ok = self
+            .audience
+            .as_deref()
+            .is_none_or(|a| req.identity.audience.iter().any(|x| x == a));
+        let rank = match (self.identity.is_some(), self.audience.is_some()) {
+            (true, true) => 2,
+            (true, false) => 1,
+            _ => 0,
+        };
+        (name_ok && aud_ok).then_some(rank)
+    }
 }
 
 impl Issuer {
-    /// An issuer over `keyring` (shared: rotations are seen at once).
+    /// An issuer over `keyring` (shared: rotations are seen at once), signing
+    /// with EdDSA unless told otherwise.
     pub fn new(keyring: Keyring) -> Issuer {
         Issuer {
             keyring,
             issuer: None,
+            algorithm: Algorithm::EdDsa,
+            rules: Vec::new(),
         }
+    }
+
+    /// The algorithm for identities no override names (default EdDSA).
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Issuer {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// Signs identities named `name` (e.g. `vault_default`) with `algorithm`.
+    pub fn algorithm_for_identity(mut self, name: &str, algorithm: Algorithm) -> Issuer {
+        self.rules.push(AlgorithmRule {
+            identity: Some(name.to_string()),
+            audience: None,
+            algorithm,
+        });
+        self
+    }
+
+    /// Signs identities whose audience includes `audience` (e.g.
+    /// `sts.amazonaws.com`) with `algorithm`.
+    pub fn algorithm_for_audience(mut self, audience: &str, algorithm: Algorithm) -> Issuer {
+        self.rules.push(AlgorithmRule {
+            identity: None,
+            audience: Some(audience.to_string()),
+            algorithm,
+        });
+        self
+    }
+
+    /// Signs identities named `name` whose audience includes `audience` with
+    /// `algorithm`.
+    pub fn algorithm_for_identity_and_audience(
+        mut self,
+        name: &str,
+        audience: &str,
+        algorithm: Algorithm,
+    ) -> Issuer {
+        self.rules.push(AlgorithmRule {
+            identity: Some(name.to_string()),
+            audience: Some(audience.to_string()),
+            algorithm,
+        });
+        self
+    }
+
+    /// The algorithm `req` is signed with: the most specific matching override
+    /// (identity name and audience, then identity name, then audience; among
+    /// equals the first added), else the default.
+    pub fn algorithm_of(&self, req: &IssueRequest) -> Algorithm {
+        let mut best: Option<(u8, Algorithm)> = None;
+        for rule in &self.rules {
+            if let Some(rank) = rule.specificity(req) {
+                if best.is_none_or(|(b, _)| rank > b) {
+                    best = Some((rank, rule.algorithm));
+                }
+            }
+        }
+        best.map_or(self.algorithm, |(_, alg)| alg)
     }
 
     /// Sets the `iss` claim (e.g. the OIDC issuer URL, as
@@ -87,18 +189,29 @@ impl Issuer {
         &self.keyring
     }
 
-    /// Signs the identity `req` asks for, at `now` (Unix seconds). An invalid
-    /// request is `InvalidArgument` naming every bad field; no active key is
-    /// `NoActiveKey`.
+    /// Signs the identity `req` asks for, at `now` (Unix seconds), with the
+    /// algorithm [`Issuer::algorithm_of`] picks. An invalid request is
+    /// `InvalidArgument` naming every bad field; no active key of that
+    /// algorithm is `NoActiveKey`.
     pub fn issue(&self, req: &IssueRequest, now: i64) -> Result<SignedIdentity> {
+        self.issue_with(self.algorithm_of(req), req, now)
+    }
+
+    /// [`Issuer::issue`] with `algorithm`, whatever the overrides say.
+    pub fn issue_with(
+        &self,
+        algorithm: Algorithm,
+        req: &IssueRequest,
+        now: i64,
+    ) -> Result<SignedIdentity> {
         req.validate()?;
         let workload = req.workload()?;
-        let key = self.keyring.active()?;
+        let key = self.keyring.active_for(algorithm)?;
         let claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
         let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
             reason: format!("cannot encode claims: {e}"),
         })?;
-        let token = jwt::encode(&key, &json);
+        let token = jwt::encode(&key, &json)?;
         Ok(SignedIdentity {
             token,
             claims,

@@ -1,24 +1,28 @@
-//! Strict compact JWS for EdDSA.
+//! Strict compact JWS for EdDSA, ES256 and RS256.
 //!
-//! Encoding writes `{"alg":"EdDSA","kid":"<key id>","typ":"JWT"}`. Parsing
-//! rejects, cheapest check first and before any later step runs:
+//! Encoding writes `{"alg":"<alg>","kid":"<key id>","typ":"JWT"}` with the
+//! signing key's algorithm. Parsing rejects, cheapest check first and before
+//! any later step runs:
 //!
 //! 1. a token longer than the cap (before any decoding), or empty;
 //! 2. anything but three dot-separated segments;
 //! 3. a segment that is not canonical unpadded base64url (padding, whitespace,
-//!    other characters, non-zero trailing bits), or a signature that is not 64
-//!    bytes;
+//!    other characters, non-zero trailing bits), or a signature longer than
+//!    any key's (1024 bytes, RSA-8192);
 //! 4. a header that is not a JSON object of only `alg`, `kid` and `typ` (so
 //!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
-//!    member, an `alg` other than `EdDSA`, a `typ` other than `JWT`, or no `kid`,
-//!    or a `kid` that can never be a key ID (`UnknownKey` at once: empty, over
-//!    128 bytes, other characters than `A-Z a-z 0-9 . _ : -`, or `..`);
-//! 5. a signature that is not 64 bytes (checked after the header, so a token
-//!    for another algorithm is reported as `UnsupportedAlgorithm` whatever its
-//!    signature size).
+//!    member, an `alg` other than `EdDSA` (or RFC 9864's `Ed25519`), `ES256` or
+//!    `RS256` (`UnsupportedAlgorithm`: `none`, `HS*`, `PS*` never pass), a
+//!    `typ` other than `JWT`, or no `kid`, or a `kid` that can never be a key
+//!    ID (`UnknownKey` at once: empty, over 128 bytes, other characters than
+//!    `A-Z a-z 0-9 . _ : -`, or `..`).
 //!
-//! The key, the signature and the claims are checked by the verifier, in that
-//! order, on the pieces parsed here.
+//! The verifier then requires the header's algorithm to be the algorithm of the
+//! key its `kid` names (`UnsupportedAlgorithm` otherwise, whatever the
+//! signature's size: no algorithm confusion), the signature to have the key's
+//! size (64 bytes for EdDSA and ES256, the modulus size for RS256;
+//! `MalformedToken` otherwise), and checks the signature and the claims, in
+//! that order, on the pieces parsed here.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,7 +31,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{ActiveKey, KeyId};
+use crate::keyring::{ActiveKey, Algorithm, KeyId};
 
 /// The default cap on a token's length, in bytes.
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -45,6 +49,8 @@ fn malformed(reason: impl Into<String>) -> Error {
 /// A token split and decoded, not yet verified.
 #[derive(Debug)]
 pub(crate) struct Parsed<'a> {
+    /// The header's `alg`.
+    pub(crate) alg: Algorithm,
     /// The header's `kid`.
     pub(crate) kid: KidBuf,
     /// `<header>.<payload>` as sent: the bytes the signature covers.
@@ -52,7 +58,29 @@ pub(crate) struct Parsed<'a> {
     /// The decoded payload (claims JSON, not yet parsed).
     pub(crate) payload: Vec<u8>,
     /// The decoded signature.
-    pub(crate) signature: [u8; 64],
+    pub(crate) signature: SigBuf,
+}
+
+/// The longest signature of any key: RSA-8192.
+pub(crate) const MAX_SIGNATURE_BYTES: usize = 1024;
+
+/// A decoded signature, held inline (no allocation).
+#[derive(Clone)]
+pub(crate) struct SigBuf {
+    bytes: [u8; MAX_SIGNATURE_BYTES],
+    len: usize,
+}
+
+impl SigBuf {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl std::fmt::Debug for SigBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigBuf({} bytes)", self.len)
+    }
 }
 
 #[derive(Deserialize)]
@@ -109,19 +137,25 @@ impl std::fmt::Debug for KidBuf {
     }
 }
 
-/// Our own header, `{"alg":"EdDSA","kid":"<kid>","typ":"JWT"}` with a kid of
-/// key-ID characters, is recognised without a JSON parser: it is well-formed
-/// JSON with exactly these three members, so the outcome is the same. Anything
-/// else goes through the strict parser.
-fn canonical_header_kid(header: &[u8]) -> Option<&str> {
-    let kid = header
-        .strip_prefix(br#"{"alg":"EdDSA","kid":""#)?
+/// Our own header, `{"alg":"<alg>","kid":"<kid>","typ":"JWT"}` with one of our
+/// algorithms' names and a kid of key-ID characters, is recognised without a
+/// JSON parser: it is well-formed JSON with exactly these three members, so the
+/// outcome is the same. Anything else goes through the strict parser.
+fn canonical_header(header: &[u8]) -> Option<(Algorithm, &str)> {
+    let rest = header.strip_prefix(br#"{"alg":""#)?;
+    let (alg, rest) = [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
+        .into_iter()
+        .find_map(|alg| Some((alg, rest.strip_prefix(alg.name().as_bytes())?)))?;
+    let kid = rest
+        .strip_prefix(br#"","kid":""#)?
         .strip_suffix(br#"","typ":"JWT"}"#)?;
     let plain = kid
         .iter()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
     // Only ASCII passes the check, so this is valid UTF-8.
-    plain.then(|| std::str::from_utf8(kid).ok()).flatten()
+    plain
+        .then(|| std::str::from_utf8(kid).ok().map(|kid| (alg, kid)))
+        .flatten()
 }
 
 /// Why input is not canonical base64, in our words (the base64 crate's own
@@ -180,14 +214,25 @@ fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8
     Ok(&buf[..n])
 }
 
-fn ed25519_signature(sig: &[u8]) -> Result<[u8; 64]> {
-    sig.try_into().map_err(|_| {
-        malformed(format!(
-            "an Ed25519 signature is 64 bytes, got {}",
+/// The signature, held inline; its size is checked against the key (see
+/// the module docs).
+fn signature_of(sig: &[u8]) -> Result<SigBuf> {
+    if sig.len() > MAX_SIGNATURE_BYTES {
+        return Err(malformed(format!(
+            "the signature is {} bytes, longer than any key's ({MAX_SIGNATURE_BYTES})",
             sig.len()
-        ))
+        )));
+    }
+    let mut bytes = [0u8; MAX_SIGNATURE_BYTES];
+    bytes[..sig.len()].copy_from_slice(sig);
+    Ok(SigBuf {
+        bytes,
+        len: sig.len(),
     })
 }
+
+/// Every `alg` a token may name, for messages.
+pub(crate) const ACCEPTED_ALGS: &str = "\"EdDSA\" (or \"Ed25519\"), \"ES256\" or \"RS256\"";
 
 /// The first check: a token longer than `max_bytes` is rejected from its length
 /// alone, before any byte of it is read.
@@ -217,18 +262,19 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     let mut header_buf = [0u8; MAX_HEADER_BYTES];
     let header = b64_into(header_b64, "header", &mut header_buf)?;
     let payload = b64(payload_b64, "payload")?;
-    // Room for any JOSE signature (RSA-4096 is 512 bytes; the decoder wants a
-    // little slack), so a token for
-    // another algorithm is reported by its alg, below, not by its length.
-    let mut sig_buf = [0u8; 520];
+    // Room for any key's signature (RSA-8192 is 1024 bytes; the decoder wants a
+    // little slack), so a token for another algorithm is reported by its alg,
+    // below, not by its length.
+    let mut sig_buf = [0u8; MAX_SIGNATURE_BYTES + 8];
     let sig = b64_into(sig_b64, "signature", &mut sig_buf)?;
 
-    if let Some(kid) = canonical_header_kid(header) {
+    if let Some((alg, kid)) = canonical_header(header) {
         return Ok(Parsed {
+            alg,
             kid: KidBuf::new(kid)?,
             signing_input: &token[..d2],
             payload,
-            signature: ed25519_signature(sig)?,
+            signature: signature_of(sig)?,
         });
     }
     let header: Header = serde_json::from_slice(header).map_err(|e| {
@@ -236,15 +282,17 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             "header must be a JSON object of only alg, kid and typ, each once: {e}"
         ))
     })?;
-    match header.alg.as_deref() {
-        Some("EdDSA") => {}
-        Some(other) => {
-            return Err(Error::UnsupportedAlgorithm {
-                alg: truncate_for_message(other),
-            });
+    let alg = match header.alg.as_deref() {
+        Some(name) => Algorithm::from_header(name).ok_or_else(|| Error::UnsupportedAlgorithm {
+            alg: truncate_for_message(name),
+            expected: ACCEPTED_ALGS.into(),
+        })?,
+        None => {
+            return Err(malformed(format!(
+                "header has no alg: expected {ACCEPTED_ALGS}"
+            )));
         }
-        None => return Err(malformed("header has no alg: expected \"EdDSA\"")),
-    }
+    };
     if let Some(typ) = header.typ.as_deref().filter(|t| *t != "JWT") {
         return Err(malformed(format!(
             "header typ is {:?}: expected \"JWT\"",
@@ -258,8 +306,9 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         });
     };
     let kid = KidBuf::new(kid)?;
-    let signature = ed25519_signature(sig)?;
+    let signature = signature_of(sig)?;
     Ok(Parsed {
+        alg,
         kid,
         signing_input: &token[..d2],
         payload,
@@ -267,18 +316,28 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     })
 }
 
-/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`.
-pub(crate) fn encode(key: &ActiveKey, claims_json: &[u8]) -> String {
+/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
+/// the header naming the key's algorithm.
+pub(crate) fn encode(key: &ActiveKey, claims_json: &[u8]) -> Result<String> {
     // The kid is a validated KeyId: only [A-Za-z0-9._:-], so no JSON escaping.
-    let header = format!(r#"{{"alg":"EdDSA","kid":"{}","typ":"JWT"}}"#, key.id());
-    let mut token = String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + 88);
+    let header = format!(
+        r#"{{"alg":"{}","kid":"{}","typ":"JWT"}}"#,
+        key.algorithm().name(),
+        key.id()
+    );
+    let sig_len = match key.algorithm() {
+        Algorithm::Rs256 => 4 * MAX_SIGNATURE_BYTES / 3,
+        _ => 88,
+    };
+    let mut token =
+        String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + sig_len);
     URL_SAFE_NO_PAD.encode_string(header.as_bytes(), &mut token);
     token.push('.');
     URL_SAFE_NO_PAD.encode_string(claims_json, &mut token);
-    let signature = key.sign(token.as_bytes());
+    let signature = key.sign(token.as_bytes())?;
     token.push('.');
-    URL_SAFE_NO_PAD.encode_string(signature.to_bytes(), &mut token);
-    token
+    URL_SAFE_NO_PAD.encode_string(signature, &mut token);
+    Ok(token)
 }
 
 #[cfg(test)]
@@ -300,7 +359,8 @@ mod tests {
         let p = parse(t.as_bytes(), 8192).unwrap();
         assert_eq!(p.kid.as_str(), "k1");
         assert_eq!(p.payload, b"{}");
-        assert_eq!(p.signature, [7; 64]);
+        assert_eq!(p.alg, Algorithm::EdDsa);
+        assert_eq!(p.signature.as_slice(), [7; 64]);
         assert_eq!(p.signing_input, t.rsplit_once('.').unwrap().0.as_bytes());
     }
 
@@ -323,14 +383,14 @@ mod tests {
             0,
         )])
         .unwrap();
-        assert_eq!(kr.jwks().keys[0].x, s("x"));
+        assert_eq!(kr.jwks().keys[0].x.as_deref(), Some(s("x").as_str()));
         let claims: crate::Claims = serde_json::from_str(&s("payload")).unwrap();
         assert_eq!(
             claims.to_json(),
             s("payload"),
             "claims serialize in the same order"
         );
-        let token = encode(&kr.active().unwrap(), claims.to_json().as_bytes());
+        let token = encode(&kr.active().unwrap(), claims.to_json().as_bytes()).unwrap();
         assert_eq!(token, s("token"));
         let header = URL_SAFE_NO_PAD
             .decode(token.split('.').next().unwrap())
@@ -342,6 +402,10 @@ mod tests {
     fn the_canonical_header_fast_path_agrees_with_the_parser() {
         for (header, kid) in [
             (r#"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#, Some("k1")),
+            (r#"{"alg":"ES256","kid":"k1","typ":"JWT"}"#, Some("k1")),
+            (r#"{"alg":"RS256","kid":"k1","typ":"JWT"}"#, Some("k1")),
+            (r#"{"alg":"Ed25519","kid":"k1","typ":"JWT"}"#, None),
+            (r#"{"alg":"ES2566","kid":"k1","typ":"JWT"}"#, None),
             (
                 r#"{"alg":"EdDSA","kid":"a.b:c_d-9","typ":"JWT"}"#,
                 Some("a.b:c_d-9"),
@@ -352,11 +416,22 @@ mod tests {
             (r#"{"kid":"k1","alg":"EdDSA","typ":"JWT"}"#, None),
             (r#"{"alg":"EdDSA","kid":"","typ":"JWT"}"#, Some("")),
         ] {
-            assert_eq!(canonical_header_kid(header.as_bytes()), kid, "{header}");
+            assert_eq!(
+                canonical_header(header.as_bytes()).map(|(_, kid)| kid),
+                kid,
+                "{header}"
+            );
             // Whatever the path, the parse result is the same.
-            let t = tok(header, "{}", &[1; 64]);
+            let sig = if header.contains("RS256") {
+                vec![1; 256]
+            } else {
+                vec![1; 64]
+            };
+            let t = tok(header, "{}", &sig);
             let via_parser: Option<String> = serde_json::from_str::<serde_json::Value>(header)
                 .ok()
+                // An alg we do not verify fails parsing either way.
+                .filter(|v| v["alg"].as_str().and_then(Algorithm::from_header).is_some())
                 .and_then(|v| v["kid"].as_str().map(str::to_string))
                 // A kid that cannot be a key ID fails parsing either way.
                 .filter(|kid| KeyId::new(kid).is_ok());

@@ -110,10 +110,11 @@ pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
 pub use issue::{Issuer, SignedIdentity};
 pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
-    ActiveKey, HKDF_V1_SALT, ImportReport, Jwk, Jwks, KEYSTORE_FORMAT, KEYSTORE_VERSION,
-    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyState, Keyring, KeystoreLoadOptions,
-    MATERIAL_LEN, MAX_KEY_ID_LEN, OidcDiscovery, RootKey, RotationAction, RotationPolicy,
-    SkippedJwk, VerifyingHandle, plan_rotation,
+    ActiveKey, Algorithm, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks, KEYSTORE_FORMAT,
+    KEYSTORE_VERSION, KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyState, Keyring,
+    KeystoreLoadOptions, MATERIAL_LEN, MAX_KEY_ID_LEN, MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS,
+    OidcDiscovery, PublicKey, RootKey, RotationAction, RotationPolicy, RsaKeySize, SkippedJwk,
+    VerifyingHandle, plan_rotation, plan_rotation_for,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdStore};

@@ -24,12 +24,12 @@ fn rotation_under_concurrent_signing_and_verifying() {
             while !done.load(Ordering::Acquire) || n < 100 {
                 let key = kr.active().expect("a signer always sees an active key");
                 let msg = format!("thread {t} message {n}");
-                let sig = key.sign(msg.as_bytes());
+                let sig = key.sign(msg.as_bytes()).unwrap();
                 let vk = kr
                     .verifying_key(key.id().as_str())
                     .unwrap_or_else(|| panic!("key {} vanished", key.id()));
                 assert!(
-                    vk.verify_strict(msg.as_bytes(), &sig),
+                    vk.verify(msg.as_bytes(), &sig),
                     "{msg} under {}",
                     key.id()
                 );

@@ -179,6 +179,7 @@ mod tests {
         let rc = call(|| {
             Err(Error::UnsupportedAlgorithm {
                 alg: "é".repeat(10),
+                expected: "EdDSA".into(),
             })
         });
         assert_eq!(rc, 11);

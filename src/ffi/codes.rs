@@ -1,10 +1,10 @@
 //! Every number C sees, from one source: the `#[repr(u32)]` enums themselves.
 //!
 //! The numbers are written once, as the enums' discriminants (`ResultCode` in
-//! `error.rs`, `KeyState` and `KeyDerivation` in the keyring, `Consistency` and
-//! `AllocState` in `state`). cbindgen exports those enums to the header as
-//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_consistency` and
-//! `wid_alloc` with their `WID_*` enumerators (see `cbindgen.toml`). This file
+//! `error.rs`, `KeyState`, `KeyDerivation` and `Algorithm` in the keyring,
+//! `Consistency` and `AllocState` in `state`). cbindgen exports those enums to
+//! the header as `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_alg`,
+//! `wid_consistency` and `wid_alloc` with their `WID_*` enumerators (see `cbindgen.toml`). This file
 //! gives each variant its C name once, and from that list derives what Rust
 //! needs: the `WID_*` constants (for Rust callers of the C ABI), each enum's
 //! `ALL`, `from_u32` and `c_name`. Adding a code takes one variant and one line
@@ -15,7 +15,7 @@
 //! header twice.)
 
 use crate::ResultCode;
-use crate::keyring::{KeyDerivation, KeyState};
+use crate::keyring::{Algorithm, KeyDerivation, KeyState};
 use crate::state::{AllocState, Consistency};
 
 macro_rules! c_numbers {
@@ -96,6 +96,12 @@ c_numbers! {
     KeyDerivation {
         HkdfV1 => WID_KEY_DERIVATION_HKDF_V1,
         NomadRawSeed => WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+        Pkcs8 => WID_KEY_DERIVATION_PKCS8,
+    }
+    Algorithm {
+        EdDsa => WID_ALG_EDDSA,
+        Es256 => WID_ALG_ES256,
+        Rs256 => WID_ALG_RS256,
     }
     Consistency {
         Stale => WID_CONSISTENCY_STALE,

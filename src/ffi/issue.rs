@@ -1,11 +1,12 @@
-//! Issuance: `wid_issue` and `wid_issue_with_issuer`.
+//! Issuance: `wid_issue`, `wid_issue_with_issuer` and `wid_issue_alg`.
 
 use std::ffi::c_char;
 
 use super::boundary::{bytes_in, call, str_in};
 use super::handle::{self, require_out};
-use super::keyring::{MAX_PATH, keyring_ref, wid_keyring};
-use super::{wid_bytes, wid_result};
+use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
+use super::{wid_alg, wid_bytes, wid_result};
+use crate::keyring::Algorithm;
 use crate::codec::{self, DecodeLimits};
 use crate::issue::Issuer;
 use crate::model::IssueRequest;
@@ -51,11 +52,45 @@ pub unsafe extern "C" fn wid_issue_with_issuer(
     now_unix: i64,
     out_token: *mut wid_bytes,
 ) -> wid_result {
+    // SAFETY: the same contract, for EdDSA.
+    unsafe {
+        wid_issue_alg(
+            kr,
+            Algorithm::EdDsa.as_u32(),
+            request_msgpack,
+            len,
+            issuer,
+            issuer_len,
+            now_unix,
+            out_token,
+        )
+    }
+}
+
+/// Like `wid_issue_with_issuer`, signed with the active key of `alg` (a
+/// `WID_ALG_*`): an unknown `alg` is `WID_RESULT_INVALID_ARGUMENT`, an `alg`
+/// without an active key `WID_RESULT_NO_ACTIVE_KEY`. `issuer` NULL or empty
+/// means no `iss`.
+///
+/// # Safety
+/// As `wid_issue`; `issuer` NULL or valid for `issuer_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_issue_alg(
+    kr: *const wid_keyring,
+    alg: wid_alg,
+    request_msgpack: *const u8,
+    len: usize,
+    issuer: *const c_char,
+    issuer_len: usize,
+    now_unix: i64,
+    out_token: *mut wid_bytes,
+) -> wid_result {
     call(|| {
         // SAFETY (this block): `kr` is NULL or a live handle, `request_msgpack`
         // NULL or valid for `len` bytes, `issuer` NULL or valid for
         // `issuer_len` bytes (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
+        let alg = alg_in(alg)?;
         let limits = DecodeLimits::default();
         let request =
             unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
@@ -64,7 +99,7 @@ pub unsafe extern "C" fn wid_issue_with_issuer(
         let req: IssueRequest = codec::decode_with(request, &limits)?;
         // NULL or empty: no issuer.
         let signer = Issuer::new(keyring.clone()).issuer(issuer);
-        let signed = signer.issue(&req, now_unix)?;
+        let signed = signer.issue_with(alg, &req, now_unix)?;
         let token = wid_bytes::from_vec(signed.token.into_bytes());
         // SAFETY: `out_token` is writable (checked non-NULL; the contract).
         unsafe { handle::out(out_token, "out_token", || token) }

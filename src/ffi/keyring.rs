@@ -4,10 +4,11 @@ use std::ffi::c_char;
 
 use super::boundary::{bytes_in, call, call_void, invalid, str_in};
 use super::handle::{self, Castable, out_optional, require_out};
-use super::{wid_bytes, wid_result};
+use super::{wid_alg, wid_bytes, wid_result};
 use crate::error::Error;
 use crate::keyring::{
-    KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, RootKey,
+    Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN,
+    MAX_PKCS8_LEN, RootKey,
 };
 
 /// A shared keyring (opaque; reference counted).
@@ -58,10 +59,10 @@ pub unsafe extern "C" fn wid_keyring_free(kr: *const wid_keyring) {
     call_void(|| unsafe { handle::free(kr) });
 }
 
-/// Inserts a key: `material` must be 32 bytes; `derivation` a
-/// `WID_KEY_DERIVATION_*`, `state` a `WID_KEY_STATE_*`. A duplicate ID is
-/// `WID_RESULT_DUPLICATE_KEY`; a second active key is
-/// `WID_RESULT_INVALID_ARGUMENT`.
+/// Inserts an EdDSA key: `material` must be 32 bytes; `derivation` a
+/// `WID_KEY_DERIVATION_*` (HKDF_V1 or NOMAD_RAW_SEED), `state` a
+/// `WID_KEY_STATE_*`. A duplicate ID is `WID_RESULT_DUPLICATE_KEY`; a second
+/// active EdDSA key is `WID_RESULT_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their lengths.
@@ -76,16 +77,66 @@ pub unsafe extern "C" fn wid_keyring_insert(
     state: u32,
     create_time_unix: i64,
 ) -> wid_result {
+    // SAFETY: the same contract, for EdDSA.
+    unsafe {
+        wid_keyring_insert_alg(
+            kr,
+            Algorithm::EdDsa.as_u32(),
+            key_id,
+            key_id_len,
+            material,
+            material_len,
+            derivation,
+            state,
+            create_time_unix,
+        )
+    }
+}
+
+/// The algorithm a `wid_alg` names, or `WID_RESULT_INVALID_ARGUMENT`.
+pub(crate) fn alg_in(alg: u32) -> Result<Algorithm, Error> {
+    Algorithm::from_u32(alg).ok_or_else(|| {
+        invalid(
+            "alg",
+            format!(
+                "{alg} is not a WID_ALG_* value (1 EdDSA, 2 ES256, 3 RS256)"
+            ),
+        )
+    })
+}
+
+/// Inserts a key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
+/// material with HKDF_V1 or NOMAD_RAW_SEED, ES256 32 bytes with HKDF_V1, RS256 a
+/// PKCS#8 DER private key (2048 to 8192 bits, e = 65537) with
+/// `WID_KEY_DERIVATION_PKCS8`. Any other pairing, an RSA key under 2048 bits
+/// or with another exponent, or an unknown `alg` is
+/// `WID_RESULT_INVALID_ARGUMENT`; a second active key of `alg` too.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their lengths.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_insert_alg(
+    kr: *const wid_keyring,
+    alg: wid_alg,
+    key_id: *const c_char,
+    key_id_len: usize,
+    material: *const u8,
+    material_len: usize,
+    derivation: u32,
+    state: u32,
+    create_time_unix: i64,
+) -> wid_result {
     call(|| {
         // SAFETY: `kr` is NULL or a live handle; `key_id` and `material` are
         // NULL or valid for their lengths (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
+        let alg = alg_in(alg)?;
         let id = unsafe { str_in(key_id, key_id_len, "key_id", MAX_KEY_ID_LEN + 1)? };
-        let material = unsafe { bytes_in(material, material_len, "material", 64)? };
+        let material = unsafe { bytes_in(material, material_len, "material", MAX_PKCS8_LEN)? };
         let derivation = KeyDerivation::from_u32(derivation).ok_or_else(|| {
             invalid(
                 "derivation",
-                format!("{derivation} is not a WID_KEY_DERIVATION_* value (1 or 2)"),
+                format!("{derivation} is not a WID_KEY_DERIVATION_* value (1 to 3)"),
             )
         })?;
         let state = KeyState::from_u32(state).ok_or_else(|| {
@@ -94,9 +145,14 @@ pub unsafe extern "C" fn wid_keyring_insert(
                 format!("{state} is not a WID_KEY_STATE_* value (1 to 4)"),
             )
         })?;
-        let key = RootKey::new(
+        let material = match derivation {
+            KeyDerivation::Pkcs8 => KeyMaterial::from_pkcs8_der(material)?,
+            _ => KeyMaterial::from_slice(material)?,
+        };
+        let key = RootKey::for_algorithm(
+            alg,
             KeyId::new(id)?,
-            KeyMaterial::from_slice(material)?,
+            material,
             derivation,
             state,
             create_time_unix,
@@ -105,7 +161,7 @@ pub unsafe extern "C" fn wid_keyring_insert(
     })
 }
 
-/// Rotates: a fresh key becomes active and the previous one inactive;
+/// Rotates EdDSA: a fresh key becomes active and the previous one inactive;
 /// `*out_key_id` (may be NULL) receives the new key ID.
 ///
 /// # Safety
@@ -116,10 +172,28 @@ pub unsafe extern "C" fn wid_keyring_rotate(
     now_unix: i64,
     out_key_id: *mut wid_bytes,
 ) -> wid_result {
+    // SAFETY: the same contract, for EdDSA.
+    unsafe { wid_keyring_rotate_alg(kr, Algorithm::EdDsa.as_u32(), now_unix, out_key_id) }
+}
+
+/// Rotates the keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit RSA key
+/// for RS256) becomes the active key of `alg` and the previous one inactive;
+/// other algorithms' keys are untouched. `*out_key_id` (may be NULL) receives
+/// the new key ID.
+///
+/// # Safety
+/// `out_key_id` must be NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_rotate_alg(
+    kr: *const wid_keyring,
+    alg: wid_alg,
+    now_unix: i64,
+    out_key_id: *mut wid_bytes,
+) -> wid_result {
     call(|| {
         // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
-        let id = keyring.rotate(now_unix)?;
+        let id = keyring.rotate_alg(alg_in(alg)?, now_unix)?;
         // SAFETY: `out_key_id` is NULL or writable (the contract).
         unsafe {
             out_optional(out_key_id, || {

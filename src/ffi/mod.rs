@@ -42,11 +42,12 @@ pub use bytes::{wid_bytes, wid_bytes_free};
 pub use codes::*;
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
-pub use issue::{wid_issue, wid_issue_with_issuer};
+pub use issue::{wid_issue, wid_issue_alg, wid_issue_with_issuer};
 pub use keyring::{
     wid_keyring, wid_keyring_deprecate, wid_keyring_free, wid_keyring_import_jwks,
-    wid_keyring_insert, wid_keyring_jwks, wid_keyring_load, wid_keyring_new,
-    wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate, wid_keyring_save,
+    wid_keyring_insert, wid_keyring_insert_alg, wid_keyring_jwks, wid_keyring_load,
+    wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
+    wid_keyring_rotate_alg, wid_keyring_save,
 };
 pub use verify::{
     wid_alloc_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,
@@ -56,6 +57,11 @@ pub use verify::{
 /// Result codes (`wid_result`): stable forever, see `ResultCode` (Rust).
 /// cbindgen:ignore
 pub type wid_result = u32;
+
+/// Signing algorithms (`wid_alg`): `WID_ALG_EDDSA 1`, `WID_ALG_ES256 2`,
+/// `WID_ALG_RS256 3`; see `Algorithm` (Rust).
+/// cbindgen:ignore
+pub type wid_alg = u32;
 
 /// The ABI version this library implements.
 pub const WID_ABI_VERSION: u32 = 1;

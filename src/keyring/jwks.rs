@@ -10,12 +10,16 @@
 //! [`Keyring::from_jwks`] and [`Keyring::import_jwks`] accept a JWKS and are all
 //! or nothing:
 //! * an entry whose `use` is present and not `sig`, or whose `kty` is not `OKP`,
-//!   is **skipped** and listed in the [`ImportReport`] (a JWKS may mix in other
-//!   issuers' RSA or EC keys; they cannot verify EdDSA tokens);
-//! * an `OKP` entry is **rejected** (the whole import fails) when its `crv` is not
-//!   `Ed25519`, its `alg` is present and not `EdDSA`, it carries a private key
-//!   (`d`), its `kid` is missing, invalid or repeated, or its `x` is not canonical
-//!   unpadded base64url of a canonical, non-small-order 32-byte point;
+//!   `EC` or `RSA`, is **skipped** and listed in the [`ImportReport`];
+//! * an entry of a known `kty` is **rejected** (the whole import fails) when it
+//!   carries a private member (`d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`), its
+//!   `alg` is present and not its key type's (`EdDSA` for `OKP`, `ES256` for
+//!   `EC`, `RS256` for `RSA`), its `kid` is missing, invalid or repeated, or
+//!   its key is not exactly right: `OKP` needs `crv` `Ed25519` and `x`
+//!   canonical unpadded base64url of a canonical, non-small-order 32-byte point;
+//!   `EC` needs `crv` `P-256` and `x`, `y` of 32 bytes each naming a point on
+//!   the curve; `RSA` needs `e` `AQAB` (65537) and `n` of 2048 to 8192 bits
+//!   without leading zero bytes;
 //! * a `kid` already in the keyring with the same public key is left unchanged;
 //!   with a different public key it is `DuplicateKey`.
 
@@ -27,25 +31,75 @@ use ed25519_dalek::VerifyingKey;
 use serde::{Deserialize, Serialize};
 
 use super::policy::{RotationPolicy, jwks_max_age};
-use super::{KeyId, Keyring};
+use super::public_key::{Checker, check_rsa_modulus};
+use super::{Algorithm, KeyId, Keyring, PublicKey};
 use crate::error::{DecodeError, Error, Result, truncate_for_message};
 
-/// One public key in a JWKS.
+/// One public key in a JWKS: `{"kty":"OKP","crv":"Ed25519","x",...}`,
+/// `{"kty":"EC","crv":"P-256","x","y",...}` or `{"kty":"RSA","n","e",...}`,
+/// each with `kid`, `alg` and `"use":"sig"`, members in that order. Binary
+/// members are unpadded base64url.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Jwk {
-    /// Always `OKP`.
+    /// `OKP`, `EC` or `RSA`.
     pub kty: &'static str,
-    /// Always `Ed25519`.
-    pub crv: &'static str,
-    /// The public key, unpadded base64url.
-    pub x: String,
+    /// `Ed25519` or `P-256` (none for RSA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crv: Option<&'static str>,
+    /// The Ed25519 public key, or the P-256 point's x coordinate (32 bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
+    /// The P-256 point's y coordinate (32 bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub y: Option<String>,
+    /// The RSA modulus, without leading zero bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<String>,
+    /// The RSA exponent: always `AQAB` (65537).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e: Option<&'static str>,
     /// The key ID.
     pub kid: String,
-    /// Always `EdDSA`.
+    /// `EdDSA`, `ES256` or `RS256`.
     pub alg: &'static str,
     /// Always `sig`.
     #[serde(rename = "use")]
     pub use_: &'static str,
+}
+
+impl Jwk {
+    /// The JWK of `public` under `kid`.
+    pub fn new(kid: &KeyId, public: &PublicKey) -> Jwk {
+        let b64 = |b: &[u8]| Some(URL_SAFE_NO_PAD.encode(b));
+        let mut jwk = Jwk {
+            kty: public.algorithm().key_type(),
+            crv: None,
+            x: None,
+            y: None,
+            n: None,
+            e: None,
+            kid: kid.to_string(),
+            alg: public.algorithm().name(),
+            use_: "sig",
+        };
+        match public {
+            PublicKey::Ed25519(vk) => {
+                jwk.crv = Some("Ed25519");
+                jwk.x = b64(vk.as_bytes());
+            }
+            PublicKey::P256 { x, y } => {
+                jwk.crv = Some("P-256");
+                jwk.x = b64(x);
+                jwk.y = b64(y);
+            }
+            PublicKey::Rsa { n } => {
+                jwk.n = b64(n);
+                jwk.e = Some("AQAB");
+            }
+        }
+        jwk
+    }
 }
 
 /// A JSON Web Key Set: `{"keys":[...]}`.
@@ -71,7 +125,7 @@ pub struct OidcDiscovery {
     pub issuer: String,
     /// `<issuer>/.well-known/jwks.json`.
     pub jwks_uri: String,
-    /// `["EdDSA"]`.
+    /// The algorithms of the published keys (`["EdDSA"]` by default).
     pub id_token_signing_alg_values_supported: Vec<&'static str>,
     /// `["code"]`.
     pub response_types_supported: Vec<&'static str>,
@@ -81,13 +135,25 @@ pub struct OidcDiscovery {
 
 impl OidcDiscovery {
     /// The discovery document for `issuer`, which must be an `https` URL with a
-    /// host and without query, fragment, user info or whitespace.
+    /// host and without query, fragment, user info or whitespace, listing
+    /// EdDSA (see [`Keyring::oidc_discovery`] for the keyring's algorithms).
     pub fn new(issuer: &str) -> Result<OidcDiscovery> {
+        OidcDiscovery::with_algorithms(issuer, &[Algorithm::EdDsa])
+    }
+
+    /// The discovery document for `issuer` listing `algorithms` (an empty list
+    /// lists EdDSA, the algorithm a first key would have).
+    pub fn with_algorithms(issuer: &str, algorithms: &[Algorithm]) -> Result<OidcDiscovery> {
         validate_issuer(issuer)?;
+        let mut algs: Vec<&'static str> = algorithms.iter().map(|a| a.name()).collect();
+        if algs.is_empty() {
+            algs.push(Algorithm::EdDsa.name());
+        }
+        algs.dedup();
         Ok(OidcDiscovery {
             issuer: issuer.to_string(),
             jwks_uri: format!("{}/.well-known/jwks.json", issuer.trim_end_matches('/')),
-            id_token_signing_alg_values_supported: vec!["EdDSA"],
+            id_token_signing_alg_values_supported: algs,
             response_types_supported: vec!["code"],
             subject_types_supported: vec!["public"],
         })
@@ -157,7 +223,7 @@ pub struct ImportReport {
     pub imported: Vec<KeyId>,
     /// Keys already present with the same public key.
     pub unchanged: Vec<KeyId>,
-    /// Entries that are not Ed25519 signing keys.
+    /// Entries that are not signing keys of a known type.
     pub skipped: Vec<SkippedJwk>,
 }
 
@@ -171,11 +237,37 @@ struct RawJwk {
     kty: Option<String>,
     crv: Option<String>,
     x: Option<String>,
+    y: Option<String>,
+    n: Option<String>,
+    e: Option<String>,
     kid: Option<String>,
     alg: Option<String>,
     #[serde(rename = "use")]
     use_: Option<String>,
     d: Option<serde::de::IgnoredAny>,
+    p: Option<serde::de::IgnoredAny>,
+    q: Option<serde::de::IgnoredAny>,
+    dp: Option<serde::de::IgnoredAny>,
+    dq: Option<serde::de::IgnoredAny>,
+    qi: Option<serde::de::IgnoredAny>,
+    oth: Option<serde::de::IgnoredAny>,
+}
+
+impl RawJwk {
+    /// The first private-key member present, if any.
+    fn private_member(&self) -> Option<&'static str> {
+        [
+            ("d", self.d.is_some()),
+            ("p", self.p.is_some()),
+            ("q", self.q.is_some()),
+            ("dp", self.dp.is_some()),
+            ("dq", self.dq.is_some()),
+            ("qi", self.qi.is_some()),
+            ("oth", self.oth.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, present)| present.then_some(name))
+    }
 }
 
 fn jwks_error(path: String, reason: impl Into<String>) -> Error {
@@ -186,10 +278,9 @@ fn jwks_error(path: String, reason: impl Into<String>) -> Error {
     })
 }
 
-/// Decodes `x` strictly: canonical unpadded base64url, 32 bytes, a canonical
-/// point encoding that is not of small order.
-fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
-    let bytes = URL_SAFE_NO_PAD.decode(x).map_err(|e| {
+/// Decodes a member strictly: canonical unpadded base64url.
+fn decode_b64(value: &str, path: &str) -> Result<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(value).map_err(|e| {
         jwks_error(
             path.to_string(),
             format!(
@@ -197,13 +288,24 @@ fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
                 crate::jwt::b64_problem(e)
             ),
         )
-    })?;
-    let arr: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+    })
+}
+
+/// Decodes a 32-byte member (`what` names it in the message).
+fn decode_32(value: &str, path: &str, what: &str) -> Result<[u8; 32]> {
+    let bytes = decode_b64(value, path)?;
+    bytes.as_slice().try_into().map_err(|_| {
         jwks_error(
             path.to_string(),
-            format!("an Ed25519 public key is 32 bytes, got {}", bytes.len()),
+            format!("{what} is 32 bytes, got {}", bytes.len()),
         )
-    })?;
+    })
+}
+
+/// Decodes `x` strictly: canonical unpadded base64url, 32 bytes, a canonical
+/// point encoding that is not of small order.
+fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
+    let arr = decode_32(x, path, "an Ed25519 public key")?;
     let vk = VerifyingKey::from_bytes(&arr)
         .map_err(|_| jwks_error(path.to_string(), "not a valid Ed25519 point"))?;
     if vk.to_edwards().compress().to_bytes() != arr {
@@ -218,10 +320,70 @@ fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
     Ok(vk)
 }
 
-/// Ed25519 keys read from a JWKS, in document order.
-type PublicKeys = Vec<(KeyId, VerifyingKey)>;
+/// Keys read from a JWKS, in document order.
+type PublicKeys = Vec<(KeyId, PublicKey)>;
 
-/// Parses a JWKS into the Ed25519 keys to import and the entries skipped.
+/// A required member's value.
+fn required<'a>(value: &'a Option<String>, path: String, what: &str) -> Result<&'a str> {
+    value
+        .as_deref()
+        .ok_or_else(|| jwks_error(path, format!("missing: {what} is required")))
+}
+
+/// The public key of one entry whose `kty` is known (`at` names members).
+fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Result<PublicKey> {
+    let crv = |want: &str| -> Result<()> {
+        if jwk.crv.as_deref() == Some(want) {
+            Ok(())
+        } else {
+            Err(jwks_error(
+                at("crv"),
+                format!("expected \"{want}\", got {:?}", jwk.crv),
+            ))
+        }
+    };
+    let public = match alg {
+        Algorithm::EdDsa => {
+            crv("Ed25519")?;
+            let x = required(&jwk.x, at("x"), "the public key")?;
+            PublicKey::Ed25519(decode_x(x, &at("x"))?)
+        }
+        Algorithm::Es256 => {
+            crv("P-256")?;
+            let x = required(&jwk.x, at("x"), "the x coordinate")?;
+            let y = required(&jwk.y, at("y"), "the y coordinate")?;
+            PublicKey::P256 {
+                x: decode_32(x, &at("x"), "a P-256 x coordinate")?,
+                y: decode_32(y, &at("y"), "a P-256 y coordinate")?,
+            }
+        }
+        Algorithm::Rs256 => {
+            let e = required(&jwk.e, at("e"), "the exponent")?;
+            if e != "AQAB" {
+                return Err(jwks_error(
+                    at("e"),
+                    format!(
+                        "the RSA exponent must be 65537 (\"AQAB\"), got {:?}",
+                        truncate_for_message(e)
+                    ),
+                ));
+            }
+            let n = decode_b64(required(&jwk.n, at("n"), "the modulus")?, &at("n"))?;
+            check_rsa_modulus(&n).map_err(|why| jwks_error(at("n"), why))?;
+            PublicKey::Rsa { n }
+        }
+    };
+    // The checks every key gets on insert (point on the curve, modulus usable),
+    // reported here against the member that carries the key.
+    let member = match alg {
+        Algorithm::Rs256 => "n",
+        _ => "x",
+    };
+    Checker::new(public.clone()).map_err(|why| jwks_error(at(member), why))?;
+    Ok(public)
+}
+
+/// Parses a JWKS into the keys to import and the entries skipped.
 fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
     let raw: RawJwks = serde_json::from_str(json)
         .map_err(|e| jwks_error(String::new(), format!("{e}; expected {{\"keys\":[...]}}")))?;
@@ -238,29 +400,33 @@ fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
             skipped.push(skip(format!("use is {u:?}, not \"sig\"")));
             continue;
         }
-        match jwk.kty.as_deref() {
-            Some("OKP") => {}
+        let alg = match jwk.kty.as_deref() {
+            Some("OKP") => Algorithm::EdDsa,
+            Some("EC") => Algorithm::Es256,
+            Some("RSA") => Algorithm::Rs256,
             other => {
-                skipped.push(skip(format!("kty is {other:?}, not \"OKP\"")));
+                skipped.push(skip(format!(
+                    "kty is {:?}, not \"OKP\", \"EC\" or \"RSA\"",
+                    other.map(truncate_for_message)
+                )));
                 continue;
             }
-        }
-        if jwk.crv.as_deref() != Some("Ed25519") {
+        };
+        if let Some(member) = jwk.private_member() {
             return Err(jwks_error(
-                at("crv"),
-                format!("expected \"Ed25519\", got {:?}", jwk.crv),
+                at(member),
+                "the JWKS contains private key material; publish public keys only",
             ));
         }
-        if let Some(alg) = jwk.alg.as_deref().filter(|a| *a != "EdDSA") {
+        if let Some(named) = jwk.alg.as_deref().filter(|a| *a != alg.name()) {
             return Err(jwks_error(
                 at("alg"),
-                format!("expected \"EdDSA\", got {alg:?}"),
-            ));
-        }
-        if jwk.d.is_some() {
-            return Err(jwks_error(
-                at("d"),
-                "the JWKS contains private key material; publish public keys only",
+                format!(
+                    "a {} key must have alg \"{}\", got {:?}",
+                    alg.key_type(),
+                    alg.name(),
+                    truncate_for_message(named)
+                ),
             ));
         }
         let Some(kid) = jwk.kid.as_deref() else {
@@ -272,32 +438,29 @@ fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
                 kid: kid.to_string(),
             });
         }
-        let Some(x) = jwk.x.as_deref() else {
-            return Err(jwks_error(at("x"), "missing: the public key is required"));
-        };
-        keys.push((kid, decode_x(x, &at("x"))?));
+        keys.push((kid, entry_key(&jwk, alg, &at)?));
     }
     Ok((keys, skipped))
 }
 
 impl Keyring {
-    /// The JWKS of the keys that verify (active, prepublished, inactive).
+    /// The JWKS of the keys that verify (active, prepublished, inactive), of
+    /// every algorithm.
     pub fn jwks(&self) -> Jwks {
         Jwks {
             keys: self
                 .keys()
                 .into_iter()
                 .filter(|k| k.state.verifies())
-                .map(|k| Jwk {
-                    kty: "OKP",
-                    crv: "Ed25519",
-                    x: URL_SAFE_NO_PAD.encode(k.public_key.as_bytes()),
-                    kid: k.kid.to_string(),
-                    alg: "EdDSA",
-                    use_: "sig",
-                })
+                .map(|k| Jwk::new(&k.kid, &k.public_key))
                 .collect(),
         }
+    }
+
+    /// The OIDC discovery document for `issuer`, listing the algorithms of the
+    /// published keys (EdDSA when there are none yet).
+    pub fn oidc_discovery(&self, issuer: &str) -> Result<OidcDiscovery> {
+        OidcDiscovery::with_algorithms(issuer, &self.algorithms())
     }
 
     /// The recommended `Cache-Control: max-age` for the JWKS at `now`: half the
@@ -306,16 +469,15 @@ impl Keyring {
         jwks_max_age(&self.keys(), now, policy)
     }
 
-    /// A verify-only keyring holding the Ed25519 keys of a JWKS (see the module
-    /// docs for what is skipped and what is rejected).
+    /// A verify-only keyring holding the keys of a JWKS (see the module docs
+    /// for what is skipped and what is rejected).
     pub fn from_jwks(json: &str) -> Result<(Keyring, ImportReport)> {
         let kr = Keyring::new();
         let report = kr.import_jwks(json)?;
         Ok((kr, report))
     }
 
-    /// Adds the Ed25519 keys of a JWKS as verify-only (inactive) keys: all or
-    /// nothing.
+    /// Adds the keys of a JWKS as verify-only (inactive) keys: all or nothing.
     pub fn import_jwks(&self, json: &str) -> Result<ImportReport> {
         let (keys, skipped) = parse_jwks(json)?;
         let mut report = ImportReport {
@@ -323,15 +485,15 @@ impl Keyring {
             ..ImportReport::default()
         };
         let mut new = Vec::new();
-        for (kid, vk) in keys {
+        for (kid, public) in keys {
             match self.key_info(kid.as_str()) {
-                Some(info) if info.public_key == vk => report.unchanged.push(kid),
+                Some(info) if info.public_key == public => report.unchanged.push(kid),
                 Some(_) => {
                     return Err(Error::DuplicateKey {
                         kid: kid.to_string(),
                     });
                 }
-                None => new.push((kid, vk)),
+                None => new.push((kid, public)),
             }
         }
         report.imported = new.iter().map(|(k, _)| k.clone()).collect();

@@ -1,19 +1,28 @@
 //! Saving and loading a keyring: a versioned msgpack file with a checksum,
 //! replaced crash-safely.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! The file is one msgpack map, the envelope, whose layout never changes between
-//! versions: `Format` (`"workload-identity-keystore"`), `Version` (1), `Body`
+//! versions: `Format` (`"workload-identity-keystore"`), `Version` (2), `Body`
 //! (bin: the msgpack-encoded key list) and `SHA256` (bin: SHA-256 of `Body`). The
-//! body is `{"Keys": [...]}`, each key a map of `ID`, `Material` (bin, 32 bytes;
-//! empty for a verify-only key), `PublicKey` (bin, 32 bytes), `Derivation`
-//! (`hkdf-v1`/`nomad-raw-seed`), `State`, `CreateTime`, `PublishTime` and
-//! `RetiredTime` (Unix seconds).
+//! body is `{"Keys": [...]}`, each key a map of `ID`, `Algorithm` (`EdDSA`,
+//! `ES256` or `RS256`), `Material` (bin: 32 bytes for EdDSA and ES256, the
+//! PKCS#8 DER private key for RS256; empty for a verify-only key), `PublicKey`
+//! (bin: the 32-byte Ed25519 key, the 65-byte uncompressed P-256 point
+//! `04 || x || y`, or the RSA modulus, whose exponent is always 65537),
+//! `Derivation` (`hkdf-v1`, `nomad-raw-seed` or `pkcs8`; empty for a
+//! verify-only key), `State`, `CreateTime`, `PublishTime` and `RetiredTime`
+//! (Unix seconds).
+//!
+//! Version 1, written before keys had algorithms, is the same without
+//! `Algorithm`: it still loads, every key as EdDSA (a committed fixture,
+//! `tests/vectors/keystore-v1.bin`, proves it). A version 1 file that names an
+//! algorithm, or a version 2 file that does not, is refused.
 //!
 //! Loading checks, in order: the envelope decodes, `Format` is ours, `Version` is
 //! one this library reads, the checksum matches, the body decodes, and every key
-//! is valid — including that its material derives exactly the stored public key.
+//! is valid — including that its material makes exactly the stored public key.
 //! Any failure is an error and no keyring is returned: never a partial one.
 //! Files are written with mode 0600 through [`crate::storage::atomic_file`]'s
 //! temporary-file-and-rename, so a crash leaves the old or the new file, whole.
@@ -22,7 +31,9 @@ use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
 
-use super::{KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta};
+use super::{
+    Algorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta, PublicKey,
+};
 use crate::codec::{Bin, wire_struct};
 use crate::error::{DecodeError, Error, Result};
 use crate::storage::atomic_file::FileAccess;
@@ -31,16 +42,17 @@ use crate::storage::envelope::EnvelopeFormat;
 /// The `Format` field of every keystore file.
 pub const KEYSTORE_FORMAT: &str = "workload-identity-keystore";
 /// The newest keystore version this library reads and the one it writes.
-pub const KEYSTORE_VERSION: u32 = 1;
+pub const KEYSTORE_VERSION: u32 = 2;
 /// The keystore's envelope format.
 const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: KEYSTORE_FORMAT,
     version: KEYSTORE_VERSION,
+    oldest: 1,
     what: "keystore",
 };
 
 wire_struct! {
-    /// Version 1 body.
+    /// The body (versions 1 and 2).
     pub(crate) struct Body {
         /// The keys, oldest first.
         pub(crate) keys: Vec<StoredKey> => "Keys",
@@ -48,17 +60,19 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// One key in a version 1 body.
+    /// One key in a body.
     pub(crate) struct StoredKey {
+        /// `EdDSA`, `ES256` or `RS256` (version 2; absent in version 1).
+        pub(crate) algorithm: String => "Algorithm",
         /// Unix seconds.
         pub(crate) create_time: i64 => "CreateTime",
-        /// `hkdf-v1` or `nomad-raw-seed` (empty for verify-only keys).
+        /// `hkdf-v1`, `nomad-raw-seed` or `pkcs8` (empty for verify-only keys).
         pub(crate) derivation: String => "Derivation",
         /// The key ID.
         pub(crate) id: String => "ID",
-        /// 32 bytes of material, or empty for a verify-only key.
+        /// The material (32 bytes, or PKCS#8 DER), or empty for a verify-only key.
         pub(crate) material: Bin => "Material",
-        /// The Ed25519 public key (32 bytes).
+        /// The public key (see the module docs for each algorithm's form).
         pub(crate) public_key: Bin => "PublicKey",
         /// Unix seconds (0 when unset).
         pub(crate) publish_time: i64 => "PublishTime",
@@ -95,17 +109,64 @@ fn corrupt(path: String, reason: impl Into<String>) -> Error {
     })
 }
 
-/// Builds a keyring entry from a stored key, checking it whole.
-fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
+/// The stored public key of a key of `alg`.
+fn public_of(alg: Algorithm, bytes: &[u8]) -> std::result::Result<PublicKey, String> {
+    match alg {
+        Algorithm::EdDsa => {
+            let b: [u8; 32] = bytes
+                .try_into()
+                .map_err(|_| format!("an Ed25519 key is 32 bytes, got {}", bytes.len()))?;
+            VerifyingKey::from_bytes(&b)
+                .map(PublicKey::Ed25519)
+                .map_err(|_| "not a valid Ed25519 point".into())
+        }
+        Algorithm::Es256 => match bytes {
+            [4, rest @ ..] if rest.len() == 64 => {
+                let mut x = [0u8; 32];
+                let mut y = [0u8; 32];
+                x.copy_from_slice(&rest[..32]);
+                y.copy_from_slice(&rest[32..]);
+                Ok(PublicKey::P256 { x, y })
+            }
+            _ => Err(format!(
+                "a P-256 key is a 65-byte uncompressed point (04 || x || y), got {} bytes",
+                bytes.len()
+            )),
+        },
+        Algorithm::Rs256 => Ok(PublicKey::Rsa { n: bytes.to_vec() }),
+    }
+}
+
+/// Builds a keyring entry from a stored key of a version `version` file,
+/// checking it whole.
+fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
     let at = |field: &str| format!("Keys[{i}].{field}");
     let id = KeyId::new(&k.id).map_err(|e| corrupt(at("ID"), e.to_string()))?;
     let state = KeyState::from_name(&k.state)
         .ok_or_else(|| corrupt(at("State"), format!("unknown key state {:?}", k.state)))?;
-    let public: [u8; 32] = k
-        .public_key
-        .as_slice()
-        .try_into()
-        .map_err(|_| corrupt(at("PublicKey"), "must be 32 bytes"))?;
+    let alg = match (version, k.algorithm.as_str()) {
+        (1, "") => Algorithm::EdDsa,
+        (1, named) => {
+            return Err(corrupt(
+                at("Algorithm"),
+                format!(
+                    "a version 1 keystore has no algorithms, but this key names {:?}",
+                    crate::error::truncate_for_message(named)
+                ),
+            ));
+        }
+        (_, name) => Algorithm::from_name(name).ok_or_else(|| {
+            corrupt(
+                at("Algorithm"),
+                format!(
+                    "unknown algorithm {:?}: expected \"EdDSA\", \"ES256\" or \"RS256\"",
+                    crate::error::truncate_for_message(name)
+                ),
+            )
+        })?,
+    };
+    let public =
+        public_of(alg, k.public_key.as_slice()).map_err(|why| corrupt(at("PublicKey"), why))?;
     let meta = Meta {
         state,
         create_time: k.create_time,
@@ -122,20 +183,24 @@ fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
                 ),
             ));
         }
-        let vk = VerifyingKey::from_bytes(&public)
-            .map_err(|_| corrupt(at("PublicKey"), "not a valid Ed25519 point"))?;
-        return Ok((KeyEntry::public_only(id, vk)?, meta));
+        let entry = KeyEntry::public_only(id, public)
+            .map_err(|e| corrupt(at("PublicKey"), e.to_string()))?;
+        return Ok((entry, meta));
     }
-    let material = KeyMaterial::from_slice(k.material.as_slice())
-        .map_err(|e| corrupt(at("Material"), e.to_string()))?;
     let derivation = KeyDerivation::from_name(&k.derivation).ok_or_else(|| {
         corrupt(
             at("Derivation"),
             format!("unknown derivation {:?}", k.derivation),
         )
     })?;
+    let material = match derivation {
+        KeyDerivation::Pkcs8 => KeyMaterial::from_pkcs8_der(k.material.as_slice()),
+        _ => KeyMaterial::from_slice(k.material.as_slice()),
+    }
+    .map_err(|e| corrupt(at("Material"), e.to_string()))?;
     let root = super::RootKey {
         id,
+        alg,
         material,
         derivation,
         state,
@@ -143,8 +208,8 @@ fn entry_of(i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
         publish_time: k.publish_time,
         retired_time: k.retired_time,
     };
-    let entry = KeyEntry::from_root(&root)?;
-    if entry.verifying.as_bytes() != &public {
+    let entry = KeyEntry::from_root(&root).map_err(|e| corrupt(at("Material"), e.to_string()))?;
+    if entry.public_key() != &public {
         return Err(corrupt(
             at("PublicKey"),
             "does not match the key derived from the material",
@@ -160,6 +225,7 @@ impl Keyring {
             .stored()
             .into_iter()
             .map(|(info, material)| StoredKey {
+                algorithm: info.algorithm.name().into(),
                 create_time: info.create_time,
                 derivation: info
                     .derivation
@@ -172,13 +238,17 @@ impl Keyring {
                         .map(|m| m.expose_secret().to_vec())
                         .unwrap_or_default(),
                 ),
-                public_key: Bin::new(info.public_key.as_bytes().to_vec()),
+                public_key: Bin::new(info.public_key.to_bytes()),
                 publish_time: info.publish_time,
                 retired_time: info.retired_time,
                 state: info.state.name().into(),
             })
             .collect();
-        let hint = 64 + keys.len() * (256 + super::MAX_KEY_ID_LEN);
+        let hint = 64
+            + keys
+                .iter()
+                .map(|k| 256 + k.id.len() + k.material.as_slice().len() + k.public_key.as_slice().len())
+                .sum::<usize>();
         (Body { keys }, hint)
     }
 
@@ -205,20 +275,22 @@ impl Keyring {
         } else {
             FileAccess::OwnerOnly
         };
-        Keyring::from_body(ENVELOPE.load(path.as_ref(), access)?)
+        let (version, body) = ENVELOPE.load_versioned(path.as_ref(), access)?;
+        Keyring::from_body(version, body)
     }
 
     /// Decodes a keystore file's bytes (see [`Keyring::load`]).
     pub fn from_keystore_bytes(bytes: &[u8]) -> Result<Keyring> {
-        Keyring::from_body(ENVELOPE.decode(bytes)?)
+        let (version, body) = ENVELOPE.decode_versioned(bytes)?;
+        Keyring::from_body(version, body)
     }
 
-    fn from_body(body: Body) -> Result<Keyring> {
+    fn from_body(version: u32, body: Body) -> Result<Keyring> {
         let entries = body
             .keys
             .iter()
             .enumerate()
-            .map(|(i, k)| entry_of(i, k))
+            .map(|(i, k)| entry_of(version, i, k))
             .collect::<Result<Vec<_>>>()?;
         let kr = Keyring::new();
         kr.insert_entries(entries)?;
@@ -239,9 +311,10 @@ mod tests {
             0,
         )])
         .unwrap();
-        let public = kr.key_info("k1").unwrap().public_key.to_bytes().to_vec();
+        let public = kr.key_info("k1").unwrap().public_key.to_bytes();
         let body = Body {
             keys: vec![StoredKey {
+                algorithm: "EdDSA".into(),
                 create_time: 0,
                 derivation: derivation.into(),
                 id: "k1".into(),
@@ -279,7 +352,7 @@ mod tests {
         // With its material, the same key loads active and signs.
         let kr =
             Keyring::from_keystore_bytes(&body_with("active", vec![5; 32], "hkdf-v1")).unwrap();
-        kr.active().unwrap().sign(b"m");
+        kr.active().unwrap().sign(b"m").unwrap();
     }
 
     #[test]

@@ -1,19 +1,24 @@
-//! The keyring: root keys seeded into Ed25519 signing keys, their rotation states,
-//! publication (JWKS, OIDC discovery) and persistence.
+//! The keyring: root keys made into EdDSA, ES256 and RS256 signing keys, their
+//! rotation states, publication (JWKS, OIDC discovery) and persistence.
 //!
 //! A [`Keyring`] is shared (`Clone` is an `Arc` clone) and safe to use from many
 //! threads: signers and verifiers look keys up under a read lock while another
 //! thread rotates under the write lock, so a signer always sees exactly one active
-//! key (or none, before the first). The Ed25519 key pair is derived once, when a key
-//! enters the keyring — never per signature — and lookups by key ID are a single
-//! hash-map probe whatever the number of keys.
+//! key per algorithm (or none, before the first). Every key has one
+//! [`Algorithm`], fixed when it is made; states, prepublishing and rotation apply
+//! per algorithm. The key pair is made once, when a key enters the keyring —
+//! never per signature — and lookups by key ID are a single hash-map probe
+//! whatever the number of keys.
 
+mod algorithm;
 mod jwks;
 mod key_id;
 mod keystore;
 mod policy;
+mod public_key;
 mod root_key;
 pub(crate) mod sigcheck;
+mod signer;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -23,15 +28,21 @@ use std::sync::{
 };
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
-
 use crate::error::{Error, Result};
 
+use algorithm::ALGORITHM_COUNT;
+pub use algorithm::{Algorithm, RsaKeySize};
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION, KeystoreLoadOptions};
-pub use policy::{RotationAction, RotationPolicy, plan_rotation};
-pub use root_key::{HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, RootKey};
+pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
+pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
+pub use root_key::{
+    HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, MAX_PKCS8_LEN, RootKey,
+};
+pub use signer::HKDF_P256_SALT;
+use public_key::Checker;
+use signer::Signer;
 
 impl Borrow<str> for KeyId {
     fn borrow(&self) -> &str {
@@ -39,11 +50,11 @@ impl Borrow<str> for KeyId {
     }
 }
 
-/// A key as the keyring holds it: the derived key pair, made once on insert.
+/// A key as the keyring holds it: the key pair, made once on insert.
 pub(crate) struct KeyEntry {
     pub(crate) id: KeyId,
-    pub(crate) verifying: VerifyingKey,
-    check: sigcheck::SigCheck,
+    /// The public key, checked and ready to verify with.
+    check: Checker,
     /// `None` for verify-only keys (imported from a JWKS). In an allocation of
     /// its own, so moving an entry (into a `Vec`, then an `Arc`) copies a
     /// pointer and never leaves secret bytes behind in freed memory.
@@ -51,9 +62,10 @@ pub(crate) struct KeyEntry {
 }
 
 /// A key's secret half: zeroized on drop (ed25519-dalek's `SigningKey` and
-/// [`KeyMaterial`] both zeroize themselves).
+/// [`KeyMaterial`] zeroize themselves; AWS-LC clears its keys when it frees
+/// them).
 struct Secret {
-    signing: SigningKey,
+    signer: Signer,
     material: KeyMaterial,
     derivation: KeyDerivation,
 }
@@ -86,7 +98,8 @@ struct Slot {
 #[derive(Default)]
 struct Inner {
     keys: HashMap<KeyId, Slot>,
-    active: Option<KeyId>,
+    /// The active key of each algorithm, by [`Algorithm::index`].
+    active: [Option<KeyId>; ALGORITHM_COUNT],
 }
 
 struct Shared {
@@ -128,6 +141,8 @@ pub struct Keyring {
 pub struct KeyInfo {
     /// The key ID (the `kid` of its tokens and JWKS entry).
     pub kid: KeyId,
+    /// The key's algorithm.
+    pub algorithm: Algorithm,
     /// Its state.
     pub state: KeyState,
     /// How its seed was derived; `None` for verify-only keys.
@@ -138,8 +153,8 @@ pub struct KeyInfo {
     pub publish_time: i64,
     /// When it stopped signing (0 if it never did, or unknown).
     pub retired_time: i64,
-    /// The Ed25519 public key.
-    pub public_key: VerifyingKey,
+    /// The public key.
+    pub public_key: PublicKey,
 }
 
 impl KeyInfo {
@@ -149,9 +164,9 @@ impl KeyInfo {
     }
 }
 
-/// The active key, ready to sign. Holding it keeps the key alive even if it is
+/// An active key, ready to sign. Holding it keeps the key alive even if it is
 /// rotated out meanwhile; the signature still verifies while the key is inactive.
-/// It can only be made from a key that holds its secret, so signing never fails.
+/// It can only be made from a key that holds its secret.
 #[derive(Clone)]
 pub struct ActiveKey {
     entry: Arc<KeyEntry>,
@@ -164,14 +179,23 @@ impl ActiveKey {
         &self.entry.id
     }
 
-    /// Signs `message` (Ed25519, RFC 8032).
-    pub fn sign(&self, message: &[u8]) -> Signature {
-        self.secret.signing.sign(message)
+    /// The key's algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.entry.check.algorithm()
+    }
+
+    /// Signs `message` with the key's algorithm: Ed25519 (RFC 8032), ECDSA
+    /// P-256 with SHA-256 as `r || s` (RFC 7518 3.4), or RSASSA-PKCS1-v1_5 with
+    /// SHA-256. Only a failure inside the crypto library is an error.
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
+        self.secret.signer.sign(message).map_err(|why| Error::Panic {
+            message: format!("signing with key {} failed: {why}", self.entry.id),
+        })
     }
 
     /// The public key.
-    pub fn verifying_key(&self) -> &VerifyingKey {
-        &self.entry.verifying
+    pub fn public_key(&self) -> &PublicKey {
+        &self.entry.check.public
     }
 }
 
@@ -199,31 +223,29 @@ impl VerifyingHandle {
         self.state
     }
 
+    /// The key's algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.entry.check.algorithm()
+    }
+
     /// The public key.
-    pub fn verifying_key(&self) -> &VerifyingKey {
-        &self.entry.verifying
+    pub fn public_key(&self) -> &PublicKey {
+        &self.entry.check.public
     }
 
-    /// Checks an Ed25519 signature with exactly `verify_strict`'s acceptance
-    /// (small-order `R` and non-canonical `s` rejected), using this key's
-    /// precomputed tables.
-    pub fn verify_strict(&self, message: &[u8], signature: &Signature) -> bool {
-        self.entry.check.verify(message, &signature.to_bytes())
-    }
-
-    /// The point the signature's `R` must encode (see `sigcheck`); `None` when
-    /// `s` is not canonical.
-    pub(crate) fn expected_r(
-        &self,
-        message: &[u8],
-        signature: &[u8; 64],
-    ) -> Option<curve25519_dalek::edwards::EdwardsPoint> {
-        self.entry.check.expected_r(message, signature)
-    }
-
-    /// Like [`VerifyingHandle::verify_strict`], on raw signature bytes.
-    pub fn verify_strict_bytes(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+    /// Whether `signature` is a valid signature of `message` under this key,
+    /// with its algorithm's exact acceptance: Ed25519 as ed25519-dalek's
+    /// `verify_strict` (small-order `R` and non-canonical `s` rejected, with this
+    /// key's precomputed tables); ES256 64 bytes with `r`, `s` in `[1, n-1]`
+    /// (high `s` accepted); RS256 exactly as long as the modulus.
+    pub fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
         self.entry.check.verify(message, signature)
+    }
+
+    /// The Ed25519 check with its precomputed tables, for batching; `None` for
+    /// other algorithms.
+    pub(crate) fn ed25519(&self) -> Option<&sigcheck::SigCheck> {
+        self.entry.check.ed25519()
     }
 }
 
@@ -289,43 +311,42 @@ fn key_error(kid: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-fn weak_key_error(id: &KeyId) -> Error {
-    Error::invalid(
-        "RootKey",
-        "public_key",
-        format!("key {id} has a small-order (weak) public key; it would accept forged signatures"),
-    )
+fn bad_key_error(id: &KeyId, why: String) -> Error {
+    Error::invalid("RootKey", "public_key", format!("key {id}: {why}"))
 }
 
 impl KeyEntry {
     fn from_root(key: &RootKey) -> Result<KeyEntry> {
-        let signing = key.derivation.signing_key(&key.material, &key.id);
-        let verifying = signing.verifying_key();
-        if verifying.is_weak() {
-            return Err(weak_key_error(&key.id));
-        }
+        let (signer, public) = Signer::new(key.alg, key.derivation, &key.material, &key.id)
+            .map_err(|why| {
+                Error::invalid("RootKey", "material", format!("key {}: {why}", key.id))
+            })?;
         Ok(KeyEntry {
             id: key.id.clone(),
-            check: sigcheck::SigCheck::new(verifying),
-            verifying,
+            check: Checker::new(public).map_err(|why| bad_key_error(&key.id, why))?,
             secret: Some(Arc::new(Secret {
-                signing,
+                signer,
                 material: key.material.clone(),
                 derivation: key.derivation,
             })),
         })
     }
 
-    fn public_only(id: KeyId, verifying: VerifyingKey) -> Result<KeyEntry> {
-        if verifying.is_weak() {
-            return Err(weak_key_error(&id));
-        }
+    fn public_only(id: KeyId, public: PublicKey) -> Result<KeyEntry> {
+        let check = Checker::new(public).map_err(|why| bad_key_error(&id, why))?;
         Ok(KeyEntry {
             id,
-            check: sigcheck::SigCheck::new(verifying),
-            verifying,
+            check,
             secret: None,
         })
+    }
+
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        self.check.algorithm()
+    }
+
+    pub(crate) fn public_key(&self) -> &PublicKey {
+        &self.check.public
     }
 }
 
@@ -341,12 +362,13 @@ impl Slot {
     fn info(&self) -> KeyInfo {
         KeyInfo {
             kid: self.entry.id.clone(),
+            algorithm: self.entry.algorithm(),
             state: self.meta.state,
             derivation: self.entry.secret.as_ref().map(|s| s.derivation),
             create_time: self.meta.create_time,
             publish_time: self.meta.publish_time,
             retired_time: self.meta.retired_time,
-            public_key: self.entry.verifying,
+            public_key: self.entry.public_key().clone(),
         }
     }
 
@@ -354,6 +376,7 @@ impl Slot {
         let secret = self.entry.secret.as_ref()?;
         Some(RootKey {
             id: self.entry.id.clone(),
+            alg: self.entry.algorithm(),
             material: secret.material.clone(),
             derivation: secret.derivation,
             state: self.meta.state,
@@ -365,19 +388,19 @@ impl Slot {
 }
 
 impl Inner {
-    fn check_insert(&self, id: &KeyId, state: KeyState) -> Result<()> {
+    fn check_insert(&self, id: &KeyId, alg: Algorithm, state: KeyState) -> Result<()> {
         if self.keys.contains_key(id) {
             return Err(Error::DuplicateKey {
                 kid: id.to_string(),
             });
         }
         if state == KeyState::Active {
-            if let Some(active) = &self.active {
+            if let Some(active) = &self.active[alg.index()] {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
                     format!(
-                        "cannot insert {id} as a second active key: {active} is active; insert it as inactive or prepublished, or rotate"
+                        "cannot insert {id} as a second active {alg} key: {active} is active; insert it as inactive or prepublished, or rotate"
                     ),
                 ));
             }
@@ -388,7 +411,7 @@ impl Inner {
     fn put(&mut self, entry: KeyEntry, meta: Meta) {
         let id = entry.id.clone();
         if meta.state == KeyState::Active {
-            self.active = Some(id.clone());
+            self.active[entry.algorithm().index()] = Some(id.clone());
         }
         self.keys.insert(
             id,
@@ -399,9 +422,13 @@ impl Inner {
         );
     }
 
-    /// Makes `id` the active key; the previous active key becomes inactive.
+    /// Makes `id` the active key of its algorithm; the previous active key of
+    /// that algorithm becomes inactive.
     fn activate(&mut self, id: &KeyId, now: i64) {
-        if let Some(prev) = self.active.take() {
+        let Some(alg) = self.keys.get(id).map(|s| s.entry.algorithm()) else {
+            return;
+        };
+        if let Some(prev) = self.active[alg.index()].take() {
             if let Some(slot) = self.keys.get_mut(&prev) {
                 slot.meta.state = KeyState::Inactive;
                 slot.meta.retired_time = now;
@@ -410,8 +437,12 @@ impl Inner {
         if let Some(slot) = self.keys.get_mut(id) {
             slot.meta.state = KeyState::Active;
             slot.meta.retired_time = 0;
-            self.active = Some(id.clone());
+            self.active[alg.index()] = Some(id.clone());
         }
+    }
+
+    fn is_active(&self, kid: &str) -> bool {
+        self.active.iter().flatten().any(|a| a.as_str() == kid)
     }
 
     fn slot(&self, kid: &str) -> Result<&Slot> {
@@ -468,9 +499,10 @@ impl Keyring {
         self.shared.changed_cv.notify_all();
     }
 
-    /// Inserts a key. A duplicate ID is `DuplicateKey`; a second active key, or a
-    /// key whose public key is weak, is `InvalidArgument`. On error the keyring is
-    /// unchanged.
+    /// Inserts a key. A duplicate ID is `DuplicateKey`; a second active key of
+    /// its algorithm, material that cannot make a key of its algorithm (an RSA
+    /// key under 2048 bits or with e != 65537, say), or a weak public key is
+    /// `InvalidArgument`. On error the keyring is unchanged.
     pub fn insert(&self, key: RootKey) -> Result<()> {
         self.insert_all(std::slice::from_ref(&key))
     }
@@ -486,7 +518,7 @@ impl Keyring {
     }
 
     /// Adds verify-only keys (public keys only; they can never sign), inactive.
-    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, VerifyingKey)>) -> Result<()> {
+    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, PublicKey)>) -> Result<()> {
         let meta = Meta {
             state: KeyState::Inactive,
             create_time: 0,
@@ -495,7 +527,7 @@ impl Keyring {
         };
         let entries = keys
             .into_iter()
-            .map(|(id, vk)| Ok((KeyEntry::public_only(id, vk)?, meta)))
+            .map(|(id, public)| Ok((KeyEntry::public_only(id, public)?, meta)))
             .collect::<Result<Vec<_>>>()?;
         self.insert_entries(entries)
     }
@@ -506,9 +538,10 @@ impl Keyring {
         {
             let mut inner = self.write();
             let mut seen: Vec<&KeyId> = Vec::with_capacity(entries.len());
-            let mut new_active: Option<&KeyId> = None;
+            let mut new_active: [Option<&KeyId>; ALGORITHM_COUNT] = Default::default();
             for (entry, meta) in &entries {
-                inner.check_insert(&entry.id, meta.state)?;
+                let alg = entry.algorithm();
+                inner.check_insert(&entry.id, alg, meta.state)?;
                 if entry.secret.is_none() && meta.state.signs_or_will() {
                     return Err(Error::invalid(
                         "Keyring",
@@ -527,14 +560,17 @@ impl Keyring {
                 }
                 seen.push(&entry.id);
                 if meta.state == KeyState::Active {
-                    if let Some(first) = new_active {
+                    if let Some(first) = new_active[alg.index()] {
                         return Err(Error::invalid(
                             "Keyring",
                             "state",
-                            format!("cannot insert two active keys ({first} and {})", entry.id),
+                            format!(
+                                "cannot insert two active {alg} keys ({first} and {})",
+                                entry.id
+                            ),
                         ));
                     }
-                    new_active = Some(&entry.id);
+                    new_active[alg.index()] = Some(&entry.id);
                 }
             }
             for (entry, meta) in entries {
@@ -545,15 +581,31 @@ impl Keyring {
         Ok(())
     }
 
-    /// Rotates: a new key with fresh OS-random material becomes active, and the
-    /// previous active key becomes inactive (it keeps verifying). Returns the new ID.
+    /// Rotates EdDSA: a new key with fresh OS-random material becomes active,
+    /// and the previous active EdDSA key becomes inactive (it keeps verifying).
+    /// Returns the new ID.
     pub fn rotate(&self, now: i64) -> Result<KeyId> {
-        let key = RootKey::generate(KeyState::Inactive, now)?;
+        self.rotate_alg(Algorithm::EdDsa, now)
+    }
+
+    /// Rotates the keys of `alg`: a new key (fresh material; a 2048-bit RSA key
+    /// for RS256) becomes the active key of `alg`, and the previous one becomes
+    /// inactive. Keys of other algorithms are untouched. Returns the new ID.
+    pub fn rotate_alg(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
+        self.rotate_to(RootKey::generate_for(alg, KeyState::Inactive, now)?, now)
+    }
+
+    /// Rotates RS256 to a fresh RSA key of `size`.
+    pub fn rotate_rsa(&self, size: RsaKeySize, now: i64) -> Result<KeyId> {
+        self.rotate_to(RootKey::generate_rsa(size, KeyState::Inactive, now)?, now)
+    }
+
+    fn rotate_to(&self, key: RootKey, now: i64) -> Result<KeyId> {
         let id = key.id.clone();
         let entry = KeyEntry::from_root(&key)?;
         {
             let mut inner = self.write();
-            inner.check_insert(&id, KeyState::Inactive)?;
+            inner.check_insert(&id, key.alg, KeyState::Inactive)?;
             inner.put(
                 entry,
                 Meta {
@@ -569,9 +621,15 @@ impl Keyring {
         Ok(id)
     }
 
-    /// Adds a new key that is published (in the JWKS, verifying) but does not sign
-    /// until `publish_at`, when [`Keyring::promote_due`] makes it active.
+    /// Adds a new EdDSA key that is published (in the JWKS, verifying) but does
+    /// not sign until `publish_at`, when [`Keyring::promote_due`] makes it active.
     pub fn prepublish(&self, now: i64, publish_at: i64) -> Result<KeyId> {
+        self.prepublish_alg(Algorithm::EdDsa, now, publish_at)
+    }
+
+    /// [`Keyring::prepublish`] for a key of `alg`; at `publish_at` it replaces
+    /// the active key of `alg`.
+    pub fn prepublish_alg(&self, alg: Algorithm, now: i64, publish_at: i64) -> Result<KeyId> {
         if publish_at < now {
             return Err(Error::invalid(
                 "Keyring",
@@ -579,14 +637,16 @@ impl Keyring {
                 format!("must not be in the past: publish_at {publish_at} < now {now}"),
             ));
         }
-        let key = RootKey::generate(KeyState::Prepublished, now)?.with_publish_time(publish_at);
+        let key = RootKey::generate_for(alg, KeyState::Prepublished, now)?
+            .with_publish_time(publish_at);
         let id = key.id.clone();
         self.insert(key)?;
         Ok(id)
     }
 
-    /// Makes `kid` the active key now (a prepublished key early, or an inactive
-    /// one back); the previous active key becomes inactive.
+    /// Makes `kid` the active key of its algorithm now (a prepublished key
+    /// early, or an inactive one back); the previous active key of that
+    /// algorithm becomes inactive.
     pub fn promote(&self, kid: &str, now: i64) -> Result<()> {
         {
             let mut inner = self.write();
@@ -617,8 +677,8 @@ impl Keyring {
     }
 
     /// Promotes every prepublished key whose publish time has come, earliest
-    /// first (ties by ID), so the latest due key ends up active. Returns the IDs
-    /// promoted, in order.
+    /// first (ties by ID), so the latest due key of each algorithm ends up
+    /// active. Returns the IDs promoted, in order.
     pub fn promote_due(&self, now: i64) -> Vec<KeyId> {
         let promoted = {
             let mut inner = self.write();
@@ -642,12 +702,12 @@ impl Keyring {
         promoted
     }
 
-    /// Deprecates `kid`: it no longer verifies and leaves the JWKS. The active
+    /// Deprecates `kid`: it no longer verifies and leaves the JWKS. An active
     /// key cannot be deprecated (rotate first).
     pub fn deprecate(&self, kid: &str, now: i64) -> Result<()> {
         {
             let mut inner = self.write();
-            let active = inner.active.as_ref().is_some_and(|a| a.as_str() == kid);
+            let active = inner.is_active(kid);
             let slot = inner.slot(kid)?;
             if active {
                 return Err(Error::invalid(
@@ -673,7 +733,7 @@ impl Keyring {
         {
             let mut inner = self.write();
             inner.slot(kid)?;
-            if inner.active.as_ref().is_some_and(|a| a.as_str() == kid) {
+            if inner.is_active(kid) {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
@@ -686,18 +746,22 @@ impl Keyring {
         Ok(())
     }
 
-    /// The active key, or `NoActiveKey`.
+    /// The active EdDSA key, or `NoActiveKey`.
     pub fn active(&self) -> Result<ActiveKey> {
+        self.active_for(Algorithm::EdDsa)
+    }
+
+    /// The active key of `alg`, or `NoActiveKey`.
+    pub fn active_for(&self, alg: Algorithm) -> Result<ActiveKey> {
         let inner = self.read();
-        let entry = inner
-            .active
+        let entry = inner.active[alg.index()]
             .as_ref()
             .and_then(|id| inner.keys.get(id))
             .map(|s| &s.entry)
-            .ok_or(Error::NoActiveKey)?;
+            .ok_or(Error::NoActiveKey { algorithm: alg })?;
         // Insertion refuses an active key without its secret, so this is
         // always `Some`; if it ever were not, there is nothing to sign with.
-        let secret = entry.secret.as_ref().ok_or(Error::NoActiveKey)?;
+        let secret = entry.secret.as_ref().ok_or(Error::NoActiveKey { algorithm: alg })?;
         Ok(ActiveKey {
             entry: Arc::clone(entry),
             secret: Arc::clone(secret),
@@ -762,9 +826,30 @@ impl Keyring {
         v
     }
 
-    /// The ID of the active key, if any.
+    /// The ID of the active EdDSA key, if any.
     pub fn active_id(&self) -> Option<KeyId> {
-        self.read().active.clone()
+        self.active_id_for(Algorithm::EdDsa)
+    }
+
+    /// The ID of the active key of `alg`, if any.
+    pub fn active_id_for(&self, alg: Algorithm) -> Option<KeyId> {
+        self.read().active[alg.index()].clone()
+    }
+
+    /// The algorithms of the keys that verify (in the JWKS), in
+    /// [`Algorithm`] order.
+    pub fn algorithms(&self) -> Vec<Algorithm> {
+        let inner = self.read();
+        Algorithm::ALL
+            .iter()
+            .copied()
+            .filter(|alg| {
+                inner
+                    .keys
+                    .values()
+                    .any(|s| s.meta.state.verifies() && s.entry.algorithm() == *alg)
+            })
+            .collect()
     }
 
     /// Number of keys, in any state.

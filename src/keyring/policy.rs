@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use super::{KeyId, KeyInfo, KeyState};
+use super::{Algorithm, KeyId, KeyInfo, KeyState};
 
 /// Thresholds for [`plan_rotation`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,10 +77,15 @@ fn secs(d: Duration) -> i64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RotationAction {
-    /// No key is active: make a new active key now.
-    Rotate,
-    /// Add a successor that becomes active at `publish_at`.
+    /// No key of `algorithm` is active: make a new active key now.
+    Rotate {
+        /// The algorithm that needs a key.
+        algorithm: Algorithm,
+    },
+    /// Add a successor of `algorithm` that becomes active at `publish_at`.
     Prepublish {
+        /// The algorithm of the successor.
+        algorithm: Algorithm,
         /// When the successor becomes active.
         publish_at: i64,
     },
@@ -97,10 +102,31 @@ pub enum RotationAction {
 }
 
 /// What to do now, given the keys (as [`crate::keyring::Keyring::keys`] returns
-/// them) and the policy. Pure: the same inputs always give the same plan.
-/// Promotions come first (earliest publish time first), then a prepublication,
-/// then deprecations (oldest first).
+/// them) and the policy, for every algorithm that has a key (EdDSA when there
+/// are none): the plans of [`plan_rotation_for`], in [`Algorithm`] order.
+/// Pure: the same inputs always give the same plan.
 pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec<RotationAction> {
+    let mut algs: Vec<Algorithm> = keys.iter().map(|k| k.algorithm).collect();
+    algs.sort();
+    algs.dedup();
+    if algs.is_empty() {
+        algs.push(Algorithm::EdDsa);
+    }
+    algs.into_iter()
+        .flat_map(|alg| plan_rotation_for(keys, alg, now, policy))
+        .collect()
+}
+
+/// What to do now for the keys of `alg` (keys of other algorithms are
+/// ignored; with none of `alg`, the plan is to rotate one in). Pure.
+pub fn plan_rotation_for(
+    keys: &[KeyInfo],
+    alg: Algorithm,
+    now: i64,
+    policy: &RotationPolicy,
+) -> Vec<RotationAction> {
+    let keys: Vec<KeyInfo> = keys.iter().filter(|k| k.algorithm == alg).cloned().collect();
+    let keys = keys.as_slice();
     let mut plan = Vec::new();
     let signable = |k: &&KeyInfo| k.can_sign();
     let mut due: Vec<&KeyInfo> = keys
@@ -122,12 +148,13 @@ pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec
             .map(|k| RotationAction::Promote { kid: k.kid.clone() }),
     );
     match signer {
-        None => plan.push(RotationAction::Rotate),
+        None => plan.push(RotationAction::Rotate { algorithm: alg }),
         Some(signer) if !pending => {
             let threshold = policy.threshold_secs();
             let born = signing_since(signer);
             if now.saturating_sub(born) > threshold / 2 {
                 plan.push(RotationAction::Prepublish {
+                    algorithm: alg,
                     publish_at: born.saturating_add(threshold).max(now),
                 });
             }
@@ -162,20 +189,24 @@ fn signing_since(k: &KeyInfo) -> i64 {
 }
 
 /// The recommended JWKS `Cache-Control: max-age`: half the time left until the
-/// next planned key switch (the earliest pending publish time, else the active
-/// key's signing start + threshold), and never under 15 minutes.
+/// next planned key switch of any algorithm (for each, the earliest pending
+/// publish time, else the active key's signing start + threshold), and never
+/// under 15 minutes.
 pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Duration {
     const FLOOR: i64 = 15 * 60;
-    let next = keys
-        .iter()
-        .filter(|k| k.state == KeyState::Prepublished && k.publish_time > now)
-        .map(|k| k.publish_time)
-        .min()
-        .or_else(|| {
-            keys.iter()
-                .find(|k| k.state == KeyState::Active)
-                .map(|k| signing_since(k).saturating_add(policy.threshold_secs()))
-        });
+    let next_for = |alg: Algorithm| {
+        let of_alg = || keys.iter().filter(move |k| k.algorithm == alg);
+        of_alg()
+            .filter(|k| k.state == KeyState::Prepublished && k.publish_time > now)
+            .map(|k| k.publish_time)
+            .min()
+            .or_else(|| {
+                of_alg()
+                    .find(|k| k.state == KeyState::Active)
+                    .map(|k| signing_since(k).saturating_add(policy.threshold_secs()))
+            })
+    };
+    let next = Algorithm::ALL.iter().filter_map(|a| next_for(*a)).min();
     let half = next.map_or(0, |t| t.saturating_sub(now) / 2);
     Duration::from_secs(half.max(FLOOR) as u64)
 }

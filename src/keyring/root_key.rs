@@ -3,13 +3,13 @@
 
 use std::fmt;
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use ed25519_dalek::SigningKey;
 use hkdf::Hkdf;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::KeyId;
+use super::{Algorithm, KeyId, PublicKey, RsaKeySize};
 use crate::error::{Error, Result};
 
 /// Length of root key material, in bytes.
@@ -18,17 +18,54 @@ pub const MATERIAL_LEN: usize = 32;
 /// The HKDF salt of derivation v1 (fixed by the contract).
 pub const HKDF_V1_SALT: &[u8] = b"workload-identity/ed25519/v1";
 
-/// 32 bytes of secret root key material. Zeroized on drop; never printed; compared
-/// in constant time.
+/// Secret root key material: 32 bytes (EdDSA and ES256 keys derive from it), or
+/// an RSA key's PKCS#8 DER private key (RS256). Zeroized on drop; never printed;
+/// compared in constant time.
 ///
-/// The bytes live in a heap allocation of their own, written in place and never
-/// moved: moving a `KeyMaterial` (or a key holding one) copies only a pointer,
-/// so no copy of the secret is left behind in memory freed without zeroizing.
-pub struct KeyMaterial(Box<Zeroizing<[u8; MATERIAL_LEN]>>);
+/// The bytes live in a heap allocation of their own, of exactly their size,
+/// written in place and never moved: moving a `KeyMaterial` (or a key holding
+/// one) copies only a pointer, so no copy of the secret is left behind in
+/// memory freed without zeroizing.
+pub struct KeyMaterial(Zeroizing<Vec<u8>>);
+
+/// The longest PKCS#8 material accepted (an 8192-bit RSA key is about 4.8 KiB).
+pub const MAX_PKCS8_LEN: usize = 16 * 1024;
 
 impl KeyMaterial {
     fn zeroed() -> KeyMaterial {
-        KeyMaterial(Box::new(Zeroizing::new([0u8; MATERIAL_LEN])))
+        KeyMaterial::zeroed_len(MATERIAL_LEN)
+    }
+
+    fn zeroed_len(len: usize) -> KeyMaterial {
+        KeyMaterial(Zeroizing::new(vec![0u8; len]))
+    }
+
+    /// Material for an RS256 key: its PKCS#8 DER private key (checked when the
+    /// key is made: an RSA key of 2048 to 8192 bits with e = 65537).
+    pub fn from_pkcs8_der(der: &[u8]) -> Result<KeyMaterial> {
+        if der.is_empty() || der.len() > MAX_PKCS8_LEN {
+            return Err(Error::invalid(
+                "RootKey",
+                "material",
+                format!(
+                    "a PKCS#8 private key must be 1 to {MAX_PKCS8_LEN} bytes, got {} bytes",
+                    der.len()
+                ),
+            ));
+        }
+        let mut m = KeyMaterial::zeroed_len(der.len());
+        m.0.copy_from_slice(der);
+        Ok(m)
+    }
+
+    /// Its length in bytes (32, or a PKCS#8 key's length).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it is empty (never, for material a key was made from).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Material from exactly 32 bytes.
@@ -59,14 +96,14 @@ impl KeyMaterial {
     }
 
     /// The secret bytes. Handle with care: copies are not zeroized for you.
-    pub fn expose_secret(&self) -> &[u8; MATERIAL_LEN] {
+    pub fn expose_secret(&self) -> &[u8] {
         &self.0
     }
 }
 
 impl Clone for KeyMaterial {
     fn clone(&self) -> KeyMaterial {
-        let mut m = KeyMaterial::zeroed();
+        let mut m = KeyMaterial::zeroed_len(self.0.len());
         m.0.copy_from_slice(self.0.as_slice());
         m
     }
@@ -86,52 +123,64 @@ impl fmt::Debug for KeyMaterial {
     }
 }
 
-/// How the Ed25519 seed is obtained from the material.
+/// How a key is obtained from its material.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum KeyDerivation {
-    /// HKDF-SHA256(salt `workload-identity/ed25519/v1`, IKM material, info key ID),
-    /// 32 bytes. The default.
+    /// HKDF-SHA256 of the 32-byte material with the key ID as info: salt
+    /// `workload-identity/ed25519/v1` and 32 bytes for EdDSA, salt
+    /// `workload-identity/p256/v1` and 48 bytes reduced to a P-256 scalar for
+    /// ES256. The default.
     #[default]
     HkdfV1 = 1,
     /// The material itself is the seed, as Nomad does; for keyrings and tokens
-    /// from such clusters.
+    /// from such clusters. EdDSA only.
     NomadRawSeed = 2,
+    /// The material is a PKCS#8 DER private key. RS256 only.
+    Pkcs8 = 3,
 }
 
 impl KeyDerivation {
-    /// Its name in vectors and files: `hkdf-v1` or `nomad-raw-seed`.
+    /// Its name in vectors and files: `hkdf-v1`, `nomad-raw-seed` or `pkcs8`.
     pub const fn name(self) -> &'static str {
         match self {
             KeyDerivation::HkdfV1 => "hkdf-v1",
             KeyDerivation::NomadRawSeed => "nomad-raw-seed",
+            KeyDerivation::Pkcs8 => "pkcs8",
         }
     }
 
     /// The derivation with this name.
     pub fn from_name(name: &str) -> Option<KeyDerivation> {
-        [KeyDerivation::HkdfV1, KeyDerivation::NomadRawSeed]
-            .into_iter()
+        [
+            KeyDerivation::HkdfV1,
+            KeyDerivation::NomadRawSeed,
+            KeyDerivation::Pkcs8,
+        ]
+        .into_iter()
             .find(|d| d.name() == name)
     }
 
-    /// The Ed25519 seed for `material` under key `id`.
+    /// The Ed25519 seed for `material` under key `id` (for `Pkcs8`, which makes
+    /// no Ed25519 key, the HKDF v1 seed).
     pub fn seed(self, material: &KeyMaterial, id: &KeyId) -> Zeroizing<[u8; 32]> {
         let mut seed = Zeroizing::new([0u8; 32]);
         match self {
-            KeyDerivation::HkdfV1 => {
+            KeyDerivation::NomadRawSeed if material.len() == MATERIAL_LEN => {
+                seed.copy_from_slice(material.expose_secret())
+            }
+            _ => {
                 let hk = Hkdf::<Sha256>::new(Some(HKDF_V1_SALT), material.expose_secret());
                 // 32 bytes is far below HKDF-SHA256's 8160-byte output limit.
                 hk.expand(id.as_str().as_bytes(), seed.as_mut())
                     .expect("32 bytes is a valid HKDF-SHA256 output length");
             }
-            KeyDerivation::NomadRawSeed => seed.copy_from_slice(material.expose_secret()),
         }
         seed
     }
 
-    /// The signing key for `material` under key `id`.
+    /// The Ed25519 signing key for `material` under key `id`.
     pub fn signing_key(self, material: &KeyMaterial, id: &KeyId) -> SigningKey {
         SigningKey::from_bytes(&self.seed(material, id))
     }
@@ -188,12 +237,14 @@ impl KeyState {
     }
 }
 
-/// A root key: ID, secret material, derivation, state and times (Unix seconds).
+/// A root key: ID, algorithm, secret material, derivation, state and times
+/// (Unix seconds).
 ///
 /// `Debug` shows everything but the material.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RootKey {
     pub(crate) id: KeyId,
+    pub(crate) alg: Algorithm,
     pub(crate) material: KeyMaterial,
     pub(crate) derivation: KeyDerivation,
     pub(crate) state: KeyState,
@@ -203,8 +254,23 @@ pub struct RootKey {
 }
 
 impl RootKey {
-    /// A key from existing material (e.g. imported from a Nomad keyring).
+    /// An EdDSA key from existing material (e.g. imported from a Nomad keyring).
     pub fn new(
+        id: KeyId,
+        material: KeyMaterial,
+        derivation: KeyDerivation,
+        state: KeyState,
+        create_time: i64,
+    ) -> RootKey {
+        RootKey::for_algorithm(Algorithm::EdDsa, id, material, derivation, state, create_time)
+    }
+
+    /// A key of algorithm `alg` from existing material: 32 bytes with `HkdfV1`
+    /// for ES256 (or `HkdfV1`/`NomadRawSeed` for EdDSA), a PKCS#8 DER private
+    /// key with `Pkcs8` for RS256. The pairing and the material are checked when
+    /// the key enters a keyring.
+    pub fn for_algorithm(
+        alg: Algorithm,
         id: KeyId,
         material: KeyMaterial,
         derivation: KeyDerivation,
@@ -213,6 +279,7 @@ impl RootKey {
     ) -> RootKey {
         RootKey {
             id,
+            alg,
             material,
             derivation,
             state,
@@ -222,12 +289,40 @@ impl RootKey {
         }
     }
 
-    /// A new key with a fresh UUID and fresh OS-random material, HKDF v1.
+    /// A new EdDSA key with a fresh UUID and fresh OS-random material, HKDF v1.
     pub fn generate(state: KeyState, now: i64) -> Result<RootKey> {
-        Ok(RootKey::new(
+        RootKey::generate_for(Algorithm::EdDsa, state, now)
+    }
+
+    /// A new key of algorithm `alg` with a fresh UUID: 32 bytes of OS-random
+    /// material (HKDF v1) for EdDSA and ES256, a fresh 2048-bit RSA key for
+    /// RS256 (see [`RootKey::generate_rsa`] for other sizes).
+    pub fn generate_for(alg: Algorithm, state: KeyState, now: i64) -> Result<RootKey> {
+        match alg {
+            Algorithm::Rs256 => RootKey::generate_rsa(RsaKeySize::default(), state, now),
+            _ => Ok(RootKey::for_algorithm(
+                alg,
+                KeyId::generate(),
+                KeyMaterial::generate()?,
+                KeyDerivation::HkdfV1,
+                state,
+                now,
+            )),
+        }
+    }
+
+    /// A new RS256 key of `size` from the OS CSPRNG (e = 65537), stored as
+    /// PKCS#8.
+    pub fn generate_rsa(size: RsaKeySize, state: KeyState, now: i64) -> Result<RootKey> {
+        let material = super::signer::generate_rsa(size).map_err(|why| Error::Io {
+            context: format!("generating a {}-bit RSA key", size.bits()),
+            source: std::io::Error::other(why),
+        })?;
+        Ok(RootKey::for_algorithm(
+            Algorithm::Rs256,
             KeyId::generate(),
-            KeyMaterial::generate()?,
-            KeyDerivation::HkdfV1,
+            material,
+            KeyDerivation::Pkcs8,
             state,
             now,
         ))
@@ -242,6 +337,11 @@ impl RootKey {
     /// The key ID.
     pub fn id(&self) -> &KeyId {
         &self.id
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.alg
     }
 
     /// The secret material.
@@ -274,11 +374,12 @@ impl RootKey {
         self.retired_time
     }
 
-    /// The public key this key's signatures verify under.
-    pub fn verifying_key(&self) -> VerifyingKey {
-        self.derivation
-            .signing_key(&self.material, &self.id)
-            .verifying_key()
+    /// The public key this key's signatures verify under (`InvalidArgument`
+    /// when the material cannot make a key of its algorithm).
+    pub fn public_key(&self) -> Result<PublicKey> {
+        super::signer::Signer::new(self.alg, self.derivation, &self.material, &self.id)
+            .map(|(_, public)| public)
+            .map_err(|why| Error::invalid("RootKey", "material", format!("key {}: {why}", self.id)))
     }
 }
 
@@ -286,6 +387,7 @@ impl fmt::Debug for RootKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RootKey")
             .field("id", &self.id)
+            .field("algorithm", &self.alg)
             .field("material", &self.material)
             .field("derivation", &self.derivation)
             .field("state", &self.state)
@@ -351,6 +453,7 @@ mod tests {
         assert_eq!(KeyState::Deprecated.as_u32(), 4);
         assert_eq!(KeyDerivation::HkdfV1.as_u32(), 1);
         assert_eq!(KeyDerivation::NomadRawSeed.as_u32(), 2);
+        assert_eq!(KeyDerivation::Pkcs8.as_u32(), 3);
         for n in 0..6 {
             assert_eq!(
                 KeyState::from_u32(n).map(KeyState::as_u32),
@@ -358,7 +461,7 @@ mod tests {
             );
             assert_eq!(
                 KeyDerivation::from_u32(n).map(KeyDerivation::as_u32),
-                (1..=2).contains(&n).then_some(n)
+                (1..=3).contains(&n).then_some(n)
             );
         }
         assert_eq!(

@@ -100,6 +100,7 @@ wire_struct! {
 const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: "workload-identity-identities",
     version: 1,
+    oldest: 1,
     what: "identity state",
 };
 

@@ -42,6 +42,8 @@ pub(crate) struct EnvelopeFormat {
     pub(crate) format: &'static str,
     /// The version written, and the newest read.
     pub(crate) version: u32,
+    /// The oldest version read.
+    pub(crate) oldest: u32,
     /// What the file is, for messages: `keystore`.
     pub(crate) what: &'static str,
 }
@@ -77,8 +79,9 @@ impl EnvelopeFormat {
         codec::encode_secret(&envelope, body_bytes.len() + 128)
     }
 
-    /// The body of an envelope file's bytes (see the module docs for the checks).
-    pub(crate) fn decode<T: WireType>(&self, bytes: &[u8]) -> Result<T> {
+    /// The version (from `oldest` to `version`) and body of an envelope file's
+    /// bytes (see the module docs for the checks).
+    pub(crate) fn decode_versioned<T: WireType>(&self, bytes: &[u8]) -> Result<(u32, T)> {
         let what = self.what;
         let envelope: Envelope = codec::decode_with(bytes, &Self::limits()).map_err(|e| {
             self.corrupt(
@@ -97,8 +100,9 @@ impl EnvelopeFormat {
             ));
         }
         let ours = self.version;
+        let oldest = self.oldest;
         match envelope.version {
-            v if v == ours => {}
+            v if (oldest..=ours).contains(&v) => {}
             v if v > ours => {
                 return Err(self.corrupt(
                     "Version",
@@ -110,7 +114,7 @@ impl EnvelopeFormat {
             v => {
                 return Err(self.corrupt(
                     "Version",
-                    format!("{what} format version {v} is not valid (expected {ours})"),
+                    format!("{what} format version {v} is not valid (expected {oldest} to {ours})"),
                 ));
             }
         }
@@ -121,7 +125,8 @@ impl EnvelopeFormat {
                 format!("checksum mismatch: the {what} is corrupted"),
             ));
         }
-        codec::decode_with(envelope.body.as_slice(), &Self::limits())
+        let body = codec::decode_with(envelope.body.as_slice(), &Self::limits())?;
+        Ok((envelope.version, body))
     }
 
     /// Encodes `body` and replaces the file at `path` with it, crash-safely.
@@ -138,7 +143,16 @@ impl EnvelopeFormat {
     /// Reads and decodes the file at `path` (see
     /// [`atomic_file::read_secret_file`] for the checks made before reading).
     pub(crate) fn load<T: WireType>(&self, path: &Path, access: FileAccess) -> Result<T> {
+        self.load_versioned(path, access).map(|(_, body)| body)
+    }
+
+    /// [`EnvelopeFormat::load`], with the file's version.
+    pub(crate) fn load_versioned<T: WireType>(
+        &self,
+        path: &Path,
+        access: FileAccess,
+    ) -> Result<(u32, T)> {
         let bytes = atomic_file::read_secret_file(path, self.what, MAX_FILE_BYTES, access)?;
-        self.decode(&bytes)
+        self.decode_versioned(&bytes)
     }
 }

@@ -11,8 +11,11 @@
 //!    [`VerifierBuilder::key_wait`] (default 1 s, as Nomad), because a replica may
 //!    receive a new key after a token signed with it; a deprecated key is
 //!    rejected at once;
-//! 3. the signature: exactly ed25519-dalek's `verify_strict` acceptance, computed
-//!    with the key's precomputed tables;
+//! 3. the algorithm and the signature: the header's `alg` must be the key's
+//!    algorithm (`UnsupportedAlgorithm` otherwise, before any signature check);
+//!    EdDSA with exactly ed25519-dalek's `verify_strict` acceptance, computed
+//!    with the key's precomputed tables; ES256 with `r`, `s` in `[1, n-1]`;
+//!    RS256 with a signature exactly as long as the key's modulus;
 //! 4. the claims: strict JSON, integer dates, `exp` (if present, or required),
 //!    `nbf` and `iat` against `now` with the leeway (default 60 s), the audience,
 //!    the issuer when one is configured;
@@ -25,9 +28,10 @@
 //! # Batch verification
 //!
 //! [`Verifier::verify_batch`] checks many tokens in one call and accepts exactly
-//! the tokens single verification accepts, naming each failure. It computes each
-//! token's expected `R` with the key's tables and encodes them all with one
-//! shared field inversion. It does not use a random-linear-combination batch
+//! the tokens single verification accepts, naming each failure. For EdDSA
+//! tokens it computes each expected `R` with the key's tables and encodes them
+//! all with one shared field inversion; ES256 and RS256 tokens are checked one
+//! by one, exactly as by [`Verifier::verify`]. It does not use a random-linear-combination batch
 //! equation: such an equation (ed25519-dalek's `verify_batch` included) cannot
 //! agree with `verify_strict`'s cofactorless equation for a signature whose `R`
 //! carries a small-order component unless every `R` also gets a subgroup check,
@@ -43,7 +47,15 @@ use std::time::{Duration, Instant};
 use crate::claims::Claims;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::jwt;
-use crate::keyring::{KeyId, KeyState, Keyring, VerifyingHandle, sigcheck};
+use crate::keyring::{KeyId, KeyState, Keyring, PublicKey, VerifyingHandle, sigcheck};
+
+/// Where a batch token's signature check stands after stage 1.
+enum SigStage {
+    /// EdDSA: the point `R` must encode, to be encoded with the batch.
+    Point(EdwardsPoint),
+    /// ES256 or RS256: already checked, and valid.
+    Checked,
+}
 use crate::state::{AllocState, Consistency, StateStore};
 use curve25519_dalek::edwards::EdwardsPoint;
 
@@ -301,13 +313,21 @@ impl Verifier {
         // Stage 1: parse, find the key, compute the point R must encode. Unknown
         // kids share one deadline for the whole call, each waited for once.
         let mut waits = KeyWait::new(self.inner.options.key_wait);
-        let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, EdwardsPoint)>> = tokens
+        let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, SigStage)>> = tokens
             .iter()
             .map(|t| {
                 let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
                 let key = self.key(parsed.kid.as_str(), &mut waits)?;
-                match key.expected_r(parsed.signing_input, &parsed.signature) {
-                    Some(point) => Ok((parsed, key, point)),
+                check_alg(&key, &parsed)?;
+                let Some(ed) = key.ed25519() else {
+                    check_sig(&key, &parsed)?;
+                    return Ok((parsed, key, SigStage::Checked));
+                };
+                let point = <&[u8; 64]>::try_from(parsed.signature.as_slice())
+                    .ok()
+                    .and_then(|sig| ed.expected_r(parsed.signing_input, sig));
+                match point {
+                    Some(point) => Ok((parsed, key, SigStage::Point(point))),
                     None => Err(bad_signature(&key)),
                 }
             })
@@ -315,19 +335,26 @@ impl Verifier {
         // Stage 2: encode every expected point with one shared inversion.
         let points: Vec<EdwardsPoint> = staged
             .iter()
-            .filter_map(|s| s.as_ref().ok().map(|(_, _, p)| *p))
+            .filter_map(|s| match s {
+                Ok((_, _, SigStage::Point(p))) => Some(*p),
+                _ => None,
+            })
             .collect();
         let mut encoded = EdwardsPoint::compress_batch_alloc(&points).into_iter();
         // Stage 3: compare, then the claims and the allocation, per token.
         staged
             .into_iter()
             .map(|s| {
-                let result = s.and_then(|(parsed, key, _)| {
-                    let expected = encoded.next().ok_or_else(|| Error::Panic {
-                        message: "batch encoding count mismatch".into(),
-                    })?;
-                    if !sigcheck::accepts(&parsed.signature, &expected) {
-                        return Err(bad_signature(&key));
+                let result = s.and_then(|(parsed, key, stage)| {
+                    if let SigStage::Point(_) = stage {
+                        let expected = encoded.next().ok_or_else(|| Error::Panic {
+                            message: "batch encoding count mismatch".into(),
+                        })?;
+                        let accepted = <&[u8; 64]>::try_from(parsed.signature.as_slice())
+                            .is_ok_and(|sig| sigcheck::accepts(sig, &expected));
+                        if !accepted {
+                            return Err(bad_signature(&key));
+                        }
                     }
                     self.finish(&parsed.payload, key, now, None)
                 });
@@ -406,6 +433,7 @@ impl Verifier {
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),
         )?;
+        check_alg(&key, &parsed)?;
         check_sig(&key, &parsed)?;
         self.finish(&parsed.payload, key, now, hash)
     }
@@ -545,6 +573,7 @@ impl Verifier {
 pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
     let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
     let key = KeyWait::new(Duration::ZERO).find(keyring, parsed.kid.as_str(), || {})?;
+    check_alg(&key, &parsed)?;
     check_sig(&key, &parsed)?;
     decode_claims(&parsed.payload)
 }
@@ -618,9 +647,36 @@ fn bad_signature(key: &VerifyingHandle) -> Error {
     }
 }
 
-/// The strict signature check of a parsed token under `key`.
+/// The header's `alg` must be the algorithm of the key its `kid` names (no
+/// key ever checks a signature of another algorithm), and then the signature
+/// must have the key's size: 64 bytes for EdDSA and ES256 (`r || s`), the
+/// modulus size for RS256.
+fn check_alg(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
+    let alg = key.algorithm();
+    if parsed.alg != alg {
+        return Err(Error::UnsupportedAlgorithm {
+            alg: parsed.alg.name().to_string(),
+            expected: format!("\"{alg}\", the algorithm of key {}", key.id()),
+        });
+    }
+    let (want, what) = match key.public_key() {
+        PublicKey::Rsa { n } => (n.len(), "an RS256 signature under this key (its modulus size)"),
+        PublicKey::P256 { .. } => (64, "an ES256 signature (r || s)"),
+        _ => (64, "an Ed25519 signature"),
+    };
+    let got = parsed.signature.as_slice().len();
+    if got != want {
+        return Err(Error::MalformedToken {
+            reason: format!("{what} is {want} bytes, got {got}"),
+        });
+    }
+    Ok(())
+}
+
+/// The strict signature check of a parsed token under `key` (whose algorithm
+/// [`check_alg`] has matched to the header's).
 fn check_sig(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
-    if key.verify_strict_bytes(parsed.signing_input, &parsed.signature) {
+    if key.verify(parsed.signing_input, parsed.signature.as_slice()) {
         Ok(())
     } else {
         Err(bad_signature(key))
