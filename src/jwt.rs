@@ -329,8 +329,7 @@ pub(crate) fn encode(key: &ActiveKey, claims_json: &[u8]) -> Result<String> {
         Algorithm::Rs256 => 4 * MAX_SIGNATURE_BYTES / 3,
         _ => 88,
     };
-    let mut token =
-        String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + sig_len);
+    let mut token = String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + sig_len);
     URL_SAFE_NO_PAD.encode_string(header.as_bytes(), &mut token);
     token.push('.');
     URL_SAFE_NO_PAD.encode_string(claims_json, &mut token);

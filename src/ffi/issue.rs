@@ -6,9 +6,9 @@ use super::boundary::{bytes_in, call, str_in};
 use super::handle::{self, require_out};
 use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::{wid_alg, wid_bytes, wid_result};
-use crate::keyring::Algorithm;
 use crate::codec::{self, DecodeLimits};
 use crate::issue::Issuer;
+use crate::keyring::Algorithm;
 use crate::model::IssueRequest;
 
 /// Signs the identity a msgpack `IssueRequest` (codec names, as Go's

@@ -7,8 +7,8 @@ use super::handle::{self, Castable, out_optional, require_out};
 use super::{wid_alg, wid_bytes, wid_result};
 use crate::error::Error;
 use crate::keyring::{
-    Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN,
-    MAX_PKCS8_LEN, RootKey,
+    Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, MAX_PKCS8_LEN,
+    RootKey,
 };
 
 /// A shared keyring (opaque; reference counted).
@@ -98,9 +98,7 @@ pub(crate) fn alg_in(alg: u32) -> Result<Algorithm, Error> {
     Algorithm::from_u32(alg).ok_or_else(|| {
         invalid(
             "alg",
-            format!(
-                "{alg} is not a WID_ALG_* value (1 EdDSA, 2 ES256, 3 RS256)"
-            ),
+            format!("{alg} is not a WID_ALG_* value (1 EdDSA, 2 ES256, 3 RS256)"),
         )
     })
 }

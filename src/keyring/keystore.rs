@@ -247,7 +247,9 @@ impl Keyring {
         let hint = 64
             + keys
                 .iter()
-                .map(|k| 256 + k.id.len() + k.material.as_slice().len() + k.public_key.as_slice().len())
+                .map(|k| {
+                    256 + k.id.len() + k.material.as_slice().len() + k.public_key.as_slice().len()
+                })
                 .sum::<usize>();
         (Body { keys }, hint)
     }

@@ -36,12 +36,12 @@ pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION, KeystoreLoadOptions};
 pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
+use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
 pub use root_key::{
     HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, MAX_PKCS8_LEN, RootKey,
 };
 pub use signer::HKDF_P256_SALT;
-use public_key::Checker;
 use signer::Signer;
 
 impl Borrow<str> for KeyId {
@@ -188,9 +188,12 @@ impl ActiveKey {
     /// P-256 with SHA-256 as `r || s` (RFC 7518 3.4), or RSASSA-PKCS1-v1_5 with
     /// SHA-256. Only a failure inside the crypto library is an error.
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
-        self.secret.signer.sign(message).map_err(|why| Error::Panic {
-            message: format!("signing with key {} failed: {why}", self.entry.id),
-        })
+        self.secret
+            .signer
+            .sign(message)
+            .map_err(|why| Error::Panic {
+                message: format!("signing with key {} failed: {why}", self.entry.id),
+            })
     }
 
     /// The public key.
@@ -637,8 +640,8 @@ impl Keyring {
                 format!("must not be in the past: publish_at {publish_at} < now {now}"),
             ));
         }
-        let key = RootKey::generate_for(alg, KeyState::Prepublished, now)?
-            .with_publish_time(publish_at);
+        let key =
+            RootKey::generate_for(alg, KeyState::Prepublished, now)?.with_publish_time(publish_at);
         let id = key.id.clone();
         self.insert(key)?;
         Ok(id)
@@ -761,7 +764,10 @@ impl Keyring {
             .ok_or(Error::NoActiveKey { algorithm: alg })?;
         // Insertion refuses an active key without its secret, so this is
         // always `Some`; if it ever were not, there is nothing to sign with.
-        let secret = entry.secret.as_ref().ok_or(Error::NoActiveKey { algorithm: alg })?;
+        let secret = entry
+            .secret
+            .as_ref()
+            .ok_or(Error::NoActiveKey { algorithm: alg })?;
         Ok(ActiveKey {
             entry: Arc::clone(entry),
             secret: Arc::clone(secret),

@@ -125,7 +125,11 @@ pub fn plan_rotation_for(
     now: i64,
     policy: &RotationPolicy,
 ) -> Vec<RotationAction> {
-    let keys: Vec<KeyInfo> = keys.iter().filter(|k| k.algorithm == alg).cloned().collect();
+    let keys: Vec<KeyInfo> = keys
+        .iter()
+        .filter(|k| k.algorithm == alg)
+        .cloned()
+        .collect();
     let keys = keys.as_slice();
     let mut plan = Vec::new();
     let signable = |k: &&KeyInfo| k.can_sign();

@@ -261,6 +261,10 @@ mod tests {
         let mut z = vec![0u8];
         z.extend([0xffu8; 256]);
         assert!(check_rsa_modulus(&z).unwrap_err().contains("leading zero"));
-        assert!(check_rsa_modulus(&vec![0xffu8; 1025]).unwrap_err().contains("too large"));
+        assert!(
+            check_rsa_modulus(&vec![0xffu8; 1025])
+                .unwrap_err()
+                .contains("too large")
+        );
     }
 }

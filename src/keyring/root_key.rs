@@ -159,7 +159,7 @@ impl KeyDerivation {
             KeyDerivation::Pkcs8,
         ]
         .into_iter()
-            .find(|d| d.name() == name)
+        .find(|d| d.name() == name)
     }
 
     /// The Ed25519 seed for `material` under key `id` (for `Pkcs8`, which makes
@@ -262,7 +262,14 @@ impl RootKey {
         state: KeyState,
         create_time: i64,
     ) -> RootKey {
-        RootKey::for_algorithm(Algorithm::EdDsa, id, material, derivation, state, create_time)
+        RootKey::for_algorithm(
+            Algorithm::EdDsa,
+            id,
+            material,
+            derivation,
+            state,
+            create_time,
+        )
     }
 
     /// A key of algorithm `alg` from existing material: 32 bytes with `HkdfV1`

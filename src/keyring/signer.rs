@@ -19,10 +19,12 @@ use aws_lc_rs::signature::{self as lc, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use ed25519_dalek::Signer as _;
 use hkdf::Hkdf;
 use sha2::Sha256;
-use subtle::{ConditionallySelectable, Choice};
+use subtle::{Choice, ConditionallySelectable};
 use zeroize::Zeroizing;
 
-use super::public_key::{P256_ORDER, PublicKey, RSA_E, check_rsa_modulus};
+use super::public_key::{
+    MAX_RSA_BITS, MIN_RSA_BITS, P256_ORDER, PublicKey, RSA_E, check_rsa_modulus,
+};
 use super::{Algorithm, KeyDerivation, KeyId, KeyMaterial, RsaKeySize};
 
 /// The HKDF salt of the ES256 derivation (fixed by the contract).
@@ -89,8 +91,17 @@ impl Signer {
                 Ok((Signer::P256(pair), PublicKey::P256 { x, y }))
             }
             Algorithm::Rs256 => {
-                let pair = RsaKeyPair::from_pkcs8(material.expose_secret())
-                    .map_err(|e| format!("not a PKCS#8 DER RSA private key: {e}"))?;
+                let pair = RsaKeyPair::from_pkcs8(material.expose_secret()).map_err(|e| match e
+                    .description_()
+                {
+                    "TooSmall" => format!(
+                        "the RSA key is too small: at least {MIN_RSA_BITS} bits are required"
+                    ),
+                    "TooLarge" => format!(
+                        "the RSA key is too large: at most {MAX_RSA_BITS} bits are accepted"
+                    ),
+                    why => format!("not a PKCS#8 DER RSA private key ({why})"),
+                })?;
                 let public = pair.public_key();
                 if public.exponent().big_endian_without_leading_zero() != RSA_E {
                     return Err("the RSA public exponent must be 65537".into());
@@ -113,8 +124,13 @@ impl Signer {
                 .map_err(|_| "ECDSA signing failed"),
             Signer::Rsa(k) => {
                 let mut sig = vec![0u8; k.public_modulus_len()];
-                k.sign(&lc::RSA_PKCS1_SHA256, &SystemRandom::new(), message, &mut sig)
-                    .map_err(|_| "RSA signing failed")?;
+                k.sign(
+                    &lc::RSA_PKCS1_SHA256,
+                    &SystemRandom::new(),
+                    message,
+                    &mut sig,
+                )
+                .map_err(|_| "RSA signing failed")?;
                 Ok(sig)
             }
         }

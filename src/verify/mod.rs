@@ -660,7 +660,10 @@ fn check_alg(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
         });
     }
     let (want, what) = match key.public_key() {
-        PublicKey::Rsa { n } => (n.len(), "an RS256 signature under this key (its modulus size)"),
+        PublicKey::Rsa { n } => (
+            n.len(),
+            "an RS256 signature under this key (its modulus size)",
+        ),
         PublicKey::P256 { .. } => (64, "an ES256 signature (r || s)"),
         _ => (64, "an Ed25519 signature"),
     };
