@@ -409,3 +409,209 @@ fn a_verifier_sees_later_rotations_and_many_threads_verify_at_once() {
     assert_eq!(results, [WID_RESULT_OK, WID_RESULT_MALFORMED_TOKEN]);
     unsafe { wid_verifier_free(v) };
 }
+
+fn bytes_string(b: &mut wid_bytes) -> String {
+    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
+        .unwrap()
+        .to_string();
+    unsafe { wid_bytes_free(b) };
+    s
+}
+
+fn empty() -> wid_bytes {
+    wid_bytes {
+        data: null_mut(),
+        len: 0,
+    }
+}
+
+#[test]
+fn every_algorithm_through_the_abi_and_its_argument_checks() {
+    let mut kr = null_mut();
+    assert_eq!(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
+    let req = common::go_vector("issue_request_task.msgpack");
+    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
+    let v = verifier(kr, &cfg);
+    let issue = |alg: u32, issuer: &str, out: &mut wid_bytes| unsafe {
+        wid_issue_alg(
+            kr,
+            alg,
+            req.as_ptr(),
+            req.len(),
+            if issuer.is_empty() {
+                null()
+            } else {
+                issuer.as_ptr().cast()
+            },
+            issuer.len(),
+            NOW,
+            out,
+        )
+    };
+
+    // No key of the algorithm yet: NO_ACTIVE_KEY, output untouched.
+    let mut out = empty();
+    assert_eq!(issue(WID_ALG_ES256, "", &mut out), WID_RESULT_NO_ACTIVE_KEY);
+    assert!(out.data.is_null());
+    assert!(
+        last_error().contains("no active ES256 key"),
+        "{}",
+        last_error()
+    );
+
+    // Rotate in ES256 (key ID reported) and RS256 (output NULL allowed).
+    let mut kid = empty();
+    let rc = unsafe { wid_keyring_rotate_alg(kr, WID_ALG_ES256, NOW, &mut kid) };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+    let es_kid = bytes_string(&mut kid);
+    assert_eq!(es_kid.len(), 36);
+    let rc = unsafe { wid_keyring_rotate_alg(kr, WID_ALG_RS256, NOW, null_mut()) };
+    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+
+    for (alg, name, issuer) in [
+        (WID_ALG_ES256, "ES256", "https://nomad.example.com"),
+        (WID_ALG_RS256, "RS256", ""),
+    ] {
+        let mut out = empty();
+        assert_eq!(
+            issue(alg, issuer, &mut out),
+            WID_RESULT_OK,
+            "{}",
+            last_error()
+        );
+        let token = bytes_string(&mut out);
+        let header = token.split('.').next().unwrap();
+        assert!(
+            header.starts_with(&base64_of(&format!(r#"{{"alg":"{name}""#))[..12]),
+            "{token}"
+        );
+        assert_eq!(verify(v, &token), WID_RESULT_OK, "{}", last_error());
+    }
+    // wid_issue still means EdDSA: no EdDSA key here.
+    let mut out = empty();
+    let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
+    assert_eq!(rc, WID_RESULT_NO_ACTIVE_KEY);
+
+    // Unknown algorithms are INVALID_ARGUMENT everywhere.
+    for bad in [0, 4, u32::MAX] {
+        let mut out = empty();
+        assert_eq!(issue(bad, "", &mut out), WID_RESULT_INVALID_ARGUMENT);
+        assert!(
+            last_error().contains("not a WID_ALG_* value"),
+            "{}",
+            last_error()
+        );
+        let rc = unsafe { wid_keyring_rotate_alg(kr, bad, NOW, null_mut()) };
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
+        let m = [1u8; 32];
+        let rc = unsafe {
+            wid_keyring_insert_alg(
+                kr,
+                bad,
+                "x".as_ptr().cast(),
+                1,
+                m.as_ptr(),
+                32,
+                WID_KEY_DERIVATION_HKDF_V1,
+                WID_KEY_STATE_INACTIVE,
+                0,
+            )
+        };
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
+    }
+    // Pairings the contract forbids, and weak RSA keys.
+    let m = [1u8; 32];
+    let weak = include_bytes!("vectors/rsa1024.pk8");
+    for (alg, material, derivation, why) in [
+        (
+            WID_ALG_ES256,
+            &m[..],
+            WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+            "cannot use the nomad-raw-seed",
+        ),
+        (
+            WID_ALG_RS256,
+            &m[..],
+            WID_KEY_DERIVATION_HKDF_V1,
+            "cannot use the hkdf-v1",
+        ),
+        (
+            WID_ALG_EDDSA,
+            &m[..],
+            WID_KEY_DERIVATION_PKCS8,
+            "cannot use the pkcs8",
+        ),
+        (
+            WID_ALG_RS256,
+            &weak[..],
+            WID_KEY_DERIVATION_PKCS8,
+            "too small",
+        ),
+        (
+            WID_ALG_ES256,
+            &m[..31],
+            WID_KEY_DERIVATION_HKDF_V1,
+            "exactly 32 bytes",
+        ),
+    ] {
+        let rc = unsafe {
+            wid_keyring_insert_alg(
+                kr,
+                alg,
+                "pair".as_ptr().cast(),
+                4,
+                material.as_ptr(),
+                material.len(),
+                derivation,
+                WID_KEY_STATE_INACTIVE,
+                0,
+            )
+        };
+        assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT, "{why}");
+        assert!(last_error().contains(why), "{why}: {}", last_error());
+    }
+    // wid_keyring_insert keeps meaning EdDSA: PKCS#8 is refused there.
+    let rc = unsafe {
+        wid_keyring_insert(
+            kr,
+            "k".as_ptr().cast(),
+            1,
+            m.as_ptr(),
+            32,
+            WID_KEY_DERIVATION_PKCS8,
+            WID_KEY_STATE_INACTIVE,
+            0,
+        )
+    };
+    assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
+
+    // The JWKS has the EC and RSA entries in the contract's form.
+    let mut json = empty();
+    assert_eq!(unsafe { wid_keyring_jwks(kr, &mut json) }, WID_RESULT_OK);
+    let jwks: serde_json::Value = serde_json::from_str(&bytes_string(&mut json)).unwrap();
+    let keys = jwks["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2);
+    let ec = keys.iter().find(|k| k["kid"] == es_kid.as_str()).unwrap();
+    let names: Vec<&String> = ec.as_object().unwrap().keys().collect();
+    assert_eq!(names.len(), 7, "{ec}");
+    assert_eq!(
+        (&ec["kty"], &ec["crv"], &ec["alg"], &ec["use"]),
+        (
+            &"EC".into(),
+            &"P-256".into(),
+            &"ES256".into(),
+            &"sig".into()
+        )
+    );
+    let rsa = keys.iter().find(|k| k["kty"] == "RSA").unwrap();
+    assert_eq!((&rsa["e"], &rsa["alg"]), (&"AQAB".into(), &"RS256".into()));
+    assert_eq!(rsa.as_object().unwrap().len(), 6, "{rsa}");
+
+    unsafe { wid_verifier_free(v) };
+    unsafe { wid_keyring_free(kr) };
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
