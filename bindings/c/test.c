@@ -1175,11 +1175,17 @@ static void test_jwks_import(void) {
     /* Again: nothing new. */
     CHECK_OK(wid_keyring_import_jwks(imported, (const char *)jwks.data, jwks.len, &count));
     CHECK(count == 0);
-    /* Keys that are not Ed25519 are skipped, not an error. */
+    /* Keys of an unknown type (a symmetric key) are skipped, not an error. */
     count = SENTINEL_COUNT;
-    CHECK_OK(wid_keyring_import_jwks(imported, S("{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"r\"}]}"),
+    CHECK_OK(wid_keyring_import_jwks(imported, S("{\"keys\":[{\"kty\":\"oct\",\"kid\":\"r\"}]}"),
                                      &count));
     CHECK(count == 0);
+    /* An RSA key without its exponent refuses the whole set. */
+    count = SENTINEL_COUNT;
+    CHECK_RC(wid_keyring_import_jwks(imported, S("{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"r\"}]}"),
+                                     &count),
+             WID_RESULT_DECODE_ERROR);
+    CHECK(count == SENTINEL_COUNT);
 
     /* Verify-only keys: the imported keyring verifies but cannot sign. */
     ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
@@ -1641,6 +1647,95 @@ static void test_overlong_tokens_unread(void) {
     wid_keyring_free(kr);
 }
 
+/* ES256 and RS256 beside EdDSA: rotate, issue with wid_issue_alg, verify;
+ * the argument checks; save and load keep every algorithm. */
+static void test_algorithms(void) {
+    wid_keyring *kr = NULL, *back = NULL;
+    wid_verifier *v = NULL;
+    struct lookup_ctx ctx;
+    wid_bytes out = sentinel_bytes(), kid = {NULL, 0}, jwks = {NULL, 0};
+    uint8_t m[32];
+    const char *path = "target/c-test-algorithms.keystore";
+    uint32_t algs[3] = {WID_ALG_EDDSA, WID_ALG_ES256, WID_ALG_RS256};
+    const char *names[3] = {"EdDSA", "ES256", "RS256"};
+    size_t i;
+
+    fill_material(m, 40);
+    CHECK_OK(wid_keyring_new(&kr));
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+
+    /* No ES256 key yet: NO_ACTIVE_KEY, output untouched. */
+    CHECK_RC(wid_issue_alg(kr, WID_ALG_ES256, wid_sample_request, wid_sample_request_len,
+                           NULL, 0, NOW, &out),
+             WID_RESULT_NO_ACTIVE_KEY);
+    CHECK(is_sentinel(&out));
+    /* Unknown algorithms. */
+    CHECK_RC(wid_issue_alg(kr, 0, wid_sample_request, wid_sample_request_len, NULL, 0, NOW,
+                           &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_rotate_alg(kr, 4, NOW, NULL), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_insert_alg(kr, 99, S("x"), m, sizeof m, WID_KEY_DERIVATION_HKDF_V1,
+                                    WID_KEY_STATE_ACTIVE, NOW),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    /* Forbidden pairings. */
+    CHECK_RC(wid_keyring_insert_alg(kr, WID_ALG_RS256, S("x"), m, sizeof m,
+                                    WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_insert_alg(kr, WID_ALG_ES256, S("x"), m, sizeof m,
+                                    WID_KEY_DERIVATION_NOMAD_RAW_SEED, WID_KEY_STATE_ACTIVE, NOW),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_insert_alg(kr, WID_ALG_RS256, NULL, 1, m, sizeof m,
+                                    WID_KEY_DERIVATION_PKCS8, WID_KEY_STATE_ACTIVE, NOW),
+             WID_RESULT_NULL_ARGUMENT);
+
+    /* An EdDSA and an ES256 key from material, an RS256 key generated. */
+    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_EDDSA, S("ed"), m, sizeof m,
+                                    WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW));
+    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_ES256, S("es"), m, sizeof m,
+                                    WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW));
+    CHECK_RC(wid_keyring_insert_alg(kr, WID_ALG_ES256, S("es2"), m, sizeof m,
+                                    WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW),
+             WID_RESULT_INVALID_ARGUMENT); /* a second active ES256 key */
+    CHECK_OK(wid_keyring_rotate_alg(kr, WID_ALG_RS256, NOW, &kid));
+    CHECK(kid.len == 36);
+    wid_bytes_free(&kid);
+
+    for (i = 0; i < 3; i++) {
+        wid_bytes token = {NULL, 0};
+        char want[64];
+        CHECK_OK(wid_issue_alg(kr, algs[i], wid_sample_request, wid_sample_request_len,
+                               S("https://nomad.example.com"), NOW, &token));
+        CHECK_OK(wid_verify(v, (const char *)token.data, token.len, NOW, NULL));
+        snprintf(want, sizeof want, "\"alg\":\"%s\"", names[i]);
+        CHECK(bytes_contain(&token, ".")); /* a compact JWS */
+        wid_bytes_free(&token);
+        CHECK_OK(wid_keyring_jwks(kr, &jwks));
+        CHECK(bytes_contain(&jwks, want));
+        wid_bytes_free(&jwks);
+    }
+    CHECK_OK(wid_keyring_jwks(kr, &jwks));
+    CHECK(bytes_contain(&jwks, "\"kty\":\"EC\",\"crv\":\"P-256\""));
+    CHECK(bytes_contain(&jwks, "\"e\":\"AQAB\""));
+    wid_bytes_free(&jwks);
+
+    /* A keystore keeps all three; the loaded keyring issues with each. */
+    CHECK_OK(wid_keyring_save(kr, S(path)));
+    CHECK_OK(wid_keyring_load(S(path), &back));
+    for (i = 0; i < 3; i++) {
+        wid_bytes token = {NULL, 0};
+        CHECK_OK(wid_issue_alg(back, algs[i], wid_sample_request, wid_sample_request_len, NULL,
+                               0, NOW, &token));
+        CHECK_OK(wid_verify(v, (const char *)token.data, token.len, NOW, NULL));
+        wid_bytes_free(&token);
+    }
+    remove(path);
+    wid_keyring_free(back);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -1660,6 +1755,7 @@ int main(void) {
     test_handle_lifetimes();
     test_threads();
     test_overlong_tokens_unread();
+    test_algorithms();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;
