@@ -11,6 +11,18 @@
   b. Tokens signed by PyJWT with a key derived here (HKDF-SHA256 via
      `cryptography`) verify with wid_verify; wrong audience, HS256 and an
      unknown allocation are rejected with the documented result codes.
+  c. ES256 and RS256 tokens minted with wid_issue_alg (keys made by
+     wid_keyring_rotate_alg) verify with PyJWT from the exported JWKS (EC and
+     RSA entries), audience checked, tampering detected.
+  d. PyJWT-signed ES256 tokens verify with wid_verify, the P-256 key derived
+     here from a known material and kid by the ES256 HKDF rule and inserted with
+     wid_keyring_insert_alg(ES256, HKDF_V1); PyJWT-signed RS256 tokens verify
+     with an RSA-2048 key made by `cryptography` and inserted as PKCS#8 DER.
+  e. Algorithm confusion is refused with WID_RESULT_UNSUPPORTED_ALGORITHM
+     (HS256 keyed with our RSA public key PEM, alg none, RS256 signature under
+     an ES256 header and kid, and the reverse); RSA keys under 2048 bits or
+     with e != 65537, and wrong material/derivation pairings, are refused by
+     wid_keyring_insert_alg with WID_RESULT_INVALID_ARGUMENT.
 
 Prints `ok <name>` or `FAIL <name>: details` per check, then
 `pyjwt interop: N checks, M failed`; exits 1 on any failure.
@@ -30,6 +42,7 @@ import warnings
 try:
     import jwt
     from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 except ImportError as exc:  # pragma: no cover - environment dependent
@@ -45,28 +58,44 @@ REQUEST_MSGPACK = REPO_ROOT / "tests/vectors/msgpack/issue_request_task.msgpack"
 
 # From include/workload_identity.h.
 WID_KEY_STATE_ACTIVE = 1
+WID_KEY_STATE_INACTIVE = 2
 WID_KEY_DERIVATION_HKDF_V1 = 1
+WID_KEY_DERIVATION_NOMAD_RAW_SEED = 2
+WID_KEY_DERIVATION_PKCS8 = 3
+WID_ALG_EDDSA = 1
+WID_ALG_ES256 = 2
+WID_ALG_RS256 = 3
 WID_CONSISTENCY_STALE = 0
 WID_CONSISTENCY_CONSISTENT = 1
 WID_ALLOC_MISSING = 0
 WID_ALLOC_LIVE = 1
 WID_RESULT_OK = 0
+WID_RESULT_INVALID_ARGUMENT = 2
 WID_RESULT_MALFORMED_TOKEN = 10
 WID_RESULT_BAD_SIGNATURE = 13
 WID_RESULT_UNSUPPORTED_ALGORITHM = 11
 WID_RESULT_AUDIENCE_MISMATCH = 16
 WID_RESULT_ALLOCATION_NOT_FOUND = 20
 WID_RESULT_STORE_UNAVAILABLE = 22
+WID_RESULT_NO_ACTIVE_KEY = 30
 WID_ABI_VERSION = 1
 
 # Independent statement of the hkdf-v1 contract (see scripts/keyring-vectors.py).
 HKDF_V1_SALT = b"workload-identity/ed25519/v1"
+# And of the ES256 one (DESIGN.md "Signing algorithms"): okm = HKDF-SHA256(salt,
+# material, info=key ID, L=48), d = (OS2IP(okm) mod (n - 1)) + 1.
+HKDF_P256_SALT = b"workload-identity/p256/v1"
+P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 MATERIAL = bytes(range(32))
 KEY_ID = "interop-key"
 LIVE_ALLOC = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc"
 MISSING_ALLOC = "00000000-0000-4000-8000-000000000000"
 SUBJECT = "global:default:web:frontend:server:vault_default"
+ISSUER = "https://nomad.example.com"
+ES256_MATERIAL = bytes.fromhex("9f3a61c2d07e4b18a5c3e9f0217d6b4c8e05f1a3b7d9c2e4061f8a3b5c7d9e0f")
+ES256_KEY_ID = "interop-es256"
+RS256_KEY_ID = "interop-rs256"
 
 
 class WidBytes(ctypes.Structure):
@@ -96,9 +125,12 @@ def load_library(path):
         "wid_keyring_new": ([ctypes.POINTER(vp)], u32),
         "wid_keyring_free": ([vp], None),
         "wid_keyring_insert": ([vp, cp, size, cp, size, u32, u32, i64], u32),
+        "wid_keyring_insert_alg": ([vp, u32, cp, size, cp, size, u32, u32, i64], u32),
         "wid_keyring_rotate": ([vp, i64, pbytes], u32),
+        "wid_keyring_rotate_alg": ([vp, u32, i64, pbytes], u32),
         "wid_keyring_jwks": ([vp, pbytes], u32),
         "wid_issue": ([vp, cp, size, i64, pbytes], u32),
+        "wid_issue_alg": ([vp, u32, cp, size, cp, size, i64, pbytes], u32),
         "wid_verifier_new": ([vp, cp, size, i64, LOOKUP_FN, vp, ctypes.POINTER(vp)], u32),
         "wid_verifier_free": ([vp], None),
         "wid_verify": ([vp, cp, size, i64, pbytes], u32),
@@ -197,6 +229,28 @@ def derive_private_key(material, key_id):
         algorithm=hashes.SHA256(), length=32, salt=HKDF_V1_SALT, info=key_id.encode()
     ).derive(material)
     return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def derive_p256_private_key(material, key_id):
+    okm = HKDF(
+        algorithm=hashes.SHA256(), length=48, salt=HKDF_P256_SALT, info=key_id.encode()
+    ).derive(material)
+    d = int.from_bytes(okm, "big") % (P256_N - 1) + 1
+    return ec.derive_private_key(d, ec.SECP256R1())
+
+
+def rsa_pkcs8_der(key):
+    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def forge(header, claims, sign):
+    """A compact JWS with exactly `header` (no fields added), signed by
+    sign(signing_input) -> signature bytes."""
+    h = b64url_encode(json.dumps(header, separators=(",", ":")).encode())
+    p = b64url_encode(json.dumps(claims, separators=(",", ":")).encode())
+    signing_input = ("%s.%s" % (h, p)).encode()
+    return "%s.%s.%s" % (h, p, b64url_encode(sign(signing_input)))
 
 
 class Runner:
@@ -476,6 +530,402 @@ def main(argv):
         expect_rejected(tamper_payload(token), WID_RESULT_BAD_SIGNATURE)
 
     r.run("b5 payload-tampered PyJWT token -> WID_RESULT_BAD_SIGNATURE", b_tampered)
+
+    # ---- c. C ABI ES256 / RS256 -> PyJWT ----------------------------------
+
+    def issue_alg(alg, issuer=None):
+        req = REQUEST_MSGPACK.read_bytes()
+        iss = issuer.encode() if issuer else None
+        rc, detail, tok = wid.call_bytes(lib.wid_issue_alg, kr, alg, req, len(req),
+                                         iss, len(iss) if iss else 0, now)
+        expect(rc == WID_RESULT_OK, "wid_issue_alg(%d): %s" % (alg, detail))
+        return tok.decode()
+
+    def jwks_entry(kid):
+        entries = [k for k in json.loads(jwks())["keys"] if k.get("kid") == kid]
+        expect(len(entries) == 1, "JWKS has %d entries for kid %r" % (len(entries), kid))
+        return entries[0]
+
+    def check_issued_claims(claims, label):
+        want = {
+            "nomad_allocation_id": LIVE_ALLOC,
+            "sub": SUBJECT,
+            "nomad_job_id": "web",
+            "nomad_namespace": "default",
+            "nomad_task": "server",
+            "aud": ["vault.io", "consul.io"],
+            "iat": now,
+            "nbf": now,
+            "exp": now + 3600,
+        }
+        bad = {k: (claims.get(k), v) for k, v in want.items() if claims.get(k) != v}
+        expect(not bad, "%s: claims differ (got, want): %r" % (label, bad))
+
+    def c_no_active(alg, label):
+        req = REQUEST_MSGPACK.read_bytes()
+        rc, detail, _ = wid.call_bytes(lib.wid_issue_alg, kr, alg, req, len(req), None, 0, now)
+        expect(rc == WID_RESULT_NO_ACTIVE_KEY,
+               "wid_issue_alg(%s) before any %s key gave %s, want WID_RESULT_NO_ACTIVE_KEY"
+               % (label, label, detail or "OK"))
+
+    def c_issue_alg(alg, alg_name, issuer):
+        c_no_active(alg, alg_name)
+        rc, detail, kid = wid.call_bytes(lib.wid_keyring_rotate_alg, kr, alg, now)
+        expect(rc == WID_RESULT_OK, "wid_keyring_rotate_alg(%s): %s" % (alg_name, detail))
+        kid = kid.decode()
+        expect(uuid.UUID(kid).version == 4 and str(uuid.UUID(kid)) == kid,
+               "rotate_alg key ID %r is not a lower-case UUID v4" % kid)
+        token = issue_alg(alg, issuer)
+        header = jwt.get_unverified_header(token)
+        expect(header == {"alg": alg_name, "kid": kid, "typ": "JWT"},
+               "unexpected header %r" % header)
+        doc = jwks()
+        key = pyjwk_for(doc, token)
+        expect(key.algorithm_name == alg_name,
+               "PyJWK for %s has algorithm %r" % (kid, key.algorithm_name))
+        kwargs = {"issuer": issuer} if issuer else {}
+        claims = jwt.decode(token, key, algorithms=[alg_name], audience="vault.io", **kwargs)
+        check_issued_claims(claims, alg_name)
+        if issuer:
+            expect(claims.get("iss") == issuer, "iss %r, want %r" % (claims.get("iss"), issuer))
+        else:
+            expect("iss" not in claims, "no issuer given but the token has iss %r"
+                   % claims.get("iss"))
+        # Audience: consul.io is the second audience; other.io is refused.
+        jwt.decode(token, key, algorithms=[alg_name], audience="consul.io")
+        try:
+            jwt.decode(token, key, algorithms=[alg_name], audience="other.io")
+        except jwt.InvalidAudienceError:
+            pass
+        else:
+            raise CheckError("audience other.io did not raise InvalidAudienceError")
+        for what, bad in (("payload", tamper_payload(token)),
+                          ("signature", tamper_signature(token))):
+            try:
+                jwt.decode(bad, key, algorithms=[alg_name], audience="vault.io")
+            except jwt.InvalidSignatureError:
+                pass
+            else:
+                raise CheckError("%s-tampered token did not raise InvalidSignatureError" % what)
+        # PyJWT must not accept it under another algorithm either.
+        other = "RS256" if alg_name == "ES256" else "ES256"
+        try:
+            jwt.decode(token, key, algorithms=[other], audience="vault.io")
+        except (jwt.InvalidAlgorithmError, jwt.InvalidKeyError):
+            pass
+        else:
+            raise CheckError("PyJWT accepted the %s token with algorithms=[%s]" % (alg_name, other))
+        # Our own verifier takes it too (same keyring).
+        t = token.encode()
+        rc, detail, _ = wid.call_bytes(lib.wid_verify, verifier, t, len(t), now)
+        expect(rc == WID_RESULT_OK, "wid_verify of our own %s token: %s" % (alg_name, detail))
+        state["issued_" + alg_name] = (kid, token)
+        state["tokens_checked"] = state.get("tokens_checked", 0) + 1
+
+    r.run("c1 wid_keyring_rotate_alg(ES256) + wid_issue_alg token verifies with PyJWT "
+          "(JWKS EC entry, issuer, audience, tampering)",
+          lambda: c_issue_alg(WID_ALG_ES256, "ES256", ISSUER))
+    r.run("c2 wid_keyring_rotate_alg(RS256) + wid_issue_alg token verifies with PyJWT "
+          "(JWKS RSA entry, no issuer, audience, tampering)",
+          lambda: c_issue_alg(WID_ALG_RS256, "RS256", None))
+
+    def c_jwks_shapes():
+        expect("issued_ES256" in state and "issued_RS256" in state, "c1/c2 did not run")
+        es_kid = state["issued_ES256"][0]
+        rs_kid = state["issued_RS256"][0]
+        ec_entry = jwks_entry(es_kid)
+        expect(set(ec_entry) == {"kty", "crv", "x", "y", "kid", "alg", "use"},
+               "EC entry members %r" % sorted(ec_entry))
+        expect((ec_entry["kty"], ec_entry["crv"], ec_entry["alg"], ec_entry["use"])
+               == ("EC", "P-256", "ES256", "sig"), "EC entry %r" % ec_entry)
+        for c in ("x", "y"):
+            expect(len(b64url_decode(ec_entry[c])) == 32 and "=" not in ec_entry[c],
+                   "EC %s %r is not 32 bytes of unpadded base64url" % (c, ec_entry[c]))
+        # The point is on P-256 (cryptography validates it).
+        ec.EllipticCurvePublicNumbers(
+            int.from_bytes(b64url_decode(ec_entry["x"]), "big"),
+            int.from_bytes(b64url_decode(ec_entry["y"]), "big"),
+            ec.SECP256R1()).public_key()
+        rsa_entry = jwks_entry(rs_kid)
+        expect(set(rsa_entry) == {"kty", "n", "e", "kid", "alg", "use"},
+               "RSA entry members %r" % sorted(rsa_entry))
+        expect((rsa_entry["kty"], rsa_entry["e"], rsa_entry["alg"], rsa_entry["use"])
+               == ("RSA", "AQAB", "RS256", "sig"), "RSA entry %r" % rsa_entry)
+        n = b64url_decode(rsa_entry["n"])
+        expect(n[0] != 0, "RSA n has a leading zero byte")
+        expect(int.from_bytes(n, "big").bit_length() == 2048,
+               "rotate_alg(RS256) made a %d-bit key, want 2048"
+               % int.from_bytes(n, "big").bit_length())
+        # The EdDSA keys are still there, untouched.
+        kinds = sorted(k["kty"] for k in json.loads(jwks())["keys"])
+        expect(kinds.count("OKP") == 2, "JWKS key types %r, want the two EdDSA keys kept" % kinds)
+
+    r.run("c3 JWKS EC and RSA entries have exactly the contract's members", c_jwks_shapes)
+
+    # ---- d. PyJWT ES256 / RS256 -> C ABI ----------------------------------
+
+    es_priv = derive_p256_private_key(ES256_MATERIAL, ES256_KEY_ID)
+    rsa_priv = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def insert_alg(alg, kid, material, derivation, key_state=WID_KEY_STATE_INACTIVE, keyring=None):
+        k = kid.encode()
+        return lib.wid_keyring_insert_alg(keyring or kr, alg, k, len(k), material, len(material),
+                                          derivation, key_state, now)
+
+    def d_es256_insert():
+        rc = insert_alg(WID_ALG_ES256, ES256_KEY_ID, ES256_MATERIAL, WID_KEY_DERIVATION_HKDF_V1)
+        expect(rc == WID_RESULT_OK, "wid_keyring_insert_alg(ES256, HKDF_V1): " + wid.describe(rc))
+        nums = es_priv.public_key().public_numbers()
+        entry = jwks_entry(ES256_KEY_ID)
+        want = (b64url_encode(nums.x.to_bytes(32, "big")), b64url_encode(nums.y.to_bytes(32, "big")))
+        expect((entry.get("x"), entry.get("y")) == want,
+               "JWKS (x, y) %r != derived in Python %r" % ((entry.get("x"), entry.get("y")), want))
+
+    r.run("d0 ES256 key inserted with insert_alg(HKDF_V1): JWKS point = Python-derived point",
+          d_es256_insert)
+
+    def d_es256_issue_fresh_keyring():
+        # The other direction: our keyring holds the material as its active
+        # ES256 key and signs; PyJWT verifies with the key derived in Python
+        # (not read from our JWKS).
+        kr2 = ctypes.c_void_p()
+        rc = lib.wid_keyring_new(ctypes.byref(kr2))
+        expect(rc == WID_RESULT_OK, "wid_keyring_new: " + wid.describe(rc))
+        try:
+            rc = insert_alg(WID_ALG_ES256, ES256_KEY_ID, ES256_MATERIAL,
+                            WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, kr2)
+            expect(rc == WID_RESULT_OK, "insert_alg(ES256, active): " + wid.describe(rc))
+            req = REQUEST_MSGPACK.read_bytes()
+            rc, detail, tok = wid.call_bytes(lib.wid_issue_alg, kr2, WID_ALG_ES256, req, len(req),
+                                             None, 0, now)
+            expect(rc == WID_RESULT_OK, "wid_issue_alg(ES256): " + detail)
+            token = tok.decode()
+            expect(jwt.get_unverified_header(token).get("kid") == ES256_KEY_ID,
+                   "header %r" % jwt.get_unverified_header(token))
+            claims = jwt.decode(token, es_priv.public_key(), algorithms=["ES256"],
+                                audience="vault.io")
+            check_issued_claims(claims, "ES256 (fresh keyring)")
+            state["tokens_checked"] = state.get("tokens_checked", 0) + 1
+        finally:
+            lib.wid_keyring_free(kr2)
+
+    r.run("d0b wid_issue_alg(ES256) with the inserted material verifies with PyJWT under the "
+          "Python-derived public key", d_es256_issue_fresh_keyring)
+
+    def d_rs256_insert():
+        der = rsa_pkcs8_der(rsa_priv)
+        rc = insert_alg(WID_ALG_RS256, RS256_KEY_ID, der, WID_KEY_DERIVATION_PKCS8)
+        expect(rc == WID_RESULT_OK, "wid_keyring_insert_alg(RS256, PKCS8): " + wid.describe(rc))
+        entry = jwks_entry(RS256_KEY_ID)
+        n = rsa_priv.public_key().public_numbers().n
+        want = b64url_encode(n.to_bytes((n.bit_length() + 7) // 8, "big"))
+        expect(entry.get("n") == want and entry.get("e") == "AQAB",
+               "JWKS RSA entry %r, want n %s..., e AQAB" % (entry, want[:16]))
+
+    r.run("d1 RSA-2048 key (cryptography) inserted as PKCS#8 DER: JWKS n, e match", d_rs256_insert)
+
+    def signed_by(alg_name, key, kid):
+        def make(claims):
+            return jwt.encode(claims, key, algorithm=alg_name, headers={"kid": kid})
+        return make
+
+    pyjwt_es256 = signed_by("ES256", es_priv, ES256_KEY_ID)
+    pyjwt_rs256 = signed_by("RS256", rsa_priv, RS256_KEY_ID)
+
+    def d_pyjwt_verifies(make, alg_name):
+        claims = claims_for()
+        token = make(claims)
+        header = jwt.get_unverified_header(token)
+        expect(header == {"alg": alg_name, "kid": header.get("kid"), "typ": "JWT"},
+               "PyJWT header %r" % header)
+        del lookups[:]
+        rc, detail, out = verify(token)
+        expect(rc == WID_RESULT_OK, "wid_verify: " + detail)
+        got = json.loads(out)
+        bad = {k: (got.get(k), claims[k]) for k in
+               ("jti", "nomad_allocation_id", "sub", "nomad_job_id", "exp")
+               if got.get(k) != claims[k]}
+        expect(not bad, "claims differ (got, want): %r" % bad)
+        expect(lookups == [(LIVE_ALLOC, WID_CONSISTENCY_STALE)],
+               "lookup callback calls %r, want one STALE lookup of %s" % (lookups, LIVE_ALLOC))
+        # A few more, so one lucky signature cannot pass the check.
+        for i in range(4):
+            rc, detail, _ = verify(make(claims_for()))
+            expect(rc == WID_RESULT_OK, "wid_verify (token %d): %s" % (i + 2, detail))
+        state["tokens_checked"] = state.get("tokens_checked", 0) + 5
+
+    r.run("d2 PyJWT ES256 tokens (Python-derived P-256 key) verify with wid_verify (5 tokens)",
+          lambda: d_pyjwt_verifies(pyjwt_es256, "ES256"))
+    r.run("d3 PyJWT RS256 tokens (cryptography RSA-2048, PKCS#8) verify with wid_verify (5 tokens)",
+          lambda: d_pyjwt_verifies(pyjwt_rs256, "RS256"))
+
+    def d_rejections(make):
+        expect_rejected(make(claims_for(aud="other.io")), WID_RESULT_AUDIENCE_MISMATCH)
+        expect_rejected(tamper_payload(make(claims_for())), WID_RESULT_BAD_SIGNATURE)
+        expect_rejected(tamper_signature(make(claims_for())), WID_RESULT_BAD_SIGNATURE)
+        del lookups[:]
+        expect_rejected(make(claims_for(alloc=MISSING_ALLOC)), WID_RESULT_ALLOCATION_NOT_FOUND)
+
+    r.run("d4 PyJWT ES256: wrong aud, tampered payload/signature, missing allocation -> "
+          "AUDIENCE_MISMATCH, BAD_SIGNATURE x2, ALLOCATION_NOT_FOUND",
+          lambda: d_rejections(pyjwt_es256))
+    r.run("d5 PyJWT RS256: wrong aud, tampered payload/signature, missing allocation -> "
+          "AUDIENCE_MISMATCH, BAD_SIGNATURE x2, ALLOCATION_NOT_FOUND",
+          lambda: d_rejections(pyjwt_rs256))
+
+    def d_high_s():
+        # DESIGN.md: high s is accepted (other JOSE libraries make it).
+        token = pyjwt_es256(claims_for())
+        h, p, sig = token.split(".")
+        raw = b64url_decode(sig)
+        r_, s_ = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
+        flipped = P256_N - s_
+        high = b64url_encode(r_.to_bytes(32, "big") + flipped.to_bytes(32, "big"))
+        for label, tok in (("original", token), ("s -> n - s", ".".join((h, p, high)))):
+            rc, detail, _ = verify(tok)
+            expect(rc == WID_RESULT_OK, "%s signature: wid_verify: %s" % (label, detail))
+
+    r.run("d6 ES256 signature with s and with n - s (high/low s) both verify", d_high_s)
+
+    # ---- e. Algorithm confusion and bad keys -------------------------------
+
+    rs_pub_pem = rsa_priv.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def e_hs256_rsa_pem():
+        # PyJWT itself refuses a PEM public key as an HMAC secret, so the token
+        # is put together by hand with PyJWT's own HMAC-SHA256 signer.
+        try:
+            jwt.encode(claims_for(), rs_pub_pem, algorithm="HS256", headers={"kid": RS256_KEY_ID})
+        except jwt.InvalidKeyError as e:
+            print("    note: PyJWT refuses to encode it (%s); signing by hand" % e)
+        hs = jwt.algorithms.HMACAlgorithm(jwt.algorithms.HMACAlgorithm.SHA256)
+        for kid in (RS256_KEY_ID, state["issued_RS256"][0]):
+            token = forge({"alg": "HS256", "kid": kid, "typ": "JWT"}, claims_for(),
+                          lambda m: hs.sign(m, rs_pub_pem))
+            # PyJWT's HMAC verify would accept it with the PEM as the secret:
+            # this is a real key-confusion token.
+            expect(hs.verify(token.rsplit(".", 1)[0].encode(), rs_pub_pem,
+                             b64url_decode(token.rsplit(".", 1)[1])),
+                   "forged token does not verify under HMAC(PEM)")
+            expect_rejected(token, WID_RESULT_UNSUPPORTED_ALGORITHM)
+
+    r.run("e1 HS256 keyed with our RSA public key PEM (RSA kids) -> UNSUPPORTED_ALGORITHM",
+          e_hs256_rsa_pem)
+
+    def e_alg_none():
+        kids = (ES256_KEY_ID, RS256_KEY_ID, KEY_ID)
+        for kid in kids:
+            token = jwt.encode(claims_for(), None, algorithm="none", headers={"kid": kid})
+            expect(token.endswith("."), "PyJWT alg none token %r has a signature" % token)
+            expect(jwt.get_unverified_header(token).get("alg") == "none",
+                   "header %r" % jwt.get_unverified_header(token))
+            expect_rejected(token, WID_RESULT_UNSUPPORTED_ALGORITHM)
+            # ... also with a signature of the key's usual length appended.
+            h, p, _ = token.split(".")
+            expect_rejected("%s.%s.%s" % (h, p, b64url_encode(b"\x01" * 64)),
+                            WID_RESULT_UNSUPPORTED_ALGORITHM)
+
+    r.run("e2 alg none (ES256, RS256, EdDSA kids; empty and 64-byte signature) -> "
+          "UNSUPPORTED_ALGORITHM", e_alg_none)
+
+    def e_cross_alg():
+        rs_sign = jwt.algorithms.RSAAlgorithm(jwt.algorithms.RSAAlgorithm.SHA256)
+        es_sign = jwt.algorithms.ECAlgorithm(jwt.algorithms.ECAlgorithm.SHA256)
+        ed_sign = jwt.algorithms.OKPAlgorithm()
+        rs = lambda m: rs_sign.sign(m, rsa_priv)  # noqa: E731 -- 256 bytes
+        es = lambda m: es_sign.sign(m, es_priv)  # noqa: E731 -- 64 bytes, r || s
+        ed = lambda m: ed_sign.sign(m, priv)  # noqa: E731 -- 64 bytes
+        es_rot = state["issued_ES256"][0]
+        rs_rot = state["issued_RS256"][0]
+        U, M = WID_RESULT_UNSUPPORTED_ALGORITHM, WID_RESULT_MALFORMED_TOKEN
+        # (label, header alg, kid, signer, want). The header's alg must be the
+        # algorithm of the key its kid names, else UNSUPPORTED_ALGORITHM before
+        # anything looks at the signature; when it is, a signature of the wrong
+        # size for that key is MALFORMED_TOKEN (src/jwt.rs, src/verify/mod.rs
+        # check_alg), never a signature check under another algorithm.
+        cases = [
+            ("RS256-signed, header ES256, RSA kid", "ES256", RS256_KEY_ID, rs, U),
+            ("RS256-signed, header ES256, rotated RSA kid", "ES256", rs_rot, rs, U),
+            ("RS256-signed, header RS256, ES256 kid", "RS256", ES256_KEY_ID, rs, U),
+            ("RS256-signed, header RS256, EdDSA kid", "RS256", KEY_ID, rs, U),
+            ("ES256-signed, header ES256, RSA kid", "ES256", RS256_KEY_ID, es, U),
+            ("ES256-signed, header EdDSA, ES256 kid", "EdDSA", ES256_KEY_ID, es, U),
+            ("ES256-signed, header ES256, EdDSA kid", "ES256", KEY_ID, es, U),
+            ("EdDSA-signed, header ES256, EdDSA kid", "ES256", KEY_ID, ed, U),
+            ("EdDSA-signed, header EdDSA, ES256 kid", "EdDSA", ES256_KEY_ID, ed, U),
+            ("EdDSA-signed, header Ed25519, RSA kid", "Ed25519", RS256_KEY_ID, ed, U),
+            # Header alg = the kid's key's alg, signature of another algorithm:
+            ("RS256-signed, header ES256, ES256 kid", "ES256", ES256_KEY_ID, rs, M),
+            ("RS256-signed, header ES256, rotated ES256 kid", "ES256", es_rot, rs, M),
+            ("ES256-signed, header RS256, RSA kid", "RS256", RS256_KEY_ID, es, M),
+            # 64 bytes either way: reaches the signature check, which fails.
+            ("EdDSA-signed, header ES256, ES256 kid", "ES256", ES256_KEY_ID, ed,
+             WID_RESULT_BAD_SIGNATURE),
+        ]
+        problems = []
+        for label, alg, kid, sign, want in cases:
+            token = forge({"alg": alg, "kid": kid, "typ": "JWT"}, claims_for(), sign)
+            rc, detail, _ = verify(token)
+            if rc != want:
+                problems.append("%s: wid_verify gave %s, want %s"
+                                % (label, detail or "OK (0)", wid.name(want)))
+            else:
+                print("    %s: %s" % (label, detail))
+        expect(not problems, "; ".join(problems))
+
+    r.run("e3 header alg vs the kid's key (14 forged tokens): another algorithm than the key's "
+          "-> UNSUPPORTED_ALGORITHM; the key's alg with a wrong-size signature -> "
+          "MALFORMED_TOKEN", e_cross_alg)
+
+    def e_other_algs():
+        # PS256 and ES384/HS512 never pass, whatever the kid.
+        ps = jwt.encode(claims_for(), rsa_priv, algorithm="PS256", headers={"kid": RS256_KEY_ID})
+        expect_rejected(ps, WID_RESULT_UNSUPPORTED_ALGORITHM)
+        rs384 = jwt.encode(claims_for(), rsa_priv, algorithm="RS384",
+                           headers={"kid": RS256_KEY_ID})
+        expect_rejected(rs384, WID_RESULT_UNSUPPORTED_ALGORITHM)
+
+    r.run("e4 PS256 and RS384 by the RS256 key -> UNSUPPORTED_ALGORITHM", e_other_algs)
+
+    def e_bad_keys():
+        cases = []
+        small = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+        cases.append(("RSA-1024 PKCS#8", WID_ALG_RS256, rsa_pkcs8_der(small),
+                      WID_KEY_DERIVATION_PKCS8))
+        e3 = rsa.generate_private_key(public_exponent=3, key_size=2048)
+        cases.append(("RSA-2048 e=3 PKCS#8", WID_ALG_RS256, rsa_pkcs8_der(e3),
+                      WID_KEY_DERIVATION_PKCS8))
+        p256_pk8 = es_priv.private_bytes(serialization.Encoding.DER,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption())
+        cases.append(("P-256 PKCS#8 as RS256", WID_ALG_RS256, p256_pk8, WID_KEY_DERIVATION_PKCS8))
+        cases.append(("RSA-2048 PKCS#8 with HKDF_V1", WID_ALG_RS256, rsa_pkcs8_der(rsa_priv),
+                      WID_KEY_DERIVATION_HKDF_V1))
+        cases.append(("ES256 with NOMAD_RAW_SEED", WID_ALG_ES256, ES256_MATERIAL,
+                      WID_KEY_DERIVATION_NOMAD_RAW_SEED))
+        cases.append(("ES256 with PKCS8", WID_ALG_ES256, p256_pk8, WID_KEY_DERIVATION_PKCS8))
+        cases.append(("ES256 with 31 bytes", WID_ALG_ES256, ES256_MATERIAL[:31],
+                      WID_KEY_DERIVATION_HKDF_V1))
+        cases.append(("unknown alg 4", 4, ES256_MATERIAL, WID_KEY_DERIVATION_HKDF_V1))
+        before = jwks()
+        problems = []
+        for i, (label, alg, material, derivation) in enumerate(cases):
+            kid = "bad-key-%d" % i
+            rc = insert_alg(alg, kid, material, derivation)
+            detail = wid.describe(rc) if rc != WID_RESULT_OK else "OK"
+            if rc != WID_RESULT_INVALID_ARGUMENT:
+                problems.append("%s: %s, want WID_RESULT_INVALID_ARGUMENT" % (label, detail))
+            else:
+                print("    %s refused: %s" % (label, detail))
+        expect(not problems, "; ".join(problems))
+        expect(jwks() == before, "the JWKS changed after refused inserts")
+
+    r.run("e5 insert_alg refuses RSA-1024, e=3, wrong material/derivation pairings, unknown alg "
+          "-> INVALID_ARGUMENT, keyring unchanged", e_bad_keys)
+
+    print("pyjwt interop: tokens verified across implementations: %d"
+          % state.get("tokens_checked", 0))
 
     lib.wid_verifier_free(verifier)
     lib.wid_keyring_free(kr)
