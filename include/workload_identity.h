@@ -45,7 +45,8 @@ enum wid_result
   WID_RESULT_PANIC = 5,
   // The token is not a well-formed compact JWS.
   WID_RESULT_MALFORMED_TOKEN = 10,
-  // The token's `alg` is not `EdDSA`.
+  // The token's `alg` is not one this library verifies (EdDSA, ES256, RS256),
+  // or not the algorithm of the key its `kid` names.
   WID_RESULT_UNSUPPORTED_ALGORITHM = 11,
   // The token's `kid` names no key this keyring will verify with.
   WID_RESULT_UNKNOWN_KEY = 12,

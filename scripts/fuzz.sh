@@ -30,7 +30,7 @@ summary=()
 for t in "${targets[@]}"; do
     mkdir -p "$work/$t"
     dict=()
-    case "$t" in jwt_decode | verify | jwks_import) dict=(-dict=dict/jwt.dict) ;; esac
+    case "$t" in jwt_decode | verify | verify_algorithms | jwks_import) dict=(-dict=dict/jwt.dict) ;; esac
     echo "== fuzz $t for ${seconds}s"
     log="$work/$t.log"
     if ! cargo fuzz run -s none "$t" "$work/$t" "corpus/$t" -- \

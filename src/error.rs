@@ -32,7 +32,8 @@ pub enum ResultCode {
     Panic = 5,
     /// The token is not a well-formed compact JWS.
     MalformedToken = 10,
-    /// The token's `alg` is not `EdDSA`.
+    /// The token's `alg` is not one this library verifies (EdDSA, ES256, RS256),
+    /// or not the algorithm of the key its `kid` names.
     UnsupportedAlgorithm = 11,
     /// The token's `kid` names no key this keyring will verify with.
     UnknownKey = 12,

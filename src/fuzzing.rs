@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::codec::{self, WireType};
-use crate::keyring::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
+use crate::keyring::{Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
 use crate::model::{Allocation, ConsulExposeConfig, IssueRequest, WorkloadIdentity};
 use crate::{AllocState, Audience, Issuer, MemoryStore, Verifier};
 
@@ -24,17 +24,32 @@ struct World {
     cached: Verifier,
 }
 
+/// The fuzz world's keys: one active key per algorithm (the RSA key is a
+/// committed fixture, so seeds signed with it stay valid).
+const KIDS: [(&str, Algorithm); 3] = [
+    ("fuzz-key", Algorithm::EdDsa),
+    ("fuzz-es", Algorithm::Es256),
+    ("fuzz-rs", Algorithm::Rs256),
+];
+
+fn world_key(kid: &str, alg: Algorithm) -> RootKey {
+    let id = KeyId::new(kid).unwrap_or_else(|_| unreachable!("a valid literal"));
+    let (material, derivation) = match alg {
+        Algorithm::Rs256 => (
+            KeyMaterial::from_pkcs8_der(include_bytes!("../tests/vectors/rsa2048.pk8")),
+            KeyDerivation::Pkcs8,
+        ),
+        _ => (KeyMaterial::from_slice(&[7; 32]), KeyDerivation::HkdfV1),
+    };
+    let material = material.unwrap_or_else(|_| unreachable!("fixed valid material"));
+    RootKey::for_algorithm(alg, id, material, derivation, KeyState::Active, 0)
+}
+
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let keyring = Keyring::from_keys([RootKey::new(
-            KeyId::new("fuzz-key").unwrap_or_else(|_| unreachable!("a valid literal")),
-            KeyMaterial::from_slice(&[7; 32]).unwrap_or_else(|_| unreachable!("32 bytes")),
-            KeyDerivation::HkdfV1,
-            KeyState::Active,
-            0,
-        )])
-        .unwrap_or_else(|_| unreachable!("one active key"));
+        let keyring = Keyring::from_keys(KIDS.map(|(kid, alg)| world_key(kid, alg)))
+            .unwrap_or_else(|_| unreachable!("one active key per algorithm"));
         let store = Arc::new(MemoryStore::new());
         store.set_state(ALLOC, AllocState::Live);
         let audience = Audience::new("vault.io").unwrap_or_else(|_| unreachable!("non-empty"));
@@ -62,34 +77,43 @@ fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data)
 }
 
-/// The whole verification pipeline. A first byte of 0 makes the rest a payload
-/// signed with the real key (so claims parsing is reached with a valid
-/// signature); 1 makes it a header signed with a fixed payload; anything else is
-/// a token as is. Single, batch and cached verification must agree. Returns
-/// whether the token was accepted.
+const FIXED_PAYLOAD: &[u8] =
+    br#"{"nomad_allocation_id":"5f8c7d2e-3b1a-4c6d-9e0f-123456789abc","aud":"vault.io"}"#;
+
+/// The whole verification pipeline. A first byte of 0, 2 or 3 makes the rest a
+/// payload signed with the real EdDSA, ES256 or RS256 key (so claims parsing is
+/// reached with a valid signature); 1 makes it a header signed by the EdDSA key
+/// with a fixed payload (4 and 5: by the ES256 and RS256 keys); anything else
+/// is a token as is. Single, batch and cached verification must agree.
+/// Returns whether the token was accepted.
 pub fn verify(data: &[u8]) -> bool {
     let w = world();
+    let header_for = |alg: Algorithm| {
+        let kid = KIDS.iter().find(|(_, a)| *a == alg).map_or("", |(k, _)| *k);
+        format!(r#"{{"alg":"{}","kid":"{kid}","typ":"JWT"}}"#, alg.name()).into_bytes()
+    };
     let token: Vec<u8> = match data.split_first() {
-        Some((0, payload)) => signed(
-            w,
-            br#"{"alg":"EdDSA","kid":"fuzz-key","typ":"JWT"}"#,
-            payload,
-        ),
-        Some((1, header)) => signed(
-            w,
-            header,
-            br#"{"nomad_allocation_id":"5f8c7d2e-3b1a-4c6d-9e0f-123456789abc","aud":"vault.io"}"#,
-        ),
+        Some((0, payload)) => signed(w, Algorithm::EdDsa, &header_for(Algorithm::EdDsa), payload),
+        Some((2, payload)) => signed(w, Algorithm::Es256, &header_for(Algorithm::Es256), payload),
+        Some((3, payload)) => signed(w, Algorithm::Rs256, &header_for(Algorithm::Rs256), payload),
+        Some((1, header)) => signed(w, Algorithm::EdDsa, header, FIXED_PAYLOAD),
+        Some((4, header)) => signed(w, Algorithm::Es256, header, FIXED_PAYLOAD),
+        Some((5, header)) => signed(w, Algorithm::Rs256, header, FIXED_PAYLOAD),
         _ => data.to_vec(),
     };
-    let single = w.verifier.verify_bytes(&token, NOW);
-    let cached = w.cached.verify_bytes(&token, NOW);
+    verdicts_agree(w, &token)
+}
+
+/// Verifies `token` singly, cached and in a batch; the verdicts must agree.
+fn verdicts_agree(w: &World, token: &[u8]) -> bool {
+    let single = w.verifier.verify_bytes(token, NOW);
+    let cached = w.cached.verify_bytes(token, NOW);
     assert_eq!(
         single.as_ref().map_err(|e| e.code()),
         cached.as_ref().map_err(|e| e.code()),
         "cache changed the verdict"
     );
-    if let Ok(text) = std::str::from_utf8(&token) {
+    if let Ok(text) = std::str::from_utf8(token) {
         let batch = w.verifier.verify_batch(&[text], NOW);
         assert_eq!(
             single.as_ref().map_err(|e| e.code()),
@@ -100,9 +124,57 @@ pub fn verify(data: &[u8]) -> bool {
     single.is_ok()
 }
 
-fn signed(w: &World, header: &[u8], payload: &[u8]) -> Vec<u8> {
+/// Algorithm confusion, structured: byte 0 picks the `kid` (the EdDSA, ES256
+/// or RS256 key, or an unknown one), byte 1 the header's `alg` (ours, RFC
+/// 9864's `Ed25519`, and ones that must never pass), byte 2 the key that
+/// signs (or a signature made of the input), the rest is the payload. A token
+/// is accepted only if the header names the kid's algorithm and the kid's own
+/// key signed it; single, batch and cached verification agree.
+pub fn verify_algorithms(data: &[u8]) {
+    const ALGS: [&str; 8] = [
+        "EdDSA", "Ed25519", "ES256", "RS256", "HS256", "none", "PS256", "ES384",
+    ];
+    let w = world();
+    let [k, a, s, payload @ ..] = data else {
+        return;
+    };
+    let kid = KIDS
+        .get(usize::from(*k % 4))
+        .map_or("fuzz-none", |(kid, _)| *kid);
+    let alg = ALGS[usize::from(*a) % ALGS.len()];
+    let header = format!(r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT"}}"#);
+    let input = format!("{}.{}", b64(header.as_bytes()), b64(payload));
+    let signer = KIDS.get(usize::from(*s % 4)).copied();
+    let sig = match signer {
+        Some((_, by)) => w
+            .keyring
+            .active_for(by)
+            .and_then(|key| key.sign(input.as_bytes()))
+            .unwrap_or_else(|e| panic!("the fuzz world's {by} key signs: {e}")),
+        None => payload.iter().rev().take(300).copied().collect(),
+    };
+    let token = format!("{input}.{}", b64(&sig));
+    if verdicts_agree(w, token.as_bytes()) {
+        let (kid_alg, signer_alg) = match (KIDS.iter().find(|(k, _)| *k == kid), signer) {
+            (Some((_, kid_alg)), Some((_, signer_alg))) => (*kid_alg, signer_alg),
+            _ => panic!("accepted a token of an unknown kid or an arbitrary signature"),
+        };
+        assert_eq!(kid_alg, signer_alg, "accepted another key's signature");
+        assert_eq!(
+            crate::keyring::Algorithm::from_header(alg),
+            Some(kid_alg),
+            "accepted alg {alg} for a {kid_alg} key"
+        );
+    }
+}
+
+fn signed(w: &World, alg: Algorithm, header: &[u8], payload: &[u8]) -> Vec<u8> {
     let input = format!("{}.{}", b64(header), b64(payload));
-    let sig = match w.keyring.active().and_then(|k| k.sign(input.as_bytes())) {
+    let sig = match w
+        .keyring
+        .active_for(alg)
+        .and_then(|k| k.sign(input.as_bytes()))
+    {
         Ok(sig) => sig,
         Err(_) => return input.into_bytes(),
     };
@@ -141,13 +213,19 @@ pub fn jwks_import(data: &[u8]) {
     }
 }
 
-/// Keystore loading; a loaded keyring has at most one active key, every key
-/// that signs or will (active, prepublished) holds its secret, and the active
-/// key signs.
+/// Keystore loading; a loaded keyring has at most one active key per
+/// algorithm, every key that signs or will (active, prepublished) holds its
+/// secret, and the active keys sign.
 pub fn keystore_load(data: &[u8]) {
     if let Ok(kr) = Keyring::from_keystore_bytes(data) {
         let keys = kr.keys();
-        assert!(keys.iter().filter(|k| k.state == KeyState::Active).count() <= 1);
+        for alg in Algorithm::ALL {
+            let active = keys
+                .iter()
+                .filter(|k| k.state == KeyState::Active && k.algorithm == *alg)
+                .count();
+            assert!(active <= 1, "{active} active {alg} keys");
+        }
         for k in &keys {
             assert!(
                 !k.state.signs_or_will() || k.can_sign(),
@@ -155,11 +233,15 @@ pub fn keystore_load(data: &[u8]) {
                 k.state.name()
             );
         }
-        if kr.active_id().is_some() {
-            let active = kr
-                .active()
-                .unwrap_or_else(|e| panic!("the active key: {e}"));
-            let _ = active.sign(b"fuzz");
+        for alg in Algorithm::ALL {
+            if kr.active_id_for(*alg).is_some() {
+                let active = kr
+                    .active_for(*alg)
+                    .unwrap_or_else(|e| panic!("the active {alg} key: {e}"));
+                active
+                    .sign(b"fuzz")
+                    .unwrap_or_else(|e| panic!("the active {alg} key signs: {e}"));
+            }
         }
     }
 }
@@ -170,7 +252,9 @@ pub fn issue_request(data: &[u8]) {
     let Ok(req) = codec::decode::<IssueRequest>(data) else {
         return;
     };
-    let Ok(signed) = Issuer::new(w.keyring.clone()).issue(&req, NOW) else {
+    // Every algorithm in turn, chosen by the input's length.
+    let alg = Algorithm::ALL[data.len() % Algorithm::ALL.len()];
+    let Ok(signed) = Issuer::new(w.keyring.clone()).issue_with(alg, &req, NOW) else {
         return;
     };
     let claims = crate::verify::check_signature(&w.keyring, &signed.token)
@@ -192,11 +276,12 @@ pub fn ffi(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the names of the `fuzz/` binaries).
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("jwt_decode", jwt_decode),
     ("verify", |d| {
         verify(d);
     }),
+    ("verify_algorithms", verify_algorithms),
     ("msgpack_decode", msgpack_decode),
     ("jwks_import", jwks_import),
     ("keystore_load", keystore_load),

@@ -8,7 +8,7 @@ use workload_identity::fuzzing;
 fn every_corpus_input_replays_cleanly() {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus"));
     let counts = fuzzing::replay_corpora(root).unwrap();
-    assert_eq!(counts.len(), 7);
+    assert_eq!(counts.len(), 8);
     for (name, n) in counts {
         assert!(n > 0, "fuzz/corpus/{name} has no seed inputs");
     }
@@ -55,4 +55,37 @@ fn the_new_input_shapes_reach_their_checks() {
     ] {
         assert!(!fuzzing::verify(&read(seed)), "{seed}");
     }
+}
+
+#[test]
+fn the_es256_and_rs256_seeds_reach_acceptance_and_confusion_is_refused() {
+    let read =
+        |p: &str| std::fs::read(format!("{}/fuzz/corpus/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    for seed in ["verify/signed-payload-es256", "verify/signed-payload-rs256"] {
+        assert!(fuzzing::verify(&read(seed)), "{seed} is accepted");
+    }
+    // An RS256 key's kid under an ES256 header, signed by the RS256 key.
+    assert!(!fuzzing::verify(&read(
+        "verify/signed-header-rs256-as-es256"
+    )));
+    // verify_algorithms checks its own invariant (acceptance only for the
+    // kid's algorithm and key); every seed runs it.
+    for seed in [
+        "ed-ok",
+        "es-ok",
+        "rs-ok",
+        "rs-key-es-header",
+        "hs256",
+        "none",
+    ] {
+        fuzzing::verify_algorithms(&read(&format!("verify_algorithms/{seed}")));
+    }
+    // The seeds of the keystore and JWKS targets load all three algorithms.
+    let kr =
+        workload_identity::Keyring::from_keystore_bytes(&read("keystore_load/three-algorithms"))
+            .unwrap();
+    assert_eq!(kr.algorithms().len(), 3);
+    let text = String::from_utf8(read("jwks_import/three-algorithms")).unwrap();
+    let (kr, report) = workload_identity::Keyring::from_jwks(&text).unwrap();
+    assert_eq!((report.imported.len(), kr.algorithms().len()), (3, 3));
 }
