@@ -54,6 +54,10 @@ fn keyring(extra_keys: usize) -> Keyring {
 }
 
 fn bench(c: &mut Criterion) {
+    // jsonwebtoken with RustCrypto's ed25519-dalek, as in earlier runs.
+    jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER
+        .install_default()
+        .unwrap();
     let now = unix_now();
     let alloc = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
     let store = Arc::new(MemoryStore::new());
