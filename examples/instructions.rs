@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey};
-use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+use workload_identity::{Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
 
@@ -18,13 +18,32 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let row = args.get(1).map(String::as_str).unwrap_or("verify");
     let calls: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100);
-    let kr = Keyring::from_keys([RootKey::new(
-        KeyId::new("k").unwrap(),
-        KeyMaterial::from_slice(&[7; 32]).unwrap(),
-        KeyDerivation::NomadRawSeed,
-        KeyState::Active,
-        0,
-    )])
+    let rsa_pkcs8: &[u8] = include_bytes!("../tests/vectors/rsa2048.pk8");
+    let kr = Keyring::from_keys([
+        RootKey::new(
+            KeyId::new("k").unwrap(),
+            KeyMaterial::from_slice(&[7; 32]).unwrap(),
+            KeyDerivation::NomadRawSeed,
+            KeyState::Active,
+            0,
+        ),
+        RootKey::for_algorithm(
+            Algorithm::Es256,
+            KeyId::new("es").unwrap(),
+            KeyMaterial::from_slice(&[7; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            0,
+        ),
+        RootKey::for_algorithm(
+            Algorithm::Rs256,
+            KeyId::new("rs").unwrap(),
+            KeyMaterial::from_pkcs8_der(rsa_pkcs8).unwrap(),
+            KeyDerivation::Pkcs8,
+            KeyState::Active,
+            0,
+        ),
+    ])
     .unwrap();
     let store = Arc::new(MemoryStore::new());
     let req = common::issue_request_task();
@@ -59,6 +78,39 @@ fn main() {
         .map(|_| issuer.issue(&req, now).unwrap().token)
         .collect();
     let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    // ES256 and RS256: our issue and verify, and the raw aws-lc-rs operations
+    // on the same signing input (the key parsed once, its fastest form).
+    let alg_rows = |alg: Algorithm| {
+        let token = issuer.issue_with(alg, &req, now).unwrap().token;
+        verifier.verify(&token, now).unwrap();
+        let (input, sig) = token.rsplit_once('.').unwrap();
+        let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(sig)
+            .unwrap();
+        (token.clone(), input.as_bytes().to_vec(), sig)
+    };
+    let (es_token, es_input, es_sig) = alg_rows(Algorithm::Es256);
+    let (rs_token, rs_input, rs_sig) = alg_rows(Algorithm::Rs256);
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    use aws_lc_rs::signature::{self as lc, KeyPair as _};
+    let es_pair = lc::EcdsaKeyPair::from_pkcs8(
+        &lc::ECDSA_P256_SHA256_FIXED_SIGNING,
+        lc::EcdsaKeyPair::generate_pkcs8(&lc::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .unwrap()
+            .as_ref(),
+    )
+    .unwrap();
+    let es_public = match kr.key_info("es").unwrap().public_key {
+        workload_identity::PublicKey::P256 { x, y } => [&[4u8][..], &x, &y].concat(),
+        _ => unreachable!("an ES256 key"),
+    };
+    let es_parsed = lc::ParsedPublicKey::new(&lc::ECDSA_P256_SHA256_FIXED, es_public).unwrap();
+    let rs_pair = lc::RsaKeyPair::from_pkcs8(rsa_pkcs8).unwrap();
+    let rs_parsed = lc::ParsedPublicKey::new(
+        &lc::RSA_PKCS1_2048_8192_SHA256,
+        rs_pair.public_key().as_ref(),
+    )
+    .unwrap();
     for _ in 0..calls {
         match row {
             "verify_strict" => vk
@@ -87,6 +139,28 @@ fn main() {
                     .iter()
                     .all(Result::is_ok)
             ),
+            "es256_raw_sign" => drop(black_box(es_pair.sign(&rng, black_box(&es_input)).unwrap())),
+            "es256_raw_verify" => es_parsed.verify_sig(black_box(&es_input), &es_sig).unwrap(),
+            "es256_issue" => drop(
+                issuer
+                    .issue_with(Algorithm::Es256, black_box(&req), now)
+                    .unwrap(),
+            ),
+            "es256_verify" => drop(verifier.verify(black_box(&es_token), now).unwrap()),
+            "rs256_raw_sign" => {
+                let mut s = vec![0u8; rs_pair.public_modulus_len()];
+                rs_pair
+                    .sign(&lc::RSA_PKCS1_SHA256, &rng, black_box(&rs_input), &mut s)
+                    .unwrap();
+                drop(black_box(s))
+            }
+            "rs256_raw_verify" => rs_parsed.verify_sig(black_box(&rs_input), &rs_sig).unwrap(),
+            "rs256_issue" => drop(
+                issuer
+                    .issue_with(Algorithm::Rs256, black_box(&req), now)
+                    .unwrap(),
+            ),
+            "rs256_verify" => drop(verifier.verify(black_box(&rs_token), now).unwrap()),
             other => panic!("unknown row {other}"),
         }
     }

@@ -3,6 +3,9 @@
 # else the machine is doing), for the speed targets in BENCHMARKS.md.
 # Each row runs examples/instructions.rs with 0 and N calls; the difference
 # divided by N is the cost of one call, setup excluded.
+#
+#   scripts/bench-instructions.sh              every row
+#   scripts/bench-instructions.sh es256_verify some rows
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v valgrind >/dev/null || { echo "bench-instructions: valgrind is required" >&2; exit 2; }
@@ -16,7 +19,11 @@ irefs() { # row calls -> total instructions
 }
 
 printf '%-16s %14s\n' row instructions/op
-for row in verify_strict sign verify ffi_verify issue cache_hit batch64; do
+rows=(verify_strict sign verify ffi_verify issue cache_hit batch64
+    es256_raw_sign es256_issue es256_raw_verify es256_verify
+    rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify)
+[ $# -gt 0 ] && rows=("$@")
+for row in "${rows[@]}"; do
     base=$(irefs "$row" 0)
     full=$(irefs "$row" "$n")
     per=$(( (full - base) / n ))
