@@ -8,11 +8,10 @@
 
 use std::sync::Arc;
 
-use workload_identity::OidcDiscovery;
 use workload_identity::codec;
 use workload_identity::model::IssueRequest;
 use workload_identity::unix_now;
-use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{Algorithm, Audience, Issuer, Keyring, MemoryStore, Verifier};
 
 /// Bytes written by `tests/go/msgpack/main.go` with `MsgpackHandle{RawToString: true}`.
 const GO_REQUEST: &[u8] = include_bytes!("../tests/vectors/msgpack/issue_request_task.msgpack");
@@ -41,9 +40,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let now = unix_now();
     let keyring = Keyring::new();
     let kid = keyring.rotate(now)?;
+    // ES256 and RS256 keys too, for relying parties that take no EdDSA (AWS
+    // STS, GCP: ES256; Azure: RS256).
+    let es_kid = keyring.rotate_alg(Algorithm::Es256, now)?;
+    let rs_kid = keyring.rotate_alg(Algorithm::Rs256, now)?;
     let store = Arc::new(MemoryStore::new());
     store.upsert(&req.allocation);
-    println!("\nkeyring: active key {kid}");
+    println!("\nkeyring: active keys {kid} (EdDSA), {es_kid} (ES256), {rs_kid} (RS256)");
 
     // 3. Issue.
     let issuer = Issuer::new(keyring.clone()).issuer("https://nomad.example.com");
@@ -56,7 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "OIDC discovery (serve at /.well-known/openid-configuration):\n  {}",
-        OidcDiscovery::new("https://nomad.example.com")?.to_json()
+        keyring
+            .oidc_discovery("https://nomad.example.com")?
+            .to_json()
     );
 
     // 4. Verify, as Vault would for audience "vault.io".
@@ -70,6 +75,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         verified.kid,
         verified.claims.job_id,
         verified.claims.allocation_id
+    );
+    // The same identity for AWS STS, which accepts ES256 but not EdDSA: the
+    // issuer picks the algorithm by audience.
+    let mut aws = req.clone();
+    aws.identity.audience = vec!["sts.amazonaws.com".into()];
+    let aws_issuer = issuer
+        .clone()
+        .algorithm_for_audience("sts.amazonaws.com", Algorithm::Es256);
+    let aws_token = aws_issuer.issue(&aws, now)?;
+    let sts = Verifier::builder(
+        keyring.clone(),
+        store.clone(),
+        Audience::new("sts.amazonaws.com")?,
+    )
+    .build();
+    println!(
+        "for AWS: an {} token from key {}, verified: {}",
+        aws_issuer.algorithm_of(&aws),
+        aws_token.kid,
+        sts.verify(&aws_token.token, now).is_ok()
     );
 
     // 5. The workload stops: its identity must stop working at once.
