@@ -1,12 +1,13 @@
-//! Mint and verify **workload identities**: Ed25519-signed JWTs bound to a running
-//! allocation, from a rotating keyring, with a msgpack wire format that Go speaks
-//! and a stable C ABI.
+//! Mint and verify **workload identities**: JWTs (EdDSA, ES256 or RS256) bound to
+//! a running allocation, from a rotating keyring, with a msgpack wire format that
+//! Go speaks and a stable C ABI.
 //!
 //! # Start here
 //!
 //! * **Issuing** (a scheduler's server): a [`Keyring`] holds the signing keys
-//!   (`rotate`, `save`/`load`, `jwks` for relying parties); an [`Issuer`] signs an
-//!   [`model::IssueRequest`] into a token.
+//!   (`rotate`/`rotate_alg`, `save`/`load`, `jwks` for relying parties), each of
+//!   one [`Algorithm`]; an [`Issuer`] signs an [`model::IssueRequest`] into a
+//!   token with the algorithm its relying party accepts.
 //! * **Verifying** (a service that receives tokens): a [`Verifier`] checks a
 //!   token strictly and asks a [`StateStore`] whether its allocation is still
 //!   live ([`MemoryStore`] embedded; implement the trait over your state, or use
