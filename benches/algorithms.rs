@@ -89,7 +89,11 @@ fn keyring(extra: usize) -> Keyring {
 /// jsonwebtoken's `from_rsa_der` takes): a 2048-bit key's PKCS#8 is a fixed
 /// 26-byte prefix ending in the OCTET STRING header, then the PKCS#1 key.
 fn pkcs1(pkcs8: &[u8]) -> &[u8] {
-    assert_eq!(&pkcs8[22..24], &[0x04, 0x82], "an OCTET STRING with a 2-byte length");
+    assert_eq!(
+        &pkcs8[22..24],
+        &[0x04, 0x82],
+        "an OCTET STRING with a 2-byte length"
+    );
     let len = usize::from(pkcs8[24]) << 8 | usize::from(pkcs8[25]);
     assert_eq!(pkcs8.len(), 26 + len);
     &pkcs8[26..]

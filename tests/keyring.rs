@@ -61,7 +61,11 @@ fn derivation_matches_the_independent_vectors() {
         assert_eq!(x, v["x"].as_str().unwrap(), "{name}: public key");
         // And through the keyring's JWKS, as a third party would read it.
         let kr = Keyring::from_keys([root]).unwrap();
-        assert_eq!(kr.jwks().keys[0].x.as_deref(), Some(x.as_str()), "{name}: JWKS x");
+        assert_eq!(
+            kr.jwks().keys[0].x.as_deref(),
+            Some(x.as_str()),
+            "{name}: JWKS x"
+        );
     }
     assert_eq!(by_derivation, [8, 4]);
 }
@@ -195,7 +199,8 @@ fn bad_input_is_a_distinct_error_and_leaves_the_keyring_unchanged() {
     let e = kr.insert(key("k2", 2, KeyState::Active, 5)).unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument);
     assert!(
-        e.to_string().contains("second active EdDSA key: k1 is active"),
+        e.to_string()
+            .contains("second active EdDSA key: k1 is active"),
         "{e}"
     );
     let e = kr
@@ -581,9 +586,12 @@ fn rotation_policy_timeline_with_defaults() {
     let unknown = info("u", KeyState::Inactive, 0, 0, 0);
     assert!(plan_rotation(&[unknown, b_on.clone()], 730 * HOUR, &policy).is_empty());
     // No active key: rotate. Overdue with no successor: publish now.
-    assert_eq!(plan_rotation(&[], 5, &policy), vec![A::Rotate {
+    assert_eq!(
+        plan_rotation(&[], 5, &policy),
+        vec![A::Rotate {
             algorithm: workload_identity::Algorithm::EdDsa
-        }]);
+        }]
+    );
     assert_eq!(
         plan_rotation(std::slice::from_ref(&a), 900 * HOUR, &policy),
         vec![A::Prepublish {

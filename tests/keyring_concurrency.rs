@@ -28,11 +28,7 @@ fn rotation_under_concurrent_signing_and_verifying() {
                 let vk = kr
                     .verifying_key(key.id().as_str())
                     .unwrap_or_else(|| panic!("key {} vanished", key.id()));
-                assert!(
-                    vk.verify(msg.as_bytes(), &sig),
-                    "{msg} under {}",
-                    key.id()
-                );
+                assert!(vk.verify(msg.as_bytes(), &sig), "{msg} under {}", key.id());
                 kids.insert(key.id().clone());
                 n += 1;
             }

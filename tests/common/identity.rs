@@ -68,7 +68,12 @@ impl World {
 
 /// Signs raw segments with `keyring`'s active EdDSA key, whatever they say.
 pub fn sign_segments_with(keyring: &Keyring, header_seg: &str, payload_seg: &str) -> String {
-    sign_segments_alg(keyring, workload_identity::Algorithm::EdDsa, header_seg, payload_seg)
+    sign_segments_alg(
+        keyring,
+        workload_identity::Algorithm::EdDsa,
+        header_seg,
+        payload_seg,
+    )
 }
 
 /// Signs raw segments with `keyring`'s active key of `alg`, whatever they say.
@@ -79,7 +84,11 @@ pub fn sign_segments_alg(
     payload_seg: &str,
 ) -> String {
     let input = format!("{header_seg}.{payload_seg}");
-    let sig = keyring.active_for(alg).unwrap().sign(input.as_bytes()).unwrap();
+    let sig = keyring
+        .active_for(alg)
+        .unwrap()
+        .sign(input.as_bytes())
+        .unwrap();
     format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
 }
 
