@@ -1,10 +1,11 @@
 //! No key material, seed or keystore body is left in freed heap memory.
 //!
 //! A counting global allocator scans every block as it is freed (reallocation
-//! frees through the same path) for a known 32-byte material pattern and for the
-//! Ed25519 seed derived from it. The whole key life cycle runs while it is armed:
-//! insert, rotate, issue, save, load (file and bytes), export, the C ABI's
-//! insert/save/load, and dropping everything. The count of freed blocks holding
+//! frees through the same path) for a known 32-byte material pattern, the
+//! Ed25519 seed derived from it, and a slice of an RSA key's private part. The
+//! whole key life cycle runs while it is armed, for EdDSA, ES256 (from the same
+//! material) and RS256 (PKCS#8) keys: insert, rotate, issue, save, load (file
+//! and bytes), export, the C ABI's insert/save/load, and dropping everything. The count of freed blocks holding
 //! either pattern must be zero. (Stack copies are out of reach of any allocator;
 //! the library keeps secrets on the heap in place and moves only pointers.)
 
@@ -13,7 +14,7 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use workload_identity::{Issuer, Keyring};
+use workload_identity::{Algorithm, Issuer, Keyring};
 use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 /// The material: distinctive bytes that appear nowhere by chance.
@@ -24,7 +25,12 @@ const MATERIAL: [u8; 32] = [
 
 /// Patterns searched for: the first 16 bytes of each secret (a match that long
 /// is never chance). Written once before arming.
-static mut PATTERNS: [[u8; 16]; 2] = [[0; 16]; 2];
+static mut PATTERNS: [[u8; 16]; 3] = [[0; 16]; 3];
+
+/// An RSA-2048 PKCS#8 key; bytes from its private part (past the modulus and
+/// the public exponent) are the third pattern.
+const RSA_PKCS8: &[u8] = include_bytes!("vectors/rsa2048.pk8");
+const RSA_PRIVATE_AT: usize = 700;
 static ARMED: AtomicBool = AtomicBool::new(false);
 static HITS: AtomicUsize = AtomicUsize::new(0);
 static SCANNED: AtomicUsize = AtomicUsize::new(0);
@@ -103,6 +109,38 @@ fn life_cycle(dir: &std::path::Path) {
     let _ = kr.jwks();
     let _ = kr.keys();
 
+    // ES256 from the same material, RS256 from a PKCS#8 key.
+    let algs = Keyring::from_keys([
+        RootKey::for_algorithm(
+            Algorithm::Es256,
+            KeyId::new("zeroize-es").unwrap(),
+            KeyMaterial::from_slice(&MATERIAL).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            0,
+        ),
+        RootKey::for_algorithm(
+            Algorithm::Rs256,
+            KeyId::new("zeroize-rs").unwrap(),
+            KeyMaterial::from_pkcs8_der(RSA_PKCS8).unwrap(),
+            KeyDerivation::Pkcs8,
+            KeyState::Active,
+            0,
+        ),
+    ])
+    .unwrap();
+    for alg in [Algorithm::Es256, Algorithm::Rs256] {
+        Issuer::new(algs.clone())
+            .issue_with(alg, &common::issue_request_task(), 1_700_000_000)
+            .unwrap();
+    }
+    let alg_path = dir.join("algs");
+    algs.save(&alg_path).unwrap();
+    let back = Keyring::load(&alg_path).unwrap();
+    assert_eq!(back.keys(), algs.keys());
+    assert!(back.root_key("zeroize-rs").is_some());
+    let _ = back.jwks();
+
     // The C ABI path.
     unsafe {
         use workload_identity::ffi::*;
@@ -116,6 +154,19 @@ fn life_cycle(dir: &std::path::Path) {
             MATERIAL.as_ptr(),
             32,
             WID_KEY_DERIVATION_HKDF_V1,
+            WID_KEY_STATE_ACTIVE,
+            0,
+        );
+        assert_eq!(rc, WID_RESULT_OK);
+        let kid = "ffi-rsa";
+        let rc = wid_keyring_insert_alg(
+            h,
+            WID_ALG_RS256,
+            kid.as_ptr().cast(),
+            kid.len(),
+            RSA_PKCS8.as_ptr(),
+            RSA_PKCS8.len(),
+            WID_KEY_DERIVATION_PKCS8,
             WID_KEY_STATE_ACTIVE,
             0,
         );
@@ -144,7 +195,11 @@ fn no_secret_is_left_in_freed_memory() {
     );
     // SAFETY: written once, before the allocator reads it (ARMED is false).
     unsafe {
-        PATTERNS = [pattern(&MATERIAL), pattern(&seed[..])];
+        PATTERNS = [
+            pattern(&MATERIAL),
+            pattern(&seed[..]),
+            pattern(&RSA_PKCS8[RSA_PRIVATE_AT..]),
+        ];
     }
     drop(seed);
     let dir = tempfile::tempdir().unwrap();
@@ -166,6 +221,6 @@ fn no_secret_is_left_in_freed_memory() {
     assert!(scanned > 100, "only {scanned} blocks were scanned");
     assert_eq!(
         hits, 0,
-        "{hits} freed blocks (of {scanned}) still held key material or a seed"
+        "{hits} freed blocks (of {scanned}) still held key material, a seed or an RSA private key"
     );
 }
