@@ -13,7 +13,9 @@
 #                 built with `cargo build --release --locked --quiet` and
 #                 target/release + include/ are used.
 #   WID_GO_BENCH  1: also run the benchmarks (BenchmarkVerifyBinding vs.
-#                 BenchmarkVerifyGoJose, ...), without -race.
+#                 BenchmarkVerifyGoJose, their ES256/RS256 variants, issue
+#                 vs. go-jose sign, ...), without -race.
+#   WID_GO_BENCHTIME  go test -benchtime for them (default 1s).
 #
 # The packages are symlinked into this checkout's GOPATH (go-env.sh)
 # as workload-identity/wid and workload-identity/interop.
@@ -74,10 +76,15 @@ fi
 bench="not run (WID_GO_BENCH=1 to run)"
 if [ "${WID_GO_BENCH:-0}" = "1" ]; then
     echo "== go test -bench (static, no -race)"
-    bench_out="$(CGO_LDFLAGS="$static_ldflags" wid_go test -count=1 -run '^$' -bench . -benchmem workload-identity/interop)"
+    bench_out="$(CGO_LDFLAGS="$static_ldflags" wid_go test -count=1 -run '^$' -bench . \
+        -benchtime "${WID_GO_BENCHTIME:-1s}" -benchmem workload-identity/interop)"
     echo "$bench_out"
     ns() { awk -v b="$1" '$1 ~ "^"b"(-[0-9]+)?$" { print $3; exit }' <<<"$bench_out"; }
-    bench="VerifyBinding $(ns BenchmarkVerifyBinding) ns/op, VerifyGoJose $(ns BenchmarkVerifyGoJose) ns/op"
+    bench="verify ns/op binding vs go-jose:"
+    for alg in "" ES256 RS256; do
+        bench="$bench ${alg:-EdDSA} $(ns "BenchmarkVerifyBinding$alg") vs $(ns "BenchmarkVerifyGoJose$alg");"
+    done
+    bench="${bench%;}"
 fi
 
 echo "== go packaging: go-env.sh hygiene, module mode via bindings/go/go.mod"

@@ -12,5 +12,9 @@ go 1.19
 
 require github.com/hashicorp/go-msgpack v0.5.5
 
-// Only the interop checks (package workload-identity/interop) use go-jose.
-require gopkg.in/square/go-jose.v2 v2.6.0
+// Only the interop checks (package workload-identity/interop) use go-jose
+// and x/crypto (HKDF, to derive the ES256 key as the library does).
+require (
+	golang.org/x/crypto v0.4.0
+	gopkg.in/square/go-jose.v2 v2.6.0
+)

@@ -1,9 +1,11 @@
 package interop
 
 import (
+	"crypto/ed25519"
 	"testing"
 	"time"
 
+	"gopkg.in/square/go-jose.v2"
 	"gopkg.in/square/go-jose.v2/jwt"
 
 	"workload-identity/wid"
@@ -47,12 +49,15 @@ func BenchmarkVerifyBinding(b *testing.B) {
 // Validate (audience, time) of the same token with the same key.
 func BenchmarkVerifyGoJose(b *testing.B) {
 	f, _ := benchFixture(b)
-	key := f.key.Key
+	benchGoJoseVerify(b, f.token, f.key.Key)
+}
+
+func benchGoJoseVerify(b *testing.B, token string, key interface{}) {
 	expected := jwt.Expected{Audience: jwt.Audience{"vault.io"}, Time: time.Unix(now, 0)}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		tok, err := jwt.ParseSigned(f.token)
+		tok, err := jwt.ParseSigned(token)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -120,3 +125,97 @@ func BenchmarkIssueBinding(b *testing.B) {
 		}
 	}
 }
+
+// algBenchFixture is newAlgFixture with a verifier, both sides checked to
+// accept alg's token first.
+func algBenchFixture(b *testing.B, alg wid.Alg) (*algFixture, *wid.Verifier) {
+	f := newAlgFixture(b)
+	v, err := wid.NewVerifier(f.kr, "vault.io", trivialStore, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(v.Close)
+	if _, err := v.Verify(f.tokens[alg], now); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := joseVerify(f.tokens[alg], f.keys[alg].Key, "vault.io", now); err != nil {
+		b.Fatal(err)
+	}
+	return f, v
+}
+
+func benchVerifyBinding(b *testing.B, alg wid.Alg) {
+	f, v := algBenchFixture(b, alg)
+	token := f.tokens[alg]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := v.Verify(token, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyBindingES256, ...RS256: BenchmarkVerifyBinding for a token
+// signed by the keyring's ES256 (RS256, 2048-bit) key.
+func BenchmarkVerifyBindingES256(b *testing.B) { benchVerifyBinding(b, wid.AlgES256) }
+func BenchmarkVerifyBindingRS256(b *testing.B) { benchVerifyBinding(b, wid.AlgRS256) }
+
+// BenchmarkVerifyGoJoseES256, ...RS256: BenchmarkVerifyGoJose for the same
+// tokens, with the keys of the exported JWKS.
+func BenchmarkVerifyGoJoseES256(b *testing.B) {
+	f, _ := algBenchFixture(b, wid.AlgES256)
+	benchGoJoseVerify(b, f.tokens[wid.AlgES256], f.keys[wid.AlgES256].Key)
+}
+
+func BenchmarkVerifyGoJoseRS256(b *testing.B) {
+	f, _ := algBenchFixture(b, wid.AlgRS256)
+	benchGoJoseVerify(b, f.tokens[wid.AlgRS256], f.keys[wid.AlgRS256].Key)
+}
+
+func benchIssueBinding(b *testing.B, alg wid.Alg) {
+	f, _ := algBenchFixture(b, alg)
+	req := request("vault.io")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.kr.IssueAlg(alg, req, "", now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIssueBindingES256, ...RS256: Keyring.IssueAlg (go-msgpack
+// encoding + signing).
+func BenchmarkIssueBindingES256(b *testing.B) { benchIssueBinding(b, wid.AlgES256) }
+func BenchmarkIssueBindingRS256(b *testing.B) { benchIssueBinding(b, wid.AlgRS256) }
+
+// benchSignGoJose: a go-jose signer (made once) signs the same claims per
+// iteration: JSON encoding + signing + compact serialization.
+func benchSignGoJose(b *testing.B, alg jose.SignatureAlgorithm, key interface{}) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "key-1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	registered, private := goJoseClaims()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := jwt.Signed(signer).Claims(registered).Claims(private).CompactSerialize(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSignGoJoseEdDSA, ...ES256, ...RS256: go-jose v2 signing, beside
+// BenchmarkIssueBinding*.
+func BenchmarkSignGoJoseEdDSA(b *testing.B) {
+	benchSignGoJose(b, jose.EdDSA, ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+}
+
+func BenchmarkSignGoJoseES256(b *testing.B) {
+	benchSignGoJose(b, jose.ES256, deriveP256(b, esMaterial(), esKid))
+}
+
+func BenchmarkSignGoJoseRS256(b *testing.B) { benchSignGoJose(b, jose.RS256, testRSAKey(b)) }

@@ -20,7 +20,7 @@ const (
 	ResultIOError              Result = C.WID_RESULT_IO_ERROR              // a file or OS operation failed
 	ResultPanic                Result = C.WID_RESULT_PANIC                 // a panic was contained in the library
 	ResultMalformedToken       Result = C.WID_RESULT_MALFORMED_TOKEN       // not a well-formed compact JWS
-	ResultUnsupportedAlgorithm Result = C.WID_RESULT_UNSUPPORTED_ALGORITHM // alg is not EdDSA
+	ResultUnsupportedAlgorithm Result = C.WID_RESULT_UNSUPPORTED_ALGORITHM // alg is not the algorithm of the kid's key
 	ResultUnknownKey           Result = C.WID_RESULT_UNKNOWN_KEY           // kid names no usable key
 	ResultBadSignature         Result = C.WID_RESULT_BAD_SIGNATURE         // the signature does not verify
 	ResultExpired              Result = C.WID_RESULT_EXPIRED               // the token expired

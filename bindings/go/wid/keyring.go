@@ -67,9 +67,10 @@ func (k *Keyring) with(f func(kr *C.wid_keyring) C.wid_result) error {
 	return call(func() C.wid_result { return f(k.kr) })
 }
 
-// Insert adds a key: material must be 32 bytes. A duplicate ID fails with
-// ErrDuplicateKey; a second active key with ErrInvalidArgument.
-// createTime is in Unix seconds.
+// Insert adds an EdDSA key: material must be 32 bytes, d DerivationHKDFV1
+// or DerivationNomadRawSeed. A duplicate ID fails with ErrDuplicateKey; a
+// second active EdDSA key with ErrInvalidArgument. createTime is in Unix
+// seconds. It is InsertAlg(AlgEdDSA, ...).
 func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		id, idLen := strIn(keyID)
@@ -79,12 +80,44 @@ func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState
 	})
 }
 
-// Rotate makes a fresh key active (the previous active key becomes
-// inactive: it still verifies) and returns its ID.
+// InsertAlg adds a key of algorithm alg. AlgEdDSA takes 32 bytes of
+// material with DerivationHKDFV1 or DerivationNomadRawSeed, AlgES256 32
+// bytes with DerivationHKDFV1, AlgRS256 a PKCS#8 DER private key (2048 to
+// 8192 bits, e = 65537; x509.MarshalPKCS8PrivateKey) with DerivationPKCS8.
+// Any other pairing, an unacceptable RSA key, an unknown alg or a second
+// active key of alg fails with ErrInvalidArgument; a duplicate ID with
+// ErrDuplicateKey. createTime is in Unix seconds.
+func (k *Keyring) InsertAlg(alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+	return k.with(func(kr *C.wid_keyring) C.wid_result {
+		id, idLen := strIn(keyID)
+		m, mLen := bytesIn(material)
+		return C.wid_keyring_insert_alg(kr, C.wid_alg(alg), id, idLen, (*C.uint8_t)(ptr(m)), mLen,
+			C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+	})
+}
+
+// Rotate makes a fresh EdDSA key active (the previous active EdDSA key
+// becomes inactive: it still verifies) and returns its ID. It is
+// RotateAlg(AlgEdDSA, now).
 func (k *Keyring) Rotate(now int64) (string, error) {
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		return C.wid_keyring_rotate(kr, C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
+// RotateAlg makes a fresh key of alg active (a 2048-bit RSA key from the
+// OS CSPRNG for AlgRS256, which takes a moment) and returns its ID; the
+// previous active key of alg becomes inactive (it still verifies), other
+// algorithms' keys are untouched. An unknown alg fails with
+// ErrInvalidArgument.
+func (k *Keyring) RotateAlg(alg Alg, now int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_rotate_alg(kr, C.wid_alg(alg), C.int64_t(now), &out)
 	}); err != nil {
 		return "", err
 	}
@@ -135,8 +168,12 @@ func (k *Keyring) JWKS() ([]byte, error) {
 	return takeBytes(&out), nil
 }
 
-// ImportJWKS adds the Ed25519 keys of a JWKS as verify-only keys (all or
-// nothing) and returns how many were added.
+// ImportJWKS adds the keys of a JWKS as verify-only keys (all or nothing)
+// and returns how many were added: OKP Ed25519, EC P-256 and RSA (at least
+// 2048 bits, e = 65537) keys whose use is absent or "sig". Entries with use
+// "enc" or an unknown kty are skipped; a private member (d, p, q, ...), an
+// invalid point, a duplicate kid or an alg that does not match the key type
+// refuses the whole set.
 func (k *Keyring) ImportJWKS(jwks []byte) (int, error) {
 	var n C.size_t
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {

@@ -83,44 +83,54 @@ func DecodeIssueRequest(b []byte) (*IssueRequest, error) {
 }
 
 // Issue signs the identity req asks for at now (Unix seconds) with the
-// active key and returns the JWT: iat = nbf = now, exp = now + TTL when the
-// TTL is positive. Without an active key it fails with ErrNoActiveKey; an
-// invalid request fails with ErrInvalidArgument (the message lists every
-// problem with its field path).
+// active EdDSA key and returns the JWT: iat = nbf = now, exp = now + TTL
+// when the TTL is positive. Without an active EdDSA key it fails with
+// ErrNoActiveKey; an invalid request fails with ErrInvalidArgument (the
+// message lists every problem with its field path).
 func (k *Keyring) Issue(req *IssueRequest, now int64) (string, error) {
-	return k.IssueWithIssuer(req, "", now)
+	return k.IssueAlg(AlgEdDSA, req, "", now)
 }
 
 // IssueWithIssuer is Issue with an iss claim (none when issuer is empty).
 func (k *Keyring) IssueWithIssuer(req *IssueRequest, issuer string, now int64) (string, error) {
+	return k.IssueAlg(AlgEdDSA, req, issuer, now)
+}
+
+// IssueAlg is IssueWithIssuer signed with the active key of alg (the
+// token's header alg is alg's JOSE name, its kid that key's ID). An unknown
+// alg fails with ErrInvalidArgument; an alg without an active key with
+// ErrNoActiveKey.
+func (k *Keyring) IssueAlg(alg Alg, req *IssueRequest, issuer string, now int64) (string, error) {
 	b, err := EncodeIssueRequest(req)
 	if err != nil {
 		return "", err
 	}
-	return k.issue(b, issuer, now)
+	return k.issue(alg, b, issuer, now)
 }
 
 // IssueMsgpack is Issue for an IssueRequest already msgpack-encoded (as
 // Nomad's go-msgpack writes it, e.g. received off Nomad's RPC wire).
 func (k *Keyring) IssueMsgpack(request []byte, now int64) (string, error) {
-	return k.issue(request, "", now)
+	return k.issue(AlgEdDSA, request, "", now)
 }
 
 // IssueMsgpackWithIssuer is IssueMsgpack with an iss claim (none when
 // issuer is empty).
 func (k *Keyring) IssueMsgpackWithIssuer(request []byte, issuer string, now int64) (string, error) {
-	return k.issue(request, issuer, now)
+	return k.issue(AlgEdDSA, request, issuer, now)
 }
 
-func (k *Keyring) issue(request []byte, issuer string, now int64) (string, error) {
+// IssueMsgpackAlg is IssueAlg for an IssueRequest already msgpack-encoded.
+func (k *Keyring) IssueMsgpackAlg(alg Alg, request []byte, issuer string, now int64) (string, error) {
+	return k.issue(alg, request, issuer, now)
+}
+
+func (k *Keyring) issue(alg Alg, request []byte, issuer string, now int64) (string, error) {
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		r, rLen := bytesIn(request)
-		if issuer == "" {
-			return C.wid_issue(kr, (*C.uint8_t)(ptr(r)), rLen, C.int64_t(now), &out)
-		}
-		iss, issLen := strIn(issuer)
-		return C.wid_issue_with_issuer(kr, (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
+		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
+		return C.wid_issue_alg(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
 	}); err != nil {
 		return "", err
 	}

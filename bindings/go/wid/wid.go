@@ -1,12 +1,16 @@
 // Package wid is the Go binding of the workload-identity library's C ABI
-// (include/workload_identity.h): it mints and verifies Ed25519-signed JWT
-// workload identities bound to live allocations, compatible with Nomad's.
+// (include/workload_identity.h): it mints and verifies JWT workload
+// identities bound to live allocations, compatible with Nomad's, signed with
+// EdDSA (Ed25519, the default), ES256 (ECDSA P-256) or RS256 (RSA PKCS#1
+// v1.5).
 //
-// A Keyring holds the signing and verification keys; Keyring.Issue signs the
-// identity an IssueRequest (Nomad's structs, msgpack-encoded with go-msgpack
-// exactly as Nomad does) asks for. A Verifier checks tokens against a
-// Keyring, an audience and a StateStore that says whether the token's
-// allocation is still live.
+// A Keyring holds the signing and verification keys, at most one active key
+// per algorithm; Keyring.Issue signs the identity an IssueRequest (Nomad's
+// structs, msgpack-encoded with go-msgpack exactly as Nomad does) asks for
+// with the active EdDSA key, Keyring.IssueAlg with the active key of another
+// algorithm. A Verifier checks tokens of every algorithm against a Keyring,
+// an audience and a StateStore that says whether the token's allocation is
+// still live; a token's alg must be the algorithm of the key its kid names.
 //
 // Every failure is an *Error carrying the library's result code and detail
 // message; compare with errors.Is against the sentinels (ErrExpired,
@@ -40,16 +44,51 @@ func LibraryABIVersion() uint32 { return uint32(C.wid_abi_version()) }
 // Version is the linked library's version, such as "0.1.0".
 func Version() string { return C.GoString(C.wid_version()) }
 
-// Derivation says how a key's 32 bytes of material become an Ed25519 key.
+// Alg is a signing algorithm (wid_alg). Every key has exactly one,
+// fixed when the key is made.
+//
+// Which to use: AlgEdDSA where the relying party accepts it (Vault, Consul):
+// the smallest tokens and keys, fast signing. AlgES256 for AWS STS and
+// GCP workload identity federation (and SPIFFE JWT-SVID validators): its
+// keys derive from 32 bytes of material like EdDSA's. AlgRS256 where only
+// RSA is accepted (Azure federated credentials), and for verifying the
+// RS256 tokens Nomad 1.7+ issues.
+type Alg uint32
+
+// Signing algorithms.
+const (
+	AlgEdDSA Alg = C.WID_ALG_EDDSA // EdDSA over Ed25519 (RFC 8037); the default
+	AlgES256 Alg = C.WID_ALG_ES256 // ECDSA over P-256 with SHA-256 (RFC 7518 3.4)
+	AlgRS256 Alg = C.WID_ALG_RS256 // RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 3.3)
+)
+
+// String returns the JOSE name ("EdDSA", "ES256", "RS256").
+func (a Alg) String() string {
+	switch a {
+	case AlgEdDSA:
+		return "EdDSA"
+	case AlgES256:
+		return "ES256"
+	case AlgRS256:
+		return "RS256"
+	}
+	return "Alg(" + strconv.FormatUint(uint64(a), 10) + ")"
+}
+
+// Derivation says how a key's material becomes a private key.
 type Derivation uint32
 
 // Key derivations.
 const (
-	// DerivationHKDFV1 derives the key with HKDF-SHA256 v1 (the default).
+	// DerivationHKDFV1 derives the key from 32 bytes of material with
+	// HKDF-SHA256 v1, the key ID as info (the default; EdDSA and ES256).
 	DerivationHKDFV1 Derivation = C.WID_KEY_DERIVATION_HKDF_V1
-	// DerivationNomadRawSeed uses the material as the Ed25519 seed (Nomad
-	// compatibility).
+	// DerivationNomadRawSeed uses the 32 bytes of material as the Ed25519
+	// seed (Nomad compatibility; EdDSA only).
 	DerivationNomadRawSeed Derivation = C.WID_KEY_DERIVATION_NOMAD_RAW_SEED
+	// DerivationPKCS8: the material is a PKCS#8 DER private key, e.g. from
+	// x509.MarshalPKCS8PrivateKey (RS256 only).
+	DerivationPKCS8 Derivation = C.WID_KEY_DERIVATION_PKCS8
 )
 
 // KeyState is a key's place in its life cycle.

@@ -2,11 +2,17 @@ package wid
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/ioutil"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1043,4 +1049,487 @@ func TestCloseWhileVerifying(t *testing.T) {
 		t.Fatalf("in-flight Verify: %v", err)
 	}
 	<-closed
+}
+
+// header returns the alg and kid of a token's JOSE header.
+func header(t testing.TB, token string) (alg, kid string) {
+	t.Helper()
+	seg := strings.SplitN(token, ".", 2)[0]
+	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	var h struct {
+		Alg string `json:"alg"`
+		Kid string `json:"kid"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	return h.Alg, h.Kid
+}
+
+// rsaKeys are generated once: RSA key generation is slow under -race.
+var rsaKeys struct {
+	once  sync.Once
+	k2048 *rsa.PrivateKey // e = 65537
+	k1024 *rsa.PrivateKey // too small
+	e3    *rsa.PrivateKey // 2048 bits, e = 3
+	err   error
+}
+
+func testRSAKeys(t testing.TB) (k2048, k1024, e3 *rsa.PrivateKey) {
+	t.Helper()
+	rsaKeys.once.Do(func() {
+		if rsaKeys.k2048, rsaKeys.err = rsa.GenerateKey(rand.Reader, 2048); rsaKeys.err != nil {
+			return
+		}
+		if rsaKeys.k1024, rsaKeys.err = rsa.GenerateKey(rand.Reader, 1024); rsaKeys.err != nil {
+			return
+		}
+		rsaKeys.e3, rsaKeys.err = rsaKeyWithExponent(2048, 3)
+	})
+	if rsaKeys.err != nil {
+		t.Fatalf("generating RSA keys: %v", rsaKeys.err)
+	}
+	return rsaKeys.k2048, rsaKeys.k1024, rsaKeys.e3
+}
+
+// rsaKeyWithExponent makes a valid RSA key with public exponent e (crypto/rsa
+// only makes e = 65537).
+func rsaKeyWithExponent(bits, e int) (*rsa.PrivateKey, error) {
+	one, bigE := big.NewInt(1), big.NewInt(int64(e))
+	for {
+		p, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			return nil, err
+		}
+		q, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			return nil, err
+		}
+		n := new(big.Int).Mul(p, q)
+		if p.Cmp(q) == 0 || n.BitLen() != bits {
+			continue
+		}
+		phi := new(big.Int).Mul(new(big.Int).Sub(p, one), new(big.Int).Sub(q, one))
+		d := new(big.Int).ModInverse(bigE, phi)
+		if d == nil {
+			continue // e divides p-1 or q-1
+		}
+		k := &rsa.PrivateKey{PublicKey: rsa.PublicKey{N: n, E: e}, D: d, Primes: []*big.Int{p, q}}
+		if err := k.Validate(); err != nil {
+			return nil, err
+		}
+		k.Precompute()
+		return k, nil
+	}
+}
+
+func pkcs8(t testing.TB, key interface{}) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// newAlgKeyring returns a keyring with an active key of each algorithm:
+// "key-1" (EdDSA), "es-1" (ES256, HKDF v1 of material(3)) and "rs-1"
+// (RS256, testRSAKeys' 2048-bit key).
+func newAlgKeyring(t testing.TB) *Keyring {
+	t.Helper()
+	kr := newKeyring(t)
+	if err := kr.InsertAlg(AlgES256, "es-1", material(3), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+		t.Fatalf("InsertAlg(ES256): %v", err)
+	}
+	k2048, _, _ := testRSAKeys(t)
+	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, now-100); err != nil {
+		t.Fatalf("InsertAlg(RS256): %v", err)
+	}
+	return kr
+}
+
+func TestAlgConstants(t *testing.T) {
+	// The header's numbers (WID_ALG_EDDSA 1, WID_ALG_ES256 2, WID_ALG_RS256 3).
+	for alg, want := range map[Alg]uint32{AlgEdDSA: 1, AlgES256: 2, AlgRS256: 3} {
+		if uint32(alg) != want {
+			t.Errorf("%v = %d, want %d", alg, uint32(alg), want)
+		}
+	}
+	if DerivationPKCS8 != 3 {
+		t.Errorf("DerivationPKCS8 = %d, want 3", DerivationPKCS8)
+	}
+	for alg, want := range map[Alg]string{AlgEdDSA: "EdDSA", AlgES256: "ES256", AlgRS256: "RS256", Alg(99): "Alg(99)"} {
+		if got := alg.String(); got != want {
+			t.Errorf("Alg(%d).String() = %q, want %q", uint32(alg), got, want)
+		}
+	}
+}
+
+func TestIssueAlgVerify(t *testing.T) {
+	kr := newAlgKeyring(t)
+	store := liveStore()
+	v := newVerifier(t, kr, aud, store, noWait)
+	const iss = "https://nomad.example.com"
+	issV := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: iss, KeyWait: -1})
+	for _, c := range []struct {
+		alg      Alg
+		kid      string
+		sigBytes int // raw signature length: Ed25519 64, P-256 r||s 64, RSA-2048 256
+	}{
+		{AlgEdDSA, "key-1", 64},
+		{AlgES256, "es-1", 64},
+		{AlgRS256, "rs-1", 256},
+	} {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			tok, err := kr.IssueAlg(c.alg, request(allocID, aud), "", now)
+			if err != nil {
+				t.Fatalf("IssueAlg: %v", err)
+			}
+			if alg, kid := header(t, tok); alg != c.alg.String() || kid != c.kid {
+				t.Fatalf("header alg %q kid %q, want %v %q", alg, kid, c.alg, c.kid)
+			}
+			sig, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[2])
+			if err != nil || len(sig) != c.sigBytes {
+				t.Fatalf("signature: %d bytes (%v), want %d", len(sig), err, c.sigBytes)
+			}
+			cl, err := v.Verify(tok, now+10)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if cl.AllocationID != allocID || cl.Subject != "global:default:web:frontend:server:default" ||
+				cl.Expires == nil || *cl.Expires != now+ttl || cl.Issuer != "" {
+				t.Errorf("claims %+v", cl)
+			}
+			if _, err := issV.Verify(tok, now); !errors.Is(err, ErrIssuerMismatch) {
+				t.Errorf("no iss against a required issuer: %v", err)
+			}
+
+			// With an issuer, and through the msgpack entry point.
+			withIss, err := kr.IssueAlg(c.alg, request(allocID, aud), iss, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl, err := issV.Verify(withIss, now); err != nil || cl.Issuer != iss {
+				t.Errorf("with issuer: %v %+v", err, cl)
+			}
+			raw, err := EncodeIssueRequest(request(allocID, aud))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mp, err := kr.IssueMsgpackAlg(c.alg, raw, iss, now)
+			if err != nil {
+				t.Fatalf("IssueMsgpackAlg: %v", err)
+			}
+			if alg, kid := header(t, mp); alg != c.alg.String() || kid != c.kid {
+				t.Errorf("msgpack token header %q %q", alg, kid)
+			}
+			if _, err := issV.Verify(mp, now); err != nil {
+				t.Errorf("msgpack token: %v", err)
+			}
+
+			// Tampering is caught for every algorithm.
+			parts := strings.Split(tok, ".")
+			forged := strings.Replace(string(mustB64(t, parts[1])), allocID, "00000000-0000-0000-0000-000000000000", 1)
+			_, err = v.Verify(parts[0]+"."+base64.RawURLEncoding.EncodeToString([]byte(forged))+"."+parts[2], now)
+			wantCode(t, err, ErrBadSignature)
+		})
+	}
+	// Issue and IssueWithIssuer still mean EdDSA.
+	if alg, kid := header(t, issue(t, kr, request(allocID, aud), now)); alg != "EdDSA" || kid != "key-1" {
+		t.Errorf("Issue signed with %s/%s", alg, kid)
+	}
+}
+
+func mustB64(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A token's alg must be the algorithm of the key its kid names.
+func TestAlgPinnedByKey(t *testing.T) {
+	kr := newAlgKeyring(t)
+	v := newVerifier(t, kr, aud, liveStore(), noWait)
+	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(tok, ".")
+		_, kid := header(t, tok)
+		for _, other := range []string{"EdDSA", "ES256", "RS256", "PS256", "HS256", "ES384", "none", "Ed25519"} {
+			if other == alg.String() || (alg == AlgEdDSA && other == "Ed25519") {
+				continue
+			}
+			h := fmt.Sprintf(`{"alg":%q,"kid":%q,"typ":"JWT"}`, other, kid)
+			_, err := v.Verify(base64.RawURLEncoding.EncodeToString([]byte(h))+"."+parts[1]+"."+parts[2], now)
+			wantCode(t, err, ErrUnsupportedAlgorithm)
+		}
+	}
+}
+
+func TestRotateAlg(t *testing.T) {
+	kr := newAlgKeyring(t)
+	v := newVerifier(t, kr, aud, liveStore(), noWait)
+	old := map[Alg]string{}
+	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[alg] = tok
+	}
+
+	for _, alg := range []Alg{AlgES256, AlgRS256} {
+		id, err := kr.RotateAlg(alg, now+10)
+		if err != nil {
+			t.Fatalf("RotateAlg(%v): %v", alg, err)
+		}
+		if id == "" || id == "es-1" || id == "rs-1" {
+			t.Fatalf("RotateAlg(%v): new key id %q", alg, id)
+		}
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now+10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, kid := header(t, tok); a != alg.String() || kid != id {
+			t.Errorf("after RotateAlg(%v): signed with %s/%s, want %q", alg, a, kid, id)
+		}
+		if _, err := v.Verify(tok, now+20); err != nil {
+			t.Errorf("new %v token: %v", alg, err)
+		}
+	}
+	// The previous keys still verify; EdDSA was left alone.
+	for alg, tok := range old {
+		if _, err := v.Verify(tok, now+20); err != nil {
+			t.Errorf("%v token from before the rotation: %v", alg, err)
+		}
+	}
+	if _, kid := header(t, issue(t, kr, request(allocID, aud), now+10)); kid != "key-1" {
+		t.Errorf("rotating ES256 and RS256 changed the EdDSA key to %q", kid)
+	}
+	// RotateAlg(AlgEdDSA) is Rotate.
+	id, err := kr.RotateAlg(AlgEdDSA, now+30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kid(t, issue(t, kr, request(allocID, aud), now+30)); got != id {
+		t.Errorf("EdDSA signs with %q after RotateAlg, want %q", got, id)
+	}
+
+	// A keyring with no key of an algorithm gets one by rotating.
+	fresh, _ := NewKeyring()
+	defer fresh.Close()
+	id, err = fresh.RotateAlg(AlgES256, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := fresh.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, kid := header(t, tok); kid != id {
+		t.Errorf("kid %q, want %q", kid, id)
+	}
+	_, err = fresh.Issue(request(allocID, aud), now)
+	wantCode(t, err, ErrNoActiveKey)
+}
+
+func TestAlgJWKS(t *testing.T) {
+	kr := newAlgKeyring(t)
+	k2048, _, _ := testRSAKeys(t)
+	jwks, err := kr.JWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set struct {
+		Keys []map[string]interface{} `json:"keys"`
+	}
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		t.Fatalf("JWKS is not JSON: %v: %s", err, jwks)
+	}
+	byKid := map[string]map[string]interface{}{}
+	for _, k := range set.Keys {
+		byKid[k["kid"].(string)] = k
+		for _, private := range []string{"d", "p", "q", "dp", "dq", "qi"} {
+			if _, ok := k[private]; ok {
+				t.Errorf("JWK %v has private member %q", k["kid"], private)
+			}
+		}
+	}
+	if len(byKid) != 3 {
+		t.Fatalf("%d keys: %s", len(byKid), jwks)
+	}
+	ec := byKid["es-1"]
+	if ec["kty"] != "EC" || ec["crv"] != "P-256" || ec["alg"] != "ES256" || ec["use"] != "sig" ||
+		len(mustB64(t, ec["x"].(string))) != 32 || len(mustB64(t, ec["y"].(string))) != 32 {
+		t.Errorf("EC JWK %v", ec)
+	}
+	rs := byKid["rs-1"]
+	if rs["kty"] != "RSA" || rs["alg"] != "RS256" || rs["use"] != "sig" || rs["e"] != "AQAB" ||
+		!bytes.Equal(mustB64(t, rs["n"].(string)), k2048.N.Bytes()) {
+		t.Errorf("RSA JWK %v", rs)
+	}
+
+	// A replica verifies every algorithm from the imported JWKS, and cannot sign.
+	replica, _ := NewKeyring()
+	defer replica.Close()
+	if n, err := replica.ImportJWKS(jwks); err != nil || n != 3 {
+		t.Fatalf("ImportJWKS: %d %v", n, err)
+	}
+	v := newVerifier(t, replica, aud, liveStore(), noWait)
+	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(tok, now); err != nil {
+			t.Errorf("%v token against the imported JWKS: %v", alg, err)
+		}
+		_, err = replica.IssueAlg(alg, request(allocID, aud), "", now)
+		wantCode(t, err, ErrNoActiveKey)
+	}
+}
+
+func TestAlgSaveLoad(t *testing.T) {
+	kr := newAlgKeyring(t)
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	if err := kr.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadKeyring(path)
+	if err != nil {
+		t.Fatalf("LoadKeyring: %v", err)
+	}
+	defer loaded.Close()
+	v := newVerifier(t, kr, aud, liveStore(), noWait)
+	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
+		tok, err := loaded.IssueAlg(alg, request(allocID, aud), "", now)
+		if err != nil {
+			t.Fatalf("loaded keyring, %v: %v", alg, err)
+		}
+		if _, err := v.Verify(tok, now); err != nil {
+			t.Errorf("%v token of the loaded keyring, verified by the original: %v", alg, err)
+		}
+	}
+	a, _ := kr.JWKS()
+	b, _ := loaded.JWKS()
+	if !bytes.Equal(a, b) {
+		t.Errorf("JWKS differ:\n%s\n%s", a, b)
+	}
+}
+
+func TestAlgErrors(t *testing.T) {
+	const unknown = Alg(99)
+	kr := newKeyring(t) // EdDSA only
+
+	// Unknown algorithm: INVALID_ARGUMENT from every entry point.
+	_, err := kr.IssueAlg(unknown, request(allocID, aud), "", now)
+	e := wantCode(t, err, ErrInvalidArgument)
+	t.Logf("IssueAlg(99): %v", e)
+	raw, _ := EncodeIssueRequest(request(allocID, aud))
+	_, err = kr.IssueMsgpackAlg(unknown, raw, "", now)
+	wantCode(t, err, ErrInvalidArgument)
+	_, err = kr.RotateAlg(unknown, now)
+	e = wantCode(t, err, ErrInvalidArgument)
+	t.Logf("RotateAlg(99): %v", e)
+	e = wantCode(t, kr.InsertAlg(unknown, "k-99", material(1), DerivationHKDFV1, KeyStateInactive, now), ErrInvalidArgument)
+	t.Logf("InsertAlg(99): %v", e)
+	_, err = kr.RotateAlg(Alg(0), now)
+	wantCode(t, err, ErrInvalidArgument)
+
+	// No active key of the algorithm: NO_ACTIVE_KEY (EdDSA's key does not stand in).
+	for _, alg := range []Alg{AlgES256, AlgRS256} {
+		_, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		e := wantCode(t, err, ErrNoActiveKey)
+		t.Logf("IssueAlg(%v) without a key: %v", alg, e)
+	}
+	// An inactive key does not sign either.
+	if err := kr.InsertAlg(AlgES256, "es-old", material(4), DerivationHKDFV1, KeyStateInactive, now); err != nil {
+		t.Fatal(err)
+	}
+	_, err = kr.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	wantCode(t, err, ErrNoActiveKey)
+
+	// Material and derivation must fit the algorithm.
+	k2048, k1024, e3 := testRSAKeys(t)
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		alg      Alg
+		material []byte
+		d        Derivation
+	}{
+		"ES256 raw seed":        {AlgES256, material(5), DerivationNomadRawSeed},
+		"ES256 PKCS8":           {AlgES256, pkcs8(t, ecKey), DerivationPKCS8},
+		"ES256 31 bytes":        {AlgES256, material(5)[:31], DerivationHKDFV1},
+		"RS256 HKDF":            {AlgRS256, material(5), DerivationHKDFV1},
+		"RS256 raw seed":        {AlgRS256, material(5), DerivationNomadRawSeed},
+		"RS256 1024-bit":        {AlgRS256, pkcs8(t, k1024), DerivationPKCS8},
+		"RS256 e=3":             {AlgRS256, pkcs8(t, e3), DerivationPKCS8},
+		"RS256 P-256 PKCS8":     {AlgRS256, pkcs8(t, ecKey), DerivationPKCS8},
+		"RS256 PKCS1 not PKCS8": {AlgRS256, x509.MarshalPKCS1PrivateKey(k2048), DerivationPKCS8},
+		"RS256 empty":           {AlgRS256, nil, DerivationPKCS8},
+		"EdDSA PKCS8":           {AlgEdDSA, pkcs8(t, k2048), DerivationPKCS8},
+		"EdDSA PKCS8 32 bytes":  {AlgEdDSA, material(5), DerivationPKCS8},
+		"RS256 unknown deriv.":  {AlgRS256, pkcs8(t, k2048), Derivation(9)},
+		"ES256 unknown deriv.":  {AlgES256, material(5), Derivation(0)},
+		"RS256 truncated PKCS8": {AlgRS256, pkcs8(t, k2048)[:100], DerivationPKCS8},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := kr.InsertAlg(c.alg, "bad-key", c.material, c.d, KeyStateInactive, now)
+			e := wantCode(t, err, ErrInvalidArgument)
+			t.Logf("%v", e)
+		})
+	}
+
+	// DER with a trailing byte: the contract does not say; the library (aws-lc-rs)
+	// accepts it today. Whatever it decides, the key must survive Save/Load.
+	if err := kr.InsertAlg(AlgRS256, "rs-trailing", append(pkcs8(t, k2048), 0), DerivationPKCS8, KeyStateInactive, now); err != nil {
+		t.Logf("PKCS#8 with a trailing byte refused: %v", err)
+	} else {
+		t.Log("PKCS#8 with a trailing byte accepted")
+		path := filepath.Join(t.TempDir(), "keyring.json")
+		if err := kr.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := LoadKeyring(path)
+		if err != nil {
+			t.Fatalf("a keyring holding the accepted key does not load: %v", err)
+		}
+		loaded.Close()
+		if err := kr.Deprecate("rs-trailing", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// One active key per algorithm; key IDs are unique across algorithms.
+	if err := kr.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, now); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, kr.InsertAlg(AlgES256, "es-2", material(6), DerivationHKDFV1, KeyStateActive, now), ErrInvalidArgument)
+	wantCode(t, kr.InsertAlg(AlgES256, "key-1", material(6), DerivationHKDFV1, KeyStateInactive, now), ErrDuplicateKey)
+	wantCode(t, kr.InsertAlg(AlgRS256, "es-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateInactive, now), ErrDuplicateKey)
+	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, now); err != nil {
+		t.Fatalf("an active RS256 key beside active EdDSA and ES256 keys: %v", err)
+	}
+
+	// A closed keyring.
+	closed, _ := NewKeyring()
+	closed.Close()
+	wantCode(t, closed.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, now), ErrNullArgument)
+	_, err = closed.RotateAlg(AlgES256, now)
+	wantCode(t, err, ErrNullArgument)
+	_, err = closed.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	wantCode(t, err, ErrNullArgument)
+	_, err = kr.IssueAlg(AlgES256, nil, "", now)
+	wantCode(t, err, ErrNullArgument)
 }
