@@ -10,11 +10,12 @@ use std::fmt;
 /// A signing algorithm (its JOSE name is `Algorithm::name`).
 ///
 /// Which to use: `EdDSA` where the relying party accepts it (Vault, Consul):
-/// the smallest tokens and the fastest verification. `ES256` for AWS STS and
-/// GCP workload identity federation (and SPIFFE JWT-SVID validators): keys
-/// derive from the same 32 bytes of root material, so keystores stay small.
-/// `RS256` where only RSA is accepted (Azure federated credentials) or for
-/// verifying Nomad 1.7+ tokens: generated keys, slow to sign, fast to verify.
+/// the smallest keys and tokens, fast to sign and to verify. `ES256` for AWS
+/// STS and GCP workload identity federation (and SPIFFE JWT-SVID validators):
+/// keys derive from the same 32 bytes of root material, so keystores stay
+/// small; the slowest to verify. `RS256` where only RSA is accepted (Azure
+/// federated credentials) or for verifying Nomad 1.7+ tokens: generated keys,
+/// ten times slower to sign, the fastest to verify.
 /// cbindgen:rename-all=UpperCase
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

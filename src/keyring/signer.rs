@@ -91,6 +91,7 @@ impl Signer {
                 Ok((Signer::P256(pair), PublicKey::P256 { x, y }))
             }
             Algorithm::Rs256 => {
+                check_der_whole(material.expose_secret())?;
                 let pair = RsaKeyPair::from_pkcs8(material.expose_secret()).map_err(|e| match e
                     .description_()
                 {
@@ -134,6 +135,30 @@ impl Signer {
                 Ok(sig)
             }
         }
+    }
+}
+
+/// The material must be exactly one DER SEQUENCE: bytes after it (which a
+/// parser may skip) would be stored and carried along unchecked.
+fn check_der_whole(der: &[u8]) -> Result<(), MaterialProblem> {
+    let whole = match der {
+        [0x30, n, rest @ ..] if *n < 0x80 => Some(usize::from(*n) == rest.len()),
+        [0x30, 0x81, n, rest @ ..] => Some(usize::from(*n) == rest.len()),
+        [0x30, 0x82, hi, lo, rest @ ..] => {
+            Some((usize::from(*hi) << 8 | usize::from(*lo)) == rest.len())
+        }
+        [0x30, 0x83, a, b, c, rest @ ..] => {
+            Some((usize::from(*a) << 16 | usize::from(*b) << 8 | usize::from(*c)) == rest.len())
+        }
+        _ => None,
+    };
+    match whole {
+        Some(true) => Ok(()),
+        Some(false) => Err(
+            "not a PKCS#8 DER RSA private key: its length does not match the DER SEQUENCE (trailing or missing bytes)"
+                .into(),
+        ),
+        None => Err("not a PKCS#8 DER RSA private key: it does not start with a DER SEQUENCE".into()),
     }
 }
 
@@ -309,6 +334,23 @@ mod tests {
             !N_MINUS_1[3],
         ]);
         assert_eq!(be(r), expected);
+    }
+
+    #[test]
+    fn pkcs8_material_is_one_whole_der_sequence() {
+        let der = include_bytes!("../../tests/vectors/rsa2048.pk8");
+        assert!(check_der_whole(der).is_ok());
+        let mut longer = der.to_vec();
+        longer.push(0);
+        assert!(check_der_whole(&longer).unwrap_err().contains("trailing"));
+        assert!(check_der_whole(&der[..der.len() - 1]).is_err());
+        assert!(
+            check_der_whole(&[0x04, 0x00])
+                .unwrap_err()
+                .contains("SEQUENCE")
+        );
+        assert!(check_der_whole(&[0x30, 0x00]).is_ok());
+        assert!(check_der_whole(&[0x30, 0x81, 0x01, 0x05]).is_ok());
     }
 
     #[test]

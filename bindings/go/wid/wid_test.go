@@ -1491,24 +1491,11 @@ func TestAlgErrors(t *testing.T) {
 		})
 	}
 
-	// DER with a trailing byte: the contract does not say; the library (aws-lc-rs)
-	// accepts it today. Whatever it decides, the key must survive Save/Load.
-	if err := kr.InsertAlg(AlgRS256, "rs-trailing", append(pkcs8(t, k2048), 0), DerivationPKCS8, KeyStateInactive, now); err != nil {
-		t.Logf("PKCS#8 with a trailing byte refused: %v", err)
-	} else {
-		t.Log("PKCS#8 with a trailing byte accepted")
-		path := filepath.Join(t.TempDir(), "keyring.json")
-		if err := kr.Save(path); err != nil {
-			t.Fatal(err)
-		}
-		loaded, err := LoadKeyring(path)
-		if err != nil {
-			t.Fatalf("a keyring holding the accepted key does not load: %v", err)
-		}
-		loaded.Close()
-		if err := kr.Deprecate("rs-trailing", now); err != nil {
-			t.Fatal(err)
-		}
+	// DER with a trailing byte: the material must be exactly one DER SEQUENCE
+	// (bytes a parser skips would be stored and carried along unchecked).
+	e = wantCode(t, kr.InsertAlg(AlgRS256, "rs-trailing", append(pkcs8(t, k2048), 0), DerivationPKCS8, KeyStateInactive, now), ErrInvalidArgument)
+	if !strings.Contains(e.Error(), "trailing") {
+		t.Fatalf("the refusal should say why: %v", e)
 	}
 
 	// One active key per algorithm; key IDs are unique across algorithms.
