@@ -67,9 +67,23 @@ fn world() -> &'static World {
     })
 }
 
-/// Token parsing alone.
+/// Token parsing alone; the input as a claims payload must read the same by
+/// the claims scan and by serde.
 pub fn jwt_decode(data: &[u8]) {
     let _ = crate::jwt::parse(data, crate::jwt::DEFAULT_MAX_TOKEN_BYTES);
+    claims_paths_agree(data);
+}
+
+/// Wherever the claims scan accepts a payload, serde reads the same claims.
+fn claims_paths_agree(payload: &[u8]) {
+    if let Some(fast) = crate::claims::canonical::parse(payload) {
+        let slow = serde_json::from_slice::<crate::Claims>(payload).ok();
+        assert_eq!(
+            slow.as_ref(),
+            Some(&fast),
+            "the claims scan and serde disagree"
+        );
+    }
 }
 
 fn b64(data: &[u8]) -> String {
@@ -92,6 +106,9 @@ pub fn verify(data: &[u8]) -> bool {
         let kid = KIDS.iter().find(|(_, a)| *a == alg).map_or("", |(k, _)| *k);
         format!(r#"{{"alg":"{}","kid":"{kid}","typ":"JWT"}}"#, alg.name()).into_bytes()
     };
+    if let Some((0 | 2 | 3, payload)) = data.split_first() {
+        claims_paths_agree(payload);
+    }
     let token: Vec<u8> = match data.split_first() {
         Some((0, payload)) => signed(w, Algorithm::EdDsa, &header_for(Algorithm::EdDsa), payload),
         Some((2, payload)) => signed(w, Algorithm::Es256, &header_for(Algorithm::Es256), payload),

@@ -56,18 +56,58 @@ pub(crate) struct Parsed<'a> {
     /// `<header>.<payload>` as sent: the bytes the signature covers.
     pub(crate) signing_input: &'a [u8],
     /// The decoded payload (claims JSON, not yet parsed).
-    pub(crate) payload: Vec<u8>,
+    pub(crate) payload: Payload,
     /// The decoded signature.
     pub(crate) signature: SigBuf,
+}
+
+/// Payloads up to this many decoded bytes are held inline (ours are about
+/// 300 to 600 bytes); longer ones on the heap.
+const INLINE_PAYLOAD: usize = 768;
+
+/// A decoded payload: inline when it fits (no allocation), else a `Vec`.
+pub(crate) enum Payload {
+    Inline([u8; INLINE_PAYLOAD], usize),
+    Heap(Vec<u8>),
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Inline(bytes, len) => &bytes[..*len],
+            Payload::Heap(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Payload({} bytes)", self.len())
+    }
+}
+
+fn payload_of(segment: &[u8]) -> Result<Payload> {
+    if base64::decoded_len_estimate(segment.len()) <= INLINE_PAYLOAD {
+        let mut bytes = [0u8; INLINE_PAYLOAD];
+        let len = b64_into(segment, "payload", &mut bytes)?.len();
+        return Ok(Payload::Inline(bytes, len));
+    }
+    URL_SAFE_NO_PAD
+        .decode(segment)
+        .map(Payload::Heap)
+        .map_err(|e| not_b64("payload", e))
 }
 
 /// The longest signature of any key: RSA-8192.
 pub(crate) const MAX_SIGNATURE_BYTES: usize = 1024;
 
-/// A decoded signature, held inline (no allocation).
+/// A decoded signature, held inline (no allocation) and decoded in place (the
+/// decoder wants a little slack past the longest signature).
 #[derive(Clone)]
 pub(crate) struct SigBuf {
-    bytes: [u8; MAX_SIGNATURE_BYTES],
+    bytes: [u8; MAX_SIGNATURE_BYTES + 8],
     len: usize,
 }
 
@@ -188,12 +228,6 @@ fn not_b64(what: &str, e: base64::DecodeError) -> Error {
     ))
 }
 
-fn b64(segment: &[u8], what: &str) -> Result<Vec<u8>> {
-    URL_SAFE_NO_PAD
-        .decode(segment)
-        .map_err(|e| not_b64(what, e))
-}
-
 /// Decodes a segment that must fit `buf`, without allocating.
 fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8]> {
     if base64::decoded_len_estimate(segment.len()) > buf.len() {
@@ -214,21 +248,21 @@ fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8
     Ok(&buf[..n])
 }
 
-/// The signature, held inline; its size is checked against the key (see
-/// the module docs).
-fn signature_of(sig: &[u8]) -> Result<SigBuf> {
-    if sig.len() > MAX_SIGNATURE_BYTES {
+/// The signature segment decoded in place; its size is checked against the
+/// key (see the module docs), here only against the longest of any key.
+fn signature_of(segment: &[u8]) -> Result<SigBuf> {
+    let mut sig = SigBuf {
+        bytes: [0u8; MAX_SIGNATURE_BYTES + 8],
+        len: 0,
+    };
+    let len = b64_into(segment, "signature", &mut sig.bytes)?.len();
+    if len > MAX_SIGNATURE_BYTES {
         return Err(malformed(format!(
-            "the signature is {} bytes, longer than any key's ({MAX_SIGNATURE_BYTES})",
-            sig.len()
+            "the signature is {len} bytes, longer than any key's ({MAX_SIGNATURE_BYTES})"
         )));
     }
-    let mut bytes = [0u8; MAX_SIGNATURE_BYTES];
-    bytes[..sig.len()].copy_from_slice(sig);
-    Ok(SigBuf {
-        bytes,
-        len: sig.len(),
-    })
+    sig.len = len;
+    Ok(sig)
 }
 
 /// Every `alg` a token may name, for messages.
@@ -261,12 +295,10 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     let (header_b64, payload_b64, sig_b64) = (&token[..d1], &token[d1 + 1..d2], &token[d2 + 1..]);
     let mut header_buf = [0u8; MAX_HEADER_BYTES];
     let header = b64_into(header_b64, "header", &mut header_buf)?;
-    let payload = b64(payload_b64, "payload")?;
-    // Room for any key's signature (RSA-8192 is 1024 bytes; the decoder wants a
-    // little slack), so a token for another algorithm is reported by its alg,
-    // below, not by its length.
-    let mut sig_buf = [0u8; MAX_SIGNATURE_BYTES + 8];
-    let sig = b64_into(sig_b64, "signature", &mut sig_buf)?;
+    let payload = payload_of(payload_b64)?;
+    // Room for any key's signature (RSA-8192 is 1024 bytes), so a token for
+    // another algorithm is reported by its alg, later, not by its length.
+    let signature = signature_of(sig_b64)?;
 
     if let Some((alg, kid)) = canonical_header(header) {
         return Ok(Parsed {
@@ -274,7 +306,7 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             kid: KidBuf::new(kid)?,
             signing_input: &token[..d2],
             payload,
-            signature: signature_of(sig)?,
+            signature,
         });
     }
     let header: Header = serde_json::from_slice(header).map_err(|e| {
@@ -306,7 +338,6 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         });
     };
     let kid = KidBuf::new(kid)?;
-    let signature = signature_of(sig)?;
     Ok(Parsed {
         alg,
         kid,
@@ -357,7 +388,7 @@ mod tests {
         let t = tok(r#"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#, "{}", &[7; 64]);
         let p = parse(t.as_bytes(), 8192).unwrap();
         assert_eq!(p.kid.as_str(), "k1");
-        assert_eq!(p.payload, b"{}");
+        assert_eq!(&*p.payload, b"{}");
         assert_eq!(p.alg, Algorithm::EdDsa);
         assert_eq!(p.signature.as_slice(), [7; 64]);
         assert_eq!(p.signing_input, t.rsplit_once('.').unwrap().0.as_bytes());
@@ -438,6 +469,25 @@ mod tests {
                 .map(|p| p.kid.as_str().to_string())
                 .ok();
             assert_eq!(parsed, via_parser, "{header}");
+        }
+    }
+
+    #[test]
+    fn payloads_inline_and_on_the_heap_decode_the_same() {
+        for len in [0, 1, 767, 768, 769, 770, 2000] {
+            let payload: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            let t = tok(
+                r#"{"alg":"EdDSA","kid":"k1","typ":"JWT"}"#,
+                &payload,
+                &[7; 64],
+            );
+            let p = parse(t.as_bytes(), 8192).unwrap();
+            assert_eq!(&*p.payload, payload.as_bytes(), "{len}");
+            let inline = matches!(p.payload, Payload::Inline(..));
+            assert_eq!(inline, len <= 768, "{len}: inline up to 768 bytes");
+            // Non-canonical base64 is refused the same way on both paths.
+            let bad = t.replacen('.', ".=", 1);
+            assert!(parse(bad.as_bytes(), 8192).is_err(), "{len}");
         }
     }
 

@@ -687,7 +687,7 @@ fn check_sig(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
 }
 
 fn decode_claims(payload: &[u8]) -> Result<Claims> {
-    serde_json::from_slice(payload).map_err(|e| Error::MalformedToken {
+    Claims::from_payload(payload).map_err(|e| Error::MalformedToken {
         reason: format!("claims are not a valid claims object: {e}"),
     })
 }

@@ -15,6 +15,8 @@
 //! integers, never floats or strings), and a claim name that appears twice —
 //! known or not — is an error. Unknown claims are otherwise ignored.
 
+pub(crate) mod canonical;
+
 use std::fmt;
 
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
@@ -161,6 +163,16 @@ impl Claims {
         None
     }
 
+    /// Parses a token payload strictly: our own serializer's exact form by a
+    /// straight scan, anything else by the serde parser (the same claims
+    /// either way; see `canonical`).
+    pub(crate) fn from_payload(json: &[u8]) -> Result<Claims, serde_json::Error> {
+        match canonical::parse(json) {
+            Some(claims) => Ok(claims),
+            None => serde_json::from_slice(json),
+        }
+    }
+
     /// The claims as JSON (the token payload form).
     pub fn to_json(&self) -> String {
         // Strings and integers only: serialization cannot fail.
@@ -203,12 +215,41 @@ impl Serialize for Claims {
     }
 }
 
-/// `aud`: a string or an array of strings.
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `aud`: a string or an array of strings. Read by a visitor of its own (an
+/// untagged enum would buffer the value and try each form in turn).
 enum Aud {
     One(String),
     Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Aud {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Aud, D::Error> {
+        struct AudVisitor;
+        impl<'de> Visitor<'de> for AudVisitor {
+            type Value = Aud;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an array of strings")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Aud, E> {
+                Ok(Aud::One(v.to_string()))
+            }
+
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Aud, E> {
+                Ok(Aud::One(v))
+            }
+
+            fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Aud, S::Error> {
+                let mut all = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(16));
+                while let Some(a) = seq.next_element::<String>()? {
+                    all.push(a);
+                }
+                Ok(Aud::Many(all))
+            }
+        }
+        d.deserialize_any(AudVisitor)
+    }
 }
 
 impl<'de> Deserialize<'de> for Claims {
