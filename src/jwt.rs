@@ -66,6 +66,9 @@ pub(crate) struct Parsed<'a> {
 const INLINE_PAYLOAD: usize = 768;
 
 /// A decoded payload: inline when it fits (no allocation), else a `Vec`.
+// Large on purpose: it lives on the stack for one verification, and saving
+// the allocation is the point.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Payload {
     Inline([u8; INLINE_PAYLOAD], usize),
     Heap(Vec<u8>),
