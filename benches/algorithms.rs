@@ -19,14 +19,13 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use workload_identity::{
-    Algorithm, Audience, Issuer, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MemoryStore,
-    PublicKey, RootKey, Verifier,
+    Algorithm, Audience, Issuer, KeyState, Keyring, MemoryStore, PublicKey, RootKey, Verifier,
 };
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-const RSA_PKCS8: &[u8] = include_bytes!("../tests/vectors/rsa2048.pk8");
+use common::RSA_PKCS8;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
 const AUD: &str = "vault.io";
 
@@ -44,25 +43,7 @@ fn install_jsonwebtoken_provider() {
 }
 
 fn root(alg: Algorithm, kid: &str, seed: u64, state: KeyState) -> RootKey {
-    let (material, derivation) = match alg {
-        Algorithm::Rs256 => (
-            KeyMaterial::from_pkcs8_der(RSA_PKCS8).unwrap(),
-            KeyDerivation::Pkcs8,
-        ),
-        _ => {
-            let mut m = [7u8; 32];
-            m[..8].copy_from_slice(&seed.to_le_bytes());
-            (KeyMaterial::from_slice(&m).unwrap(), KeyDerivation::HkdfV1)
-        }
-    };
-    RootKey::for_algorithm(
-        alg,
-        KeyId::new(kid).unwrap(),
-        material,
-        derivation,
-        state,
-        0,
-    )
+    common::alg_key(alg, kid, (seed % 251) as u8 + 1, state, 0)
 }
 
 /// A keyring with one active key of each algorithm and `extra` inactive keys

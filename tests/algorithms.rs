@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -23,32 +23,8 @@ const ES_KID: &str = "es-1";
 const RS_KID: &str = "rs-1";
 const ED_KID: &str = "ed-1";
 
-/// One RSA-2048 key for the whole file (generation is the slow part).
-fn rsa_material() -> KeyMaterial {
-    static KEY: OnceLock<RootKey> = OnceLock::new();
-    KEY.get_or_init(|| {
-        RootKey::generate_rsa(Default::default(), KeyState::Active, NOW - 1000).unwrap()
-    })
-    .material()
-    .clone()
-}
-
 fn key(alg: Algorithm, kid: &str, state: KeyState) -> RootKey {
-    let (material, derivation) = match alg {
-        Algorithm::Rs256 => (rsa_material(), KeyDerivation::Pkcs8),
-        _ => (
-            KeyMaterial::from_slice(&[kid.len() as u8 + 1; 32]).unwrap(),
-            KeyDerivation::HkdfV1,
-        ),
-    };
-    RootKey::for_algorithm(
-        alg,
-        KeyId::new(kid).unwrap(),
-        material,
-        derivation,
-        state,
-        NOW - 1000,
-    )
+    common::alg_key(alg, kid, kid.len() as u8 + 1, state, NOW - 1000)
 }
 
 /// A keyring with an active key of each algorithm, a live allocation, and a

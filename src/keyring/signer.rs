@@ -51,27 +51,20 @@ impl Signer {
         id: &KeyId,
     ) -> Result<(Signer, PublicKey), MaterialProblem> {
         check_pairing(alg, derivation)?;
+        if alg != Algorithm::Rs256 && material.len() != super::MATERIAL_LEN {
+            return Err(format!(
+                "{alg} material must be {} bytes, got {}",
+                super::MATERIAL_LEN,
+                material.len()
+            ));
+        }
         match alg {
             Algorithm::EdDsa => {
-                if material.len() != super::MATERIAL_LEN {
-                    return Err(format!(
-                        "EdDSA material must be {} bytes, got {}",
-                        super::MATERIAL_LEN,
-                        material.len()
-                    ));
-                }
                 let signing = derivation.signing_key(material, id);
                 let public = PublicKey::Ed25519(signing.verifying_key());
                 Ok((Signer::Ed25519(signing), public))
             }
             Algorithm::Es256 => {
-                if material.len() != super::MATERIAL_LEN {
-                    return Err(format!(
-                        "ES256 material must be {} bytes, got {}",
-                        super::MATERIAL_LEN,
-                        material.len()
-                    ));
-                }
                 let d = p256_scalar(material, id);
                 let der = ec_private_key_der(&d);
                 let pair =
