@@ -873,3 +873,88 @@ fn kr_round_trip(kr: &Keyring) {
         assert_eq!(back.root_key(&k.kid), kr.root_key(&k.kid));
     }
 }
+
+#[test]
+fn generated_rsa_keys_come_in_the_three_sizes_and_verify() {
+    use workload_identity::RsaKeySize;
+    let t = three();
+    for (size, bits) in [
+        (RsaKeySize::Bits2048, 2048),
+        (RsaKeySize::Bits3072, 3072),
+        (RsaKeySize::Bits4096, 4096),
+    ] {
+        assert_eq!(RsaKeySize::from_bits(bits), Some(size));
+        let kid = t.keyring.rotate_rsa(size, NOW).unwrap();
+        let info = t.keyring.key_info(&kid).unwrap();
+        assert_eq!(info.public_key.rsa_bits(), Some(bits));
+        assert_eq!(info.algorithm, Algorithm::Rs256);
+        assert_eq!(info.derivation, Some(KeyDerivation::Pkcs8));
+        let token = t.token(Algorithm::Rs256);
+        assert_eq!(parts(&token).2.len(), bits as usize / 8);
+        assert_eq!(t.verdict(&token), Ok(()), "{bits}");
+    }
+    assert_eq!(RsaKeySize::from_bits(1024), None);
+}
+
+#[test]
+fn strictness_carries_over_to_every_algorithm() {
+    let t = three();
+    for alg in [Algorithm::Es256, Algorithm::Rs256] {
+        let token = t.token(alg);
+        let (h, p, s) = parts(&token);
+        let kid = if alg == Algorithm::Es256 {
+            ES_KID
+        } else {
+            RS_KID
+        };
+        let resign = |header: &str| sign_segments_alg(&t.keyring, alg, &B64.encode(header), &p);
+        for (name, bad) in [
+            ("padded signature", format!("{h}.{p}.{}=", B64.encode(&s))),
+            ("whitespace", format!("{h}.{p} .{}", B64.encode(&s))),
+            (
+                "crit header",
+                resign(&format!(
+                    r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT","crit":["exp"]}}"#
+                )),
+            ),
+            (
+                "jwk header",
+                resign(&format!(
+                    r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT","jwk":{{}}}}"#
+                )),
+            ),
+            (
+                "duplicate alg",
+                resign(&format!(
+                    r#"{{"alg":"{alg}","alg":"{alg}","kid":"{kid}","typ":"JWT"}}"#
+                )),
+            ),
+            ("four segments", format!("{token}.AA")),
+        ] {
+            assert_eq!(
+                t.verdict(&bad),
+                Err(ResultCode::MalformedToken),
+                "{alg} {name}"
+            );
+        }
+        // The standard alphabet, when it differs from base64url ('+' or '/').
+        let standard = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&s);
+        if standard != B64.encode(&s) {
+            let bad = format!("{h}.{p}.{standard}");
+            assert_eq!(t.verdict(&bad), Err(ResultCode::MalformedToken), "{alg}");
+        }
+        // Claims strictness: a float date, a duplicate claim, signed properly.
+        let header = B64.encode(format!(r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT"}}"#));
+        for payload in [
+            r#"{"nomad_allocation_id":"5f8c7d2e-3b1a-4c6d-9e0f-123456789abc","aud":"vault.io","iat":1.5}"#,
+            r#"{"nomad_allocation_id":"5f8c7d2e-3b1a-4c6d-9e0f-123456789abc","aud":"vault.io","aud":"vault.io"}"#,
+        ] {
+            let bad = sign_segments_alg(&t.keyring, alg, &header, &B64.encode(payload));
+            assert_eq!(
+                t.verdict(&bad),
+                Err(ResultCode::MalformedToken),
+                "{alg} {payload}"
+            );
+        }
+    }
+}
