@@ -162,8 +162,9 @@ impl KeyDerivation {
         .find(|d| d.name() == name)
     }
 
-    /// The Ed25519 seed for `material` under key `id` (for `Pkcs8`, which makes
-    /// no Ed25519 key, the HKDF v1 seed).
+    /// The Ed25519 seed for `material` under key `id`. Material that makes no
+    /// Ed25519 key (`Pkcs8`, or raw-seed material that is not 32 bytes, which a
+    /// keyring refuses) gets the HKDF v1 seed, so this never panics.
     pub fn seed(self, material: &KeyMaterial, id: &KeyId) -> Zeroizing<[u8; 32]> {
         let mut seed = Zeroizing::new([0u8; 32]);
         match self {
