@@ -755,3 +755,58 @@ fn batch_and_single_verification_accept_exactly_the_same_tokens() {
         "every torsioned R is rejected"
     );
 }
+
+/// A key source (a remote JWKS) learns of an unknown kid through the
+/// keyring's hook and inserts the key while the verifier waits for it.
+#[test]
+fn the_unknown_key_hook_lets_a_source_supply_the_key_during_the_wait() {
+    use std::sync::Mutex;
+    let source = Keyring::from_keys([root_key("late-key", 9, KeyState::Active)]).unwrap();
+    let token = Issuer::new(source.clone())
+        .issue(&common::issue_request_task(), NOW)
+        .unwrap()
+        .token;
+    let verify_only = Keyring::new();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    {
+        let seen = seen.clone();
+        let target = verify_only.clone();
+        let jwks = source.jwks().to_json();
+        verify_only.on_unknown_key(move |kid| {
+            seen.lock().unwrap().push(kid.to_string());
+            // Not on the verifying thread: the hook must not block.
+            let (target, jwks) = (target.clone(), jwks.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                target.import_jwks(&jwks).unwrap();
+            });
+        });
+    }
+    let store = Arc::new(workload_identity::MemoryStore::new());
+    store.upsert(&common::allocation());
+    let v = Verifier::builder(verify_only.clone(), store, Audience::new(AUD).unwrap())
+        .key_wait(Duration::from_secs(5))
+        .build();
+    let started = Instant::now();
+    assert_eq!(v.verify(&token, NOW).unwrap().kid.as_str(), "late-key");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the wait ended at the insert"
+    );
+    assert_eq!(*seen.lock().unwrap(), ["late-key"]);
+    // Known keys, and kids that can never be key IDs, never call it.
+    v.verify(&token, NOW).unwrap();
+    let bad = v.verify(
+        "eyJhbGciOiJFZERTQSIsImtpZCI6Ii4uIiwidHlwIjoiSldUIn0.e30.AA",
+        NOW,
+    );
+    assert_eq!(bad.unwrap_err().code(), ResultCode::UnknownKey);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    // A deprecated key is refused at once, without the hook.
+    verify_only.deprecate("late-key", NOW).unwrap();
+    assert_eq!(
+        v.verify(&token, NOW).unwrap_err().code(),
+        ResultCode::UnknownKey
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

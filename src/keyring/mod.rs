@@ -107,7 +107,12 @@ struct Shared {
     /// Bumped after every change; waiters for a key sleep on `changed_cv`.
     changes: Mutex<u64>,
     changed_cv: Condvar,
+    /// Called when a verifier looks up a key ID this keyring does not hold.
+    unknown_key_hook: RwLock<Option<UnknownKeyHook>>,
 }
+
+/// See [`Keyring::on_unknown_key`].
+type UnknownKeyHook = Arc<dyn Fn(&KeyId) + Send + Sync>;
 
 /// A shared, thread-safe keyring. Cloning is cheap and clones share the keys.
 ///
@@ -463,6 +468,7 @@ impl Keyring {
                 inner: RwLock::new(Inner::default()),
                 changes: Mutex::new(0),
                 changed_cv: Condvar::new(),
+                unknown_key_hook: RwLock::new(None),
             }),
         }
     }
@@ -817,6 +823,35 @@ impl Keyring {
                 .wait_timeout_while(changes, left, |n| *n == seen)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+        }
+    }
+
+    /// Registers `hook`, called when a verifier looks up a well-formed key ID
+    /// this keyring has never held (not a deprecated one), before it waits for
+    /// the key to arrive: a source of keys (a remote JWKS) can fetch it then,
+    /// and the waiting verifier sees it as soon as it is inserted. The hook
+    /// runs on the verifying thread and must not block; it replaces any
+    /// earlier hook. To avoid a reference cycle it should hold this keyring
+    /// (or whatever owns it) only weakly.
+    pub fn on_unknown_key(&self, hook: impl Fn(&KeyId) + Send + Sync + 'static) {
+        let mut slot = self
+            .shared
+            .unknown_key_hook
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *slot = Some(Arc::new(hook));
+    }
+
+    /// Tells the hook (if any) that `kid` was looked up and is unknown.
+    pub(crate) fn notify_unknown_key(&self, kid: &str) {
+        let hook = self
+            .shared
+            .unknown_key_hook
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let (Some(hook), Ok(id)) = (hook, KeyId::new(kid)) {
+            hook(&id);
         }
     }
 

@@ -625,6 +625,7 @@ impl KeyWait {
             debug_assert_eq!(info.state, KeyState::Deprecated);
             return Err(unknown("the key is deprecated".into()));
         }
+        keyring.notify_unknown_key(kid);
         let wait = self.wait;
         if wait.is_zero() {
             return Err(unknown("not in the keyring".into()));
