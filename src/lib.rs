@@ -120,4 +120,7 @@ pub use keyring::{
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
-pub use verify::{Audience, VerifiedIdentity, Verifier, VerifierBuilder, VerifierStats};
+pub use verify::{
+    Audience, Explanation, VerificationStep, VerifiedIdentity, Verifier, VerifierBuilder,
+    VerifierStats,
+};

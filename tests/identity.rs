@@ -810,3 +810,125 @@ fn the_unknown_key_hook_lets_a_source_supply_the_key_during_the_wait() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// `explain` runs the same checks as `verify`, in order, and stops at the
+/// first failure: the same verdict, and the step that failed named.
+#[test]
+fn explain_names_the_failing_step_and_agrees_with_verify() {
+    let w = world();
+    let good = w.token();
+    let (hdr, pay, sig) = {
+        let mut it = good.split('.');
+        (
+            it.next().unwrap().to_string(),
+            it.next().unwrap().to_string(),
+            it.next().unwrap().to_string(),
+        )
+    };
+    let mut flipped = URL_SAFE_NO_PAD.decode(&sig).unwrap();
+    flipped[3] ^= 1;
+    let cases: Vec<(&str, String, Option<&str>)> = vec![
+        ("good", good.clone(), None),
+        ("too long", "x".repeat(9000), Some("length")),
+        ("two segments", format!("{hdr}.{pay}"), Some("structure")),
+        (
+            "unknown kid",
+            w.sign_json(
+                r#"{"alg":"EdDSA","kid":"nope","typ":"JWT"}"#,
+                &payload_with(json!({})),
+            ),
+            Some("key"),
+        ),
+        (
+            "alg of another key",
+            format!(
+                "{}.{pay}.{sig}",
+                URL_SAFE_NO_PAD.encode(format!(r#"{{"alg":"ES256","kid":"{KID}","typ":"JWT"}}"#))
+            ),
+            Some("algorithm"),
+        ),
+        (
+            "bad signature",
+            format!("{hdr}.{pay}.{}", URL_SAFE_NO_PAD.encode(&flipped)),
+            Some("signature"),
+        ),
+        (
+            "float date",
+            w.sign_json(HEADER, &payload_with(json!({"iat": 1.5}))),
+            Some("claims"),
+        ),
+        (
+            "expired",
+            w.sign_json(HEADER, &payload_with(json!({"exp": NOW - 3600}))),
+            Some("times"),
+        ),
+        (
+            "other audience",
+            w.sign_json(HEADER, &payload_with(json!({"aud": "consul.io"}))),
+            Some("audience"),
+        ),
+        (
+            "missing allocation",
+            w.sign_json(
+                HEADER,
+                &payload_with(json!({"nomad_allocation_id": "gone"})),
+            ),
+            Some("allocation"),
+        ),
+    ];
+    let order = [
+        "length",
+        "structure",
+        "key",
+        "algorithm",
+        "signature",
+        "claims",
+        "times",
+        "audience",
+        "issuer",
+        "allocation",
+    ];
+    for (name, token, failing) in cases {
+        let e = w.verifier.explain(&token, NOW);
+        let verdict = w
+            .verifier
+            .verify(&token, NOW)
+            .map(|v| v.kid)
+            .map_err(|e| e.code());
+        assert_eq!(
+            e.result
+                .as_ref()
+                .map(|v| v.kid.clone())
+                .map_err(|e| e.code()),
+            verdict,
+            "{name}"
+        );
+        let names: Vec<&str> = e.steps.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            order[..names.len()],
+            "{name}: steps in pipeline order"
+        );
+        assert!(
+            e.steps.iter().rev().skip(1).all(|s| s.passed),
+            "{name}: only the last may fail"
+        );
+        match failing {
+            None => {
+                assert_eq!(names.len(), order.len(), "{name}");
+                assert!(e.failed_step().is_none());
+            }
+            Some(step) => {
+                let failed = e
+                    .failed_step()
+                    .unwrap_or_else(|| panic!("{name}: nothing failed"));
+                assert_eq!(failed.name, step, "{name}");
+                assert_eq!(
+                    failed.detail,
+                    e.result.as_ref().unwrap_err().to_string(),
+                    "{name}"
+                );
+            }
+        }
+    }
+}

@@ -39,6 +39,9 @@
 //! BENCHMARKS.md). Exact acceptance was chosen over speed.
 
 mod cache;
+mod explain;
+
+pub use explain::{Explanation, VerificationStep};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -473,6 +476,13 @@ impl Verifier {
     }
 
     fn check_claims(&self, c: &Claims, now: i64) -> Result<()> {
+        self.check_times(c, now)?;
+        self.check_audience(c)?;
+        self.check_issuer(c)
+    }
+
+    /// The allocation ID is present; `exp`, `nbf` and `iat` within the leeway.
+    fn check_times(&self, c: &Claims, now: i64) -> Result<()> {
         let o = &self.inner.options;
         let leeway = o.leeway_secs;
         let leeway_secs = leeway as u64;
@@ -508,6 +518,10 @@ impl Verifier {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn check_audience(&self, c: &Claims) -> Result<()> {
         let aud = self.inner.audience.as_str();
         if !c.audience.iter().any(|a| a == aud) {
             return Err(Error::AudienceMismatch {
@@ -515,7 +529,11 @@ impl Verifier {
                 found: c.audience.iter().map(|a| truncate_for_message(a)).collect(),
             });
         }
-        if let Some(want) = &o.issuer {
+        Ok(())
+    }
+
+    fn check_issuer(&self, c: &Claims) -> Result<()> {
+        if let Some(want) = &self.inner.options.issuer {
             if c.issuer.as_deref() != Some(want.as_str()) {
                 let found = match c.issuer.as_deref() {
                     Some(iss) => format!("{:?}", truncate_for_message(iss)),

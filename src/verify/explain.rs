@@ -1,0 +1,161 @@
+//! [`Verifier::explain`]: the verification pipeline, step by step, for a
+//! person asking "why was this token rejected?".
+//!
+//! It runs the very checks [`Verifier::verify`] runs, in the same order, and
+//! stops at the first that fails; its result is what `verify` would return
+//! (without the verified-token cache and without counting in the stats).
+
+use super::{KeyWait, VerifiedIdentity, Verifier, check_alg, check_sig, decode_claims};
+use crate::error::Result;
+use crate::jwt;
+
+/// One step of an explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VerificationStep {
+    /// What was checked: `length`, `structure`, `key`, `algorithm`,
+    /// `signature`, `claims`, `times`, `audience`, `issuer` or `allocation`.
+    pub name: &'static str,
+    /// Whether it passed.
+    pub passed: bool,
+    /// What was found (on failure, the error's message).
+    pub detail: String,
+}
+
+/// The steps [`Verifier::explain`] ran, and the outcome.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Explanation {
+    /// Every step run, in order; the last one failed if the token was rejected.
+    pub steps: Vec<VerificationStep>,
+    /// What [`Verifier::verify`] returns for this token.
+    pub result: Result<VerifiedIdentity>,
+}
+
+impl Explanation {
+    /// The step that failed, if any.
+    pub fn failed_step(&self) -> Option<&VerificationStep> {
+        self.steps.iter().find(|s| !s.passed)
+    }
+}
+
+struct Steps(Vec<VerificationStep>);
+
+impl Steps {
+    /// Records `outcome` of step `name`; passes the value on.
+    fn record<T>(
+        &mut self,
+        name: &'static str,
+        outcome: Result<T>,
+        ok: impl FnOnce(&T) -> String,
+    ) -> Result<T> {
+        let (passed, detail) = match &outcome {
+            Ok(v) => (true, ok(v)),
+            Err(e) => (false, e.to_string()),
+        };
+        self.0.push(VerificationStep {
+            name,
+            passed,
+            detail,
+        });
+        outcome
+    }
+}
+
+impl Verifier {
+    /// Verifies `token` at `now` as [`Verifier::verify`] does, recording each
+    /// check in order: length, structure (segments, base64url, header), key,
+    /// algorithm (the key's, and the signature's size), signature, claims
+    /// (strict JSON), times (`exp`, `nbf`, `iat` with the leeway), audience,
+    /// issuer, allocation. It stops at the first failure. The token cache is
+    /// neither read nor filled, and the stats do not count it; an unknown key
+    /// is waited for as `verify` would.
+    pub fn explain(&self, token: &str, now: i64) -> Explanation {
+        let mut steps = Steps(Vec::new());
+        let result = self.explain_into(token.as_bytes(), now, &mut steps);
+        Explanation {
+            steps: steps.0,
+            result,
+        }
+    }
+
+    fn explain_into(&self, token: &[u8], now: i64, steps: &mut Steps) -> Result<VerifiedIdentity> {
+        let inner = &*self.inner;
+        let max = inner.options.max_token_bytes;
+        steps.record("length", jwt::check_length(token.len(), max), |_| {
+            format!("{} bytes, within the {max}-byte limit", token.len())
+        })?;
+        let parsed = steps.record("structure", jwt::parse(token, max), |p| {
+            format!(
+                "three segments of canonical base64url; header alg {}, kid {:?}, typ JWT",
+                p.alg,
+                p.kid.as_str()
+            )
+        })?;
+        let key = steps.record(
+            "key",
+            self.key(
+                parsed.kid.as_str(),
+                &mut KeyWait::new(inner.options.key_wait),
+            ),
+            |k| format!("{} key {}, {}", k.algorithm(), k.id(), k.state().name()),
+        )?;
+        steps.record("algorithm", check_alg(&key, &parsed), |()| {
+            format!(
+                "the header names {}, the key's algorithm; the signature is {} bytes",
+                parsed.alg,
+                parsed.signature.as_slice().len()
+            )
+        })?;
+        steps.record("signature", check_sig(&key, &parsed), |()| {
+            format!("valid under key {}", key.id())
+        })?;
+        let claims = steps.record("claims", decode_claims(&parsed.payload), |c| {
+            format!(
+                "strict JSON; allocation {:?}, sub {:?}",
+                c.allocation_id, c.subject
+            )
+        })?;
+        let leeway = inner.options.leeway_secs;
+        steps.record("times", self.check_times(&claims, now), |()| {
+            let rel = |t: i64| match t - now {
+                d if d >= 0 => format!("{t} (in {d} s)"),
+                d => format!("{t} ({} s ago)", -d),
+            };
+            let mut parts = Vec::new();
+            for (name, v) in [
+                ("exp", claims.expires_at),
+                ("nbf", claims.not_before),
+                ("iat", claims.issued_at),
+            ] {
+                parts.push(match v {
+                    Some(t) => format!("{name} {}", rel(t)),
+                    None => format!("no {name}"),
+                });
+            }
+            format!("{}; leeway {leeway} s", parts.join(", "))
+        })?;
+        steps.record("audience", self.check_audience(&claims), |()| {
+            format!(
+                "aud {:?} includes {:?}",
+                claims.audience,
+                inner.audience.as_str()
+            )
+        })?;
+        steps.record("issuer", self.check_issuer(&claims), |()| {
+            match &inner.options.issuer {
+                Some(want) => format!("iss is {want:?}, as required"),
+                None => "no issuer required".to_string(),
+            }
+        })?;
+        steps.record(
+            "allocation",
+            self.check_allocation(&claims.allocation_id),
+            |()| format!("allocation {:?} is live", claims.allocation_id),
+        )?;
+        Ok(VerifiedIdentity {
+            kid: key.id().clone(),
+            claims,
+        })
+    }
+}
