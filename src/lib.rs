@@ -96,6 +96,8 @@ mod jwt;
 mod keyring;
 pub mod manager;
 pub mod model;
+#[cfg(feature = "remote-jwks")]
+mod remote_jwks;
 mod state;
 mod storage;
 mod verify;
@@ -116,6 +118,10 @@ pub use keyring::{
     KeystoreLoadOptions, MATERIAL_LEN, MAX_KEY_ID_LEN, MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS,
     OidcDiscovery, PublicKey, RootKey, RotationAction, RotationPolicy, RsaKeySize, SkippedJwk,
     VerifyingHandle, plan_rotation, plan_rotation_for,
+};
+#[cfg(feature = "remote-jwks")]
+pub use remote_jwks::{
+    MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdStore};
