@@ -1,0 +1,95 @@
+//! `wid issue`: sign an identity for a request file.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::{Value, json};
+use workload_identity::{Algorithm, Issuer, ResultCode};
+
+use crate::output::{Ctx, read_input, when};
+use crate::sources::{load_keystore, parse_alg};
+use crate::{CliError, request};
+
+/// The largest request file read (the codec's own default limit).
+const MAX_REQUEST_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Args)]
+pub(crate) struct IssueArgs {
+    /// The keystore holding the active signing key.
+    #[arg(long, value_name = "FILE")]
+    keystore: PathBuf,
+    /// The IssueRequest: msgpack (as Go hosts send it) or JSON with Go's field
+    /// names (`Region`, `Allocation`, `Task`, `Identity`...; TTL in Go
+    /// nanoseconds or as "1h"); `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    request: String,
+    /// Sign with the active key of this algorithm.
+    #[arg(long, value_name = "EdDSA|ES256|RS256", value_parser = parse_alg, default_value = "EdDSA")]
+    alg: Algorithm,
+    /// Put this iss in the token (the issuer relying parties will require).
+    #[arg(long, value_name = "URL")]
+    issuer: Option<String>,
+}
+
+pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let keyring = load_keystore(&a.keystore)?;
+    let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
+    let (req, format) = request::decode(&bytes, &a.request)?;
+    let mut issuer = Issuer::new(keyring.clone()).algorithm(a.alg);
+    if let Some(iss) = &a.issuer {
+        issuer = issuer.issuer(iss);
+    }
+    let now = ctx.now();
+    let signed = issuer.issue(&req, now).map_err(|e| {
+        let code = e.code();
+        let err = CliError::from(e);
+        if code != ResultCode::NoActiveKey {
+            return err;
+        }
+        let active: Vec<&str> = [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
+            .into_iter()
+            .filter(|alg| keyring.active_id_for(*alg).is_some())
+            .map(Algorithm::name)
+            .collect();
+        if active.is_empty() {
+            err.hint(format!(
+                "make one with `wid keyring rotate --keystore {} --alg {}`",
+                a.keystore.display(),
+                a.alg
+            ))
+        } else {
+            err.hint(format!(
+                "this keystore has active keys for {}: pass --alg, or `wid keyring rotate --alg {}`",
+                active.join(", "),
+                a.alg
+            ))
+        }
+    })?;
+    if !ctx.json {
+        // The token alone on stdout, so `TOKEN=$(wid issue ...)` works; the
+        // facts for the person on stderr.
+        outln!("{}", signed.token);
+        let expires = signed
+            .claims
+            .expires_at
+            .map_or_else(|| "never (TTL 0: no exp)".into(), |t| when(t, now));
+        ctx.note(&format!(
+            "signed {} with {} key {}; expires {expires}",
+            signed.claims.subject, a.alg, signed.kid
+        ));
+        return Ok(());
+    }
+    // Claims render from strings and integers only: always JSON.
+    let claims: Value = serde_json::from_str(&signed.claims.to_json()).unwrap_or(Value::Null);
+    outln!(
+        "{}",
+        json!({
+            "token": signed.token,
+            "kid": signed.kid.as_str(),
+            "algorithm": a.alg.name(),
+            "request_format": format.name(),
+            "claims": claims,
+        })
+    );
+    Ok(())
+}

@@ -1,0 +1,480 @@
+//! `wid serve`: the JWKS and OIDC discovery documents over HTTP.
+//!
+//! A GET-only HTTP/1.1 server on `std::net`: three fixed routes, one request
+//! per connection (`Connection: close`), bounded request size, timeouts and
+//! connection count. The keystore is re-read when its file changes (checked
+//! on every request: one `stat`), and a failed reload keeps serving the last
+//! good keys while `/health` reports it. SIGTERM and SIGINT stop accepting,
+//! let requests in flight finish, and exit 0.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Args;
+use serde_json::json;
+use workload_identity::{Keyring, OidcDiscovery, ResultCode, RotationPolicy};
+
+use crate::keyring_cmd::PolicyArgs;
+use crate::output::{Ctx, utc};
+use crate::sources::{bad_flag, load_keystore};
+use crate::{CliError, Exit};
+
+pub(crate) const AFTER_HELP: &str = "\
+Routes (GET or HEAD):
+  /.well-known/jwks.json               the keys that verify
+  /.well-known/openid-configuration    the discovery document (needs --issuer)
+  /health                              200 when the keystore is loaded and
+                                       current, 503 when a reload failed
+The JWKS and discovery document carry Cache-Control: max-age from the
+rotation policy (half the time to the next planned key switch, at least
+15 minutes). The issuer must be https, except that an http issuer on a
+loopback host is allowed when the listener is loopback too (for testing
+OIDC clients on one machine). The first line on stdout names the address
+(useful with --listen 127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0.";
+
+/// Longest request head read (request line and headers).
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// Connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send its request or read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the accept loop looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a stop waits for requests in flight.
+const DRAIN: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The keystore to publish (re-read when the file changes).
+    #[arg(long, value_name = "FILE")]
+    keystore: PathBuf,
+    /// Where to listen, e.g. 127.0.0.1:8080 (port 0: any free port).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// The issuer URL, for the discovery document.
+    #[arg(long, value_name = "URL")]
+    issuer: Option<String>,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// The keystore as last loaded, and what its file looked like then.
+struct Loaded {
+    keyring: Keyring,
+    stamp: Option<Stamp>,
+    loaded_at: i64,
+    /// The last reload failure, while the file still looks as it did then.
+    error: Option<String>,
+}
+
+/// What identifies one version of the keystore file: saves replace it by
+/// rename, so the inode changes even when the time and size do not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some(Stamp {
+        modified: m.modified().ok(),
+        len: m.len(),
+        inode,
+    })
+}
+
+struct Server {
+    path: PathBuf,
+    issuer: Option<String>,
+    policy: RotationPolicy,
+    loaded: Mutex<Loaded>,
+    fixed_now: Option<i64>,
+}
+
+impl Server {
+    fn now(&self) -> i64 {
+        self.fixed_now.unwrap_or_else(workload_identity::unix_now)
+    }
+
+    /// The current keyring: re-read first when the file changed.
+    fn current(&self) -> (Keyring, Option<String>) {
+        let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let now_stamp = stamp(&self.path);
+        if now_stamp != l.stamp {
+            match Keyring::load(&self.path) {
+                Ok(k) => {
+                    eprintln!(
+                        "wid serve: reloaded {} ({} keys)",
+                        self.path.display(),
+                        k.len()
+                    );
+                    l.keyring = k;
+                    l.loaded_at = self.now();
+                    l.error = None;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "wid serve: reload failed, serving the last good keys: {}: {e}",
+                        e.code().name()
+                    );
+                    l.error = Some(format!("{}: {e}", e.code().name()));
+                }
+            }
+            // A failed version is not retried until the file changes again.
+            l.stamp = now_stamp;
+        }
+        (l.keyring.clone(), l.error.clone())
+    }
+
+    fn discovery(&self, keyring: &Keyring) -> Option<Result<OidcDiscovery, String>> {
+        let issuer = self.issuer.as_deref()?;
+        Some(discovery_for(keyring, issuer).map_err(|e| e.message))
+    }
+}
+
+/// The discovery document; an http issuer (already checked to be loopback)
+/// goes through the library's https validation with its scheme swapped, as
+/// the library only makes https documents.
+fn discovery_for(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery, CliError> {
+    match issuer.strip_prefix("http://") {
+        None => Ok(keyring.oidc_discovery(issuer)?),
+        Some(rest) => {
+            let mut doc = keyring.oidc_discovery(&format!("https://{rest}"))?;
+            doc.issuer = issuer.to_string();
+            doc.jwks_uri = format!("{}/.well-known/jwks.json", issuer.trim_end_matches('/'));
+            Ok(doc)
+        }
+    }
+}
+
+/// The host of an `http://` URL, if it is a loopback name or address.
+fn loopback_host(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let keyring = load_keystore(&a.keystore)?;
+    if let Some(issuer) = &a.issuer {
+        if issuer.starts_with("http://") {
+            if !a.listen.ip().is_loopback() {
+                return Err(bad_flag(
+                    "--issuer",
+                    format!(
+                        "an http issuer is allowed only on a loopback listener, not {}",
+                        a.listen
+                    ),
+                )
+                .hint("production issuers are https (behind a TLS-terminating proxy)"));
+            }
+            if !loopback_host(issuer) {
+                return Err(bad_flag(
+                    "--issuer",
+                    format!(
+                        "an http issuer must name a loopback host (127.0.0.1, [::1], localhost), not {issuer:?}"
+                    ),
+                ));
+            }
+        }
+        discovery_for(&keyring, issuer)?;
+    }
+    let listener = TcpListener::bind(a.listen)
+        .map_err(|e| CliError::io(format!("listening on {}", a.listen), &e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::io("reading the listening address", &e))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| CliError::io("installing the signal handler", &e))?;
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CliError::io("configuring the listener", &e))?;
+
+    let server = Arc::new(Server {
+        path: a.keystore.clone(),
+        issuer: a.issuer.clone(),
+        policy: a.policy.policy(),
+        loaded: Mutex::new(Loaded {
+            keyring,
+            stamp: stamp(&a.keystore),
+            loaded_at: ctx.now(),
+            error: None,
+        }),
+        fixed_now: ctx.fixed_now(),
+    });
+    ctx.emit(
+        &format!("listening on http://{addr}"),
+        &json!({"listening": addr.to_string(), "keystore": a.keystore.display().to_string(),
+                "issuer": a.issuer}),
+    );
+    // The test harness and supervisors read the address from this line.
+    let _ = std::io::stdout().flush();
+
+    let active = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _peer)) => {
+                if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    // Answer without a thread: a small write into an empty
+                    // socket buffer does not block.
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+                    respond(&stream, false, &Response::text(503, "too many connections"));
+                    continue;
+                }
+                active.fetch_add(1, Ordering::SeqCst);
+                let server = Arc::clone(&server);
+                let done = Arc::clone(&active);
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("wid-serve".into())
+                        .spawn(move || {
+                            handle(&server, stream);
+                            done.fetch_sub(1, Ordering::SeqCst);
+                        });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // EMFILE and the like: back off rather than spin.
+                eprintln!("wid serve: accept failed: {e}");
+                std::thread::sleep(POLL);
+            }
+        }
+    }
+    drop(listener);
+    let deadline = Instant::now() + DRAIN;
+    while active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left = active.load(Ordering::SeqCst);
+    ctx.note(&format!(
+        "stopped by signal{}",
+        if left > 0 {
+            format!(" ({left} connection(s) still open were cut)")
+        } else {
+            String::new()
+        }
+    ));
+    if left > 0 {
+        return Err(CliError::new(
+            ResultCode::IoError,
+            format!(
+                "{left} connection(s) did not finish within {}s",
+                DRAIN.as_secs()
+            ),
+        )
+        .exit(Exit::Io));
+    }
+    Ok(())
+}
+
+struct Response {
+    status: u16,
+    content_type: &'static str,
+    cache: String,
+    body: String,
+    allow: bool,
+}
+
+impl Response {
+    fn json(status: u16, body: String, max_age: Option<u64>) -> Response {
+        Response {
+            status,
+            content_type: "application/json",
+            cache: max_age.map_or_else(|| "no-store".into(), |s| format!("max-age={s}")),
+            body,
+            allow: false,
+        }
+    }
+
+    fn text(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            cache: "no-store".into(),
+            body: format!("{body}\n"),
+            allow: false,
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+fn respond(mut stream: &TcpStream, head_only: bool, r: &Response) {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: {}\r\nConnection: close\r\n",
+        r.status,
+        reason(r.status),
+        r.content_type,
+        r.body.len(),
+        r.cache
+    );
+    if r.allow {
+        out.push_str("Allow: GET, HEAD\r\n");
+    }
+    out.push_str("\r\n");
+    if !head_only {
+        out.push_str(&r.body);
+    }
+    let _ = stream.write_all(out.as_bytes());
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+/// Reads the request head: everything up to the blank line.
+fn read_head(mut stream: &TcpStream) -> Result<String, u16> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.truncate(end);
+            return String::from_utf8(buf).map_err(|_| 400);
+        }
+        if buf.len() > MAX_REQUEST_HEAD {
+            return Err(431);
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return Err(0),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn handle(server: &Server, stream: TcpStream) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
+    let head = match read_head(&stream) {
+        Ok(h) => h,
+        // The client went away or timed out: nobody to answer.
+        Err(0) => return,
+        Err(status) => {
+            respond(&stream, false, &Response::text(status, reason(status)));
+            return;
+        }
+    };
+    let mut parts = head.lines().next().unwrap_or_default().split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        respond(
+            &stream,
+            false,
+            &Response::text(400, "malformed request line"),
+        );
+        return;
+    };
+    if !version.starts_with("HTTP/1.") {
+        respond(&stream, false, &Response::text(400, "HTTP/1.x only"));
+        return;
+    }
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        let mut r = Response::text(405, "GET or HEAD only");
+        r.allow = true;
+        respond(&stream, false, &r);
+        return;
+    }
+    let path = target.split(['?', '#']).next().unwrap_or_default();
+    respond(&stream, head_only, &route(server, path));
+}
+
+fn route(server: &Server, path: &str) -> Response {
+    let now = server.now();
+    match path {
+        "/.well-known/jwks.json" => {
+            let (keyring, _) = server.current();
+            let max_age = keyring.jwks_max_age(now, &server.policy).as_secs();
+            Response::json(200, keyring.jwks().to_json(), Some(max_age))
+        }
+        "/.well-known/openid-configuration" => {
+            let (keyring, _) = server.current();
+            match server.discovery(&keyring) {
+                None => Response::json(
+                    404,
+                    json!({"error": "no issuer configured: start wid serve with --issuer URL"})
+                        .to_string(),
+                    None,
+                ),
+                Some(Ok(doc)) => {
+                    let max_age = keyring.jwks_max_age(now, &server.policy).as_secs();
+                    Response::json(200, doc.to_json(), Some(max_age))
+                }
+                Some(Err(e)) => Response::json(500, json!({ "error": e }).to_string(), None),
+            }
+        }
+        "/health" => {
+            let (keyring, error) = server.current();
+            let loaded_at = server
+                .loaded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .loaded_at;
+            let body = json!({
+                "status": if error.is_some() { "degraded" } else { "ok" },
+                "keys": keyring.len(),
+                "published": keyring.jwks().keys.len(),
+                "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
+                "loaded_at": utc(loaded_at),
+                "reload_error": error,
+            });
+            Response::json(
+                if error.is_some() { 503 } else { 200 },
+                body.to_string(),
+                None,
+            )
+        }
+        _ => Response::json(404, json!({"error": "not found"}).to_string(), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_host;
+
+    #[test]
+    fn loopback_issuers() {
+        assert!(loopback_host("http://127.0.0.1:8080"));
+        assert!(loopback_host("http://localhost/x"));
+        assert!(loopback_host("http://[::1]:80"));
+        assert!(!loopback_host("http://10.0.0.1"));
+        assert!(!loopback_host("http://example.com"));
+        assert!(!loopback_host("https://127.0.0.1"));
+    }
+}

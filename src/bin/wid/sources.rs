@@ -1,0 +1,320 @@
+//! Where `wid` gets its inputs: keystores, JWKS files, allocation state,
+//! tokens, algorithm names.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use clap::Args;
+use serde::Deserialize;
+use serde_json::Value;
+use workload_identity::model::Allocation;
+use workload_identity::{
+    Algorithm, AllocState, Keyring, MAX_TOKEN_BYTES_LIMIT, MemoryStore, ResultCode,
+};
+
+use crate::output::read_input;
+use crate::{CliError, Exit};
+
+/// The largest JWKS or allocation-state file read (a JWKS of 1,000 RSA keys
+/// is well under this).
+const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
+
+/// An algorithm by its JOSE name (`EdDSA`, `ES256`, `RS256`; any case).
+pub(crate) fn parse_alg(name: &str) -> Result<Algorithm, String> {
+    [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
+        .into_iter()
+        .find(|a| a.name().eq_ignore_ascii_case(name))
+        .ok_or_else(|| format!("unknown algorithm {name:?}: expected EdDSA, ES256 or RS256"))
+}
+
+/// Loads a keystore, saying what to do when it is not there.
+pub(crate) fn load_keystore(path: &Path) -> Result<Keyring, CliError> {
+    Keyring::load(path).map_err(|e| {
+        let missing = matches!(&e, workload_identity::Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound);
+        let err = CliError::from(e);
+        if missing {
+            err.hint(format!(
+                "create it with `wid keyring init --keystore {}`",
+                path.display()
+            ))
+        } else {
+            err
+        }
+    })
+}
+
+/// The keys to verify with: exactly one of a keystore or a JWKS file.
+#[derive(Debug, Args)]
+#[group(required = false, multiple = false)]
+pub(crate) struct KeySource {
+    /// Verify with the keys of this keystore file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) keystore: Option<std::path::PathBuf>,
+    /// Verify with the keys of this JWKS file (what an issuer serves at
+    /// /.well-known/jwks.json); `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) jwks: Option<String>,
+}
+
+impl KeySource {
+    /// The keyring, and a name for where it came from; `None` when neither
+    /// flag was given.
+    pub(crate) fn load(&self) -> Result<Option<(Keyring, String)>, CliError> {
+        if let Some(path) = &self.keystore {
+            return Ok(Some((
+                load_keystore(path)?,
+                format!("keystore {}", path.display()),
+            )));
+        }
+        if let Some(path) = &self.jwks {
+            let bytes = read_input(path, "JWKS", MAX_DOCUMENT_BYTES)?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| CliError::new(ResultCode::DecodeError, "the JWKS is not UTF-8"))?;
+            let (keyring, report) = Keyring::from_jwks(&text)?;
+            let mut name = format!("JWKS {path}");
+            if !report.skipped.is_empty() {
+                name.push_str(&format!(" ({} entries skipped)", report.skipped.len()));
+            }
+            return Ok(Some((keyring, name)));
+        }
+        Ok(None)
+    }
+}
+
+/// How the allocation a token names is judged live: a state file, or the
+/// operator's explicit word.
+#[derive(Debug, Args)]
+pub(crate) struct AllocSource {
+    /// Allocation states as JSON: Nomad's allocation list (GET
+    /// /v1/allocations) or one allocation (GET /v1/allocation/ID); each needs
+    /// `ID` and `ClientStatus`.
+    #[arg(long, value_name = "FILE", conflicts_with = "assume_live")]
+    pub(crate) alloc_state: Option<String>,
+    /// Treat the allocation the token names as live without checking it.
+    /// Without this or --alloc-state no allocation is live, and every token
+    /// is rejected with WID_RESULT_ALLOCATION_NOT_FOUND.
+    #[arg(long)]
+    pub(crate) assume_live: bool,
+}
+
+/// One allocation in an allocation-state file (Nomad's JSON names; the rest
+/// of Nomad's fields are ignored).
+#[derive(Debug, Deserialize)]
+struct AllocJson {
+    #[serde(rename = "ID")]
+    id: String,
+    #[serde(rename = "ClientStatus")]
+    client_status: String,
+    #[serde(rename = "DesiredStatus", default)]
+    desired_status: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum AllocFile {
+    List(Vec<AllocJson>),
+    One(AllocJson),
+}
+
+/// What the allocation check was told, for the output.
+#[derive(Debug, Clone)]
+pub(crate) enum AllocBasis {
+    /// States from a file.
+    File { path: String, count: usize },
+    /// `--assume-live`: the token's allocation was taken as live.
+    AssumedLive { alloc_id: Option<String> },
+    /// Neither: no allocation is live.
+    Nothing,
+}
+
+impl AllocBasis {
+    /// For people.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            AllocBasis::File { path, count } => {
+                format!("checked against {count} allocation(s) in {path}")
+            }
+            AllocBasis::AssumedLive { .. } => {
+                "ASSUMED LIVE (--assume-live): not checked against any allocation state".into()
+            }
+            AllocBasis::Nothing => {
+                "no allocation state given (--alloc-state or --assume-live): none is live".into()
+            }
+        }
+    }
+
+    /// For scripts.
+    pub(crate) fn to_json(&self) -> Value {
+        match self {
+            AllocBasis::File { path, count } => {
+                serde_json::json!({"basis": "alloc-state", "file": path, "allocations": count})
+            }
+            AllocBasis::AssumedLive { alloc_id } => {
+                serde_json::json!({"basis": "assumed-live", "checked": false, "allocation_id": alloc_id})
+            }
+            AllocBasis::Nothing => serde_json::json!({"basis": "none"}),
+        }
+    }
+
+    /// The hint for a token rejected because its allocation is unknown.
+    pub(crate) fn hint_for(&self, code: ResultCode) -> Option<String> {
+        match (self, code) {
+            (AllocBasis::Nothing, ResultCode::AllocationNotFound) => Some(
+                "no --alloc-state was given, so no allocation is known to be live: pass \
+                 --alloc-state FILE (Nomad's allocation list as JSON), or --assume-live to \
+                 skip the allocation check"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl AllocSource {
+    /// A store holding what the flags say, for a token whose (untrusted)
+    /// claims name `alloc_id`.
+    pub(crate) fn store(
+        &self,
+        alloc_id: Option<&str>,
+    ) -> Result<(Arc<MemoryStore>, AllocBasis), CliError> {
+        let store = Arc::new(MemoryStore::new());
+        if let Some(path) = &self.alloc_state {
+            let bytes = read_input(path, "allocation state", MAX_DOCUMENT_BYTES)?;
+            let file: AllocFile = serde_json::from_slice(&bytes).map_err(|e| {
+                CliError::new(
+                    ResultCode::DecodeError,
+                    format!("cannot decode allocation state {path}: {e}"),
+                )
+                .hint(r#"expected JSON like [{"ID":"5f8c…","ClientStatus":"running"}]"#)
+            })?;
+            let allocs = match file {
+                AllocFile::List(v) => v,
+                AllocFile::One(a) => vec![a],
+            };
+            for a in &allocs {
+                store.upsert(&Allocation {
+                    id: a.id.clone(),
+                    client_status: a.client_status.clone(),
+                    desired_status: a.desired_status.clone().unwrap_or_default(),
+                    ..Allocation::default()
+                });
+            }
+            return Ok((
+                store,
+                AllocBasis::File {
+                    path: path.clone(),
+                    count: allocs.len(),
+                },
+            ));
+        }
+        if self.assume_live {
+            if let Some(id) = alloc_id {
+                store.set_state(id, AllocState::Live);
+            }
+            return Ok((
+                store,
+                AllocBasis::AssumedLive {
+                    alloc_id: alloc_id.map(str::to_string),
+                },
+            ));
+        }
+        Ok((store, AllocBasis::Nothing))
+    }
+}
+
+/// Reads a token argument: the token itself, or `-` for standard input (keeps
+/// tokens out of `ps` and shell history).
+pub(crate) fn read_token(arg: &str) -> Result<String, CliError> {
+    if arg != "-" {
+        return Ok(arg.trim().to_string());
+    }
+    let bytes = read_input("-", "token", MAX_TOKEN_BYTES_LIMIT as u64)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| CliError::new(ResultCode::MalformedToken, "the token is not UTF-8"))?;
+    Ok(text.trim().to_string())
+}
+
+/// A token taken apart without checking anything: for looking, never for
+/// trusting.
+#[derive(Debug)]
+pub(crate) struct Untrusted {
+    pub(crate) header: Value,
+    /// The claims, when the payload is JSON.
+    pub(crate) claims: Option<Value>,
+    pub(crate) payload_bytes: usize,
+    pub(crate) signature_bytes: usize,
+}
+
+impl Untrusted {
+    /// Decodes the three segments leniently (padding allowed): verification,
+    /// not this, decides whether the encoding was canonical.
+    pub(crate) fn decode(token: &str) -> Result<Untrusted, CliError> {
+        let malformed = |why: String| CliError::new(ResultCode::MalformedToken, why);
+        if token.len() > MAX_TOKEN_BYTES_LIMIT {
+            return Err(malformed(format!(
+                "{} bytes, over the {MAX_TOKEN_BYTES_LIMIT}-byte limit",
+                token.len()
+            )));
+        }
+        let parts: Vec<&str> = token.split('.').collect();
+        let [header, payload, signature] = parts.as_slice() else {
+            return Err(malformed(format!(
+                "{} dot-separated segments, expected 3 (header.payload.signature)",
+                parts.len()
+            )));
+        };
+        let lenient = GeneralPurpose::new(
+            &alphabet::URL_SAFE,
+            GeneralPurposeConfig::new()
+                .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+                .with_decode_allow_trailing_bits(true),
+        );
+        let b64 = |name: &str, seg: &str| {
+            lenient
+                .decode(seg)
+                .map_err(|e| malformed(format!("the {name} is not base64url: {e}")))
+        };
+        let header_bytes = b64("header", header)?;
+        let header: Value = serde_json::from_slice(&header_bytes)
+            .map_err(|e| malformed(format!("the header is not JSON: {e}")))?;
+        let payload = b64("payload", payload)?;
+        let signature = b64("signature", signature)?;
+        Ok(Untrusted {
+            header,
+            claims: serde_json::from_slice(&payload).ok(),
+            payload_bytes: payload.len(),
+            signature_bytes: signature.len(),
+        })
+    }
+
+    /// A string member of the header.
+    pub(crate) fn header_str(&self, name: &str) -> Option<&str> {
+        self.header.get(name).and_then(Value::as_str)
+    }
+
+    /// A string claim.
+    pub(crate) fn claim_str(&self, name: &str) -> Option<&str> {
+        self.claims.as_ref()?.get(name)?.as_str()
+    }
+
+    /// The token's audiences (`aud` as a string or an array).
+    pub(crate) fn audiences(&self) -> Vec<String> {
+        match self.claims.as_ref().and_then(|c| c.get("aud")) {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(v)) => v
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// An error for a bad flag value found after parsing.
+pub(crate) fn bad_flag(flag: &str, why: impl std::fmt::Display) -> CliError {
+    CliError::usage(format!("{flag}: {why}")).exit(Exit::Usage)
+}

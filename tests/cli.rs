@@ -1,0 +1,1320 @@
+//! The `wid` tool, end to end: the built binary driven as an operator and a
+//! relying party would drive it (feature `cli`).
+//!
+//! `cargo test --features cli --test cli`
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+
+const WID: &str = env!("CARGO_BIN_EXE_wid");
+const T0: i64 = 1_700_000_000;
+const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
+
+fn wid(args: &[&str]) -> Output {
+    Command::new(WID)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("wid runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs wid, expecting `code`; returns the output.
+#[track_caller]
+fn expect(args: &[&str], code: i32) -> Output {
+    let o = wid(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "wid {args:?}\nstdout: {}\nstderr: {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+#[track_caller]
+fn json_out(args: &[&str]) -> Value {
+    let o = expect(args, 0);
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("wid {args:?} printed no JSON ({e}): {}", stdout(&o)))
+}
+
+/// The `--json` error object a failure prints on stderr.
+#[track_caller]
+fn json_err(o: &Output) -> Value {
+    serde_json::from_slice::<Value>(&o.stderr)
+        .unwrap_or_else(|e| panic!("no JSON error ({e}): {}", stderr(o)))["error"]
+        .clone()
+}
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("a scratch directory"),
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> String {
+        let p = self.path(name);
+        std::fs::write(&p, bytes).expect("write a scratch file");
+        p
+    }
+}
+
+fn request_json(ttl: &str) -> String {
+    format!(
+        r#"{{"Region":"global",
+            "Allocation":{{"ID":"{ALLOC}","Namespace":"default","JobID":"web",
+                          "TaskGroup":"frontend","ClientStatus":"running"}},
+            "Task":"server",
+            "Identity":{{"Name":"vault_default","Audience":["vault.io"],"TTL":{ttl}}}}}"#
+    )
+}
+
+fn request_msgpack() -> Vec<u8> {
+    let req = IssueRequest {
+        region: "global".into(),
+        allocation: Allocation {
+            id: ALLOC.into(),
+            namespace: "default".into(),
+            job_id: "web".into(),
+            task_group: "frontend".into(),
+            client_status: "running".into(),
+            ..Allocation::default()
+        },
+        task: "server".into(),
+        identity: WorkloadIdentity {
+            name: "aws".into(),
+            audience: vec!["sts.amazonaws.com".into()],
+            ttl: GoDuration::from_secs(900),
+            ..WorkloadIdentity::default()
+        },
+        ..IssueRequest::default()
+    };
+    workload_identity::codec::encode(&req).expect("encode")
+}
+
+fn alloc_state(s: &Scratch, status: &str) -> String {
+    s.write(
+        &format!("allocs-{status}.json"),
+        format!(r#"[{{"ID":"{ALLOC}","ClientStatus":"{status}","DesiredStatus":"run"}}]"#)
+            .as_bytes(),
+    )
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = stdout(&expect(&["--help"], 0));
+    for line in [
+        "0  success",
+        "1  the token was rejected",
+        "2  usage",
+        "3  I/O or decode",
+        "4  the keyring refused",
+        "5  internal error",
+        "WID_RESULT_",
+    ] {
+        assert!(out.contains(line), "--help lacks {line:?}:\n{out}");
+    }
+    // A bad flag is a usage error.
+    let o = expect(
+        &["keyring", "rotate", "--keystore", "x", "--alg", "HS256"],
+        2,
+    );
+    assert!(stderr(&o).contains("unknown algorithm \"HS256\""));
+}
+
+/// init -> rotate (two more algorithms) -> list -> issue (JSON and msgpack
+/// requests) -> verify (accepted, and each kind of rejection with its code
+/// and exit status) -> jwks, and verification from that JWKS alone.
+#[test]
+fn keystore_to_verified_token() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    let now = T0.to_string();
+
+    let init = json_out(&[
+        "keyring",
+        "init",
+        "--keystore",
+        &ks,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(init["changes"][0]["algorithm"], "EdDSA");
+    assert_eq!(init["saved"], true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&ks).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "keystores are written 0600");
+    }
+    // Never overwritten.
+    let before = std::fs::read(&ks).unwrap();
+    let o = expect(&["keyring", "init", "--keystore", &ks], 3);
+    assert!(
+        stderr(&o).contains("wid: error: WID_RESULT_IO_ERROR"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("never overwrites"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&ks).unwrap(), before);
+
+    let es = json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--alg",
+        "ES256",
+        "--now",
+        &now,
+        "--json",
+    ]);
+    let rs = json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--alg",
+        "RS256",
+        "--now",
+        &now,
+        "--json",
+    ]);
+    let es_kid = es["changes"][0]["kid"].as_str().unwrap().to_string();
+    assert_eq!(rs["changes"][0]["algorithm"], "RS256");
+    assert_eq!(rs["changes"][0]["previous"], Value::Null);
+    // A second EdDSA rotation names the key it replaced.
+    let ed1 = init["changes"][0]["kid"].as_str().unwrap().to_string();
+    let ed2 = json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(ed2["changes"][0]["previous"], ed1.as_str());
+    let human = stdout(&expect(
+        &[
+            "keyring",
+            "rotate",
+            "--keystore",
+            &ks,
+            "--alg",
+            "ES256",
+            "--now",
+            &now,
+        ],
+        0,
+    ));
+    assert!(
+        human.contains(&format!("{es_kid} is now inactive")),
+        "{human}"
+    );
+
+    let list = json_out(&["keyring", "list", "--keystore", &ks, "--json"]);
+    let keys = list["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 5);
+    let active: Vec<&str> = keys
+        .iter()
+        .filter(|k| k["state"] == "active")
+        .map(|k| k["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(active.len(), 3, "one active key per algorithm: {list}");
+    for alg in ["EdDSA", "ES256", "RS256"] {
+        assert!(active.contains(&alg), "{list}");
+    }
+    assert!(keys.iter().all(|k| k["create_time"] == T0));
+    assert_eq!(
+        keys.iter().find(|k| k["algorithm"] == "RS256").unwrap()["rsa_bits"],
+        2048
+    );
+    let table = stdout(&expect(
+        &["keyring", "list", "--keystore", &ks, "--now", &now],
+        0,
+    ));
+    assert!(table.starts_with("KID "), "{table}");
+    assert!(table.contains("2023-11-14T22:13:20Z (now)"), "{table}");
+
+    // Issue from JSON (EdDSA, TTL as a duration) and msgpack (ES256).
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    let issued = json_out(&[
+        "issue",
+        "--keystore",
+        &ks,
+        "--request",
+        &req,
+        "--issuer",
+        "https://nomad.example.com",
+        "--now",
+        &now,
+        "--json",
+    ]);
+    let token = issued["token"].as_str().unwrap().to_string();
+    assert_eq!(issued["algorithm"], "EdDSA");
+    assert_eq!(issued["request_format"], "JSON");
+    assert_eq!(issued["claims"]["exp"], T0 + 3600);
+    assert_eq!(issued["claims"]["nomad_allocation_id"], ALLOC);
+    assert_eq!(issued["claims"]["iss"], "https://nomad.example.com");
+    let mp = s.write("req.msgpack", &request_msgpack());
+    let es_issued = json_out(&[
+        "issue",
+        "--keystore",
+        &ks,
+        "--request",
+        &mp,
+        "--alg",
+        "ES256",
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(es_issued["request_format"], "msgpack");
+    assert_eq!(es_issued["claims"]["aud"], "sts.amazonaws.com");
+    assert!(
+        es_issued["token"]
+            .as_str()
+            .unwrap()
+            .starts_with("eyJhbGciOiJFUzI1NiIs")
+    );
+    // Plain output is the token alone, for TOKEN=$(wid issue ...).
+    let plain = stdout(&expect(
+        &["issue", "--keystore", &ks, "--request", &req, "--now", &now],
+        0,
+    ));
+    assert_eq!(plain.trim().split('.').count(), 3, "{plain}");
+    assert_eq!(plain.lines().count(), 1);
+    // An invalid request names the field; a bad file is a decode error.
+    let bad = s.write("bad.json", request_json("3600").as_bytes());
+    let o = expect(&["issue", "--keystore", &ks, "--request", &bad], 2);
+    assert!(stderr(&o).contains("WID_RESULT_INVALID_ARGUMENT") && stderr(&o).contains("TTL"));
+    let junk = s.write("junk.json", b"{\"Region\": [");
+    let o = expect(&["issue", "--keystore", &ks, "--request", &junk], 3);
+    assert!(
+        stderr(&o).contains("WID_RESULT_DECODE_ERROR"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Verify: accepted with the allocation running.
+    let running = alloc_state(&s, "running");
+    let later = (T0 + 60).to_string();
+    let ok = expect(
+        &[
+            "verify",
+            &token,
+            "--aud",
+            "vault.io",
+            "--keystore",
+            &ks,
+            "--alloc-state",
+            &running,
+            "--issuer",
+            "https://nomad.example.com",
+            "--now",
+            &later,
+        ],
+        0,
+    );
+    assert!(stdout(&ok).starts_with("accepted: global:default:web:frontend:server:vault_default"));
+    let v = json_out(&[
+        "verify",
+        &token,
+        "--aud",
+        "vault.io",
+        "--keystore",
+        &ks,
+        "--alloc-state",
+        &running,
+        "--now",
+        &later,
+        "--json",
+    ]);
+    assert_eq!(v["accepted"], true);
+    assert_eq!(v["algorithm"], "EdDSA");
+    assert_eq!(v["allocation"]["basis"], "alloc-state");
+
+    // Rejected: each reason with its stable code and exit status 1.
+    let terminal = alloc_state(&s, "complete");
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "--aud",
+                "vault.io",
+                "--alloc-state",
+                &terminal,
+                "--now",
+                &later,
+            ],
+            "WID_RESULT_ALLOCATION_TERMINAL",
+        ),
+        (
+            &[
+                "--aud",
+                "consul.io",
+                "--alloc-state",
+                &running,
+                "--now",
+                &later,
+            ],
+            "WID_RESULT_AUDIENCE_MISMATCH",
+        ),
+        (
+            &[
+                "--aud",
+                "vault.io",
+                "--alloc-state",
+                &running,
+                "--now",
+                &(T0 + 7200).to_string(),
+            ],
+            "WID_RESULT_EXPIRED",
+        ),
+        (
+            &[
+                "--aud",
+                "vault.io",
+                "--alloc-state",
+                &running,
+                "--now",
+                &(T0 - 3600).to_string(),
+            ],
+            "WID_RESULT_NOT_YET_VALID",
+        ),
+        (
+            &[
+                "--aud",
+                "vault.io",
+                "--alloc-state",
+                &running,
+                "--issuer",
+                "https://other.example",
+                "--now",
+                &later,
+            ],
+            "WID_RESULT_ISSUER_MISMATCH",
+        ),
+        (
+            &["--aud", "vault.io", "--now", &later],
+            "WID_RESULT_ALLOCATION_NOT_FOUND",
+        ),
+    ];
+    for (extra, code) in cases {
+        let mut args = vec!["verify", token.as_str(), "--keystore", ks.as_str()];
+        args.extend_from_slice(extra);
+        let o = expect(&args, 1);
+        assert!(
+            stderr(&o).starts_with(&format!("wid: rejected: {code}: ")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty());
+        args.push("--json");
+        let e = json_err(&expect(&args, 1));
+        assert_eq!(e["code"], code);
+        assert_eq!(e["exit"], 1);
+    }
+    // Without allocation state nothing is live, and the hint says why.
+    let o = expect(
+        &[
+            "verify",
+            &token,
+            "--aud",
+            "vault.io",
+            "--keystore",
+            &ks,
+            "--now",
+            &later,
+        ],
+        1,
+    );
+    assert!(
+        stderr(&o).contains("hint: no --alloc-state was given"),
+        "{}",
+        stderr(&o)
+    );
+    // --assume-live accepts, and says loudly that nothing was checked.
+    let o = expect(
+        &[
+            "verify",
+            &token,
+            "--aud",
+            "vault.io",
+            "--keystore",
+            &ks,
+            "--assume-live",
+            "--now",
+            &later,
+        ],
+        0,
+    );
+    assert!(stdout(&o).contains("ASSUMED LIVE"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("NOT checked"), "{}", stderr(&o));
+    let v = json_out(&[
+        "verify",
+        &token,
+        "--aud",
+        "vault.io",
+        "--keystore",
+        &ks,
+        "--assume-live",
+        "--now",
+        &later,
+        "--json",
+    ]);
+    assert_eq!(v["allocation"]["basis"], "assumed-live");
+    assert_eq!(v["allocation"]["checked"], false);
+    // A tampered token is a bad signature.
+    let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+    let sig = parts[2].clone();
+    let flipped = if sig.starts_with('A') { "B" } else { "A" };
+    parts[2] = format!("{flipped}{}", &sig[1..]);
+    let tampered = parts.join(".");
+    let e = json_err(&expect(
+        &[
+            "verify",
+            &tampered,
+            "--aud",
+            "vault.io",
+            "--keystore",
+            &ks,
+            "--assume-live",
+            "--now",
+            &later,
+            "--json",
+        ],
+        1,
+    ));
+    assert_eq!(e["code"], "WID_RESULT_BAD_SIGNATURE");
+
+    // The JWKS: every verifying key, and enough to verify with on its own.
+    let jwks = json_out(&["keyring", "jwks", "--keystore", &ks, "--json"]);
+    let published: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kty"].as_str().unwrap())
+        .collect();
+    assert_eq!(published.len(), 5);
+    for kty in ["OKP", "EC", "RSA"] {
+        assert!(published.contains(&kty), "{jwks}");
+    }
+    let jwks_file = s.write("jwks.json", jwks.to_string().as_bytes());
+    let v = json_out(&[
+        "verify",
+        es_issued["token"].as_str().unwrap(),
+        "--aud",
+        "sts.amazonaws.com",
+        "--jwks",
+        &jwks_file,
+        "--alloc-state",
+        &running,
+        "--now",
+        &later,
+        "--json",
+    ]);
+    assert_eq!(v["algorithm"], "ES256");
+    // A key source is required; the wrong key set names the kid.
+    expect(&["verify", &token, "--aud", "vault.io"], 2);
+    let other = s.path("other-keystore");
+    expect(&["keyring", "init", "--keystore", &other], 0);
+    let e = json_err(&expect(
+        &[
+            "verify",
+            &token,
+            "--aud",
+            "vault.io",
+            "--keystore",
+            &other,
+            "--assume-live",
+            "--json",
+        ],
+        1,
+    ));
+    assert_eq!(e["code"], "WID_RESULT_UNKNOWN_KEY");
+
+    let oidc = json_out(&[
+        "keyring",
+        "oidc",
+        "--keystore",
+        &ks,
+        "--issuer",
+        "https://nomad.example.com",
+        "--json",
+    ]);
+    assert_eq!(
+        oidc["jwks_uri"],
+        "https://nomad.example.com/.well-known/jwks.json"
+    );
+    assert_eq!(
+        oidc["id_token_signing_alg_values_supported"],
+        serde_json::json!(["EdDSA", "ES256", "RS256"])
+    );
+    let e = json_err(&expect(
+        &[
+            "keyring",
+            "oidc",
+            "--keystore",
+            &ks,
+            "--issuer",
+            "http://nomad.example.com",
+            "--json",
+        ],
+        2,
+    ));
+    assert_eq!(e["code"], "WID_RESULT_INVALID_ARGUMENT");
+}
+
+#[test]
+fn refusals_have_their_own_codes() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks, "--alg", "ES256"], 0);
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    // No active EdDSA key: the keyring refuses (exit 4), and the hint says
+    // which algorithm it has.
+    let o = expect(&["issue", "--keystore", &ks, "--request", &req], 4);
+    assert!(
+        stderr(&o).contains("WID_RESULT_NO_ACTIVE_KEY"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("active keys for ES256"),
+        "{}",
+        stderr(&o)
+    );
+    // A missing keystore is an I/O error that says how to make one.
+    let o = expect(&["keyring", "list", "--keystore", &s.path("nope")], 3);
+    assert!(stderr(&o).contains("wid keyring init"), "{}", stderr(&o));
+    // A keystore others can read is refused, as the library refuses it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ks, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = json_err(&expect(
+            &["keyring", "list", "--keystore", &ks, "--json"],
+            3,
+        ));
+        assert_eq!(e["code"], "WID_RESULT_IO_ERROR");
+        assert!(e["message"].as_str().unwrap().contains("0644"), "{e}");
+    }
+    // A key ID that is not there is a usage error, named.
+    let o = expect(&["keyring", "promote", "--keystore", &s.path("k2"), "x"], 3);
+    assert!(stderr(&o).contains("WID_RESULT_IO_ERROR"));
+    let k2 = s.path("k2");
+    expect(&["keyring", "init", "--keystore", &k2], 0);
+    let o = expect(&["keyring", "promote", "--keystore", &k2, "no-such-key"], 2);
+    assert!(
+        stderr(&o).contains("WID_RESULT_UNKNOWN_KEY"),
+        "{}",
+        stderr(&o)
+    );
+    // RSA sizes are the library's three.
+    let o = expect(
+        &[
+            "keyring",
+            "rotate",
+            "--keystore",
+            &k2,
+            "--alg",
+            "RS256",
+            "--rsa-bits",
+            "1024",
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("--rsa-bits"), "{}", stderr(&o));
+}
+
+/// The rotation policy's timeline, carried out by `plan --apply`, then by
+/// hand with promote and deprecate.
+#[test]
+fn plan_promote_deprecate() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    let t = |hours: i64| (T0 + hours * 3600).to_string();
+    let init = json_out(&[
+        "keyring",
+        "init",
+        "--keystore",
+        &ks,
+        "--now",
+        &t(0),
+        "--json",
+    ]);
+    let first = init["changes"][0]["kid"].as_str().unwrap().to_string();
+
+    let plan = json_out(&[
+        "keyring",
+        "plan",
+        "--keystore",
+        &ks,
+        "--now",
+        &t(100),
+        "--json",
+    ]);
+    assert_eq!(plan["actions"], serde_json::json!([]));
+    let human = stdout(&expect(
+        &["keyring", "plan", "--keystore", &ks, "--now", &t(100)],
+        0,
+    ));
+    assert!(
+        human.contains("nothing to do") && human.contains("no key is ever deprecated"),
+        "{human}"
+    );
+
+    // Past half the 720 h threshold: prepublish a successor for t0 + 720 h.
+    let plan = json_out(&[
+        "keyring",
+        "plan",
+        "--keystore",
+        &ks,
+        "--now",
+        &t(400),
+        "--json",
+    ]);
+    assert_eq!(
+        plan["actions"],
+        serde_json::json!([{"action": "prepublish", "algorithm": "EdDSA", "publish_at": T0 + 720 * 3600}])
+    );
+    let applied = json_out(&[
+        "keyring",
+        "plan",
+        "--keystore",
+        &ks,
+        "--now",
+        &t(400),
+        "--apply",
+        "--json",
+    ]);
+    assert_eq!(applied["saved"], true);
+    let second = applied["changes"][0]["kid"].as_str().unwrap().to_string();
+    assert_eq!(applied["changes"][0]["state"], "prepublished");
+    // It is published at once.
+    let jwks = json_out(&["keyring", "jwks", "--keystore", &ks, "--json"]);
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
+
+    // Promote by hand, early: the first key becomes inactive.
+    let promoted = json_out(&[
+        "keyring",
+        "promote",
+        "--keystore",
+        &ks,
+        &second,
+        "--now",
+        &t(500),
+        "--json",
+    ]);
+    assert_eq!(promoted["changes"][0]["previous"], first.as_str());
+    let again = json_out(&["keyring", "promote", "--keystore", &ks, &second, "--json"]);
+    assert_eq!(again["saved"], false);
+
+    // The active key cannot be deprecated; the old one can, once its
+    // tokens (1 h at most) have expired, and the plan says so.
+    let o = expect(&["keyring", "deprecate", "--keystore", &ks, &second], 2);
+    assert!(stderr(&o).contains("hint: rotate first"), "{}", stderr(&o));
+    let plan = json_out(&[
+        "keyring",
+        "plan",
+        "--keystore",
+        &ks,
+        "--now",
+        &t(502),
+        "--longest-ttl",
+        "1h",
+        "--json",
+    ]);
+    assert_eq!(
+        plan["actions"],
+        serde_json::json!([{"action": "deprecate", "kid": first}])
+    );
+    let human = stdout(&expect(
+        &[
+            "keyring",
+            "deprecate",
+            "--keystore",
+            &ks,
+            &first,
+            "--now",
+            &t(502),
+        ],
+        0,
+    ));
+    assert!(human.contains("left the JWKS"), "{human}");
+    let jwks = json_out(&["keyring", "jwks", "--keystore", &ks, "--json"]);
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 1);
+    assert_eq!(jwks["keys"][0]["kid"], second.as_str());
+}
+
+/// `wid inspect`: decoding without keys; with keys, the library's steps in
+/// order and the first failing rule.
+#[test]
+fn inspect_explains() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    let now = T0.to_string();
+    expect(&["keyring", "init", "--keystore", &ks, "--now", &now], 0);
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    let token = stdout(&expect(
+        &["issue", "--keystore", &ks, "--request", &req, "--now", &now],
+        0,
+    ))
+    .trim()
+    .to_string();
+    let later = (T0 + 600).to_string();
+
+    // No keys: decoded, times relative to now, nothing verified.
+    let o = expect(&["inspect", &token, "--now", &later], 0);
+    let out = stdout(&o);
+    assert!(out.contains("claims (not verified)"), "{out}");
+    assert!(out.contains("exp  2023-11-14T23:13:20Z (in 50m)"), "{out}");
+    assert!(out.contains("iat  2023-11-14T22:13:20Z (10m ago)"), "{out}");
+    assert!(!out.contains("verdict"), "{out}");
+
+    let steps = |v: &Value| -> Vec<(String, bool)> {
+        v["verification"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    s["passed"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let all = [
+        "length",
+        "structure",
+        "key",
+        "algorithm",
+        "signature",
+        "claims",
+        "times",
+        "audience",
+        "issuer",
+        "allocation",
+    ];
+
+    // Accepted: every step passes.
+    let v = json_out(&[
+        "inspect",
+        &token,
+        "--keystore",
+        &ks,
+        "--assume-live",
+        "--now",
+        &later,
+        "--json",
+    ]);
+    assert_eq!(
+        steps(&v),
+        all.iter()
+            .map(|n| (n.to_string(), true))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(v["verification"]["accepted"], true);
+    assert_eq!(v["verification"]["audience_from_token"], true);
+    assert_eq!(v["key"]["state"], "active");
+
+    // Each rule, the first failure ends the walk: (flags, failing step, code).
+    let running = alloc_state(&s, "running");
+    let terminal = alloc_state(&s, "failed");
+    let l = later.as_str();
+    let cases: [(&[&str], &str, &str); 5] = [
+        (
+            &["--aud", "consul.io", "--assume-live", "--now", l],
+            "audience",
+            "WID_RESULT_AUDIENCE_MISMATCH",
+        ),
+        (
+            &["--alloc-state", &terminal, "--now", l],
+            "allocation",
+            "WID_RESULT_ALLOCATION_TERMINAL",
+        ),
+        (
+            &["--assume-live", "--issuer", "https://x.example", "--now", l],
+            "issuer",
+            "WID_RESULT_ISSUER_MISMATCH",
+        ),
+        (
+            &["--alloc-state", &running, "--now", "1800000000"],
+            "times",
+            "WID_RESULT_EXPIRED",
+        ),
+        (
+            &["--now", l],
+            "allocation",
+            "WID_RESULT_ALLOCATION_NOT_FOUND",
+        ),
+    ];
+    for (extra, failing, code) in cases {
+        let mut args = vec!["inspect", token.as_str(), "--keystore", ks.as_str()];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let o = expect(&args, 1);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let got = steps(&v);
+        let n = all.iter().position(|s| s == &failing).unwrap();
+        let want: Vec<(String, bool)> = all[..=n]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.to_string(), i < n))
+            .collect();
+        assert_eq!(got, want, "{args:?}");
+        assert_eq!(v["verification"]["code"], code);
+        assert_eq!(json_err(&o)["code"], code);
+    }
+    // Human form: the marks and the verdict.
+    let o = expect(
+        &[
+            "inspect",
+            &token,
+            "--keystore",
+            &ks,
+            "--aud",
+            "consul.io",
+            "--assume-live",
+            "--now",
+            &later,
+        ],
+        1,
+    );
+    let out = stdout(&o);
+    assert!(out.contains("ok   signature"), "{out}");
+    assert!(out.contains("FAIL audience"), "{out}");
+    assert!(
+        out.contains("verdict: rejected, WID_RESULT_AUDIENCE_MISMATCH"),
+        "{out}"
+    );
+    // A key the set does not hold; a token that is no token.
+    let other = s.path("other");
+    expect(&["keyring", "init", "--keystore", &other], 0);
+    let o = expect(
+        &[
+            "inspect",
+            &token,
+            "--keystore",
+            &other,
+            "--assume-live",
+            "--now",
+            &later,
+        ],
+        1,
+    );
+    assert!(
+        stdout(&o).contains("is not in the keystore"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("FAIL key"), "{}", stdout(&o));
+    let o = expect(&["inspect", "not-a-token"], 1);
+    assert!(stderr(&o).contains("WID_RESULT_MALFORMED_TOKEN"));
+}
+
+/// A running `wid serve`, killed if the test fails.
+struct Served {
+    child: Child,
+    addr: String,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Served {
+        let mut child = Command::new(WID)
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wid serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .expect("wid serve names its address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Served { child, addr }
+    }
+
+    fn get(&self, path: &str) -> Http {
+        http(&self.addr, "GET", path)
+    }
+
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                self.child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status, err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "wid serve did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Http {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Http {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    fn max_age(&self) -> u64 {
+        let cc = self.header("Cache-Control").expect("Cache-Control");
+        cc.strip_prefix("max-age=")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("Cache-Control {cc:?}"))
+    }
+}
+
+/// A tiny HTTP/1.1 client: one request, read to the end (the server closes).
+fn http(addr: &str, method: &str, path: &str) -> Http {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: */*\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("a response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_string(), v.trim().to_string())
+        })
+        .collect::<Vec<_>>();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap();
+    assert_eq!(
+        body.len(),
+        if method == "HEAD" { 0 } else { len },
+        "Content-Length"
+    );
+    Http {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+fn curl_available() -> bool {
+    Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// init -> rotate -> issue -> serve -> verify from the served JWKS; the
+/// keystore followed as it rotates; headers; SIGTERM ends it with status 0.
+#[test]
+fn serve_publishes_and_follows_the_keystore() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks], 0);
+    expect(
+        &["keyring", "rotate", "--keystore", &ks, "--alg", "ES256"],
+        0,
+    );
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    let issuer = "http://127.0.0.1";
+    let token = stdout(&expect(
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &req,
+            "--issuer",
+            issuer,
+        ],
+        0,
+    ))
+    .trim()
+    .to_string();
+
+    let served = Served::start(&[
+        "--keystore",
+        &ks,
+        "--listen",
+        "127.0.0.1:0",
+        "--issuer",
+        issuer,
+    ]);
+
+    let jwks = served.get("/.well-known/jwks.json");
+    assert_eq!(jwks.status, 200);
+    assert_eq!(jwks.header("Content-Type"), Some("application/json"));
+    assert!(
+        jwks.max_age() >= 15 * 60,
+        "{:?}",
+        jwks.header("Cache-Control")
+    );
+    assert!(
+        jwks.max_age() <= 360 * 3600,
+        "{:?}",
+        jwks.header("Cache-Control")
+    );
+    assert_eq!(
+        jwks.json(),
+        json_out(&["keyring", "jwks", "--keystore", &ks, "--json"])
+    );
+
+    // A relying party verifies the token from what was served.
+    let served_jwks = s.write("served.json", jwks.body.as_bytes());
+    let running = alloc_state(&s, "running");
+    let v = json_out(&[
+        "verify",
+        &token,
+        "--aud",
+        "vault.io",
+        "--jwks",
+        &served_jwks,
+        "--issuer",
+        issuer,
+        "--alloc-state",
+        &running,
+        "--json",
+    ]);
+    assert_eq!(v["accepted"], true);
+
+    let oidc = served.get("/.well-known/openid-configuration");
+    assert_eq!(oidc.status, 200);
+    assert_eq!(oidc.header("Content-Type"), Some("application/json"));
+    assert!(oidc.max_age() >= 15 * 60);
+    assert_eq!(oidc.json()["issuer"], issuer);
+    assert_eq!(
+        oidc.json()["jwks_uri"],
+        "http://127.0.0.1/.well-known/jwks.json"
+    );
+    assert_eq!(
+        oidc.json()["id_token_signing_alg_values_supported"],
+        serde_json::json!(["EdDSA", "ES256"])
+    );
+
+    let health = served.get("/health");
+    assert_eq!(health.status, 200);
+    assert_eq!(health.header("Cache-Control"), Some("no-store"));
+    assert_eq!(health.json()["status"], "ok");
+    assert_eq!(served.get("/nope").status, 404);
+    let post = http(&served.addr, "POST", "/health");
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("Allow"), Some("GET, HEAD"));
+    let head = http(&served.addr, "HEAD", "/.well-known/jwks.json");
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    // An oversized request head is refused, not buffered.
+    let mut big = TcpStream::connect(&served.addr).unwrap();
+    let _ = write!(big, "GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let mut raw = String::new();
+    let _ = big.read_to_string(&mut raw);
+    assert!(raw.is_empty() || raw.starts_with("HTTP/1.1 431"), "{raw}");
+
+    // The keystore rotates under the server: the next fetch has the new key.
+    let rotated = json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--alg",
+        "RS256",
+        "--json",
+    ]);
+    let new_kid = rotated["changes"][0]["kid"].as_str().unwrap();
+    let jwks = served.get("/.well-known/jwks.json").json();
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert!(kids.contains(&new_kid), "{jwks}");
+    assert_eq!(kids.len(), 3);
+    assert_eq!(
+        served.get("/.well-known/openid-configuration").json()["id_token_signing_alg_values_supported"],
+        serde_json::json!(["EdDSA", "ES256", "RS256"])
+    );
+
+    // A broken keystore: the last good keys are still served, health says so.
+    std::fs::write(&ks, b"not a keystore").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ks, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let health = served.get("/health");
+    assert_eq!(health.status, 503);
+    assert_eq!(health.json()["status"], "degraded");
+    assert!(
+        health.json()["reload_error"]
+            .as_str()
+            .unwrap()
+            .contains("WID_RESULT_"),
+        "{}",
+        health.body
+    );
+    assert_eq!(
+        served.get("/.well-known/jwks.json").json()["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    if curl_available() {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "-D",
+                "-",
+                "--max-time",
+                "10",
+                &format!("http://{}/.well-known/jwks.json", served.addr),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        assert!(text.starts_with("http/1.1 200"), "{text}");
+        assert!(text.contains("content-type: application/json"), "{text}");
+        assert!(text.contains("cache-control: max-age="), "{text}");
+        assert!(text.contains(&new_kid.to_lowercase()), "{text}");
+    } else {
+        eprintln!("curl not installed: the curl check is skipped");
+    }
+
+    let (status, err) = served.terminate();
+    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert!(err.contains("stopped by signal"), "{err}");
+}
+
+#[test]
+fn serve_refuses_an_http_issuer_off_loopback() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks], 0);
+    // Refused before anything listens.
+    let o = expect(
+        &[
+            "serve",
+            "--keystore",
+            &ks,
+            "--listen",
+            "0.0.0.0:0",
+            "--issuer",
+            "http://127.0.0.1",
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("loopback"), "{}", stderr(&o));
+    let o = expect(
+        &[
+            "serve",
+            "--keystore",
+            &ks,
+            "--listen",
+            "127.0.0.1:0",
+            "--issuer",
+            "http://nomad.example.com",
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("loopback host"), "{}", stderr(&o));
+    let o = expect(
+        &[
+            "serve",
+            "--keystore",
+            &ks,
+            "--listen",
+            "127.0.0.1:0",
+            "--issuer",
+            "ftp://x",
+        ],
+        2,
+    );
+    assert!(
+        stderr(&o).contains("WID_RESULT_INVALID_ARGUMENT"),
+        "{}",
+        stderr(&o)
+    );
+}
