@@ -151,7 +151,8 @@ fn help_documents_the_exit_codes() {
 #[test]
 fn keystore_to_verified_token() {
     let s = Scratch::new();
-    let ks = s.path("keystore");
+    // init makes a missing directory, private.
+    let ks = s.path("state/wid/keystore");
     let now = T0.to_string();
 
     let init = json_out(&[
@@ -170,6 +171,12 @@ fn keystore_to_verified_token() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&ks).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "keystores are written 0600");
+        let dir = std::fs::metadata(s.path("state/wid"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(dir, 0o700, "a directory init makes is private");
     }
     // Never overwritten.
     let before = std::fs::read(&ks).unwrap();

@@ -290,6 +290,17 @@ fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
     if algs.contains(&Algorithm::Rs256) {
         a.rsa.size()?;
     }
+    // A new deployment's directory (/var/lib/wid) may not exist yet: make it,
+    // private, as the keystore it will hold.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(dir)
+            .map_err(|e| CliError::io(format!("creating directory {}", dir.display()), &e))?;
+    }
     // Claim the name first, so a keystore that appears meanwhile (another
     // init) is never replaced; the save below renames over this placeholder.
     std::fs::OpenOptions::new()
