@@ -1161,6 +1161,24 @@ fn serve_publishes_and_follows_the_keystore() {
     ]);
     assert_eq!(v["accepted"], true);
 
+    // And straight from the server, as `wid verify --jwks URL`.
+    let url = format!("http://{}/.well-known/jwks.json", served.addr);
+    let v = json_out(&[
+        "verify",
+        &token,
+        "--aud",
+        "vault.io",
+        "--jwks",
+        &url,
+        "--issuer",
+        issuer,
+        "--alloc-state",
+        &running,
+        "--json",
+    ]);
+    assert_eq!(v["accepted"], true);
+    assert_eq!(v["keys"], format!("JWKS {url}"));
+
     let oidc = served.get("/.well-known/openid-configuration");
     assert_eq!(oidc.status, 200);
     assert_eq!(oidc.header("Content-Type"), Some("application/json"));
@@ -1324,4 +1342,131 @@ fn serve_refuses_an_http_issuer_off_loopback() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A port that was free a moment ago (the issuer URL must name the port
+/// before the server starts).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn pyjwt_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import jwt, cryptography"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// What a standard OIDC client does: read the discovery document at the
+/// issuer, follow its jwks_uri, pick the key by kid and verify. PyJWT's
+/// PyJWKClient (when installed) for tokens of all three algorithms; wid's own
+/// --jwks URL and inspect for the same tokens.
+#[test]
+fn serve_for_standard_oidc_clients() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(
+        &[
+            "keyring",
+            "init",
+            "--keystore",
+            &ks,
+            "--alg",
+            "EdDSA",
+            "--alg",
+            "ES256",
+            "--alg",
+            "RS256",
+        ],
+        0,
+    );
+    let port = free_port();
+    let issuer = format!("http://127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{port}");
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    let tokens: Vec<String> = ["EdDSA", "ES256", "RS256"]
+        .iter()
+        .map(|alg| {
+            stdout(&expect(
+                &[
+                    "issue",
+                    "--keystore",
+                    &ks,
+                    "--request",
+                    &req,
+                    "--alg",
+                    alg,
+                    "--issuer",
+                    &issuer,
+                ],
+                0,
+            ))
+            .trim()
+            .to_string()
+        })
+        .collect();
+    let served = Served::start(&["--keystore", &ks, "--listen", &listen, "--issuer", &issuer]);
+    let doc = served.get("/.well-known/openid-configuration").json();
+    assert_eq!(doc["issuer"], issuer.as_str());
+    let jwks_uri = doc["jwks_uri"].as_str().unwrap().to_string();
+    assert_eq!(jwks_uri, format!("{issuer}/.well-known/jwks.json"));
+
+    for token in &tokens {
+        let v = json_out(&[
+            "inspect",
+            token,
+            "--jwks",
+            &jwks_uri,
+            "--aud",
+            "vault.io",
+            "--issuer",
+            &issuer,
+            "--assume-live",
+            "--json",
+        ]);
+        assert_eq!(v["verification"]["accepted"], true, "{v}");
+        assert_eq!(v["key"]["found"], true);
+    }
+
+    if pyjwt_available() {
+        let script = r#"
+import json, sys, urllib.request
+import jwt
+issuer = sys.argv[1]
+with urllib.request.urlopen(issuer + "/.well-known/openid-configuration", timeout=10) as r:
+    doc = json.load(r)
+    assert r.headers["Content-Type"] == "application/json", r.headers["Content-Type"]
+    assert r.headers["Cache-Control"].startswith("max-age="), r.headers["Cache-Control"]
+assert doc["issuer"] == issuer, doc
+client = jwt.PyJWKClient(doc["jwks_uri"], cache_keys=False)
+for token in sys.argv[2:]:
+    key = client.get_signing_key_from_jwt(token)
+    alg = jwt.get_unverified_header(token)["alg"]
+    assert alg in doc["id_token_signing_alg_values_supported"], alg
+    claims = jwt.decode(token, key.key, algorithms=[alg], audience="vault.io", issuer=issuer)
+    print(alg, key.key_id, claims["nomad_allocation_id"])
+"#;
+        let mut args = vec!["-c".to_string(), script.to_string(), issuer.clone()];
+        args.extend(tokens.iter().cloned());
+        let out = Command::new("python3").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "PyJWT: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        for alg in ["EdDSA", "ES256", "RS256"] {
+            assert!(
+                text.contains(&format!("{alg} ")) && text.contains(ALLOC),
+                "{text}"
+            );
+        }
+    } else {
+        eprintln!("PyJWT not installed: the PyJWKClient check is skipped");
+    }
+    let (status, err) = served.terminate();
+    assert_eq!(status.code(), Some(0), "stderr: {err}");
 }

@@ -12,11 +12,14 @@ use serde::Deserialize;
 use serde_json::Value;
 use workload_identity::model::Allocation;
 use workload_identity::{
-    Algorithm, AllocState, Keyring, MAX_TOKEN_BYTES_LIMIT, MemoryStore, ResultCode,
+    Algorithm, AllocState, Keyring, MAX_TOKEN_BYTES_LIMIT, MemoryStore, RemoteJwks, ResultCode,
 };
 
 use crate::output::read_input;
 use crate::{CliError, Exit};
+
+/// The whole time a --jwks URL fetch may take.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The largest JWKS or allocation-state file read (a JWKS of 1,000 RSA keys
 /// is well under this).
@@ -47,17 +50,20 @@ pub(crate) fn load_keystore(path: &Path) -> Result<Keyring, CliError> {
     })
 }
 
-/// The keys to verify with: exactly one of a keystore or a JWKS file.
+/// The keys to verify with: a keystore, or a JWKS from a file or a URL.
 #[derive(Debug, Args)]
-#[group(required = false, multiple = false)]
 pub(crate) struct KeySource {
     /// Verify with the keys of this keystore file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "jwks")]
     pub(crate) keystore: Option<std::path::PathBuf>,
-    /// Verify with the keys of this JWKS file (what an issuer serves at
-    /// /.well-known/jwks.json); `-` reads standard input.
-    #[arg(long, value_name = "FILE")]
+    /// Verify with the keys of a JWKS: a file (`-` reads standard input), or
+    /// the issuer's URL (https; http only to a loopback host), fetched once.
+    #[arg(long, value_name = "FILE|URL")]
     pub(crate) jwks: Option<String>,
+    /// Trust only this PEM CA bundle for an https --jwks URL (default: the
+    /// Mozilla roots).
+    #[arg(long, value_name = "FILE", requires = "jwks")]
+    pub(crate) ca_bundle: Option<String>,
 }
 
 impl KeySource {
@@ -70,7 +76,16 @@ impl KeySource {
                 format!("keystore {}", path.display()),
             )));
         }
+        if let Some(url) = self.jwks.as_deref().filter(|j| is_url(j)) {
+            return self.fetch(url).map(Some);
+        }
         if let Some(path) = &self.jwks {
+            if self.ca_bundle.is_some() {
+                return Err(bad_flag(
+                    "--ca-bundle",
+                    "applies to an https --jwks URL, not a file",
+                ));
+            }
             let bytes = read_input(path, "JWKS", MAX_DOCUMENT_BYTES)?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| CliError::new(ResultCode::DecodeError, "the JWKS is not UTF-8"))?;
@@ -83,6 +98,30 @@ impl KeySource {
         }
         Ok(None)
     }
+
+    /// Fetches a JWKS with the library's `RemoteJwks` (its URL rules, size and
+    /// key-count limits, and the same checks as a file).
+    fn fetch(&self, url: &str) -> Result<(Keyring, String), CliError> {
+        let mut builder = RemoteJwks::builder(url)
+            .timeout(FETCH_TIMEOUT)
+            // The library refuses http to anything but loopback itself.
+            .allow_http_loopback(url.starts_with("http://"));
+        if let Some(ca) = &self.ca_bundle {
+            builder = builder.ca_bundle_pem(&read_input(ca, "CA bundle", MAX_DOCUMENT_BYTES)?);
+        }
+        let remote = builder.build()?;
+        let report = remote.refresh()?;
+        let mut name = format!("JWKS {url}");
+        if report.skipped > 0 {
+            name.push_str(&format!(" ({} entries skipped)", report.skipped));
+        }
+        Ok((remote.keyring().clone(), name))
+    }
+}
+
+/// Whether a --jwks argument is a URL rather than a file.
+fn is_url(arg: &str) -> bool {
+    arg.starts_with("https://") || arg.starts_with("http://")
 }
 
 /// How the allocation a token names is judged live: a state file, or the
