@@ -978,6 +978,26 @@ impl Served {
         http(&self.addr, "GET", path)
     }
 
+    fn signal_term(&self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+    }
+
+    /// The exit status, if it exits within `limit`.
+    fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn terminate(mut self) -> (std::process::ExitStatus, String) {
         let pid = self.child.id().to_string();
         let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -1469,4 +1489,44 @@ for token in sys.argv[2:]:
     }
     let (status, err) = served.terminate();
     assert_eq!(status.code(), Some(0), "stderr: {err}");
+}
+
+/// SIGTERM lets a request in flight finish, then exits 0; a second SIGTERM
+/// while draining exits at once with status 1.
+#[test]
+fn serve_drains_on_sigterm() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks], 0);
+    let args = ["--keystore", ks.as_str(), "--listen", "127.0.0.1:0"];
+
+    let mut served = Served::start(&args);
+    let mut slow = TcpStream::connect(&served.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1)); // accepted (the loop polls every 50 ms)
+    served.signal_term();
+    assert!(
+        served.exit_within(Duration::from_millis(300)).is_none(),
+        "stopped before the request in flight finished"
+    );
+    write!(slow, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    let status = served
+        .exit_within(Duration::from_secs(5))
+        .expect("stops after draining");
+    assert_eq!(status.code(), Some(0));
+
+    let mut served = Served::start(&args);
+    let _idle = TcpStream::connect(&served.addr).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    served.signal_term();
+    assert!(served.exit_within(Duration::from_millis(300)).is_none());
+    served.signal_term();
+    let status = served
+        .exit_within(Duration::from_secs(2))
+        .expect("a second signal ends it at once");
+    assert_eq!(status.code(), Some(1));
 }

@@ -5,7 +5,8 @@
 //! connection count. The keystore is re-read when its file changes (checked
 //! on every request: one `stat`), and a failed reload keeps serving the last
 //! good keys while `/health` reports it. SIGTERM and SIGINT stop accepting,
-//! let requests in flight finish, and exit 0.
+//! let requests in flight finish (5 s at most), and exit 0; a second signal
+//! exits at once with status 1.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -34,7 +35,8 @@ rotation policy (half the time to the next planned key switch, at least
 15 minutes). The issuer must be https, except that an http issuer on a
 loopback host is allowed when the listener is loopback too (for testing
 OIDC clients on one machine). The first line on stdout names the address
-(useful with --listen 127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0.";
+(useful with --listen 127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0;
+a second signal while stopping: exit 1 at once.";
 
 /// Longest request head read (request line and headers).
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -204,7 +206,10 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         .map_err(|e| CliError::io("reading the listening address", &e))?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
+        // The first signal sets the flag (a clean stop); a second one, while
+        // draining, exits at once with status 1 (handlers run in this order).
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
             .map_err(|e| CliError::io("installing the signal handler", &e))?;
     }
     listener
