@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -1529,4 +1530,230 @@ fn serve_drains_on_sigterm() {
         .exit_within(Duration::from_secs(2))
         .expect("a second signal ends it at once");
     assert_eq!(status.code(), Some(1));
+}
+
+/// Golden outputs of `wid inspect`, one per verification rule: a fixed
+/// Ed25519 key (material 7…7, kid `golden-ed25519`), hand-built tokens (EdDSA
+/// signatures are deterministic), a fixed clock. `WID_BLESS=1` rewrites
+/// tests/golden/inspect/ after a deliberate change of wording.
+mod golden {
+    use super::*;
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
+
+    const KID: &str = "golden-ed25519";
+    const ISS: &str = "https://nomad.example.com";
+
+    fn b64(bytes: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    fn claims() -> Value {
+        serde_json::json!({
+            "nomad_namespace": "default", "nomad_job_id": "web",
+            "nomad_allocation_id": ALLOC, "nomad_task": "server",
+            "sub": "global:default:web:frontend:server:vault_default",
+            "aud": "vault.io", "iat": T0, "nbf": T0, "exp": T0 + 3600,
+            "jti": "00000000-0000-4000-8000-000000000000", "iss": ISS,
+        })
+    }
+
+    /// A token over `header` and `claims`, signed by the golden key.
+    fn token(keyring: &Keyring, header: &Value, claims: &Value) -> String {
+        let input = format!(
+            "{}.{}",
+            b64(header.to_string().as_bytes()),
+            b64(claims.to_string().as_bytes())
+        );
+        let sig = keyring.active().unwrap().sign(input.as_bytes()).unwrap();
+        format!("{input}.{}", b64(&sig))
+    }
+
+    fn header() -> Value {
+        serde_json::json!({"alg": "EdDSA", "kid": KID, "typ": "JWT"})
+    }
+
+    #[test]
+    fn inspect_golden_outputs() {
+        let s = Scratch::new();
+        let ks = s.path("keystore");
+        let key = RootKey::new(
+            KeyId::new(KID).unwrap(),
+            KeyMaterial::from_slice(&[7; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            T0 - 86_400,
+        );
+        let keyring = Keyring::from_keys([key]).unwrap();
+        keyring.save(&ks).unwrap();
+        let running = alloc_state(&s, "running");
+        let complete = alloc_state(&s, "complete");
+
+        let good = token(&keyring, &header(), &claims());
+        let mut parts: Vec<&str> = good.split('.').collect();
+        let long_sig = b64(&[1u8; 6200]);
+        parts[2] = &long_sig;
+        let too_long = parts.join(".");
+        let crit = token(
+            &keyring,
+            &serde_json::json!({"alg": "EdDSA", "kid": KID, "typ": "JWT", "crit": ["exp"]}),
+            &claims(),
+        );
+        let unknown_kid = token(
+            &keyring,
+            &serde_json::json!({"alg": "EdDSA", "kid": "no-such-key", "typ": "JWT"}),
+            &claims(),
+        );
+        let alg_confusion = token(
+            &keyring,
+            &serde_json::json!({"alg": "ES256", "kid": KID, "typ": "JWT"}),
+            &claims(),
+        );
+        let mut sig = URL_SAFE_NO_PAD
+            .decode(good.rsplit('.').next().unwrap())
+            .unwrap();
+        sig[10] ^= 1;
+        let bad_sig = format!("{}.{}", good.rsplit_once('.').unwrap().0, b64(&sig));
+        let mut float_iat = claims();
+        float_iat["iat"] = serde_json::json!(1.7e9);
+        let float_iat = token(&keyring, &header(), &float_iat);
+
+        let at = |t: i64| t.to_string();
+        let ok_now = at(T0 + 600);
+        let base = [
+            "--keystore",
+            ks.as_str(),
+            "--aud",
+            "vault.io",
+            "--issuer",
+            ISS,
+        ];
+        let cases: Vec<(&str, &str, Vec<&str>)> = vec![
+            (
+                "accepted",
+                &good,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "length",
+                &too_long,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "structure",
+                &crit,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "key",
+                &unknown_kid,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "algorithm",
+                &alg_confusion,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "signature",
+                &bad_sig,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "claims",
+                &float_iat,
+                vec!["--alloc-state", &running, "--now", &ok_now],
+            ),
+            (
+                "times-expired",
+                &good,
+                vec!["--alloc-state", &running, "--now", "1700007200"],
+            ),
+            (
+                "times-not-yet-valid",
+                &good,
+                vec!["--alloc-state", &running, "--now", "1699996400"],
+            ),
+            (
+                "audience",
+                &good,
+                vec![
+                    "--alloc-state",
+                    &running,
+                    "--now",
+                    &ok_now,
+                    "--aud",
+                    "consul.io",
+                ],
+            ),
+            (
+                "issuer",
+                &good,
+                vec![
+                    "--alloc-state",
+                    &running,
+                    "--now",
+                    &ok_now,
+                    "--issuer",
+                    "https://other.example",
+                ],
+            ),
+            (
+                "allocation-terminal",
+                &good,
+                vec!["--alloc-state", &complete, "--now", &ok_now],
+            ),
+            ("allocation-not-found", &good, vec!["--now", &ok_now]),
+            (
+                "assume-live",
+                &good,
+                vec!["--assume-live", "--now", &ok_now],
+            ),
+        ];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/inspect");
+        let bless = std::env::var_os("WID_BLESS").is_some();
+        let scratch = s.dir.path().display().to_string();
+        let mut failed = Vec::new();
+        for (name, token, extra) in cases {
+            let mut args = vec!["inspect", token];
+            // A later flag of the same name replaces the base one (clap refuses
+            // repeats), so the base skips what the case sets.
+            let mut i = 0;
+            while i < base.len() {
+                if !extra.contains(&base[i]) {
+                    args.extend_from_slice(&base[i..i + 2]);
+                }
+                i += 2;
+            }
+            args.extend(extra.iter().copied());
+            let o = wid(&args);
+            let text = format!(
+                "$ wid inspect <{name} token> {}\n{}--- stderr\n{}--- exit {}\n",
+                args[2..].join(" "),
+                stdout(&o),
+                stderr(&o),
+                o.status.code().unwrap_or(-1)
+            )
+            .replace(&scratch, "$DIR");
+            let file = dir.join(format!("{name}.txt"));
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&file, &text).unwrap();
+                continue;
+            }
+            let want = std::fs::read_to_string(&file).unwrap_or_default();
+            if want != text {
+                failed.push(format!(
+                    "{name}: got\n{text}\nwant ({})\n{want}",
+                    file.display()
+                ));
+            }
+        }
+        assert!(
+            failed.is_empty(),
+            "golden outputs differ (WID_BLESS=1 rewrites them after a deliberate change):\n{}",
+            failed.join("\n")
+        );
+    }
 }
