@@ -894,6 +894,23 @@ fn generated_rsa_keys_come_in_the_three_sizes_and_verify() {
         assert_eq!(t.verdict(&token), Ok(()), "{bits}");
     }
     assert_eq!(RsaKeySize::from_bits(1024), None);
+    // A prepublished RS256 successor of a chosen size.
+    let next = t
+        .keyring
+        .prepublish_rsa(RsaKeySize::Bits3072, NOW, NOW + 60)
+        .unwrap();
+    let info = t.keyring.key_info(&next).unwrap();
+    assert_eq!(
+        (info.state, info.publish_time, info.public_key.rsa_bits()),
+        (KeyState::Prepublished, NOW + 60, Some(3072))
+    );
+    assert_eq!(
+        t.keyring
+            .prepublish_rsa(RsaKeySize::Bits2048, NOW, NOW - 1)
+            .unwrap_err()
+            .code(),
+        ResultCode::InvalidArgument
+    );
 }
 
 #[test]

@@ -316,6 +316,8 @@ fn oidc_discovery_document() {
     assert_eq!(d.issuer, "https://example.com/nomad/");
     for (bad, why) in [
         ("http://nomad.example.com", "must start with https://"),
+        ("http://10.0.0.1:4646", "http only to localhost"),
+        ("http://localhost.example.com", "http only to localhost"),
         ("nomad.example.com", "must start with https://"),
         ("https://nomad.example.com/?a=b", "query"),
         ("https://nomad.example.com/#x", "fragment"),
@@ -327,6 +329,17 @@ fn oidc_discovery_document() {
         let e = OidcDiscovery::new(bad).unwrap_err();
         assert_eq!(e.code(), ResultCode::InvalidArgument);
         assert!(e.to_string().contains(why), "{bad}: {e}");
+    }
+    // http only to this machine, so OIDC clients can be tested on loopback.
+    for local in [
+        "http://127.0.0.1:8080",
+        "http://127.1.2.3",
+        "http://localhost:4646/nomad",
+        "http://[::1]:9000",
+    ] {
+        let d = OidcDiscovery::new(local).unwrap();
+        assert_eq!(d.issuer, local);
+        assert!(d.jwks_uri.starts_with("http://"), "{}", d.jwks_uri);
     }
 }
 

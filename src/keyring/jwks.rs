@@ -135,7 +135,9 @@ pub struct OidcDiscovery {
 
 impl OidcDiscovery {
     /// The discovery document for `issuer`, which must be an `https` URL with a
-    /// host and without query, fragment, user info or whitespace, listing
+    /// host and without query, fragment, user info or whitespace (`http` only
+    /// to a loopback host — `localhost`, `127.0.0.0/8`, `[::1]` — so standard
+    /// OIDC clients can be tested on one machine), listing
     /// EdDSA (see [`Keyring::oidc_discovery`] for the keyring's algorithms).
     pub fn new(issuer: &str) -> Result<OidcDiscovery> {
         OidcDiscovery::with_algorithms(issuer, &[Algorithm::EdDsa])
@@ -165,19 +167,37 @@ impl OidcDiscovery {
     }
 }
 
+/// Whether `host` (of a URL's authority, without the port) names this machine:
+/// `localhost`, `127.0.0.0/8` or `[::1]`.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn validate_issuer(issuer: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::invalid(
             "OidcDiscovery",
             "issuer",
             format!(
-                "{why}; expected an https URL like https://nomad.example.com (got {:?})",
+                "{why}; expected an https URL like https://nomad.example.com, or http to a loopback host for local tests (got {:?})",
                 truncate_for_message(issuer)
             ),
         ))
     };
-    let Some(rest) = issuer.strip_prefix("https://") else {
-        return bad("must start with https://");
+    let (rest, http) = match (
+        issuer.strip_prefix("https://"),
+        issuer.strip_prefix("http://"),
+    ) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => return bad("must start with https://"),
     };
     if issuer.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return bad("must not contain whitespace or control characters");
@@ -201,6 +221,9 @@ fn validate_issuer(issuer: &str) -> Result<()> {
     });
     if host.is_empty() {
         return bad("must have a host");
+    }
+    if http && !is_loopback_host(host) {
+        return bad("must start with https:// (http only to localhost, 127.0.0.0/8 or [::1])");
     }
     Ok(())
 }

@@ -312,6 +312,17 @@ impl Default for Keyring {
     }
 }
 
+fn check_publish_at(now: i64, publish_at: i64) -> Result<()> {
+    if publish_at < now {
+        return Err(Error::invalid(
+            "Keyring",
+            "publish_at",
+            format!("must not be in the past: publish_at {publish_at} < now {now}"),
+        ));
+    }
+    Ok(())
+}
+
 fn key_error(kid: &str, reason: impl Into<String>) -> Error {
     Error::UnknownKey {
         kid: crate::error::truncate_for_message(kid),
@@ -639,15 +650,19 @@ impl Keyring {
     /// [`Keyring::prepublish`] for a key of `alg`; at `publish_at` it replaces
     /// the active key of `alg`.
     pub fn prepublish_alg(&self, alg: Algorithm, now: i64, publish_at: i64) -> Result<KeyId> {
-        if publish_at < now {
-            return Err(Error::invalid(
-                "Keyring",
-                "publish_at",
-                format!("must not be in the past: publish_at {publish_at} < now {now}"),
-            ));
-        }
+        check_publish_at(now, publish_at)?;
         let key =
             RootKey::generate_for(alg, KeyState::Prepublished, now)?.with_publish_time(publish_at);
+        let id = key.id.clone();
+        self.insert(key)?;
+        Ok(id)
+    }
+
+    /// [`Keyring::prepublish_alg`] for RS256 with a fresh RSA key of `size`.
+    pub fn prepublish_rsa(&self, size: RsaKeySize, now: i64, publish_at: i64) -> Result<KeyId> {
+        check_publish_at(now, publish_at)?;
+        let key =
+            RootKey::generate_rsa(size, KeyState::Prepublished, now)?.with_publish_time(publish_at);
         let id = key.id.clone();
         self.insert(key)?;
         Ok(id)

@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use workload_identity::{
-    Algorithm, KeyId, KeyInfo, KeyState, Keyring, ResultCode, RootKey, RotationAction,
-    RotationPolicy, RsaKeySize, plan_rotation,
+    Algorithm, KeyId, KeyInfo, KeyState, Keyring, ResultCode, RotationAction, RotationPolicy,
+    RsaKeySize, plan_rotation,
 };
 
 use crate::output::{Ctx, parse_duration, span, utc, when};
@@ -479,16 +479,7 @@ fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
                 publish_at,
             } => {
                 let kid = match algorithm {
-                    // The library's prepublish_alg makes 2048-bit RSA keys;
-                    // honour --rsa-bits through RootKey.
-                    Algorithm::Rs256 => {
-                        let key =
-                            RootKey::generate_rsa(a.rsa.size()?, KeyState::Prepublished, now)?
-                                .with_publish_time(*publish_at);
-                        let kid = key.id().clone();
-                        keyring.insert(key)?;
-                        kid
-                    }
+                    Algorithm::Rs256 => keyring.prepublish_rsa(a.rsa.size()?, now, *publish_at)?,
                     other => keyring.prepublish_alg(*other, now, *publish_at)?,
                 };
                 changes.push(Change::Prepublished {

@@ -144,19 +144,10 @@ impl Server {
     }
 }
 
-/// The discovery document; an http issuer (already checked to be loopback)
-/// goes through the library's https validation with its scheme swapped, as
-/// the library only makes https documents.
+/// The discovery document (the library takes an http issuer only to a
+/// loopback host, which `run` has checked against the listener too).
 fn discovery_for(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery, CliError> {
-    match issuer.strip_prefix("http://") {
-        None => Ok(keyring.oidc_discovery(issuer)?),
-        Some(rest) => {
-            let mut doc = keyring.oidc_discovery(&format!("https://{rest}"))?;
-            doc.issuer = issuer.to_string();
-            doc.jwks_uri = format!("{}/.well-known/jwks.json", issuer.trim_end_matches('/'));
-            Ok(doc)
-        }
-    }
+    Ok(keyring.oidc_discovery(issuer)?)
 }
 
 /// The host of an `http://` URL, if it is a loopback name or address.
