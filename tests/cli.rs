@@ -1629,42 +1629,15 @@ mod golden {
             "--issuer",
             ISS,
         ];
+        let live = vec!["--alloc-state", running.as_str(), "--now", ok_now.as_str()];
         let cases: Vec<(&str, &str, Vec<&str>)> = vec![
-            (
-                "accepted",
-                &good,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "length",
-                &too_long,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "structure",
-                &crit,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "key",
-                &unknown_kid,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "algorithm",
-                &alg_confusion,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "signature",
-                &bad_sig,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
-            (
-                "claims",
-                &float_iat,
-                vec!["--alloc-state", &running, "--now", &ok_now],
-            ),
+            ("accepted", &good, live.clone()),
+            ("length", &too_long, live.clone()),
+            ("structure", &crit, live.clone()),
+            ("key", &unknown_kid, live.clone()),
+            ("algorithm", &alg_confusion, live.clone()),
+            ("signature", &bad_sig, live.clone()),
+            ("claims", &float_iat, live.clone()),
             (
                 "times-expired",
                 &good,

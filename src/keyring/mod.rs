@@ -651,18 +651,23 @@ impl Keyring {
     /// the active key of `alg`.
     pub fn prepublish_alg(&self, alg: Algorithm, now: i64, publish_at: i64) -> Result<KeyId> {
         check_publish_at(now, publish_at)?;
-        let key =
-            RootKey::generate_for(alg, KeyState::Prepublished, now)?.with_publish_time(publish_at);
-        let id = key.id.clone();
-        self.insert(key)?;
-        Ok(id)
+        self.insert_prepublished(
+            RootKey::generate_for(alg, KeyState::Prepublished, now)?,
+            publish_at,
+        )
     }
 
     /// [`Keyring::prepublish_alg`] for RS256 with a fresh RSA key of `size`.
     pub fn prepublish_rsa(&self, size: RsaKeySize, now: i64, publish_at: i64) -> Result<KeyId> {
         check_publish_at(now, publish_at)?;
-        let key =
-            RootKey::generate_rsa(size, KeyState::Prepublished, now)?.with_publish_time(publish_at);
+        self.insert_prepublished(
+            RootKey::generate_rsa(size, KeyState::Prepublished, now)?,
+            publish_at,
+        )
+    }
+
+    fn insert_prepublished(&self, key: RootKey, publish_at: i64) -> Result<KeyId> {
+        let key = key.with_publish_time(publish_at);
         let id = key.id.clone();
         self.insert(key)?;
         Ok(id)
