@@ -18,7 +18,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let row = args.get(1).map(String::as_str).unwrap_or("verify");
     let calls: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100);
-    let rsa_pkcs8: &[u8] = include_bytes!("../tests/vectors/rsa2048.pk8");
+    let rsa_pkcs8 = common::RSA_PKCS8;
     let kr = Keyring::from_keys([
         RootKey::new(
             KeyId::new("k").unwrap(),
@@ -27,22 +27,8 @@ fn main() {
             KeyState::Active,
             0,
         ),
-        RootKey::for_algorithm(
-            Algorithm::Es256,
-            KeyId::new("es").unwrap(),
-            KeyMaterial::from_slice(&[7; 32]).unwrap(),
-            KeyDerivation::HkdfV1,
-            KeyState::Active,
-            0,
-        ),
-        RootKey::for_algorithm(
-            Algorithm::Rs256,
-            KeyId::new("rs").unwrap(),
-            KeyMaterial::from_pkcs8_der(rsa_pkcs8).unwrap(),
-            KeyDerivation::Pkcs8,
-            KeyState::Active,
-            0,
-        ),
+        common::alg_key(Algorithm::Es256, "es", 7, KeyState::Active, 0),
+        common::alg_key(Algorithm::Rs256, "rs", 7, KeyState::Active, 0),
     ])
     .unwrap();
     let store = Arc::new(MemoryStore::new());

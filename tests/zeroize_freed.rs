@@ -27,9 +27,9 @@ const MATERIAL: [u8; 32] = [
 /// is never chance). Written once before arming.
 static mut PATTERNS: [[u8; 16]; 3] = [[0; 16]; 3];
 
-/// An RSA-2048 PKCS#8 key; bytes from its private part (past the modulus and
+/// Bytes from the private part of the committed RSA key (past the modulus and
 /// the public exponent) are the third pattern.
-const RSA_PKCS8: &[u8] = include_bytes!("vectors/rsa2048.pk8");
+use common::RSA_PKCS8;
 const RSA_PRIVATE_AT: usize = 700;
 static ARMED: AtomicBool = AtomicBool::new(false);
 static HITS: AtomicUsize = AtomicUsize::new(0);
@@ -119,14 +119,7 @@ fn life_cycle(dir: &std::path::Path) {
             KeyState::Active,
             0,
         ),
-        RootKey::for_algorithm(
-            Algorithm::Rs256,
-            KeyId::new("zeroize-rs").unwrap(),
-            KeyMaterial::from_pkcs8_der(RSA_PKCS8).unwrap(),
-            KeyDerivation::Pkcs8,
-            KeyState::Active,
-            0,
-        ),
+        common::alg_key(Algorithm::Rs256, "zeroize-rs", 0, KeyState::Active, 0),
     ])
     .unwrap();
     for alg in [Algorithm::Es256, Algorithm::Rs256] {

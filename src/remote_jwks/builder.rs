@@ -20,28 +20,22 @@ const LONGEST: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Builds a [`RemoteJwks`]; the URL (or the issuer) is the one required input.
 pub struct RemoteJwksBuilder {
-    source: Source,
-    allow_http_loopback: bool,
+    /// The settings the source keeps (its URL checked at build).
+    config: Config,
     ca_bundle_pem: Option<Vec<u8>>,
     timeout: Duration,
-    min_refresh: Duration,
-    max_refresh: Duration,
-    default_refresh: Duration,
-    unknown_kid_cooldown: Duration,
-    max_body_bytes: usize,
-    max_keys: usize,
     clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for RemoteJwksBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RemoteJwksBuilder")
-            .field("source", &self.source)
-            .field("allow_http_loopback", &self.allow_http_loopback)
+            .field("source", &self.config.source)
+            .field("allow_http_loopback", &self.config.allow_http_loopback)
             .field("ca_bundle", &self.ca_bundle_pem.is_some())
             .field("timeout", &self.timeout)
-            .field("min_refresh", &self.min_refresh)
-            .field("max_refresh", &self.max_refresh)
+            .field("min_refresh", &self.config.min_refresh)
+            .field("max_refresh", &self.config.max_refresh)
             .finish_non_exhaustive()
     }
 }
@@ -49,16 +43,18 @@ impl fmt::Debug for RemoteJwksBuilder {
 impl RemoteJwksBuilder {
     pub(super) fn new(source: Source) -> RemoteJwksBuilder {
         RemoteJwksBuilder {
-            source,
-            allow_http_loopback: false,
+            config: Config {
+                source,
+                allow_http_loopback: false,
+                min_refresh: Duration::from_secs(60),
+                max_refresh: Duration::from_secs(24 * 3600),
+                default_refresh: Duration::from_secs(3600),
+                unknown_kid_cooldown: Duration::from_secs(15),
+                max_body_bytes: 512 << 10,
+                max_keys: 100,
+            },
             ca_bundle_pem: None,
             timeout: Duration::from_secs(5),
-            min_refresh: Duration::from_secs(60),
-            max_refresh: Duration::from_secs(24 * 3600),
-            default_refresh: Duration::from_secs(3600),
-            unknown_kid_cooldown: Duration::from_secs(15),
-            max_body_bytes: 512 << 10,
-            max_keys: 100,
             clock: Arc::new(SystemClock),
         }
     }
@@ -75,7 +71,7 @@ impl RemoteJwksBuilder {
     /// `::1`, `localhost`); default off. Other `http` URLs are always refused,
     /// and with this set no redirect is followed.
     pub fn allow_http_loopback(mut self, allow: bool) -> RemoteJwksBuilder {
-        self.allow_http_loopback = allow;
+        self.config.allow_http_loopback = allow;
         self
     }
 
@@ -91,36 +87,36 @@ impl RemoteJwksBuilder {
     /// minimum is also the wait before retrying after a failure.
     /// [`RemoteJwksBuilder::build`] refuses `min > max`.
     pub fn refresh_bounds(mut self, min: Duration, max: Duration) -> RemoteJwksBuilder {
-        self.min_refresh = min.min(LONGEST);
-        self.max_refresh = max.min(LONGEST);
+        self.config.min_refresh = min.min(LONGEST);
+        self.config.max_refresh = max.min(LONGEST);
         self
     }
 
     /// The time between fetches when the response has no `max-age` (default
     /// 1 hour; clamped to the refresh bounds).
     pub fn default_refresh(mut self, interval: Duration) -> RemoteJwksBuilder {
-        self.default_refresh = interval.min(LONGEST);
+        self.config.default_refresh = interval.min(LONGEST);
         self
     }
 
     /// The least time between two fetches started by unknown kids (default
     /// 15 s; zero: no limit but the single flight).
     pub fn unknown_kid_cooldown(mut self, cooldown: Duration) -> RemoteJwksBuilder {
-        self.unknown_kid_cooldown = cooldown.min(LONGEST);
+        self.config.unknown_kid_cooldown = cooldown.min(LONGEST);
         self
     }
 
     /// The largest response body read, in bytes (default 512 KiB; clamped to
     /// 1 byte .. [`MAX_JWKS_BODY_LIMIT`]). A larger body fails the fetch.
     pub fn max_body_bytes(mut self, max: usize) -> RemoteJwksBuilder {
-        self.max_body_bytes = max.clamp(1, MAX_JWKS_BODY_LIMIT);
+        self.config.max_body_bytes = max.clamp(1, MAX_JWKS_BODY_LIMIT);
         self
     }
 
     /// The most entries a JWKS may list, skipped ones included (default 100).
     /// A larger set fails the fetch.
     pub fn max_keys(mut self, max: usize) -> RemoteJwksBuilder {
-        self.max_keys = max;
+        self.config.max_keys = max;
         self
     }
 
@@ -140,25 +136,25 @@ impl RemoteJwksBuilder {
     /// issuer with a query; a CA bundle without a certificate; or refresh
     /// bounds with `min > max`.
     pub fn build(self) -> Result<RemoteJwks> {
-        let source = match &self.source {
-            Source::Jwks(url) => {
-                Source::Jwks(check_url(url, self.allow_http_loopback, "jwks_url")?.to_string())
-            }
+        let source = match &self.config.source {
+            Source::Jwks(url) => Source::Jwks(
+                check_url(url, self.config.allow_http_loopback, "jwks_url")?.to_string(),
+            ),
             Source::Issuer(issuer) => {
-                check_url(issuer, self.allow_http_loopback, "issuer")?;
+                check_url(issuer, self.config.allow_http_loopback, "issuer")?;
                 if issuer.contains('?') {
                     return Err(invalid("issuer", "must not have a query", issuer));
                 }
                 Source::Issuer(issuer.clone())
             }
         };
-        if self.min_refresh > self.max_refresh {
+        if self.config.min_refresh > self.config.max_refresh {
             return Err(Error::invalid(
                 "RemoteJwks",
                 "refresh_bounds",
                 format!(
                     "the minimum ({:?}) must not exceed the maximum ({:?})",
-                    self.min_refresh, self.max_refresh
+                    self.config.min_refresh, self.config.max_refresh
                 ),
             ));
         }
@@ -169,10 +165,14 @@ impl RemoteJwksBuilder {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
             .http_status_as_error(false)
-            .https_only(!self.allow_http_loopback)
+            .https_only(!self.config.allow_http_loopback)
             // A redirect could leave loopback for plain http elsewhere; an https
             // one is followed (a few hops), every hop checked as https.
-            .max_redirects(if self.allow_http_loopback { 0 } else { 5 })
+            .max_redirects(if self.config.allow_http_loopback {
+                0
+            } else {
+                5
+            })
             .max_redirects_will_error(false)
             .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls.build())
@@ -185,13 +185,7 @@ impl RemoteJwksBuilder {
         let shared = Arc::new(Shared {
             config: Config {
                 source,
-                allow_http_loopback: self.allow_http_loopback,
-                min_refresh: self.min_refresh,
-                max_refresh: self.max_refresh,
-                default_refresh: self.default_refresh,
-                unknown_kid_cooldown: self.unknown_kid_cooldown,
-                max_body_bytes: self.max_body_bytes,
-                max_keys: self.max_keys,
+                ..self.config
             },
             clock: self.clock,
             agent,

@@ -1,138 +1,16 @@
 //! An `IssueRequest` from a file: msgpack (what Go hosts send) or JSON.
 //!
-//! The JSON form is its own view type with Go's `encoding/json` names, kept
-//! apart from the msgpack codec names as `model::json` keeps its views (the
-//! library has no JSON view of `IssueRequest` yet; this one belongs there).
-//! `TTL` is Go's JSON form, integer nanoseconds, or for people a duration
-//! string (`"1h"`); unknown members are ignored, as Go sends whole structs.
+//! JSON is read by the wire types' own deserializer: their codec names are
+//! the Go field names, which Go's `encoding/json` uses too (Nomad's structs
+//! carry no json tags). `TTL` is Go's JSON form, integer nanoseconds, or for
+//! people a duration string (`"1h"`); unknown members are ignored, as Go sends
+//! whole structs.
 
-use serde::Deserialize;
 use workload_identity::ResultCode;
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, Job, WorkloadIdentity};
+use workload_identity::model::{GoDuration, IssueRequest};
 
 use crate::CliError;
 use crate::output::parse_duration;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct RequestJson {
-    #[serde(rename = "Region")]
-    region: String,
-    #[serde(rename = "Allocation")]
-    allocation: AllocationJson,
-    #[serde(rename = "Task")]
-    task: Option<String>,
-    #[serde(rename = "Service")]
-    service: Option<String>,
-    #[serde(rename = "Identity")]
-    identity: IdentityJson,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct AllocationJson {
-    #[serde(rename = "ID")]
-    id: String,
-    #[serde(rename = "Namespace")]
-    namespace: String,
-    #[serde(rename = "JobID")]
-    job_id: String,
-    #[serde(rename = "TaskGroup")]
-    task_group: String,
-    #[serde(rename = "ClientStatus")]
-    client_status: String,
-    #[serde(rename = "DesiredStatus")]
-    desired_status: String,
-    #[serde(rename = "Job")]
-    job: Option<JobJson>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct JobJson {
-    #[serde(rename = "ID")]
-    id: String,
-    #[serde(rename = "ParentID")]
-    parent_id: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct IdentityJson {
-    #[serde(rename = "Name")]
-    name: String,
-    #[serde(rename = "Audience")]
-    audience: Option<Vec<String>>,
-    #[serde(rename = "TTL")]
-    ttl: Option<TtlJson>,
-    #[serde(rename = "ChangeMode")]
-    change_mode: String,
-    #[serde(rename = "ChangeSignal")]
-    change_signal: String,
-    #[serde(rename = "Env")]
-    env: bool,
-    #[serde(rename = "File")]
-    file: bool,
-    #[serde(rename = "Filepath")]
-    filepath: String,
-    #[serde(rename = "ServiceName")]
-    service_name: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum TtlJson {
-    Nanos(i64),
-    Text(String),
-}
-
-impl TtlJson {
-    fn to_go(&self) -> Result<GoDuration, String> {
-        match self {
-            TtlJson::Nanos(n) => Ok(GoDuration(*n)),
-            TtlJson::Text(s) => parse_duration(s).map(GoDuration::from),
-        }
-    }
-}
-
-impl RequestJson {
-    fn into_wire(self) -> Result<IssueRequest, String> {
-        let a = self.allocation;
-        let i = self.identity;
-        let ttl = match &i.ttl {
-            Some(t) => t.to_go().map_err(|e| format!("Identity.TTL: {e}"))?,
-            None => GoDuration::default(),
-        };
-        Ok(IssueRequest {
-            region: self.region,
-            allocation: Allocation {
-                id: a.id,
-                namespace: a.namespace,
-                job_id: a.job_id,
-                task_group: a.task_group,
-                client_status: a.client_status,
-                desired_status: a.desired_status,
-                job: a.job.map(|j| Job {
-                    id: j.id,
-                    parent_id: j.parent_id,
-                }),
-            },
-            task: self.task.unwrap_or_default(),
-            service: self.service.unwrap_or_default(),
-            identity: WorkloadIdentity {
-                name: i.name,
-                audience: i.audience.unwrap_or_default(),
-                ttl,
-                change_mode: i.change_mode,
-                change_signal: i.change_signal,
-                env: i.env,
-                file: i.file,
-                filepath: i.filepath,
-                service_name: i.service_name,
-            },
-        })
-    }
-}
 
 /// Which form a request file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,13 +53,20 @@ pub(crate) fn decode(bytes: &[u8], source: &str) -> Result<(IssueRequest, Format
 }
 
 fn from_json(bytes: &[u8]) -> Result<IssueRequest, String> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let view: RequestJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let mut json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    // A duration string for people ("1h") becomes Go's nanoseconds.
+    if let Some(ttl) = json.pointer_mut("/Identity/TTL") {
+        if let Some(text) = ttl.as_str() {
+            let d = parse_duration(text).map_err(|e| format!("Identity.TTL: {e}"))?;
+            *ttl = GoDuration::from(d).0.into();
+        }
+    }
+    // The wire types deserialize by their codec names, which are Go's field
+    // names: the same in Go's encoding/json as in its msgpack.
+    serde_path_to_error::deserialize::<_, IssueRequest>(json).map_err(|e| {
         let path = e.path().to_string();
         format!("at {path}: {}", e.into_inner())
-    })?;
-    de.end().map_err(|e| e.to_string())?;
-    view.into_wire()
+    })
 }
 
 #[cfg(test)]
