@@ -66,7 +66,15 @@ echo "c-tests: test program (static) under valgrind"
 "${vg[@]}" "$work/test_static" | tee "$work/static.out"
 
 echo "c-tests: test program (dynamic) without valgrind"
-if command -v ldd >/dev/null 2>&1 && ! LD_LIBRARY_PATH="$lib_dir" ldd "$work/test_dynamic" | grep -q libworkload_identity.so; then
+# ldd's output is captured before grep reads it: with pipefail, `ldd | grep -q` fails
+# whenever grep exits before ldd has written everything (SIGPIPE), which made this
+# check fail intermittently on a correctly linked program.
+if command -v ldd >/dev/null 2>&1; then
+    deps="$(LD_LIBRARY_PATH="$lib_dir" ldd "$work/test_dynamic")"
+else
+    deps=libworkload_identity.so
+fi
+if [[ "$deps" != *libworkload_identity.so* ]]; then
     echo "c-tests: FAIL: test_dynamic is not linked against libworkload_identity.so" >&2
     exit 1
 fi

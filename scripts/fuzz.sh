@@ -14,7 +14,8 @@ cd "$root/fuzz"
 seconds="${FUZZ_SECONDS:-60}"
 CARGO_FUZZ_VERSION=0.13.1
 
-if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+installed="$(cargo fuzz --version 2>/dev/null || true)"
+if [[ "$installed" != *"$CARGO_FUZZ_VERSION"* ]]; then
     echo "fuzz.sh: installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
     cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
 fi
