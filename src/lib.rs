@@ -124,7 +124,7 @@ pub use remote_jwks::{
     MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
 };
 #[cfg(feature = "etcd")]
-pub use state::etcd::{EtcdConfig, EtcdStore};
+pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
 pub use verify::{
     Audience, Explanation, VerificationStep, VerifiedIdentity, Verifier, VerifierBuilder,

@@ -1,294 +1,28 @@
-//! The seed 000 scenario against real replication: a 3-member etcd cluster on
-//! loopback, one member cut off from its peers while it keeps serving clients.
+//! The etcd stores against real 3-member clusters on loopback: seed 000's
+//! lagging member (one member cut off from its peers while it keeps serving
+//! clients), TLS with client certificates and etcd's user auth, and the
+//! watch-fed mirror through cut streams, compaction, a frozen watch, killed and
+//! restarted members.
 //!
-//! Needs the `etcd` feature, Debian's `etcd-server` (`/usr/bin/etcd`) and root
-//! (members run under their own uids so `iptables` can cut exactly one member's
-//! peer traffic). `.ci/run` installs etcd and iptables when missing and runs
-//! `cargo test --features etcd --test etcd_cluster`. The cluster and the
-//! firewall chain are always torn down, also when the test fails.
+//! Needs the `etcd` feature, Debian's `etcd-server` (`/usr/bin/etcd`),
+//! `openssl` and root (members run under their own uids so `iptables` can cut
+//! exactly one member's peer traffic). `.ci/run` installs what is missing and
+//! runs `cargo test --features etcd --test etcd_cluster`. Clusters and
+//! firewall chains are always torn down, also when a test fails.
 #![cfg(feature = "etcd")]
 
 mod common;
+mod etcd_support;
 
-use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use etcd_support::{Cluster, Options, PREFIX, Proxy, Security};
 use workload_identity::model::Allocation;
 use workload_identity::{
-    AllocState, Audience, Consistency, Issuer, Keyring, MemoryStore, ResultCode, StateStore,
-    Verifier,
+    AllocState, Audience, Consistency, EtcdConfig, EtcdMirror, EtcdStore, Issuer, Keyring,
+    MemoryStore, ResultCode, StateStore, Verifier,
 };
-use workload_identity::{EtcdConfig, EtcdStore};
-
-const ETCD: &str = "/usr/bin/etcd";
-const PREFIX: &str = "/wid-test";
-const UID_BASE: u32 = 61000;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Member {
-    name: String,
-    uid: u32,
-    client: u16,
-    peer: u16,
-}
-
-impl Member {
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client)
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A 3-member cluster and its firewall chain; both torn down on drop.
-struct Cluster {
-    dir: tempfile::TempDir,
-    members: Vec<Member>,
-    procs: Vec<Option<Child>>,
-    chain: String,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        assert!(
-            std::path::Path::new(ETCD).exists(),
-            "{ETCD} is missing: install Debian's etcd-server (.ci/run does)"
-        );
-        let euid = std::fs::metadata("/proc/self")
-            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-            .unwrap_or(1);
-        assert_eq!(
-            euid, 0,
-            "the etcd cluster test runs members as separate uids and uses iptables: run it as root"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let members: Vec<Member> = (1..=3)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                uid: UID_BASE + i,
-                client: free_port(),
-                peer: free_port(),
-            })
-            .collect();
-        let initial = members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
-            .collect::<Vec<_>>()
-            .join(",");
-        let chain = format!("WID_ETCD_{}", std::process::id());
-        let mut cluster = Cluster {
-            dir,
-            members,
-            procs: Vec::new(),
-            chain,
-        };
-        for i in 0..3 {
-            let child = cluster.spawn(i, &initial);
-            cluster.procs.push(Some(child));
-        }
-        assert!(
-            run("iptables", &["-N", &cluster.chain]),
-            "iptables -N failed"
-        );
-        assert!(
-            run("iptables", &["-I", "OUTPUT", "1", "-j", &cluster.chain]),
-            "iptables -I failed"
-        );
-        for m in &cluster.members {
-            cluster.wait_healthy(m);
-        }
-        cluster
-    }
-
-    fn spawn(&self, i: usize, initial: &str) -> Child {
-        let m = &self.members[i];
-        let data = self.dir.path().join(&m.name);
-        std::fs::create_dir_all(&data).unwrap();
-        std::os::unix::fs::chown(&data, Some(m.uid), Some(m.uid)).unwrap();
-        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let log = std::fs::File::create(self.dir.path().join(format!("{}.log", m.name))).unwrap();
-        Command::new(ETCD)
-            .args([
-                "--name",
-                &m.name,
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--listen-client-urls",
-                &m.url(),
-                "--advertise-client-urls",
-                &m.url(),
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{}", m.peer),
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{}", m.peer),
-                "--initial-cluster",
-                initial,
-                "--initial-cluster-state",
-                "new",
-                "--initial-cluster-token",
-                &self.chain,
-                "--pre-vote=true",
-                "--heartbeat-interval",
-                "50",
-                "--election-timeout",
-                "500",
-            ])
-            .uid(m.uid)
-            .gid(m.uid)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    }
-
-    fn post(&self, m: &Member, path: &str, body: &serde_json::Value) -> Option<serde_json::Value> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(2)))
-            .build()
-            .into();
-        let mut r = agent
-            .post(&format!("{}{path}", m.url()))
-            .send(body.to_string())
-            .ok()?;
-        serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()
-    }
-
-    fn wait_healthy(&self, m: &Member) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            let status = self.post(m, "/v3/maintenance/status", &serde_json::json!({}));
-            if status.is_some_and(|s| s["leader"].as_str().is_some_and(|l| l != "0")) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!(
-            "etcd member {} did not become healthy within 30 s (log in {})",
-            m.name,
-            self.dir.path().display()
-        );
-    }
-
-    /// The index of a member that is not the leader.
-    fn follower(&self) -> usize {
-        let s = self
-            .post(
-                &self.members[0],
-                "/v3/maintenance/status",
-                &serde_json::json!({}),
-            )
-            .unwrap();
-        let leader = s["leader"].as_str().unwrap().to_string();
-        (0..3)
-            .find(|&i| {
-                let st = self
-                    .post(
-                        &self.members[i],
-                        "/v3/maintenance/status",
-                        &serde_json::json!({}),
-                    )
-                    .unwrap();
-                st["header"]["member_id"].as_str() != Some(leader.as_str())
-            })
-            .unwrap()
-    }
-
-    /// Cuts member `i` off from its peers (both directions, established
-    /// connections included); its client port keeps serving.
-    fn isolate(&self, i: usize) {
-        let m = &self.members[i];
-        let others = self
-            .members
-            .iter()
-            .filter(|o| o.name != m.name)
-            .map(|o| o.peer.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let (peer, uid) = (m.peer.to_string(), m.uid.to_string());
-        let c = self.chain.as_str();
-        // Packets of x's own connections to the others' peer ports.
-        let from_x = [
-            "-m",
-            "owner",
-            "--uid-owner",
-            &uid,
-            "-p",
-            "tcp",
-            "-m",
-            "multiport",
-            "--dports",
-            &others,
-        ];
-        let rules: Vec<Vec<&str>> = vec![
-            vec!["-A", c, "-p", "tcp", "--dport", &peer, "-j", "DROP"],
-            vec!["-A", c, "-p", "tcp", "--sport", &peer, "-j", "DROP"],
-            // Mark them (the mark covers the replies too), then drop both ways.
-            [
-                &["-A", c][..],
-                &from_x,
-                &["-j", "CONNMARK", "--set-mark", "0x77"],
-            ]
-            .concat(),
-            [&["-A", c][..], &from_x, &["-j", "DROP"]].concat(),
-            vec![
-                "-A", c, "-p", "tcp", "-m", "connmark", "--mark", "0x77", "-j", "DROP",
-            ],
-        ];
-        for r in &rules {
-            assert!(run("iptables", r), "iptables {r:?} failed");
-        }
-    }
-
-    fn heal(&self) {
-        assert!(run("iptables", &["-F", &self.chain]));
-    }
-
-    fn store(&self, local: usize, endpoints: &[usize]) -> EtcdStore {
-        let eps: Vec<String> = endpoints.iter().map(|&i| self.members[i].url()).collect();
-        let eps: Vec<&str> = eps.iter().map(String::as_str).collect();
-        EtcdStore::new(
-            EtcdConfig::new(&self.members[local].url(), &eps, PREFIX)
-                .timeout(Duration::from_millis(800)),
-        )
-    }
-
-    fn stop_all(&mut self) {
-        for p in self.procs.iter_mut().flatten() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.stop_all();
-        run("iptables", &["-D", "OUTPUT", "-j", &self.chain]);
-        run("iptables", &["-F", &self.chain]);
-        run("iptables", &["-X", &self.chain]);
-    }
-}
 
 fn alloc(id: &str, status: &str) -> Allocation {
     Allocation {
@@ -304,48 +38,68 @@ fn token_for(issuer: &Issuer, alloc_id: &str, now: i64) -> String {
     issuer.issue(&req, now).unwrap().token
 }
 
+/// Polls `f` every 5 ms until it is true; the time it took, or a panic naming
+/// `what` after `limit`.
+fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    t.elapsed()
+}
+
+fn stale(store: &dyn StateStore, id: &str) -> Result<AllocState, String> {
+    store
+        .allocation_state(id, Consistency::Stale)
+        .map_err(|e| e.message)
+}
+
 #[test]
 fn a_lagging_member_falls_back_to_a_linearizable_read() {
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start(Options::new(Security::Plain));
     let now = workload_identity::unix_now();
     let keyring = Keyring::new();
     keyring.rotate(now).unwrap();
     let issuer = Issuer::new(keyring.clone());
     let x = cluster.follower();
     let healthy: Vec<usize> = (0..3).filter(|&i| i != x).collect();
-    let writer = cluster.store(healthy[0], &healthy);
+    let writer = EtcdStore::new(cluster.config(healthy[0], &healthy)).unwrap();
     // The verifier's local member is x; consistent reads try x first, then the others.
-    let local = Arc::new(cluster.store(x, &[x, healthy[0], healthy[1]]));
+    let local = Arc::new(EtcdStore::new(cluster.config(x, &[x, healthy[0], healthy[1]])).unwrap());
     let verifier = Verifier::builder(
         keyring.clone(),
         local.clone(),
         Audience::new("vault.io").unwrap(),
     )
     .build();
+    // A mirror whose local member is x too.
+    let mirror = Arc::new(
+        EtcdMirror::builder(cluster.config(x, &[x, healthy[0], healthy[1]]))
+            .max_lag(Duration::from_millis(1500))
+            .start()
+            .unwrap(),
+    );
 
     // Before the partition: a stale read on x already knows the allocation.
     writer
         .put_allocation(&alloc("a-before", "running"))
         .unwrap();
-    let t = Instant::now();
-    while local
-        .allocation_state("a-before", Consistency::Stale)
-        .unwrap()
-        != AllocState::Live
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "x never replicated a-before"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually("x replicates a-before", Duration::from_secs(10), || {
+        stale(&*local, "a-before") == Ok(AllocState::Live)
+    });
     verifier
         .verify(&token_for(&issuer, "a-before", now), now)
         .unwrap();
     assert_eq!(verifier.stats().consistent_fallbacks, 0);
+    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
+    eventually("the mirror sees a-before", Duration::from_secs(5), || {
+        stale(&*mirror, "a-before") == Ok(AllocState::Live)
+    });
 
     // Cut x off; write through the healthy members.
     cluster.isolate(x);
+    let cut_at = Instant::now();
     assert!(
         writer
             .create_allocation(&alloc("a-new", "running"))
@@ -359,12 +113,10 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
         "the txn refuses a second create"
     );
     writer.put_allocation(&alloc("a-dead", "complete")).unwrap();
+    writer.put_allocation(&alloc("a-before", "failed")).unwrap();
 
     // (a) x's serializable read says missing: it lags.
-    assert_eq!(
-        local.allocation_state("a-new", Consistency::Stale).unwrap(),
-        AllocState::Missing
-    );
+    assert_eq!(stale(&*local, "a-new"), Ok(AllocState::Missing));
     // (b) verification through x still accepts the fresh allocation's token.
     let started = Instant::now();
     let v = verifier
@@ -384,37 +136,40 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
         .unwrap_err();
     assert_eq!(e.code(), ResultCode::AllocationNotFound, "{e}");
 
-    // Restore x: it catches up.
-    cluster.heal();
-    let t = Instant::now();
-    while local.allocation_state("a-new", Consistency::Stale).ok() != Some(AllocState::Live) {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "x did not catch up after the partition healed"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // (d) The mirror on x: x lost its leader, so its watch is cancelled and the
+    // mirror follows another member; it serves from memory again, with the
+    // writes x never saw.
+    eventually(
+        "the mirror follows a healthy member",
+        Duration::from_secs(20),
+        || {
+            stale(&*mirror, "a-before") == Ok(AllocState::Terminal)
+                && mirror.stats().serving_from_memory
+        },
+    );
+    let moved = cut_at.elapsed();
+    assert_eq!(stale(&*mirror, "a-new"), Ok(AllocState::Live));
+    let s = mirror.stats();
+    assert!(s.watch_restarts >= 1, "{s:?}");
     println!(
-        "x caught up {} ms after the partition healed",
-        t.elapsed().as_millis()
+        "mirror on the partitioned member: current from another member {} ms after the cut; {s:?}",
+        moved.as_millis()
     );
 
+    // Restore x: it catches up.
+    cluster.heal();
+    let caught_up = eventually(
+        "x catches up after the partition healed",
+        Duration::from_secs(30),
+        || stale(&*local, "a-new") == Ok(AllocState::Live),
+    );
+    println!("x caught up {} ms after the partition healed", caught_up.as_millis());
+
     // Malformed records and unknown statuses fail closed.
-    let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
-    let put_raw = |id: &str, value: &[u8]| {
-        let body = serde_json::json!({
-            "key": STANDARD.encode(format!("{PREFIX}/allocations/{id}")),
-            "value": STANDARD.encode(value),
-        });
-        agent
-            .post(&format!("{}/v3/kv/put", cluster.members[healthy[0]].url()))
-            .send(body.to_string())
-            .unwrap();
-    };
-    put_raw("a-garbage", b"\xc1not msgpack");
+    cluster.put_raw("a-garbage", b"\xc1not msgpack");
     let odd = workload_identity::codec::encode(&alloc("a-odd", "hibernating")).unwrap();
-    put_raw("a-odd", &odd);
-    let healthy_store = Arc::new(cluster.store(healthy[0], &healthy));
+    cluster.put_raw("a-odd", &odd);
+    let healthy_store = Arc::new(EtcdStore::new(cluster.config(healthy[0], &healthy)).unwrap());
     let v2 = Verifier::builder(
         keyring.clone(),
         healthy_store.clone(),
@@ -467,11 +222,349 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
          verify through the partitioned member with fallback {fallback_ms} ms (includes its read timeout)"
     );
 
-    // (d) Every member down: verification fails closed.
+    // (e) Every member down: verification fails closed, through the mirror too
+    // once its proof of freshness is older than its bound.
     cluster.stop_all();
     let e = v2.verify(&token, now).unwrap_err();
     assert_eq!(e.code(), ResultCode::StoreUnavailable, "{e}");
     let e = verifier.verify(&token, now).unwrap_err();
     assert_eq!(e.code(), ResultCode::StoreUnavailable, "{e}");
     assert!(e.to_string().contains("etcd"), "{e}");
+    eventually("the mirror stops answering from memory", Duration::from_secs(5), || {
+        stale(&*mirror, "a-new").is_err()
+    });
+}
+
+/// A client configuration like `cluster.config`, changed by `f`.
+fn tls_config(cluster: &Cluster, f: impl FnOnce(EtcdConfig) -> EtcdConfig) -> EtcdConfig {
+    f(cluster.config(1, &[1]))
+}
+
+#[test]
+fn tls_client_certificates_and_auth() {
+    let opts = Options {
+        bad_certificate: Some(0),
+        auth_token_ttl: Some(2),
+        ..Options::new(Security::MutualTls)
+    };
+    let cluster = Cluster::start(opts);
+    cluster.enable_auth();
+    let creds = |c: EtcdConfig| c.credentials("wid", "wid-pw");
+    // Member 0 serves a certificate from another CA: skipped for consistent
+    // reads and writes, which the next member answers.
+    let store = EtcdStore::new(creds(cluster.config(1, &[0, 1, 2]))).unwrap();
+    store.put_allocation(&alloc("a1", "running")).unwrap();
+    assert_eq!(
+        store.allocation_state("a1", Consistency::Consistent),
+        Ok(AllocState::Live)
+    );
+    assert_eq!(stale(&store, "a1"), Ok(AllocState::Live));
+    let only_bad = EtcdStore::new(creds(cluster.config(0, &[0]))).unwrap();
+    let e = only_bad
+        .allocation_state("a1", Consistency::Consistent)
+        .unwrap_err();
+    assert!(e.message.contains("UnknownIssuer"), "{e}");
+
+    // Refusals, each failing closed with a reason.
+    let refused = |what: &str, config: EtcdConfig, expect: &[&str]| {
+        let s = EtcdStore::new(config).unwrap();
+        let e = s
+            .allocation_state("a1", Consistency::Consistent)
+            .expect_err(what);
+        assert!(
+            expect
+                .iter()
+                .any(|x| e.message.to_lowercase().contains(&x.to_lowercase())),
+            "{what}: expected one of {expect:?} in {e}"
+        );
+        assert!(!e.message.contains("wid-pw") && !e.message.contains("nope-pw"), "{e}");
+        println!("{what}: {e}");
+    };
+    refused(
+        "the members' CA is not trusted",
+        creds(tls_config(&cluster, |c| c.ca_bundle_pem(cluster.pki.read("other-ca.crt")))),
+        &["UnknownIssuer"],
+    );
+    refused(
+        "no client certificate",
+        creds(
+            EtcdConfig::new(&cluster.url(1), &[&cluster.url(1)], PREFIX)
+                .ca_bundle_pem(cluster.pki.read("ca.crt")),
+        ),
+        &["certificate", "handshake", "Connection reset", "broken pipe", "closed"],
+    );
+    refused(
+        "a client certificate from another CA",
+        creds(tls_config(&cluster, |c| {
+            c.client_certificate_pem(cluster.pki.read("stranger.crt"), cluster.pki.read("stranger.key"))
+        })),
+        &["certificate", "handshake", "Connection reset", "broken pipe", "closed"],
+    );
+    refused(
+        "a wrong password",
+        cluster.config(1, &[1]).credentials("wid", "nope-pw"),
+        &["authentication failed"],
+    );
+    refused(
+        "no credentials while auth is on",
+        cluster.config(1, &[1]),
+        &["user name is empty", "permission denied", "invalid auth token"],
+    );
+    let other_prefix = {
+        let mut c = creds(cluster.config(1, &[1]));
+        c.prefix = "/elsewhere".into();
+        c
+    };
+    refused("a prefix the role does not cover", other_prefix, &["permission denied"]);
+    // Plain http is refused unless asked for.
+    let e = EtcdStore::new(EtcdConfig::new("http://127.0.0.1:1", &["http://127.0.0.1:1"], PREFIX))
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument);
+    assert!(e.to_string().contains("plain http"), "{e}");
+
+    // Secrets never reach Debug.
+    let config = creds(cluster.config(1, &[0, 1, 2]));
+    let key_pem = String::from_utf8(cluster.pki.read("wid.key")).unwrap();
+    let key_line = key_pem.lines().nth(1).unwrap();
+    for shown in [format!("{config:?}"), format!("{store:?}")] {
+        assert!(!shown.contains("wid-pw"), "{shown}");
+        assert!(!shown.contains(key_line), "{shown}");
+        assert!(shown.contains("[redacted]"), "{shown}");
+    }
+
+    // An expired token is renewed: a token left unused past the TTL is
+    // refused, and the store, whose token idled as long, still reads.
+    let idle = cluster.admin(
+        1,
+        "/v3/auth/authenticate",
+        &serde_json::json!({"name": "wid", "password": "wid-pw"}),
+    );
+    let idle = idle.unwrap()["token"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(4500));
+    let agent = cluster.admin_agent();
+    let mut r = agent
+        .post(&format!("{}/v3/kv/range", cluster.url(1)))
+        .header("authorization", &idle)
+        .send(serde_json::json!({"key": "L3dpZC10ZXN0"}).to_string())
+        .unwrap();
+    let body = r.body_mut().read_to_string().unwrap();
+    assert!(body.contains("invalid auth token"), "an idle token still works: {body}");
+    assert_eq!(
+        store.allocation_state("a1", Consistency::Consistent),
+        Ok(AllocState::Live),
+        "the store did not renew its token"
+    );
+    assert_eq!(stale(&store, "a1"), Ok(AllocState::Live));
+
+    // The mirror over mutual TLS and auth, its local member the mis-certified one.
+    let mirror = EtcdMirror::builder(creds(cluster.config(0, &[0, 1, 2])))
+        .max_lag(Duration::from_secs(1))
+        .start()
+        .unwrap();
+    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
+    assert_eq!(stale(&mirror, "a1"), Ok(AllocState::Live));
+    store.put_allocation(&alloc("a1", "complete")).unwrap();
+    eventually("the mirror sees a1 terminal", Duration::from_secs(5), || {
+        stale(&mirror, "a1") == Ok(AllocState::Terminal)
+    });
+    let s = mirror.stats();
+    assert!(s.stale_from_memory >= 2 && s.serving_from_memory, "{s:?}");
+}
+
+#[test]
+fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
+    let mut cluster = Cluster::start(Options::new(Security::Tls));
+    let now = workload_identity::unix_now();
+    let keyring = Keyring::new();
+    keyring.rotate(now).unwrap();
+    let issuer = Issuer::new(keyring.clone());
+    let writer = EtcdStore::new(cluster.config(1, &[1, 2, 0])).unwrap();
+    for i in 0..50 {
+        writer.put_allocation(&alloc(&format!("a{i}"), "running")).unwrap();
+    }
+    // The mirror reaches the members through proxies the test can cut.
+    let proxies: Vec<Proxy> = cluster.members.iter().map(|m| Proxy::start(m.client)).collect();
+    let urls: Vec<String> = proxies.iter().map(|p| p.url("https")).collect();
+    let eps: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let max_lag = Duration::from_millis(800);
+    let mirror = Arc::new(
+        EtcdMirror::builder(cluster.config_for(eps[0], &eps))
+            .max_lag(max_lag)
+            .check_interval(Duration::from_millis(100))
+            .watch_idle_timeout(Duration::from_secs(2))
+            .start()
+            .unwrap(),
+    );
+    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
+    let verifier = Verifier::builder(keyring.clone(), mirror.clone(), Audience::new("vault.io").unwrap()).build();
+    verifier.verify(&token_for(&issuer, "a1", now), now).unwrap();
+    let s = mirror.stats();
+    assert_eq!((s.allocations, s.relists), (50, 1), "{s:?}");
+    assert!(s.stale_from_memory >= 1, "{s:?}");
+
+    // A terminal allocation is rejected from memory, within milliseconds.
+    writer.put_allocation(&alloc("a1", "complete")).unwrap();
+    let took = eventually("a1 terminal in the mirror", Duration::from_secs(5), || {
+        stale(&*mirror, "a1") == Ok(AllocState::Terminal)
+    });
+    let e = verifier.verify(&token_for(&issuer, "a1", now), now).unwrap_err();
+    assert_eq!(e.code(), ResultCode::AllocationTerminal);
+    println!("a1 terminal in the mirror {} us after the put", took.as_micros());
+
+    // A bad record fails closed for its allocation only.
+    cluster.put_raw("a-garbage", b"\xc1");
+    eventually("the bad record arrives", Duration::from_secs(5), || {
+        mirror.stats().bad_records == 1
+    });
+    assert!(stale(&*mirror, "a-garbage").unwrap_err().contains("record of allocation"));
+    assert_eq!(stale(&*mirror, "a2"), Ok(AllocState::Live));
+
+    // (1) The watch stream cut, reconnects refused for a while: changes made
+    // meanwhile arrive when it resumes from its last revision (no relist).
+    let restarts = mirror.stats().watch_restarts;
+    for p in &proxies {
+        p.block(true);
+        p.cut();
+    }
+    writer.put_allocation(&alloc("a2", "lost")).unwrap();
+    writer.delete_allocation("a3").unwrap();
+    writer.put_allocation(&alloc("b1", "running")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for p in &proxies {
+        p.block(false);
+    }
+    eventually("the mirror resumes after the cut", Duration::from_secs(10), || {
+        stale(&*mirror, "a2") == Ok(AllocState::Terminal)
+            && stale(&*mirror, "a3") == Ok(AllocState::Missing)
+            && stale(&*mirror, "b1") == Ok(AllocState::Live)
+            && mirror.stats().serving_from_memory
+    });
+    let s = mirror.stats();
+    assert!(s.watch_restarts > restarts, "{s:?}");
+    assert_eq!(s.relists, 1, "a cut stream resumes, it does not list again: {s:?}");
+
+    // (2) Compaction past the revision the watch would resume from: it lists again.
+    for p in &proxies {
+        p.block(true);
+        p.cut();
+    }
+    writer.put_allocation(&alloc("a4", "failed")).unwrap();
+    writer.delete_allocation("a5").unwrap();
+    writer.put_allocation(&alloc("b2", "pending")).unwrap();
+    let compacted = cluster.compact();
+    for p in &proxies {
+        p.block(false);
+    }
+    eventually("the mirror lists again after compaction", Duration::from_secs(10), || {
+        mirror.stats().relists == 2
+            && stale(&*mirror, "a4") == Ok(AllocState::Terminal)
+            && stale(&*mirror, "a5") == Ok(AllocState::Missing)
+            && stale(&*mirror, "b2") == Ok(AllocState::Live)
+    });
+    let s = mirror.stats();
+    assert!(s.revision >= compacted, "{s:?}");
+    assert_eq!(s.allocations, 50 - 2 + 2 + 1, "{s:?}"); // a3, a5 gone; b1, b2, a-garbage new
+
+    // (3) A frozen watch (connection open, nothing flows): the mirror stops
+    // answering from memory within its bound, so a terminal allocation is
+    // never called live for longer than max_lag.
+    proxies[0].freeze();
+    proxies[1].freeze();
+    proxies[2].freeze();
+    std::thread::sleep(Duration::from_millis(50));
+    let flipped = Instant::now();
+    writer.put_allocation(&alloc("a6", "complete")).unwrap();
+    let acked = flipped.elapsed();
+    let mut last_live = None;
+    let deadline = Instant::now() + max_lag * 3;
+    while Instant::now() < deadline {
+        if stale(&*mirror, "a6") == Ok(AllocState::Live) {
+            last_live = Some(flipped.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let s = mirror.stats();
+    println!(
+        "frozen watch: a6 last answered live {last_live:?} after the put was sent (acked after {acked:?}); max lag {max_lag:?}; {s:?}"
+    );
+    assert!(
+        last_live.is_none_or(|t| t <= max_lag + acked + Duration::from_millis(50)),
+        "a6 was called live past the bound"
+    );
+    assert_eq!(stale(&*mirror, "a6"), Ok(AllocState::Terminal));
+    // It answered from the cluster meanwhile (the watch's idle timeout then
+    // reopens the stream through a new connection, and it recovers).
+    assert!(s.stale_from_cluster > 0, "{s:?}");
+    for p in &proxies {
+        p.thaw();
+        p.cut();
+    }
+    eventually("the mirror recovers after the freeze", Duration::from_secs(10), || {
+        mirror.stats().serving_from_memory
+    });
+
+    // (4) The member the watch is on killed: the mirror follows another;
+    // the member restarted: it serves again.
+    cluster.kill(0);
+    writer.put_allocation(&alloc("a7", "complete")).unwrap();
+    eventually("the mirror follows another member", Duration::from_secs(10), || {
+        stale(&*mirror, "a7") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory
+    });
+    cluster.restart(0);
+    cluster.kill(1);
+    cluster.kill(2);
+    cluster.restart(1);
+    cluster.restart(2);
+    let writer = EtcdStore::new(cluster.config(0, &[0, 1, 2])).unwrap();
+    writer.put_allocation(&alloc("a8", "complete")).unwrap();
+    eventually("the mirror after every member restarted", Duration::from_secs(15), || {
+        stale(&*mirror, "a8") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory
+    });
+
+    // Time from an allocation turning terminal in etcd to the mirror
+    // rejecting it, over 1,000 updates.
+    for i in 0..1000 {
+        writer.put_allocation(&alloc(&format!("c{i}"), "running")).unwrap();
+    }
+    eventually("c999 arrives", Duration::from_secs(10), || {
+        stale(&*mirror, "c999") == Ok(AllocState::Live)
+    });
+    let mut lat = Vec::with_capacity(1000);
+    for i in 0..1000 {
+        let id = format!("c{i}");
+        let t = Instant::now();
+        writer.put_allocation(&alloc(&id, "complete")).unwrap();
+        loop {
+            if stale(&*mirror, &id) == Ok(AllocState::Terminal) {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "{id} never turned terminal");
+            std::thread::yield_now();
+        }
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    let s = mirror.stats();
+    println!(
+        "terminal in etcd -> rejected by the mirror, 1,000 updates (put sent to reject): median {:?}, p99 {:?}, worst {:?}; \
+         {} allocations, {} bytes by the mirror's accounting ({} per allocation); {s:?}",
+        lat[500],
+        lat[990],
+        lat[999],
+        s.allocations,
+        s.approx_bytes,
+        s.approx_bytes / s.allocations.max(1)
+    );
+
+    // A mirror that may hold fewer records than the prefix has: off, every
+    // read from the cluster, answers still right.
+    let small = EtcdMirror::builder(cluster.config(0, &[0, 1, 2]))
+        .max_allocations(10)
+        .start()
+        .unwrap();
+    eventually("the small mirror overflows", Duration::from_secs(10), || small.stats().overflowed);
+    assert_eq!(stale(&small, "a2"), Ok(AllocState::Terminal));
+    assert_eq!(stale(&small, "a9"), Ok(AllocState::Live));
+    let s = small.stats();
+    assert!(s.stale_from_cluster >= 2 && s.stale_from_memory == 0 && s.allocations == 0, "{s:?}");
 }

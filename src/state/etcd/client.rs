@@ -1,0 +1,399 @@
+//! The transport to etcd's v3 JSON gateway: TLS (a CA bundle, a client
+//! certificate), etcd's token auth, and trying members in order.
+
+use std::io::Read;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use zeroize::Zeroizing;
+
+use super::EtcdConfig;
+use crate::error::{Error, Result};
+use crate::state::StoreError;
+
+/// Largest answer read from a unary call (a page of a range read, say).
+pub(super) const MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
+
+/// One cluster's transport. Safe to share between threads.
+pub(super) struct Client {
+    pub(super) config: EtcdConfig,
+    /// Unary calls: the whole exchange within `config.timeout`.
+    agent: ureq::Agent,
+    /// Streams (watches): connecting and the response head within
+    /// `config.timeout`, then each read within the idle limit, no total.
+    stream_agent: ureq::Agent,
+    /// The auth token, when credentials are configured and one was granted.
+    token: Mutex<Option<Zeroizing<String>>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config's own Debug redacts its secrets; the token is never shown.
+        f.debug_struct("Client")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one call failed: auth problems are retried once with a new token.
+enum Failure {
+    Auth(String),
+    Other(String),
+}
+
+impl Client {
+    pub(super) fn new(config: EtcdConfig, stream_idle: Duration) -> Result<Client> {
+        check_endpoints(&config)?;
+        let tls = tls_config(&config)?;
+        let base = || {
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .https_only(!config.allow_plain_http)
+                .max_redirects(0)
+                .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
+                .tls_config(tls.clone())
+        };
+        let agent = base().timeout_global(Some(config.timeout)).build().into();
+        let stream_agent = base()
+            .timeout_connect(Some(config.timeout))
+            .timeout_send_request(Some(config.timeout))
+            .timeout_recv_response(Some(config.timeout))
+            .timeout_per_read(Some(stream_idle))
+            .build()
+            .into();
+        Ok(Client {
+            config,
+            agent,
+            stream_agent,
+            token: Mutex::new(None),
+        })
+    }
+
+    /// POSTs `body` to `path` on `endpoint` and returns the answer's body,
+    /// getting (or renewing, once) an auth token when credentials are set.
+    pub(super) fn post(
+        &self,
+        endpoint: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> std::result::Result<String, StoreError> {
+        let url = format!("{endpoint}{path}");
+        let token = self.token(endpoint)?;
+        match self.post_once(&url, body, token.as_deref().map(|t| t.as_str())) {
+            Ok(text) => Ok(text),
+            Err(Failure::Auth(why)) if self.config.username.is_some() => {
+                log::debug!("etcd {url}: {why}; authenticating again");
+                let fresh = self.renew_token(endpoint, token.as_deref().map(|t| t.as_str()))?;
+                self.post_once(&url, body, Some(&fresh))
+                    .map_err(|f| StoreError::new(format!("etcd {url}: {}", f.message())))
+            }
+            Err(f) => Err(StoreError::new(format!("etcd {url}: {}", f.message()))),
+        }
+    }
+
+    fn post_once(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        token: Option<&str>,
+    ) -> std::result::Result<String, Failure> {
+        let mut req = self
+            .agent
+            .post(url)
+            .header("content-type", "application/json");
+        if let Some(t) = token {
+            req = req.header("authorization", t);
+        }
+        let mut resp = req
+            .send(body.to_string())
+            .map_err(|e| Failure::Other(e.to_string()))?;
+        let status = resp.status();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_string()
+            .map_err(|e| Failure::Other(format!("reading the answer: {e}")))?;
+        if status == 200 {
+            return Ok(text);
+        }
+        let detail = format!(
+            "HTTP {status}: {}",
+            crate::error::truncate_for_message(&text)
+        );
+        if status == 401 || is_auth_problem(&text) {
+            Err(Failure::Auth(detail))
+        } else {
+            Err(Failure::Other(detail))
+        }
+    }
+
+    /// Opens a streaming POST (a watch) and returns its body as a reader.
+    pub(super) fn open_stream(
+        &self,
+        endpoint: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> std::result::Result<impl Read + use<>, StoreError> {
+        let url = format!("{endpoint}{path}");
+        let fail = |what: String| StoreError::new(format!("etcd {url}: {what}"));
+        let mut retried = false;
+        loop {
+            let token = self.token(endpoint)?;
+            // `hasleader`: the member cancels the watch when it has no leader
+            // (partitioned), so the mirror moves to a member that has one
+            // instead of waiting on one that will never see new changes.
+            let mut req = self
+                .stream_agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("grpc-metadata-hasleader", "true");
+            if let Some(t) = token.as_deref() {
+                req = req.header("authorization", t.as_str());
+            }
+            let resp = req.send(body.to_string()).map_err(|e| fail(e.to_string()))?;
+            let status = resp.status();
+            if status == 200 {
+                return Ok(resp.into_body().into_reader());
+            }
+            let text = resp
+                .into_body()
+                .with_config()
+                .limit(64 * 1024)
+                .read_to_string()
+                .unwrap_or_default();
+            if (status == 401 || is_auth_problem(&text))
+                && self.config.username.is_some()
+                && !retried
+            {
+                retried = true;
+                self.renew_token(endpoint, token.as_deref().map(|t| t.as_str()))?;
+                continue;
+            }
+            return Err(fail(format!(
+                "HTTP {status}: {}",
+                crate::error::truncate_for_message(&text)
+            )));
+        }
+    }
+
+    /// The current token, getting one first when credentials are set and none
+    /// is held; `None` without credentials.
+    fn token(
+        &self,
+        endpoint: &str,
+    ) -> std::result::Result<Option<Zeroizing<String>>, StoreError> {
+        if self.config.username.is_none() {
+            return Ok(None);
+        }
+        if let Some(t) = self.lock_token().as_ref() {
+            return Ok(Some(t.clone()));
+        }
+        self.renew_token(endpoint, None).map(Some)
+    }
+
+    /// Asks `endpoint` for a new token, unless another thread already replaced
+    /// `stale` (the token that was refused) while this one waited.
+    fn renew_token(
+        &self,
+        endpoint: &str,
+        stale: Option<&str>,
+    ) -> std::result::Result<Zeroizing<String>, StoreError> {
+        let mut held = self.lock_token();
+        if let Some(current) = held.as_ref() {
+            if Some(current.as_str()) != stale {
+                return Ok(current.clone());
+            }
+        }
+        let (Some(name), Some(password)) = (&self.config.username, &self.config.password) else {
+            return Err(StoreError::new("etcd: no credentials configured"));
+        };
+        let url = format!("{endpoint}/v3/auth/authenticate");
+        let body = Zeroizing::new(
+            serde_json::json!({"name": name, "password": password.as_str()}).to_string(),
+        );
+        let fail = |what: String| {
+            StoreError::new(format!("etcd {url}: authenticating as {name:?}: {what}"))
+        };
+        let mut resp = self
+            .agent
+            .post(&url)
+            .header("content-type", "application/json")
+            .send(body.as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
+        let status = resp.status();
+        let text = Zeroizing::new(
+            resp.body_mut()
+                .with_config()
+                .limit(64 * 1024)
+                .read_to_string()
+                .map_err(|e| fail(format!("reading the answer: {e}")))?,
+        );
+        if status != 200 {
+            // etcd's refusals ("authentication failed, invalid user ID or
+            // password") never echo the password.
+            return Err(fail(format!(
+                "HTTP {status}: {}",
+                crate::error::truncate_for_message(&text)
+            )));
+        }
+        #[derive(serde::Deserialize)]
+        struct Granted {
+            #[serde(default)]
+            token: Option<String>,
+        }
+        let granted: Granted = serde_json::from_str(&text)
+            .map_err(|e| fail(format!("malformed answer: {e}")))?;
+        let token = match granted.token {
+            Some(t) if !t.is_empty() => Zeroizing::new(t),
+            _ => {
+                return Err(fail(
+                    "the answer holds no token (is auth enabled on the cluster?)".into(),
+                ));
+            }
+        };
+        *held = Some(token.clone());
+        Ok(token)
+    }
+
+    fn lock_token(&self) -> std::sync::MutexGuard<'_, Option<Zeroizing<String>>> {
+        self.token.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on each endpoint in order until one succeeds; all the errors
+    /// when none does.
+    pub(super) fn each_endpoint<T>(
+        &self,
+        mut f: impl FnMut(&str) -> std::result::Result<T, StoreError>,
+    ) -> std::result::Result<T, StoreError> {
+        let mut errors = Vec::new();
+        for ep in &self.config.endpoints {
+            match f(ep) {
+                Ok(v) => return Ok(v),
+                Err(e) => errors.push(e.message),
+            }
+        }
+        if errors.is_empty() {
+            errors.push("no endpoints configured".into());
+        }
+        Err(StoreError::new(format!(
+            "no etcd member answered: {}",
+            errors.join("; ")
+        )))
+    }
+
+    /// The local endpoint first, then the others in order, without repeats.
+    pub(super) fn endpoints_local_first(&self) -> Vec<&str> {
+        let mut all = vec![self.config.local_endpoint.as_str()];
+        for ep in &self.config.endpoints {
+            if !all.contains(&ep.as_str()) {
+                all.push(ep);
+            }
+        }
+        all
+    }
+}
+
+impl Failure {
+    fn message(&self) -> &str {
+        match self {
+            Failure::Auth(m) | Failure::Other(m) => m,
+        }
+    }
+}
+
+/// etcd's answers when a request carries no token or one it no longer knows.
+fn is_auth_problem(body: &str) -> bool {
+    body.contains("invalid auth token") || body.contains("user name is empty")
+}
+
+fn check_endpoints(config: &EtcdConfig) -> Result<()> {
+    if config.endpoints.is_empty() {
+        return Err(Error::invalid(
+            "EtcdConfig",
+            "endpoints",
+            "is empty; expected every member's client URL",
+        ));
+    }
+    let all = std::iter::once(("local_endpoint", &config.local_endpoint))
+        .chain(config.endpoints.iter().map(|e| ("endpoints", e)));
+    for (field, url) in all {
+        let shown = crate::error::truncate_for_message(url);
+        if url.starts_with("https://") && url.len() > "https://".len() {
+            continue;
+        }
+        if url.starts_with("http://") && url.len() > "http://".len() {
+            if config.allow_plain_http {
+                continue;
+            }
+            return Err(Error::invalid(
+                "EtcdConfig",
+                field,
+                format!(
+                    "{shown:?} is plain http, which anyone on the path can answer for; \
+                     expected an https:// URL (or call allow_plain_http() for a trusted network)"
+                ),
+            ));
+        }
+        return Err(Error::invalid(
+            "EtcdConfig",
+            field,
+            format!("{shown:?} is not a URL; expected https://host:port"),
+        ));
+    }
+    if config.client_cert_pem.is_some() != config.client_key_pem.is_some() {
+        return Err(Error::invalid(
+            "EtcdConfig",
+            "client_certificate_pem",
+            "needs both the certificate chain and its private key",
+        ));
+    }
+    Ok(())
+}
+
+fn tls_config(config: &EtcdConfig) -> Result<ureq::tls::TlsConfig> {
+    let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+    if let Some(pem) = &config.ca_bundle_pem {
+        let certs = certificates(pem, "ca_bundle_pem")?;
+        tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+    }
+    if let (Some(chain), Some(key)) = (&config.client_cert_pem, &config.client_key_pem) {
+        let certs = certificates(chain, "client_certificate_pem")?;
+        let key = ureq::tls::PrivateKey::from_pem(key).map_err(|_| {
+            // ureq's error may quote the input: say only what was expected.
+            Error::invalid(
+                "EtcdConfig",
+                "client_certificate_pem",
+                "the private key is not a PEM PKCS#8, PKCS#1 or SEC1 key",
+            )
+        })?;
+        tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&certs, key)));
+    }
+    Ok(tls.build())
+}
+
+/// The certificates of a PEM bundle (other PEM items are ignored); at least one.
+fn certificates(pem: &[u8], field: &str) -> Result<Vec<ureq::tls::Certificate<'static>>> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(Error::invalid(
+                    "EtcdConfig",
+                    field,
+                    format!("not a PEM bundle: {e}"),
+                ));
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::invalid(
+            "EtcdConfig",
+            field,
+            "holds no CERTIFICATE block; expected one or more PEM certificates",
+        ));
+    }
+    Ok(certs)
+}

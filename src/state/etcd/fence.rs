@@ -1,0 +1,93 @@
+//! The mirror's freshness check: one linearizable read per interval that
+//! either proves the view current or shows it behind (see
+//! [`super::mirror::View::fence`] for why the proof holds).
+
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use super::mirror::Shared;
+use super::record::{Header, b64, int64, prefix_end};
+use crate::state::StoreError;
+
+#[derive(Deserialize)]
+struct TxnResponse {
+    #[serde(default)]
+    header: Header,
+    #[serde(default)]
+    responses: Vec<Op>,
+}
+
+#[derive(Deserialize)]
+struct Op {
+    #[serde(default)]
+    response_range: Option<Counted>,
+}
+
+#[derive(Deserialize)]
+struct Counted {
+    #[serde(default, deserialize_with = "int64")]
+    count: i64,
+}
+
+/// The thread body: runs until the mirror is dropped.
+pub(super) fn run(shared: &Shared) {
+    while !shared.sleep(shared.settings.check_interval) {
+        let (seen, listed) = {
+            let v = shared.read_view();
+            (v.revision, v.listed)
+        };
+        if !listed {
+            continue;
+        }
+        let sent_at = Instant::now();
+        match check(shared, seen) {
+            Ok((cluster, count, modified)) => {
+                Shared::count(&shared.counters.checks);
+                let current = shared
+                    .write_view()
+                    .fence(seen, cluster, count, modified, sent_at);
+                if !current {
+                    Shared::count(&shared.counters.checks_behind);
+                }
+            }
+            Err(e) => {
+                Shared::count(&shared.counters.check_failures);
+                shared.note_error(format!("freshness check: {e}"));
+            }
+        }
+    }
+}
+
+/// One read-only transaction (linearizable, one revision): the cluster's
+/// revision, how many keys the prefix holds, and how many of them changed
+/// after `seen`.
+fn check(shared: &Shared, seen: i64) -> Result<(i64, usize, usize), StoreError> {
+    let prefix = &shared.allocations_prefix;
+    let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
+    let body = serde_json::json!({"success": [
+        {"request_range": {"key": key, "range_end": end, "count_only": true}},
+        {"request_range": {"key": key, "range_end": end, "count_only": true,
+                           "min_mod_revision": (seen + 1).to_string()}},
+    ]});
+    let client = shared.store.client();
+    client.each_endpoint(|ep| {
+        let text = client.post(ep, "/v3/kv/txn", &body)?;
+        let malformed = |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
+        let resp: TxnResponse =
+            serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
+        let counts: Vec<i64> = resp
+            .responses
+            .iter()
+            .map(|op| op.response_range.as_ref().map_or(-1, |r| r.count))
+            .collect();
+        match (counts.as_slice(), resp.header.revision) {
+            ([all, changed], revision) if *all >= 0 && *changed >= 0 && revision > 0 => Ok((
+                revision,
+                usize::try_from(*all).unwrap_or(usize::MAX),
+                usize::try_from(*changed).unwrap_or(usize::MAX),
+            )),
+            _ => Err(malformed("expected two range counts and a revision")),
+        }
+    })
+}

@@ -1,0 +1,313 @@
+//! The mirror's watch thread: list the prefix, then apply every change from
+//! the next revision on; resume a cut stream from the last applied revision
+//! (on another member if need be); list again when that revision was
+//! compacted away.
+
+use std::io::{BufRead, BufReader, Read};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::mirror::{Entry, Shared};
+use super::record::{Kv, RangeResponse, b64, int64, prefix_end, unb64};
+use crate::state::StoreError;
+
+/// Largest single watch message read (a batch of changes); a longer line ends
+/// the stream, which is then reopened.
+const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
+/// Longest pause between attempts when nothing answers.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Pause before listing again after the prefix was too big to keep.
+const OVERFLOW_RETRY: Duration = Duration::from_secs(30);
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    result: Option<WatchResponse>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WatchResponse {
+    #[serde(default)]
+    created: bool,
+    #[serde(default)]
+    canceled: bool,
+    #[serde(default, deserialize_with = "int64")]
+    compact_revision: i64,
+    #[serde(default)]
+    cancel_reason: String,
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+#[derive(Deserialize)]
+struct Event {
+    /// `"DELETE"`, or absent for a put (protobuf JSON leaves out the zero value).
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    kv: Kv,
+}
+
+/// How a stream ended.
+enum Ended {
+    /// The start revision was compacted, or the prefix outgrew the mirror:
+    /// list again.
+    Relist(String),
+    /// Cut, refused, timed out or closed: resume from the last revision.
+    Cut(String),
+}
+
+/// The thread body: runs until the mirror is dropped.
+pub(super) fn run(shared: &Shared) {
+    let mut need_list = true;
+    let mut backoff = Duration::from_millis(50);
+    while !shared.is_stopped() {
+        if need_list {
+            match relist(shared) {
+                Ok(true) => {
+                    need_list = false;
+                    backoff = Duration::from_millis(50);
+                }
+                Ok(false) => {
+                    if shared.sleep(OVERFLOW_RETRY) {
+                        return;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    shared.note_error(format!("listing the prefix: {e}"));
+                    if shared.sleep(backoff) {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            }
+        }
+        let started = Instant::now();
+        match watch_once(shared) {
+            Ended::Relist(why) => {
+                shared.note_error(format!("{why}; listing again"));
+                need_list = true;
+            }
+            Ended::Cut(why) => shared.note_error(format!("watch ended: {why}")),
+        }
+        Shared::count(&shared.counters.watch_restarts);
+        if started.elapsed() > MAX_BACKOFF {
+            backoff = Duration::from_millis(50);
+        }
+        if shared.sleep(backoff) {
+            return;
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Lists the prefix page by page at one revision and replaces the view;
+/// `Ok(false)` when it holds more records than the mirror may keep.
+fn relist(shared: &Shared) -> Result<bool, StoreError> {
+    let prefix = &shared.allocations_prefix;
+    let end = b64(prefix_end(prefix));
+    let client = shared.store.client();
+    let sent_at = Instant::now();
+    let mut revision = 0;
+    let mut from = prefix.clone();
+    let mut records: Vec<(Box<[u8]>, Entry)> = Vec::new();
+    loop {
+        let mut body = serde_json::json!({
+            "key": b64(&from),
+            "range_end": end,
+            "limit": shared.settings.page_size,
+        });
+        if revision != 0 {
+            // Later pages read the first page's revision: one consistent listing.
+            body["revision"] = revision.to_string().into();
+        }
+        let page: RangeResponse = client.each_endpoint(|ep| {
+            let text = client.post(ep, "/v3/kv/range", &body)?;
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::new(format!("etcd {ep}: malformed range answer: {e}")))
+        })?;
+        if revision == 0 {
+            revision = page.header.revision;
+            if page.count > 0 && page.count as u64 > shared.settings.max_allocations as u64 {
+                shared.note_error(format!(
+                    "the prefix holds {} records, more than the {} the mirror may keep: reads go to the cluster",
+                    page.count, shared.settings.max_allocations
+                ));
+                shared.write_view().overflow();
+                Shared::count(&shared.counters.relists);
+                return Ok(false);
+            }
+            records.reserve(usize::try_from(page.count).unwrap_or(0));
+        }
+        let mut last = None;
+        for kv in page.kvs {
+            let key = unb64("a listed key", &kv.key).map_err(StoreError::new)?;
+            let value = unb64("a listed value", &kv.value).map_err(StoreError::new)?;
+            if let Some(suffix) = key.strip_prefix(prefix.as_slice()) {
+                records.push((suffix.into(), Entry::of_record(suffix, &value)));
+            }
+            last = Some(key);
+        }
+        match (page.more, last) {
+            (true, Some(mut key)) => {
+                key.push(0);
+                from = key;
+            }
+            _ => break,
+        }
+        if records.len() > shared.settings.max_allocations {
+            shared.write_view().overflow();
+            Shared::count(&shared.counters.relists);
+            return Ok(false);
+        }
+    }
+    shared.write_view().replace(records, revision, sent_at);
+    Shared::count(&shared.counters.relists);
+    Ok(true)
+}
+
+/// Opens a watch from the revision after the view's (local member first)
+/// and applies what it delivers until it ends.
+fn watch_once(shared: &Shared) -> Ended {
+    let prefix = &shared.allocations_prefix;
+    let start = shared.read_view().revision + 1;
+    let body = serde_json::json!({"create_request": {
+        "key": b64(prefix),
+        "range_end": b64(prefix_end(prefix)),
+        "start_revision": start.to_string(),
+    }});
+    let client = shared.store.client();
+    let mut errors = Vec::new();
+    for ep in client.endpoints_local_first() {
+        if shared.is_stopped() {
+            return Ended::Cut("the mirror was dropped".into());
+        }
+        match client.open_stream(ep, "/v3/watch", &body) {
+            Ok(stream) => return follow(shared, stream, ep),
+            Err(e) => errors.push(e.message),
+        }
+    }
+    Ended::Cut(format!("no member accepted the watch: {}", errors.join("; ")))
+}
+
+/// Applies the messages of one watch stream.
+fn follow(shared: &Shared, stream: impl Read, endpoint: &str) -> Ended {
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_MESSAGE_BYTES + 1)
+            .read_until(b'\n', &mut line);
+        match read {
+            Ok(0) => return Ended::Cut(format!("{endpoint} closed the stream")),
+            Ok(_) if line.len() as u64 > MAX_MESSAGE_BYTES => {
+                return Ended::Cut(format!(
+                    "{endpoint} sent a message over {MAX_MESSAGE_BYTES} bytes"
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Ended::Cut(format!("reading from {endpoint}: {e}")),
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let message: Message = match serde_json::from_slice(&line) {
+            Ok(m) => m,
+            Err(e) => return Ended::Cut(format!("{endpoint} sent a malformed message: {e}")),
+        };
+        if let Some(error) = message.error {
+            return Ended::Cut(format!(
+                "{endpoint}: {}",
+                crate::error::truncate_for_message(&error.to_string())
+            ));
+        }
+        let Some(resp) = message.result else {
+            continue;
+        };
+        if resp.compact_revision > 0 {
+            return Ended::Relist(format!(
+                "the watch's start revision was compacted (compaction at {})",
+                resp.compact_revision
+            ));
+        }
+        if resp.canceled {
+            return Ended::Cut(format!(
+                "{endpoint} canceled the watch: {}",
+                crate::error::truncate_for_message(&resp.cancel_reason)
+            ));
+        }
+        if resp.created || resp.events.is_empty() {
+            // Creation and progress messages prove nothing (see the mirror's
+            // notes on progress notifications).
+            continue;
+        }
+        if let Err(ended) = apply(shared, resp.events) {
+            return ended;
+        }
+    }
+}
+
+/// Applies one message's changes under one write lock.
+fn apply(shared: &Shared, events: Vec<Event>) -> Result<(), Ended> {
+    let prefix = shared.allocations_prefix.as_slice();
+    // Decode outside the lock: readers wait only for the map updates.
+    let mut changes = Vec::with_capacity(events.len());
+    for event in events {
+        let key = unb64("a watched key", &event.kv.key).map_err(Ended::Cut)?;
+        let Some(suffix) = key.strip_prefix(prefix) else {
+            continue;
+        };
+        let change = match event.kind.as_str() {
+            "" | "PUT" => {
+                let value = unb64("a watched value", &event.kv.value).map_err(Ended::Cut)?;
+                Some(Entry::of_record(suffix, &value))
+            }
+            "DELETE" => None,
+            other => {
+                return Err(Ended::Cut(format!(
+                    "unknown event type {:?}",
+                    crate::error::truncate_for_message(other)
+                )));
+            }
+        };
+        changes.push((event.kv.mod_revision, Box::<[u8]>::from(suffix), change));
+    }
+    let mut view = shared.write_view();
+    let mut newest = view.revision;
+    let mut applied = 0u64;
+    let over = {
+        for (revision, key, change) in changes {
+            if revision <= view.revision {
+                continue; // already in the listing this stream started from
+            }
+            match change {
+                Some(entry) => view.put(key, entry),
+                None => view.delete(&key),
+            }
+            newest = newest.max(revision);
+            applied += 1;
+        }
+        view.entries.len() > shared.settings.max_allocations
+    };
+    if over {
+        view.overflow();
+        return Err(Ended::Relist(format!(
+            "the prefix grew past the {} records the mirror may keep: reads go to the cluster",
+            shared.settings.max_allocations
+        )));
+    }
+    view.advance(newest);
+    view.last_event_at = Some(Instant::now());
+    drop(view);
+    shared
+        .counters
+        .events
+        .fetch_add(applied, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
