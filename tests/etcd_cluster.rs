@@ -92,7 +92,11 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
         .verify(&token_for(&issuer, "a-before", now), now)
         .unwrap();
     assert_eq!(verifier.stats().consistent_fallbacks, 0);
-    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
+    assert!(
+        mirror.wait_ready(Duration::from_secs(10)),
+        "{:?}",
+        mirror.stats()
+    );
     eventually("the mirror sees a-before", Duration::from_secs(5), || {
         stale(&*mirror, "a-before") == Ok(AllocState::Live)
     });
@@ -163,7 +167,10 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
         Duration::from_secs(30),
         || stale(&*local, "a-new") == Ok(AllocState::Live),
     );
-    println!("x caught up {} ms after the partition healed", caught_up.as_millis());
+    println!(
+        "x caught up {} ms after the partition healed",
+        caught_up.as_millis()
+    );
 
     // Malformed records and unknown statuses fail closed.
     cluster.put_raw("a-garbage", b"\xc1not msgpack");
@@ -230,9 +237,11 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
     let e = verifier.verify(&token, now).unwrap_err();
     assert_eq!(e.code(), ResultCode::StoreUnavailable, "{e}");
     assert!(e.to_string().contains("etcd"), "{e}");
-    eventually("the mirror stops answering from memory", Duration::from_secs(5), || {
-        stale(&*mirror, "a-new").is_err()
-    });
+    eventually(
+        "the mirror stops answering from memory",
+        Duration::from_secs(5),
+        || stale(&*mirror, "a-new").is_err(),
+    );
 }
 
 /// A client configuration like `cluster.config`, changed by `f`.
@@ -277,12 +286,17 @@ fn tls_client_certificates_and_auth() {
                 .any(|x| e.message.to_lowercase().contains(&x.to_lowercase())),
             "{what}: expected one of {expect:?} in {e}"
         );
-        assert!(!e.message.contains("wid-pw") && !e.message.contains("nope-pw"), "{e}");
+        assert!(
+            !e.message.contains("wid-pw") && !e.message.contains("nope-pw"),
+            "{e}"
+        );
         println!("{what}: {e}");
     };
     refused(
         "the members' CA is not trusted",
-        creds(tls_config(&cluster, |c| c.ca_bundle_pem(cluster.pki.read("other-ca.crt")))),
+        creds(tls_config(&cluster, |c| {
+            c.ca_bundle_pem(cluster.pki.read("other-ca.crt"))
+        })),
         &["UnknownIssuer"],
     );
     refused(
@@ -291,14 +305,29 @@ fn tls_client_certificates_and_auth() {
             EtcdConfig::new(&cluster.url(1), &[&cluster.url(1)], PREFIX)
                 .ca_bundle_pem(cluster.pki.read("ca.crt")),
         ),
-        &["certificate", "handshake", "Connection reset", "broken pipe", "closed"],
+        &[
+            "certificate",
+            "handshake",
+            "Connection reset",
+            "broken pipe",
+            "closed",
+        ],
     );
     refused(
         "a client certificate from another CA",
         creds(tls_config(&cluster, |c| {
-            c.client_certificate_pem(cluster.pki.read("stranger.crt"), cluster.pki.read("stranger.key"))
+            c.client_certificate_pem(
+                cluster.pki.read("stranger.crt"),
+                cluster.pki.read("stranger.key"),
+            )
         })),
-        &["certificate", "handshake", "Connection reset", "broken pipe", "closed"],
+        &[
+            "certificate",
+            "handshake",
+            "Connection reset",
+            "broken pipe",
+            "closed",
+        ],
     );
     refused(
         "a wrong password",
@@ -308,17 +337,29 @@ fn tls_client_certificates_and_auth() {
     refused(
         "no credentials while auth is on",
         cluster.config(1, &[1]),
-        &["user name is empty", "permission denied", "invalid auth token"],
+        &[
+            "user name is empty",
+            "permission denied",
+            "invalid auth token",
+        ],
     );
     let other_prefix = {
         let mut c = creds(cluster.config(1, &[1]));
         c.prefix = "/elsewhere".into();
         c
     };
-    refused("a prefix the role does not cover", other_prefix, &["permission denied"]);
+    refused(
+        "a prefix the role does not cover",
+        other_prefix,
+        &["permission denied"],
+    );
     // Plain http is refused unless asked for.
-    let e = EtcdStore::new(EtcdConfig::new("http://127.0.0.1:1", &["http://127.0.0.1:1"], PREFIX))
-        .unwrap_err();
+    let e = EtcdStore::new(EtcdConfig::new(
+        "http://127.0.0.1:1",
+        &["http://127.0.0.1:1"],
+        PREFIX,
+    ))
+    .unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument);
     assert!(e.to_string().contains("plain http"), "{e}");
 
@@ -348,7 +389,10 @@ fn tls_client_certificates_and_auth() {
         .send(serde_json::json!({"key": "L3dpZC10ZXN0"}).to_string())
         .unwrap();
     let body = r.body_mut().read_to_string().unwrap();
-    assert!(body.contains("invalid auth token"), "an idle token still works: {body}");
+    assert!(
+        body.contains("invalid auth token"),
+        "an idle token still works: {body}"
+    );
     assert_eq!(
         store.allocation_state("a1", Consistency::Consistent),
         Ok(AllocState::Live),
@@ -361,12 +405,18 @@ fn tls_client_certificates_and_auth() {
         .max_lag(Duration::from_secs(1))
         .start()
         .unwrap();
-    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
+    assert!(
+        mirror.wait_ready(Duration::from_secs(10)),
+        "{:?}",
+        mirror.stats()
+    );
     assert_eq!(stale(&mirror, "a1"), Ok(AllocState::Live));
     store.put_allocation(&alloc("a1", "complete")).unwrap();
-    eventually("the mirror sees a1 terminal", Duration::from_secs(5), || {
-        stale(&mirror, "a1") == Ok(AllocState::Terminal)
-    });
+    eventually(
+        "the mirror sees a1 terminal",
+        Duration::from_secs(5),
+        || stale(&mirror, "a1") == Ok(AllocState::Terminal),
+    );
     let s = mirror.stats();
     assert!(s.stale_from_memory >= 2 && s.serving_from_memory, "{s:?}");
 }
@@ -380,10 +430,16 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     let issuer = Issuer::new(keyring.clone());
     let writer = EtcdStore::new(cluster.config(1, &[1, 2, 0])).unwrap();
     for i in 0..50 {
-        writer.put_allocation(&alloc(&format!("a{i}"), "running")).unwrap();
+        writer
+            .put_allocation(&alloc(&format!("a{i}"), "running"))
+            .unwrap();
     }
     // The mirror reaches the members through proxies the test can cut.
-    let proxies: Vec<Proxy> = cluster.members.iter().map(|m| Proxy::start(m.client)).collect();
+    let proxies: Vec<Proxy> = cluster
+        .members
+        .iter()
+        .map(|m| Proxy::start(m.client))
+        .collect();
     let urls: Vec<String> = proxies.iter().map(|p| p.url("https")).collect();
     let eps: Vec<&str> = urls.iter().map(String::as_str).collect();
     let max_lag = Duration::from_millis(800);
@@ -395,9 +451,20 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
             .start()
             .unwrap(),
     );
-    assert!(mirror.wait_ready(Duration::from_secs(10)), "{:?}", mirror.stats());
-    let verifier = Verifier::builder(keyring.clone(), mirror.clone(), Audience::new("vault.io").unwrap()).build();
-    verifier.verify(&token_for(&issuer, "a1", now), now).unwrap();
+    assert!(
+        mirror.wait_ready(Duration::from_secs(10)),
+        "{:?}",
+        mirror.stats()
+    );
+    let verifier = Verifier::builder(
+        keyring.clone(),
+        mirror.clone(),
+        Audience::new("vault.io").unwrap(),
+    )
+    .build();
+    verifier
+        .verify(&token_for(&issuer, "a1", now), now)
+        .unwrap();
     let s = mirror.stats();
     assert_eq!((s.allocations, s.relists), (50, 1), "{s:?}");
     assert!(s.stale_from_memory >= 1, "{s:?}");
@@ -407,16 +474,25 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     let took = eventually("a1 terminal in the mirror", Duration::from_secs(5), || {
         stale(&*mirror, "a1") == Ok(AllocState::Terminal)
     });
-    let e = verifier.verify(&token_for(&issuer, "a1", now), now).unwrap_err();
+    let e = verifier
+        .verify(&token_for(&issuer, "a1", now), now)
+        .unwrap_err();
     assert_eq!(e.code(), ResultCode::AllocationTerminal);
-    println!("a1 terminal in the mirror {} us after the put", took.as_micros());
+    println!(
+        "a1 terminal in the mirror {} us after the put",
+        took.as_micros()
+    );
 
     // A bad record fails closed for its allocation only.
     cluster.put_raw("a-garbage", b"\xc1");
     eventually("the bad record arrives", Duration::from_secs(5), || {
         mirror.stats().bad_records == 1
     });
-    assert!(stale(&*mirror, "a-garbage").unwrap_err().contains("record of allocation"));
+    assert!(
+        stale(&*mirror, "a-garbage")
+            .unwrap_err()
+            .contains("record of allocation")
+    );
     assert_eq!(stale(&*mirror, "a2"), Ok(AllocState::Live));
 
     // (1) The watch stream cut, reconnects refused for a while: changes made
@@ -433,15 +509,22 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     for p in &proxies {
         p.block(false);
     }
-    eventually("the mirror resumes after the cut", Duration::from_secs(10), || {
-        stale(&*mirror, "a2") == Ok(AllocState::Terminal)
-            && stale(&*mirror, "a3") == Ok(AllocState::Missing)
-            && stale(&*mirror, "b1") == Ok(AllocState::Live)
-            && mirror.stats().serving_from_memory
-    });
+    eventually(
+        "the mirror resumes after the cut",
+        Duration::from_secs(10),
+        || {
+            stale(&*mirror, "a2") == Ok(AllocState::Terminal)
+                && stale(&*mirror, "a3") == Ok(AllocState::Missing)
+                && stale(&*mirror, "b1") == Ok(AllocState::Live)
+                && mirror.stats().serving_from_memory
+        },
+    );
     let s = mirror.stats();
     assert!(s.watch_restarts > restarts, "{s:?}");
-    assert_eq!(s.relists, 1, "a cut stream resumes, it does not list again: {s:?}");
+    assert_eq!(
+        s.relists, 1,
+        "a cut stream resumes, it does not list again: {s:?}"
+    );
 
     // (2) Compaction past the revision the watch would resume from: it lists again.
     for p in &proxies {
@@ -455,12 +538,16 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     for p in &proxies {
         p.block(false);
     }
-    eventually("the mirror lists again after compaction", Duration::from_secs(10), || {
-        mirror.stats().relists == 2
-            && stale(&*mirror, "a4") == Ok(AllocState::Terminal)
-            && stale(&*mirror, "a5") == Ok(AllocState::Missing)
-            && stale(&*mirror, "b2") == Ok(AllocState::Live)
-    });
+    eventually(
+        "the mirror lists again after compaction",
+        Duration::from_secs(10),
+        || {
+            mirror.stats().relists == 2
+                && stale(&*mirror, "a4") == Ok(AllocState::Terminal)
+                && stale(&*mirror, "a5") == Ok(AllocState::Missing)
+                && stale(&*mirror, "b2") == Ok(AllocState::Live)
+        },
+    );
     let s = mirror.stats();
     assert!(s.revision >= compacted, "{s:?}");
     assert_eq!(s.allocations, 50 - 2 + 2 + 1, "{s:?}"); // a3, a5 gone; b1, b2, a-garbage new
@@ -499,17 +586,21 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
         p.thaw();
         p.cut();
     }
-    eventually("the mirror recovers after the freeze", Duration::from_secs(10), || {
-        mirror.stats().serving_from_memory
-    });
+    eventually(
+        "the mirror recovers after the freeze",
+        Duration::from_secs(10),
+        || mirror.stats().serving_from_memory,
+    );
 
     // (4) The member the watch is on killed: the mirror follows another;
     // the member restarted: it serves again.
     cluster.kill(0);
     writer.put_allocation(&alloc("a7", "complete")).unwrap();
-    eventually("the mirror follows another member", Duration::from_secs(10), || {
-        stale(&*mirror, "a7") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory
-    });
+    eventually(
+        "the mirror follows another member",
+        Duration::from_secs(10),
+        || stale(&*mirror, "a7") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory,
+    );
     cluster.restart(0);
     cluster.kill(1);
     cluster.kill(2);
@@ -517,14 +608,18 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     cluster.restart(2);
     let writer = EtcdStore::new(cluster.config(0, &[0, 1, 2])).unwrap();
     writer.put_allocation(&alloc("a8", "complete")).unwrap();
-    eventually("the mirror after every member restarted", Duration::from_secs(15), || {
-        stale(&*mirror, "a8") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory
-    });
+    eventually(
+        "the mirror after every member restarted",
+        Duration::from_secs(15),
+        || stale(&*mirror, "a8") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory,
+    );
 
     // Time from an allocation turning terminal in etcd to the mirror
     // rejecting it, over 1,000 updates.
     for i in 0..1000 {
-        writer.put_allocation(&alloc(&format!("c{i}"), "running")).unwrap();
+        writer
+            .put_allocation(&alloc(&format!("c{i}"), "running"))
+            .unwrap();
     }
     eventually("c999 arrives", Duration::from_secs(10), || {
         stale(&*mirror, "c999") == Ok(AllocState::Live)
@@ -538,7 +633,10 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
             if stale(&*mirror, &id) == Ok(AllocState::Terminal) {
                 break;
             }
-            assert!(t.elapsed() < Duration::from_secs(5), "{id} never turned terminal");
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{id} never turned terminal"
+            );
             std::thread::yield_now();
         }
         lat.push(t.elapsed());
@@ -562,9 +660,16 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
         .max_allocations(10)
         .start()
         .unwrap();
-    eventually("the small mirror overflows", Duration::from_secs(10), || small.stats().overflowed);
+    eventually(
+        "the small mirror overflows",
+        Duration::from_secs(10),
+        || small.stats().overflowed,
+    );
     assert_eq!(stale(&small, "a2"), Ok(AllocState::Terminal));
     assert_eq!(stale(&small, "a9"), Ok(AllocState::Live));
     let s = small.stats();
-    assert!(s.stale_from_cluster >= 2 && s.stale_from_memory == 0 && s.allocations == 0, "{s:?}");
+    assert!(
+        s.stale_from_cluster >= 2 && s.stale_from_memory == 0 && s.allocations == 0,
+        "{s:?}"
+    );
 }

@@ -64,7 +64,13 @@ pub struct Pki {
 impl Pki {
     pub fn generate(dir: &Path) -> Pki {
         std::fs::create_dir_all(dir).unwrap();
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
         let ca = |name: &str| {
             let subj = format!("/CN={name}");
             let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
@@ -95,8 +101,21 @@ impl Pki {
             openssl(
                 dir,
                 &[
-                    "x509", "-req", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key,
-                    "-CAcreateserial", "-out", &crt, "-days", "2", "-extfile", ext,
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    &ca_crt,
+                    "-CAkey",
+                    &ca_key,
+                    "-CAcreateserial",
+                    "-out",
+                    &crt,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    ext,
                 ],
             );
         };
@@ -107,10 +126,19 @@ impl Pki {
         // request against gateway will be ignored"); users come from tokens.
         leaf("root", "/O=wid-test/OU=admin", "ca", "client.ext");
         leaf("wid", "/O=wid-test/OU=verifier", "ca", "client.ext");
-        leaf("stranger", "/O=wid-test/OU=verifier", "other-ca", "client.ext");
+        leaf(
+            "stranger",
+            "/O=wid-test/OU=verifier",
+            "other-ca",
+            "client.ext",
+        );
         // The mis-certified member's gateway presents its own (other-CA)
         // certificate to its own gRPC port: that member trusts both CAs.
-        let both = [std::fs::read(dir.join("ca.crt")).unwrap(), std::fs::read(dir.join("other-ca.crt")).unwrap()].concat();
+        let both = [
+            std::fs::read(dir.join("ca.crt")).unwrap(),
+            std::fs::read(dir.join("other-ca.crt")).unwrap(),
+        ]
+        .concat();
         std::fs::write(dir.join("both-cas.crt"), both).unwrap();
         // etcd runs under other uids: let them read the certificates and keys.
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -368,10 +396,13 @@ impl Cluster {
 
     /// POSTs to member `i` as the administrator (root's token once auth is on);
     /// the JSON answer of a 200, `Err` with status and body otherwise.
-    pub fn admin(&self, i: usize, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
-        let mut req = self
-            .admin_agent()
-            .post(&format!("{}{path}", self.url(i)));
+    pub fn admin(
+        &self,
+        i: usize,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let mut req = self.admin_agent().post(&format!("{}{path}", self.url(i)));
         if let Some(t) = self.root_token.lock().unwrap().as_ref() {
             req = req.header("authorization", t);
         }
@@ -411,7 +442,9 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         let log = std::fs::read_to_string(
-            self.dir.path().join(format!("{}.log", self.members[i].name)),
+            self.dir
+                .path()
+                .join(format!("{}.log", self.members[i].name)),
         )
         .unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(15).collect();
@@ -442,16 +475,31 @@ impl Cluster {
     /// `wid-pw`, role `wid-reader`: read and write under the test prefix only).
     pub fn enable_auth(&self) {
         let b = |s: &str| STANDARD.encode(s);
-        self.admin_any("/v3/auth/user/add", &serde_json::json!({"name": "root", "password": "root-pw"}));
-        self.admin_any("/v3/auth/user/grant", &serde_json::json!({"user": "root", "role": "root"}));
-        self.admin_any("/v3/auth/role/add", &serde_json::json!({"name": "wid-reader"}));
+        self.admin_any(
+            "/v3/auth/user/add",
+            &serde_json::json!({"name": "root", "password": "root-pw"}),
+        );
+        self.admin_any(
+            "/v3/auth/user/grant",
+            &serde_json::json!({"user": "root", "role": "root"}),
+        );
+        self.admin_any(
+            "/v3/auth/role/add",
+            &serde_json::json!({"name": "wid-reader"}),
+        );
         self.admin_any(
             "/v3/auth/role/grant",
             &serde_json::json!({"name": "wid-reader", "perm": {"permType": "READWRITE",
                  "key": b(&format!("{PREFIX}/")), "range_end": b(&format!("{PREFIX}0"))}}),
         );
-        self.admin_any("/v3/auth/user/add", &serde_json::json!({"name": "wid", "password": "wid-pw"}));
-        self.admin_any("/v3/auth/user/grant", &serde_json::json!({"user": "wid", "role": "wid-reader"}));
+        self.admin_any(
+            "/v3/auth/user/add",
+            &serde_json::json!({"name": "wid", "password": "wid-pw"}),
+        );
+        self.admin_any(
+            "/v3/auth/user/grant",
+            &serde_json::json!({"user": "wid", "role": "wid-reader"}),
+        );
         self.admin_any("/v3/auth/enable", &serde_json::json!({}));
         let t = self.admin_any(
             "/v3/auth/authenticate",
@@ -553,7 +601,16 @@ impl Cluster {
         let c = self.chain.as_str();
         // Packets of x's own connections to the others' peer ports.
         let from_x = [
-            "-m", "owner", "--uid-owner", &uid, "-p", "tcp", "-m", "multiport", "--dports", &others,
+            "-m",
+            "owner",
+            "--uid-owner",
+            &uid,
+            "-p",
+            "tcp",
+            "-m",
+            "multiport",
+            "--dports",
+            &others,
         ];
         let rules: Vec<Vec<&str>> = vec![
             vec!["-A", c, "-p", "tcp", "--dport", &peer, "-j", "DROP"],

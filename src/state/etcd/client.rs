@@ -2,6 +2,7 @@
 //! certificate), etcd's token auth, and trying members in order.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub(super) struct Client {
     stream_agent: ureq::Agent,
     /// The auth token, when credentials are configured and one was granted.
     token: Mutex<Option<Zeroizing<String>>>,
+    /// The endpoint that answered last: tried first next time, so a member
+    /// that is down or partitioned costs one timeout, not one per read.
+    preferred: AtomicUsize,
 }
 
 impl std::fmt::Debug for Client {
@@ -66,6 +70,7 @@ impl Client {
             agent,
             stream_agent,
             token: Mutex::new(None),
+            preferred: AtomicUsize::new(0),
         })
     }
 
@@ -106,7 +111,7 @@ impl Client {
         }
         let mut resp = req
             .send(body.to_string())
-            .map_err(|e| Failure::Other(e.to_string()))?;
+            .map_err(|e| Failure::Other(describe(url, &e)))?;
         let status = resp.status();
         let text = resp
             .body_mut()
@@ -151,7 +156,9 @@ impl Client {
             if let Some(t) = token.as_deref() {
                 req = req.header("authorization", t.as_str());
             }
-            let resp = req.send(body.to_string()).map_err(|e| fail(e.to_string()))?;
+            let resp = req
+                .send(body.to_string())
+                .map_err(|e| fail(describe(&url, &e)))?;
             let status = resp.status();
             if status == 200 {
                 return Ok(resp.into_body().into_reader());
@@ -179,10 +186,7 @@ impl Client {
 
     /// The current token, getting one first when credentials are set and none
     /// is held; `None` without credentials.
-    fn token(
-        &self,
-        endpoint: &str,
-    ) -> std::result::Result<Option<Zeroizing<String>>, StoreError> {
+    fn token(&self, endpoint: &str) -> std::result::Result<Option<Zeroizing<String>>, StoreError> {
         if self.config.username.is_none() {
             return Ok(None);
         }
@@ -220,7 +224,7 @@ impl Client {
             .post(&url)
             .header("content-type", "application/json")
             .send(body.as_bytes())
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(describe(&url, &e)))?;
         let status = resp.status();
         let text = Zeroizing::new(
             resp.body_mut()
@@ -242,8 +246,8 @@ impl Client {
             #[serde(default)]
             token: Option<String>,
         }
-        let granted: Granted = serde_json::from_str(&text)
-            .map_err(|e| fail(format!("malformed answer: {e}")))?;
+        let granted: Granted =
+            serde_json::from_str(&text).map_err(|e| fail(format!("malformed answer: {e}")))?;
         let token = match granted.token {
             Some(t) if !t.is_empty() => Zeroizing::new(t),
             _ => {
@@ -260,16 +264,26 @@ impl Client {
         self.token.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on each endpoint in order until one succeeds; all the errors
-    /// when none does.
+    /// Runs `f` on each endpoint until one succeeds, starting with the one
+    /// that answered last and going round in configured order; all the errors
+    /// when none does. Only for requests any member answers alike
+    /// (linearizable reads, writes).
     pub(super) fn each_endpoint<T>(
         &self,
         mut f: impl FnMut(&str) -> std::result::Result<T, StoreError>,
     ) -> std::result::Result<T, StoreError> {
+        let eps = &self.config.endpoints;
+        let first = self.preferred.load(Ordering::Relaxed);
         let mut errors = Vec::new();
-        for ep in &self.config.endpoints {
-            match f(ep) {
-                Ok(v) => return Ok(v),
+        for k in 0..eps.len() {
+            let i = (first + k) % eps.len();
+            match f(&eps[i]) {
+                Ok(v) => {
+                    if i != first {
+                        self.preferred.store(i, Ordering::Relaxed);
+                    }
+                    return Ok(v);
+                }
                 Err(e) => errors.push(e.message),
             }
         }
@@ -299,6 +313,23 @@ impl Failure {
         match self {
             Failure::Auth(m) | Failure::Other(m) => m,
         }
+    }
+}
+
+/// A transport error, with a hint where the usual cause is not obvious.
+fn describe(url: &str, e: &ureq::Error) -> String {
+    let text = e.to_string();
+    let closed = matches!(e, ureq::Error::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    ));
+    if closed && url.starts_with("https://") {
+        format!(
+            "{text} (a member started with --client-cert-auth closes the connection like this \
+             when the client certificate is missing or not from its CA)"
+        )
+    } else {
+        text
     }
 }
 
@@ -396,4 +427,80 @@ fn certificates(pem: &[u8], field: &str) -> Result<Vec<ureq::tls::Certificate<'s
         ));
     }
     Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(config: EtcdConfig, field: &str, says: &str) {
+        let e = Client::new(config, Duration::from_secs(1)).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(field) && text.contains(says), "{text}");
+    }
+
+    #[test]
+    fn plain_http_only_when_asked_for() {
+        let plain = EtcdConfig::new("http://127.0.0.1:2379", &["http://10.0.0.1:2379"], "/n");
+        refused(plain.clone(), "local_endpoint", "plain http");
+        assert!(Client::new(plain.allow_plain_http(), Duration::from_secs(1)).is_ok());
+        let mixed = EtcdConfig::new("https://127.0.0.1:2379", &["http://10.0.0.1:2379"], "/n");
+        refused(mixed, "endpoints", "plain http");
+        refused(
+            EtcdConfig::new("127.0.0.1:2379", &["https://a:1"], "/n"),
+            "local_endpoint",
+            "not a URL",
+        );
+        refused(
+            EtcdConfig::new("https://a:1", &[], "/n"),
+            "endpoints",
+            "is empty",
+        );
+        assert!(
+            Client::new(
+                EtcdConfig::new("https://a:1", &["https://a:1"], "/n"),
+                Duration::from_secs(1)
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn tls_material_that_does_not_parse_is_refused_without_echoing_it() {
+        let base = EtcdConfig::new("https://a:1", &["https://a:1"], "/n");
+        refused(
+            base.clone().ca_bundle_pem(b"not pem".to_vec()),
+            "ca_bundle_pem",
+            "CERTIFICATE",
+        );
+        let secret =
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n";
+        let e = Client::new(
+            base.clone()
+                .client_certificate_pem(b"nope".to_vec(), secret.as_bytes().to_vec()),
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("client_certificate_pem"), "{e}");
+        assert!(!e.to_string().contains("c2VjcmV0"), "{e}");
+        let mut half = base;
+        half.client_cert_pem = Some(b"x".to_vec());
+        refused(half, "client_certificate_pem", "both");
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let c = EtcdConfig::new("https://a:1", &["https://a:1"], "/n")
+            .client_certificate_pem(b"CERT".to_vec(), b"KEY-BYTES-SECRET".to_vec())
+            .credentials("wid", "hunter2-pw");
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("KEY-BYTES-SECRET") && !shown.contains("hunter2-pw"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("[redacted]") && shown.contains("\"wid\""),
+            "{shown}"
+        );
+    }
 }

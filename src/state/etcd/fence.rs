@@ -73,7 +73,8 @@ fn check(shared: &Shared, seen: i64) -> Result<(i64, usize, usize), StoreError> 
     let client = shared.store.client();
     client.each_endpoint(|ep| {
         let text = client.post(ep, "/v3/kv/txn", &body)?;
-        let malformed = |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
+        let malformed =
+            |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
         let resp: TxnResponse =
             serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
         let counts: Vec<i64> = resp

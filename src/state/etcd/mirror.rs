@@ -185,7 +185,12 @@ impl View {
     }
 
     /// The answer from memory, if the view was proven current within `max_lag`.
-    fn answer(&self, alloc_id: &str, now: Instant, max_lag: Duration) -> Option<Result<AllocState, StoreError>> {
+    fn answer(
+        &self,
+        alloc_id: &str,
+        now: Instant,
+        max_lag: Duration,
+    ) -> Option<Result<AllocState, StoreError>> {
         let fresh = self
             .fresh_at
             .is_some_and(|t| now.saturating_duration_since(t) <= max_lag);
@@ -278,7 +283,10 @@ impl Shared {
 
     pub(super) fn note_error(&self, what: String) {
         log::debug!("etcd mirror: {what}");
-        *self.last_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(what);
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(what);
     }
 
     pub(super) fn count(counter: &AtomicU64) {
@@ -379,7 +387,8 @@ impl EtcdMirrorBuilder {
     /// [`EtcdMirror::wait_ready`]). Fails as [`EtcdStore::new`] does.
     pub fn start(mut self) -> Result<EtcdMirror> {
         if !self.check_interval_set {
-            self.settings.check_interval = (self.settings.max_lag / 4).max(Duration::from_millis(5));
+            self.settings.check_interval =
+                (self.settings.max_lag / 4).max(Duration::from_millis(5));
         }
         if self.settings.check_interval >= self.settings.max_lag {
             return Err(Error::invalid(
@@ -592,7 +601,10 @@ mod tests {
         assert_eq!(v.answer("a", t0, LAG), Some(Ok(AllocState::Live)));
         assert_eq!(v.answer("b", t0, LAG), Some(Ok(AllocState::Missing)));
         assert_eq!(v.answer("a", t0 + LAG, LAG), Some(Ok(AllocState::Live)));
-        assert_eq!(v.answer("a", t0 + LAG + Duration::from_millis(1), LAG), None);
+        assert_eq!(
+            v.answer("a", t0 + LAG + Duration::from_millis(1), LAG),
+            None
+        );
         assert_eq!(View::default().answer("a", t0, LAG), None);
     }
 
@@ -629,14 +641,20 @@ mod tests {
         let mut w = listed(&["a"], 10, t0);
         w.put("b".as_bytes().into(), Entry::Live);
         w.advance(11);
-        assert!(!w.fence(10, 13, 2, 0, t1), "the view moved since the fence was sent");
+        assert!(
+            !w.fence(10, 13, 2, 0, t1),
+            "the view moved since the fence was sent"
+        );
     }
 
     #[test]
     fn bad_records_fail_closed_for_their_allocation_only() {
         let t0 = Instant::now();
         let mut v = listed(&["a"], 10, t0);
-        v.put("x".as_bytes().into(), Entry::Bad("record of allocation \"x\": bad".into()));
+        v.put(
+            "x".as_bytes().into(),
+            Entry::Bad("record of allocation \"x\": bad".into()),
+        );
         assert_eq!(v.bad, 1);
         assert!(matches!(v.answer("x", t0, LAG), Some(Err(_))));
         assert_eq!(v.answer("a", t0, LAG), Some(Ok(AllocState::Live)));

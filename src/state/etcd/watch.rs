@@ -192,7 +192,10 @@ fn watch_once(shared: &Shared) -> Ended {
             Err(e) => errors.push(e.message),
         }
     }
-    Ended::Cut(format!("no member accepted the watch: {}", errors.join("; ")))
+    Ended::Cut(format!(
+        "no member accepted the watch: {}",
+        errors.join("; ")
+    ))
 }
 
 /// Applies the messages of one watch stream.
