@@ -602,10 +602,8 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
         || stale(&*mirror, "a7") == Ok(AllocState::Terminal) && mirror.stats().serving_from_memory,
     );
     cluster.restart(0);
-    cluster.kill(1);
-    cluster.kill(2);
-    cluster.restart(1);
-    cluster.restart(2);
+    // The whole cluster stopped and started again.
+    cluster.restart_all();
     let writer = EtcdStore::new(cluster.config(0, &[0, 1, 2])).unwrap();
     writer.put_allocation(&alloc("a8", "complete")).unwrap();
     eventually(

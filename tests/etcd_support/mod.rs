@@ -574,6 +574,19 @@ impl Cluster {
         self.wait_healthy(i);
     }
 
+    /// Stops every member, then starts them all again on their data
+    /// directories (etcd restarted) and waits for a leader.
+    pub fn restart_all(&mut self) {
+        self.stop_all();
+        for i in 0..self.members.len() {
+            let child = self.spawn(i, "existing");
+            self.procs[i] = Some(child);
+        }
+        for i in 0..self.members.len() {
+            self.wait_healthy(i);
+        }
+    }
+
     fn ensure_firewall(&mut self) {
         if !self.firewall {
             assert!(run("iptables", &["-N", &self.chain]), "iptables -N failed");
