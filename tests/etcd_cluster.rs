@@ -49,6 +49,11 @@ fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Durat
     t.elapsed()
 }
 
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
 fn stale(store: &dyn StateStore, id: &str) -> Result<AllocState, String> {
     store
         .allocation_state(id, Consistency::Stale)
@@ -468,6 +473,24 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     let s = mirror.stats();
     assert_eq!((s.allocations, s.relists), (50, 1), "{s:?}");
     assert!(s.stale_from_memory >= 1, "{s:?}");
+
+    // Writes elsewhere in etcd move the cluster's revision without touching
+    // the prefix: the freshness check still proves the mirror current.
+    let before = mirror.stats().revision;
+    for i in 0..20 {
+        cluster.admin_any(
+            "/v3/kv/put",
+            &serde_json::json!({"key": b64(&format!("/elsewhere/k{i}")), "value": b64("x")}),
+        );
+    }
+    eventually(
+        "the mirror proven current past writes outside its prefix",
+        Duration::from_secs(5),
+        || {
+            let s = mirror.stats();
+            s.revision >= before + 20 && s.lag.is_some_and(|l| l < Duration::from_millis(400))
+        },
+    );
 
     // A terminal allocation is rejected from memory, within milliseconds.
     writer.put_allocation(&alloc("a1", "complete")).unwrap();

@@ -1,6 +1,7 @@
 //! The transport to etcd's v3 JSON gateway: TLS (a CA bundle, a client
 //! certificate), etcd's token auth, and trying members in order.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -23,8 +24,9 @@ pub(super) struct Client {
     /// Streams (watches): connecting and the response head within
     /// `config.timeout`, then each read within the idle limit, no total.
     stream_agent: ureq::Agent,
-    /// The auth token, when credentials are configured and one was granted.
-    token: Mutex<Option<Zeroizing<String>>>,
+    /// Auth tokens by endpoint, when credentials are configured: etcd's
+    /// simple tokens are known only to the member that granted them.
+    tokens: Mutex<HashMap<String, Zeroizing<String>>>,
     /// The endpoint that answered last: tried first next time, so a member
     /// that is down or partitioned costs one timeout, not one per read.
     preferred: AtomicUsize,
@@ -69,7 +71,7 @@ impl Client {
             config,
             agent,
             stream_agent,
-            token: Mutex::new(None),
+            tokens: Mutex::new(HashMap::new()),
             preferred: AtomicUsize::new(0),
         })
     }
@@ -184,13 +186,13 @@ impl Client {
         }
     }
 
-    /// The current token, getting one first when credentials are set and none
-    /// is held; `None` without credentials.
+    /// The current token for `endpoint`, getting one first when credentials
+    /// are set and none is held; `None` without credentials.
     fn token(&self, endpoint: &str) -> std::result::Result<Option<Zeroizing<String>>, StoreError> {
         if self.config.username.is_none() {
             return Ok(None);
         }
-        if let Some(t) = self.lock_token().as_ref() {
+        if let Some(t) = self.lock_tokens().get(endpoint) {
             return Ok(Some(t.clone()));
         }
         self.renew_token(endpoint, None).map(Some)
@@ -203,8 +205,8 @@ impl Client {
         endpoint: &str,
         stale: Option<&str>,
     ) -> std::result::Result<Zeroizing<String>, StoreError> {
-        let mut held = self.lock_token();
-        if let Some(current) = held.as_ref() {
+        let mut held = self.lock_tokens();
+        if let Some(current) = held.get(endpoint) {
             if Some(current.as_str()) != stale {
                 return Ok(current.clone());
             }
@@ -256,12 +258,12 @@ impl Client {
                 ));
             }
         };
-        *held = Some(token.clone());
+        held.insert(endpoint.to_string(), token.clone());
         Ok(token)
     }
 
-    fn lock_token(&self) -> std::sync::MutexGuard<'_, Option<Zeroizing<String>>> {
-        self.token.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, Zeroizing<String>>> {
+        self.tokens.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `f` on each endpoint until one succeeds, starting with the one

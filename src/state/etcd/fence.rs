@@ -28,6 +28,8 @@ struct Op {
 struct Counted {
     #[serde(default, deserialize_with = "int64")]
     count: i64,
+    #[serde(default)]
+    kvs: Vec<serde::de::IgnoredAny>,
 }
 
 /// The thread body: runs until the mirror is dropped.
@@ -60,14 +62,18 @@ pub(super) fn run(shared: &Shared) {
 }
 
 /// One read-only transaction (linearizable, one revision): the cluster's
-/// revision, how many keys the prefix holds, and how many of them changed
-/// after `seen`.
+/// revision, how many keys the prefix holds, and whether any of them changed
+/// after `seen` (0 or 1).
+///
+/// etcd's `count` is taken before the `min_mod_revision` filter, so the second
+/// read asks for at most one such key (etcd filters first, then applies the
+/// limit) and looks at what came back.
 fn check(shared: &Shared, seen: i64) -> Result<(i64, usize, usize), StoreError> {
     let prefix = &shared.allocations_prefix;
     let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
     let body = serde_json::json!({"success": [
         {"request_range": {"key": key, "range_end": end, "count_only": true}},
-        {"request_range": {"key": key, "range_end": end, "count_only": true,
+        {"request_range": {"key": key, "range_end": end, "keys_only": true, "limit": "1",
                            "min_mod_revision": (seen + 1).to_string()}},
     ]});
     let client = shared.store.client();
@@ -77,18 +83,18 @@ fn check(shared: &Shared, seen: i64) -> Result<(i64, usize, usize), StoreError> 
             |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
         let resp: TxnResponse =
             serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
-        let counts: Vec<i64> = resp
+        let ranges: Vec<Option<&Counted>> = resp
             .responses
             .iter()
-            .map(|op| op.response_range.as_ref().map_or(-1, |r| r.count))
+            .map(|op| op.response_range.as_ref())
             .collect();
-        match (counts.as_slice(), resp.header.revision) {
-            ([all, changed], revision) if *all >= 0 && *changed >= 0 && revision > 0 => Ok((
+        match (ranges.as_slice(), resp.header.revision) {
+            ([Some(all), Some(changed)], revision) if all.count >= 0 && revision > 0 => Ok((
                 revision,
-                usize::try_from(*all).unwrap_or(usize::MAX),
-                usize::try_from(*changed).unwrap_or(usize::MAX),
+                usize::try_from(all.count).unwrap_or(usize::MAX),
+                changed.kvs.len(),
             )),
-            _ => Err(malformed("expected two range counts and a revision")),
+            _ => Err(malformed("expected two range answers and a revision")),
         }
     })
 }
