@@ -33,6 +33,7 @@ fn main() -> Result<(), workload_identity::Error> {
             ..Allocation::default()
         },
         task: "server".into(),
+        proof_key: None, // Some(key) asks for a proof-bound WIT
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],

@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Allocation::default()
         },
         task: "server".into(),
+        proof_key: None, // Some(key) asks for a proof-bound WIT
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],

@@ -73,6 +73,17 @@ enum wid_result
   // A token-exchange hook (a Consul or Vault login) failed or returned an
   // empty secret (Rust identity manager only).
   WID_RESULT_TOKEN_EXCHANGE_FAILED = 40,
+  // Proof of possession is required and was not given: a WIT presented as
+  // a bearer token, or a bearer token to a verifier that requires proof
+  // (`WID_RESULT_PROOF_REQUIRED`).
+  WID_RESULT_PROOF_REQUIRED = 50,
+  // A workload proof token (WPT) failed a check: structure, `typ`, `alg`,
+  // signature by the WIT's `cnf` key, audience, time window, or a binding
+  // hash (`WID_RESULT_PROOF_INVALID`).
+  WID_RESULT_PROOF_INVALID = 51,
+  // A WPT whose `jti` was already seen within its validity window, or one
+  // the replay cache had no room to remember (`WID_RESULT_PROOF_REPLAYED`).
+  WID_RESULT_PROOF_REPLAYED = 52,
 };
 #ifndef __cplusplus
 typedef uint32_t wid_result;

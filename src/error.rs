@@ -60,6 +60,17 @@ pub enum ResultCode {
     /// A token-exchange hook (a Consul or Vault login) failed or returned an
     /// empty secret (Rust identity manager only).
     TokenExchangeFailed = 40,
+    /// Proof of possession is required and was not given: a WIT presented as
+    /// a bearer token, or a bearer token to a verifier that requires proof
+    /// (`WID_RESULT_PROOF_REQUIRED`).
+    ProofRequired = 50,
+    /// A workload proof token (WPT) failed a check: structure, `typ`, `alg`,
+    /// signature by the WIT's `cnf` key, audience, time window, or a binding
+    /// hash (`WID_RESULT_PROOF_INVALID`).
+    ProofInvalid = 51,
+    /// A WPT whose `jti` was already seen within its validity window, or one
+    /// the replay cache had no room to remember (`WID_RESULT_PROOF_REPLAYED`).
+    ProofReplayed = 52,
 }
 
 impl ResultCode {
@@ -285,6 +296,24 @@ pub enum Error {
         /// What the hook reported (never the secret).
         reason: String,
     },
+    /// Proof of possession is required and was not given.
+    #[error("proof of possession required: {reason}")]
+    ProofRequired {
+        /// What was presented instead.
+        reason: String,
+    },
+    /// A workload proof token failed a check.
+    #[error("invalid proof of possession: {reason}")]
+    ProofInvalid {
+        /// Which check, what was found and what was expected.
+        reason: String,
+    },
+    /// A workload proof token was replayed (or could not be remembered).
+    #[error("proof of possession replayed: {reason}")]
+    ProofReplayed {
+        /// The replayed `jti` (or why it could not be remembered).
+        reason: String,
+    },
 }
 
 impl Error {
@@ -310,6 +339,9 @@ impl Error {
             Error::NoActiveKey { .. } => ResultCode::NoActiveKey,
             Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
             Error::TokenExchange { .. } => ResultCode::TokenExchangeFailed,
+            Error::ProofRequired { .. } => ResultCode::ProofRequired,
+            Error::ProofInvalid { .. } => ResultCode::ProofInvalid,
+            Error::ProofReplayed { .. } => ResultCode::ProofReplayed,
         }
     }
 
@@ -416,6 +448,9 @@ mod tests {
                 alloc_id: "a".into(),
                 reason: "refused".into(),
             },
+            Error::ProofRequired { reason: "r".into() },
+            Error::ProofInvalid { reason: "r".into() },
+            Error::ProofReplayed { reason: "r".into() },
         ]
     }
 

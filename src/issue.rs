@@ -75,7 +75,12 @@ pub struct Issuer {
     issuer: Option<String>,
     algorithm: Algorithm,
     rules: Vec<AlgorithmRule>,
+    trust_domain: Option<String>,
+    max_wit_ttl: std::time::Duration,
 }
+
+/// The longest a WIT lives by default (the drafts: hours at most).
+pub const DEFAULT_MAX_WIT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// An override of the default algorithm for some identities.
 #[derive(Debug, Clone)]
@@ -115,7 +120,36 @@ impl Issuer {
             issuer: None,
             algorithm: Algorithm::EdDsa,
             rules: Vec::new(),
+            trust_domain: None,
+            max_wit_ttl: DEFAULT_MAX_WIT_TTL,
         }
+    }
+
+    /// The WIMSE trust domain (a DNS-style name such as `nomad.example.com`):
+    /// the authority of the `wimse://` workload identifier in every WIT this
+    /// issuer signs. Required before a request with a `ProofKey` can be
+    /// signed; refused unless it is 1 to 253 lower-case letters, digits, `-`
+    /// and `.` without empty labels.
+    pub fn trust_domain(mut self, trust_domain: &str) -> Result<Issuer> {
+        if let Some(problem) = crate::pop::trust_domain_problem(trust_domain) {
+            return Err(Error::invalid(
+                "Issuer",
+                "trust_domain",
+                format!(
+                    "{:?} {problem}",
+                    crate::error::truncate_for_message(trust_domain)
+                ),
+            ));
+        }
+        self.trust_domain = Some(trust_domain.to_string());
+        Ok(self)
+    }
+
+    /// The longest a WIT may live (default 1 hour; at least 1 s): a longer
+    /// identity TTL is shortened to it.
+    pub fn max_wit_ttl(mut self, ttl: std::time::Duration) -> Issuer {
+        self.max_wit_ttl = ttl.max(std::time::Duration::from_secs(1));
+        self
     }
 
     /// The algorithm for identities no override names (default EdDSA).
@@ -207,15 +241,56 @@ impl Issuer {
         req.validate()?;
         let workload = req.workload()?;
         let key = self.keyring.active_for(algorithm)?;
-        let claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
+        let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
+        let typ = match &req.proof_key {
+            None => jwt::TokenType::Jwt,
+            Some(proof_key) => {
+                self.make_wit(req, proof_key, &mut claims, now)?;
+                jwt::TokenType::Wit
+            }
+        };
         let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
             reason: format!("cannot encode claims: {e}"),
         })?;
-        let token = jwt::encode(&key, &json)?;
+        let token = jwt::encode_typed(&key, typ, &json)?;
         Ok(SignedIdentity {
             token,
             claims,
             kid: key.id().clone(),
         })
+    }
+
+    /// Turns bearer claims into a WIT's: `sub` the workload identifier URI,
+    /// `exp` required and at most `max_wit_ttl` away, `cnf.jwk` the workload's
+    /// checked public key.
+    fn make_wit(
+        &self,
+        req: &IssueRequest,
+        proof_key: &crate::model::ProofKey,
+        claims: &mut Claims,
+        now: i64,
+    ) -> Result<()> {
+        let Some(td) = &self.trust_domain else {
+            return Err(Error::invalid(
+                "Issuer",
+                "trust_domain",
+                "the request carries a ProofKey (it asks for a workload identity token) but the issuer has no trust domain; call Issuer::trust_domain",
+            ));
+        };
+        crate::keyring::proof_key_checker(proof_key, "ProofKey")
+            .map_err(|why| Error::invalid("IssueRequest", "ProofKey", why))?;
+        let ttl = req.identity.ttl.as_secs();
+        if ttl <= 0 {
+            return Err(Error::invalid(
+                "IssueRequest",
+                "Identity.TTL",
+                "is 0, but a workload identity token must expire: give the identity a TTL",
+            ));
+        }
+        let ttl = ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX));
+        claims.subject = crate::claims::workload_uri(td, req)?;
+        claims.expires_at = Some(now.saturating_add(ttl));
+        claims.confirmation = Some(proof_key.clone());
+        Ok(())
     }
 }

@@ -1,7 +1,8 @@
 //! Strict compact JWS for EdDSA, ES256 and RS256.
 //!
 //! Encoding writes `{"alg":"<alg>","kid":"<key id>","typ":"JWT"}` with the
-//! signing key's algorithm. Parsing rejects, cheapest check first and before
+//! signing key's algorithm (`"typ":"wit+jwt"` for a WIMSE workload identity
+//! token, see [`crate::pop`]). Parsing rejects, cheapest check first and before
 //! any later step runs:
 //!
 //! 1. a token longer than the cap (before any decoding), or empty;
@@ -13,7 +14,7 @@
 //!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
 //!    member, an `alg` other than `EdDSA` (or RFC 9864's `Ed25519`), `ES256` or
 //!    `RS256` (`UnsupportedAlgorithm`: `none`, `HS*`, `PS*` never pass), a
-//!    `typ` other than `JWT`, or no `kid`, or a `kid` that can never be a key
+//!    `typ` other than `JWT` or `wit+jwt` (the caller decides which it takes), or no `kid`, or a `kid` that can never be a key
 //!    ID (`UnknownKey` at once: empty, over 128 bytes, other characters than
 //!    `A-Z a-z 0-9 . _ : -`, or `..`).
 //!
@@ -46,11 +47,31 @@ fn malformed(reason: impl Into<String>) -> Error {
     }
 }
 
+/// What a token's `typ` says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenType {
+    /// `JWT` (or no `typ`): a bearer identity token.
+    Jwt,
+    /// `wit+jwt`: a WIMSE workload identity token, never a bearer token.
+    Wit,
+}
+
+impl TokenType {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            TokenType::Jwt => "JWT",
+            TokenType::Wit => "wit+jwt",
+        }
+    }
+}
+
 /// A token split and decoded, not yet verified.
 #[derive(Debug)]
 pub(crate) struct Parsed<'a> {
     /// The header's `alg`.
     pub(crate) alg: Algorithm,
+    /// The header's `typ`.
+    pub(crate) typ: TokenType,
     /// The header's `kid`.
     pub(crate) kid: KidBuf,
     /// `<header>.<payload>` as sent: the bytes the signature covers.
@@ -91,7 +112,7 @@ impl std::fmt::Debug for Payload {
     }
 }
 
-fn payload_of(segment: &[u8]) -> Result<Payload> {
+pub(crate) fn payload_of(segment: &[u8]) -> Result<Payload> {
     if base64::decoded_len_estimate(segment.len()) <= INLINE_PAYLOAD {
         let mut bytes = [0u8; INLINE_PAYLOAD];
         let len = b64_into(segment, "payload", &mut bytes)?.len();
@@ -184,20 +205,22 @@ impl std::fmt::Debug for KidBuf {
 /// algorithms' names and a kid of key-ID characters, is recognised without a
 /// JSON parser: it is well-formed JSON with exactly these three members, so the
 /// outcome is the same. Anything else goes through the strict parser.
-fn canonical_header(header: &[u8]) -> Option<(Algorithm, &str)> {
+fn canonical_header(header: &[u8]) -> Option<(Algorithm, &str, TokenType)> {
     let rest = header.strip_prefix(br#"{"alg":""#)?;
     let (alg, rest) = [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
         .into_iter()
         .find_map(|alg| Some((alg, rest.strip_prefix(alg.name().as_bytes())?)))?;
-    let kid = rest
-        .strip_prefix(br#"","kid":""#)?
-        .strip_suffix(br#"","typ":"JWT"}"#)?;
+    let rest = rest.strip_prefix(br#"","kid":""#)?;
+    let (kid, typ) = match rest.strip_suffix(br#"","typ":"JWT"}"#) {
+        Some(kid) => (kid, TokenType::Jwt),
+        None => (rest.strip_suffix(br#"","typ":"wit+jwt"}"#)?, TokenType::Wit),
+    };
     let plain = kid
         .iter()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
     // Only ASCII passes the check, so this is valid UTF-8.
     plain
-        .then(|| std::str::from_utf8(kid).ok().map(|kid| (alg, kid)))
+        .then(|| std::str::from_utf8(kid).ok().map(|kid| (alg, kid, typ)))
         .flatten()
 }
 
@@ -232,7 +255,7 @@ fn not_b64(what: &str, e: base64::DecodeError) -> Error {
 }
 
 /// Decodes a segment that must fit `buf`, without allocating.
-fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8]> {
+pub(crate) fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8]> {
     if base64::decoded_len_estimate(segment.len()) > buf.len() {
         return Err(malformed(format!(
             "the {what} is longer than {} bytes",
@@ -253,7 +276,7 @@ fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Result<&'b [u8
 
 /// The signature segment decoded in place; its size is checked against the
 /// key (see the module docs), here only against the longest of any key.
-fn signature_of(segment: &[u8]) -> Result<SigBuf> {
+pub(crate) fn signature_of(segment: &[u8]) -> Result<SigBuf> {
     let mut sig = SigBuf {
         bytes: [0u8; MAX_SIGNATURE_BYTES + 8],
         len: 0,
@@ -282,8 +305,26 @@ pub(crate) fn check_length(len: usize, max_bytes: usize) -> Result<()> {
     Ok(())
 }
 
-/// Splits and decodes a compact JWS (see the module docs for the checks).
-pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
+/// The three segments of a compact JWS, split and decoded (header into a
+/// caller's buffer), before anything in them is interpreted.
+pub(crate) struct Segments<'a> {
+    /// `<header>.<payload>` as sent: the bytes the signature covers.
+    pub(crate) signing_input: &'a [u8],
+    pub(crate) header_len: usize,
+    pub(crate) payload: Payload,
+    pub(crate) signature: SigBuf,
+}
+
+/// Longest header accepted, decoded (the size of `split`'s header buffer).
+pub(crate) const HEADER_BUF: usize = MAX_HEADER_BYTES;
+
+/// Checks the length, splits at the two dots and decodes every segment
+/// (the header into `header_buf`).
+pub(crate) fn split<'a>(
+    token: &'a [u8],
+    max_bytes: usize,
+    header_buf: &mut [u8; MAX_HEADER_BYTES],
+) -> Result<Segments<'a>> {
     check_length(token.len(), max_bytes)?;
     if token.is_empty() {
         return Err(malformed("token is empty"));
@@ -296,18 +337,36 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         )));
     };
     let (header_b64, payload_b64, sig_b64) = (&token[..d1], &token[d1 + 1..d2], &token[d2 + 1..]);
-    let mut header_buf = [0u8; MAX_HEADER_BYTES];
-    let header = b64_into(header_b64, "header", &mut header_buf)?;
+    let header_len = b64_into(header_b64, "header", header_buf)?.len();
     let payload = payload_of(payload_b64)?;
     // Room for any key's signature (RSA-8192 is 1024 bytes), so a token for
     // another algorithm is reported by its alg, later, not by its length.
     let signature = signature_of(sig_b64)?;
+    Ok(Segments {
+        signing_input: &token[..d2],
+        header_len,
+        payload,
+        signature,
+    })
+}
 
-    if let Some((alg, kid)) = canonical_header(header) {
+/// Splits and decodes a compact JWS (see the module docs for the checks).
+pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
+    let mut header_buf = [0u8; MAX_HEADER_BYTES];
+    let Segments {
+        signing_input,
+        header_len,
+        payload,
+        signature,
+    } = split(token, max_bytes, &mut header_buf)?;
+    let header = &header_buf[..header_len];
+
+    if let Some((alg, kid, typ)) = canonical_header(header) {
         return Ok(Parsed {
             alg,
+            typ,
             kid: KidBuf::new(kid)?,
-            signing_input: &token[..d2],
+            signing_input,
             payload,
             signature,
         });
@@ -328,12 +387,16 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             )));
         }
     };
-    if let Some(typ) = header.typ.as_deref().filter(|t| *t != "JWT") {
-        return Err(malformed(format!(
-            "header typ is {:?}: expected \"JWT\"",
-            truncate_for_message(typ)
-        )));
-    }
+    let typ = match header.typ.as_deref() {
+        None | Some("JWT") => TokenType::Jwt,
+        Some("wit+jwt") => TokenType::Wit,
+        Some(other) => {
+            return Err(malformed(format!(
+                "header typ is {:?}: expected \"JWT\" (or \"wit+jwt\" for a workload identity token)",
+                truncate_for_message(other)
+            )));
+        }
+    };
     let Some(kid) = header.kid.as_deref() else {
         return Err(Error::UnknownKey {
             kid: String::new(),
@@ -343,21 +406,23 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     let kid = KidBuf::new(kid)?;
     Ok(Parsed {
         alg,
+        typ,
         kid,
-        signing_input: &token[..d2],
+        signing_input,
         payload,
         signature,
     })
 }
 
 /// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
-/// the header naming the key's algorithm.
-pub(crate) fn encode(key: &ActiveKey, claims_json: &[u8]) -> Result<String> {
+/// the header naming the key's algorithm and `typ`.
+pub(crate) fn encode_typed(key: &ActiveKey, typ: TokenType, claims_json: &[u8]) -> Result<String> {
     // The kid is a validated KeyId: only [A-Za-z0-9._:-], so no JSON escaping.
     let header = format!(
-        r#"{{"alg":"{}","kid":"{}","typ":"JWT"}}"#,
+        r#"{{"alg":"{}","kid":"{}","typ":"{}"}}"#,
         key.algorithm().name(),
-        key.id()
+        key.id(),
+        typ.name()
     );
     let sig_len = match key.algorithm() {
         Algorithm::Rs256 => 4 * MAX_SIGNATURE_BYTES / 3,
@@ -423,7 +488,12 @@ mod tests {
             s("payload"),
             "claims serialize in the same order"
         );
-        let token = encode(&kr.active().unwrap(), claims.to_json().as_bytes()).unwrap();
+        let token = encode_typed(
+            &kr.active().unwrap(),
+            TokenType::Jwt,
+            claims.to_json().as_bytes(),
+        )
+        .unwrap();
         assert_eq!(token, s("token"));
         let header = URL_SAFE_NO_PAD
             .decode(token.split('.').next().unwrap())
@@ -450,7 +520,7 @@ mod tests {
             (r#"{"alg":"EdDSA","kid":"","typ":"JWT"}"#, Some("")),
         ] {
             assert_eq!(
-                canonical_header(header.as_bytes()).map(|(_, kid)| kid),
+                canonical_header(header.as_bytes()).map(|(_, kid, _)| kid),
                 kid,
                 "{header}"
             );

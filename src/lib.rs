@@ -42,6 +42,7 @@
 //!         ..Allocation::default()
 //!     },
 //!     task: "server".into(),
+//!     proof_key: None,
 //!     identity: WorkloadIdentity {
 //!         name: "default".into(),
 //!         audience: vec!["vault.io".into()],
@@ -96,6 +97,7 @@ mod jwt;
 mod keyring;
 pub mod manager;
 pub mod model;
+mod pop;
 #[cfg(feature = "remote-jwks")]
 mod remote_jwks;
 mod state;
@@ -110,7 +112,7 @@ pub struct ReadmeDoctests;
 pub use claims::Claims;
 pub use clock::{Clock, SystemClock, unix_now};
 pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
-pub use issue::{Issuer, SignedIdentity};
+pub use issue::{DEFAULT_MAX_WIT_TTL, Issuer, SignedIdentity};
 pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
     ActiveKey, Algorithm, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks, KEYSTORE_FORMAT,
@@ -119,6 +121,7 @@ pub use keyring::{
     OidcDiscovery, PublicKey, RootKey, RotationAction, RotationPolicy, RsaKeySize, SkippedJwk,
     VerifyingHandle, plan_rotation, plan_rotation_for,
 };
+pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 #[cfg(feature = "remote-jwks")]
 pub use remote_jwks::{
     MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
@@ -127,6 +130,6 @@ pub use remote_jwks::{
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
 pub use verify::{
-    Audience, Explanation, VerificationStep, VerifiedIdentity, Verifier, VerifierBuilder,
-    VerifierStats,
+    Audience, Explanation, ProofRequest, VerificationStep, VerifiedIdentity, VerifiedProof,
+    Verifier, VerifierBuilder, VerifierStats,
 };

@@ -105,6 +105,7 @@ fn request_msgpack() -> Vec<u8> {
             ..Allocation::default()
         },
         task: "server".into(),
+        proof_key: None,
         identity: WorkloadIdentity {
             name: "aws".into(),
             audience: vec!["sts.amazonaws.com".into()],

@@ -300,7 +300,27 @@ fn every_wire_type_encodes_exactly_its_declared_codec_names() {
     assert_declared_names(&common::allocation());
     assert_declared_names(&Job::default());
     assert_declared_names(&common::workload_identity());
-    assert_declared_names(&common::issue_request_task());
+    let proof_key = workload_identity::model::ProofKey {
+        alg: "EdDSA".into(),
+        crv: "Ed25519".into(),
+        kty: "OKP".into(),
+        x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo".into(),
+        y: String::new(),
+    };
+    assert_declared_names(&proof_key);
+    let mut with_key = common::issue_request_task();
+    with_key.proof_key = Some(proof_key);
+    assert_declared_names(&with_key);
+    assert_eq!(
+        codec::decode::<workload_identity::model::IssueRequest>(&codec::encode(&with_key).unwrap())
+            .unwrap(),
+        with_key
+    );
+    // Without one, a request encodes exactly as before the field existed:
+    // the five other names, no ProofKey key (Go's omitempty nil pointer).
+    let plain = codec::encode(&common::issue_request_task()).unwrap();
+    assert_eq!(plain[0], 0x85);
+    assert!(!plain.windows(8).any(|w| w == b"ProofKey"));
     assert_declared_names(&common::consul_expose());
     assert_declared_names(&common::consul_expose().paths[0]);
     assert_eq!(ConsulExposeConfig::CODEC_NAMES, ["Paths"]);
@@ -364,6 +384,7 @@ prop_compose! {
                 job: has_job.then(|| Job { id: s(7), parent_id: s(8) }),
             },
             task: s(9), service: s(10),
+            proof_key: None,
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),
                 env, file, service_name: s(0), ttl: workload_identity::model::GoDuration(ttl),

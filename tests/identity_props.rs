@@ -34,6 +34,7 @@ prop_compose! {
             },
             task: if is_task { workload.clone() } else { String::new() },
             service: if is_task { String::new() } else { workload },
+            proof_key: None,
             identity: WorkloadIdentity {
                 name, audience, ttl: GoDuration::from_secs(ttl),
                 ..WorkloadIdentity::default()

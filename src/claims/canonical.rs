@@ -129,6 +129,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
         expires_at,
         jwt_id,
         issuer,
+        confirmation: None,
     })
 }
 
@@ -171,6 +172,7 @@ mod tests {
                         expires_at: exp,
                         jwt_id: jti,
                         issuer: iss,
+                        confirmation: None,
                     }
                 },
             )

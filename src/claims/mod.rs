@@ -53,6 +53,10 @@ pub struct Claims {
     pub jwt_id: String,
     /// `iss`, when an issuer is configured.
     pub issuer: Option<String>,
+    /// `cnf.jwk`: the workload's public key, in a WIMSE workload identity
+    /// token (WIT) only. Checked for form when parsed; whether it is a usable
+    /// key is checked when a proof is verified against it.
+    pub confirmation: Option<crate::model::ProofKey>,
 }
 
 /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
@@ -67,6 +71,24 @@ fn subject_for(req: &IssueRequest, workload: Workload<'_>) -> String {
         workload.name(),
         req.identity.name
     )
+}
+
+/// The WIMSE workload identifier for `req` in trust domain `td`: the same six
+/// parts as `sub`, as path segments of a `wimse://` URI.
+pub(crate) fn workload_uri(td: &str, req: &IssueRequest) -> crate::error::Result<String> {
+    let workload = req.workload()?;
+    let a = &req.allocation;
+    Ok(crate::pop::workload_uri(
+        td,
+        &[
+            &req.region,
+            &a.namespace,
+            a.identity_job_id(),
+            &a.task_group,
+            workload.name(),
+            &req.identity.name,
+        ],
+    ))
 }
 
 impl Claims {
@@ -99,6 +121,7 @@ impl Claims {
             expires_at: (ttl > 0).then(|| now.saturating_add(ttl)),
             jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
             issuer: issuer.map(str::to_string),
+            confirmation: None,
         }
     }
 
@@ -146,9 +169,41 @@ impl Claims {
                 &opt(service),
             );
         }
-        let sub = subject_for(req, workload);
-        if self.subject != sub {
-            return differs("sub", &self.subject, &sub);
+        match &req.proof_key {
+            None => {
+                let sub = subject_for(req, workload);
+                if self.subject != sub {
+                    return differs("sub", &self.subject, &sub);
+                }
+                if self.confirmation.is_some() {
+                    return Some("it carries cnf (a WIT), the request has no ProofKey".into());
+                }
+            }
+            Some(key) => {
+                // The trust domain is the issuer's; the path is the request's.
+                let path = crate::pop::workload_uri(
+                    "",
+                    &[
+                        &req.region,
+                        &a.namespace,
+                        a.identity_job_id(),
+                        &a.task_group,
+                        workload.name(),
+                        &req.identity.name,
+                    ],
+                );
+                let path = path.trim_start_matches("wimse://");
+                if !(self.subject.starts_with("wimse://") && self.subject.ends_with(path)) {
+                    return differs(
+                        "sub",
+                        &self.subject,
+                        &format!("wimse://<trust domain>{path}"),
+                    );
+                }
+                if self.confirmation.as_ref() != Some(key) {
+                    return Some("its cnf.jwk is not the request's ProofKey".into());
+                }
+            }
         }
         if self.audience != req.identity.audience {
             return Some(format!(
@@ -211,7 +266,62 @@ impl Serialize for Claims {
         if let Some(iss) = &self.issuer {
             m.serialize_entry("iss", iss)?;
         }
+        if let Some(key) = &self.confirmation {
+            m.serialize_entry(
+                "cnf",
+                &Cnf {
+                    jwk: CnfJwk::of(key),
+                },
+            )?;
+        }
         m.end()
+    }
+}
+
+/// `cnf`: `{"jwk": {...}}`, nothing else.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cnf<'a> {
+    #[serde(borrow)]
+    jwk: CnfJwk<'a>,
+}
+
+/// `cnf.jwk`: a public JWK with its `alg`. Members other than these (a
+/// private `d`, say) make the claim set invalid; each at most once.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CnfJwk<'a> {
+    #[serde(borrow)]
+    kty: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    crv: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    x: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    y: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    alg: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> CnfJwk<'a> {
+    fn of(key: &'a crate::model::ProofKey) -> CnfJwk<'a> {
+        CnfJwk {
+            kty: key.kty.as_str().into(),
+            crv: key.crv.as_str().into(),
+            x: key.x.as_str().into(),
+            y: key.y.as_str().into(),
+            alg: key.alg.as_str().into(),
+        }
+    }
+
+    fn into_key(self) -> crate::model::ProofKey {
+        crate::model::ProofKey {
+            alg: self.alg.into_owned(),
+            crv: self.crv.into_owned(),
+            kty: self.kty.into_owned(),
+            x: self.x.into_owned(),
+            y: self.y.into_owned(),
+        }
     }
 }
 
@@ -288,6 +398,7 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
         let mut exp = None;
         let mut jti = None;
         let mut iss = None;
+        let mut cnf = None;
         let mut others: Vec<String> = Vec::new();
         // Numeric dates: integers only (a float or a string is an error).
         fn date<'de, A: MapAccess<'de>>(map: &mut A, name: &str) -> Result<i64, A::Error> {
@@ -312,6 +423,14 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
                 "exp" => set(&mut exp, k, date(&mut map, k)?)?,
                 "jti" => set(&mut jti, k, map.next_value::<String>()?)?,
                 "iss" => set(&mut iss, k, map.next_value::<String>()?)?,
+                "cnf" => {
+                    let c: Cnf<'_> = map.next_value().map_err(|e| {
+                        de::Error::custom(format_args!(
+                            "claim \"cnf\" must be {{\"jwk\":{{kty, crv, x, y, alg}}}}, a public key only: {e}"
+                        ))
+                    })?;
+                    set(&mut cnf, k, c.jwk.into_key())?
+                }
                 other => {
                     if others.iter().any(|o| o == other) {
                         return Err(de::Error::custom(format_args!("duplicate claim {other:?}")));
@@ -338,6 +457,7 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
             expires_at: exp,
             jwt_id: jti.unwrap_or_default(),
             issuer: iss,
+            confirmation: cnf,
         })
     }
 }
@@ -382,6 +502,7 @@ mod tests {
             expires_at: Some(70),
             jwt_id: "j".into(),
             issuer: Some("https://x".into()),
+            confirmation: None,
         };
         assert_eq!(parse(&c.to_json()).unwrap(), c);
     }

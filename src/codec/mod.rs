@@ -168,7 +168,7 @@ macro_rules! wire_struct {
         $(#[doc = $doc:literal])*
         $vis:vis struct $name:ident {
             $(
-                $(#[doc = $fdoc:literal])*
+                $(#[$fattr:meta])*
                 $fvis:vis $field:ident : $ty:ty => $codec:literal
             ),* $(,)?
         }
@@ -177,7 +177,7 @@ macro_rules! wire_struct {
         #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
         $vis struct $name {
             $(
-                $(#[doc = $fdoc])*
+                $(#[$fattr])*
                 #[serde(rename = $codec)]
                 $fvis $field: $ty,
             )*

@@ -86,6 +86,9 @@ c_numbers! {
         NoActiveKey => WID_RESULT_NO_ACTIVE_KEY,
         DuplicateKey => WID_RESULT_DUPLICATE_KEY,
         TokenExchangeFailed => WID_RESULT_TOKEN_EXCHANGE_FAILED,
+        ProofRequired => WID_RESULT_PROOF_REQUIRED,
+        ProofInvalid => WID_RESULT_PROOF_INVALID,
+        ProofReplayed => WID_RESULT_PROOF_REPLAYED,
     }
     KeyState {
         Active => WID_KEY_STATE_ACTIVE,

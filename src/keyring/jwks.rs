@@ -524,3 +524,50 @@ impl Keyring {
         Ok(report)
     }
 }
+
+/// The checked public key of a workload's `ProofKey` (a request's, or a WIT's
+/// `cnf.jwk`): Ed25519 (`OKP`, `Ed25519`, `EdDSA`) or P-256 (`EC`, `P-256`,
+/// `ES256`), canonical, on the curve, not of small order. `at` names the
+/// place in messages (`cnf.jwk` or `ProofKey`).
+pub(crate) fn proof_key_checker(
+    key: &crate::model::ProofKey,
+    at: &str,
+) -> std::result::Result<Checker, String> {
+    let alg = match (key.kty.as_str(), key.alg.as_str()) {
+        ("OKP", "EdDSA") => Algorithm::EdDsa,
+        ("EC", "ES256") => Algorithm::Es256,
+        (kty, alg) => {
+            return Err(format!(
+                "{at}: kty {:?} with alg {:?}; expected OKP with EdDSA (Ed25519) or EC with ES256 (P-256)",
+                truncate_for_message(kty),
+                truncate_for_message(alg)
+            ));
+        }
+    };
+    if alg == Algorithm::EdDsa && !key.y.is_empty() {
+        return Err(format!("{at}.y: an Ed25519 key has no y"));
+    }
+    let raw = RawJwk {
+        kty: Some(key.kty.clone()),
+        crv: Some(key.crv.clone()),
+        x: Some(key.x.clone()),
+        y: (!key.y.is_empty()).then(|| key.y.clone()),
+        n: None,
+        e: None,
+        kid: None,
+        alg: Some(key.alg.clone()),
+        use_: None,
+        d: None,
+        p: None,
+        q: None,
+        dp: None,
+        dq: None,
+        qi: None,
+        oth: None,
+    };
+    let public = entry_key(&raw, alg, &|m| format!("{at}.{m}")).map_err(|e| match e {
+        Error::Decode(d) => format!("{}: {}", d.path, d.reason),
+        other => other.to_string(),
+    })?;
+    Checker::new(public).map_err(|why| format!("{at}: {why}"))
+}

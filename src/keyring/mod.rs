@@ -32,11 +32,12 @@ use crate::error::{Error, Result};
 
 use algorithm::ALGORITHM_COUNT;
 pub use algorithm::{Algorithm, RsaKeySize};
+pub(crate) use jwks::proof_key_checker;
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION, KeystoreLoadOptions};
 pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
-use public_key::Checker;
+pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
 pub use root_key::{
     HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, MAX_PKCS8_LEN, RootKey,

@@ -8,6 +8,7 @@ mod consul;
 mod duration;
 mod identity;
 pub mod json;
+mod proof_key;
 mod request;
 mod validate;
 
@@ -15,4 +16,5 @@ pub use allocation::{Allocation, ClientStatus, Job};
 pub use consul::{ConsulExposeConfig, ConsulExposePath};
 pub use duration::GoDuration;
 pub use identity::WorkloadIdentity;
+pub use proof_key::ProofKey;
 pub use request::{IssueRequest, Workload};

@@ -17,6 +17,12 @@ wire_struct! {
         pub allocation: Allocation => "Allocation",
         /// The identity block to sign.
         pub identity: WorkloadIdentity => "Identity",
+        /// The workload's public key, when it asks for a WIMSE workload
+        /// identity token bound to that key (`cnf.jwk`) instead of a bearer
+        /// token. Absent (nil) in every request that does not: those encode
+        /// and sign exactly as before.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub proof_key: Option<super::ProofKey> => "ProofKey",
         /// The region, the first part of the token's `sub`.
         pub region: String => "Region",
         /// The service name, for a service identity.
@@ -114,6 +120,7 @@ mod tests {
             },
             task: "server".into(),
             service: String::new(),
+            proof_key: None,
             identity: WorkloadIdentity {
                 name: "default".into(),
                 audience: vec!["nomadproject.io".into()],

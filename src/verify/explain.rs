@@ -85,13 +85,19 @@ impl Verifier {
         steps.record("length", jwt::check_length(token.len(), max), |_| {
             format!("{} bytes, within the {max}-byte limit", token.len())
         })?;
-        let parsed = steps.record("structure", jwt::parse(token, max), |p| {
-            format!(
-                "three segments of canonical base64url; header alg {}, kid {:?}, typ JWT",
-                p.alg,
-                p.kid.as_str()
-            )
-        })?;
+        let parsed = steps.record(
+            "structure",
+            self.check_bearer_allowed()
+                .and_then(|()| jwt::parse(token, max))
+                .and_then(|p| super::check_bearer(&p).map(|()| p)),
+            |p| {
+                format!(
+                    "three segments of canonical base64url; header alg {}, kid {:?}, typ JWT",
+                    p.alg,
+                    p.kid.as_str()
+                )
+            },
+        )?;
         let key = steps.record(
             "key",
             self.key(

@@ -40,8 +40,10 @@
 
 mod cache;
 mod explain;
+mod proof;
 
 pub use explain::{Explanation, VerificationStep};
+pub use proof::{ProofRequest, VerifiedProof};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,6 +135,8 @@ struct Options {
     max_token_bytes: usize,
     require_exp: bool,
     key_wait: Duration,
+    require_proof: bool,
+    max_proof_lifetime_secs: i64,
 }
 
 /// Builds a [`Verifier`]; the keyring, store and audience are required.
@@ -142,9 +146,37 @@ pub struct VerifierBuilder {
     audience: Audience,
     options: Options,
     cache_capacity: Option<usize>,
+    proof_replay_capacity: usize,
 }
 
 impl VerifierBuilder {
+    /// Requires proof of possession: [`Verifier::verify`] then refuses every
+    /// token (`PROOF_REQUIRED`), and only a WIT with a valid WPT passes
+    /// ([`Verifier::verify_proof`]). A WIT is refused as a bearer token
+    /// whether or not this is set.
+    pub fn require_proof(mut self, require: bool) -> VerifierBuilder {
+        self.options.require_proof = require;
+        self
+    }
+
+    /// Room in the proof replay cache: the most proofs (by `jti`) remembered
+    /// at once until they expire (default 100,000; at least 16). When it is
+    /// full of unexpired proofs, new proofs are refused (`PROOF_REPLAYED`),
+    /// never an old one forgotten.
+    pub fn proof_replay_capacity(mut self, entries: usize) -> VerifierBuilder {
+        self.proof_replay_capacity = entries.max(16);
+        self
+    }
+
+    /// The longest a proof (WPT) may be valid for, counted from now: one
+    /// whose `exp` is further ahead (beyond the leeway) is refused (default
+    /// 5 minutes; at least 1 s).
+    pub fn max_proof_lifetime(mut self, lifetime: Duration) -> VerifierBuilder {
+        self.options.max_proof_lifetime_secs =
+            i64::try_from(lifetime.as_secs().max(1)).unwrap_or(i64::MAX);
+        self
+    }
+
     /// Requires tokens to carry exactly this `iss` (mismatch:
     /// `IssuerMismatch`). An empty string means no requirement, as in the C ABI.
     pub fn issuer(mut self, issuer: &str) -> VerifierBuilder {
@@ -196,6 +228,8 @@ impl VerifierBuilder {
                 options: self.options,
                 cache: self.cache_capacity.map(TokenCache::new),
                 counters: Counters::default(),
+                replay: crate::pop::ReplayCache::new(self.proof_replay_capacity),
+                proof_keys: crate::pop::KeyCache::new(1024),
             }),
         }
     }
@@ -208,6 +242,8 @@ struct Inner {
     options: Options,
     cache: Option<TokenCache>,
     counters: Counters,
+    replay: crate::pop::ReplayCache,
+    proof_keys: crate::pop::KeyCache,
 }
 
 /// Verifies workload identity tokens. Cheap to clone; safe to share across
@@ -283,8 +319,11 @@ impl Verifier {
                 max_token_bytes: jwt::DEFAULT_MAX_TOKEN_BYTES,
                 require_exp: false,
                 key_wait: Duration::from_secs(1),
+                require_proof: false,
+                max_proof_lifetime_secs: 300,
             },
             cache_capacity: None,
+            proof_replay_capacity: 100_000,
         }
     }
 
@@ -319,7 +358,9 @@ impl Verifier {
         let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, SigStage)>> = tokens
             .iter()
             .map(|t| {
+                self.check_bearer_allowed()?;
                 let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
+                check_bearer(&parsed)?;
                 let key = self.key(parsed.kid.as_str(), &mut waits)?;
                 check_alg(&key, &parsed)?;
                 let Some(ed) = key.ed25519() else {
@@ -367,7 +408,7 @@ impl Verifier {
             .collect()
     }
 
-    fn count(&self, result: &Result<VerifiedIdentity>) {
+    fn count<T>(&self, result: &Result<T>) {
         let c = &self.inner.counters;
         match result {
             Ok(_) => bump(&c.accepted),
@@ -407,6 +448,7 @@ impl Verifier {
         // The length cap comes before anything reads the token, the cache's hash
         // included.
         jwt::check_length(token.len(), inner.options.max_token_bytes)?;
+        self.check_bearer_allowed()?;
         let hash = inner.cache.as_ref().map(|_| token_hash(token));
         if let (Some(cache), Some(hash)) = (&inner.cache, &hash) {
             if let Some(hit) = cache.get(hash) {
@@ -432,6 +474,7 @@ impl Verifier {
         }
 
         let parsed = jwt::parse(token, inner.options.max_token_bytes)?;
+        check_bearer(&parsed)?;
         let key = self.key(
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),
@@ -466,6 +509,16 @@ impl Verifier {
             );
         }
         Ok(verified)
+    }
+
+    /// Refuses every bearer token when this verifier requires proof.
+    fn check_bearer_allowed(&self) -> Result<()> {
+        if self.inner.options.require_proof {
+            return Err(Error::ProofRequired {
+                reason: "this verifier requires proof of possession: present a workload identity token (typ wit+jwt) with a workload proof token (verify_proof), not a bearer token".into(),
+            });
+        }
+        Ok(())
     }
 
     fn key(&self, kid: &str, waits: &mut KeyWait) -> Result<VerifyingHandle> {
@@ -658,6 +711,16 @@ impl KeyWait {
             .get_or_insert_with(|| crate::deadline::deadline_after(wait));
         keyring.wait_for_key_until(kid, deadline).ok_or_else(after)
     }
+}
+
+/// A WIT is never a bearer token.
+fn check_bearer(parsed: &jwt::Parsed<'_>) -> Result<()> {
+    if parsed.typ == jwt::TokenType::Wit {
+        return Err(Error::ProofRequired {
+            reason: "the token is a workload identity token (typ wit+jwt), never accepted as a bearer token: present it with a workload proof token (verify_proof)".into(),
+        });
+    }
+    Ok(())
 }
 
 fn bad_signature(key: &VerifyingHandle) -> Error {

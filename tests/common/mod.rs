@@ -55,6 +55,7 @@ pub fn issue_request_task() -> IssueRequest {
         allocation: allocation(),
         task: "server".into(),
         service: String::new(),
+        proof_key: None,
         identity: workload_identity(),
     }
 }
@@ -65,6 +66,7 @@ pub fn issue_request_service() -> IssueRequest {
         allocation: allocation(),
         task: String::new(),
         service: "web-api".into(),
+        proof_key: None,
         identity: WorkloadIdentity {
             name: "consul-service_web-api".into(),
             audience: vec!["consul.io".into()],
