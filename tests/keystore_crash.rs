@@ -57,6 +57,7 @@ fn identity_state(g: u64) -> PersistedState {
                 jwt_id: format!("jti-{g}-{i}"),
                 issued_at: g as i64,
                 expires_at: Some(g as i64 + 3600),
+                workload_key: None,
             })
             .collect(),
         secrets: vec![DerivedSecret {

@@ -423,6 +423,7 @@ fn renewal_arithmetic_saturates_at_the_extremes() {
         jwt_id: String::new(),
         issued_at: iat,
         expires_at: exp,
+        workload_key: None,
     };
     // The midpoint of any two i64 values is an i64: computed without overflow.
     assert_eq!(

@@ -2,17 +2,21 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{DerivedSecret, IdentityId, IdentityToken};
-use crate::codec::wire_struct;
-use crate::error::{Error, Result};
+use crate::codec::{Bin, wire_struct};
+use crate::error::{DecodeError, Error, Result};
+use crate::keyring::Algorithm;
+use crate::pop::WorkloadKey;
 use crate::storage::envelope::EnvelopeFormat;
 
-/// What is kept for one allocation across restarts.
+/// What is kept for one allocation across restarts. `Debug` shows no token
+/// and no secret.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PersistedState {
-    /// The identity tokens.
+    /// The identity tokens, with the workload keys of proof-bound ones (an
+    /// [`IdentityDb`] must keep those as secrets: see [`FileIdentityDb`]).
     pub identities: Vec<IdentityToken>,
     /// Secrets derived from them by token exchanges.
     pub secrets: Vec<DerivedSecret>,
@@ -70,8 +74,14 @@ wire_struct! {
         pub(crate) issued_at: i64 => "IssuedAt",
         /// `jti`.
         pub(crate) jwt_id: String => "JTI",
+        /// The workload key's algorithm (`EdDSA` or `ES256`) for a WIT;
+        /// empty for a bearer token.
+        pub(crate) key_alg: String => "KeyAlg",
         /// The signing key's ID.
         pub(crate) kid: String => "KeyID",
+        /// The workload key's secret ([`WorkloadKey::secret`]) for a WIT;
+        /// empty for a bearer token. Zeroized on drop.
+        pub(crate) key_secret: Bin => "KeySecret",
         /// The identity's name.
         pub(crate) name: String => "Name",
         /// The compact JWS.
@@ -106,7 +116,10 @@ const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
 
 /// A file per allocation under a directory: `<dir>/<alloc id>.identities`,
 /// an envelope (versioned, checksummed msgpack; plaintext) and replaced crash-safely with mode
-/// 0600, like the keystore.
+/// 0600, like the keystore. It holds the tokens and, for proof-bound
+/// identities, their workload keys' secrets (the secret bytes pass only
+/// through buffers zeroized on drop); loading refuses a file group or others
+/// can read.
 #[derive(Debug, Clone)]
 pub struct FileIdentityDb {
     dir: PathBuf,
@@ -168,7 +181,17 @@ fn to_stored(state: &PersistedState) -> StoredState {
                 expires_at: t.expires_at.unwrap_or(0),
                 issued_at: t.issued_at,
                 jwt_id: t.jwt_id.clone(),
+                key_alg: t
+                    .workload_key
+                    .as_ref()
+                    .map(|k| k.algorithm().name().to_string())
+                    .unwrap_or_default(),
                 kid: t.kid.clone(),
+                key_secret: t
+                    .workload_key
+                    .as_ref()
+                    .map(|k| Bin(k.secret()))
+                    .unwrap_or_default(),
                 name: t.key.name.clone(),
                 token: t.token.clone(),
                 workload: t.key.workload.clone(),
@@ -188,20 +211,57 @@ fn to_stored(state: &PersistedState) -> StoredState {
     }
 }
 
-fn from_stored(s: StoredState) -> PersistedState {
-    PersistedState {
-        identities: s
-            .identities
-            .into_iter()
-            .map(|t| IdentityToken {
-                key: IdentityId::new(&t.workload, &t.name),
+/// The workload key saved with identity `who`'s token, if it has one. Both
+/// parts or neither; a key that cannot be rebuilt makes the file unreadable
+/// (the manager then re-signs with fresh keys).
+fn stored_key(who: &IdentityId, alg: &str, secret: &Bin) -> Result<Option<Arc<WorkloadKey>>> {
+    let corrupt = |reason: String| {
+        Error::Decode(DecodeError {
+            type_name: "identity state",
+            path: "Identities.KeySecret".into(),
+            reason: format!("identity {who}: {reason}"),
+        })
+    };
+    match (alg.is_empty(), secret.as_slice().is_empty()) {
+        (true, true) => Ok(None),
+        (false, false) => {
+            let alg = Algorithm::from_name(alg).ok_or_else(|| {
+                corrupt(format!(
+                    "KeyAlg is {:?}, expected \"EdDSA\" or \"ES256\"",
+                    crate::error::truncate_for_message(alg)
+                ))
+            })?;
+            // The error names what was wrong, never the secret.
+            WorkloadKey::from_secret(alg, secret.as_slice())
+                .map(|k| Some(Arc::new(k)))
+                .map_err(|e| corrupt(format!("its workload key cannot be rebuilt: {e}")))
+        }
+        _ => Err(corrupt(
+            "KeyAlg and KeySecret must be both set (a WIT) or both empty (a bearer token)".into(),
+        )),
+    }
+}
+
+fn from_stored(s: StoredState) -> Result<PersistedState> {
+    let identities = s
+        .identities
+        .into_iter()
+        .map(|t| {
+            let key = IdentityId::new(&t.workload, &t.name);
+            let workload_key = stored_key(&key, &t.key_alg, &t.key_secret)?;
+            Ok(IdentityToken {
+                key,
                 token: t.token,
                 kid: t.kid,
                 jwt_id: t.jwt_id,
                 issued_at: t.issued_at,
                 expires_at: (t.expires_at != 0).then_some(t.expires_at),
+                workload_key,
             })
-            .collect(),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PersistedState {
+        identities,
         secrets: s
             .secrets
             .into_iter()
@@ -212,7 +272,7 @@ fn from_stored(s: StoredState) -> PersistedState {
                 derived_from: x.derived_from,
             })
             .collect(),
-    }
+    })
 }
 
 impl IdentityDb for FileIdentityDb {
@@ -223,7 +283,7 @@ impl IdentityDb for FileIdentityDb {
         }
         ENVELOPE
             .load::<StoredState>(&path, crate::storage::atomic_file::FileAccess::OwnerOnly)
-            .map(|s| Some(from_stored(s)))
+            .and_then(|s| from_stored(s).map(Some))
     }
 
     fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()> {
@@ -234,7 +294,7 @@ impl IdentityDb for FileIdentityDb {
             + stored
                 .identities
                 .iter()
-                .map(|t| t.token.len() + 256)
+                .map(|t| t.token.len() + t.key_secret.as_slice().len() + 256)
                 .sum::<usize>()
             + stored
                 .secrets
@@ -271,6 +331,82 @@ mod tests {
         ] {
             let e = db.path(bad).unwrap_err();
             assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+    use crate::keyring::Algorithm;
+
+    fn state(key: Option<Arc<WorkloadKey>>) -> PersistedState {
+        PersistedState {
+            identities: vec![IdentityToken {
+                key: IdentityId::new("server", "vault_default"),
+                token: "h.p.s".into(),
+                kid: "key-1".into(),
+                jwt_id: "jti".into(),
+                issued_at: 1,
+                expires_at: Some(2),
+                workload_key: key,
+            }],
+            secrets: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn workload_keys_round_trip_through_the_stored_form() {
+        for alg in [Algorithm::EdDsa, Algorithm::Es256] {
+            let key = Arc::new(WorkloadKey::generate(alg).unwrap());
+            let saved = state(Some(key.clone()));
+            let stored = to_stored(&saved);
+            assert_eq!(stored.identities[0].key_alg, alg.name());
+            assert_eq!(
+                stored.identities[0].key_secret.as_slice(),
+                &key.secret()[..]
+            );
+            // Debug of the stored form shows the secret's length only.
+            let shown = format!("{stored:?}");
+            assert!(shown.contains("Bin("), "{shown}");
+            let back = from_stored(stored).unwrap();
+            assert_eq!(back, saved);
+            let restored = back.identities[0].workload_key.as_ref().unwrap();
+            assert_eq!(restored.secret(), key.secret());
+        }
+        let bearer = state(None);
+        let stored = to_stored(&bearer);
+        assert!(stored.identities[0].key_alg.is_empty());
+        assert!(stored.identities[0].key_secret.as_slice().is_empty());
+        assert_eq!(from_stored(stored).unwrap(), bearer);
+    }
+
+    #[test]
+    fn a_stored_key_that_cannot_be_rebuilt_makes_the_state_unreadable() {
+        let key = Arc::new(WorkloadKey::generate(Algorithm::EdDsa).unwrap());
+        let good = to_stored(&state(Some(key.clone())));
+        type Tamper = fn(&mut StoredToken);
+        let cases: [(&str, Tamper, &str); 4] = [
+            ("no secret", |t| t.key_secret = Bin::default(), "both set"),
+            ("no alg", |t| t.key_alg.clear(), "both set"),
+            ("RS256", |t| t.key_alg = "RS256".into(), "a workload key"),
+            (
+                "short seed",
+                |t| t.key_secret = Bin::new(vec![7; 31]),
+                "cannot be rebuilt",
+            ),
+        ];
+        for (what, tamper, why) in cases {
+            let mut stored = good.clone();
+            tamper(&mut stored.identities[0]);
+            let e = from_stored(stored).unwrap_err();
+            assert_eq!(e.code(), crate::ResultCode::DecodeError, "{what}: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(why) && msg.contains("server/vault_default"),
+                "{what}: {msg}"
+            );
+            assert!(!msg.contains(&format!("{:?}", &key.secret()[..4])));
         }
     }
 }

@@ -1,13 +1,36 @@
 //! The state machine: signing everything, renewing when due, running the
 //! token exchanges, persisting, and backing off after failures.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::{DerivedSecret, IdentityUpdate};
 use super::{EventKind, IdentityManager, IdentityToken, PersistedState, State, TokenExchange};
+use crate::claims::Claims;
 use crate::error::{Error, Result};
 use crate::issue::SignedIdentity;
+use crate::model::IssueRequest;
+use crate::pop::WorkloadKey;
 use crate::verify::decode_unverified;
+
+/// Why `claims` cannot be the WIT bound to `key`, if they cannot: its
+/// `cnf.jwk` must be the key's public half, and it must expire (a workload key
+/// is never used after its WIT, so a WIT without `exp` is refused).
+pub(super) fn binding_problem(claims: &Claims, key: &WorkloadKey) -> Option<String> {
+    if claims.confirmation.as_ref() != Some(key.proof_key()) {
+        return Some(format!(
+            "its cnf.jwk is not the public half of its {} workload key",
+            key.algorithm().name()
+        ));
+    }
+    if claims.expires_at.is_none() {
+        return Some("it is a WIT without exp".into());
+    }
+    None
+}
+
+/// One signing's workload keys, per identity (`None` for a bearer one).
+type WorkloadKeys = Vec<Option<Arc<WorkloadKey>>>;
 
 impl IdentityManager {
     /// Starts a new allocation: signs every identity at once (announced as
@@ -61,12 +84,12 @@ impl IdentityManager {
     /// exchanges that need it; on failure backs off and keeps the current tokens.
     pub(super) fn sign_all(&self, now_ms: i64) -> Result<()> {
         let now = now_ms.div_euclid(1000);
-        let signed = self
-            .inner
-            .parts
-            .signer
-            .sign(&self.inner.parts.requests, now)
-            .and_then(|v| self.check_set(v));
+        // Keys that did not make it into a stored token (the signer failed,
+        // or returned something else) are dropped here, zeroized.
+        let signed = self.requests_to_sign().and_then(|(requests, keys)| {
+            let signed = self.inner.parts.signer.sign(&requests, now)?;
+            self.check_set(signed, &requests, keys)
+        });
         let signed = match signed {
             Ok(v) => v,
             Err(e) => {
@@ -112,23 +135,62 @@ impl IdentityManager {
         persisted.and(exchanged)
     }
 
-    /// Checks a signer's answer is the whole requested set, in order.
-    fn check_set(&self, signed: Vec<SignedIdentity>) -> Result<Vec<IdentityToken>> {
-        if signed.len() != self.inner.parts.requests.len() {
+    /// The requests for one signing and the workload keys they carry: each
+    /// proof-bound identity's request gets the public half of a key made now
+    /// (a new key for every WIT; the private half never leaves this process);
+    /// the others go as configured.
+    fn requests_to_sign(&self) -> Result<(Cow<'_, [IssueRequest]>, WorkloadKeys)> {
+        let parts = &self.inner.parts;
+        let keys = self
+            .inner
+            .proof_algs
+            .iter()
+            .map(|alg| {
+                alg.map(|alg| WorkloadKey::generate(alg).map(Arc::new))
+                    .transpose()
+            })
+            .collect::<Result<WorkloadKeys>>()?;
+        if keys.iter().all(Option::is_none) {
+            return Ok((Cow::Borrowed(&parts.requests), keys));
+        }
+        let requests = parts
+            .requests
+            .iter()
+            .zip(&keys)
+            .map(|(r, k)| {
+                let mut r = r.clone();
+                r.proof_key = k.as_ref().map(|k| k.proof_key().clone());
+                r
+            })
+            .collect();
+        Ok((Cow::Owned(requests), keys))
+    }
+
+    /// Checks a signer's answer is the whole requested set, in order, each
+    /// token what its request (`requests`, as sent) asks for; attaches each
+    /// proof-bound identity's workload key to its WIT.
+    fn check_set(
+        &self,
+        signed: Vec<SignedIdentity>,
+        requests: &[IssueRequest],
+        workload_keys: WorkloadKeys,
+    ) -> Result<Vec<IdentityToken>> {
+        if signed.len() != requests.len() {
             return Err(Error::invalid(
                 "Signer",
                 "identities",
                 format!(
                     "the signer returned {} identities for {} requests: a partial set is refused",
                     signed.len(),
-                    self.inner.parts.requests.len()
+                    requests.len()
                 ),
             ));
         }
         signed
             .into_iter()
-            .zip(self.inner.keys.iter().zip(&self.inner.parts.requests))
-            .map(|(s, (key, req))| {
+            .zip(self.inner.keys.iter().zip(requests))
+            .zip(workload_keys)
+            .map(|((s, (key, req)), workload_key)| {
                 let not_it = |why: String| {
                     Error::invalid(
                         "Signer",
@@ -151,7 +213,13 @@ impl IdentityManager {
                 if let Some(why) = payload.mismatch(req) {
                     return Err(not_it(why));
                 }
-                Ok(IdentityToken::from_signed(key.clone(), s))
+                if let Some(why) = workload_key
+                    .as_deref()
+                    .and_then(|k| binding_problem(&payload, k))
+                {
+                    return Err(not_it(why));
+                }
+                Ok(IdentityToken::from_signed(key.clone(), s, workload_key))
             })
             .collect()
     }

@@ -9,6 +9,14 @@
 //! [`IdentityManager::restore`] (code in `restore.rs`); signing, renewal,
 //! exchanges and backoff are the state machine in `machine.rs`. Times are Unix
 //! milliseconds.
+//!
+//! Proof-bound identities ([`IdentityManagerBuilder::proof_of_possession`]):
+//! before every signing the manager makes a fresh workload key (Ed25519 or
+//! P-256) and sends only its public half, so each WIT has its own key; the key
+//! lives in the [`IdentityToken`] beside its WIT ([`IdentityToken::prove`] mints
+//! the proofs), is replaced with it on renewal, and is saved with it in the
+//! state file (mode 0600), which restore reuses only when the saved key is the
+//! one the WIT's `cnf.jwk` names.
 
 mod db;
 mod exchange;
@@ -24,7 +32,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
-use crate::keyring::Keyring;
+use crate::keyring::{Algorithm, Keyring};
 use crate::model::IssueRequest;
 
 pub use db::{FileIdentityDb, IdentityDb, MemoryIdentityDb, PersistedState};
@@ -100,6 +108,9 @@ pub struct IdentityManager {
 struct Inner {
     alloc_id: String,
     keys: Vec<IdentityId>,
+    /// Per identity (as `keys`): the workload key algorithm of a proof-bound
+    /// one, `None` for a bearer one.
+    proof_algs: Vec<Option<Algorithm>>,
     parts: IdentityManagerBuilder,
     state: Mutex<State>,
 }
@@ -122,9 +133,20 @@ pub struct IdentityManagerBuilder {
     exchanges: Vec<Arc<dyn TokenExchange>>,
     policy: RenewalPolicy,
     jitter: Arc<dyn Jitter>,
+    proof: Vec<(IdentityId, Algorithm)>,
 }
 
 impl IdentityManagerBuilder {
+    /// Makes `identity` proof-bound: a WIMSE workload identity token (WIT)
+    /// bound to a workload key of `alg` (`EdDsa` or `Es256`), a fresh one made
+    /// here for every WIT. The signer must be able to sign WITs (an
+    /// [`Issuer`](crate::Issuer) with a trust domain). Checked by
+    /// [`build`](IdentityManagerBuilder::build): the identity must be
+    /// requested, named once, and `alg` one of the two.
+    pub fn proof_of_possession(mut self, identity: IdentityId, alg: Algorithm) -> Self {
+        self.proof.push((identity, alg));
+        self
+    }
     /// Adds a token-exchange hook.
     pub fn exchange(mut self, hook: Arc<dyn TokenExchange>) -> Self {
         self.exchanges.push(hook);
@@ -141,8 +163,10 @@ impl IdentityManagerBuilder {
         self
     }
     /// The manager. Every request must be valid and for the same allocation,
-    /// with distinct (workload, identity) pairs; every exchange must consume one
-    /// of them.
+    /// with distinct (workload, identity) pairs and no `proof_key` (the manager
+    /// makes workload keys itself); every exchange must consume one of them;
+    /// every proof-bound identity must be one of them, named once, with an
+    /// `EdDsa` or `Es256` key.
     pub fn build(self) -> Result<IdentityManager> {
         let bad = |why: String| Error::invalid("IdentityManager", "requests", why);
         let first = self
@@ -163,7 +187,37 @@ impl IdentityManagerBuilder {
             if keys.contains(&key) {
                 return Err(bad(format!("identity {key} is requested twice")));
             }
+            if r.proof_key.is_some() {
+                // A key given here would be one the manager cannot prove with,
+                // and the same for every WIT.
+                return Err(bad(format!(
+                    "the request for identity {key} carries a ProofKey: the manager makes a fresh workload key for every WIT itself; ask for one with IdentityManagerBuilder::proof_of_possession"
+                )));
+            }
             keys.push(key);
+        }
+        let mut proof_algs = vec![None; keys.len()];
+        for (identity, alg) in &self.proof {
+            let bad_pop =
+                |why: String| Error::invalid("IdentityManager", "proof_of_possession", why);
+            if !matches!(alg, Algorithm::EdDsa | Algorithm::Es256) {
+                return Err(bad_pop(format!(
+                    "identity {identity}: a workload key cannot be {}; expected EdDSA or ES256",
+                    alg.name()
+                )));
+            }
+            let Some(slot) = keys
+                .iter()
+                .zip(proof_algs.iter_mut())
+                .find_map(|(k, slot)| (k == identity).then_some(slot))
+            else {
+                return Err(bad_pop(format!("identity {identity} is not requested")));
+            };
+            if slot.replace(*alg).is_some() {
+                return Err(bad_pop(format!(
+                    "identity {identity} is made proof-bound twice"
+                )));
+            }
         }
         for x in &self.exchanges {
             if !keys.contains(x.identity()) {
@@ -178,6 +232,7 @@ impl IdentityManagerBuilder {
             inner: Arc::new(Inner {
                 alloc_id,
                 keys,
+                proof_algs,
                 parts: self,
                 state: Mutex::new(State {
                     tokens: BTreeMap::new(),
@@ -211,6 +266,7 @@ impl IdentityManager {
             exchanges: Vec::new(),
             policy: RenewalPolicy::default(),
             jitter: Arc::new(OsJitter),
+            proof: Vec::new(),
         }
     }
 

@@ -2,11 +2,14 @@
 //!
 //! The decision table is on [`IdentityManager::restore`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::EventKind;
+use super::machine::binding_problem;
 use super::{IdentityId, IdentityManager, PersistedState, RestoreReport, State, TokenExchange};
 use crate::error::Result;
+use crate::keyring::Algorithm;
 use crate::model::IssueRequest;
 use crate::verify::check_signature;
 
@@ -26,6 +29,7 @@ impl IdentityManager {
     /// | any token no longer verifies (key removed or deprecated, bad signature) | re-sign all | `Restored` | derived anew, delivered |
     /// | any token's own claims are not what its request signs (another allocation, task or service, identity, `sub` or audience: a copied state file) | re-sign all | `Restored` | derived anew, delivered |
     /// | any saved record's `jti`, `iat` or `exp` differ from its token's | re-sign all | `Restored` | derived anew, delivered |
+    /// | a proof-bound identity's saved workload key missing, of another algorithm than configured, or not the key its WIT's `cnf.jwk` names (a swapped key); a bearer identity's token saved with a key | re-sign all (fresh keys) | `Restored` | derived anew, delivered |
     /// | any token expired or inside its renewal window | re-sign all | `Restored` | derived anew, delivered |
     /// | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty and derived from the token in use, else derived anew; delivered either way |
     ///
@@ -96,9 +100,10 @@ impl IdentityManager {
     /// Saved state is reusable only when it holds exactly the requested
     /// identities, each still verifying against the keyring, carrying the claims
     /// signing its request would give (allocation, task or service, `sub`,
-    /// audience: a state file copied from another allocation is never reused),
-    /// matching its saved record (`jti`, `iat`, `exp`), and outside its renewal
-    /// window.
+    /// audience: a state file copied from another allocation is never reused;
+    /// for a proof-bound identity a WIT whose `cnf.jwk` is its saved workload
+    /// key, of the configured algorithm), matching its saved record (`jti`,
+    /// `iat`, `exp`), and outside its renewal window.
     fn reusable(
         &self,
         saved: PersistedState,
@@ -114,10 +119,46 @@ impl IdentityManager {
         for t in &saved.identities {
             let claims = check_signature(&self.inner.parts.keyring, &t.token)
                 .map_err(|e| format!("identity {} no longer verifies: {e}", t.key))?;
-            let req = self
+            let (req, alg) = self
                 .request_of(&t.key)
                 .ok_or_else(|| format!("identity {} is not requested", t.key))?;
-            if let Some(why) = claims.mismatch(req) {
+            // What the request was when this token was signed: with the
+            // public half of its workload key, for a proof-bound identity.
+            let req = match (alg, t.workload_key.as_deref()) {
+                (None, None) => Cow::Borrowed(req),
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "identity {} is a bearer identity, but its saved token carries a workload key",
+                        t.key
+                    ));
+                }
+                (Some(_), None) => {
+                    return Err(format!(
+                        "identity {} is proof-bound, but its saved token has no workload key",
+                        t.key
+                    ));
+                }
+                (Some(alg), Some(k)) => {
+                    if k.algorithm() != alg {
+                        return Err(format!(
+                            "the saved workload key of identity {} is {}, but {} is configured",
+                            t.key,
+                            k.algorithm().name(),
+                            alg.name()
+                        ));
+                    }
+                    if let Some(why) = binding_problem(&claims, k) {
+                        return Err(format!(
+                            "the saved WIT of identity {} is not bound to its saved workload key: {why}",
+                            t.key
+                        ));
+                    }
+                    let mut req = req.clone();
+                    req.proof_key = Some(k.proof_key().clone());
+                    Cow::Owned(req)
+                }
+            };
+            if let Some(why) = claims.mismatch(&req) {
                 return Err(format!(
                     "the saved token of identity {} is not this identity's: {why}",
                     t.key
@@ -141,13 +182,12 @@ impl IdentityManager {
         Ok(saved)
     }
 
-    /// The request of identity `key`.
-    fn request_of(&self, key: &IdentityId) -> Option<&IssueRequest> {
-        self.inner
-            .keys
-            .iter()
-            .position(|k| k == key)
-            .and_then(|i| self.inner.parts.requests.get(i))
+    /// The request of identity `key`, and its workload key algorithm if it is
+    /// proof-bound.
+    fn request_of(&self, key: &IdentityId) -> Option<(&IssueRequest, Option<Algorithm>)> {
+        let i = self.inner.keys.iter().position(|k| k == key)?;
+        let req = self.inner.parts.requests.get(i)?;
+        Some((req, self.inner.proof_algs.get(i).copied().flatten()))
     }
 
     /// Exchanges whose saved secret cannot be reused: missing, empty, or

@@ -2,10 +2,12 @@
 //! derived from it, what watchers are told, and how identities are signed.
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::issue::{Issuer, SignedIdentity};
 use crate::model::IssueRequest;
+use crate::pop::{ProofOptions, WorkloadKey};
 
 /// Which identity: its task or service, and its name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,8 +42,15 @@ impl fmt::Display for IdentityId {
     }
 }
 
-/// A signed identity as the manager keeps it. `Debug` redacts the token.
-#[derive(Clone, PartialEq, Eq)]
+/// A signed identity as the manager keeps it. `Debug` redacts the token and
+/// shows of the workload key only its algorithm.
+///
+/// For a proof-bound identity (see
+/// [`IdentityManagerBuilder::proof_of_possession`](super::IdentityManagerBuilder::proof_of_possession))
+/// the token is a WIMSE workload identity token (WIT) and `workload_key` the
+/// key its `cnf.jwk` names, made for this WIT alone: [`IdentityToken::prove`]
+/// mints the proofs (WPTs) that go with it.
+#[derive(Clone)]
 pub struct IdentityToken {
     /// Which identity.
     pub key: IdentityId,
@@ -55,10 +64,18 @@ pub struct IdentityToken {
     pub issued_at: i64,
     /// Its `exp` (Unix seconds), if any.
     pub expires_at: Option<i64>,
+    /// The private key this WIT is bound to, for a proof-bound identity;
+    /// `None` for a bearer token. Shared by clones (one copy of the secret,
+    /// zeroized when the last goes); never to be used after `expires_at`.
+    pub workload_key: Option<Arc<WorkloadKey>>,
 }
 
 impl IdentityToken {
-    pub(crate) fn from_signed(key: IdentityId, s: SignedIdentity) -> IdentityToken {
+    pub(crate) fn from_signed(
+        key: IdentityId,
+        s: SignedIdentity,
+        workload_key: Option<Arc<WorkloadKey>>,
+    ) -> IdentityToken {
         IdentityToken {
             key,
             kid: s.kid.to_string(),
@@ -66,6 +83,7 @@ impl IdentityToken {
             issued_at: s.claims.issued_at.unwrap_or_default(),
             expires_at: s.claims.expires_at,
             token: s.token,
+            workload_key,
         }
     }
 
@@ -85,7 +103,80 @@ impl IdentityToken {
             i64::try_from(iat + (exp - iat) / 2).unwrap_or(i64::MAX)
         })
     }
+
+    /// Whether the token is a WIT with a workload key to prove possession of.
+    pub fn is_proof_bound(&self) -> bool {
+        self.workload_key.is_some()
+    }
+
+    /// A workload proof token (WPT) for one request to `target_uri`, bound to
+    /// this WIT and to the tokens `options` name, valid from `now` (Unix
+    /// **seconds**, as in the token's claims) for the options' lifetime; send
+    /// it in `Workload-Proof-Token` beside the WIT in `Workload-Identity-Token`.
+    ///
+    /// Refused for a bearer identity (`InvalidArgument`: it is not
+    /// proof-bound), and once the WIT has expired (`Expired` when `now >=
+    /// exp`): a workload key is never used after its WIT; take the renewed
+    /// token from the manager instead.
+    pub fn prove(&self, target_uri: &str, now: i64, options: &ProofOptions) -> Result<String> {
+        let Some(workload_key) = &self.workload_key else {
+            return Err(Error::invalid(
+                "IdentityToken",
+                "workload_key",
+                format!(
+                    "identity {} is not proof-bound: its token is a bearer token with no workload key to prove possession of (ask for a WIT with IdentityManagerBuilder::proof_of_possession)",
+                    self.key
+                ),
+            ));
+        };
+        match self.expires_at {
+            Some(exp) if now < exp => workload_key.prove(&self.token, target_uri, now, options),
+            Some(exp) => Err(Error::Expired {
+                exp,
+                now,
+                leeway_secs: 0,
+            }),
+            None => Err(Error::invalid(
+                "IdentityToken",
+                "expires_at",
+                format!(
+                    "the WIT of identity {} has no exp: a workload key is used only while its WIT lives",
+                    self.key
+                ),
+            )),
+        }
+    }
 }
+
+/// Tokens are equal when every field is; workload keys when their algorithm
+/// and public half are (the secret determines the public half).
+impl PartialEq for IdentityToken {
+    fn eq(&self, other: &IdentityToken) -> bool {
+        let IdentityToken {
+            key,
+            token,
+            kid,
+            jwt_id,
+            issued_at,
+            expires_at,
+            workload_key,
+        } = self;
+        let same_key = match (workload_key, &other.workload_key) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.algorithm() == b.algorithm() && a.proof_key() == b.proof_key(),
+            _ => false,
+        };
+        *key == other.key
+            && *token == other.token
+            && *kid == other.kid
+            && *jwt_id == other.jwt_id
+            && *issued_at == other.issued_at
+            && *expires_at == other.expires_at
+            && same_key
+    }
+}
+
+impl Eq for IdentityToken {}
 
 impl fmt::Debug for IdentityToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -99,6 +190,12 @@ impl fmt::Debug for IdentityToken {
             .field("jwt_id", &self.jwt_id)
             .field("issued_at", &self.issued_at)
             .field("expires_at", &self.expires_at)
+            // The algorithm only: never the secret (nor the public half,
+            // which is in the WIT's cnf anyway).
+            .field(
+                "workload_key",
+                &self.workload_key.as_ref().map(|k| k.algorithm()),
+            )
             .finish()
     }
 }
@@ -173,4 +270,70 @@ pub struct RestoreReport {
     pub reason: String,
     /// Exchanges whose secret was derived anew (not reused).
     pub rederived: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyring::Algorithm;
+
+    fn token(workload_key: Option<Arc<WorkloadKey>>, exp: Option<i64>) -> IdentityToken {
+        IdentityToken {
+            key: IdentityId::new("server", "vault_default"),
+            token: "h.p.s".into(),
+            kid: "key-1".into(),
+            jwt_id: "jti".into(),
+            issued_at: 1_000,
+            expires_at: exp,
+            workload_key,
+        }
+    }
+
+    #[test]
+    fn only_a_live_proof_bound_token_proves() {
+        let key = Arc::new(WorkloadKey::generate(Algorithm::EdDsa).unwrap());
+        let t = token(Some(key), Some(2_000));
+        assert!(t.is_proof_bound());
+        let wpt = t
+            .prove("https://svc.example/a", 1_999, &ProofOptions::new())
+            .unwrap();
+        assert_eq!(wpt.split('.').count(), 3);
+        for late in [2_000, i64::MAX] {
+            match t.prove("https://svc.example/a", late, &ProofOptions::new()) {
+                Err(Error::Expired {
+                    exp: 2_000, now, ..
+                }) => assert_eq!(now, late),
+                other => panic!("{other:?}"),
+            }
+        }
+        let no_exp = token(t.workload_key.clone(), None);
+        let e = no_exp
+            .prove("https://svc.example/a", 1_500, &ProofOptions::new())
+            .unwrap_err();
+        assert!(e.to_string().contains("has no exp"), "{e}");
+        let bearer = token(None, Some(2_000));
+        assert!(!bearer.is_proof_bound());
+        let e = bearer
+            .prove("https://svc.example/a", 1_500, &ProofOptions::new())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("identity server/vault_default is not proof-bound"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn equality_compares_workload_keys_and_debug_shows_only_their_algorithm() {
+        let a = Arc::new(WorkloadKey::generate(Algorithm::Es256).unwrap());
+        let b = Arc::new(WorkloadKey::generate(Algorithm::Es256).unwrap());
+        let same = Arc::new(WorkloadKey::from_secret(Algorithm::Es256, &a.secret()).unwrap());
+        assert_eq!(token(Some(a.clone()), Some(1)), token(Some(same), Some(1)));
+        assert_ne!(token(Some(a.clone()), Some(1)), token(Some(b), Some(1)));
+        assert_ne!(token(Some(a.clone()), Some(1)), token(None, Some(1)));
+        let shown = format!("{:?}", token(Some(a.clone()), Some(1)));
+        assert!(shown.contains("workload_key: Some(Es256)"), "{shown}");
+        assert!(!shown.contains(&a.proof_key().x), "{shown}");
+        assert!(!shown.contains("h.p.s"), "{shown}");
+    }
 }
