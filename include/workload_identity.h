@@ -193,6 +193,11 @@ typedef struct wid_keyring wid_keyring;
 // A verifier (opaque; reference counted).
 typedef struct wid_verifier wid_verifier;
 
+// A workload's key pair (opaque; one owner, not reference counted): made by
+// `wid_workload_key_generate`, released by `wid_workload_key_free`. Safe to
+// use from many threads at once (proving only reads it).
+typedef struct wid_workload_key wid_workload_key;
+
 // Bytes owned by the library until `wid_bytes_free`. `data` is followed by a
 // NUL byte not counted in `len`; `{NULL, 0}` is an empty value.
 typedef struct wid_bytes {
@@ -433,6 +438,120 @@ wid_result wid_keyring_save(const struct wid_keyring *kr, const char *path, size
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
 wid_result wid_keyring_load(const char *path, size_t path_len, struct wid_keyring **out);
+
+// Makes a fresh key pair for a workload from the OS's CSPRNG: `alg`
+// `WID_ALG_EDDSA` (Ed25519) or `WID_ALG_ES256` (P-256, the algorithm the
+// WIMSE drafts make mandatory). `WID_ALG_RS256` is
+// `WID_RESULT_UNSUPPORTED_ALGORITHM`, an unknown `alg`
+// `WID_RESULT_INVALID_ARGUMENT`. `*out` receives a handle to free with
+// `wid_workload_key_free`. The private key never leaves the library.
+//
+// # Safety
+// `out` must be NULL or writable.
+wid_result wid_workload_key_generate(wid_alg alg, struct wid_workload_key **out);
+
+// Releases a workload key (its private key is zeroized). NULL-safe.
+//
+// # Safety
+// `key` must be NULL or a handle from `wid_workload_key_generate` not yet
+// freed, with no call using it.
+void wid_workload_key_free(struct wid_workload_key *key);
+
+// The key's public half as a JWK with `alg`, the JSON the WIT's `cnf.jwk`
+// holds: `{"alg":"EdDSA","crv":"Ed25519","kty":"OKP","x":...}` or
+// `{"alg":"ES256","crv":"P-256","kty":"EC","x":...,"y":...}` (`x`, `y`
+// base64url). A request for a WIT carries the same members as its
+// `ProofKey` (`Alg`, `Crv`, `Kty`, `X`, `Y`; `Y` empty for Ed25519).
+//
+// # Safety
+// `key` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_workload_key_public_jwk(const struct wid_workload_key *key,
+                                       struct wid_bytes *out_json);
+
+// Makes a workload proof token (WPT, typ `wpt+jwt`) for one request to
+// `target_uri` (its query and fragment are dropped), bound to the WIT
+// `wit` (`wth`) and, when `access_token` is not NULL or empty, to that
+// access token (`ath`; the value without `Bearer `). It is valid from
+// `now_unix` for `ttl_secs` seconds (0: the default, 60; negative is
+// `WID_RESULT_INVALID_ARGUMENT`) and carries a fresh 128-bit `jti`: make one
+// per request. `*out_wpt` receives the token. A `wit` that is not UTF-8 or
+// longer than 1 MiB is `WID_RESULT_MALFORMED_TOKEN`; an empty `wit` or
+// `target_uri` `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `key` NULL or a live handle; `wit`, `target_uri` and `access_token` NULL
+// or valid for their lengths; `out_wpt` NULL or writable.
+wid_result wid_workload_key_prove(const struct wid_workload_key *key,
+                                  const char *wit,
+                                  size_t wit_len,
+                                  const char *target_uri,
+                                  size_t target_uri_len,
+                                  const char *access_token,
+                                  size_t access_token_len,
+                                  int64_t ttl_secs,
+                                  int64_t now_unix,
+                                  struct wid_bytes *out_wpt);
+
+// Signs a WIMSE workload identity token (WIT, typ `wit+jwt`) with the
+// active key of `alg` (a `WID_ALG_*`) for a msgpack `IssueRequest` that
+// carries the workload's public key (`ProofKey`, as
+// `wid_workload_key_public_jwk` gives it): `sub` is
+// `wimse://<trust_domain>/<region>/<namespace>/<job>/<group>/<task or service>/<identity>`,
+// `exp` the identity's TTL (required; at most 1 hour), `cnf.jwk` the key.
+// `trust_domain` is required (a DNS name: lower-case letters, digits, `-`
+// and `.`); `issuer` NULL or empty means no `iss`. A request without
+// `ProofKey` (use `wid_issue_alg` for a bearer token), an unusable key, a TTL
+// of 0 or a bad trust domain is `WID_RESULT_INVALID_ARGUMENT`; an unknown
+// `alg` too; an `alg` without an active key `WID_RESULT_NO_ACTIVE_KEY`.
+// `*out_token` receives the WIT. A WIT is never a bearer token: `wid_verify`
+// refuses it (`WID_RESULT_PROOF_REQUIRED`); check it with `wid_verify_proof`.
+//
+// # Safety
+// `kr` NULL or a live handle; `request_msgpack` NULL or valid for `len`
+// bytes; `issuer` and `trust_domain` NULL or valid for their lengths;
+// `out_token` NULL or writable.
+wid_result wid_issue_wit(const struct wid_keyring *kr,
+                         wid_alg alg,
+                         const uint8_t *request_msgpack,
+                         size_t len,
+                         const char *issuer,
+                         size_t issuer_len,
+                         const char *trust_domain,
+                         size_t trust_domain_len,
+                         int64_t now_unix,
+                         struct wid_bytes *out_token);
+
+// Verifies a WIT and the WPT that came with one request, at `now_unix`:
+// the WIT through the whole pipeline (`wid_verify`'s checks: signature,
+// times, audience, issuer, live allocation; it must be typ `wit+jwt` with
+// `exp` and `cnf.jwk`), then the WPT (typ `wpt+jwt`, `alg` the `cnf.jwk`'s,
+// signed by that key, `aud` the request's `target_uri` without query or
+// fragment, `exp` neither past nor too far ahead, `wth` this WIT's hash,
+// `ath` present exactly when `access_token` (NULL or empty: none) is given
+// and its hash), and finally its `jti` unseen: the verifier remembers each
+// proof until it expires, so a proof is accepted once.
+//
+// WIT failures have `wid_verify`'s codes (a WIT over the verifier's
+// `max_token_bytes` or not UTF-8 is `WID_RESULT_MALFORMED_TOKEN`, a bearer
+// token in its place `WID_RESULT_PROOF_INVALID`); WPT failures are
+// `WID_RESULT_PROOF_INVALID`, a replay `WID_RESULT_PROOF_REPLAYED`. On
+// success `*out_claims_json` (may be NULL when not wanted) receives the WIT's
+// claims as JSON, as `wid_verify` gives them, `cnf` included.
+//
+// # Safety
+// `v` NULL or a live handle; `wit`, `wpt`, `target_uri` and `access_token`
+// NULL or valid for their lengths; `out_claims_json` NULL or writable.
+wid_result wid_verify_proof(const struct wid_verifier *v,
+                            const char *wit,
+                            size_t wit_len,
+                            const char *wpt,
+                            size_t wpt_len,
+                            const char *target_uri,
+                            size_t target_uri_len,
+                            const char *access_token,
+                            size_t access_token_len,
+                            int64_t now_unix,
+                            struct wid_bytes *out_claims_json);
 
 // Creates a verifier over `kr` (shared: keys inserted or rotated later are
 // seen) for `audience` (required, non-empty), with exactly `leeway_secs` of

@@ -22,6 +22,10 @@
  *     f.ttl_ns = WID_TTL_SECONDS(3600);   // nanoseconds! 0 means no exp
  *     n = wid_encode_issue_request(&f, buf, sizeof buf);   // 0: did not fit
  *     rc = wid_issue(kr, buf, n, now, &token);
+ *
+ * For a workload identity token (wid_issue_wit), also set the proof_key_*
+ * fields to the members of the workload key's public JWK
+ * (wid_workload_key_public_jwk): "alg", "crv", "kty", "x" and "y".
  */
 #ifndef WID_REQUEST_H
 #define WID_REQUEST_H
@@ -47,6 +51,14 @@ typedef struct wid_request_fields {
     const char *const *audience; /* Identity.Audience (may be empty) */
     size_t audience_count;
     int64_t ttl_ns;              /* Identity.TTL, nanoseconds (0: no exp) */
+    /* ProofKey: the workload's public key, for wid_issue_wit(). NULL
+       proof_key_kty: no ProofKey, and the request encodes exactly as before.
+       The members of wid_workload_key_public_jwk()'s JSON, by name: */
+    const char *proof_key_alg;   /* ProofKey.Alg: "EdDSA" or "ES256" */
+    const char *proof_key_crv;   /* ProofKey.Crv: "Ed25519" or "P-256" */
+    const char *proof_key_kty;   /* ProofKey.Kty: "OKP" or "EC" */
+    const char *proof_key_x;     /* ProofKey.X (base64url) */
+    const char *proof_key_y;     /* ProofKey.Y (base64url; NULL or "" for Ed25519) */
 } wid_request_fields;
 
 typedef struct wid_mp_out {
@@ -112,12 +124,13 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_out o;
     size_t i;
     int has_job = f->parent_job_id != NULL && f->parent_job_id[0] != '\0';
+    int has_proof_key = f->proof_key_kty != NULL;
     o.buf = buf;
     o.cap = cap;
     o.len = 0;
     o.overflow = f->audience_count > 0xffff;
 
-    wid_mp_map(&o, 5);
+    wid_mp_map(&o, (uint8_t)(has_proof_key ? 6 : 5));
     wid_mp_str(&o, "Allocation");
     wid_mp_map(&o, (uint8_t)(has_job ? 5 : 4));
     wid_mp_str(&o, "ID");
@@ -146,6 +159,21 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_str(&o, f->identity_name);
     wid_mp_str(&o, "TTL");
     wid_mp_int64(&o, f->ttl_ns);
+
+    if (has_proof_key) {
+        wid_mp_str(&o, "ProofKey");
+        wid_mp_map(&o, 5);
+        wid_mp_str(&o, "Alg");
+        wid_mp_str(&o, f->proof_key_alg);
+        wid_mp_str(&o, "Crv");
+        wid_mp_str(&o, f->proof_key_crv);
+        wid_mp_str(&o, "Kty");
+        wid_mp_str(&o, f->proof_key_kty);
+        wid_mp_str(&o, "X");
+        wid_mp_str(&o, f->proof_key_x);
+        wid_mp_str(&o, "Y");
+        wid_mp_str(&o, f->proof_key_y);
+    }
 
     wid_mp_str(&o, "Region");
     wid_mp_str(&o, f->region);

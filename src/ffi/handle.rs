@@ -10,10 +10,14 @@
 //! # The safety argument, once
 //!
 //! * A pointer from [`into_raw`] points into a live `Arc<Handle<T>>` until the
-//!   caller's matching `_free` drops the last reference. The C contract of
-//!   every function is that a handle argument is NULL or such a live pointer;
-//!   using a freed handle is undefined behaviour, as in every C library, and is
-//!   not reliably detected.
+//!   caller's matching `_free` drops the last reference; one from
+//!   [`into_raw_owned`] (`wid_workload_key`, which has one owner) into a live
+//!   `Box<Handle<T>>` until its `_free` ([`free_owned`]). Each handle type is
+//!   made by exactly one of the two (`Castable::OWNED`, checked at compile
+//!   time), so its `_free` knows which it holds. The C contract of every
+//!   function is that a handle argument is NULL or such a live pointer; using
+//!   a freed handle is undefined behaviour, as in every C library, and is not
+//!   reliably detected.
 //! * [`borrow`] checks NULL, alignment and the tag before it returns a
 //!   reference. `Handle` is `repr(C)` with the tag first, so for a live handle of
 //!   *another* type the tag read stays in bounds (every handle starts with it)
@@ -43,6 +47,10 @@ pub(crate) trait Castable {
     const TAG: u64;
     /// The C type's name, for messages (`wid_keyring`).
     const NAME: &'static str;
+    /// `true` for a type handed out by [`into_raw_owned`] (a `Box`), `false`
+    /// for one handed out by [`into_raw`] (an `Arc`); checked at compile time,
+    /// so a handle can never be freed as the other kind.
+    const OWNED: bool = false;
 }
 
 /// What a handle pointer points to: the tag first (see the module docs).
@@ -55,6 +63,7 @@ struct Handle<T> {
 /// Shares `value` with C as a new handle of type `C` (one reference, released
 /// by [`free`]).
 pub(crate) fn into_raw<C: Castable>(value: C::Rust) -> *mut C {
+    const { assert!(!C::OWNED, "an owned handle type is made by into_raw_owned") };
     Arc::into_raw(Arc::new(Handle {
         tag: AtomicU64::new(C::TAG),
         value,
@@ -97,6 +106,7 @@ pub(crate) unsafe fn borrow<'a, C: Castable>(
 /// # Safety
 /// As [`borrow`]; `ptr` must not be used by the caller afterwards.
 pub(crate) unsafe fn free<C: Castable>(ptr: *const C) {
+    const { assert!(!C::OWNED, "an owned handle type is freed by free_owned") };
     // SAFETY: `ptr` is NULL or a live handle (this function's contract).
     if unsafe { borrow::<C>(ptr, "handle") }.is_err() {
         return;
@@ -109,6 +119,41 @@ pub(crate) unsafe fn free<C: Castable>(ptr: *const C) {
         arc.tag.store(DEAD, Ordering::Relaxed);
     }
     drop(arc);
+}
+
+/// Hands `value` to C as a new *owned* handle of type `C`: a `Box`, not an
+/// `Arc` (one owner, no reference count), released by [`free_owned`]. It has
+/// the same layout as a shared handle (the tag first), so [`borrow`] reads
+/// both and a handle of the wrong type is detected the same way.
+pub(crate) fn into_raw_owned<C: Castable>(value: C::Rust) -> *mut C {
+    const { assert!(C::OWNED, "a shared handle type is made by into_raw") };
+    Box::into_raw(Box::new(Handle {
+        tag: AtomicU64::new(C::TAG),
+        value,
+    }))
+    .cast()
+}
+
+/// Releases an owned handle from [`into_raw_owned`]; NULL and wrong-type
+/// handles are ignored. The tag is marked dead before the value drops.
+///
+/// # Safety
+/// `ptr` must be NULL or a live handle from this module (of any type) that
+/// no other call is using; the caller must not use it afterwards.
+pub(crate) unsafe fn free_owned<C: Castable>(ptr: *mut C) {
+    const { assert!(C::OWNED, "a shared handle type is freed by free") };
+    // SAFETY: `ptr` is NULL or a live handle (this function's contract).
+    if unsafe { borrow::<C>(ptr, "handle") }.is_err() {
+        return;
+    }
+    // SAFETY: `borrow` checked this is a live handle with C's tag; handles of
+    // type C are only ever made by `into_raw_owned` (`C::OWNED`, checked at
+    // compile time above and in `into_raw`), so this is the
+    // `Box<Handle<C::Rust>>` it leaked, and the caller gives it back here,
+    // with no call using it.
+    let owned = unsafe { Box::from_raw(ptr.cast::<Handle<C::Rust>>()) };
+    owned.tag.store(DEAD, Ordering::Relaxed);
+    drop(owned);
 }
 
 /// Fails with `NULL_ARGUMENT` when a required output is NULL: checked before

@@ -35,6 +35,7 @@ mod fuzz;
 mod handle;
 mod issue;
 mod keyring;
+mod proof;
 mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
@@ -48,6 +49,10 @@ pub use keyring::{
     wid_keyring_insert, wid_keyring_insert_alg, wid_keyring_jwks, wid_keyring_load,
     wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
     wid_keyring_rotate_alg, wid_keyring_save,
+};
+pub use proof::{
+    wid_issue_wit, wid_verify_proof, wid_workload_key, wid_workload_key_free,
+    wid_workload_key_generate, wid_workload_key_prove, wid_workload_key_public_jwk,
 };
 pub use verify::{
     wid_alloc_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,

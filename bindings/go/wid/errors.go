@@ -33,13 +33,16 @@ const (
 	ResultNoActiveKey          Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
 	ResultDuplicateKey         Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
 	ResultTokenExchangeFailed  Result = C.WID_RESULT_TOKEN_EXCHANGE_FAILED // a token-exchange hook failed (Rust manager only)
+	ResultProofRequired        Result = C.WID_RESULT_PROOF_REQUIRED        // a WIT was presented as a bearer token (see VerifyProof)
+	ResultProofInvalid         Result = C.WID_RESULT_PROOF_INVALID         // a proof of possession (WPT) failed a check
+	ResultProofReplayed        Result = C.WID_RESULT_PROOF_REPLAYED        // a proof of possession was used before
 )
 
 // resultNames is the library's own table (wid_result_name), read once: the
 // codes and their names live in one place, the Rust enum behind the C header.
 var resultNames = func() map[Result]string {
 	names := make(map[Result]string)
-	// Codes are small numbers (the header's largest is 40); 256 leaves room for
+	// Codes are small numbers (the header's largest is 52); 256 leaves room for
 	// codes added later without touching this file.
 	for r := Result(0); r < 256; r++ {
 		if n := libraryResultName(r); n != "WID_RESULT_UNKNOWN" {
@@ -129,6 +132,9 @@ var (
 	ErrNoActiveKey          = &Error{Code: ResultNoActiveKey}
 	ErrDuplicateKey         = &Error{Code: ResultDuplicateKey}
 	ErrTokenExchangeFailed  = &Error{Code: ResultTokenExchangeFailed}
+	ErrProofRequired        = &Error{Code: ResultProofRequired}
+	ErrProofInvalid         = &Error{Code: ResultProofInvalid}
+	ErrProofReplayed        = &Error{Code: ResultProofReplayed}
 )
 
 // errClosed is what methods of a closed Keyring or Verifier return: the

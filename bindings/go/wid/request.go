@@ -23,6 +23,23 @@ type IssueRequest struct {
 	Task       string            // the task name, for a task identity
 	Service    string            // the service name, for a service identity
 	Identity   *WorkloadIdentity // the identity block to sign
+
+	// ProofKey is the workload's public key when it asks for a workload
+	// identity token bound to it (Keyring.IssueWIT; see
+	// WorkloadKey.ProofKey). nil for a bearer token: omitted from the
+	// encoding, so such requests encode exactly as before.
+	ProofKey *ProofKey `codec:",omitempty"`
+}
+
+// ProofKey is a workload's public key as JWK members. In msgpack the keys
+// are the Go field names (Alg, Crv, Kty, X, Y; go-msgpack ignores json
+// tags); in JSON (a WIT's cnf.jwk, WorkloadKey.PublicJWK) the JWK names.
+type ProofKey struct {
+	Alg string `json:"alg"`         // "EdDSA" or "ES256"
+	Crv string `json:"crv"`         // "Ed25519" or "P-256"
+	Kty string `json:"kty"`         // "OKP" or "EC"
+	X   string `json:"x"`           // base64url, no padding
+	Y   string `json:"y,omitempty"` // base64url, no padding; empty for Ed25519
 }
 
 // Allocation is the part of Nomad's Allocation an identity needs.

@@ -159,33 +159,46 @@ func (v *Verifier) Close() {
 // StateStore. It returns the verified claims, or an *Error.
 func (v *Verifier) Verify(token string, now int64) (*Claims, error) {
 	var out C.wid_bytes
-	v.mu.RLock()
-	if v.v == nil {
-		v.mu.RUnlock()
-		return nil, errClosed("Verifier")
-	}
-	runtime.LockOSThread()
-	tok, tokLen := strIn(token)
-	rc := C.wid_verify(v.v, tok, tokLen, C.int64_t(now), &out)
-	var err error
-	if rc != C.WID_RESULT_OK {
-		e := &Error{Code: Result(rc), Message: lastErrorMessage()}
-		if e.Code == ResultStoreUnavailable {
-			if causes := v.state.claim(); len(causes) > 0 {
-				e.Cause = causes[len(causes)-1]
-			}
-		}
-		err = e
-	}
-	runtime.UnlockOSThread()
-	v.mu.RUnlock()
+	err := v.verifyCall(func(vp *C.wid_verifier) C.wid_result {
+		tok, tokLen := strIn(token)
+		return C.wid_verify(vp, tok, tokLen, C.int64_t(now), &out)
+	})
 	if err != nil {
 		return nil, err
 	}
-	raw := takeBytes(&out)
+	return decodeClaims(takeBytes(&out))
+}
+
+// verifyCall runs one verification call with the live handle on a locked OS
+// thread and turns a failure into an *Error carrying the library's message
+// and, for ResultStoreUnavailable, the StateStore error behind it (the
+// lookup callback ran on this thread).
+func (v *Verifier) verifyCall(f func(vp *C.wid_verifier) C.wid_result) error {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.v == nil {
+		return errClosed("Verifier")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := f(v.v)
+	if rc == C.WID_RESULT_OK {
+		return nil
+	}
+	e := &Error{Code: Result(rc), Message: lastErrorMessage()}
+	if e.Code == ResultStoreUnavailable {
+		if causes := v.state.claim(); len(causes) > 0 {
+			e.Cause = causes[len(causes)-1]
+		}
+	}
+	return e
+}
+
+// decodeClaims decodes the verified claims the library wrote as JSON.
+func decodeClaims(raw []byte) (*Claims, error) {
 	var c Claims
-	if jerr := json.Unmarshal(raw, &c); jerr != nil {
-		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the verified claims: " + jerr.Error()}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the verified claims: " + err.Error()}
 	}
 	return &c, nil
 }
@@ -290,6 +303,14 @@ type Claims struct {
 	Expires      *int64   `json:"exp,omitempty"`           // Unix seconds; nil: no expiry
 	JTI          string   `json:"jti"`
 	Issuer       string   `json:"iss,omitempty"`
+	// Confirmation is a WIT's cnf: the workload key its proofs must be made
+	// with (VerifyProof); nil in a bearer token.
+	Confirmation *Confirmation `json:"cnf,omitempty"`
+}
+
+// Confirmation is the cnf claim of a workload identity token.
+type Confirmation struct {
+	JWK *ProofKey `json:"jwk"` // the workload's public key, with its alg
 }
 
 // UnmarshalJSON accepts aud as a string or an array of strings.

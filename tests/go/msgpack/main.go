@@ -78,6 +78,19 @@ type IssueRequest struct {
 	Task       string
 	Service    string
 	Identity   *WorkloadIdentity
+	// Absent (nil) in bearer-token requests: omitempty keeps their bytes
+	// exactly as before.
+	ProofKey *ProofKey `codec:",omitempty"`
+}
+
+// ProofKey is the workload's public key a request for a workload identity
+// token (WIT) carries: JWK members under Go field names.
+type ProofKey struct {
+	Alg string
+	Crv string
+	Kty string
+	X   string
+	Y   string
 }
 
 type ConsulExposePath struct {
@@ -192,6 +205,27 @@ func serviceIssueRequest(alloc *Allocation) *IssueRequest {
 	}
 }
 
+// sampleProofKey is a P-256 public key (that of the p256-zero-uuid vector in
+// tests/vectors/p256.json, computed by Python cryptography), as a workload
+// sends it.
+func sampleProofKey() *ProofKey {
+	return &ProofKey{
+		Alg: "ES256",
+		Crv: "P-256",
+		Kty: "EC",
+		X:   "Y6bejJX5OVzmFs_wlgXJc20GiGPjQavixp0fdgkQKEo",
+		Y:   "inaCvw7j3XRbcAKrBotHiA1rL06As33rDwfAArxVjo0",
+	}
+}
+
+// proofKeyIssueRequest is the task request asking for a WIT bound to
+// sampleProofKey.
+func proofKeyIssueRequest(alloc *Allocation) *IssueRequest {
+	r := taskIssueRequest(alloc)
+	r.ProofKey = sampleProofKey()
+	return r
+}
+
 func sampleConsulExpose() *ConsulExposeConfig {
 	return &ConsulExposeConfig{
 		Paths: []ConsulExposePath{
@@ -217,6 +251,7 @@ func vectors() []vector {
 		{"issue_request_task.msgpack", taskIssueRequest(fullAllocation()), taskIssueRequest(viewAllocation())},
 		{"issue_request_service.msgpack", serviceIssueRequest(fullAllocation()), serviceIssueRequest(viewAllocation())},
 		{"consul_expose.msgpack", sampleConsulExpose(), sampleConsulExpose()},
+		{"issue_request_proof_key.msgpack", proofKeyIssueRequest(fullAllocation()), proofKeyIssueRequest(viewAllocation())},
 	}
 }
 
