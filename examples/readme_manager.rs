@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Allocation::default()
         },
         task: "server".into(),
-        proof_key: None, // Some(key) asks for a proof-bound WIT
+        proof_key: None, // see proof_of_possession for proof-bound WITs
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],
