@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # pyjwt-interop.sh -- check the C ABI against PyJWT, an independent JWT stack
 # (tests/python/pyjwt_interop.py): C-issued tokens verify with PyJWT from the
-# exported JWKS, and PyJWT-signed tokens verify through wid_verify.
+# exported JWKS, and PyJWT-signed tokens verify through wid_verify. Then proof
+# of possession through examples/pop_interop.rs (the C ABI has no proof calls):
+# our WITs and WPTs verify with PyJWT, and PyJWT's WPTs with verify_proof.
 #
 #   scripts/pyjwt-interop.sh                         # builds the library
 #   WID_LIB_DIR=/path/with/the/so scripts/pyjwt-interop.sh
+#   WID_POP_INTEROP=/path/to/pop_interop scripts/pyjwt-interop.sh  # else built here
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,8 +22,13 @@ fi
 source "$REPO_ROOT/scripts/lib.sh"
 wid_find_lib pyjwt-interop.sh
 LIB="$WID_LIB/libworkload_identity.so"
+if [ -z "${WID_POP_INTEROP:-}" ]; then
+    echo "pyjwt-interop.sh: cargo build --release --locked --example pop_interop" >&2
+    cargo build --release --locked --quiet --example pop_interop
+    WID_POP_INTEROP="$REPO_ROOT/target/release/examples/pop_interop"
+fi
 
-if python3 tests/python/pyjwt_interop.py "$LIB"; then
+if python3 tests/python/pyjwt_interop.py "$LIB" "$WID_POP_INTEROP"; then
     echo "pyjwt-interop.sh: PASS ($LIB)"
 else
     status=$?

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """pyjwt_interop.py -- check the C ABI against an independent JWT stack (PyJWT).
 
-    python3 tests/python/pyjwt_interop.py PATH/TO/libworkload_identity.so
+    python3 tests/python/pyjwt_interop.py PATH/TO/libworkload_identity.so [PATH/TO/pop_interop]
 
-(or set WID_LIB to the library's path). Needs PyPI `PyJWT` and `cryptography`.
+(or set WID_LIB to the library's path, WID_POP_INTEROP to the proof program's;
+the latter defaults to target/release/examples/pop_interop). Needs PyPI
+`PyJWT` and `cryptography`.
 
   a. Tokens minted with wid_issue verify with PyJWT from the JWKS exported by
      wid_keyring_jwks (audience checked, tampering detected, rotation keeps
@@ -23,6 +25,17 @@
      an ES256 header and kid, and the reverse); RSA keys under 2048 bits or
      with e != 65537, and wrong material/derivation pairings, are refused by
      wid_keyring_insert_alg with WID_RESULT_INVALID_ARGUMENT.
+  f. Proof of possession, through examples/pop_interop.rs (a co-process that
+     speaks JSON lines; the C ABI has no proof calls): for workload keys EdDSA
+     and ES256 and WIT signers EdDSA, ES256 and RS256, our WIT verifies with
+     PyJWT from our JWKS (typ wit+jwt, exp, aud, iss, wimse:// sub, cnf.jwk
+     with alg) and our WPT with PyJWT under PyJWK(cnf.jwk) (typ wpt+jwt, aud =
+     the target without query, exp, 128-bit jti, wth = base64url(sha256(WIT))
+     by hashlib). The reverse: PyJWT WPTs signed with a `cryptography` key
+     verify with Verifier::verify_proof for a WIT we issued for that key, once
+     (then PROOF_REPLAYED); wrong wth/aud/exp/jti/typ/header/key/alg, alg none,
+     a flipped signature bit, the WIT as its own proof and a proof shown with
+     another WIT are PROOF_INVALID.
 
 Prints `ok <name>` or `FAIL <name>: details` per check, then
 `pyjwt interop: N checks, M failed`; exits 1 on any failure.
@@ -276,12 +289,300 @@ class Runner:
         sys.stdout.flush()
 
 
+# ---- f. Proof of possession (WIT + WPT), through examples/pop_interop.rs ----
+
+POP_TRUST_DOMAIN = "nomad.example.com"
+POP_ISSUER = "https://nomad.example.com"
+POP_SUB = "wimse://nomad.example.com/global/default/web/frontend/server/vault_default"
+POP_TARGET = "https://vault.example.com/v1/auth/jwt/login"
+POP_KEY_ALGS = ("EdDSA", "ES256")
+POP_SIGNERS = ("EdDSA", "ES256", "RS256")
+# Most a WPT may be valid for by the verifier's default (max_proof_lifetime).
+POP_MAX_PROOF_LIFETIME = 300
+
+
+class PopProgram:
+    """examples/pop_interop.rs as a co-process: one JSON request per line on
+    its stdin, one JSON answer per line on its stdout."""
+
+    def __init__(self, path):
+        import subprocess
+        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+
+    def call(self, **req):
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        expect(line, "pop_interop exited (status %r) answering %r" % (self.proc.poll(), req["op"]))
+        reply = json.loads(line)
+        expect("fault" not in reply, "pop_interop %s: %s" % (req["op"], reply.get("fault")))
+        return reply
+
+    def close(self):
+        self.proc.stdin.close()
+        status = self.proc.wait(timeout=30)
+        expect(status == 0, "pop_interop exited with status %d" % status)
+
+
+def token_hash(value):
+    """base64url(SHA-256(ASCII of value)), unpadded: a WPT's wth (and ath, tth)."""
+    import hashlib
+    return b64url_encode(hashlib.sha256(value.encode("ascii")).digest())
+
+
+def decode_segment(token, i):
+    return json.loads(b64url_decode(token.split(".")[i]))
+
+
+def expect_raises(what, exc_type, fn):
+    try:
+        fn()
+    except exc_type:
+        return
+    except Exception as e:  # the wrong failure is a failure too
+        raise CheckError("%s raised %s (%s), want %s" % (what, type(e).__name__, e,
+                                                         exc_type.__name__))
+    raise CheckError("%s did not raise %s" % (what, exc_type.__name__))
+
+
+def check_wit_with_pyjwt(wit, jwks_json, signer, key_alg, now):
+    """Verifies a WIT with PyJWT from the JWKS and checks the WIT's shape; returns
+    its claims."""
+    header = jwt.get_unverified_header(wit)
+    expect(header.get("typ") == "wit+jwt", "WIT typ %r, want wit+jwt" % header.get("typ"))
+    expect(header.get("alg") == signer, "WIT alg %r, want %s" % (header.get("alg"), signer))
+    expect(set(header) == {"alg", "kid", "typ"}, "WIT header %r" % header)
+    key = pyjwk_for(jwks_json, wit)
+    claims = jwt.decode(wit, key, algorithms=[signer], audience="vault.io", issuer=POP_ISSUER,
+                        options={"require": ["exp", "iat", "sub", "aud", "iss"]})
+    expect(now < claims["exp"] <= now + 3600 + 5,
+           "WIT exp %r not within (now, now + 1 h] (now %d)" % (claims["exp"], now))
+    expect(claims["sub"].startswith("wimse://"), "WIT sub %r is not a wimse:// URI"
+           % claims["sub"])
+    expect(claims["sub"] == POP_SUB, "WIT sub %r, want %s" % (claims["sub"], POP_SUB))
+    jwk = claims.get("cnf", {}).get("jwk")
+    expect(isinstance(jwk, dict), "WIT has no cnf.jwk: %r" % claims.get("cnf"))
+    expect(jwk.get("alg") == key_alg, "cnf.jwk.alg %r, want %s" % (jwk.get("alg"), key_alg))
+    want_members = {"kty", "crv", "x", "alg"} | ({"y"} if key_alg == "ES256" else set())
+    expect(set(jwk) == want_members, "cnf.jwk members %s, want %s (public only)"
+           % (sorted(jwk), sorted(want_members)))
+    want_kty = {"EdDSA": ("OKP", "Ed25519"), "ES256": ("EC", "P-256")}[key_alg]
+    expect((jwk["kty"], jwk["crv"]) == want_kty, "cnf.jwk kty/crv %r/%r, want %r"
+           % (jwk["kty"], jwk["crv"], want_kty))
+    keyring_xs = {k.get("x") for k in json.loads(jwks_json)["keys"]}
+    expect(jwk["x"] not in keyring_xs, "cnf.jwk is one of the issuer's keys")
+    return claims
+
+
+def check_wpt_with_pyjwt(wpt, wit, cnf_jwk, key_alg, target, now):
+    """Verifies a WPT with PyJWT under the key built from the WIT's cnf.jwk;
+    returns its claims."""
+    header = jwt.get_unverified_header(wpt)
+    expect(header == {"alg": key_alg, "typ": "wpt+jwt"},
+           "WPT header %r, want exactly alg %s and typ wpt+jwt" % (header, key_alg))
+    pop_key = jwt.PyJWK(cnf_jwk)
+    expect(pop_key.algorithm_name == key_alg, "PyJWK algorithm %r" % pop_key.algorithm_name)
+    claims = jwt.decode(wpt, pop_key, algorithms=[key_alg], audience=target,
+                        options={"require": ["exp", "jti", "aud"]})
+    expect(set(claims) == {"aud", "exp", "jti", "wth"},
+           "WPT claims %s, want exactly aud, exp, jti, wth (no iss/sub/iat/nbf)"
+           % sorted(claims))
+    expect(claims["aud"] == target, "WPT aud %r, want %r" % (claims["aud"], target))
+    expect(now <= claims["exp"] <= now + POP_MAX_PROOF_LIFETIME,
+           "WPT exp %r not within [now, now + %ds] (now %d)"
+           % (claims["exp"], POP_MAX_PROOF_LIFETIME, now))
+    jti = claims["jti"]
+    expect(isinstance(jti, str) and len(jti) == 22 and len(b64url_decode(jti)) == 16,
+           "WPT jti %r is not 128 bits in base64url (22 characters)" % jti)
+    want = token_hash(wit)
+    expect(claims["wth"] == want, "WPT wth %r, want base64url(sha256(WIT)) = %r"
+           % (claims["wth"], want))
+    # The same WPT under another target, or tampered, fails in PyJWT.
+    expect_raises("PyJWT decode with another audience", jwt.InvalidAudienceError,
+                  lambda: jwt.decode(wpt, pop_key, algorithms=[key_alg],
+                                     audience="https://consul.example.com/v1/acl/login"))
+    expect_raises("PyJWT decode of a WPT with a flipped signature bit",
+                  jwt.InvalidSignatureError,
+                  lambda: jwt.decode(tamper_signature(wpt), pop_key, algorithms=[key_alg],
+                                     audience=target))
+    return claims
+
+
+def python_jwk(priv, alg):
+    """The public JWK (with alg) of a cryptography private key, by hand."""
+    pub = priv.public_key()
+    if alg == "EdDSA":
+        raw = pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return {"kty": "OKP", "crv": "Ed25519", "x": b64url_encode(raw), "alg": "EdDSA"}
+    nums = pub.public_numbers()
+    return {"kty": "EC", "crv": "P-256", "x": b64url_encode(nums.x.to_bytes(32, "big")),
+            "y": b64url_encode(nums.y.to_bytes(32, "big")), "alg": "ES256"}
+
+
+def python_key(alg):
+    return Ed25519PrivateKey.generate() if alg == "EdDSA" else ec.generate_private_key(
+        ec.SECP256R1())
+
+
+def python_wpt(priv, alg, wit, target=POP_TARGET, now=None, headers=None, **over):
+    """A WPT made by PyJWT with a cryptography key."""
+    now = int(time.time()) if now is None else now
+    claims = {"aud": target, "exp": now + 60, "jti": b64url_encode(os.urandom(16)),
+              "wth": token_hash(wit)}
+    claims.update(over)
+    claims = {k: v for k, v in claims.items() if v is not None}
+    return jwt.encode(claims, priv, algorithm=alg,
+                      headers=headers if headers is not None else {"typ": "wpt+jwt"})
+
+
+def pop_checks(r, state, program_path):
+    """Section f: WITs and WPTs across implementations."""
+    prog = {}
+
+    def f_start():
+        expect(program_path and os.path.isfile(program_path),
+               "the proof interop program %r is missing; build it with "
+               "`cargo build --release --locked --example pop_interop` (scripts/pyjwt-interop.sh "
+               "does)" % program_path)
+        prog["p"] = PopProgram(program_path)
+
+    r.run("f0 start examples/pop_interop (%s)" % program_path, f_start)
+    if "p" not in prog:
+        return
+    p = prog["p"]
+
+    def f_ours_verify_in_pyjwt(key_alg, signer):
+        # The target carries a query and fragment: the WPT's aud must drop them.
+        out = p.call(op="emit", key=key_alg, signer=signer, target=POP_TARGET + "?role=web#x")
+        now = int(time.time())
+        wit, wpt = out["wit"], out["wpt"]
+        wit_claims = check_wit_with_pyjwt(wit, out["jwks"], signer, key_alg, now)
+        cnf_jwk = wit_claims["cnf"]["jwk"]
+        check_wpt_with_pyjwt(wpt, wit, cnf_jwk, key_alg, POP_TARGET, now)
+        # The WIT's issuer key is not the proof key: PyJWT refuses the WPT under it.
+        issuer_key = pyjwk_for(out["jwks"], wit)
+        if issuer_key.algorithm_name == key_alg:
+            expect_raises("PyJWT decode of the WPT under the WIT's signing key",
+                          jwt.InvalidSignatureError,
+                          lambda: jwt.decode(wpt, issuer_key, algorithms=[key_alg],
+                                             audience=POP_TARGET))
+        # And the pair is genuine for our verifier too: once.
+        got = p.call(op="verify_proof", wit=wit, wpt=wpt, target=POP_TARGET)
+        expect(got.get("ok") is True, "our verify_proof refused it: %r" % got)
+        again = p.call(op="verify_proof", wit=wit, wpt=wpt, target=POP_TARGET)
+        expect(again.get("code") == "WID_RESULT_PROOF_REPLAYED",
+               "replayed: %r, want WID_RESULT_PROOF_REPLAYED" % again)
+        state["tokens_checked"] = state.get("tokens_checked", 0) + 2
+
+    for key_alg in POP_KEY_ALGS:
+        for signer in POP_SIGNERS:
+            r.run("f1 %s-signed WIT verifies with PyJWT from the JWKS (typ wit+jwt, exp, aud, "
+                  "wimse:// sub, cnf.jwk with alg); its %s WPT verifies with PyJWT under "
+                  "PyJWK(cnf.jwk) (typ wpt+jwt, aud, exp, 128-bit jti, wth = sha256(WIT))"
+                  % (signer, key_alg),
+                  lambda k=key_alg, s=signer: f_ours_verify_in_pyjwt(k, s))
+
+    def f_pyjwt_wpt_verifies(key_alg, signer):
+        priv = python_key(key_alg)
+        jwk = python_jwk(priv, key_alg)
+        if key_alg == "ES256":
+            # PyJWT's own JWK export agrees with ours.
+            exported = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(priv.public_key()))
+            expect((exported["x"], exported["y"]) == (jwk["x"], jwk["y"]),
+                   "PyJWT to_jwk %r vs %r" % (exported, jwk))
+        wit = p.call(op="issue", jwk=jwk, signer=signer)["wit"]
+        jwks = p.call(op="jwks")["jwks"]
+        now = int(time.time())
+        claims = check_wit_with_pyjwt(wit, jwks, signer, key_alg, now)
+        expect(claims["cnf"]["jwk"] == jwk, "cnf.jwk %r, want the Python key %r"
+               % (claims["cnf"]["jwk"], jwk))
+        wpt = python_wpt(priv, key_alg, wit)
+        expect(jwt.get_unverified_header(wpt) == {"alg": key_alg, "typ": "wpt+jwt"},
+               "PyJWT WPT header %r" % jwt.get_unverified_header(wpt))
+        got = p.call(op="verify_proof", wit=wit, wpt=wpt, target=POP_TARGET + "?q=1")
+        expect(got.get("ok") is True, "our verify_proof refused PyJWT's WPT: %r" % got)
+        expect(got["jti"] == jwt.decode(wpt, options={"verify_signature": False})["jti"]
+               and got["sub"] == POP_SUB, "verified %r" % got)
+        again = p.call(op="verify_proof", wit=wit, wpt=wpt, target=POP_TARGET)
+        expect(again.get("code") == "WID_RESULT_PROOF_REPLAYED",
+               "replayed: %r, want WID_RESULT_PROOF_REPLAYED" % again)
+        state["tokens_checked"] = state.get("tokens_checked", 0) + 1
+        state.setdefault("py_wits", {})[key_alg] = (priv, wit)
+
+    for key_alg in POP_KEY_ALGS:
+        for signer in POP_SIGNERS:
+            r.run("f2 PyJWT %s WPT (cryptography key) for our %s-signed WIT whose cnf.jwk is "
+                  "that key verifies with verify_proof, once" % (key_alg, signer),
+                  lambda k=key_alg, s=signer: f_pyjwt_wpt_verifies(k, s))
+
+    def f_pyjwt_wpt_refused(key_alg):
+        priv, wit = state["py_wits"][key_alg]
+        other_alg = "ES256" if key_alg == "EdDSA" else "EdDSA"
+        other_wit = p.call(op="issue", jwk=python_jwk(python_key(key_alg), key_alg),
+                           signer="EdDSA")["wit"]
+        now = int(time.time())
+        h, pl, _ = python_wpt(priv, key_alg, wit).split(".")
+        cases = [
+            ("wth of another WIT", python_wpt(priv, key_alg, wit, wth=token_hash(other_wit))),
+            ("no wth", python_wpt(priv, key_alg, wit, wth=None)),
+            ("aud another target", python_wpt(priv, key_alg, wit,
+                                              target="https://consul.example.com/")),
+            ("aud with the query kept", python_wpt(priv, key_alg, wit,
+                                                   target=POP_TARGET + "?q=1")),
+            ("expired an hour ago", python_wpt(priv, key_alg, wit, now=now - 3600)),
+            ("exp an hour ahead", python_wpt(priv, key_alg, wit, exp=now + 3600)),
+            ("no jti", python_wpt(priv, key_alg, wit, jti=None)),
+            ("typ JWT", python_wpt(priv, key_alg, wit, headers={"typ": "JWT"})),
+            ("a kid in the header", python_wpt(priv, key_alg, wit,
+                                               headers={"typ": "wpt+jwt", "kid": "k"})),
+            ("signed by another %s key" % key_alg,
+             python_wpt(python_key(key_alg), key_alg, wit)),
+            ("%s under a %s cnf.jwk" % (other_alg, key_alg),
+             python_wpt(python_key(other_alg), other_alg, wit)),
+            ("alg none", jwt.encode({"aud": POP_TARGET, "exp": now + 60,
+                                     "jti": b64url_encode(os.urandom(16)),
+                                     "wth": token_hash(wit)}, None, algorithm="none",
+                                    headers={"typ": "wpt+jwt"})),
+            ("flipped signature bit", tamper_signature(python_wpt(priv, key_alg, wit))),
+            ("the WIT as its own proof", wit),
+        ]
+        problems = []
+        for label, wpt in cases:
+            got = p.call(op="verify_proof", wit=wit, wpt=wpt, target=POP_TARGET)
+            if got.get("ok") is not False or got.get("code") != "WID_RESULT_PROOF_INVALID":
+                problems.append("%s: %r, want WID_RESULT_PROOF_INVALID" % (label, got))
+            else:
+                print("    %s: %s" % (label, got["error"]))
+        # The proof of one WIT with another WIT (the other WIT's key did not sign it).
+        got = p.call(op="verify_proof", wit=other_wit, wpt=python_wpt(priv, key_alg, wit),
+                     target=POP_TARGET)
+        if got.get("code") != "WID_RESULT_PROOF_INVALID":
+            problems.append("a proof presented with another WIT: %r" % got)
+        # Nothing above was remembered: a fresh genuine proof still passes.
+        got = p.call(op="verify_proof", wit=wit, wpt=python_wpt(priv, key_alg, wit),
+                     target=POP_TARGET)
+        if got.get("ok") is not True:
+            problems.append("a genuine proof after the refusals: %r" % got)
+        expect(not problems, "; ".join(problems))
+
+    for key_alg in POP_KEY_ALGS:
+        r.run("f3 PyJWT %s WPTs that must fail (wth, aud, exp, jti, typ, header, key, alg, none, "
+              "signature, WIT as WPT, another WIT) -> PROOF_INVALID" % key_alg,
+              lambda k=key_alg: f_pyjwt_wpt_refused(k))
+
+    r.run("f4 pop_interop exits cleanly", p.close)
+
+
 def main(argv):
     lib_path = argv[1] if len(argv) > 1 else os.environ.get("WID_LIB")
     if not lib_path:
-        print("usage: pyjwt_interop.py PATH/TO/libworkload_identity.so (or WID_LIB=...)",
+        print("usage: pyjwt_interop.py PATH/TO/libworkload_identity.so [PATH/TO/pop_interop] "
+              "(or WID_LIB=..., WID_POP_INTEROP=...)",
               file=sys.stderr)
         return 2
+    pop_program = (argv[2] if len(argv) > 2 else os.environ.get("WID_POP_INTEROP")
+                   or str(REPO_ROOT / "target/release/examples/pop_interop"))
     lib = load_library(lib_path)
     wid = Wid(lib)
     r = Runner()
@@ -923,6 +1224,8 @@ def main(argv):
 
     r.run("e5 insert_alg refuses RSA-1024, e=3, wrong material/derivation pairings, unknown alg "
           "-> INVALID_ARGUMENT, keyring unchanged", e_bad_keys)
+
+    pop_checks(r, state, pop_program)
 
     print("pyjwt interop: tokens verified across implementations: %d"
           % state.get("tokens_checked", 0))
