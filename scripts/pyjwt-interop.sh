@@ -2,7 +2,7 @@
 # pyjwt-interop.sh -- check the C ABI against PyJWT, an independent JWT stack
 # (tests/python/pyjwt_interop.py): C-issued tokens verify with PyJWT from the
 # exported JWKS, and PyJWT-signed tokens verify through wid_verify. Then proof
-# of possession through examples/pop_interop.rs (the C ABI has no proof calls):
+# of possession through examples/pop_interop.rs (the Rust API, not the C ABI):
 # our WITs and WPTs verify with PyJWT, and PyJWT's WPTs with verify_proof.
 #
 #   scripts/pyjwt-interop.sh                         # builds the library

@@ -26,7 +26,8 @@ the latter defaults to target/release/examples/pop_interop). Needs PyPI
      with e != 65537, and wrong material/derivation pairings, are refused by
      wid_keyring_insert_alg with WID_RESULT_INVALID_ARGUMENT.
   f. Proof of possession, through examples/pop_interop.rs (a co-process that
-     speaks JSON lines; the C ABI has no proof calls): for workload keys EdDSA
+     speaks JSON lines and calls the Rust API, WorkloadKey, Issuer and
+     Verifier::verify_proof, directly): for workload keys EdDSA
      and ES256 and WIT signers EdDSA, ES256 and RS256, our WIT verifies with
      PyJWT from our JWKS (typ wit+jwt, exp, aud, iss, wimse:// sub, cnf.jwk
      with alg) and our WPT with PyJWT under PyJWK(cnf.jwk) (typ wpt+jwt, aud =
