@@ -31,7 +31,7 @@ summary=()
 for t in "${targets[@]}"; do
     mkdir -p "$work/$t"
     dict=()
-    case "$t" in jwt_decode | verify | verify_algorithms | jwks_import) dict=(-dict=dict/jwt.dict) ;; esac
+    case "$t" in jwt_decode | verify | verify_algorithms | verify_proof | jwks_import) dict=(-dict=dict/jwt.dict) ;; esac
     echo "== fuzz $t for ${seconds}s"
     log="$work/$t.log"
     if ! cargo fuzz run -s none "$t" "$work/$t" "corpus/$t" -- \
@@ -60,7 +60,9 @@ for t in "${targets[@]}"; do
         cp "${found[@]:0:200}" "$work/all/$t/"
     fi
 done
-for t in jwt_decode verify msgpack_decode jwks_import keystore_load issue_request ffi; do mkdir -p "$work/all/$t"; done
+# The replay reads every target's directory, fuzzed this run or not.
+mapfile -t all_targets < <(cd fuzz && cargo fuzz list)
+for t in "${all_targets[@]}"; do mkdir -p "$work/all/$t"; done
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
     --error-exitcode=1 target/release/examples/replay_corpus "$work/all" >/dev/null
 summary+=("valgrind: corpus replay clean (no memory errors, no definite leaks)")

@@ -8,7 +8,7 @@ use workload_identity::fuzzing;
 fn every_corpus_input_replays_cleanly() {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus"));
     let counts = fuzzing::replay_corpora(root).unwrap();
-    assert_eq!(counts.len(), 8);
+    assert_eq!(counts.len(), 9);
     for (name, n) in counts {
         assert!(n > 0, "fuzz/corpus/{name} has no seed inputs");
     }
@@ -88,4 +88,64 @@ fn the_es256_and_rs256_seeds_reach_acceptance_and_confusion_is_refused() {
     let text = String::from_utf8(read("jwks_import/three-algorithms")).unwrap();
     let (kr, report) = workload_identity::Keyring::from_jwks(&text).unwrap();
     assert_eq!((report.imported.len(), kr.algorithms().len()), (3, 3));
+}
+
+#[test]
+fn the_verify_proof_seeds_reach_acceptance_and_near_misses_are_refused() {
+    // Each seed, fresh and as committed, gets its verdict: the genuine proofs
+    // in every input shape are accepted (so the target reaches the accepting
+    // path and its genuineness checks), the near misses refused. The WITs are
+    // fixed, so a committed WPT keeps its wth; `WID_BLESS=1` rewrites the
+    // seeds after a deliberate change to them.
+    let dir = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/corpus/verify_proof"
+    ));
+    let bless = std::env::var_os("WID_BLESS").is_some();
+    let seeds = fuzzing::verify_proof_seeds();
+    assert!(seeds.iter().filter(|(_, _, ok)| *ok).count() >= 8);
+    assert!(seeds.iter().filter(|(_, _, ok)| !*ok).count() >= 6);
+    for (name, fresh, accepted) in seeds {
+        assert_eq!(fuzzing::verify_proof(&fresh), accepted, "fresh seed {name}");
+        let path = dir.join(name);
+        if bless {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; `WID_BLESS=1 cargo test --features fuzzing --test fuzz_corpus` writes it",
+                path.display()
+            )
+        });
+        assert_eq!(
+            fuzzing::verify_proof(&committed),
+            accepted,
+            "committed seed {name} (stale? WID_BLESS=1 rewrites it)"
+        );
+    }
+}
+
+#[test]
+fn every_one_bit_change_of_a_genuine_proof_is_refused() {
+    // Shape 0: the rest is the WPT for the EdDSA workload key's WIT. The
+    // genuine proof passes; flipping any one bit of it (header, claims,
+    // signature, the dots) never does.
+    let seeds = fuzzing::verify_proof_seeds();
+    let (_, seed, _) = seeds
+        .iter()
+        .find(|(name, _, _)| *name == "wpt-eddsa")
+        .unwrap();
+    assert!(fuzzing::verify_proof(seed));
+    let mut accepted = Vec::new();
+    for i in 1..seed.len() {
+        for bit in [0x01, 0x20] {
+            let mut m = seed.clone();
+            m[i] ^= bit;
+            if fuzzing::verify_proof(&m) {
+                accepted.push((i, bit));
+            }
+        }
+    }
+    assert!(accepted.is_empty(), "accepted after flipping {accepted:?}");
 }
