@@ -60,6 +60,29 @@ impl<'a> Scan<'a> {
         Some(v)
     }
 
+    /// The rest of `"cnf":{"jwk":{"kty":...}}` after `"kty":`, as our
+    /// serializer writes it: `kty`, `crv`, `x`, `y` (P-256 only), `alg`.
+    fn proof_key(&mut self) -> Option<crate::model::ProofKey> {
+        let kty = self.string()?;
+        self.expect(br#","crv":"#)?;
+        let crv = self.string()?;
+        self.expect(br#","x":"#)?;
+        let x = self.string()?;
+        let y = self
+            .optional(br#","y":"#, Scan::string)?
+            .unwrap_or_default();
+        self.expect(br#","alg":"#)?;
+        let alg = self.string()?;
+        self.expect(b"}}")?;
+        Some(crate::model::ProofKey {
+            alg,
+            crv,
+            kty,
+            x,
+            y,
+        })
+    }
+
     /// `"s"` or `["s1","s2",...]`.
     fn audience(&mut self) -> Option<Vec<String>> {
         if !self.eat(b"[") {
@@ -112,6 +135,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
     s.expect(br#","jti":"#)?;
     let jwt_id = s.string()?;
     let issuer = s.optional(br#","iss":"#, Scan::string)?;
+    let confirmation = s.optional(br#","cnf":{"jwk":{"kty":"#, Scan::proof_key)?;
     s.expect(b"}")?;
     if !s.rest.is_empty() {
         return None;
@@ -129,7 +153,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
         expires_at,
         jwt_id,
         issuer,
-        confirmation: None,
+        confirmation,
     })
 }
 
@@ -156,9 +180,16 @@ mod tests {
                 proptest::option::of(-5i64..4_000_000_000),
             ),
             (s(), proptest::option::of(s())),
+            proptest::option::of((s(), s(), s(), s(), s())),
         )
             .prop_map(
-                |((ns, job, alloc, work, is_task), (sub, aud), (iat, nbf, exp), (jti, iss))| {
+                |(
+                    (ns, job, alloc, work, is_task),
+                    (sub, aud),
+                    (iat, nbf, exp),
+                    (jti, iss),
+                    cnf,
+                )| {
                     Claims {
                         namespace: ns,
                         job_id: job,
@@ -172,7 +203,13 @@ mod tests {
                         expires_at: exp,
                         jwt_id: jti,
                         issuer: iss,
-                        confirmation: None,
+                        confirmation: cnf.map(|(alg, crv, kty, x, y)| crate::model::ProofKey {
+                            alg,
+                            crv,
+                            kty,
+                            x,
+                            y,
+                        }),
                     }
                 },
             )
@@ -220,6 +257,15 @@ mod tests {
         let c = parse(ours).unwrap();
         assert_eq!(Some(&c), serde_parse(ours).as_ref());
         assert_eq!(c.audience, ["vault.io", "consul.io"]);
+        // A WIT's claims, with cnf (P-256 and Ed25519 forms), take the scan too.
+        for wit in [
+            &br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"wimse://t/x","exp":5,"jti":"j","cnf":{"jwk":{"kty":"EC","crv":"P-256","x":"X","y":"Y","alg":"ES256"}}}"#[..],
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"wimse://t/x","exp":5,"jti":"j","cnf":{"jwk":{"kty":"OKP","crv":"Ed25519","x":"X","alg":"EdDSA"}}}"#,
+        ] {
+            let fast = parse(wit).unwrap();
+            assert!(fast.confirmation.is_some());
+            assert_eq!(Some(fast), serde_parse(wit));
+        }
         for declined in [
             // whitespace, another order, an unknown claim, an escape, a float,
             // a leading zero, a negative date, trailing bytes, a duplicate
@@ -232,6 +278,9 @@ mod tests {
             br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","exp":-1,"jti":"j"}"#,
             br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j"} "#,
             br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","jti":"k"}"#,
+            // cnf with a private member, or another member order
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","cnf":{"jwk":{"kty":"OKP","crv":"Ed25519","x":"X","alg":"EdDSA","d":"D"}}}"#,
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","cnf":{"jwk":{"crv":"Ed25519","kty":"OKP","x":"X","alg":"EdDSA"}}}"#,
             b"{\"nomad_namespace\":\"\xff\",\"nomad_job_id\":\"w\",\"nomad_allocation_id\":\"a\",\"sub\":\"s\",\"jti\":\"j\"}",
         ] {
             assert_eq!(parse(declined), None, "{}", String::from_utf8_lossy(declined));
