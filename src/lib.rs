@@ -102,6 +102,8 @@ mod pop;
 mod remote_jwks;
 mod state;
 mod storage;
+#[cfg(any(feature = "etcd", feature = "remote-jwks"))]
+mod tls_pem;
 mod verify;
 
 /// The README's example runs as a doctest.

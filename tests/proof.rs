@@ -73,6 +73,18 @@ fn wit(w: &World, key: &WorkloadKey, alg: Algorithm) -> String {
         .token
 }
 
+/// The error `v` refuses a proof with (a panic if it accepts it).
+fn refused(
+    v: &Verifier,
+    wit: &str,
+    wpt: &str,
+    req: &ProofRequest,
+    now: i64,
+) -> workload_identity::Error {
+    v.verify_proof(wit, wpt, req, now)
+        .expect_err("the proof should have been refused")
+}
+
 fn code(r: workload_identity::Error) -> ResultCode {
     r.code()
 }
@@ -140,10 +152,7 @@ fn a_replayed_proof_is_refused() {
     let wpt = key.prove(&wit, TARGET, NOW, &ProofOptions::new()).unwrap();
     let req = ProofRequest::new(TARGET);
     w.verifier.verify_proof(&wit, &wpt, &req, NOW).unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &req, NOW + 5)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &wpt, &req, NOW + 5);
     assert_eq!(code(e), ResultCode::ProofReplayed);
     // A fresh proof for the same WIT is fine.
     let again = key
@@ -193,10 +202,7 @@ fn a_proof_for_another_audience_is_refused() {
             &ProofOptions::new(),
         )
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("aud"), "{e}");
 }
@@ -211,19 +217,13 @@ fn a_stolen_wit_with_a_proof_from_another_key_is_refused() {
     let wpt = thief
         .prove(&wit, TARGET, NOW, &ProofOptions::new())
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("signature"), "{e}");
     // Another algorithm's key: refused by alg before any signature check.
     let p256 = WorkloadKey::generate(Algorithm::Es256).unwrap();
     let wpt = p256.prove(&wit, TARGET, NOW, &ProofOptions::new()).unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("cnf.jwk.alg"), "{e}");
 }
@@ -241,10 +241,7 @@ fn a_wit_whose_cnf_was_changed_fails_its_signature() {
     let wpt = thief
         .prove(&forged, TARGET, NOW, &ProofOptions::new())
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&forged, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &forged, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::BadSignature, "{e}");
 }
 
@@ -262,10 +259,13 @@ fn an_expired_proof_within_a_valid_wit_is_refused_and_so_is_one_too_far_ahead() 
         )
         .unwrap();
     // exp NOW+30, leeway 60: fine at NOW+90, expired at NOW+91.
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &ProofRequest::new(TARGET), NOW + 91)
-        .unwrap_err();
+    let e = refused(
+        &w.verifier,
+        &wit,
+        &wpt,
+        &ProofRequest::new(TARGET),
+        NOW + 91,
+    );
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("expired"), "{e}");
     w.verifier
@@ -279,10 +279,7 @@ fn an_expired_proof_within_a_valid_wit_is_refused_and_so_is_one_too_far_ahead() 
             &ProofOptions::new().ttl(Duration::from_secs(3600)),
         )
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &long, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &long, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("too far ahead"), "{e}");
 }
@@ -337,9 +334,7 @@ fn a_wit_is_never_a_bearer_token_and_a_proof_verifier_takes_no_bearer_token() {
     let wpt = key
         .prove(&bearer, TARGET, NOW, &ProofOptions::new())
         .unwrap();
-    let e = strict
-        .verify_proof(&bearer, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&strict, &bearer, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid, "{e}");
     // The real thing passes the strict verifier.
     let wpt = key.prove(&wit, TARGET, NOW, &ProofOptions::new()).unwrap();
@@ -358,31 +353,23 @@ fn swapped_hashes_are_refused() {
     let wpt = key
         .prove(&wit_a, TARGET, NOW, &ProofOptions::new())
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit_b, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit_b, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("wth"), "{e}");
 
     // ath: the proof binds one access token, the request carries another.
     let opts = ProofOptions::new().access_token("token-one");
     let wpt = key.prove(&wit_a, TARGET, NOW, &opts).unwrap();
-    let e = w
-        .verifier
-        .verify_proof(
-            &wit_a,
-            &wpt,
-            &ProofRequest::new(TARGET).access_token("token-two"),
-            NOW,
-        )
-        .unwrap_err();
+    let e = refused(
+        &w.verifier,
+        &wit_a,
+        &wpt,
+        &ProofRequest::new(TARGET).access_token("token-two"),
+        NOW,
+    );
     assert!(e.to_string().contains("ath"), "{e}");
     // ... or none at all; or the request carries one the proof does not bind.
-    let e = w
-        .verifier
-        .verify_proof(&wit_a, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit_a, &wpt, &ProofRequest::new(TARGET), NOW);
     assert!(
         e.to_string().contains("carries no an access token") || e.to_string().contains("ath"),
         "{e}"
@@ -390,15 +377,13 @@ fn swapped_hashes_are_refused() {
     let plain = key
         .prove(&wit_a, TARGET, NOW, &ProofOptions::new())
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(
-            &wit_a,
-            &plain,
-            &ProofRequest::new(TARGET).access_token("token-one"),
-            NOW,
-        )
-        .unwrap_err();
+    let e = refused(
+        &w.verifier,
+        &wit_a,
+        &plain,
+        &ProofRequest::new(TARGET).access_token("token-one"),
+        NOW,
+    );
     assert!(e.to_string().contains("no ath"), "{e}");
     // The right one passes, and tth likewise.
     let wpt = key
@@ -424,20 +409,15 @@ fn swapped_hashes_are_refused() {
             &ProofOptions::new().other_token("X-Extra", " v1 "),
         )
         .unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit_a, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit_a, &wpt, &ProofRequest::new(TARGET), NOW);
     assert!(e.to_string().contains("oth"), "{e}");
-    let e = w
-        .verifier
-        .verify_proof(
-            &wit_a,
-            &wpt,
-            &ProofRequest::new(TARGET).other_token("x-extra", "v2"),
-            NOW,
-        )
-        .unwrap_err();
+    let e = refused(
+        &w.verifier,
+        &wit_a,
+        &wpt,
+        &ProofRequest::new(TARGET).other_token("x-extra", "v2"),
+        NOW,
+    );
     assert!(e.to_string().contains("oth"), "{e}");
     w.verifier
         .verify_proof(
@@ -458,10 +438,7 @@ fn a_dead_workload_cannot_prove_anything() {
     alloc.client_status = "complete".into();
     w.store.upsert(&alloc);
     let wpt = key.prove(&wit, TARGET, NOW, &ProofOptions::new()).unwrap();
-    let e = w
-        .verifier
-        .verify_proof(&wit, &wpt, &ProofRequest::new(TARGET), NOW)
-        .unwrap_err();
+    let e = refused(&w.verifier, &wit, &wpt, &ProofRequest::new(TARGET), NOW);
     assert_eq!(e.code(), ResultCode::AllocationTerminal, "{e}");
     assert_eq!(
         w.verifier.proofs_remembered(NOW),

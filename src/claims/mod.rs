@@ -61,34 +61,29 @@ pub struct Claims {
 
 /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
 fn subject_for(req: &IssueRequest, workload: Workload<'_>) -> String {
-    let a = &req.allocation;
-    format!(
-        "{}:{}:{}:{}:{}:{}",
-        req.region,
-        a.namespace,
-        a.identity_job_id(),
-        a.task_group,
-        workload.name(),
-        req.identity.name
-    )
+    subject_parts(req, workload).join(":")
 }
 
 /// The WIMSE workload identifier for `req` in trust domain `td`: the same six
 /// parts as `sub`, as path segments of a `wimse://` URI.
 pub(crate) fn workload_uri(td: &str, req: &IssueRequest) -> crate::error::Result<String> {
     let workload = req.workload()?;
+    Ok(crate::pop::workload_uri(td, &subject_parts(req, workload)))
+}
+
+/// The six parts of a subject: region, namespace, job, group, task or
+/// service, identity name.
+fn subject_parts<'a>(req: &'a IssueRequest, workload: Workload<'a>) -> [&'a str; 6] {
     let a = &req.allocation;
-    Ok(crate::pop::workload_uri(
-        td,
-        &[
-            &req.region,
-            &a.namespace,
-            a.identity_job_id(),
-            &a.task_group,
-            workload.name(),
-            &req.identity.name,
-        ],
-    ))
+    let (Workload::Task(name) | Workload::Service(name)) = workload;
+    [
+        &req.region,
+        &a.namespace,
+        a.identity_job_id(),
+        &a.task_group,
+        name,
+        &req.identity.name,
+    ]
 }
 
 impl Claims {
@@ -180,20 +175,15 @@ impl Claims {
                 }
             }
             Some(key) => {
-                // The trust domain is the issuer's; the path is the request's.
-                let path = crate::pop::workload_uri(
-                    "",
-                    &[
-                        &req.region,
-                        &a.namespace,
-                        a.identity_job_id(),
-                        &a.task_group,
-                        workload.name(),
-                        &req.identity.name,
-                    ],
-                );
+                // The trust domain is the issuer's (any valid one: the
+                // manager does not know it); the path is the request's.
+                let path = crate::pop::workload_uri("", &subject_parts(req, workload));
                 let path = path.trim_start_matches("wimse://");
-                if !(self.subject.starts_with("wimse://") && self.subject.ends_with(path)) {
+                let td = self
+                    .subject
+                    .strip_prefix("wimse://")
+                    .and_then(|rest| rest.strip_suffix(path));
+                if td.is_none_or(|td| crate::pop::trust_domain_problem(td).is_some()) {
                     return differs(
                         "sub",
                         &self.subject,
@@ -468,6 +458,53 @@ mod tests {
 
     fn parse(json: &str) -> Result<Claims, serde_json::Error> {
         serde_json::from_str(json)
+    }
+
+    #[test]
+    fn a_wit_matches_its_request_only_with_one_valid_trust_domain_before_the_path() {
+        let mut req = crate::model::IssueRequest {
+            region: "global".into(),
+            task: "server".into(),
+            ..Default::default()
+        };
+        req.allocation.id = "a1".into();
+        req.allocation.namespace = "default".into();
+        req.allocation.job_id = "web".into();
+        req.allocation.task_group = "g".into();
+        req.identity.name = "default".into();
+        req.proof_key = Some(crate::model::ProofKey {
+            alg: "EdDSA".into(),
+            ..Default::default()
+        });
+        let mut c = Claims::for_request(&req, req.workload().unwrap(), 1, None);
+        c.confirmation = req.proof_key.clone();
+        for (sub, ok) in [
+            (
+                "wimse://td.example/global/default/web/g/server/default",
+                true,
+            ),
+            (
+                "wimse://evil.example/extra/global/default/web/g/server/default",
+                false,
+            ),
+            ("wimse:///global/default/web/g/server/default", false),
+            (
+                "spiffe://td.example/global/default/web/g/server/default",
+                false,
+            ),
+            ("global:default:web:g:server:default", false),
+        ] {
+            c.subject = sub.into();
+            assert_eq!(
+                c.mismatch(&req).is_none(),
+                ok,
+                "{sub}: {:?}",
+                c.mismatch(&req)
+            );
+        }
+        c.subject = "wimse://td.example/global/default/web/g/server/default".into();
+        c.confirmation = None;
+        assert!(c.mismatch(&req).unwrap().contains("cnf"));
     }
 
     #[test]

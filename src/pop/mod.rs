@@ -21,6 +21,7 @@
 //! (`PROOF_REQUIRED`), and a verifier built with `require_proof(true)` refuses
 //! bearer tokens too.
 
+mod bound;
 mod key_cache;
 mod replay;
 mod workload_key;
@@ -30,6 +31,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
+pub(crate) use bound::BoundTokens;
 pub(crate) use key_cache::KeyCache;
 pub(crate) use replay::ReplayCache;
 pub use workload_key::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};

@@ -10,6 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::Signer as _;
 use zeroize::Zeroizing;
 
+use super::bound::BoundTokens;
 use super::{target_of, token_hash};
 use crate::error::{Error, Result};
 use crate::keyring::Algorithm;
@@ -44,33 +45,12 @@ impl fmt::Debug for WorkloadKey {
 }
 
 /// What a proof binds besides the WIT and the target, and how long it lives.
-#[derive(Clone, Default)]
+/// `Debug` never shows the tokens.
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ProofOptions {
     ttl: Option<Duration>,
-    access_token: Option<Zeroizing<String>>,
-    transaction_token: Option<Zeroizing<String>>,
-    other_tokens: Vec<(String, Zeroizing<String>)>,
-}
-
-impl fmt::Debug for ProofOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProofOptions")
-            .field("ttl", &self.ttl)
-            .field(
-                "access_token",
-                &self.access_token.as_ref().map(|_| "[redacted]"),
-            )
-            .field(
-                "transaction_token",
-                &self.transaction_token.as_ref().map(|_| "[redacted]"),
-            )
-            .field(
-                "other_tokens",
-                &self.other_tokens.iter().map(|(h, _)| h).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
+    tokens: BoundTokens,
 }
 
 /// A proof's default lifetime (the drafts say seconds to minutes).
@@ -92,23 +72,20 @@ impl ProofOptions {
     /// Binds the access token the request carries (`ath`; the token value
     /// without `Bearer `).
     pub fn access_token(mut self, token: &str) -> ProofOptions {
-        self.access_token = Some(Zeroizing::new(token.to_string()));
+        self.tokens.access(token);
         self
     }
 
     /// Binds the transaction token the request carries (`tth`).
     pub fn transaction_token(mut self, token: &str) -> ProofOptions {
-        self.transaction_token = Some(Zeroizing::new(token.to_string()));
+        self.tokens.transaction(token);
         self
     }
 
     /// Binds another token the request carries in HTTP header `header`
     /// (`oth`: the lower-cased header name to the hash of the trimmed value).
     pub fn other_token(mut self, header: &str, value: &str) -> ProofOptions {
-        self.other_tokens.push((
-            header.to_ascii_lowercase(),
-            Zeroizing::new(value.to_string()),
-        ));
+        self.tokens.other(header, value);
         self
     }
 }
@@ -272,15 +249,16 @@ impl WorkloadKey {
         );
         claims.insert("jti".into(), URL_SAFE_NO_PAD.encode(jti).into());
         claims.insert("wth".into(), token_hash(wit).into());
-        if let Some(t) = &options.access_token {
+        let bound = &options.tokens;
+        if let Some(t) = &bound.access_token {
             claims.insert("ath".into(), token_hash(t).into());
         }
-        if let Some(t) = &options.transaction_token {
+        if let Some(t) = &bound.transaction_token {
             claims.insert("tth".into(), token_hash(t).into());
         }
-        if !options.other_tokens.is_empty() {
+        if !bound.other_tokens.is_empty() {
             let mut oth = serde_json::Map::new();
-            for (header, value) in &options.other_tokens {
+            for (header, value) in &bound.other_tokens {
                 oth.insert(header.clone(), token_hash(value.trim()).into());
             }
             claims.insert("oth".into(), oth.into());

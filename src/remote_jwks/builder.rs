@@ -160,7 +160,9 @@ impl RemoteJwksBuilder {
         }
         let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
         if let Some(pem) = &self.ca_bundle_pem {
-            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&ca_certificates(pem)?));
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(
+                &crate::tls_pem::certificates(pem, "RemoteJwks", "ca_bundle_pem")?,
+            ));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
@@ -269,32 +271,6 @@ fn is_loopback(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     bare.eq_ignore_ascii_case("localhost")
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The certificates of a PEM bundle (other PEM items are ignored); at least one.
-fn ca_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>> {
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(Error::invalid(
-                    "RemoteJwks",
-                    "ca_bundle_pem",
-                    format!("not a PEM bundle: {e}"),
-                ));
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::invalid(
-            "RemoteJwks",
-            "ca_bundle_pem",
-            "holds no CERTIFICATE block; expected one or more PEM certificates",
-        ));
-    }
-    Ok(certs)
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! WPT against the WIT's `cnf.jwk` (see [`crate::pop`]).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use zeroize::Zeroizing;
 
@@ -10,39 +9,17 @@ use super::{KeyWait, VerifiedIdentity, Verifier, check_alg, check_sig};
 use crate::error::{Result, truncate_for_message};
 use crate::jwt::{self, TokenType};
 use crate::pop::wpt::{self, invalid};
-use crate::pop::{target_of, token_hash};
+use crate::pop::{BoundTokens, target_of, token_hash};
 
 /// What the receiver knows about the request a proof came with: the target
 /// URI it was reached at (from its own configuration, never from `Host` or
 /// `X-Forwarded-Host`), and the tokens the request carries that the proof must
 /// bind. `Debug` never shows the tokens.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ProofRequest {
     target_uri: String,
-    access_token: Option<Zeroizing<String>>,
-    transaction_token: Option<Zeroizing<String>>,
-    other_tokens: Vec<(String, Zeroizing<String>)>,
-}
-
-impl fmt::Debug for ProofRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProofRequest")
-            .field("target_uri", &self.target_uri)
-            .field(
-                "access_token",
-                &self.access_token.as_ref().map(|_| "[redacted]"),
-            )
-            .field(
-                "transaction_token",
-                &self.transaction_token.as_ref().map(|_| "[redacted]"),
-            )
-            .field(
-                "other_tokens",
-                &self.other_tokens.iter().map(|(h, _)| h).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
+    tokens: BoundTokens,
 }
 
 impl ProofRequest {
@@ -50,32 +27,27 @@ impl ProofRequest {
     pub fn new(target_uri: &str) -> ProofRequest {
         ProofRequest {
             target_uri: target_of(target_uri).to_string(),
-            access_token: None,
-            transaction_token: None,
-            other_tokens: Vec::new(),
+            tokens: BoundTokens::default(),
         }
     }
 
     /// The request carries this access token (without `Bearer `): the proof
     /// must bind it (`ath`).
     pub fn access_token(mut self, token: &str) -> ProofRequest {
-        self.access_token = Some(Zeroizing::new(token.to_string()));
+        self.tokens.access(token);
         self
     }
 
     /// The request carries this transaction token: the proof must bind it (`tth`).
     pub fn transaction_token(mut self, token: &str) -> ProofRequest {
-        self.transaction_token = Some(Zeroizing::new(token.to_string()));
+        self.tokens.transaction(token);
         self
     }
 
     /// The request carries this token in HTTP header `header`: the proof must
     /// bind it (`oth`, under the lower-cased header name).
     pub fn other_token(mut self, header: &str, value: &str) -> ProofRequest {
-        self.other_tokens.push((
-            header.to_ascii_lowercase(),
-            Zeroizing::new(value.to_string()),
-        ));
+        self.tokens.other(header, value);
         self
     }
 }
@@ -218,15 +190,15 @@ impl Verifier {
             "ath",
             "an access token",
             c.ath.as_deref(),
-            request.access_token.as_deref(),
+            request.tokens.access_token.as_deref(),
         )?;
         bind(
             "tth",
             "a transaction token",
             c.tth.as_deref(),
-            request.transaction_token.as_deref(),
+            request.tokens.transaction_token.as_deref(),
         )?;
-        bind_others(c.oth.as_ref(), &request.other_tokens)?;
+        bind_others(c.oth.as_ref(), &request.tokens.other_tokens)?;
 
         // 3. Replay: last, so a proof that fails no other check is what fills it.
         inner.replay.record(jti, exp.saturating_add(leeway), now)?;

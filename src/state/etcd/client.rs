@@ -387,11 +387,11 @@ fn check_endpoints(config: &EtcdConfig) -> Result<()> {
 fn tls_config(config: &EtcdConfig) -> Result<ureq::tls::TlsConfig> {
     let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
     if let Some(pem) = &config.ca_bundle_pem {
-        let certs = certificates(pem, "ca_bundle_pem")?;
+        let certs = crate::tls_pem::certificates(pem, "EtcdConfig", "ca_bundle_pem")?;
         tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
     }
     if let (Some(chain), Some(key)) = (&config.client_cert_pem, &config.client_key_pem) {
-        let certs = certificates(chain, "client_certificate_pem")?;
+        let certs = crate::tls_pem::certificates(chain, "EtcdConfig", "client_certificate_pem")?;
         let key = ureq::tls::PrivateKey::from_pem(key).map_err(|_| {
             // ureq's error may quote the input: say only what was expected.
             Error::invalid(
@@ -403,32 +403,6 @@ fn tls_config(config: &EtcdConfig) -> Result<ureq::tls::TlsConfig> {
         tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&certs, key)));
     }
     Ok(tls.build())
-}
-
-/// The certificates of a PEM bundle (other PEM items are ignored); at least one.
-fn certificates(pem: &[u8], field: &str) -> Result<Vec<ureq::tls::Certificate<'static>>> {
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(Error::invalid(
-                    "EtcdConfig",
-                    field,
-                    format!("not a PEM bundle: {e}"),
-                ));
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::invalid(
-            "EtcdConfig",
-            field,
-            "holds no CERTIFICATE block; expected one or more PEM certificates",
-        ));
-    }
-    Ok(certs)
 }
 
 #[cfg(test)]
