@@ -49,6 +49,17 @@ fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Durat
     t.elapsed()
 }
 
+/// Cuts every proxied connection and refuses new ones (`true`), or lets
+/// new ones through again (`false`).
+fn cut_off(proxies: &[Proxy], refused: bool) {
+    for p in proxies {
+        p.block(refused);
+        if refused {
+            p.cut();
+        }
+    }
+}
+
 fn b64(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
@@ -521,17 +532,12 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     // (1) The watch stream cut, reconnects refused for a while: changes made
     // meanwhile arrive when it resumes from its last revision (no relist).
     let restarts = mirror.stats().watch_restarts;
-    for p in &proxies {
-        p.block(true);
-        p.cut();
-    }
+    cut_off(&proxies, true);
     writer.put_allocation(&alloc("a2", "lost")).unwrap();
     writer.delete_allocation("a3").unwrap();
     writer.put_allocation(&alloc("b1", "running")).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    for p in &proxies {
-        p.block(false);
-    }
+    cut_off(&proxies, false);
     eventually(
         "the mirror resumes after the cut",
         Duration::from_secs(10),
@@ -550,17 +556,12 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     );
 
     // (2) Compaction past the revision the watch would resume from: it lists again.
-    for p in &proxies {
-        p.block(true);
-        p.cut();
-    }
+    cut_off(&proxies, true);
     writer.put_allocation(&alloc("a4", "failed")).unwrap();
     writer.delete_allocation("a5").unwrap();
     writer.put_allocation(&alloc("b2", "pending")).unwrap();
     let compacted = cluster.compact();
-    for p in &proxies {
-        p.block(false);
-    }
+    cut_off(&proxies, false);
     eventually(
         "the mirror lists again after compaction",
         Duration::from_secs(10),

@@ -13,19 +13,7 @@ use workload_identity::ffi::*;
 const ALLOC: &str = common::ALLOC_ID;
 const NOW: i64 = 1_700_000_000;
 
-fn last_error() -> String {
-    let mut buf = [0 as c_char; 1024];
-    unsafe { wid_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn name(rc: wid_result) -> String {
-    unsafe { CStr::from_ptr(wid_result_name(rc)) }
-        .to_string_lossy()
-        .into_owned()
-}
+use common::ffi_text::{last_error, name};
 
 /// userdata: a pointer to [stale_state, consistent_state, rc].
 unsafe extern "C" fn lookup(

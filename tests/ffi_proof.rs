@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
 
 use base64::Engine;
@@ -21,19 +21,7 @@ const TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";
 const TD: &str = "nomad.example.com";
 const ISS: &str = "https://nomad.example.com";
 
-fn last_error() -> String {
-    let mut buf = [0 as c_char; 1024];
-    unsafe { wid_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn name(rc: wid_result) -> String {
-    unsafe { CStr::from_ptr(wid_result_name(rc)) }
-        .to_string_lossy()
-        .into_owned()
-}
+use common::ffi_text::{last_error, name};
 
 /// Asserts `rc` is `want`, naming both and the library's detail on failure.
 #[track_caller]
@@ -184,22 +172,34 @@ fn request_for(jwk: &serde_json::Value) -> Vec<u8> {
     codec::encode(&req).unwrap()
 }
 
-fn issue_wit(kr: *const wid_keyring, alg: wid_alg, request: &[u8]) -> Result<String, wid_result> {
-    let mut out = empty();
-    let rc = unsafe {
+/// `wid_issue_wit` with this issuer and trust domain, into `out`.
+fn issue_wit_into(
+    kr: *const wid_keyring,
+    alg: wid_alg,
+    request: &[u8],
+    iss: &[u8],
+    td: &[u8],
+    out: &mut wid_bytes,
+) -> wid_result {
+    unsafe {
         wid_issue_wit(
             kr,
             alg,
             request.as_ptr(),
             request.len(),
-            ISS.as_ptr().cast(),
-            ISS.len(),
-            TD.as_ptr().cast(),
-            TD.len(),
+            iss.as_ptr().cast(),
+            iss.len(),
+            td.as_ptr().cast(),
+            td.len(),
             NOW,
-            &mut out,
+            out,
         )
-    };
+    }
+}
+
+fn issue_wit(kr: *const wid_keyring, alg: wid_alg, request: &[u8]) -> Result<String, wid_result> {
+    let mut out = empty();
+    let rc = issue_wit_into(kr, alg, request, ISS.as_bytes(), TD.as_bytes(), &mut out);
     if rc == WID_RESULT_OK {
         Ok(take(&mut out))
     } else {
@@ -506,20 +506,7 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
     let request = request_for(&public_jwk(key));
     let issue = |request: &[u8], alg: wid_alg, iss: &[u8], td: &[u8]| {
         let mut out = sentinel();
-        let rc = unsafe {
-            wid_issue_wit(
-                kr,
-                alg,
-                request.as_ptr(),
-                request.len(),
-                iss.as_ptr().cast(),
-                iss.len(),
-                td.as_ptr().cast(),
-                td.len(),
-                NOW,
-                &mut out,
-            )
-        };
+        let rc = issue_wit_into(kr, alg, request, iss, td, &mut out);
         if rc == WID_RESULT_OK {
             take(&mut out);
         } else {

@@ -188,13 +188,13 @@ impl Verifier {
         }
         bind(
             "ath",
-            "an access token",
+            "access token",
             c.ath.as_deref(),
             request.tokens.access_token.as_deref(),
         )?;
         bind(
             "tth",
-            "a transaction token",
+            "transaction token",
             c.tth.as_deref(),
             request.tokens.transaction_token.as_deref(),
         )?;
@@ -228,7 +228,7 @@ fn bind(claim: &str, what: &str, hash: Option<&str>, token: Option<&String>) -> 
             "the WPT has {claim}, but the request carries no {what}"
         ))),
         (None, Some(_)) => Err(invalid(format!(
-            "the request carries {what}, but the WPT has no {claim} binding it"
+            "the request carries the {what}, but the WPT has no {claim} binding it"
         ))),
     }
 }

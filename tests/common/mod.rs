@@ -2,6 +2,7 @@
 //! Go program in `tests/go/msgpack/main.go` writes and expects.
 #![allow(dead_code)]
 
+pub mod ffi_text;
 pub mod identity;
 
 use workload_identity::model::{
