@@ -180,3 +180,90 @@ fn weak_keys_never_enter_a_keyring() {
         assert!(e.to_string().contains("small-order"), "{e}");
     }
 }
+
+/// A long randomized differential run over a few keys (honest, and mixed-order
+/// `A + T`), each signature valid or broken in one of the ways an attacker can
+/// choose: `s + l`, a flipped bit, a torsioned or random `R`, a small-order `R`,
+/// another message. `WID_SIG_DIFF_CASES` sets the count (default 4,000; the
+/// run recorded in BENCHMARKS.md used 1,000,000).
+#[test]
+fn long_randomized_differential_run() {
+    let cases: u64 = std::env::var("WID_SIG_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000);
+    let keys: Vec<(SigningKey, VerifyingKey)> = (0u8..8)
+        .map(|i| {
+            let sk = SigningKey::from_bytes(&[i.wrapping_mul(37).wrapping_add(11); 32]);
+            let honest = sk.verifying_key();
+            // Keys 4..8 carry a torsion component (mixed order).
+            let vk = if i < 4 {
+                honest
+            } else {
+                let mixed = honest.to_edwards() + EIGHT_TORSION[usize::from(i) - 3];
+                VerifyingKey::from_bytes(&mixed.compress().to_bytes()).unwrap()
+            };
+            (sk, vk)
+        })
+        .collect();
+    let handles: Vec<_> = keys.iter().map(|(_, vk)| ours(vk).unwrap()).collect();
+    let (mut accepted, mut rejected) = (0u64, 0u64);
+    for case in 0..cases {
+        let rnd: [u8; 64] = Sha512::digest(case.to_le_bytes()).into();
+        let which = usize::from(rnd[0]) % keys.len();
+        let (sk, vk) = &keys[which];
+        let msg = &rnd[1..1 + usize::from(rnd[1] % 40)];
+        let r = Scalar::from_bytes_mod_order(rnd[32..64].try_into().unwrap());
+        let mut sig = match rnd[2] % 8 {
+            0 | 1 => sk.sign(msg).to_bytes(),
+            2 => sign_with_r(sk, msg, r, EIGHT_TORSION[usize::from(rnd[3] % 8)]),
+            3 => {
+                let mut s = sk.sign(msg).to_bytes();
+                let malleated = add_l(&s[32..]);
+                s[32..].copy_from_slice(&malleated);
+                s
+            }
+            4 => {
+                let mut s = sk.sign(msg).to_bytes();
+                s[usize::from(rnd[3] % 64)] ^= 1 << (rnd[4] % 8);
+                s
+            }
+            5 => {
+                // s = k·a over a small-order R: the equation holds for R = 0 only.
+                let small = EIGHT_TORSION[usize::from(rnd[3] % 8)].compress().to_bytes();
+                let k = challenge(&small, vk, msg);
+                let mut s = [0u8; 64];
+                s[..32].copy_from_slice(&small);
+                s[32..].copy_from_slice((k * sk.to_scalar()).as_bytes());
+                s
+            }
+            6 => {
+                let mut s = sk.sign(msg).to_bytes();
+                s[..32].copy_from_slice(&rnd[32..64]);
+                s
+            }
+            _ => sk.sign(b"another message").to_bytes(),
+        };
+        if rnd[5] == 0 {
+            // Now and then, a fully random signature.
+            sig[..32].copy_from_slice(&rnd[8..40]);
+        }
+        let dalek = vk.verify_strict(msg, &Signature::from_bytes(&sig)).is_ok();
+        assert_eq!(
+            handles[which].verify(msg, &sig),
+            dalek,
+            "case {case}: sig {sig:?}"
+        );
+        if dalek {
+            accepted += 1;
+        } else {
+            rejected += 1;
+        }
+    }
+    // Both outcomes were exercised (honest keys accept their own signatures).
+    assert!(
+        accepted > cases / 10 && rejected > cases / 2,
+        "{accepted} accepted, {rejected} rejected"
+    );
+    eprintln!("{cases} cases: {accepted} accepted, {rejected} rejected, all agreeing");
+}
