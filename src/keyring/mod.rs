@@ -18,6 +18,7 @@ mod policy;
 mod public_key;
 mod root_key;
 pub(crate) mod sigcheck;
+mod vartime_table;
 mod signer;
 
 use std::borrow::Borrow;

@@ -1,16 +1,19 @@
 //! The strict Ed25519 check, with per-key precomputation.
 //!
 //! It accepts exactly what ed25519-dalek's `verify_strict` accepts (proven by
-//! differential tests), but is cheaper because a verifying key never changes:
+//! differential tests), but is cheaper because a verifying key never changes
+//! and everything it multiplies is public:
 //!
 //! * the key `A` was checked once, on insert, not to be of small order;
-//! * `[s]B - [k]A` is computed with two fixed-base comb tables: curve25519-dalek's
-//!   static table for the base point `B`, and one built once per key for `A`
-//!   (`EdwardsBasepointTable::create`, on the key's first verification). A comb
-//!   multiplication costs 64 additions and 4 doublings where a double-scalar
-//!   multiplication walks 253 doublings; the two together take about 0.65 x the
-//!   time of `verify_strict` (BENCHMARKS.md, "Ed25519 verification"). The
-//!   result is the same group element, so acceptance is unchanged;
+//! * `[s]B - [k]A` is computed from two fixed-base tables of multiples
+//!   ([`VartimeTable`]): a static one for the base point `B` (8-bit windows,
+//!   660 KiB, built once per process) and one per key for `A` (5-bit windows,
+//!   130 KiB, built on the key's first verification). With signed digits a
+//!   multiplication is one point addition per window and no doubling: 32
+//!   additions for `[s]B`, 51 for `[k]A`, where a double-scalar multiplication
+//!   walks 253 doublings. Variable time is sound here because `s`, `k`, `B`
+//!   and `A` are all public. The result is the same group element, so
+//!   acceptance is unchanged;
 //! * `R` is never decompressed. `verify_strict` decompresses `R` to reject
 //!   small-order points, then checks `encode([s]B - [k]A) == R`. Here the equation
 //!   is checked first; when it holds, `R` is the canonical encoding of a curve
@@ -19,23 +22,33 @@
 //!
 //! `s` must be canonical (`s < l`), as in `verify_strict`.
 //!
-//! Half-length scalars (Pornin's lattice reduction, `v*R = (v*s)*B - u*A` with
-//! `u`, `v` of about 127 bits) were measured and not taken: on curve25519-dalek's
-//! public point arithmetic (serial field arithmetic, a Niels conversion per
-//! addition, and no multi-point multiplication that skips leading zeros) a
-//! four-point loop over half-length scalars came to 0.92 x `verify_strict`.
-//!
-//! Memory: the per-key comb table is 30 KiB (32 x 8 affine Niels points), built
-//! in under 1 ms, and only for keys that verify at least once.
+//! Measured alternatives (BENCHMARKS.md, "Ed25519 verification"): two comb
+//! tables (curve25519-dalek's `EdwardsBasepointTable`, constant-time scans, 30
+//! KiB per key) came to 0.66 x `verify_strict`; half-length scalars (Pornin's
+//! lattice reduction, `v*R = (v*s)*B - u*A` with `u`, `v` of about 127 bits) on
+//! curve25519-dalek's public point arithmetic came to 0.92 x, because its only
+//! multi-point multiplication walks all 256 bits whatever the scalars' length.
 
 use std::sync::OnceLock;
 
-use curve25519_dalek::constants::ED25519_BASEPOINT_TABLE;
-use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsBasepointTable, EdwardsPoint};
+use curve25519_dalek::constants::ED25519_BASEPOINT_POINT;
+use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
 use curve25519_dalek::scalar::Scalar;
-use curve25519_dalek::traits::BasepointTable;
 use ed25519_dalek::VerifyingKey;
 use sha2::{Digest, Sha512};
+
+use super::vartime_table::VartimeTable;
+
+/// Window width of the base point's table (static, so it can be large).
+const BASE_WINDOW: usize = 8;
+/// Window width of each key's table.
+const KEY_WINDOW: usize = 5;
+
+/// The base point's table, built on first use.
+fn base_table() -> &'static VartimeTable {
+    static TABLE: OnceLock<VartimeTable> = OnceLock::new();
+    TABLE.get_or_init(|| VartimeTable::new(&ED25519_BASEPOINT_POINT, BASE_WINDOW))
+}
 
 /// The canonical encodings of the eight points of small order.
 fn small_order_encodings() -> &'static [[u8; 32]; 8] {
@@ -47,8 +60,8 @@ fn small_order_encodings() -> &'static [[u8; 32]; 8] {
 /// Precomputed verification state for one key.
 pub(crate) struct SigCheck {
     key: VerifyingKey,
-    /// The comb table for `A` (boxed: 30 KiB).
-    table: OnceLock<Box<EdwardsBasepointTable>>,
+    /// The table of multiples of `A`, built on first use.
+    table: OnceLock<VartimeTable>,
 }
 
 impl SigCheck {
@@ -59,9 +72,9 @@ impl SigCheck {
         }
     }
 
-    fn table(&self) -> &EdwardsBasepointTable {
+    fn table(&self) -> &VartimeTable {
         self.table
-            .get_or_init(|| Box::new(EdwardsBasepointTable::create(&self.key.to_edwards())))
+            .get_or_init(|| VartimeTable::new(&self.key.to_edwards(), KEY_WINDOW))
     }
 
     /// Whether `signature` is a valid strict Ed25519 signature of `message`.
@@ -83,7 +96,7 @@ impl SigCheck {
         h.update(self.key.as_bytes());
         h.update(message);
         let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
-        Some(ED25519_BASEPOINT_TABLE * &s - self.table() * &k)
+        Some(base_table().mul(&s) - self.table().mul(&k))
     }
 }
 
