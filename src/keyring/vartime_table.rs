@@ -68,11 +68,14 @@ impl VartimeTable {
         let half = 1usize << (self.w - 1);
         let mut acc = EdwardsPoint::identity();
         for (row, &d) in digits[..n].iter().enumerate() {
-            let index = row * half + usize::from(d.unsigned_abs()).wrapping_sub(1);
-            match d {
-                0 => {}
-                d if d > 0 => acc += &self.entries[index],
-                _ => acc -= &self.entries[index],
+            if d == 0 {
+                continue;
+            }
+            let entry = &self.entries[row * half + usize::from(d.unsigned_abs()) - 1];
+            if d > 0 {
+                acc += entry;
+            } else {
+                acc -= entry;
             }
         }
         acc
