@@ -84,6 +84,7 @@
 mod claims;
 mod clock;
 pub mod codec;
+mod counter;
 mod deadline;
 mod error;
 pub mod ffi;

@@ -18,12 +18,13 @@ mod policy;
 mod public_key;
 mod root_key;
 pub(crate) mod sigcheck;
-mod vartime_table;
 mod signer;
+mod vartime_table;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
 };
@@ -109,6 +110,9 @@ struct Shared {
     /// Bumped after every change; waiters for a key sleep on `changed_cv`.
     changes: Mutex<u64>,
     changed_cv: Condvar,
+    /// Bumped whenever the keys may change (every write lock taken): a reader
+    /// that saw the same generation before and after knows no key changed.
+    generation: AtomicU64,
     /// Called when a verifier looks up a key ID this keyring does not hold.
     unknown_key_hook: RwLock<Option<UnknownKeyHook>>,
 }
@@ -481,6 +485,7 @@ impl Keyring {
                 inner: RwLock::new(Inner::default()),
                 changes: Mutex::new(0),
                 changed_cv: Condvar::new(),
+                generation: AtomicU64::new(1),
                 unknown_key_hook: RwLock::new(None),
             }),
         }
@@ -504,10 +509,22 @@ impl Keyring {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.shared
+        let guard = self
+            .shared
             .inner
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        // Bumped with the lock held and before any change: a reader that
+        // loads the new value and then takes the read lock sees the change.
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// The keyring's generation: it changes before any key is inserted,
+    /// removed, replaced or changes state, and never goes back. Starts at 1, so
+    /// 0 can stand for "not seen yet".
+    pub(crate) fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
     }
 
     /// Wakes everything waiting for a key.

@@ -12,9 +12,9 @@ pub(crate) mod etcd;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::counter::Counter;
 use crate::model::Allocation;
 
 /// How fresh a read must be.
@@ -141,24 +141,54 @@ struct Views {
     unknown_status: HashMap<String, String>,
 }
 
+/// One shard of the allocations, alone on its cache lines. `lagging` and
+/// `unavailable` are the same in every shard (set with all shards locked).
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard(RwLock<Views>);
+
+/// Shards: allocations spread by a hash of their ID, so that verifications of
+/// different allocations on different threads take different locks.
+const SHARDS: usize = 32;
+
 /// The embedded in-memory store. It can also model a replica whose stale view
 /// lags its consistent view (for tests and examples): while lagging, writes reach
 /// only the consistent view until [`MemoryStore::catch_up`].
-#[derive(Default)]
+///
+/// Reads of different allocations scale with threads: the allocations are
+/// spread over 32 locks, and the read counters are striped.
 pub struct MemoryStore {
-    views: RwLock<Views>,
-    stale_reads: AtomicU64,
-    consistent_reads: AtomicU64,
+    shards: Box<[Shard]>,
+    stale_reads: Counter,
+    consistent_reads: Counter,
+}
+
+impl Default for MemoryStore {
+    fn default() -> MemoryStore {
+        MemoryStore {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            stale_reads: Counter::default(),
+            consistent_reads: Counter::default(),
+        }
+    }
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        let allocations: usize = self.shards.iter().map(|s| read(s).consistent.len()).sum();
         f.debug_struct("MemoryStore")
-            .field("allocations", &v.consistent.len())
-            .field("lagging", &v.lagging)
+            .field("allocations", &allocations)
+            .field("lagging", &read(&self.shards[0]).lagging)
             .finish()
     }
+}
+
+fn read(shard: &Shard) -> RwLockReadGuard<'_, Views> {
+    shard.0.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(shard: &Shard) -> RwLockWriteGuard<'_, Views> {
+    shard.0.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MemoryStore {
@@ -167,8 +197,17 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Views> {
-        self.views.write().unwrap_or_else(PoisonError::into_inner)
+    /// The shard holding `alloc_id` (FNV-1a of its bytes).
+    fn shard(&self, alloc_id: &str) -> &Shard {
+        let hash = alloc_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        &self.shards[(hash % SHARDS as u64) as usize]
+    }
+
+    /// Every shard, locked for writing in order: for the store-wide settings.
+    fn write_all(&self) -> Vec<RwLockWriteGuard<'_, Views>> {
+        self.shards.iter().map(write).collect()
     }
 
     /// Records `alloc` (its state by Nomad's client-terminal rule). A client
@@ -180,9 +219,9 @@ impl MemoryStore {
             Ok(_) => self.set_state(&alloc.id, AllocState::Live),
             Err(e) => {
                 log::warn!("allocation {:?} counts as terminal: {e}", alloc.id);
-                self.set_state(&alloc.id, AllocState::Terminal);
-                self.write()
-                    .unknown_status
+                let mut v = write(self.shard(&alloc.id));
+                set_state(&mut v, &alloc.id, AllocState::Terminal);
+                v.unknown_status
                     .insert(alloc.id.clone(), alloc.client_status.clone());
             }
         }
@@ -190,48 +229,55 @@ impl MemoryStore {
 
     /// Records a state directly (`Missing` removes the allocation).
     pub fn set_state(&self, alloc_id: &str, state: AllocState) {
-        let mut guard = self.write();
-        let v = &mut *guard;
-        v.unknown_status.remove(alloc_id);
-        let views = if v.lagging {
-            vec![&mut v.consistent]
-        } else {
-            vec![&mut v.consistent, &mut v.stale]
-        };
-        for view in views {
-            if state == AllocState::Missing {
-                view.remove(alloc_id);
-            } else {
-                view.insert(alloc_id.to_string(), state);
-            }
-        }
+        set_state(&mut write(self.shard(alloc_id)), alloc_id, state);
     }
 
     /// Starts (true) or stops (false, catching up) modelling a lagging replica.
     pub fn set_lagging(&self, lagging: bool) {
-        let mut v = self.write();
-        v.lagging = lagging;
-        if !lagging {
-            v.stale = v.consistent.clone();
+        for mut v in self.write_all() {
+            v.lagging = lagging;
+            if !lagging {
+                v.stale = v.consistent.clone();
+            }
         }
     }
 
     /// Brings the stale view up to date (replication caught up).
     pub fn catch_up(&self) {
-        let mut v = self.write();
-        v.stale = v.consistent.clone();
+        for mut v in self.write_all() {
+            v.stale = v.consistent.clone();
+        }
     }
 
     /// Makes every read fail with `message` (`None` restores service).
     pub fn set_unavailable(&self, message: Option<&str>) {
-        self.write().unavailable = message.map(str::to_string);
+        for mut v in self.write_all() {
+            v.unavailable = message.map(str::to_string);
+        }
     }
 
     /// How many reads at `consistency` this store has answered or failed.
     pub fn reads(&self, consistency: Consistency) -> u64 {
         match consistency {
-            Consistency::Stale => self.stale_reads.load(Ordering::Relaxed),
-            Consistency::Consistent => self.consistent_reads.load(Ordering::Relaxed),
+            Consistency::Stale => self.stale_reads.get(),
+            Consistency::Consistent => self.consistent_reads.get(),
+        }
+    }
+}
+
+/// Records `state` for `alloc_id` in one shard's views.
+fn set_state(v: &mut Views, alloc_id: &str, state: AllocState) {
+    v.unknown_status.remove(alloc_id);
+    let views = if v.lagging {
+        vec![&mut v.consistent]
+    } else {
+        vec![&mut v.consistent, &mut v.stale]
+    };
+    for view in views {
+        if state == AllocState::Missing {
+            view.remove(alloc_id);
+        } else {
+            view.insert(alloc_id.to_string(), state);
         }
     }
 }
@@ -246,8 +292,8 @@ impl StateStore for MemoryStore {
             Consistency::Stale => &self.stale_reads,
             Consistency::Consistent => &self.consistent_reads,
         };
-        counter.fetch_add(1, Ordering::Relaxed);
-        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        counter.bump();
+        let v = read(self.shard(alloc_id));
         if let Some(msg) = &v.unavailable {
             return Err(StoreError::new(msg.clone()));
         }
@@ -259,7 +305,7 @@ impl StateStore for MemoryStore {
     }
 
     fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
-        let v = self.views.read().unwrap_or_else(PoisonError::into_inner);
+        let v = read(self.shard(alloc_id));
         v.unknown_status.get(alloc_id).map(|status| {
             format!(
                 "unknown client status {:?} (expected one of pending, running, complete, failed, lost, unknown); a status Nomad does not define counts as terminal",

@@ -46,10 +46,10 @@ pub use explain::{Explanation, VerificationStep};
 pub use proof::{ProofRequest, VerifiedProof};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::claims::Claims;
+use crate::counter::Counter;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::jwt;
 use crate::keyring::{KeyId, KeyState, Keyring, PublicKey, VerifyingHandle, sigcheck};
@@ -116,17 +116,18 @@ pub struct VerifierStats {
     pub cache_entries: u64,
 }
 
+/// Striped, so that threads verifying at once do not share a cache line.
 #[derive(Default)]
 struct Counters {
-    accepted: AtomicU64,
-    rejected: AtomicU64,
-    consistent_fallbacks: AtomicU64,
-    key_waits: AtomicU64,
-    cache_hits: AtomicU64,
+    accepted: Counter,
+    rejected: Counter,
+    consistent_fallbacks: Counter,
+    key_waits: Counter,
+    cache_hits: Counter,
 }
 
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+fn bump(c: &Counter) {
+    c.bump();
 }
 
 struct Options {
@@ -422,7 +423,7 @@ impl Verifier {
     /// What this verifier has done so far.
     pub fn stats(&self) -> VerifierStats {
         let c = &self.inner.counters;
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let load = Counter::get;
         VerifierStats {
             accepted: load(&c.accepted),
             rejected: load(&c.rejected),
@@ -451,25 +452,41 @@ impl Verifier {
         self.check_bearer_allowed()?;
         let hash = inner.cache.as_ref().map(|_| token_hash(token));
         if let (Some(cache), Some(hash)) = (&inner.cache, &hash) {
-            if let Some(hit) = cache.get(hash) {
-                let same_key = inner
-                    .keyring
-                    .verifying_key(hit.identity.kid.as_str())
-                    .is_some_and(|k| k.is(&hit.key));
-                if same_key {
+            // The entry is read without a lock or a reference count: what
+            // the checks need is copied out. The key is looked up again only
+            // when the keyring changed since the last confirmation (the
+            // generation is loaded first, so a change during the look-up
+            // leaves the entry unconfirmed).
+            let found = cache.with(hash, |hit| {
+                let generation = inner.keyring.generation();
+                let same_key = hit.checked_at(generation) || {
+                    let same = inner
+                        .keyring
+                        .verifying_key(hit.identity.kid.as_str())
+                        .is_some_and(|k| k.is(&hit.key));
+                    if same {
+                        hit.mark_checked(generation);
+                    }
+                    same
+                };
+                same_key.then(|| hit.identity.clone())
+            });
+            match found {
+                Some(Some(identity)) => {
                     bump(&inner.counters.cache_hits);
-                    let claims = &hit.identity.claims;
+                    let claims = &identity.claims;
                     let checked = self
                         .check_claims(claims, now)
                         .and_then(|()| self.check_allocation(&claims.allocation_id));
                     if checked.is_err() {
                         cache.remove(hash);
                     }
-                    return checked.map(|()| hit.identity.clone());
+                    return checked.map(|()| identity);
                 }
                 // The key was deprecated, removed or replaced under its kid:
                 // forget the entry and let the full path give the reason.
-                cache.remove(hash);
+                Some(None) => cache.remove(hash),
+                None => {}
             }
         }
 
@@ -500,13 +517,7 @@ impl Verifier {
             kid: key.id().clone(),
         };
         if let (Some(cache), Some(hash)) = (&self.inner.cache, hash) {
-            cache.insert(
-                hash,
-                Arc::new(Cached {
-                    identity: verified.clone(),
-                    key: key.key_ref(),
-                }),
-            );
+            cache.insert(Arc::new(Cached::new(hash, verified.clone(), key.key_ref())));
         }
         Ok(verified)
     }
