@@ -2,6 +2,7 @@ package interop
 
 import (
 	"crypto/ed25519"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -40,6 +41,34 @@ func BenchmarkVerifyBinding(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := v.Verify(f.token, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyRawC: the same token through the C ABI alone (wid_verify
+// with the claims JSON wanted and freed, a C lookup answering "live", one
+// cgo crossing), over the fixture's keys loaded into their own keyring. The
+// binding's own cost is BenchmarkVerifyBinding minus this.
+func BenchmarkVerifyRawC(b *testing.B) {
+	f, _ := benchFixture(b)
+	path := filepath.Join(b.TempDir(), "keyring.json")
+	if err := f.kr.Save(path); err != nil {
+		b.Fatal(err)
+	}
+	r, err := newRawVerifier(path, "vault.io")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.close()
+	token := []byte(f.token)
+	if err := r.verify(token, now); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := r.verify(token, now); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@ func widGoLookup(handle C.uintptr_t, thread C.uintptr_t, allocID *C.uint8_t, all
 			rc = C.WID_RESULT_STORE_UNAVAILABLE
 		}
 	}()
-	id := C.GoStringN((*C.char)(unsafe.Pointer(allocID)), C.int(allocIDLen))
+	id := st.allocID(unsafe.Slice((*byte)(unsafe.Pointer(allocID)), int(allocIDLen)))
 	state, err := st.store.AllocationState(id, Consistency(consistency))
 	if err != nil {
 		st.fail(uintptr(thread), err)
@@ -37,4 +37,17 @@ func widGoLookup(handle C.uintptr_t, thread C.uintptr_t, allocID *C.uint8_t, all
 	}
 	*outState = C.uint32_t(state)
 	return C.WID_RESULT_OK
+}
+
+// allocID is the allocation ID in b (C memory, valid during the callback) as
+// a Go string: the one from the previous lookup when the bytes are the same
+// (strings are immutable, so a StateStore that keeps it sees no difference),
+// else a fresh copy, remembered for the next lookup.
+func (s *lookupState) allocID(b []byte) string {
+	if last := s.lastID.Load(); last != nil && *last == string(b) {
+		return *last
+	}
+	id := string(b)
+	s.lastID.Store(&id)
+	return id
 }

@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // StateStore tells a Verifier whether a token's allocation is live.
@@ -78,6 +80,8 @@ type Verifier struct {
 // lookupState is what the lookup callback reaches through the cgo.Handle.
 type lookupState struct {
 	store StateStore
+	// lastID is the last allocation ID looked up (see allocID).
+	lastID atomic.Pointer[string]
 
 	mu sync.Mutex
 	// Store failures not yet claimed, per OS thread (the callback runs on the
@@ -157,16 +161,53 @@ func (v *Verifier) Close() {
 // Verify checks token at now (Unix seconds): signature, key, time window,
 // audience (and issuer, exp as configured), then the allocation through the
 // StateStore. It returns the verified claims, or an *Error.
+//
+// One cgo crossing on success: the token is passed without copying, the
+// library's claims are copied into a pooled buffer by the C glue (which frees
+// them), and decodeClaimsString turns them into Claims with two allocations.
 func (v *Verifier) Verify(token string, now int64) (*Claims, error) {
-	var out C.wid_bytes
-	err := v.verifyCall(func(vp *C.wid_verifier) C.wid_result {
-		tok, tokLen := strIn(token)
-		return C.wid_verify(vp, tok, tokLen, C.int64_t(now), &out)
-	})
+	sc := verifyScratchPool.Get().(*verifyScratch)
+	raw, err := v.verifyInto(sc, token, now)
+	verifyScratchPool.Put(sc)
 	if err != nil {
 		return nil, err
 	}
-	return decodeClaims(takeBytes(&out))
+	return decodeClaimsString(raw)
+}
+
+// verifyScratch is where wid_go_verify writes: no Go pointers inside, so
+// the C side may be handed pointers into it for the length of one call.
+type verifyScratch struct {
+	n   C.size_t
+	big C.wid_bytes
+	buf [2048]byte
+}
+
+var verifyScratchPool = sync.Pool{New: func() interface{} { return new(verifyScratch) }}
+
+// verifyInto runs wid_verify (through wid_go_verify) and returns the claims
+// JSON as a fresh string (its own copy, not sc's memory).
+func (v *Verifier) verifyInto(sc *verifyScratch, token string, now int64) (string, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.v == nil {
+		return "", errClosed("Verifier")
+	}
+	tok, tokLen := strIn(token)
+	sc.big = C.wid_bytes{}
+	runtime.LockOSThread()
+	rc := C.wid_go_verify(C.uintptr_t(uintptr(unsafe.Pointer(v.v))), tok, tokLen, C.int64_t(now),
+		(*C.char)(unsafe.Pointer(&sc.buf[0])), C.size_t(len(sc.buf)), &sc.n, &sc.big)
+	if rc != C.WID_RESULT_OK {
+		err := v.failure(rc)
+		runtime.UnlockOSThread()
+		return "", err
+	}
+	runtime.UnlockOSThread()
+	if sc.big.data != nil {
+		return takeString(&sc.big), nil
+	}
+	return string(sc.buf[:sc.n]), nil
 }
 
 // verifyCall runs one verification call with the live handle on a locked OS
@@ -185,6 +226,13 @@ func (v *Verifier) verifyCall(f func(vp *C.wid_verifier) C.wid_result) error {
 	if rc == C.WID_RESULT_OK {
 		return nil
 	}
+	return v.failure(rc)
+}
+
+// failure is the *Error for a failed verification call rc: the library's
+// message and, for ResultStoreUnavailable, the StateStore error behind it.
+// The caller still holds the OS thread the call ran on.
+func (v *Verifier) failure(rc C.wid_result) error {
 	e := &Error{Code: Result(rc), Message: lastErrorMessage()}
 	if e.Code == ResultStoreUnavailable {
 		if causes := v.state.claim(); len(causes) > 0 {

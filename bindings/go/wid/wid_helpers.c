@@ -1,6 +1,7 @@
 // C glue for package wid; see wid_helpers.h.
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "wid_helpers.h"
 #include "_cgo_export.h"
@@ -58,5 +59,26 @@ wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,
     }
     wid_result rc = wid_verify_batch(v, ptrs, lens, count, now_unix, out_results);
     free(ptrs);
+    return rc;
+}
+
+wid_result wid_go_verify(uintptr_t v, const char *token,
+                         size_t token_len, int64_t now_unix, char *buf,
+                         size_t cap, size_t *out_len, wid_bytes *out_big) {
+    wid_bytes claims = {NULL, 0};
+    wid_result rc = wid_verify((const wid_verifier *)v, token, token_len, now_unix,
+                               &claims);
+    if (rc != WID_RESULT_OK) {
+        return rc;
+    }
+    *out_len = claims.len;
+    if (claims.len <= cap) {
+        if (claims.len > 0) {
+            memcpy(buf, claims.data, claims.len);
+        }
+        wid_bytes_free(&claims);
+    } else {
+        *out_big = claims;
+    }
     return rc;
 }

@@ -26,6 +26,17 @@ wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,
                                const size_t *lens, size_t count,
                                int64_t now_unix, wid_result *out_results);
 
+/* wid_verify in one crossing: on success the claims JSON is copied into
+ * `buf` (`cap` bytes, Go memory valid during the call) when it fits and
+ * freed, `*out_len` being its length; when it does not fit, `*out_len` is
+ * still its length and `*out_big` receives the library's bytes (the caller
+ * copies and frees them). Nothing is written on failure. `v` is the
+ * wid_verifier handle as an integer: cgo then has no pointer to check (its
+ * check would cost the call a heap allocation). */
+wid_result wid_go_verify(uintptr_t v, const char *token,
+                         size_t token_len, int64_t now_unix, char *buf,
+                         size_t cap, size_t *out_len, wid_bytes *out_big);
+
 /* A value unique to the calling OS thread while it lives. */
 uintptr_t wid_go_thread_key(void);
 

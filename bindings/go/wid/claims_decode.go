@@ -1,0 +1,190 @@
+package wid
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// claimsBox is one allocation holding a Claims and what its pointers and
+// slice point to in the common case: the three times and a one-element
+// audience.
+type claimsBox struct {
+	c             Claims
+	iat, nbf, exp int64
+	aud           [1]string
+}
+
+// decodeClaimsString decodes the verified claims the library wrote as JSON.
+// The library's own output (serde_json: no whitespace, no escapes in the
+// usual values, each key once) takes a hand-written path that allocates only
+// the Claims (the strings are substrings of raw); anything else, whatever
+// fastClaims does not recognize exactly (an escape, a null, a cnf, a key it
+// does not know, a repeated key, a number that is not a plain int64, invalid
+// UTF-8), goes to decodeClaims, encoding/json, so the result is always what
+// json.Unmarshal into Claims gives.
+func decodeClaimsString(raw string) (*Claims, error) {
+	if c, ok := fastClaims(raw); ok {
+		return c, nil
+	}
+	return decodeClaims([]byte(raw))
+}
+
+// Claim keys fastClaims knows, as bits (to refuse a repeated key).
+const (
+	keyNamespace = 1 << iota
+	keyJobID
+	keyAllocationID
+	keyTask
+	keyService
+	keySubject
+	keyAudience
+	keyIssuedAt
+	keyNotBefore
+	keyExpires
+	keyJTI
+	keyIssuer
+)
+
+// fastClaims decodes a flat JSON object of the claim keys with string,
+// integer and string-array values; ok is false for anything else.
+func fastClaims(s string) (c *Claims, ok bool) {
+	if !utf8.ValidString(s) || len(s) < 2 || s[0] != '{' {
+		return nil, false
+	}
+	box := new(claimsBox)
+	c = &box.c
+	i := 1
+	if s[i] == '}' {
+		return c, i+1 == len(s)
+	}
+	seen := 0
+	for {
+		key, j, ok := fastString(s, i)
+		if !ok || j >= len(s) || s[j] != ':' {
+			return nil, false
+		}
+		i = j + 1
+		var bit int
+		var str *string
+		var num *int64
+		var numPtr **int64
+		switch key {
+		case "nomad_namespace":
+			bit, str = keyNamespace, &c.Namespace
+		case "nomad_job_id":
+			bit, str = keyJobID, &c.JobID
+		case "nomad_allocation_id":
+			bit, str = keyAllocationID, &c.AllocationID
+		case "nomad_task":
+			bit, str = keyTask, &c.Task
+		case "nomad_service":
+			bit, str = keyService, &c.Service
+		case "sub":
+			bit, str = keySubject, &c.Subject
+		case "jti":
+			bit, str = keyJTI, &c.JTI
+		case "iss":
+			bit, str = keyIssuer, &c.Issuer
+		case "iat":
+			bit, num, numPtr = keyIssuedAt, &box.iat, &c.IssuedAt
+		case "nbf":
+			bit, num, numPtr = keyNotBefore, &box.nbf, &c.NotBefore
+		case "exp":
+			bit, num, numPtr = keyExpires, &box.exp, &c.Expires
+		case "aud":
+			bit = keyAudience
+		default:
+			return nil, false
+		}
+		if seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+		switch {
+		case str != nil:
+			v, j, ok := fastString(s, i)
+			if !ok {
+				return nil, false
+			}
+			*str, i = v, j
+		case num != nil:
+			j := i
+			if j < len(s) && s[j] == '-' {
+				j++
+			}
+			digits := j
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			// JSON integers: digits, no leading zero (json.Unmarshal
+			// refuses those, so the slow path reports it).
+			if j == digits || (s[digits] == '0' && j-digits > 1) {
+				return nil, false
+			}
+			n, err := strconv.ParseInt(s[i:j], 10, 64)
+			if err != nil {
+				return nil, false
+			}
+			*num, *numPtr, i = n, num, j
+		default: // aud: a string or an array of at least one string
+			if i < len(s) && s[i] == '"' {
+				v, j, ok := fastString(s, i)
+				if !ok {
+					return nil, false
+				}
+				box.aud[0], i = v, j
+				c.Audience = box.aud[:1:1]
+				break
+			}
+			if i >= len(s) || s[i] != '[' {
+				return nil, false
+			}
+			i++
+			var many []string
+			for {
+				v, j, ok := fastString(s, i)
+				if !ok || j >= len(s) {
+					return nil, false
+				}
+				many = append(many, v)
+				i = j + 1
+				if s[j] == ']' {
+					break
+				}
+				if s[j] != ',' {
+					return nil, false
+				}
+			}
+			c.Audience = many
+		}
+		if i >= len(s) {
+			return nil, false
+		}
+		switch s[i] {
+		case ',':
+			i++
+		case '}':
+			return c, i+1 == len(s)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// fastString reads the JSON string starting at s[i] (which must be '"')
+// without escapes or control characters, returning it (a substring of s)
+// and the index after its closing quote.
+func fastString(s string, i int) (v string, next int, ok bool) {
+	if i >= len(s) || s[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch b := s[j]; {
+		case b == '"':
+			return s[i+1 : j], j + 1, true
+		case b == '\\' || b < 0x20:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}

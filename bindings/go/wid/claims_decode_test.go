@@ -1,0 +1,69 @@
+package wid
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestFastClaimsAgreesWithEncodingJSON: for every input, decodeClaimsString
+// gives what json.Unmarshal into Claims gives, and the fast path takes the
+// library's own output shape and refuses everything it does not know exactly.
+func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
+	library := `{"nomad_namespace":"default","nomad_job_id":"web","nomad_allocation_id":"5f8c7d2e-3b1a-4c6d-9e0f-123456789abc","nomad_task":"api","sub":"global:default:web:api","aud":"vault.io","iat":1700000000,"nbf":1700000000,"exp":1700003600,"jti":"abc","iss":"https://nomad.example"}`
+	if _, ok := fastClaims(library); !ok {
+		t.Fatalf("the fast path refused the library's own output: %s", library)
+	}
+	cases := []string{
+		library,
+		`{}`,
+		`{"aud":["a","b"],"exp":-5}`,
+		`{"aud":[]}`,
+		`{"sub":"a\"b"}`,
+		`{"sub":"\u00e9"}`,
+		`{"sub":null}`,
+		`{"sub":"x","sub":"y"}`,
+		`{"exp":01}`,
+		`{"exp":1.5}`,
+		`{"exp":99999999999999999999}`,
+		`{"exp":1e3}`,
+		`{"unknown":1}`,
+		`{"nomad_service":"s","cnf":{"jwk":{"kty":"OKP","crv":"Ed25519","x":"AAAA"}}}`,
+		`{ "sub":"x"}`,
+		`{"sub":"x"} `,
+		`{"sub":"x"`,
+		`{"sub":"x",}`,
+		`{"aud":"a","aud":"b"}`,
+		`{"aud":["a",]}`,
+		"{\"sub\":\"\xff\"}",
+		`[]`,
+		``,
+		`{"iat":-0}`,
+		`{"iat":-}`,
+	}
+	for _, in := range cases {
+		got, gotErr := decodeClaimsString(in)
+		want, wantErr := decodeClaims([]byte(in))
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("%q: error %v, encoding/json says %v", in, gotErr, wantErr)
+			continue
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %+v, encoding/json says %+v", in, got, want)
+		}
+	}
+}
+
+// FuzzFastClaims: the same agreement on arbitrary input (go test -fuzz).
+func FuzzFastClaims(f *testing.F) {
+	f.Add(`{"sub":"x","aud":["a"],"exp":1}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		got, gotErr := decodeClaimsString(in)
+		want, wantErr := decodeClaims([]byte(in))
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: error %v, encoding/json says %v", in, gotErr, wantErr)
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %+v, encoding/json says %+v", in, got, want)
+		}
+	})
+}
