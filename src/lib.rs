@@ -133,6 +133,6 @@ pub use remote_jwks::{
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
 pub use verify::{
-    Audience, Explanation, ProofRequest, VerificationStep, VerifiedIdentity, VerifiedProof,
-    Verifier, VerifierBuilder, VerifierStats,
+    Audience, Explanation, MAX_CACHE_ENTRIES, ProofRequest, VerificationStep, VerifiedIdentity,
+    VerifiedProof, Verifier, VerifierBuilder, VerifierStats,
 };

@@ -518,3 +518,61 @@ fn workload_keys_round_trip_through_their_secret_and_never_show_it() {
     );
     assert!(WorkloadKey::from_secret(Algorithm::EdDsa, &[1; 31]).is_err());
 }
+
+/// A header that appears twice in a request cannot be bound by `oth`: a proof
+/// made for the first value must not pass with a second, unbound value
+/// injected beside it (frameworks often read the last one), and a workload
+/// cannot make a proof that binds one header name twice.
+#[test]
+fn a_repeated_header_named_in_oth_is_refused_on_both_sides() {
+    let w = world();
+    let key = WorkloadKey::generate(Algorithm::EdDsa).unwrap();
+    let wit_a = wit(&w, &key, Algorithm::EdDsa);
+    let wpt = key
+        .prove(
+            &wit_a,
+            TARGET,
+            NOW,
+            &ProofOptions::new().other_token("X-Extra", "t1"),
+        )
+        .unwrap();
+    // The attacker's request: the bound T1, and an injected T2 after it.
+    let injected = ProofRequest::new(TARGET)
+        .other_token("X-Extra", "t1")
+        .other_token("x-extra", "t2");
+    let e = refused(&w.verifier, &wit_a, &wpt, &injected, NOW);
+    assert_eq!(e.code(), ResultCode::ProofInvalid);
+    assert!(
+        e.to_string().contains("\"x-extra\"") && e.to_string().contains("more than once"),
+        "{e}"
+    );
+    // The same value twice is refused too: a repeated header is ambiguous.
+    let twice = ProofRequest::new(TARGET)
+        .other_token("X-Extra", "t1")
+        .other_token("X-Extra", "t1");
+    let e = refused(&w.verifier, &wit_a, &wpt, &twice, NOW);
+    assert_eq!(e.code(), ResultCode::ProofInvalid);
+    // Nothing was remembered by the refusals: the genuine request passes once.
+    w.verifier
+        .verify_proof(
+            &wit_a,
+            &wpt,
+            &ProofRequest::new(TARGET).other_token("X-Extra", "t1"),
+            NOW,
+        )
+        .unwrap();
+
+    // The proving side refuses to bind one header name twice (any case).
+    let e = key
+        .prove(
+            &wit_a,
+            TARGET,
+            NOW,
+            &ProofOptions::new()
+                .other_token("X-Extra", "t1")
+                .other_token("X-EXTRA", "t2"),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::ProofInvalid);
+    assert!(e.to_string().contains("\"x-extra\""), "{e}");
+}

@@ -569,5 +569,5 @@ pub(crate) fn proof_key_checker(
         Error::Decode(d) => format!("{}: {}", d.path, d.reason),
         other => other.to_string(),
     })?;
-    Checker::new(public).map_err(|why| format!("{at}: {why}"))
+    Checker::for_proof_key(public).map_err(|why| format!("{at}: {why}"))
 }

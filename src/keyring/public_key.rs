@@ -137,6 +137,27 @@ impl Checker {
     /// not of small order; P-256 on the curve; RSA of 2048 to 8192 bits (e is
     /// 65537 by construction).
     pub(crate) fn new(public: PublicKey) -> Result<Checker, KeyProblem> {
+        Checker::make(public, SigCheck::new)
+    }
+
+    /// A checker for a workload's proof key: the same checks, but an Ed25519
+    /// key gets no table of multiples until [`Checker::build_table`].
+    pub(crate) fn for_proof_key(public: PublicKey) -> Result<Checker, KeyProblem> {
+        Checker::make(public, SigCheck::untabled)
+    }
+
+    /// Builds the Ed25519 table of a proof key's checker (nothing for other
+    /// algorithms, whose keys aws-lc-rs parsed once already).
+    pub(crate) fn build_table(&self) {
+        if let Check::Ed25519(c) = &self.check {
+            c.build_table();
+        }
+    }
+
+    fn make(
+        public: PublicKey,
+        ed25519: fn(VerifyingKey) -> SigCheck,
+    ) -> Result<Checker, KeyProblem> {
         let check = match &public {
             PublicKey::Ed25519(vk) => {
                 if vk.is_weak() {
@@ -145,7 +166,7 @@ impl Checker {
                             .into(),
                     );
                 }
-                Check::Ed25519(SigCheck::new(*vk))
+                Check::Ed25519(ed25519(*vk))
             }
             PublicKey::P256 { x, y } => {
                 let point = sec1_uncompressed(x, y);

@@ -60,19 +60,47 @@ fn small_order_encodings() -> &'static [[u8; 32]; 8] {
 /// Precomputed verification state for one key.
 pub(crate) struct SigCheck {
     key: VerifyingKey,
-    /// The table of multiples of `A`, built on first use.
+    /// The table of multiples of `A` (130 KiB).
     table: OnceLock<VartimeTable>,
+    /// Whether the first verification builds the table (a keyring's keys,
+    /// which verify for their whole life) or only [`SigCheck::build_table`]
+    /// does (a workload's proof key, which signs a handful of proofs: the
+    /// table would cost more to build, and far more memory, than it saves).
+    build_on_use: bool,
 }
 
 impl SigCheck {
+    /// For a keyring's key: the table is built on the first verification.
     pub(crate) fn new(key: VerifyingKey) -> SigCheck {
         SigCheck {
             key,
             table: OnceLock::new(),
+            build_on_use: true,
         }
     }
 
-    fn table(&self) -> &VartimeTable {
+    /// For a short-lived key: no table until [`SigCheck::build_table`];
+    /// until then `[k]A` is a variable-time double-scalar multiplication.
+    pub(crate) fn untabled(key: VerifyingKey) -> SigCheck {
+        SigCheck {
+            key,
+            table: OnceLock::new(),
+            build_on_use: false,
+        }
+    }
+
+    /// Builds the table now (for a key that turned out to verify often).
+    pub(crate) fn build_table(&self) {
+        self.table_now();
+    }
+
+    /// Whether the table has been built.
+    #[cfg(test)]
+    pub(crate) fn has_table(&self) -> bool {
+        self.table.get().is_some()
+    }
+
+    fn table_now(&self) -> &VartimeTable {
         self.table
             .get_or_init(|| VartimeTable::new(&self.key.to_edwards(), KEY_WINDOW))
     }
@@ -96,7 +124,19 @@ impl SigCheck {
         h.update(self.key.as_bytes());
         h.update(message);
         let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
-        Some(base_table().mul(&s) - self.table().mul(&k))
+        let table = if self.build_on_use {
+            Some(self.table_now())
+        } else {
+            self.table.get()
+        };
+        Some(match table {
+            Some(t) => base_table().mul(&s) - t.mul(&k),
+            // The same group element, [s]B + [-k]A, by curve25519-dalek's
+            // Straus (precomputed B, a small per-call table for A).
+            None => {
+                EdwardsPoint::vartime_double_scalar_mul_basepoint(&-k, &self.key.to_edwards(), &s)
+            }
+        })
     }
 }
 
@@ -105,4 +145,49 @@ impl SigCheck {
 pub(crate) fn accepts(signature: &[u8; 64], expected: &CompressedEdwardsY) -> bool {
     expected.as_bytes()[..] == signature[..32]
         && !small_order_encodings().contains(expected.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    /// The untabled path (proof keys) and the tabled one (keyring keys) agree
+    /// with `verify_strict` on genuine, altered and non-canonical signatures.
+    #[test]
+    fn untabled_and_tabled_checks_agree_with_verify_strict() {
+        for seed in 0u8..24 {
+            let sk = SigningKey::from_bytes(&[seed.wrapping_mul(37).wrapping_add(1); 32]);
+            let vk = sk.verifying_key();
+            let tabled = SigCheck::new(vk);
+            let untabled = SigCheck::untabled(vk);
+            let message = [seed; 40];
+            let good = sk.sign(&message).to_bytes();
+            let mut cases = vec![good];
+            for bit in [0usize, 7, 100, 255, 256, 300, 511] {
+                let mut bad = good;
+                bad[bit / 8] ^= 1 << (bit % 8);
+                cases.push(bad);
+            }
+            // s + l: the same point, a non-canonical s.
+            let mut high = good;
+            high[63] |= 0x80;
+            cases.push(high);
+            for sig in cases {
+                let strict = vk
+                    .verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&sig))
+                    .is_ok();
+                assert_eq!(untabled.verify(&message, &sig), strict, "seed {seed}");
+                assert_eq!(tabled.verify(&message, &sig), strict, "seed {seed}");
+            }
+            assert!(
+                !untabled.has_table(),
+                "verifying never builds a proof key's table"
+            );
+            assert!(tabled.has_table());
+            untabled.build_table();
+            assert!(untabled.has_table());
+            assert!(untabled.verify(&message, &good));
+        }
+    }
 }

@@ -30,6 +30,24 @@ impl BoundTokens {
             Zeroizing::new(value.to_string()),
         ));
     }
+
+    /// `ProofInvalid` when one header name carries more than one token: `oth`
+    /// maps a header to one hash, so a second value could never be bound, and
+    /// a receiver that read only one of them would let the other through
+    /// unchecked (frameworks disagree on whether the first or the last wins).
+    pub(crate) fn refuse_repeated_headers(&self) -> crate::error::Result<()> {
+        for (i, (header, _)) in self.other_tokens.iter().enumerate() {
+            if self.other_tokens[..i].iter().any(|(h, _)| h == header) {
+                return Err(crate::error::Error::ProofInvalid {
+                    reason: format!(
+                        "header {:?} carries a token more than once: oth binds one value per header, so a repeated header is refused",
+                        crate::error::truncate_for_message(header)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for BoundTokens {

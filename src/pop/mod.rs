@@ -32,7 +32,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 pub(crate) use bound::BoundTokens;
-pub(crate) use key_cache::KeyCache;
+pub(crate) use key_cache::{KeyCache, PROOF_KEYS};
 pub(crate) use replay::ReplayCache;
 pub use workload_key::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 

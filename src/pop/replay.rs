@@ -2,46 +2,80 @@
 //! the proof expires, so the same proof is accepted once. Sharded so that
 //! threads checking different proofs rarely meet on a lock; bounded, and full
 //! means "refuse", never "forget a proof that is still valid".
+//!
+//! The budget is partitioned by workload key (the WIT's `cnf.jwk`): a workload
+//! signs as many proofs as it likes, so one holder of a valid WIT could
+//! otherwise fill the cache in seconds and have every other workload's proofs
+//! refused. One key may hold at most [`OWNER_SHARE`]th of the capacity; a key
+//! over its share has its own proofs refused, and the rest of the cache stays
+//! open to everyone else. A key's `jti`s all live in one shard (picked by the
+//! key), so counting them takes one lock.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 
 const SHARDS: usize = 16;
+/// One workload key may hold 1/`OWNER_SHARE` of the capacity (at least one
+/// proof); larger than `SHARDS`, so a flooding key leaves most of its shard free.
+pub(crate) const OWNER_SHARE: usize = 64;
 
-/// One shard: `jti` to the Unix second its proof expires.
-type Shard = Mutex<HashMap<Box<str>, i64>>;
+/// One shard: by workload key, `jti` to the Unix second its proof expires.
+#[derive(Default)]
+struct Shard {
+    owners: HashMap<Arc<str>, HashMap<Box<str>, i64>>,
+    /// Entries over all owners.
+    total: usize,
+}
+
+impl Shard {
+    /// Forgets every expired entry, and owners left with none.
+    fn sweep(&mut self, now: i64) {
+        let mut total = 0;
+        self.owners.retain(|_, jtis| {
+            jtis.retain(|_, until| *until >= now);
+            total += jtis.len();
+            !jtis.is_empty()
+        });
+        self.total = total;
+    }
+}
 
 /// Remembered `jti`s, each until its proof's expiry (Unix seconds).
 pub(crate) struct ReplayCache {
-    shards: Box<[Shard]>,
+    shards: Box<[Mutex<Shard>]>,
     per_shard: usize,
+    per_owner: usize,
     /// Picks a shard; keyed per process, so no one can aim proofs at one shard.
     pick: RandomState,
 }
 
 impl ReplayCache {
-    /// A cache for at least `capacity` unexpired proofs.
+    /// A cache for at least `capacity` unexpired proofs, at most
+    /// `capacity / OWNER_SHARE` (at least 1) of them by one workload key.
     pub(crate) fn new(capacity: usize) -> ReplayCache {
         ReplayCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            per_owner: (capacity / OWNER_SHARE).max(1),
             pick: RandomState::new(),
         }
     }
 
-    /// Records `jti` as used until `expires`; `ProofReplayed` when it is
-    /// already recorded and not expired at `now`, or when its shard is full
-    /// of unexpired proofs.
-    pub(crate) fn record(&self, jti: &str, expires: i64, now: i64) -> Result<()> {
-        let i = (self.pick.hash_one(jti) as usize) % SHARDS;
+    /// Records `jti`, from a proof by the workload key `owner`, as used until
+    /// `expires`; `ProofReplayed` when `owner` already used it and it has not
+    /// expired at `now`, when `owner` holds its whole share of unexpired
+    /// proofs, or when its shard is full of unexpired proofs.
+    pub(crate) fn record(&self, owner: &Arc<str>, jti: &str, expires: i64, now: i64) -> Result<()> {
+        let i = (self.pick.hash_one(&**owner) as usize) % SHARDS;
         let mut shard = self.shards[i]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(&until) = shard.get(jti) {
+        let held = shard.owners.get(&**owner);
+        if let Some(&until) = held.and_then(|jtis| jtis.get(jti)) {
             if until >= now {
                 return Err(Error::ProofReplayed {
                     reason: format!(
@@ -51,18 +85,33 @@ impl ReplayCache {
                 });
             }
         }
-        if shard.len() >= self.per_shard && !shard.contains_key(jti) {
-            shard.retain(|_, until| *until >= now);
-            if shard.len() >= self.per_shard {
+        let known = held.is_some_and(|jtis| jtis.contains_key(jti));
+        if !known && held.is_some_and(|jtis| jtis.len() >= self.per_owner) {
+            shard.sweep(now);
+            let count = shard.owners.get(&**owner).map_or(0, HashMap::len);
+            if count >= self.per_owner {
                 return Err(Error::ProofReplayed {
                     reason: format!(
-                        "the replay cache is full ({} unexpired proofs in this shard): refusing the proof rather than forgetting one that is still valid; raise proof_replay_capacity or shorten proof lifetimes",
-                        shard.len()
+                        "this workload key already has {count} unexpired proofs, its whole share (1/{OWNER_SHARE}) of the replay cache: refusing the proof rather than forgetting one that is still valid; prove less often, shorten proof lifetimes or raise proof_replay_capacity"
                     ),
                 });
             }
         }
-        shard.insert(jti.into(), expires);
+        if !known && shard.total >= self.per_shard {
+            shard.sweep(now);
+            if shard.total >= self.per_shard {
+                return Err(Error::ProofReplayed {
+                    reason: format!(
+                        "the replay cache is full ({} unexpired proofs in this shard): refusing the proof rather than forgetting one that is still valid; raise proof_replay_capacity or shorten proof lifetimes",
+                        shard.total
+                    ),
+                });
+            }
+        }
+        let jtis = shard.owners.entry(Arc::clone(owner)).or_default();
+        if jtis.insert(jti.into(), expires).is_none() {
+            shard.total += 1;
+        }
         Ok(())
     }
 
@@ -73,7 +122,9 @@ impl ReplayCache {
             .map(|s| {
                 s.lock()
                     .unwrap_or_else(PoisonError::into_inner)
+                    .owners
                     .values()
+                    .flat_map(HashMap::values)
                     .filter(|u| **u >= now)
                     .count()
             })
@@ -86,44 +137,78 @@ mod tests {
     use super::*;
     use crate::error::ResultCode;
 
+    fn owner(name: &str) -> Arc<str> {
+        Arc::from(name)
+    }
+
     #[test]
     fn a_jti_is_accepted_once_until_it_expires() {
-        let c = ReplayCache::new(100);
-        c.record("a", 110, 100).unwrap();
-        let e = c.record("a", 110, 105).unwrap_err();
+        let c = ReplayCache::new(6400);
+        let a = owner("a");
+        c.record(&a, "a", 110, 100).unwrap();
+        let e = c.record(&a, "a", 110, 105).unwrap_err();
         assert_eq!(e.code(), ResultCode::ProofReplayed);
         assert!(e.to_string().contains("already used"), "{e}");
         // Past its expiry the proof itself is refused as expired; the cache may
         // then take the jti again.
-        c.record("a", 130, 111).unwrap();
+        c.record(&a, "a", 130, 111).unwrap();
         assert_eq!(c.len(111), 1);
     }
 
     #[test]
     fn a_full_cache_refuses_instead_of_forgetting() {
-        let c = ReplayCache::new(SHARDS); // one entry per shard
+        let c = ReplayCache::new(SHARDS); // one entry per shard and per owner
         let mut refused = 0;
         for i in 0..200 {
-            if c.record(&format!("j{i}"), 1000, 100).is_err() {
+            if c.record(&owner(&format!("o{i}")), "j", 1000, 100).is_err() {
                 refused += 1;
             }
         }
         assert!(refused >= 200 - SHARDS, "{refused}");
         assert!(c.len(100) <= SHARDS);
         // Once they expire, room comes back.
-        c.record("late", 2000, 1001).unwrap();
+        c.record(&owner("late"), "j", 2000, 1001).unwrap();
+    }
+
+    #[test]
+    fn one_key_flooding_leaves_room_for_every_other_key() {
+        let c = ReplayCache::new(1024); // 16 per key, 64 per shard
+        let flood = owner("flooder");
+        let accepted = (0..10_000)
+            .filter(|i| c.record(&flood, &format!("f{i}"), 1000, 100).is_ok())
+            .count();
+        assert_eq!(accepted, 1024 / OWNER_SHARE);
+        let e = c.record(&flood, "one-more", 1000, 100).unwrap_err();
+        assert_eq!(e.code(), ResultCode::ProofReplayed);
+        assert!(e.to_string().contains("its whole share"), "{e}");
+        // Three more flooders cannot shut a shard either: every other key,
+        // wherever it lands, still has room.
+        for f in 0..3 {
+            let o = owner(&format!("flooder-{f}"));
+            for i in 0..100 {
+                let _ = c.record(&o, &format!("f{i}"), 1000, 100);
+            }
+        }
+        for k in 0..200 {
+            c.record(&owner(&format!("workload-{k}")), "j1", 1000, 100)
+                .unwrap();
+        }
+        // Once the flood's proofs expire, the flooder has its share again.
+        c.record(&flood, "later", 2000, 1001).unwrap();
     }
 
     #[test]
     fn many_threads_never_accept_the_same_jti_twice() {
-        let c = std::sync::Arc::new(ReplayCache::new(10_000));
+        let c = std::sync::Arc::new(ReplayCache::new(100_000));
+        let o = owner("one key");
         let accepted: usize = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
                 .map(|_| {
                     let c = c.clone();
+                    let o = o.clone();
                     s.spawn(move || {
                         (0..1000)
-                            .filter(|i| c.record(&format!("j{i}"), 50, 0).is_ok())
+                            .filter(|i| c.record(&o, &format!("j{i}"), 50, 0).is_ok())
                             .count()
                     })
                 })

@@ -234,6 +234,7 @@ impl WorkloadKey {
                 "is empty; expected the request's target URI, e.g. https://svc.example/api",
             ));
         }
+        options.tokens.refuse_repeated_headers()?;
         let ttl = options.ttl.unwrap_or(DEFAULT_PROOF_TTL).as_secs();
         let mut jti = [0u8; 16];
         getrandom::fill(&mut jti).map_err(|e| Error::Io {

@@ -17,21 +17,38 @@
 //! the same answer); it never returns an entry for another token, because
 //! every entry carries its full 32-byte hash and the lookup compares it.
 //!
+//! Memory grows with use, not with the configured capacity: the table starts
+//! at [`MIN_SLOTS`] slots and doubles when it would be more than half full,
+//! up to what the capacity needs; the capacity itself is clamped to
+//! [`MAX_CACHE_ENTRIES`], so no value overflows or allocates up front. The
+//! first-in first-out order is a map from an insertion number to the hash
+//! that holds exactly the entries in the table: a removal takes its number
+//! out, so an entry that is removed and inserted again (a cached token whose
+//! store read failed, then verified again) never leaves a copy behind.
+//!
 //! Memory per entry: the shared `VerifiedIdentity` (its claims' strings:
 //! typically 300–500 bytes for Nomad-sized IDs), the 32-byte hash twice (in
-//! the entry and in the eviction queue), and 2 to 4 table slots of 8 bytes.
-//! Measured in BENCHMARKS.md.
+//! the entry and in the order, with the order's 8-byte number and its B-tree
+//! overhead), and 2 to 4 table slots of 8 bytes. Measured in BENCHMARKS.md.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 use sha2::{Digest, Sha256};
 
 use super::VerifiedIdentity;
 use crate::keyring::KeyRef;
+
+/// The most entries a verified-token cache holds: larger capacities are
+/// clamped to this (about 500 MiB of entries at Nomad-sized claims, and a
+/// 32 MiB table, reached only by use).
+pub const MAX_CACHE_ENTRIES: usize = 1 << 20;
+
+/// The table's size before any growth.
+const MIN_SLOTS: usize = 16;
 
 /// A cached verification: what was verified, and by which key. The key is held
 /// by identity (never by its kid string): a kid removed and re-inserted with
@@ -39,6 +56,8 @@ use crate::keyring::KeyRef;
 pub(crate) struct Cached {
     /// The token's hash (the table compares it on every probe).
     hash: TokenHash,
+    /// Its place in the first-in first-out order (set by the writer).
+    seq: u64,
     pub(crate) identity: VerifiedIdentity,
     pub(crate) key: KeyRef,
     /// The keyring generation at which `key` was last seen to still verify
@@ -48,15 +67,6 @@ pub(crate) struct Cached {
 }
 
 impl Cached {
-    pub(crate) fn new(hash: TokenHash, identity: VerifiedIdentity, key: KeyRef) -> Cached {
-        Cached {
-            hash,
-            identity,
-            key,
-            checked_at: AtomicU64::new(0),
-        }
-    }
-
     /// Whether the key was confirmed at keyring generation `generation`.
     pub(crate) fn checked_at(&self, generation: u64) -> bool {
         self.checked_at.load(Ordering::Relaxed) == generation
@@ -84,59 +94,20 @@ fn home(key: &TokenHash, mask: usize) -> usize {
     (u64::from_le_bytes(b) as usize) & mask
 }
 
-/// What only writers touch, under the lock.
-struct Writer {
-    /// Hashes in insertion order (removed entries' hashes linger until they
-    /// reach the front or a compaction).
-    order: VecDeque<TokenHash>,
-    /// Entries in the table.
-    len: usize,
-}
-
-pub(crate) struct TokenCache {
-    capacity: usize,
-    /// `slots.len() - 1`; the length is a power of two, at least twice one
-    /// more than the capacity, so the table is at most half full and probes
-    /// stay short.
+/// One open-addressing table; replaced whole (never resized in place) when it
+/// grows, so a reader holding the old one still sees a consistent table.
+struct Table {
+    /// `slots.len() - 1`; the length is a power of two.
     mask: usize,
     slots: Box<[ArcSwapOption<Cached>]>,
-    writer: Mutex<Writer>,
 }
 
-impl TokenCache {
-    pub(crate) fn new(capacity: usize) -> TokenCache {
-        let capacity = capacity.max(1);
-        // +1: an insert holds one entry over the bound until it evicts.
-        let size = (2 * (capacity + 1)).next_power_of_two();
-        TokenCache {
-            capacity,
+impl Table {
+    fn new(size: usize) -> Table {
+        Table {
             mask: size - 1,
             slots: (0..size).map(|_| ArcSwapOption::empty()).collect(),
-            writer: Mutex::new(Writer {
-                order: VecDeque::new(),
-                len: 0,
-            }),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Calls `f` with the entry for `key`, if there is one, and returns what
-    /// `f` returns. No lock is taken and no count is written: `f` should copy
-    /// what it needs rather than keep the entry.
-    pub(crate) fn with<R>(&self, key: &TokenHash, f: impl FnOnce(&Cached) -> R) -> Option<R> {
-        let mut i = home(key, self.mask);
-        for _ in 0..self.slots.len() {
-            let slot = self.slots[i].load();
-            match slot.as_deref() {
-                None => return None,
-                Some(entry) if entry.hash == *key => return Some(f(entry)),
-                Some(_) => i = (i + 1) & self.mask,
-            }
-        }
-        None
     }
 
     /// The slot holding `key` (writers only: with the lock held, the table
@@ -153,42 +124,16 @@ impl TokenCache {
         None
     }
 
-    pub(crate) fn insert(&self, value: Arc<Cached>) {
-        let key = value.hash;
-        let mut w = self.lock();
-        let mut i = home(&key, self.mask);
-        // The table is at most half full: an empty slot comes.
+    /// The empty slot `key`'s probe reaches first, or `None` when `key` is
+    /// already there. The table is at most half full: an empty slot comes.
+    fn vacancy(&self, key: &TokenHash) -> Option<usize> {
+        let mut i = home(key, self.mask);
         loop {
             match self.slots[i].load().as_deref() {
-                None => break,
-                Some(entry) if entry.hash == key => return,
+                None => return Some(i),
+                Some(entry) if entry.hash == *key => return None,
                 Some(_) => i = (i + 1) & self.mask,
             }
-        }
-        self.slots[i].store(Some(value));
-        w.len += 1;
-        w.order.push_back(key);
-        while w.len > self.capacity {
-            let Some(old) = w.order.pop_front() else {
-                break;
-            };
-            if let Some(slot) = self.find(&old) {
-                self.delete(slot);
-                w.len -= 1;
-            }
-        }
-        // Removed entries leave their hash in the queue; compact before the
-        // queue can outgrow the bound.
-        if w.order.len() > 2 * self.capacity {
-            w.order.retain(|k| self.find(k).is_some());
-        }
-    }
-
-    pub(crate) fn remove(&self, key: &TokenHash) {
-        let mut w = self.lock();
-        if let Some(slot) = self.find(key) {
-            self.delete(slot);
-            w.len -= 1;
         }
     }
 
@@ -218,27 +163,154 @@ impl TokenCache {
             }
         }
     }
+}
 
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len
+/// What only writers touch, under the lock.
+struct Writer {
+    /// The entries in the table by insertion number, oldest first: exactly
+    /// one item per entry.
+    order: BTreeMap<u64, TokenHash>,
+    /// The next insertion number.
+    next_seq: u64,
+}
+
+pub(crate) struct TokenCache {
+    capacity: usize,
+    /// The table's largest size: a power of two, at least twice one more
+    /// than the capacity, so the table is at most half full.
+    max_slots: usize,
+    table: ArcSwap<Table>,
+    writer: Mutex<Writer>,
+}
+
+impl TokenCache {
+    /// A cache for `capacity` entries, clamped to 1..=[`MAX_CACHE_ENTRIES`].
+    pub(crate) fn new(capacity: usize) -> TokenCache {
+        let capacity = capacity.clamp(1, MAX_CACHE_ENTRIES);
+        // +1: an insert holds one entry over the bound until it evicts. No
+        // overflow: the capacity is at most 2^20.
+        let max_slots = (2 * (capacity + 1)).next_power_of_two();
+        TokenCache {
+            capacity,
+            max_slots,
+            table: ArcSwap::from_pointee(Table::new(MIN_SLOTS.min(max_slots))),
+            writer: Mutex::new(Writer {
+                order: BTreeMap::new(),
+                next_seq: 0,
+            }),
+        }
     }
 
-    /// (entries, queued keys): for tests of the bound.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls `f` with the entry for `key`, if there is one, and returns what
+    /// `f` returns. No lock is taken and no count is written: `f` should copy
+    /// what it needs rather than keep the entry.
+    pub(crate) fn with<R>(&self, key: &TokenHash, f: impl FnOnce(&Cached) -> R) -> Option<R> {
+        let table = self.table.load();
+        let mut i = home(key, table.mask);
+        for _ in 0..table.slots.len() {
+            let slot = table.slots[i].load();
+            match slot.as_deref() {
+                None => return None,
+                Some(entry) if entry.hash == *key => return Some(f(entry)),
+                Some(_) => i = (i + 1) & table.mask,
+            }
+        }
+        None
+    }
+
+    /// Caches `identity`, verified by `key`, under `hash` (nothing changes
+    /// when `hash` is already cached).
+    pub(crate) fn insert(&self, hash: TokenHash, identity: VerifiedIdentity, key: KeyRef) {
+        let mut w = self.lock();
+        let mut table = self.table.load_full();
+        if table.find(&hash).is_some() {
+            return;
+        }
+        // Grow before the table would be more than half full.
+        let len = w.order.len();
+        if 2 * (len + 1) > table.slots.len() && table.slots.len() < self.max_slots {
+            table = Arc::new(self.grown(&table, len + 1));
+            self.table.store(Arc::clone(&table));
+        }
+        let seq = w.next_seq;
+        w.next_seq += 1;
+        let Some(slot) = table.vacancy(&hash) else {
+            return;
+        };
+        table.slots[slot].store(Some(Arc::new(Cached {
+            hash,
+            seq,
+            identity,
+            key,
+            checked_at: AtomicU64::new(0),
+        })));
+        w.order.insert(seq, hash);
+        while w.order.len() > self.capacity {
+            let Some((_, old)) = w.order.pop_first() else {
+                break;
+            };
+            if let Some(slot) = table.find(&old) {
+                table.delete(slot);
+            }
+        }
+    }
+
+    /// A table of at least twice `entries` slots (at most `max_slots`)
+    /// holding every entry of `old`.
+    fn grown(&self, old: &Table, entries: usize) -> Table {
+        let size = (2 * entries).next_power_of_two().min(self.max_slots);
+        let new = Table::new(size);
+        for slot in old.slots.iter() {
+            if let Some(entry) = slot.load_full() {
+                if let Some(i) = new.vacancy(&entry.hash) {
+                    new.slots[i].store(Some(entry));
+                }
+            }
+        }
+        new
+    }
+
+    pub(crate) fn remove(&self, key: &TokenHash) {
+        let mut w = self.lock();
+        let table = self.table.load();
+        if let Some(slot) = table.find(key) {
+            if let Some(entry) = table.slots[slot].load_full() {
+                w.order.remove(&entry.seq);
+            }
+            table.delete(slot);
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().order.len()
+    }
+
+    /// (entries, table slots): for tests of the bound.
     #[cfg(test)]
     pub(crate) fn sizes(&self) -> (usize, usize) {
         let w = self.lock();
-        (w.len, w.order.len())
+        (w.order.len(), self.table.load().slots.len())
     }
 
-    /// Every entry is reachable from its home slot, and the count is right.
+    /// Every entry is reachable from its home slot, the order holds exactly
+    /// the entries, and the count is right.
     #[cfg(test)]
     fn consistent(&self) -> bool {
-        let entries: Vec<TokenHash> = self
+        let w = self.lock();
+        let table = self.table.load();
+        let entries: Vec<(u64, TokenHash)> = table
             .slots
             .iter()
-            .filter_map(|s| s.load().as_deref().map(|e| e.hash))
+            .filter_map(|s| s.load().as_deref().map(|e| (e.seq, e.hash)))
             .collect();
-        entries.len() == self.lock().len && entries.iter().all(|k| self.find(k).is_some())
+        entries.len() == w.order.len()
+            && entries
+                .iter()
+                .all(|(seq, k)| table.find(k).is_some() && w.order.get(seq) == Some(k))
     }
 }
 
@@ -246,16 +318,17 @@ impl TokenCache {
 mod tests {
     use super::*;
     use crate::claims::Claims;
+    use std::collections::VecDeque;
 
-    fn id(i: u32) -> Arc<Cached> {
-        Arc::new(Cached::new(
+    fn put(c: &TokenCache, i: u32) {
+        c.insert(
             key(i),
             VerifiedIdentity {
                 claims: Claims::default(),
                 kid: crate::keyring::KeyId::new("k").unwrap(),
             },
             KeyRef::none(),
-        ))
+        );
     }
 
     fn key(i: u32) -> TokenHash {
@@ -274,7 +347,7 @@ mod tests {
             let mut model: VecDeque<u32> = VecDeque::new();
             let inserts = 10 * capacity as u32 + 10;
             for i in 0..inserts {
-                c.insert(id(i));
+                put(&c, i);
                 model.push_back(i);
                 if model.len() > capacity {
                     model.pop_front();
@@ -283,9 +356,8 @@ mod tests {
                     c.remove(&key(i));
                     model.retain(|&k| k != i);
                 }
-                let (entries, queued) = c.sizes();
+                let (entries, _) = c.sizes();
                 assert!(entries <= capacity, "{capacity}/{i}: {entries}");
-                assert!(queued <= 2 * capacity + 1, "{capacity}/{i}: {queued}");
             }
             assert!(c.consistent(), "{capacity}");
             assert_eq!(c.len(), model.len(), "{capacity}");
@@ -300,7 +372,7 @@ mod tests {
         let c = TokenCache::new(16);
         for round in 0..200u32 {
             for i in 0..16 {
-                c.insert(id(round * 16 + i));
+                put(&c, round * 16 + i);
             }
             for i in (0..16).step_by(round as usize % 3 + 2) {
                 c.remove(&key(round * 16 + i));
@@ -315,7 +387,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 0..20_000u32 {
-                    c.insert(id(i));
+                    put(&c, i);
                     if i % 2 == 0 {
                         c.remove(&key(i / 2));
                     }
@@ -337,9 +409,96 @@ mod tests {
 
     #[test]
     fn a_hit_remembers_the_keyring_generation_it_was_checked_at() {
-        let e = id(0);
-        assert!(!e.checked_at(1));
-        e.mark_checked(7);
-        assert!(e.checked_at(7) && !e.checked_at(8));
+        let c = TokenCache::new(4);
+        put(&c, 0);
+        assert_eq!(c.with(&key(0), |e| e.checked_at(1)), Some(false));
+        c.with(&key(0), |e| e.mark_checked(7));
+        assert_eq!(
+            c.with(&key(0), |e| (e.checked_at(7), e.checked_at(8))),
+            Some((true, false))
+        );
+    }
+
+    /// A cached token whose hit fails (a transient store error) is removed,
+    /// then verified and inserted again: the order must not keep a copy per
+    /// round, and inserts must not slow down with the rounds.
+    #[test]
+    fn an_entry_that_flaps_leaves_nothing_behind() {
+        let c = TokenCache::new(8);
+        for i in 1..=4 {
+            put(&c, i);
+        }
+        for _ in 0..100_000 {
+            put(&c, 0);
+            c.remove(&key(0));
+        }
+        put(&c, 0);
+        let (entries, slots) = c.sizes();
+        assert_eq!(entries, 5);
+        assert_eq!(c.lock().order.len(), 5, "one order item per entry");
+        assert!(slots <= 32, "{slots} slots for 5 entries");
+        assert!(c.consistent());
+        // First in, first out still holds across the flapping: 1 is evicted
+        // first, and the re-inserted 0 counts as the newest.
+        for i in 10..14 {
+            put(&c, i);
+        }
+        assert!(!present(&c, 1) && present(&c, 0) && present(&c, 2));
+    }
+
+    #[test]
+    fn capacity_is_clamped_and_memory_grows_with_use() {
+        for capacity in [
+            usize::MAX,
+            usize::MAX / 2 + 1,
+            MAX_CACHE_ENTRIES + 1,
+            1 << 40,
+        ] {
+            let c = TokenCache::new(capacity);
+            assert_eq!(c.capacity, MAX_CACHE_ENTRIES, "{capacity}");
+            let (_, slots) = c.sizes();
+            assert_eq!(
+                slots, MIN_SLOTS,
+                "nothing allocated up front for {capacity}"
+            );
+            for i in 0..100 {
+                put(&c, i);
+            }
+            let (entries, slots) = c.sizes();
+            assert_eq!(entries, 100);
+            assert!(
+                (200..=512).contains(&slots),
+                "{slots} slots for 100 entries"
+            );
+            assert!(c.consistent());
+            assert!((0..100).all(|i| present(&c, i)));
+        }
+        // The zero capacity is one entry, as before.
+        let c = TokenCache::new(0);
+        put(&c, 1);
+        put(&c, 2);
+        assert!(present(&c, 2) && !present(&c, 1));
+    }
+
+    #[test]
+    fn growth_while_readers_probe_never_mixes_entries_up() {
+        let c = TokenCache::new(100_000);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20_000u32 {
+                    put(&c, i);
+                }
+            });
+            s.spawn(|| {
+                for n in 0..200_000u32 {
+                    let i = n % 20_000;
+                    if let Some(h) = c.with(&key(i), |e| e.hash) {
+                        assert_eq!(h, key(i));
+                    }
+                }
+            });
+        });
+        assert!(c.consistent());
+        assert!((0..20_000).all(|i| present(&c, i)));
     }
 }

@@ -64,7 +64,8 @@ enum SigStage {
 use crate::state::{AllocState, Consistency, StateStore};
 use curve25519_dalek::edwards::EdwardsPoint;
 
-use cache::{Cached, TokenCache, token_hash};
+pub use cache::MAX_CACHE_ENTRIES;
+use cache::{TokenCache, token_hash};
 
 /// The audience a verifier accepts: never empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -163,7 +164,9 @@ impl VerifierBuilder {
     /// Room in the proof replay cache: the most proofs (by `jti`) remembered
     /// at once until they expire (default 100,000; at least 16). When it is
     /// full of unexpired proofs, new proofs are refused (`PROOF_REPLAYED`),
-    /// never an old one forgotten.
+    /// never an old one forgotten. One workload key (a WIT's `cnf.jwk`) may
+    /// hold at most 1/64 of it (1,562 proofs by default), so a workload that
+    /// floods proofs has its own refused and cannot shut others out.
     pub fn proof_replay_capacity(mut self, entries: usize) -> VerifierBuilder {
         self.proof_replay_capacity = entries.max(16);
         self
@@ -213,7 +216,10 @@ impl VerifierBuilder {
         self
     }
 
-    /// Enables the verified-token cache with room for `entries` tokens.
+    /// Enables the verified-token cache with room for `entries` tokens,
+    /// clamped to [`MAX_CACHE_ENTRIES`] (2^20). Memory grows with the
+    /// entries actually cached, not with `entries`: a large capacity costs
+    /// nothing until it is used.
     pub fn cache(mut self, entries: usize) -> VerifierBuilder {
         self.cache_capacity = Some(entries);
         self
@@ -230,7 +236,7 @@ impl VerifierBuilder {
                 cache: self.cache_capacity.map(TokenCache::new),
                 counters: Counters::default(),
                 replay: crate::pop::ReplayCache::new(self.proof_replay_capacity),
-                proof_keys: crate::pop::KeyCache::new(1024),
+                proof_keys: crate::pop::KeyCache::new(crate::pop::PROOF_KEYS),
             }),
         }
     }
@@ -517,7 +523,7 @@ impl Verifier {
             kid: key.id().clone(),
         };
         if let (Some(cache), Some(hash)) = (&self.inner.cache, hash) {
-            cache.insert(Arc::new(Cached::new(hash, verified.clone(), key.key_ref())));
+            cache.insert(hash, verified.clone(), key.key_ref());
         }
         Ok(verified)
     }

@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use zeroize::Zeroizing;
-
 use super::{KeyWait, VerifiedIdentity, Verifier, check_alg, check_sig};
 use crate::error::{Result, truncate_for_message};
 use crate::jwt::{self, TokenType};
@@ -137,8 +135,11 @@ impl Verifier {
                 cnf.alg
             )));
         }
-        let checker = inner.proof_keys.get(cnf)?;
-        if !checker.verify(proof.signing_input, proof.signature.as_slice()) {
+        let workload_key = inner.proof_keys.get(cnf)?;
+        if !workload_key
+            .checker
+            .verify(proof.signing_input, proof.signature.as_slice())
+        {
             return Err(invalid(
                 "the WPT's signature does not verify under the WIT's cnf.jwk (made with another key?)",
             ));
@@ -198,10 +199,12 @@ impl Verifier {
             c.tth.as_deref(),
             request.tokens.transaction_token.as_deref(),
         )?;
-        bind_others(c.oth.as_ref(), &request.tokens.other_tokens)?;
+        bind_others(c.oth.as_ref(), &request.tokens)?;
 
         // 3. Replay: last, so a proof that fails no other check is what fills it.
-        inner.replay.record(jti, exp.saturating_add(leeway), now)?;
+        inner
+            .replay
+            .record(&workload_key.owner, jti, exp.saturating_add(leeway), now)?;
         Ok(VerifiedProof {
             identity,
             jti: jti.to_string(),
@@ -235,12 +238,12 @@ fn bind(claim: &str, what: &str, hash: Option<&str>, token: Option<&String>) -> 
 
 /// `oth` must bind exactly the request's other tokens: every entry one of
 /// them (an unknown entry is refused), every one of them an entry.
-fn bind_others(
-    oth: Option<&BTreeMap<String, String>>,
-    tokens: &[(String, Zeroizing<String>)],
-) -> Result<()> {
+fn bind_others(oth: Option<&BTreeMap<String, String>>, request_tokens: &BoundTokens) -> Result<()> {
     let empty = BTreeMap::new();
     let oth = oth.unwrap_or(&empty);
+    // Every value is checked below only because each header has one.
+    request_tokens.refuse_repeated_headers()?;
+    let tokens = &request_tokens.other_tokens;
     for (header, hash) in oth {
         let Some((_, value)) = tokens.iter().find(|(h, _)| h == header) else {
             return Err(invalid(format!(
