@@ -576,3 +576,55 @@ fn a_repeated_header_named_in_oth_is_refused_on_both_sides() {
     assert_eq!(e.code(), ResultCode::ProofInvalid);
     assert!(e.to_string().contains("\"x-extra\""), "{e}");
 }
+
+/// One workload holding a valid WIT signs as many proofs as it likes; it must
+/// not be able to fill the replay cache and shut every other workload out.
+#[test]
+fn a_workload_flooding_proofs_cannot_deny_proofs_to_others() {
+    let w = world();
+    let verifier = Verifier::builder(
+        w.keyring.clone(),
+        w.store.clone(),
+        Audience::new("vault.io").unwrap(),
+    )
+    .issuer("https://nomad.example.com")
+    .proof_replay_capacity(1024)
+    .build();
+    let flooder = WorkloadKey::generate(Algorithm::EdDsa).unwrap();
+    let flood_wit = wit(&w, &flooder, Algorithm::EdDsa);
+    let req = ProofRequest::new(TARGET);
+    let mut accepted = 0;
+    let mut last = None;
+    for _ in 0..200 {
+        let wpt = flooder
+            .prove(&flood_wit, TARGET, NOW, &ProofOptions::new())
+            .unwrap();
+        match verifier.verify_proof(&flood_wit, &wpt, &req, NOW) {
+            Ok(_) => accepted += 1,
+            Err(e) => last = Some(e),
+        }
+    }
+    // Its share: 1/64 of the room.
+    assert_eq!(accepted, 1024 / 64);
+    let e = last.expect("the flood was refused past its share");
+    assert_eq!(e.code(), ResultCode::ProofReplayed);
+    assert!(e.to_string().contains("share"), "{e}");
+    // Every other workload still proves, while the flooder stays refused.
+    for _ in 0..20 {
+        let other = WorkloadKey::generate(Algorithm::Es256).unwrap();
+        let other_wit = wit(&w, &other, Algorithm::Es256);
+        let wpt = other
+            .prove(&other_wit, TARGET, NOW, &ProofOptions::new())
+            .unwrap();
+        verifier
+            .verify_proof(&other_wit, &wpt, &req, NOW)
+            .expect("another workload's proof is accepted during the flood");
+    }
+    let wpt = flooder
+        .prove(&flood_wit, TARGET, NOW, &ProofOptions::new())
+        .unwrap();
+    assert_eq!(
+        refused(&verifier, &flood_wit, &wpt, &req, NOW).code(),
+        ResultCode::ProofReplayed
+    );
+}

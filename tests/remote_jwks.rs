@@ -180,6 +180,11 @@ fn serve(mut conn: TcpStream, st: &ServerState) {
         .cloned()
         .unwrap_or_else(|| Reply::status(404));
     thread::sleep(reply.delay);
+    // Out of the count before the answer is written: the client cannot start
+    // its next request before it has this answer, so two requests counted at
+    // once really overlapped (counting after the write let a busy host's
+    // scheduler make sequential requests look concurrent).
+    st.concurrent.fetch_sub(1, Ordering::SeqCst);
     let mut out = format!("HTTP/1.1 {} Canned\r\nConnection: close\r\n", reply.status);
     if !reply.close_delimited {
         out.push_str(&format!("Content-Length: {}\r\n", reply.body.len()));
@@ -192,7 +197,6 @@ fn serve(mut conn: TcpStream, st: &ServerState) {
     bytes.extend_from_slice(&reply.body);
     let _ = conn.write_all(&bytes);
     let _ = conn.flush();
-    st.concurrent.fetch_sub(1, Ordering::SeqCst);
 }
 
 // ---------------------------------------------------------------------------
@@ -892,4 +896,107 @@ fn https_with_the_configured_ca_and_refused_without_it() {
         .build()
         .unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument);
+}
+
+/// `Debug` of every public type of the module leaves out the URL's query
+/// and fragment (a signed URL or an access token may sit there), as every
+/// message does.
+#[test]
+fn debug_never_shows_the_query_of_a_url() {
+    let (_issuer, server) = issuer_and_server();
+    for (name, builder) in [
+        (
+            "jwks",
+            RemoteJwks::builder(&server.url("/jwks?sig=s3cret-query#frag-s3cret")),
+        ),
+        (
+            "issuer",
+            RemoteJwks::discover(&format!(
+                "http://{}?token=s3cret-query#frag-s3cret",
+                server.addr
+            )),
+        ),
+    ] {
+        let builder = builder.allow_http_loopback(true);
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("s3cret"), "{name} builder: {shown}");
+        assert!(shown.contains(&server.addr.to_string()), "{name}: {shown}");
+        // An issuer with a query is refused at build; the error is redacted too.
+        match builder.build() {
+            Ok(remote) => {
+                let report = remote.refresh().unwrap();
+                let refresher = remote.spawn_refresher().unwrap();
+                for (what, text) in [
+                    ("RemoteJwks", format!("{remote:?}")),
+                    ("RefreshReport", format!("{report:?}")),
+                    ("RemoteJwksStats", format!("{:?}", remote.stats())),
+                    ("Refresher", format!("{refresher:?}")),
+                ] {
+                    assert!(!text.contains("s3cret"), "{name} {what}: {text}");
+                }
+                assert!(format!("{remote:?}").contains("/jwks"), "{remote:?}");
+            }
+            Err(e) => {
+                assert!(!format!("{e:?} {e}").contains("s3cret"), "{name}: {e:?}");
+            }
+        }
+    }
+}
+
+/// A refresh whose set cannot be applied whole changes nothing: before, the
+/// keys whose kid changed were removed first and lost when the import then
+/// failed.
+#[test]
+fn a_set_that_cannot_be_applied_whole_changes_nothing() {
+    let server = Server::start();
+    let first = Keyring::from_keys([
+        common::identity::root_key("k1", 1, workload_identity::KeyState::Active),
+        common::identity::root_key("k2", 2, workload_identity::KeyState::Inactive),
+    ])
+    .unwrap();
+    server.set("/jwks", Reply::json(first.jwks().to_json()));
+    let remote = source(&server).build().unwrap();
+    remote.refresh().unwrap();
+    // The caller signs with its own active key "mine" in the same keyring.
+    remote
+        .keyring()
+        .insert(common::identity::root_key(
+            "mine",
+            9,
+            workload_identity::KeyState::Active,
+        ))
+        .unwrap();
+    let before = remote.keyring().keys();
+    // The remote set now changes k1's key and names "mine" with another key:
+    // "mine" cannot be replaced (it is active), so the whole set is refused.
+    let second = Keyring::from_keys([
+        common::identity::root_key("k1", 3, workload_identity::KeyState::Active),
+        common::identity::root_key("k2", 2, workload_identity::KeyState::Inactive),
+        common::identity::root_key("mine", 4, workload_identity::KeyState::Inactive),
+    ])
+    .unwrap();
+    server.set("/jwks", Reply::json(second.jwks().to_json()));
+    let e = remote.refresh().unwrap_err();
+    assert_eq!(e.code(), ResultCode::DuplicateKey, "{e}");
+    assert_eq!(remote.keyring().keys(), before, "nothing changed");
+    let v = verifier(&remote, Duration::ZERO);
+    v.verify(&token(&first), NOW)
+        .expect("k1's old key still verifies");
+    assert!(remote.stats().stale);
+    // A set that leaves "mine" out applies; "mine" stays (active keys are
+    // never removed), k1 is replaced.
+    let third = Keyring::from_keys([common::identity::root_key(
+        "k1",
+        3,
+        workload_identity::KeyState::Active,
+    )])
+    .unwrap();
+    server.set("/jwks", Reply::json(third.jwks().to_json()));
+    let report = remote.refresh().unwrap();
+    assert_eq!(report.keys.len(), 1);
+    assert_eq!(report.added.len(), 1);
+    assert_eq!(report.removed.len(), 2, "{report:?}");
+    assert!(remote.keyring().key_info("mine").is_some());
+    assert!(remote.keyring().key_info("k2").is_none());
+    v.verify(&token(&third), NOW).unwrap();
 }

@@ -525,6 +525,89 @@ impl Keyring {
     }
 }
 
+/// What [`Keyring::mirror_jwks`] changed.
+#[derive(Debug, Default)]
+pub(crate) struct MirrorReport {
+    /// The set's keys, in document order.
+    pub(crate) keys: Vec<KeyId>,
+    /// Keys new to the keyring (a kid whose key changed counts here too).
+    pub(crate) added: Vec<KeyId>,
+    /// Keys taken out: gone from the set, or replaced under their kid.
+    pub(crate) removed: Vec<KeyId>,
+    /// Entries skipped as not signing keys.
+    pub(crate) skipped: usize,
+}
+
+impl Keyring {
+    /// Makes this keyring's keys exactly the keys of a JWKS (a remote
+    /// issuer's latest set): new kids are added (verify-only), kids whose key
+    /// changed are replaced, kids gone from the set are removed. All or
+    /// nothing, in one write: a set that does not import, or that would
+    /// replace an active key (one the caller inserted to sign with; it
+    /// cannot be removed), changes nothing. An active key absent from the set
+    /// is kept, as `remove` would refuse it.
+    pub(crate) fn mirror_jwks(&self, json: &str) -> Result<MirrorReport> {
+        let (keys, skipped) = parse_jwks(json)?;
+        // Checked outside the lock; the expensive part.
+        let mut entries = Vec::with_capacity(keys.len());
+        for (id, public) in keys {
+            entries.push(super::KeyEntry::public_only(id, public)?);
+        }
+        let mut report = MirrorReport {
+            keys: entries.iter().map(|e| e.id.clone()).collect(),
+            skipped: skipped.len(),
+            ..MirrorReport::default()
+        };
+        {
+            let mut inner = self.write();
+            // Plan first: nothing changes unless everything can.
+            for e in &entries {
+                let replaced = inner
+                    .keys
+                    .get(&e.id)
+                    .is_some_and(|held| held.entry.public_key() != e.public_key());
+                if replaced && inner.is_active(e.id.as_str()) {
+                    return Err(Error::DuplicateKey {
+                        kid: e.id.to_string(),
+                    });
+                }
+            }
+            let gone: Vec<KeyId> = inner
+                .keys
+                .keys()
+                .filter(|held| !report.keys.contains(held))
+                .cloned()
+                .collect();
+            for kid in gone {
+                if inner.is_active(kid.as_str()) {
+                    log::debug!("remote JWKS: keeping {kid}, an active key the set does not list");
+                    continue;
+                }
+                inner.keys.remove(&kid);
+                report.removed.push(kid);
+            }
+            let meta = super::Meta {
+                state: super::KeyState::Inactive,
+                create_time: 0,
+                publish_time: 0,
+                retired_time: 0,
+            };
+            for e in entries {
+                match inner.keys.get(&e.id) {
+                    // Kept as it is: its verification table may be built.
+                    Some(held) if held.entry.public_key() == e.public_key() => continue,
+                    Some(_) => report.removed.push(e.id.clone()),
+                    None => {}
+                }
+                report.added.push(e.id.clone());
+                inner.put(e, meta);
+            }
+        }
+        self.changed();
+        Ok(report)
+    }
+}
+
 /// The checked public key of a workload's `ProofKey` (a request's, or a WIT's
 /// `cnf.jwk`): Ed25519 (`OKP`, `Ed25519`, `EdDSA`) or P-256 (`EC`, `P-256`,
 /// `ES256`), canonical, on the curve, not of small order. `at` names the

@@ -142,48 +142,19 @@ impl Shared {
         Ok((body, max_age))
     }
 
-    /// Checks the whole set, then brings the keyring in step with it.
+    /// Checks the whole set, then brings the keyring in step with it, in one
+    /// write: a refused set changes nothing.
     fn apply(&self, body: &str) -> Result<RefreshReport> {
-        // All or nothing, away from the keyring in use: a refused set changes
-        // nothing there.
-        let (staged, _) = Keyring::from_jwks(body)?;
-        let remote = staged.keys();
-        let mut removed = Vec::new();
-        // A kid whose key changed: the remote replaced it. Out first, or the
-        // import would see a duplicate.
-        for key in &remote {
-            if let Some(held) = self.keyring.key_info(&key.kid) {
-                if held.public_key != key.public_key {
-                    self.remove(&key.kid, &mut removed);
-                }
-            }
-        }
-        let import = self.keyring.import_jwks(body)?;
-        for held in self.keyring.keys() {
-            if !remote.iter().any(|k| k.kid == held.kid) {
-                self.remove(&held.kid, &mut removed);
-            }
-        }
-        let mut keys = import.imported.clone();
-        keys.extend(import.unchanged.iter().cloned());
+        let m = self.keyring.mirror_jwks(body)?;
         Ok(RefreshReport {
             jwks_uri: String::new(),
-            keys,
-            added: import.imported,
-            removed,
-            skipped: import.skipped.len(),
+            keys: m.keys,
+            added: m.added,
+            removed: m.removed,
+            skipped: m.skipped,
             max_age: None,
             next_refresh_in: Duration::ZERO,
         })
-    }
-
-    fn remove(&self, kid: &KeyId, removed: &mut Vec<KeyId>) {
-        match self.keyring.remove(kid) {
-            Ok(()) => removed.push(kid.clone()),
-            // Only an active key resists, and only a caller inserting its own
-            // signing key into this keyring could make one.
-            Err(e) => log::debug!("remote JWKS: cannot remove {kid}: {e}"),
-        }
     }
 }
 

@@ -58,12 +58,23 @@ pub use builder::{MAX_JWKS_BODY_LIMIT, RemoteJwksBuilder};
 use flight::Trigger;
 
 /// Where the keys come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Source {
     /// A JWKS URL.
     Jwks(String),
     /// An issuer whose discovery document names the JWKS.
     Issuer(String),
+}
+
+/// The URL without its query and fragment, as in every message: a query may
+/// carry a secret (a signed URL's signature, an access token).
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Jwks(url) => f.debug_tuple("Jwks").field(&without_query(url)).finish(),
+            Source::Issuer(url) => f.debug_tuple("Issuer").field(&without_query(url)).finish(),
+        }
+    }
 }
 
 /// A verify-only keyring that follows a remote JWKS (see the module docs).

@@ -124,7 +124,8 @@ impl Verifier {
         })?;
         let leeway = inner.options.leeway_secs;
         steps.record("times", self.check_times(&claims, now), |()| {
-            let rel = |t: i64| match t - now {
+            // In 128 bits: a signed token's times may be anywhere in i64.
+            let rel = |t: i64| match i128::from(t) - i128::from(now) {
                 d if d >= 0 => format!("{t} (in {d} s)"),
                 d => format!("{t} ({} s ago)", -d),
             };

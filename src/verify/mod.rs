@@ -127,6 +127,11 @@ struct Counters {
     cache_hits: Counter,
 }
 
+/// A time in 128 bits, where sums of two `i64`s are exact.
+fn wide(t: i64) -> i128 {
+    i128::from(t)
+}
+
 fn bump(c: &Counter) {
     c.bump();
 }
@@ -551,7 +556,9 @@ impl Verifier {
         self.check_issuer(c)
     }
 
-    /// The allocation ID is present; `exp`, `nbf` and `iat` within the leeway.
+    /// The allocation ID is present; `exp`, `nbf` and `iat` within the leeway
+    /// (compared in 128 bits: a signed token's times may be anywhere in i64,
+    /// and no sum of two of them overflows or saturates there).
     fn check_times(&self, c: &Claims, now: i64) -> Result<()> {
         let o = &self.inner.options;
         let leeway = o.leeway_secs;
@@ -562,7 +569,7 @@ impl Verifier {
             });
         }
         match c.expires_at {
-            Some(exp) if now >= exp.saturating_add(leeway) => {
+            Some(exp) if wide(now) >= wide(exp) + wide(leeway) => {
                 return Err(Error::Expired {
                     exp,
                     now,
@@ -578,7 +585,7 @@ impl Verifier {
         }
         for (claim, value) in [("nbf", c.not_before), ("iat", c.issued_at)] {
             if let Some(v) = value {
-                if v > now.saturating_add(leeway) {
+                if wide(v) > wide(now) + wide(leeway) {
                     return Err(Error::NotYetValid {
                         claim,
                         value: v,
