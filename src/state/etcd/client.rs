@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use zeroize::Zeroizing;
@@ -27,6 +27,11 @@ pub(super) struct Client {
     /// Auth tokens by endpoint, when credentials are configured: etcd's
     /// simple tokens are known only to the member that granted them.
     tokens: Mutex<HashMap<String, Zeroizing<String>>>,
+    /// One lock per endpoint, held while asking it for a token: threads
+    /// renewing at one member wait for each other (one authentication, not
+    /// one per thread), while `tokens` is held only for map operations, so
+    /// an unreachable member never stalls requests to the others.
+    renewing: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// The endpoint that answered last: tried first next time, so a member
     /// that is down or partitioned costs one timeout, not one per read.
     preferred: AtomicUsize,
@@ -72,6 +77,7 @@ impl Client {
             agent,
             stream_agent,
             tokens: Mutex::new(HashMap::new()),
+            renewing: Mutex::new(HashMap::new()),
             preferred: AtomicUsize::new(0),
         })
     }
@@ -205,8 +211,15 @@ impl Client {
         endpoint: &str,
         stale: Option<&str>,
     ) -> std::result::Result<Zeroizing<String>, StoreError> {
-        let mut held = self.lock_tokens();
-        if let Some(current) = held.get(endpoint) {
+        let gate = Arc::clone(
+            self.renewing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(endpoint.to_string())
+                .or_default(),
+        );
+        let _renewing = gate.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = self.lock_tokens().get(endpoint) {
             if Some(current.as_str()) != stale {
                 return Ok(current.clone());
             }
@@ -258,7 +271,8 @@ impl Client {
                 ));
             }
         };
-        held.insert(endpoint.to_string(), token.clone());
+        self.lock_tokens()
+            .insert(endpoint.to_string(), token.clone());
         Ok(token)
     }
 
@@ -408,6 +422,78 @@ fn tls_config(config: &EtcdConfig) -> Result<ureq::tls::TlsConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member that accepts connections and never answers (a partition
+    /// that drops packets after the handshake, a paused process) must not
+    /// hold up authentication with another member: before, the tokens lock
+    /// was held for the whole HTTP call to the silent one.
+    #[test]
+    fn a_silent_member_does_not_stall_authentication_with_the_others() {
+        use std::io::Write;
+        use std::net::TcpListener;
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let answering = TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent_url = format!("http://{}", silent.local_addr().unwrap());
+        let answering_url = format!("http://{}", answering.local_addr().unwrap());
+        std::thread::spawn(move || {
+            // Holds every connection open, reading nothing, answering nothing.
+            let mut held = Vec::new();
+            for c in silent.incoming() {
+                held.push(c);
+            }
+        });
+        std::thread::spawn(move || {
+            for c in answering.incoming() {
+                let Ok(mut c) = c else { continue };
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                let body = r#"{"token":"granted"}"#;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        // The silent member's timeout is far longer than the test waits.
+        let config = EtcdConfig::new(&silent_url, &[&silent_url, &answering_url], "/n")
+            .allow_plain_http()
+            .credentials("u", "p")
+            .timeout(Duration::from_secs(600));
+        let client = Arc::new(Client::new(config, Duration::from_secs(1)).unwrap());
+        let stuck = Arc::clone(&client);
+        let url = silent_url.clone();
+        std::thread::spawn(move || {
+            let _ = stuck.renew_token(&url, None);
+        });
+        // Wait until the stuck renewal holds its endpoint's gate.
+        let entered = std::time::Instant::now();
+        while !client
+            .renewing
+            .lock()
+            .unwrap()
+            .get(&silent_url)
+            .is_some_and(|g| g.try_lock().is_err())
+        {
+            assert!(entered.elapsed() < Duration::from_secs(60), "never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The other member authenticates at once (within the 600 s that
+        // the old lock would have made it wait).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = Arc::clone(&client);
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                other
+                    .token(&answering_url)
+                    .map(|t| t.map(|t| t.to_string())),
+            );
+        });
+        let got = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("authentication with the answering member was held up");
+        assert_eq!(got.unwrap().as_deref(), Some("granted"));
+    }
 
     fn refused(config: EtcdConfig, field: &str, says: &str) {
         let e = Client::new(config, Duration::from_secs(1)).unwrap_err();
