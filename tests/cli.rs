@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -1268,14 +1270,15 @@ fn serve_publishes_and_follows_the_keystore() {
     let health = served.get("/health");
     assert_eq!(health.status, 503);
     assert_eq!(health.json()["status"], "degraded");
-    assert!(
-        health.json()["reload_error"]
-            .as_str()
-            .unwrap()
-            .contains("WID_RESULT_"),
+    // Unauthenticated clients learn that a reload failed, not where the
+    // keystore lives or what its mode is (stderr has the detail).
+    assert_eq!(
+        health.json()["reload_error"],
+        "reload failed: serving the last good keys",
         "{}",
         health.body
     );
+    assert!(!health.body.contains("keystore"), "{}", health.body);
     assert_eq!(
         served.get("/.well-known/jwks.json").json()["keys"]
             .as_array()
@@ -1491,6 +1494,82 @@ for token in sys.argv[2:]:
     }
     let (status, err) = served.terminate();
     assert_eq!(status.code(), Some(0), "stderr: {err}");
+}
+
+/// Slow clients cannot hold `wid serve` shut: 70 clients that each send one
+/// byte a second (each read succeeds, so a per-read timeout never fires) take
+/// every one of the 64 slots, and a normal client is still served once the
+/// whole-head deadline (5 s) cuts them, long before they would stop.
+#[test]
+fn slow_clients_cannot_hold_serve_shut() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks], 0);
+    let served = Served::start(&["--keystore", ks.as_str(), "--listen", "127.0.0.1:0"]);
+    let slow: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(&served.addr).unwrap())
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let dripping = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let request = b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n";
+            let mut slow = slow;
+            // One byte a second to each, for up to 120 s: hours, for a
+            // server whose timeout is per read.
+            for i in 0..120 {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                for conn in slow.iter_mut() {
+                    let _ = conn.write_all(&request[i % 8..i % 8 + 1]);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            slow
+        })
+    };
+    // Let the slow clients take the slots first.
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let mut normal = TcpStream::connect(&served.addr).unwrap();
+    normal
+        .set_read_timeout(Some(Duration::from_secs(100)))
+        .unwrap();
+    write!(
+        normal,
+        "GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    normal.read_to_string(&mut answer).unwrap();
+    let waited = started.elapsed();
+    done.store(true, Ordering::SeqCst);
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    // Served while the slow clients were still dripping (they would have
+    // gone on for 120 s); a per-read timeout would have kept every slot.
+    assert!(waited < Duration::from_secs(100), "served after {waited:?}");
+    eprintln!("normal client served after {waited:?}");
+    // Every slow client is cut by its deadline: a 408 or a closed connection.
+    for (i, mut conn) in dripping.join().unwrap().into_iter().enumerate() {
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut got = Vec::new();
+        match conn.read_to_end(&mut got) {
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&got);
+                assert!(
+                    text.is_empty() || text.starts_with("HTTP/1.1 408"),
+                    "slow client {i}: {text}"
+                );
+            }
+            Err(e) => assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset,
+                "slow client {i} was not cut: {e}"
+            ),
+        }
+    }
 }
 
 /// SIGTERM lets a request in flight finish, then exits 0; a second SIGTERM

@@ -1,8 +1,12 @@
 //! `wid serve`: the JWKS and OIDC discovery documents over HTTP.
 //!
 //! A GET-only HTTP/1.1 server on `std::net`: three fixed routes, one request
-//! per connection (`Connection: close`), bounded request size, timeouts and
-//! connection count. The keystore is re-read when its file changes (checked
+//! per connection (`Connection: close`), bounded request size and connection
+//! count, and deadlines for the whole request head and the whole answer (not
+//! per read, which a client sending a byte every few seconds would reset
+//! forever). At the connection limit new connections wait in the kernel's
+//! backlog until a slot frees, which the deadlines make happen within
+//! `HEAD_DEADLINE + ANSWER_DEADLINE`: slow clients cannot hold the server shut. The keystore is re-read when its file changes (checked
 //! on every request: one `stat`), and a failed reload keeps serving the last
 //! good keys while `/health` reports it. SIGTERM and SIGINT stop accepting,
 //! let requests in flight finish (5 s at most), and exit 0; a second signal
@@ -42,8 +46,10 @@ a second signal while stopping: exit 1 at once.";
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;
-/// How long a client may take to send its request or read the answer.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send its whole request head, from accept.
+const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a client may take to read the whole answer.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
 /// How often the accept loop looks at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 /// How long a stop waits for requests in flight.
@@ -229,16 +235,14 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
 
     let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
+        if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+            // Full: leave new connections in the backlog. Every slot frees
+            // within the two deadlines, so they are served late, not refused.
+            std::thread::sleep(POLL);
+            continue;
+        }
         match listener.accept() {
             Ok((stream, _peer)) => {
-                if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-                    // Answer without a thread: a small write into an empty
-                    // socket buffer does not block.
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-                    respond(&stream, false, &Response::text(503, "too many connections"));
-                    continue;
-                }
                 active.fetch_add(1, Ordering::SeqCst);
                 let server = Arc::clone(&server);
                 let done = Arc::clone(&active);
@@ -325,6 +329,7 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -332,7 +337,9 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn respond(mut stream: &TcpStream, head_only: bool, r: &Response) {
+/// Writes the answer within `ANSWER_DEADLINE` for all of it (each write's
+/// timeout is what is left), then closes the sending side.
+fn respond(stream: &TcpStream, head_only: bool, r: &Response) {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: {}\r\nConnection: close\r\n",
         r.status,
@@ -348,13 +355,26 @@ fn respond(mut stream: &TcpStream, head_only: bool, r: &Response) {
     if !head_only {
         out.push_str(&r.body);
     }
-    let _ = stream.write_all(out.as_bytes());
-    let _ = stream.flush();
+    let deadline = Instant::now() + ANSWER_DEADLINE;
+    let mut rest = out.as_bytes();
+    while !rest.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_write_timeout(Some(left)).is_err() {
+            break;
+        }
+        match (&*stream).write(rest) {
+            Ok(0) => break,
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
     let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
-/// Reads the request head: everything up to the blank line.
-fn read_head(mut stream: &TcpStream) -> Result<String, u16> {
+/// Reads the request head: everything up to the blank line, by `deadline`
+/// for all of it (408 after).
+fn read_head(mut stream: &TcpStream, deadline: Instant) -> Result<String, u16> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -365,18 +385,31 @@ fn read_head(mut stream: &TcpStream) -> Result<String, u16> {
         if buf.len() > MAX_REQUEST_HEAD {
             return Err(431);
         }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Err(408);
+        }
         match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return Err(0),
+            Ok(0) => return Err(0),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(408);
+            }
+            Err(_) => return Err(0),
         }
     }
 }
 
 fn handle(server: &Server, stream: TcpStream) {
+    let deadline = Instant::now() + HEAD_DEADLINE;
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
-    let head = match read_head(&stream) {
+    let head = match read_head(&stream, deadline) {
         Ok(h) => h,
         // The client went away or timed out: nobody to answer.
         Err(0) => return,
@@ -448,7 +481,9 @@ fn route(server: &Server, path: &str) -> Response {
                 "published": keyring.jwks().keys.len(),
                 "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
                 "loaded_at": utc(loaded_at),
-                "reload_error": error,
+                // The detail (the keystore's path, its mode) went to stderr
+                // when the reload failed; unauthenticated clients get none.
+                "reload_error": error.as_ref().map(|_| "reload failed: serving the last good keys"),
             });
             Response::json(
                 if error.is_some() { 503 } else { 200 },
