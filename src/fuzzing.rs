@@ -440,6 +440,8 @@ fn proof_header(alg: Algorithm) -> Vec<u8> {
 ///   ES256 key's WIT (another key's proof);
 /// * 7: as 2, but the request carries an access token and another token the
 ///   proof must bind (`ath`, `oth`);
+/// * 8: as 7, but the request carries the other token's header twice (the
+///   bound value, then an injected one): never accepted;
 /// * anything else: the whole input is the WPT, with the EdDSA-key WIT.
 ///
 /// Acceptance only for the genuine proof: the WIT is one of the world's, byte
@@ -454,6 +456,7 @@ pub fn verify_proof(data: &[u8]) -> bool {
     let pw = proof_world();
     let [(ed_key, ed_wit), (es_key, es_wit)] = &pw.wits;
     let mut bound = false;
+    let mut repeated = false;
     let (wit, wpt): (std::borrow::Cow<'_, str>, String) = match data.split_first() {
         Some((0, rest)) => (ed_wit.into(), String::from_utf8_lossy(rest).into_owned()),
         Some((1, rest)) => (es_wit.into(), String::from_utf8_lossy(rest).into_owned()),
@@ -481,8 +484,9 @@ pub fn verify_proof(data: &[u8]) -> bool {
             es_wit.into(),
             signed_wpt(ed_key, &proof_header(Algorithm::EdDsa), claims),
         ),
-        Some((7, claims)) => {
+        Some((shape @ (7 | 8), claims)) => {
             bound = true;
+            repeated = *shape == 8;
             (
                 ed_wit.into(),
                 signed_wpt(ed_key, &proof_header(Algorithm::EdDsa), claims),
@@ -495,6 +499,9 @@ pub fn verify_proof(data: &[u8]) -> bool {
         request = request
             .access_token(PROOF_ACCESS_TOKEN)
             .other_token(PROOF_OTHER_HEADER, PROOF_OTHER_TOKEN);
+        if repeated {
+            request = request.other_token(PROOF_OTHER_HEADER, "injected");
+        }
     }
     let audience = Audience::new("vault.io").unwrap_or_else(|_| unreachable!("non-empty"));
     let verifier = Verifier::builder(w.keyring.clone(), w.store.clone(), audience)
@@ -504,7 +511,11 @@ pub fn verify_proof(data: &[u8]) -> bool {
         return false;
     };
 
-    // Accepted: it must be genuine.
+    // Accepted: it must be genuine, and for one request only.
+    assert!(
+        !repeated,
+        "accepted a proof for a request that repeats a header oth binds"
+    );
     let Some((key, _)) = pw.wits.iter().find(|(_, known)| *known == *wit) else {
         panic!("accepted a WIT that is not one of the world's: {wit:?}");
     };
@@ -682,6 +693,11 @@ pub fn verify_proof_seeds() -> Vec<(&'static str, Vec<u8>, bool)> {
             true,
         ),
         ("other-key", with(6, &genuine_claims(es_wit, false)), false),
+        (
+            "payload-bound-repeated-header",
+            with(8, &genuine_claims(ed_wit, true)),
+            false,
+        ),
         // No shape byte ('e' of the header): the whole input is the WPT.
         ("bare-wpt-eddsa", wpt_ed.into_bytes(), true),
         (
