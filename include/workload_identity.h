@@ -235,7 +235,8 @@ typedef struct wid_verifier_options {
   size_t max_token_bytes;
   // Non-zero: tokens must carry `exp`.
   uint32_t require_exp;
-  // Verified-token cache entries (0: no cache).
+  // Verified-token cache entries (0: no cache; larger than 1048576: clamped
+  // to 1048576). Memory grows with the entries cached, not with this number.
   size_t cache_entries;
   // Required `iss` (NULL: none), UTF-8, `issuer_len` bytes.
   const char *issuer;

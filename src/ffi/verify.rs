@@ -57,7 +57,8 @@ pub struct wid_verifier_options {
     pub max_token_bytes: usize,
     /// Non-zero: tokens must carry `exp`.
     pub require_exp: u32,
-    /// Verified-token cache entries (0: no cache).
+    /// Verified-token cache entries (0: no cache; larger than 1048576: clamped
+    /// to 1048576). Memory grows with the entries cached, not with this number.
     pub cache_entries: usize,
     /// Required `iss` (NULL: none), UTF-8, `issuer_len` bytes.
     pub issuer: *const c_char,

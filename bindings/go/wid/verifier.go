@@ -50,7 +50,9 @@ type VerifierOptions struct {
 	MaxTokenBytes int
 	// RequireExp rejects tokens without an exp claim.
 	RequireExp bool
-	// CacheEntries is the size of the verified-token cache (0: no cache).
+	// CacheEntries is the size of the verified-token cache (0: no cache;
+	// larger than 1048576: clamped to 1048576). Memory grows with the entries
+	// cached, not with this number.
 	CacheEntries int
 	// Issuer, when set, is the iss claim tokens must carry.
 	Issuer string
