@@ -603,3 +603,42 @@ fn base64_of(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
 }
+
+/// `cache_entries = SIZE_MAX` (and other huge sizes) once overflowed
+/// `capacity + 1` (a panic in debug builds, one slot spinning forever in
+/// release) or allocated the whole table up front: now it is clamped, and a
+/// verifier with it verifies (and re-verifies) tokens.
+#[test]
+fn a_huge_cache_size_is_clamped_and_works() {
+    let f = fixture();
+    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
+    for entries in [usize::MAX, usize::MAX / 2 + 1, 1 << 40] {
+        let mut v = null_mut();
+        let opts = wid_verifier_options {
+            leeway_secs: 0,
+            key_wait_ms: -1,
+            max_token_bytes: 0,
+            require_exp: 0,
+            cache_entries: entries,
+            issuer: null(),
+            issuer_len: 0,
+        };
+        let rc = unsafe {
+            wid_verifier_new_with_options(
+                f.kr,
+                "vault.io".as_ptr().cast(),
+                8,
+                &opts,
+                Some(lookup),
+                &cfg as *const _ as *mut c_void,
+                &mut v,
+            )
+        };
+        assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+        for _ in 0..3 {
+            assert_eq!(verify(v, &f.token), WID_RESULT_OK, "{}", last_error());
+        }
+        unsafe { wid_verifier_free(v) };
+    }
+    unsafe { wid_keyring_free(f.kr) };
+}
