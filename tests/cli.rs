@@ -1585,7 +1585,9 @@ fn serve_drains_on_sigterm() {
     let mut slow = TcpStream::connect(&served.addr).unwrap();
     slow.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    std::thread::sleep(Duration::from_secs(1)); // accepted (the loop polls every 50 ms)
+    // Accepted (the loop polls every 50 ms); generous for a loaded host, and
+    // the head deadline (5 s from accept) still leaves room for the write.
+    std::thread::sleep(Duration::from_secs(3));
     served.signal_term();
     assert!(
         served.exit_within(Duration::from_millis(300)).is_none(),
@@ -1602,7 +1604,7 @@ fn serve_drains_on_sigterm() {
 
     let mut served = Served::start(&args);
     let _idle = TcpStream::connect(&served.addr).unwrap();
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs(3)); // accepted, as above
     served.signal_term();
     assert!(served.exit_within(Duration::from_millis(300)).is_none());
     served.signal_term();

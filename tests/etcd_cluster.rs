@@ -158,10 +158,12 @@ fn a_lagging_member_falls_back_to_a_linearizable_read() {
 
     // (d) The mirror on x: x lost its leader, so its watch is cancelled and the
     // mirror follows another member; it serves from memory again, with the
-    // writes x never saw.
+    // writes x never saw. x notices within two election timeouts (2-4 s), etcd
+    // cancels its watches after three more (6 s), and a read tried on x first
+    // costs one client timeout (3 s): generous, for a loaded host.
     eventually(
         "the mirror follows a healthy member",
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         || {
             stale(&*mirror, "a-before") == Ok(AllocState::Terminal)
                 && mirror.stats().serving_from_memory
@@ -499,7 +501,7 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
         Duration::from_secs(5),
         || {
             let s = mirror.stats();
-            s.revision >= before + 20 && s.lag.is_some_and(|l| l < Duration::from_millis(400))
+            s.revision >= before + 20 && s.lag.is_some_and(|l| l < max_lag)
         },
     );
 
@@ -589,8 +591,12 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     let mut last_live = None;
     let deadline = Instant::now() + max_lag * 3;
     while Instant::now() < deadline {
+        // Stamped before the read: the answer is decided after this moment,
+        // so a slow call (a read on the cluster, a busy host) cannot stretch
+        // it past the bound.
+        let asked = flipped.elapsed();
         if stale(&*mirror, "a6") == Ok(AllocState::Live) {
-            last_live = Some(flipped.elapsed());
+            last_live = Some(asked);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -619,7 +625,26 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
     // (4) The member the watch is on killed: the mirror follows another;
     // the member restarted: it serves again.
     cluster.kill(0);
-    writer.put_allocation(&alloc("a7", "complete")).unwrap();
+    // If member 0 led, the put fails or times out until the others elect a
+    // new leader (2-4 s): retried.
+    let mut failed_puts = Vec::new();
+    let written = eventually(
+        "a7 written after member 0 was killed",
+        Duration::from_secs(10),
+        || match writer.put_allocation(&alloc("a7", "complete")) {
+            Ok(()) => true,
+            Err(e) => {
+                failed_puts.push(e.message);
+                false
+            }
+        },
+    );
+    println!(
+        "a7 written {} ms after the kill, {} failed tries (last: {:?})",
+        written.as_millis(),
+        failed_puts.len(),
+        failed_puts.last()
+    );
     eventually(
         "the mirror follows another member",
         Duration::from_secs(10),

@@ -7,7 +7,9 @@
 //! A plain binary (`harness = false`): run as the parent by `cargo test`, and as
 //! the child when `WID_CRASH_CHILD` names the keystore path.
 
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use workload_identity::manager::{
@@ -18,6 +20,9 @@ use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, Ro
 const CHILD_ENV: &str = "WID_CRASH_CHILD";
 const START_ENV: &str = "WID_CRASH_START";
 const KILLS: usize = 200;
+/// How long the parent waits for a child's first complete save: generous, as
+/// spawn, binary load and two fsynced saves can be slow on a loaded host.
+const READY_LIMIT: Duration = Duration::from_secs(30);
 
 /// The keyring of generation `g`: 1 to 4 keys whose IDs and material all carry `g`.
 fn generation(g: u64) -> Vec<RootKey> {
@@ -77,8 +82,41 @@ fn child(path: &str, start: u64) -> ! {
             .unwrap_or_else(|e| panic!("child save of generation {g} failed: {e}"));
         db.store(ALLOC, &identity_state(g))
             .unwrap_or_else(|e| panic!("child identity save of generation {g} failed: {e}"));
+        if g == start {
+            // Tell the parent the first keyring + identity save is complete, so
+            // its kill lands in a later save however slow the start-up was.
+            let mut out = std::io::stdout();
+            out.write_all(b"s")
+                .and_then(|()| out.flush())
+                .unwrap_or_else(|e| panic!("child could not signal the parent: {e}"));
+        }
     }
     unreachable!()
+}
+
+/// Wait (up to [`READY_LIMIT`]) for the child's one-byte "first save done".
+fn wait_for_first_save(child: &mut Child, round: usize) {
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        let _ = tx.send(stdout.read_exact(&mut byte).map(|()| byte[0]));
+    });
+    match rx.recv_timeout(READY_LIMIT) {
+        Ok(Ok(b's')) => {}
+        Ok(other) => {
+            let _ = child.kill();
+            panic!(
+                "round {round}: the child did not report its first save: {other:?} ({:?})",
+                child.wait()
+            );
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("round {round}: the child's first save took over {READY_LIMIT:?}");
+        }
+    }
 }
 
 /// Which generation a loaded keyring is, after checking it is exactly that one.
@@ -119,14 +157,17 @@ fn main() {
         let mut child = Command::new(&exe)
             .env(CHILD_ENV, &path)
             .env(START_ENV, (last_seen + 1).to_string())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        // xorshift: a kill point between 1 and 40 ms after the start.
+        // The kill lands 0 to 40 ms after the child's first complete save, so
+        // every round has a save to advance by and a later one to interrupt.
+        wait_for_first_save(&mut child, round);
+        // xorshift: a kill point between 0 and 40 ms after the first save.
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        std::thread::sleep(Duration::from_micros(1000 + rng % 39_000));
+        std::thread::sleep(Duration::from_micros(rng % 40_000));
         child.kill().unwrap();
         let status = child.wait().unwrap();
         assert!(
@@ -134,10 +175,10 @@ fn main() {
             "round {round}: the child must have been killed"
         );
 
-        if !path.exists() {
-            assert_eq!(last_seen, 0, "round {round}: the keystore vanished");
-            continue;
-        }
+        assert!(
+            path.exists(),
+            "round {round}: the keystore is missing after a reported save"
+        );
         let kr = Keyring::load(&path)
             .unwrap_or_else(|e| panic!("round {round}: keystore not whole after a kill: {e}"));
         let g = whole_generation(&kr);
@@ -145,9 +186,13 @@ fn main() {
             g >= last_seen,
             "round {round}: went back from generation {last_seen} to {g}"
         );
-        if g > last_seen {
-            advanced += 1;
-        }
+        // The child reported generation `last_seen + 1` saved before the kill.
+        assert!(
+            g > last_seen,
+            "round {round}: generation {g} lost the reported save of {}",
+            last_seen + 1
+        );
+        advanced += 1;
         last_seen = g;
         // The identity state is saved after the keystore: it is whole, of a
         // generation no newer than the keystore's (a kill between the two saves
@@ -169,9 +214,9 @@ fn main() {
             last_identity = ig;
         }
     }
-    assert!(
-        advanced > KILLS / 2,
-        "saves rarely completed ({advanced} of {KILLS}); the test proves little"
+    assert_eq!(
+        advanced, KILLS,
+        "every round's reported save must be seen ({advanced} of {KILLS})"
     );
     assert!(last_identity > 0, "the identity state was never saved");
     let leftovers = std::fs::read_dir(dir.path()).unwrap().count() - 2;

@@ -37,7 +37,7 @@ fn verifier_with_wait(keyring: &Keyring, wait: Duration) -> Verifier {
 #[test]
 fn a_batch_waits_once_per_distinct_unknown_kid_within_one_deadline() {
     let w = world();
-    let wait = Duration::from_millis(300);
+    let wait = Duration::from_secs(1);
     let v = verifier_with_wait(&w.keyring, wait);
     let payload = payload_with(serde_json::json!({}));
     let a = sign_json_with(&w.keyring, &header_with_kid("not-yet-a"), &payload);
@@ -57,8 +57,8 @@ fn a_batch_waits_once_per_distinct_unknown_kid_within_one_deadline() {
         v.stats()
     );
     // The waits share one deadline: the whole call is bounded by one key_wait
-    // (ten waits would take 3 s; the bound is generous for a loaded machine).
-    assert!(took < wait * 4, "the batch took {took:?}");
+    // (ten waits would take 10 s; the bound is generous for a loaded machine).
+    assert!(took < Duration::from_secs(5), "the batch took {took:?}");
 }
 
 #[test]

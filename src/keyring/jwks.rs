@@ -526,6 +526,7 @@ impl Keyring {
 }
 
 /// What [`Keyring::mirror_jwks`] changed.
+#[cfg(feature = "remote-jwks")]
 #[derive(Debug, Default)]
 pub(crate) struct MirrorReport {
     /// The set's keys, in document order.
@@ -538,6 +539,7 @@ pub(crate) struct MirrorReport {
     pub(crate) skipped: usize,
 }
 
+#[cfg(feature = "remote-jwks")]
 impl Keyring {
     /// Makes this keyring's keys exactly the keys of a JWKS (a remote
     /// issuer's latest set): new kids are added (verify-only), kids whose key

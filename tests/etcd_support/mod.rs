@@ -318,10 +318,12 @@ impl Cluster {
             "--initial-cluster-token",
             &self.chain,
             "--pre-vote=true",
+            // etcd's defaults are 100 ms / 1 s; slower still so a loaded host's
+            // scheduling stalls never cost the leader its term.
             "--heartbeat-interval",
-            "50",
+            "200",
             "--election-timeout",
-            "500",
+            "2000",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -519,7 +521,7 @@ impl Cluster {
 
     /// As [`Cluster::config`], for URLs (proxies, say).
     pub fn config_for(&self, local: &str, endpoints: &[&str]) -> EtcdConfig {
-        let c = EtcdConfig::new(local, endpoints, PREFIX).timeout(Duration::from_millis(800));
+        let c = EtcdConfig::new(local, endpoints, PREFIX).timeout(Duration::from_secs(3));
         match self.opts.security {
             Security::Plain => c.allow_plain_http(),
             Security::Tls => c.ca_bundle_pem(self.pki.read("ca.crt")),
