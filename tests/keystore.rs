@@ -149,11 +149,20 @@ fn a_newer_format_version_says_so() {
         .position(|w| w == needle)
         .unwrap();
     let mut newer = bytes.clone();
+    newer[at + needle.len() - 1] = 0x04;
+    let e = load_err(&newer);
+    assert!(
+        e.to_string()
+            .contains("keystore format version 4 is newer than this library reads (up to 3)"),
+        "{e}"
+    );
+    // A plaintext body under a version 3 envelope: version 3 is wrapped and
+    // names its KEK, so plaintext material there is refused.
     newer[at + needle.len() - 1] = 0x03;
     let e = load_err(&newer);
     assert!(
         e.to_string()
-            .contains("keystore format version 3 is newer than this library reads (up to 2)"),
+            .contains("a version 3 keystore names its KEK in Wrapping, and this one has none"),
         "{e}"
     );
     // A version 2 body under a version 1 envelope: version 1 keys have no

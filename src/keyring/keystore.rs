@@ -15,6 +15,20 @@
 //! verify-only key), `State`, `CreateTime`, `PublishTime` and `RetiredTime`
 //! (Unix seconds).
 //!
+//! # Version 3: wrapped keys
+//!
+//! The same envelope and body, with the material wrapped by a key-encryption
+//! key ([`crate::KeyWrapper`]): the body gains `Wrapping` (`Kind`, `aead-kek`
+//! or `transit` or a plugged-in KMS's name, and `KekID`, the KEK's
+//! identifier), and every key with material carries it in `Wrapped` (bin)
+//! with `Material` empty. The associated data of each key is
+//! [`crate::associated_data`] (its ID and algorithm). Version 3 is
+//! written only by [`Keyring::save_wrapped`]; [`Keyring::save`] writes version
+//! 2. A version-3 body whose `Kind` is not the given wrapper's, or that names
+//! another KEK, is refused before anything is unwrapped; a wrapped key that
+//! fails to unwrap (altered, or moved to another ID or algorithm) fails the
+//! whole load.
+//!
 //! Version 1, written before keys had algorithms, is the same without
 //! `Algorithm`: it still loads, every key as EdDSA (a committed fixture,
 //! `tests/vectors/keystore-v1.bin`, proves it). A version 1 file that names an
@@ -35,14 +49,18 @@ use super::{
     Algorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta, PublicKey,
 };
 use crate::codec::{Bin, wire_struct};
-use crate::error::{DecodeError, Error, Result};
+use crate::custody::{KeyWrapper, WrapItem, Wrapping, associated_data};
+use crate::error::{DecodeError, Error, Result, truncate_for_message};
 use crate::storage::atomic_file::FileAccess;
 use crate::storage::envelope::EnvelopeFormat;
 
 /// The `Format` field of every keystore file.
 pub const KEYSTORE_FORMAT: &str = "workload-identity-keystore";
-/// The newest keystore version this library reads and the one it writes.
-pub const KEYSTORE_VERSION: u32 = 2;
+/// The newest keystore version this library reads: 3, the version
+/// [`Keyring::save_wrapped`] writes.
+pub const KEYSTORE_VERSION: u32 = 3;
+/// The version [`Keyring::save`] writes (plaintext material).
+pub const KEYSTORE_PLAINTEXT_VERSION: u32 = 2;
 /// The keystore's envelope format.
 const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: KEYSTORE_FORMAT,
@@ -52,10 +70,13 @@ const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
 };
 
 wire_struct! {
-    /// The body (versions 1 and 2).
+    /// The body (versions 1 to 3).
     pub(crate) struct Body {
         /// The keys, oldest first.
         pub(crate) keys: Vec<StoredKey> => "Keys",
+        /// Which KEK wrapped the keys (version 3 only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) wrapping: Option<Wrapping> => "Wrapping",
     }
 }
 
@@ -80,6 +101,9 @@ wire_struct! {
         pub(crate) retired_time: i64 => "RetiredTime",
         /// `active`, `inactive`, `prepublished` or `deprecated`.
         pub(crate) state: String => "State",
+        /// The material wrapped by the body's KEK (version 3 only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) wrapped: Option<Bin> => "Wrapped",
     }
 }
 
@@ -89,6 +113,13 @@ wire_struct! {
 pub struct KeystoreLoadOptions {
     /// Load a keystore that group or others may read (default: refuse it).
     pub allow_readable_by_others: bool,
+    /// The KEK that unwraps a version-3 keystore (default: none, and a
+    /// wrapped keystore is refused).
+    pub wrapper: Option<std::sync::Arc<dyn KeyWrapper>>,
+    /// With a [`KeystoreLoadOptions::wrapper`], still load a plaintext
+    /// (version 1 or 2) keystore (default: refuse it, so a plaintext file
+    /// swapped in by someone without the KEK is never signed with).
+    pub allow_plaintext: bool,
 }
 
 impl KeystoreLoadOptions {
@@ -97,6 +128,19 @@ impl KeystoreLoadOptions {
     /// keystore holds every private key.
     pub fn allow_readable_by_others(mut self, allow: bool) -> KeystoreLoadOptions {
         self.allow_readable_by_others = allow;
+        self
+    }
+
+    /// The KEK that unwraps the keystore's keys.
+    pub fn wrapper(mut self, wrapper: std::sync::Arc<dyn KeyWrapper>) -> KeystoreLoadOptions {
+        self.wrapper = Some(wrapper);
+        self
+    }
+
+    /// Whether a plaintext keystore loads although a wrapper was given (to
+    /// move a deployment to wrapped keystores one file at a time).
+    pub fn allow_plaintext(mut self, allow: bool) -> KeystoreLoadOptions {
+        self.allow_plaintext = allow;
         self
     }
 }
@@ -218,6 +262,128 @@ fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
     Ok((entry, meta))
 }
 
+/// The associated data a stored key's material is wrapped with.
+fn stored_aad(k: &StoredKey) -> Result<Vec<u8>> {
+    let id = KeyId::new(&k.id).map_err(|e| corrupt("ID".into(), e.to_string()))?;
+    let alg = Algorithm::from_name(&k.algorithm).unwrap_or(Algorithm::EdDsa);
+    Ok(associated_data(&id, alg))
+}
+
+/// A body of any version made plaintext: a version-3 body's keys unwrapped
+/// with the options' wrapper (after checking it is the KEK the body names),
+/// a plaintext body checked to carry nothing wrapped.
+fn unwrap_body(
+    version: u32,
+    mut body: Body,
+    wrapper: Option<&dyn KeyWrapper>,
+    allow_plaintext: bool,
+) -> Result<Body> {
+    if version < 3 {
+        if body.wrapping.is_some() || body.keys.iter().any(|k| k.wrapped.is_some()) {
+            return Err(corrupt(
+                "Wrapping".into(),
+                format!(
+                    "a version {version} keystore is plaintext, but this one carries wrapped keys"
+                ),
+            ));
+        }
+        if let Some(w) = wrapper {
+            if !allow_plaintext {
+                return Err(Error::KeyWrapping {
+                    kek: w.kek_id().to_string(),
+                    reason: format!(
+                        "a KEK was given but the keystore is plaintext (version {version}); wrap it first (`wid keyring wrap`, Keyring::rewrap_keystore), or allow plaintext explicitly"
+                    ),
+                });
+            }
+        }
+        return Ok(body);
+    }
+    let Some(wrapping) = body.wrapping.take() else {
+        return Err(corrupt(
+            "Wrapping".into(),
+            "a version 3 keystore names its KEK in Wrapping, and this one has none",
+        ));
+    };
+    let Some(wrapper) = wrapper else {
+        let known = matches!(
+            wrapping.kind.as_str(),
+            crate::custody::KIND_AEAD_KEK | crate::custody::KIND_TRANSIT
+        );
+        let how = match wrapping.kind.as_str() {
+            crate::custody::KIND_AEAD_KEK => "give its KEK file (--kek-file, KekFile)",
+            crate::custody::KIND_TRANSIT => {
+                "give its Transit key (--transit-addr and --transit-key, Transit)"
+            }
+            _ => {
+                "this library knows only \"aead-kek\" and \"transit\"; give a KeyWrapper of that kind"
+            }
+        };
+        return Err(Error::KeyWrapping {
+            kek: truncate_for_message(&wrapping.kek_id),
+            reason: format!(
+                "the keystore is wrapped by {} KEK {:?} and no KEK was given: {how}",
+                if known { "the" } else { "an unknown kind of" },
+                truncate_for_message(&wrapping.kek_id),
+            ) + &if known {
+                String::new()
+            } else {
+                format!(" (Kind {:?})", truncate_for_message(&wrapping.kind))
+            },
+        });
+    };
+    wrapping.check(wrapper, "keystore")?;
+    let mut slots = Vec::new();
+    let mut aads = Vec::new();
+    for (i, k) in body.keys.iter().enumerate() {
+        if !k.material.as_slice().is_empty() {
+            return Err(corrupt(
+                format!("Keys[{i}].Material"),
+                "a version 3 keystore holds material only wrapped, and this key has plaintext material",
+            ));
+        }
+        match &k.wrapped {
+            Some(w) if !w.as_slice().is_empty() => {
+                slots.push(i);
+                aads.push(stored_aad(k).map_err(|_| {
+                    corrupt(
+                        format!("Keys[{i}].ID"),
+                        format!("not a valid key ID: {:?}", truncate_for_message(&k.id)),
+                    )
+                })?);
+            }
+            _ => {}
+        }
+    }
+    let items: Vec<WrapItem<'_>> = slots
+        .iter()
+        .zip(&aads)
+        .map(|(&i, aad)| {
+            let k = &body.keys[i];
+            let w = k.wrapped.as_ref().map_or(&[][..], Bin::as_slice);
+            WrapItem::new(&k.id, w, aad)
+        })
+        .collect();
+    let plain = wrapper.unwrap_many(&items)?;
+    drop(items);
+    if plain.len() != slots.len() {
+        return Err(Error::KeyWrapping {
+            kek: wrapper.kek_id().to_string(),
+            reason: format!(
+                "the wrapper returned {} keys for {}",
+                plain.len(),
+                slots.len()
+            ),
+        });
+    }
+    for (i, material) in slots.into_iter().zip(plain) {
+        let k = &mut body.keys[i];
+        k.material = Bin(material);
+        k.wrapped = None;
+    }
+    Ok(body)
+}
+
 impl Keyring {
     /// The keys as a keystore body (material included).
     fn keystore_body(&self) -> (Body, usize) {
@@ -242,6 +408,7 @@ impl Keyring {
                 publish_time: info.publish_time,
                 retired_time: info.retired_time,
                 state: info.state.name().into(),
+                wrapped: None,
             })
             .collect();
         let hint = 64
@@ -251,14 +418,162 @@ impl Keyring {
                     256 + k.id.len() + k.material.as_slice().len() + k.public_key.as_slice().len()
                 })
                 .sum::<usize>();
-        (Body { keys }, hint)
+        (
+            Body {
+                keys,
+                wrapping: None,
+            },
+            hint,
+        )
+    }
+
+    /// The keys as a version-3 body: each key's material wrapped by `wrapper`.
+    fn wrapped_body(&self, wrapper: &dyn KeyWrapper) -> Result<(Body, usize)> {
+        let (mut body, _) = self.keystore_body();
+        let aads = body
+            .keys
+            .iter()
+            .map(stored_aad)
+            .collect::<Result<Vec<_>>>()?;
+        let (signing, aads): (Vec<usize>, Vec<Vec<u8>>) = body
+            .keys
+            .iter()
+            .zip(aads)
+            .enumerate()
+            .filter(|(_, (k, _))| !k.material.as_slice().is_empty())
+            .map(|(i, (_, aad))| (i, aad))
+            .unzip();
+        let items: Vec<WrapItem<'_>> = signing
+            .iter()
+            .zip(&aads)
+            .map(|(&i, aad)| {
+                let k = &body.keys[i];
+                WrapItem::new(&k.id, k.material.as_slice(), aad)
+            })
+            .collect();
+        let wrapped = wrapper.wrap_many(&items)?;
+        drop(items);
+        if wrapped.len() != signing.len() {
+            return Err(Error::KeyWrapping {
+                kek: wrapper.kek_id().to_string(),
+                reason: format!(
+                    "the wrapper returned {} wrapped keys for {}",
+                    wrapped.len(),
+                    signing.len()
+                ),
+            });
+        }
+        for (i, w) in signing.into_iter().zip(wrapped) {
+            let k = &mut body.keys[i];
+            k.material = Bin::default();
+            k.wrapped = Some(Bin::new(w));
+        }
+        body.wrapping = Some(Wrapping::of(wrapper));
+        let hint = 64
+            + body
+                .keys
+                .iter()
+                .map(|k| {
+                    320 + k.id.len()
+                        + k.wrapped.as_ref().map_or(0, |w| w.as_slice().len())
+                        + k.public_key.as_slice().len()
+                })
+                .sum::<usize>();
+        Ok((body, hint))
     }
 
     /// Saves every key to `path` (mode 0600), crash-safely: after a crash at any
     /// point the file holds the previous keyring or this one, whole.
+    ///
+    /// The material is written in plaintext (version 2): anyone who can read
+    /// the file holds the keys. See [`Keyring::save_wrapped`].
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let (body, hint) = self.keystore_body();
-        ENVELOPE.save(path.as_ref(), &body, hint)
+        ENVELOPE.save_as(path.as_ref(), KEYSTORE_PLAINTEXT_VERSION, &body, hint)
+    }
+
+    /// Saves every key as [`Keyring::save`] does, with each key's material
+    /// wrapped by `wrapper` (version 3): the file alone yields no key.
+    /// Nothing is written unless every key wrapped.
+    pub fn save_wrapped(&self, path: impl AsRef<Path>, wrapper: &dyn KeyWrapper) -> Result<()> {
+        let (body, hint) = self.wrapped_body(wrapper)?;
+        ENVELOPE.save_as(path.as_ref(), KEYSTORE_VERSION, &body, hint)
+    }
+
+    /// The keystore file's bytes with each key wrapped by `wrapper` (see
+    /// [`Keyring::save_wrapped`]).
+    pub fn to_wrapped_keystore_bytes(&self, wrapper: &dyn KeyWrapper) -> Result<Vec<u8>> {
+        let (body, hint) = self.wrapped_body(wrapper)?;
+        Ok(ENVELOPE.encode_as(KEYSTORE_VERSION, &body, hint)?.to_vec())
+    }
+
+    /// Converts the keystore at `path` in place, crash-safely: loads it with
+    /// `options` (its KEK, if it is wrapped) and writes it back wrapped by
+    /// `to`, or in plaintext (version 2) when `to` is `None`. Plaintext to
+    /// wrapped, wrapped to another KEK, and wrapped back to plaintext are each
+    /// this one call. When `to` is the KEK the keystore is already wrapped by,
+    /// each key is rewrapped with [`KeyWrapper::rewrap`] (Transit moves it to
+    /// its newest key version without the material leaving Transit). Every key
+    /// is checked as a load checks it before the file is replaced; on any
+    /// failure the file is left as it was. Returns the number of keys.
+    pub fn rewrap_keystore(
+        path: impl AsRef<Path>,
+        options: &KeystoreLoadOptions,
+        to: Option<&dyn KeyWrapper>,
+    ) -> Result<usize> {
+        let path = path.as_ref();
+        let access = if options.allow_readable_by_others {
+            FileAccess::AnyMode
+        } else {
+            FileAccess::OwnerOnly
+        };
+        let (version, body): (u32, Body) = ENVELOPE.load_versioned(path, access)?;
+        let same_kek = match (&body.wrapping, to) {
+            (Some(w), Some(to)) => {
+                version == KEYSTORE_VERSION && w.kind == to.kind() && w.kek_id == to.kek_id()
+            }
+            _ => false,
+        };
+        if let (true, Some(to)) = (same_kek, to) {
+            let mut body = body;
+            let wrapping = body.wrapping.clone().unwrap_or_default();
+            wrapping.check(to, "keystore")?;
+            for k in &mut body.keys {
+                let Some(w) = k.wrapped.as_ref().filter(|w| !w.as_slice().is_empty()) else {
+                    continue;
+                };
+                let aad = stored_aad(k)?;
+                let again = to
+                    .rewrap(w.as_slice(), &aad)
+                    .map_err(|e| WrapItem::new(&k.id, &[], &aad).name_in(e))?;
+                k.wrapped = Some(Bin::new(again));
+            }
+            // Checked whole, as a load would, before anything is written.
+            let kr = Keyring::from_body(version, body.clone(), Some(to), false)?;
+            let hint = 64 + kr.len() * 1024;
+            ENVELOPE.save_as(path, KEYSTORE_VERSION, &body, hint)?;
+            return Ok(kr.len());
+        }
+        let kr = Keyring::from_body(
+            version,
+            body,
+            options.wrapper.as_deref(),
+            options.allow_plaintext,
+        )?;
+        match to {
+            Some(to) => kr.save_wrapped(path, to)?,
+            None => kr.save(path)?,
+        }
+        Ok(kr.len())
+    }
+
+    /// Loads a keystore written by [`Keyring::save_wrapped`], unwrapping its
+    /// keys with `wrapper` (see [`KeystoreLoadOptions::wrapper`]).
+    pub fn load_wrapped(
+        path: impl AsRef<Path>,
+        wrapper: std::sync::Arc<dyn KeyWrapper>,
+    ) -> Result<Keyring> {
+        Keyring::load_with(path, &KeystoreLoadOptions::default().wrapper(wrapper))
     }
 
     /// Loads a keyring saved by [`Keyring::save`]. A truncated, corrupted or
@@ -278,16 +593,41 @@ impl Keyring {
             FileAccess::OwnerOnly
         };
         let (version, body) = ENVELOPE.load_versioned(path.as_ref(), access)?;
-        Keyring::from_body(version, body)
+        Keyring::from_body(
+            version,
+            body,
+            options.wrapper.as_deref(),
+            options.allow_plaintext,
+        )
     }
 
     /// Decodes a keystore file's bytes (see [`Keyring::load`]).
     pub fn from_keystore_bytes(bytes: &[u8]) -> Result<Keyring> {
-        let (version, body) = ENVELOPE.decode_versioned(bytes)?;
-        Keyring::from_body(version, body)
+        Keyring::from_keystore_bytes_with(bytes, &KeystoreLoadOptions::default())
     }
 
-    fn from_body(version: u32, body: Body) -> Result<Keyring> {
+    /// Decodes a keystore file's bytes with options (see
+    /// [`Keyring::load_with`]; the file-mode option does not apply).
+    pub fn from_keystore_bytes_with(
+        bytes: &[u8],
+        options: &KeystoreLoadOptions,
+    ) -> Result<Keyring> {
+        let (version, body) = ENVELOPE.decode_versioned(bytes)?;
+        Keyring::from_body(
+            version,
+            body,
+            options.wrapper.as_deref(),
+            options.allow_plaintext,
+        )
+    }
+
+    fn from_body(
+        version: u32,
+        body: Body,
+        wrapper: Option<&dyn KeyWrapper>,
+        allow_plaintext: bool,
+    ) -> Result<Keyring> {
+        let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
         let entries = body
             .keys
             .iter()
@@ -325,9 +665,11 @@ mod tests {
                 publish_time: 0,
                 retired_time: 0,
                 state: state.into(),
+                wrapped: None,
             }],
+            wrapping: None,
         };
-        ENVELOPE.encode(&body, 512).unwrap().to_vec()
+        ENVELOPE.encode_as(2, &body, 512).unwrap().to_vec()
     }
 
     /// A verify-only key (no material) may never be one that signs: loading it

@@ -37,7 +37,9 @@ pub use algorithm::{Algorithm, RsaKeySize};
 pub(crate) use jwks::proof_key_checker;
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
-pub use keystore::{KEYSTORE_FORMAT, KEYSTORE_VERSION, KeystoreLoadOptions};
+pub use keystore::{
+    KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
+};
 pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
 pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};

@@ -11,7 +11,6 @@ use super::builder::check_url;
 use super::freshness::freshness;
 use super::{RefreshReport, Shared, Source, without_query};
 use crate::error::{DecodeError, Error, Result, truncate_for_message};
-use crate::keyring::{KeyId, Keyring};
 
 impl Shared {
     /// Discovers (if needed), fetches and applies a JWKS; the URL used and

@@ -231,6 +231,47 @@ pub(crate) fn replace_file_with_fault(
         .map_err(|e| io_err(format!("flushing directory {}", dir.display()), e))
 }
 
+/// Creates `target` holding `bytes` (mode 0600), crash-safely and only if
+/// nothing is there: the bytes are written to a temporary file and fsynced,
+/// then hard-linked into place, which fails when `target` exists. After a
+/// crash the file is absent or whole.
+pub(crate) fn create_new_file(target: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(target)?;
+    let what = |step: &str| format!("{step} {} (creating {})", tmp.display(), target.display());
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| io_err(what("creating"), e))?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    let linked = written
+        .map_err(|e| io_err(what("writing"), e))
+        .and_then(|()| {
+            fs::hard_link(&tmp, target).map_err(|e| {
+                let context = if e.kind() == io::ErrorKind::AlreadyExists {
+                    format!(
+                        "{} already exists; refusing to replace it",
+                        target.display()
+                    )
+                } else {
+                    format!("linking {} to {}", tmp.display(), target.display())
+                };
+                io_err(context, e)
+            })
+        });
+    let _ = fs::remove_file(&tmp);
+    linked?;
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(format!("flushing directory {}", dir.display()), e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,13 +68,25 @@ impl EnvelopeFormat {
         body: &T,
         capacity_hint: usize,
     ) -> Result<Zeroizing<Vec<u8>>> {
+        self.encode_as(self.version, body, capacity_hint)
+    }
+
+    /// [`EnvelopeFormat::encode`] as format `version` (one this format reads:
+    /// a body an older reader understands is written as the older version).
+    pub(crate) fn encode_as<T: WireType>(
+        &self,
+        version: u32,
+        body: &T,
+        capacity_hint: usize,
+    ) -> Result<Zeroizing<Vec<u8>>> {
+        debug_assert!((self.oldest..=self.version).contains(&version));
         let body_bytes = codec::encode_secret(body, capacity_hint)?;
         let sha = Sha256::digest(&*body_bytes);
         let envelope = Envelope {
             body: Bin::new(body_bytes.to_vec()),
             format: self.format.into(),
             sha256: Bin::new(sha.to_vec()),
-            version: self.version,
+            version,
         };
         codec::encode_secret(&envelope, body_bytes.len() + 128)
     }
@@ -137,6 +149,19 @@ impl EnvelopeFormat {
         capacity_hint: usize,
     ) -> Result<()> {
         let bytes = self.encode(body, capacity_hint)?;
+        atomic_file::replace_file(path, &bytes)
+    }
+
+    /// [`EnvelopeFormat::save`] as format `version` (see
+    /// [`EnvelopeFormat::encode_as`]).
+    pub(crate) fn save_as<T: WireType>(
+        &self,
+        path: &Path,
+        version: u32,
+        body: &T,
+        capacity_hint: usize,
+    ) -> Result<()> {
+        let bytes = self.encode_as(version, body, capacity_hint)?;
         atomic_file::replace_file(path, &bytes)
     }
 

@@ -36,13 +36,14 @@ const (
 	ResultProofRequired        Result = C.WID_RESULT_PROOF_REQUIRED        // a WIT was presented as a bearer token (see VerifyProof)
 	ResultProofInvalid         Result = C.WID_RESULT_PROOF_INVALID         // a proof of possession (WPT) failed a check
 	ResultProofReplayed        Result = C.WID_RESULT_PROOF_REPLAYED        // a proof of possession was used before
+	ResultKeyWrappingFailed    Result = C.WID_RESULT_KEY_WRAPPING_FAILED   // a KEK could not wrap or unwrap a root key
 )
 
 // resultNames is the library's own table (wid_result_name), read once: the
 // codes and their names live in one place, the Rust enum behind the C header.
 var resultNames = func() map[Result]string {
 	names := make(map[Result]string)
-	// Codes are small numbers (the header's largest is 52); 256 leaves room for
+	// Codes are small numbers (the header's largest is 60); 256 leaves room for
 	// codes added later without touching this file.
 	for r := Result(0); r < 256; r++ {
 		if n := libraryResultName(r); n != "WID_RESULT_UNKNOWN" {
@@ -135,6 +136,7 @@ var (
 	ErrProofRequired        = &Error{Code: ResultProofRequired}
 	ErrProofInvalid         = &Error{Code: ResultProofInvalid}
 	ErrProofReplayed        = &Error{Code: ResultProofReplayed}
+	ErrKeyWrappingFailed    = &Error{Code: ResultKeyWrappingFailed}
 )
 
 // errClosed is what methods of a closed Keyring or Verifier return: the

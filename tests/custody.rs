@@ -1,0 +1,406 @@
+//! Key custody: keystores wrapped by a KEK file (version 3). No plaintext
+//! material reaches the file; loading without the KEK, with another KEK, or
+//! after any change to a wrapped key fails whole and says which; plaintext
+//! keystores convert in one call, both ways.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use workload_identity::{
+    Algorithm, Issuer, KEYSTORE_VERSION, KekFile, KeyState, KeyWrapper, Keyring,
+    KeystoreLoadOptions, ResultCode, associated_data,
+};
+
+const KEK_A: [u8; 32] = [0x11; 32];
+const KEK_B: [u8; 32] = [0x22; 32];
+
+/// Three algorithms, several states, and a verify-only key.
+fn sample() -> Keyring {
+    let kr = Keyring::from_keys([
+        common::alg_key(Algorithm::EdDsa, "ed-old", 3, KeyState::Inactive, 10),
+        common::alg_key(Algorithm::EdDsa, "ed-1", 4, KeyState::Active, 20),
+        common::alg_key(Algorithm::Es256, "es-1", 5, KeyState::Active, 30),
+        common::alg_key(Algorithm::Rs256, "rs-1", 0, KeyState::Active, 40),
+    ])
+    .unwrap();
+    let other = Keyring::from_keys([common::alg_key(
+        Algorithm::EdDsa,
+        "imported",
+        9,
+        KeyState::Active,
+        0,
+    )])
+    .unwrap();
+    kr.import_jwks(&other.jwks().to_json()).unwrap();
+    kr
+}
+
+fn kek(bytes: [u8; 32]) -> Arc<dyn KeyWrapper> {
+    Arc::new(KekFile::from_bytes(&bytes).unwrap())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn write_0600(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn a_wrapped_keystore_round_trips_and_holds_no_plaintext_material() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keystore");
+    let kr = sample();
+    kr.save_wrapped(&path, &*kek(KEK_A)).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(contains(&bytes, b"\xa7Version\x03"), "written as version 3");
+    assert!(contains(&bytes, b"aead-kek"));
+    for k in kr.keys().iter().filter(|k| k.can_sign()) {
+        let material = kr.root_key(k.kid.as_str()).unwrap();
+        let secret = material.material().expose_secret();
+        // An RSA key's PKCS#8 holds its public modulus too (stored in the
+        // clear as PublicKey): check its private part, past byte 700.
+        let secret = if k.algorithm == Algorithm::Rs256 {
+            &secret[700..]
+        } else {
+            secret
+        };
+        // 16 bytes of a secret never appear by chance.
+        for window in secret.chunks(16).filter(|c| c.len() == 16) {
+            assert!(!contains(&bytes, window), "{} material in the file", k.kid);
+        }
+    }
+
+    let back = Keyring::load_wrapped(&path, kek(KEK_A)).unwrap();
+    assert_eq!(back.keys(), kr.keys());
+    for alg in [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256] {
+        let t = Issuer::new(back.clone())
+            .issue_with(alg, &common::issue_request_task(), 1_700_000_000)
+            .unwrap();
+        assert_eq!(t.kid, kr.active_id_for(alg).unwrap());
+    }
+    assert!(back.root_key("imported").is_none(), "still verify-only");
+    // Bytes too.
+    let bytes = kr.to_wrapped_keystore_bytes(&*kek(KEK_A)).unwrap();
+    let again = Keyring::from_keystore_bytes_with(
+        &bytes,
+        &KeystoreLoadOptions::default().wrapper(kek(KEK_A)),
+    )
+    .unwrap();
+    assert_eq!(again.keys(), kr.keys());
+}
+
+#[test]
+fn without_the_kek_or_with_another_the_load_fails_and_says_which() {
+    let kr = sample();
+    let a = kek(KEK_A);
+    let bytes = kr.to_wrapped_keystore_bytes(&*a).unwrap();
+
+    let e = Keyring::from_keystore_bytes(&bytes).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(a.kek_id())
+            && text.contains("no KEK was given")
+            && text.contains("--kek-file"),
+        "{text}"
+    );
+
+    let b = kek(KEK_B);
+    let e = Keyring::from_keystore_bytes_with(
+        &bytes,
+        &KeystoreLoadOptions::default().wrapper(b.clone()),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "wrapped by KEK {:?}, not by the given KEK {:?}",
+            a.kek_id(),
+            b.kek_id()
+        )),
+        "{text}"
+    );
+}
+
+/// The file's bytes with its body edited in place by `edit` (same length)
+/// and the checksum recomputed: what an attacker who can write the file, but
+/// has no KEK, can make.
+fn reforged(bytes: &[u8], edit: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut out = bytes.to_vec();
+    let find =
+        |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle).unwrap();
+    let at = find(&out, b"\xa4Body") + 5;
+    let (len, start) = match out[at] {
+        0xc4 => (out[at + 1] as usize, at + 2),
+        0xc5 => (
+            u16::from_be_bytes([out[at + 1], out[at + 2]]) as usize,
+            at + 3,
+        ),
+        0xc6 => (
+            u32::from_be_bytes(out[at + 1..at + 5].try_into().unwrap()) as usize,
+            at + 5,
+        ),
+        other => panic!("Body is not a bin (0x{other:02x})"),
+    };
+    edit(&mut out[start..start + len]);
+    let sha = Sha256::digest(&out[start..start + len]);
+    let at = find(&out, b"\xa6SHA256\xc4\x20") + 9;
+    out[at..at + 32].copy_from_slice(&sha);
+    out
+}
+
+#[test]
+fn any_change_to_a_wrapped_key_fails_the_whole_load_naming_the_key() {
+    let kr = sample();
+    let a = kek(KEK_A);
+    let bytes = kr.to_wrapped_keystore_bytes(&*a).unwrap();
+    let with_a = KeystoreLoadOptions::default().wrapper(a.clone());
+
+    // One byte changed anywhere in the file: the checksum says so.
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x01;
+    let e = Keyring::from_keystore_bytes_with(&flipped, &with_a).unwrap_err();
+    assert!(e.to_string().contains("checksum"), "{e}");
+
+    // One byte of a wrapped key changed and the checksum recomputed: the
+    // KEK's authentication says so, naming the key.
+    let needle = b"\xa7Wrapped";
+    let e = Keyring::from_keystore_bytes_with(
+        &reforged(&bytes, |body| {
+            let at = body
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap();
+            // Past the key name and the bin header (c4 len): inside the nonce or ciphertext.
+            body[at + needle.len() + 5] ^= 0x80;
+        }),
+        &with_a,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert!(
+        e.to_string().contains("authentication failed") && e.to_string().contains("key \""),
+        "{e}"
+    );
+
+    // A key's ID changed (its wrapped material kept): the associated data
+    // binds material to ID, so it no longer unwraps.
+    let e = Keyring::from_keystore_bytes_with(
+        &reforged(&bytes, |body| {
+            let at = body.windows(4).position(|w| w == b"es-1").unwrap();
+            body[at..at + 4].copy_from_slice(b"es-2");
+        }),
+        &with_a,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert!(e.to_string().contains("key \"es-2\""), "{e}");
+}
+
+#[test]
+fn the_associated_data_is_the_pinned_one() {
+    // Another implementation unwraps with only the KEK and DESIGN.md: check
+    // our wrapping against AES-256-GCM done by hand with aws-lc-rs.
+    use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+    let kr = Keyring::from_keys([common::alg_key(
+        Algorithm::Es256,
+        "k-es",
+        7,
+        KeyState::Active,
+        0,
+    )])
+    .unwrap();
+    let w = KekFile::from_bytes(&KEK_A).unwrap();
+    let wrapped = w
+        .wrap(
+            &[7; 32],
+            &associated_data(
+                &workload_identity::KeyId::new("k-es").unwrap(),
+                Algorithm::Es256,
+            ),
+        )
+        .unwrap();
+    let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &KEK_A).unwrap());
+    let mut buf = wrapped[12..].to_vec();
+    let plain = key
+        .open_in_place(
+            Nonce::try_assume_unique_for_key(&wrapped[..12]).unwrap(),
+            Aad::from(b"workload-identity/kek/v1\0k-es\0ES256"),
+            &mut buf,
+        )
+        .unwrap();
+    assert_eq!(plain, &[7; 32]);
+    drop(kr);
+}
+
+#[test]
+fn plaintext_keystores_still_load_and_convert_in_one_call_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keystore");
+    let kr = sample();
+    kr.save(&path).unwrap();
+    let plain = std::fs::read(&path).unwrap();
+    assert!(
+        contains(&plain, b"\xa7Version\x02"),
+        "save writes version 2"
+    );
+    assert_eq!(Keyring::load(&path).unwrap().keys(), kr.keys());
+
+    // A KEK given for a plaintext file is refused unless allowed: a plaintext
+    // keystore swapped in by someone without the KEK is not signed with.
+    let e = Keyring::load_wrapped(&path, kek(KEK_A)).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert!(e.to_string().contains("plaintext"), "{e}");
+    let opts = KeystoreLoadOptions::default()
+        .wrapper(kek(KEK_A))
+        .allow_plaintext(true);
+    assert_eq!(Keyring::load_with(&path, &opts).unwrap().keys(), kr.keys());
+
+    // plaintext -> KEK A
+    let n = Keyring::rewrap_keystore(&path, &KeystoreLoadOptions::default(), Some(&*kek(KEK_A)))
+        .unwrap();
+    assert_eq!(n, kr.len());
+    assert_eq!(
+        Keyring::load_wrapped(&path, kek(KEK_A)).unwrap().keys(),
+        kr.keys()
+    );
+    // KEK A -> KEK A again (rewrap: fresh nonces, same keys)
+    let before = std::fs::read(&path).unwrap();
+    let with_a = KeystoreLoadOptions::default().wrapper(kek(KEK_A));
+    Keyring::rewrap_keystore(&path, &with_a, Some(&*kek(KEK_A))).unwrap();
+    let after = std::fs::read(&path).unwrap();
+    assert_ne!(before, after);
+    assert_eq!(
+        Keyring::load_wrapped(&path, kek(KEK_A)).unwrap().keys(),
+        kr.keys()
+    );
+    // KEK A -> KEK B
+    Keyring::rewrap_keystore(&path, &with_a, Some(&*kek(KEK_B))).unwrap();
+    assert!(Keyring::load_wrapped(&path, kek(KEK_A)).is_err());
+    assert_eq!(
+        Keyring::load_wrapped(&path, kek(KEK_B)).unwrap().keys(),
+        kr.keys()
+    );
+    // A failed conversion (wrong KEK) leaves the file as it was.
+    let kept = std::fs::read(&path).unwrap();
+    assert!(Keyring::rewrap_keystore(&path, &with_a, None).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), kept);
+    // KEK B -> plaintext
+    let with_b = KeystoreLoadOptions::default().wrapper(kek(KEK_B));
+    Keyring::rewrap_keystore(&path, &with_b, None).unwrap();
+    assert_eq!(Keyring::load(&path).unwrap().keys(), kr.keys());
+    assert_eq!(KEYSTORE_VERSION, 3);
+}
+
+#[test]
+fn kek_files_raw_or_base64_owner_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = KekFile::from_bytes(&KEK_A).unwrap().kek_id().to_string();
+    let raw = dir.path().join("raw");
+    write_0600(&raw, &KEK_A);
+    assert_eq!(KekFile::load(&raw).unwrap().kek_id(), id);
+    let b64 = "ERERERERERERERERERERERERERERERERERERERERERE=";
+    for (name, text) in [("b64", b64.to_string()), ("b64nl", format!("{b64}\n"))] {
+        let p = dir.path().join(name);
+        write_0600(&p, text.as_bytes());
+        assert_eq!(KekFile::load(&p).unwrap().kek_id(), id, "{name}");
+    }
+    for (name, bytes, says) in [
+        ("short", vec![1u8; 31], "holds 31 bytes"),
+        ("crlf", format!("{b64}\r\n").into_bytes(), "holds 46 bytes"),
+        (
+            "notb64",
+            vec![b'!'; 44],
+            "neither 32 raw bytes nor valid base64",
+        ),
+    ] {
+        let p = dir.path().join(name);
+        write_0600(&p, &bytes);
+        let e = KekFile::load(&p).unwrap_err();
+        assert_eq!(e.code(), ResultCode::InvalidArgument, "{name}: {e}");
+        assert!(e.to_string().contains(says), "{name}: {e}");
+        assert!(
+            e.to_string().contains("expected exactly 32 raw bytes"),
+            "{name}: {e}"
+        );
+    }
+    std::fs::set_permissions(&raw, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = KekFile::load(&raw).unwrap_err();
+    assert_eq!(e.code(), ResultCode::IoError, "{e}");
+    assert!(e.to_string().contains("mode 0640"), "{e}");
+
+    let made = dir.path().join("made");
+    let k = KekFile::generate(&made).unwrap();
+    assert_eq!(
+        std::fs::metadata(&made).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(std::fs::read(&made).unwrap().len(), 45);
+    assert_eq!(KekFile::load(&made).unwrap().kek_id(), k.kek_id());
+    let e = KekFile::generate(&made).unwrap_err();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    assert_eq!(KekFile::load(&made).unwrap().kek_id(), k.kek_id(), "kept");
+    assert!(!format!("{k:?}").contains("0x"), "Debug shows only the ID");
+}
+
+#[test]
+fn an_unknown_kind_is_refused() {
+    #[derive(Debug)]
+    struct Rot13Kms;
+    impl KeyWrapper for Rot13Kms {
+        fn kind(&self) -> &str {
+            "example-kms"
+        }
+        fn kek_id(&self) -> &str {
+            "kms-key-1"
+        }
+        fn wrap(&self, m: &[u8], _: &[u8]) -> Result<Vec<u8>, workload_identity::Error> {
+            Ok(m.iter().map(|b| b ^ 0x5a).collect())
+        }
+        fn unwrap(
+            &self,
+            w: &[u8],
+            _: &[u8],
+        ) -> Result<zeroize::Zeroizing<Vec<u8>>, workload_identity::Error> {
+            Ok(zeroize::Zeroizing::new(
+                w.iter().map(|b| b ^ 0x5a).collect(),
+            ))
+        }
+    }
+    let kr = sample();
+    let bytes = kr.to_wrapped_keystore_bytes(&Rot13Kms).unwrap();
+    // A user's own KMS round-trips.
+    let back = Keyring::from_keystore_bytes_with(
+        &bytes,
+        &KeystoreLoadOptions::default().wrapper(Arc::new(Rot13Kms)),
+    )
+    .unwrap();
+    assert_eq!(back.keys(), kr.keys());
+    // Without it, the reader does not know the kind and says so.
+    let e = Keyring::from_keystore_bytes(&bytes).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert!(e.to_string().contains("\"example-kms\""), "{e}");
+    // With a KEK file, the kinds differ.
+    let e = Keyring::from_keystore_bytes_with(
+        &bytes,
+        &KeystoreLoadOptions::default().wrapper(kek(KEK_A)),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("wrapped by a \"example-kms\" KEK"),
+        "{e}"
+    );
+}
