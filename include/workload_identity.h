@@ -84,6 +84,11 @@ enum wid_result
   // A WPT whose `jti` was already seen within its validity window, or one
   // the replay cache had no room to remember (`WID_RESULT_PROOF_REPLAYED`).
   WID_RESULT_PROOF_REPLAYED = 52,
+  // A root key could not be wrapped or unwrapped by its key-encryption key:
+  // none or another KEK was given for a wrapped keystore, a wrapped key was
+  // altered, or the KMS (Vault/OpenBao Transit) refused or could not be
+  // reached (`WID_RESULT_KEY_WRAPPING_FAILED`).
+  WID_RESULT_KEY_WRAPPING_FAILED = 60,
 };
 #ifndef __cplusplus
 typedef uint32_t wid_result;

@@ -1812,3 +1812,174 @@ mod golden {
         );
     }
 }
+
+/// Key custody from the command line: a KEK made, a keystore created
+/// wrapped, used by every command with --kek-file and refused without it;
+/// a plaintext keystore wrapped, rewrapped to another KEK and unwrapped.
+#[test]
+fn wrapped_keystores_from_init_to_verify() {
+    let s = Scratch::new();
+    let kek = s.path("kek");
+    let ks = s.path("keystore");
+    let now = T0.to_string();
+    let made = json_out(&["keyring", "generate-kek", "--kek-file", &kek, "--json"]);
+    let kek_id = made["kek_id"].as_str().unwrap().to_string();
+    assert_eq!(kek_id.len(), 16);
+    let o = expect(&["keyring", "generate-kek", "--kek-file", &kek], 3);
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let init = json_out(&[
+        "keyring",
+        "init",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--alg",
+        "EdDSA",
+        "--alg",
+        "ES256",
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(init["saved"], true);
+    let bytes = std::fs::read(&ks).unwrap();
+    assert!(
+        bytes.windows(9).any(|w| w == b"\xa7Version\x03"),
+        "init --kek-file writes version 3"
+    );
+
+    // Without the KEK: refused with the KEK's ID and a hint (exit 3).
+    let o = expect(&["keyring", "list", "--keystore", &ks], 3);
+    let err = stderr(&o);
+    assert!(err.contains("WID_RESULT_KEY_WRAPPING_FAILED"), "{err}");
+    assert!(err.contains(&kek_id) && err.contains("--kek-file"), "{err}");
+
+    // With it: rotate (stays wrapped), issue, verify.
+    json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    let bytes = std::fs::read(&ks).unwrap();
+    assert!(
+        bytes.windows(9).any(|w| w == b"\xa7Version\x03"),
+        "still wrapped"
+    );
+    let req = s.write("req.json", request_json("3600000000000").as_bytes());
+    let issued = json_out(&[
+        "issue",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--request",
+        &req,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    let token = issued["token"].as_str().unwrap().to_string();
+    let allocs = alloc_state(&s, "running");
+    let v = json_out(&[
+        "verify",
+        &token,
+        "--aud",
+        "vault.io",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--alloc-state",
+        &allocs,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(v["accepted"], true);
+
+    // Another KEK: refused, naming both.
+    let other = s.path("kek2");
+    let made2 = json_out(&["keyring", "generate-kek", "--kek-file", &other, "--json"]);
+    let other_id = made2["kek_id"].as_str().unwrap().to_string();
+    let o = expect(
+        &["keyring", "jwks", "--keystore", &ks, "--kek-file", &other],
+        3,
+    );
+    let err = stderr(&o);
+    assert!(err.contains(&kek_id) && err.contains(&other_id), "{err}");
+
+    // Rewrap to the other KEK, unwrap to plaintext, wrap again.
+    let r = json_out(&[
+        "keyring",
+        "rewrap",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--new-kek-file",
+        &other,
+        "--json",
+    ]);
+    assert_eq!(r["kek_id"], other_id.as_str());
+    assert_eq!(r["keys"], 3);
+    expect(
+        &["keyring", "list", "--keystore", &ks, "--kek-file", &kek],
+        3,
+    );
+    expect(
+        &["keyring", "list", "--keystore", &ks, "--kek-file", &other],
+        0,
+    );
+    let u = json_out(&[
+        "keyring",
+        "unwrap",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &other,
+        "--json",
+    ]);
+    assert_eq!(u["action"], "unwrapped");
+    expect(&["keyring", "list", "--keystore", &ks], 0);
+    // A KEK given for a plaintext keystore is refused: wrap it first.
+    let o = expect(
+        &["keyring", "list", "--keystore", &ks, "--kek-file", &kek],
+        3,
+    );
+    assert!(stderr(&o).contains("plaintext"), "{}", stderr(&o));
+    let o = expect(
+        &["keyring", "rewrap", "--keystore", &ks, "--kek-file", &kek],
+        3,
+    );
+    assert!(stderr(&o).contains("wid keyring wrap"), "{}", stderr(&o));
+    json_out(&[
+        "keyring",
+        "wrap",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--json",
+    ]);
+    let listed = json_out(&[
+        "keyring",
+        "list",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--json",
+    ]);
+    assert_eq!(listed["keys"].as_array().unwrap().len(), 3);
+    // wrap needs a KEK.
+    let o = expect(&["keyring", "wrap", "--keystore", &ks], 2);
+    assert!(stderr(&o).contains("--kek-file"), "{}", stderr(&o));
+}

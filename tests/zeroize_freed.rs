@@ -5,7 +5,7 @@
 //! Ed25519 seed derived from it, and a slice of an RSA key's private part. The
 //! whole key life cycle runs while it is armed, for EdDSA, ES256 (from the same
 //! material) and RS256 (PKCS#8) keys: insert, rotate, issue, save, load (file
-//! and bytes), export, the C ABI's insert/save/load, and dropping everything. The count of freed blocks holding
+//! and bytes), wrapped save/load/rewrap with a KEK, export, the C ABI's insert/save/load, and dropping everything. The count of freed blocks holding
 //! either pattern must be zero. (Stack copies are out of reach of any allocator;
 //! the library keeps secrets on the heap in place and moves only pointers.)
 
@@ -133,6 +133,33 @@ fn life_cycle(dir: &std::path::Path) {
     assert_eq!(back.keys(), algs.keys());
     assert!(back.root_key("zeroize-rs").is_some());
     let _ = back.jwks();
+
+    // Wrapped by a KEK (keystore version 3): save, load, rewrap with the same
+    // KEK and with another, and back to plaintext; the material passes
+    // through wrap and unwrap buffers each time.
+    let kek: std::sync::Arc<dyn workload_identity::KeyWrapper> =
+        std::sync::Arc::new(workload_identity::KekFile::from_bytes(&[0x3c; 32]).unwrap());
+    let kek2: std::sync::Arc<dyn workload_identity::KeyWrapper> =
+        std::sync::Arc::new(workload_identity::KekFile::from_bytes(&[0x3d; 32]).unwrap());
+    let wrapped_path = dir.join("wrapped");
+    for keys in [&kr, &algs] {
+        keys.save_wrapped(&wrapped_path, &*kek).unwrap();
+        let w = Keyring::load_wrapped(&wrapped_path, kek.clone()).unwrap();
+        assert_eq!(w.keys(), keys.keys());
+        let bytes = keys.to_wrapped_keystore_bytes(&*kek).unwrap();
+        let _ = Keyring::from_keystore_bytes_with(
+            &bytes,
+            &workload_identity::KeystoreLoadOptions::default().wrapper(kek.clone()),
+        )
+        .unwrap();
+    }
+    let with = |k: &std::sync::Arc<dyn workload_identity::KeyWrapper>| {
+        workload_identity::KeystoreLoadOptions::default().wrapper(k.clone())
+    };
+    Keyring::rewrap_keystore(&wrapped_path, &with(&kek), Some(&*kek)).unwrap();
+    Keyring::rewrap_keystore(&wrapped_path, &with(&kek), Some(&*kek2)).unwrap();
+    Keyring::rewrap_keystore(&wrapped_path, &with(&kek2), None).unwrap();
+    assert_eq!(Keyring::load(&wrapped_path).unwrap().keys(), algs.keys());
 
     // The C ABI path.
     unsafe {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use workload_identity::{Algorithm, Issuer, ResultCode};
 
 use crate::output::{Ctx, read_input, when};
-use crate::sources::{load_keystore, parse_alg};
+use crate::sources::{CustodyArgs, load_keystore, parse_alg};
 use crate::{CliError, request};
 
 /// The largest request file read (the codec's own default limit).
@@ -18,6 +18,8 @@ pub(crate) struct IssueArgs {
     /// The keystore holding the active signing key.
     #[arg(long, value_name = "FILE")]
     keystore: PathBuf,
+    #[command(flatten)]
+    custody: CustodyArgs,
     /// The IssueRequest: msgpack (as Go hosts send it) or JSON with Go's field
     /// names (`Region`, `Allocation`, `Task`, `Identity`...; TTL in Go
     /// nanoseconds or as "1h"); `-` reads standard input.
@@ -32,7 +34,7 @@ pub(crate) struct IssueArgs {
 }
 
 pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let keyring = load_keystore(&a.keystore)?;
+    let keyring = load_keystore(&a.keystore, &a.custody)?;
     let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
     let (req, format) = request::decode(&bytes, &a.request)?;
     let mut issuer = Issuer::new(keyring.clone()).algorithm(a.alg);

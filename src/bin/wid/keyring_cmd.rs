@@ -3,18 +3,20 @@
 //! Every command that changes the keyring saves it with `Keyring::save`
 //! (mode 0600, temp file + fsync + rename) and prints what changed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
+use std::sync::Arc;
+
 use workload_identity::{
-    Algorithm, KeyId, KeyInfo, KeyState, Keyring, ResultCode, RotationAction, RotationPolicy,
-    RsaKeySize, plan_rotation,
+    Algorithm, KekFile, KeyId, KeyInfo, KeyState, KeyWrapper, Keyring, KeystoreLoadOptions,
+    ResultCode, RotationAction, RotationPolicy, RsaKeySize, plan_rotation,
 };
 
 use crate::output::{Ctx, parse_duration, span, utc, when};
-use crate::sources::{bad_flag, load_keystore, parse_alg};
+use crate::sources::{CustodyArgs, bad_flag, load_keystore, parse_alg, save_keystore};
 use crate::{CliError, Exit};
 
 #[derive(Debug, Subcommand)]
@@ -37,6 +39,34 @@ pub(crate) enum KeyringCommand {
     Jwks(KeystoreArgs),
     /// Print the OIDC discovery document (/.well-known/openid-configuration).
     Oidc(OidcArgs),
+    /// Wrap a plaintext keystore with --kek-file (keystore version 3): the
+    /// file then yields no key without the KEK.
+    Wrap(KeystoreArgs),
+    /// Write a wrapped keystore back in plaintext (version 2): anyone who can
+    /// read the file then holds the keys.
+    Unwrap(KeystoreArgs),
+    /// Wrap a keystore's keys again: with --new-kek-file, move them to
+    /// another KEK; without it, rewrap them with --kek-file (fresh nonces).
+    Rewrap(RewrapArgs),
+    /// Make a new KEK file (32 random bytes, base64, mode 0600) for --kek-file;
+    /// never replaces an existing file.
+    GenerateKek(GenerateKekArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RewrapArgs {
+    #[command(flatten)]
+    store: KeystoreArgs,
+    /// The KEK to move the keys to (default: --kek-file itself).
+    #[arg(long, value_name = "FILE")]
+    new_kek_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GenerateKekArgs {
+    /// Where to write the new KEK.
+    #[arg(long, value_name = "FILE")]
+    kek_file: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -44,6 +74,14 @@ pub(crate) struct KeystoreArgs {
     /// The keystore file.
     #[arg(long, value_name = "FILE")]
     keystore: PathBuf,
+    #[command(flatten)]
+    custody: CustodyArgs,
+}
+
+impl KeystoreArgs {
+    fn load(&self) -> Result<Keyring, CliError> {
+        load_keystore(&self.keystore, &self.custody)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -143,17 +181,104 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Promote(a) => promote(&a, ctx),
         KeyringCommand::Deprecate(a) => deprecate(&a, ctx),
         KeyringCommand::Jwks(a) => {
-            let keyring = load_keystore(&a.keystore)?;
+            let keyring = a.load()?;
             ctx.print_json(&to_value(&keyring.jwks().to_json()));
             Ok(())
         }
+        KeyringCommand::Wrap(a) => convert(&a, Conversion::Wrap, ctx),
+        KeyringCommand::Unwrap(a) => convert(&a, Conversion::Unwrap, ctx),
+        KeyringCommand::Rewrap(a) => {
+            convert(&a.store, Conversion::Rewrap(a.new_kek_file.clone()), ctx)
+        }
+        KeyringCommand::GenerateKek(a) => {
+            let kek = KekFile::generate(&a.kek_file)?;
+            ctx.emit(
+                &format!(
+                    "wrote KEK {} to {} (mode 0600); keep it off the keystore's disk",
+                    kek.kek_id(),
+                    a.kek_file.display()
+                ),
+                &json!({"kek_file": a.kek_file.display().to_string(), "kek_id": kek.kek_id()}),
+            );
+            Ok(())
+        }
         KeyringCommand::Oidc(a) => {
-            let keyring = load_keystore(&a.store.keystore)?;
+            let keyring = a.store.load()?;
             let doc = keyring.oidc_discovery(&a.issuer)?;
             ctx.print_json(&to_value(&doc.to_json()));
             Ok(())
         }
     }
+}
+
+/// What `wid keyring wrap | unwrap | rewrap` does.
+enum Conversion {
+    Wrap,
+    Unwrap,
+    Rewrap(Option<PathBuf>),
+}
+
+fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliError> {
+    let path = &store.keystore;
+    let Some(kek) = store.custody.wrapper()? else {
+        return Err(bad_flag(
+            "--kek-file",
+            "is required: the KEK to wrap with (wrap), or that the keystore is wrapped by (unwrap, rewrap)",
+        ));
+    };
+    let (from, to, verb) = match how {
+        Conversion::Wrap => (KeystoreLoadOptions::default(), Some(kek), "wrapped"),
+        Conversion::Unwrap => (
+            KeystoreLoadOptions::default().wrapper(kek),
+            None,
+            "unwrapped",
+        ),
+        Conversion::Rewrap(None) => (
+            KeystoreLoadOptions::default().wrapper(kek.clone()),
+            Some(kek),
+            "rewrapped",
+        ),
+        Conversion::Rewrap(Some(new)) => {
+            let new: Arc<dyn KeyWrapper> = Arc::new(KekFile::load(&new)?);
+            (
+                KeystoreLoadOptions::default().wrapper(kek),
+                Some(new),
+                "rewrapped",
+            )
+        }
+    };
+    let keys = Keyring::rewrap_keystore(path, &from, to.as_deref()).map_err(|e| {
+        let plaintext =
+            e.code() == ResultCode::KeyWrappingFailed && e.to_string().contains("plaintext");
+        let err = CliError::from(e);
+        if plaintext {
+            err.hint("it is not wrapped yet: `wid keyring wrap --keystore FILE --kek-file KEK`")
+        } else {
+            err
+        }
+    })?;
+    let (human, kek_id) = match &to {
+        Some(w) => (
+            format!(
+                "{verb} {keys} keys in {} with KEK {}",
+                path.display(),
+                w.kek_id()
+            ),
+            Some(w.kek_id().to_string()),
+        ),
+        None => (
+            format!(
+                "{verb} {keys} keys in {}: the file now holds them in plaintext",
+                path.display()
+            ),
+            None,
+        ),
+    };
+    ctx.emit(
+        &human,
+        &json!({"keystore": path.display().to_string(), "action": verb, "keys": keys, "kek_id": kek_id}),
+    );
+    Ok(())
 }
 
 /// A document the library rendered, as a value to print.
@@ -234,12 +359,13 @@ impl Change {
 /// Saves the keyring and prints the changes (nothing is saved without one).
 fn save_and_report(
     keyring: &Keyring,
-    path: &Path,
+    store: &KeystoreArgs,
     changes: &[Change],
     ctx: &Ctx,
 ) -> Result<(), CliError> {
+    let path = &store.keystore;
     if !changes.is_empty() {
-        keyring.save(path)?;
+        save_keystore(keyring, path, &store.custody)?;
     }
     let now = ctx.now();
     let mut human: Vec<String> = changes.iter().map(|c| c.human(now)).collect();
@@ -321,7 +447,7 @@ fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
         .iter()
         .map(|&alg| rotate_one(&keyring, alg, &a.rsa, now, "created"))
         .collect();
-    let result = made.and_then(|changes| save_and_report(&keyring, path, &changes, ctx));
+    let result = made.and_then(|changes| save_and_report(&keyring, &a.store, &changes, ctx));
     if result.is_err() {
         // Only our empty placeholder can be there: the save is the last step.
         let _ = std::fs::remove_file(path);
@@ -330,10 +456,9 @@ fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let path = &a.store.keystore;
-    let keyring = load_keystore(path)?;
+    let keyring = a.store.load()?;
     let change = rotate_one(&keyring, a.alg, &a.rsa, ctx.now(), "rotated")?;
-    save_and_report(&keyring, path, &[change], ctx)
+    save_and_report(&keyring, &a.store, &[change], ctx)
 }
 
 fn key_json(k: &KeyInfo) -> Value {
@@ -351,7 +476,7 @@ fn key_json(k: &KeyInfo) -> Value {
 }
 
 fn list(a: &KeystoreArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let keyring = load_keystore(&a.keystore)?;
+    let keyring = a.load()?;
     let keys = keyring.keys();
     if ctx.json {
         let v: Vec<Value> = keys.iter().map(key_json).collect();
@@ -407,8 +532,7 @@ fn list(a: &KeystoreArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let path = &a.store.keystore;
-    let keyring = load_keystore(path)?;
+    let keyring = a.store.load()?;
     let now = ctx.now();
     let policy = a.policy.policy();
     let actions = plan_rotation(&keyring.keys(), now, &policy);
@@ -508,7 +632,7 @@ fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
     }
-    save_and_report(&keyring, path, &changes, ctx)
+    save_and_report(&keyring, &a.store, &changes, ctx)
 }
 
 fn alg_of(keyring: &Keyring, kid: &str) -> Result<Algorithm, CliError> {
@@ -535,24 +659,22 @@ fn promote_one(keyring: &Keyring, kid: &str, now: i64) -> Result<Change, CliErro
 }
 
 fn promote(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let path = &a.store.keystore;
-    let keyring = load_keystore(path)?;
+    let keyring = a.store.load()?;
     let alg = alg_of(&keyring, &a.kid)?;
     if keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str()) {
         ctx.note(&format!("{} is already the active {alg} key", a.kid));
-        return save_and_report(&keyring, path, &[], ctx);
+        return save_and_report(&keyring, &a.store, &[], ctx);
     }
     let change = promote_one(&keyring, &a.kid, ctx.now())?;
-    save_and_report(&keyring, path, &[change], ctx)
+    save_and_report(&keyring, &a.store, &[change], ctx)
 }
 
 fn deprecate(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let path = &a.store.keystore;
-    let keyring = load_keystore(path)?;
+    let keyring = a.store.load()?;
     let alg = alg_of(&keyring, &a.kid)?;
     if keyring.key_info(&a.kid).map(|k| k.state) == Some(KeyState::Deprecated) {
         ctx.note(&format!("{} is already deprecated", a.kid));
-        return save_and_report(&keyring, path, &[], ctx);
+        return save_and_report(&keyring, &a.store, &[], ctx);
     }
     keyring.deprecate(&a.kid, ctx.now()).map_err(|e| {
         let err = CliError::from(e);
@@ -568,5 +690,5 @@ fn deprecate(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
         kid: KeyId::new(&a.kid)?,
         alg,
     };
-    save_and_report(&keyring, path, &[change], ctx)
+    save_and_report(&keyring, &a.store, &[change], ctx)
 }

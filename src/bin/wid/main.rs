@@ -45,7 +45,8 @@ Exit status:
   1  the token was rejected (verify; inspect when it ran the verification)
   2  usage: a bad flag, or an input value that is not acceptable
   3  I/O or decode: a file could not be read or written, or a keystore,
-     JWKS, request or allocation-state file could not be decoded
+     JWKS, request or allocation-state file could not be decoded, or a
+     wrapped keystore could not be unwrapped (no KEK, another KEK, altered)
   4  the keyring refused: no active key of that algorithm, a duplicate key
   5  internal error
 
@@ -114,7 +115,9 @@ impl Exit {
     pub(crate) fn for_code(code: ResultCode) -> Exit {
         match code {
             ResultCode::NullArgument | ResultCode::InvalidArgument => Exit::Usage,
-            ResultCode::DecodeError | ResultCode::IoError => Exit::Io,
+            ResultCode::DecodeError | ResultCode::IoError | ResultCode::KeyWrappingFailed => {
+                Exit::Io
+            }
             ResultCode::NoActiveKey | ResultCode::DuplicateKey => Exit::Refused,
             ResultCode::MalformedToken
             | ResultCode::UnsupportedAlgorithm

@@ -25,7 +25,7 @@ use workload_identity::{Keyring, OidcDiscovery, ResultCode, RotationPolicy};
 
 use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
-use crate::sources::{bad_flag, load_keystore};
+use crate::sources::{CustodyArgs, bad_flag, load_keystore};
 use crate::{CliError, Exit};
 
 pub(crate) const AFTER_HELP: &str = "\
@@ -60,6 +60,8 @@ pub(crate) struct ServeArgs {
     /// The keystore to publish (re-read when the file changes).
     #[arg(long, value_name = "FILE")]
     keystore: PathBuf,
+    #[command(flatten)]
+    custody: CustodyArgs,
     /// Where to listen, e.g. 127.0.0.1:8080 (port 0: any free port).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
@@ -103,6 +105,8 @@ fn stamp(path: &std::path::Path) -> Option<Stamp> {
 
 struct Server {
     path: PathBuf,
+    /// The KEK of a wrapped keystore, read once at start.
+    load_options: workload_identity::KeystoreLoadOptions,
     issuer: Option<String>,
     policy: RotationPolicy,
     loaded: Mutex<Loaded>,
@@ -119,7 +123,7 @@ impl Server {
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let now_stamp = stamp(&self.path);
         if now_stamp != l.stamp {
-            match Keyring::load(&self.path) {
+            match Keyring::load_with(&self.path, &self.load_options) {
                 Ok(k) => {
                     eprintln!(
                         "wid serve: reloaded {} ({} keys)",
@@ -172,7 +176,7 @@ fn loopback_host(url: &str) -> bool {
 }
 
 pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let keyring = load_keystore(&a.keystore)?;
+    let keyring = load_keystore(&a.keystore, &a.custody)?;
     if let Some(issuer) = &a.issuer {
         if issuer.starts_with("http://") {
             if !a.listen.ip().is_loopback() {
@@ -215,6 +219,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
 
     let server = Arc::new(Server {
         path: a.keystore.clone(),
+        load_options: a.custody.load_options()?,
         issuer: a.issuer.clone(),
         policy: a.policy.policy(),
         loaded: Mutex::new(Loaded {

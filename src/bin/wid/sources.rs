@@ -1,7 +1,7 @@
 //! Where `wid` gets its inputs: keystores, JWKS files, allocation state,
 //! tokens, algorithm names.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use workload_identity::model::Allocation;
 use workload_identity::{
-    Algorithm, AllocState, Keyring, MAX_TOKEN_BYTES_LIMIT, MemoryStore, RemoteJwks, ResultCode,
+    Algorithm, AllocState, KekFile, KeyWrapper, Keyring, KeystoreLoadOptions,
+    MAX_TOKEN_BYTES_LIMIT, MemoryStore, RemoteJwks, ResultCode,
 };
 
 use crate::output::read_input;
@@ -33,21 +34,70 @@ pub(crate) fn parse_alg(name: &str) -> Result<Algorithm, String> {
         .ok_or_else(|| format!("unknown algorithm {name:?}: expected EdDSA, ES256 or RS256"))
 }
 
-/// Loads a keystore, saying what to do when it is not there.
-pub(crate) fn load_keystore(path: &Path) -> Result<Keyring, CliError> {
-    Keyring::load(path).map_err(|e| {
+/// How the keystore's keys are wrapped: the KEK that wraps them, if any.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct CustodyArgs {
+    /// The key-encryption key of a wrapped keystore (version 3): a file of 32
+    /// raw bytes or 44 base64 characters, mode 0600 (`wid keyring
+    /// generate-kek` makes one). Keystores saved with it hold no plaintext key.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) kek_file: Option<PathBuf>,
+}
+
+impl CustodyArgs {
+    /// The wrapper the flags name, if any.
+    pub(crate) fn wrapper(&self) -> Result<Option<Arc<dyn KeyWrapper>>, CliError> {
+        match &self.kek_file {
+            Some(path) => Ok(Some(Arc::new(KekFile::load(path).map_err(|e| {
+                CliError::from(e).hint("--kek-file takes the KEK the keystore was wrapped with")
+            })?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The load options for these flags.
+    pub(crate) fn load_options(&self) -> Result<KeystoreLoadOptions, CliError> {
+        let mut options = KeystoreLoadOptions::default();
+        if let Some(w) = self.wrapper()? {
+            options = options.wrapper(w);
+        }
+        Ok(options)
+    }
+}
+
+/// Loads a keystore (unwrapping it with the KEK the flags name), saying
+/// what to do when it is not there or is wrapped.
+pub(crate) fn load_keystore(path: &Path, custody: &CustodyArgs) -> Result<Keyring, CliError> {
+    Keyring::load_with(path, &custody.load_options()?).map_err(|e| {
         let missing = matches!(&e, workload_identity::Error::Io { source, .. }
             if source.kind() == std::io::ErrorKind::NotFound);
+        let wrapped = e.code() == ResultCode::KeyWrappingFailed && custody.kek_file.is_none();
         let err = CliError::from(e);
         if missing {
             err.hint(format!(
                 "create it with `wid keyring init --keystore {}`",
                 path.display()
             ))
+        } else if wrapped {
+            err.hint("the keystore is wrapped: add --kek-file with its KEK")
         } else {
             err
         }
     })
+}
+
+/// Saves a keystore: wrapped by the KEK the flags name (version 3), or in
+/// plaintext (version 2) when they name none.
+pub(crate) fn save_keystore(
+    keyring: &Keyring,
+    path: &Path,
+    custody: &CustodyArgs,
+) -> Result<(), CliError> {
+    match custody.wrapper()? {
+        Some(w) => keyring.save_wrapped(path, &*w)?,
+        None => keyring.save(path)?,
+    }
+    Ok(())
 }
 
 /// The keys to verify with: a keystore, or a JWKS from a file or a URL.
@@ -64,6 +114,8 @@ pub(crate) struct KeySource {
     /// Mozilla roots).
     #[arg(long, value_name = "FILE", requires = "jwks")]
     pub(crate) ca_bundle: Option<String>,
+    #[command(flatten)]
+    pub(crate) custody: CustodyArgs,
 }
 
 impl KeySource {
@@ -72,7 +124,7 @@ impl KeySource {
     pub(crate) fn load(&self) -> Result<Option<(Keyring, String)>, CliError> {
         if let Some(path) = &self.keystore {
             return Ok(Some((
-                load_keystore(path)?,
+                load_keystore(path, &self.custody)?,
                 format!("keystore {}", path.display()),
             )));
         }
