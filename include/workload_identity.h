@@ -87,8 +87,8 @@ enum wid_result
   // A root key could not be wrapped or unwrapped by its key-encryption key:
   // none or another KEK was given for a wrapped keystore, a wrapped key was
   // altered, or the KMS (Vault/OpenBao Transit) refused or could not be
-  // reached (`WID_RESULT_KEY_WRAPPING_FAILED`).
-  WID_RESULT_KEY_WRAPPING_FAILED = 60,
+  // reached (`WID_RESULT_KEY_CUSTODY_FAILED`).
+  WID_RESULT_KEY_CUSTODY_FAILED = 60,
 };
 #ifndef __cplusplus
 typedef uint32_t wid_result;

@@ -71,11 +71,11 @@ pub enum ResultCode {
     /// A WPT whose `jti` was already seen within its validity window, or one
     /// the replay cache had no room to remember (`WID_RESULT_PROOF_REPLAYED`).
     ProofReplayed = 52,
-    /// A root key could not be wrapped or unwrapped by its key-encryption key:
-    /// none or another KEK was given for a wrapped keystore, a wrapped key was
-    /// altered, or the KMS (Vault/OpenBao Transit) refused or could not be
-    /// reached (`WID_RESULT_KEY_WRAPPING_FAILED`).
-    KeyWrappingFailed = 60,
+    /// A key in custody could not be used: no KEK or another KEK was given
+    /// for a wrapped keystore, a wrapped key was altered, or the KMS
+    /// (Vault/OpenBao Transit) refused, could not be reached, or returned a
+    /// signature that does not verify (`WID_RESULT_KEY_CUSTODY_FAILED`).
+    KeyCustodyFailed = 60,
 }
 
 impl ResultCode {
@@ -319,11 +319,12 @@ pub enum Error {
         /// The replayed `jti` (or why it could not be remembered).
         reason: String,
     },
-    /// A key-encryption key could not wrap or unwrap a root key.
-    #[error("key wrapping with KEK {kek:?} failed: {reason}")]
-    KeyWrapping {
-        /// The KEK's identifier (never the KEK), or what was missing.
-        kek: String,
+    /// A key in custody could not be used: a key-encryption key could not
+    /// wrap or unwrap a root key, or an external signer (a KMS) failed.
+    #[error("key custody failed ({custodian}): {reason}")]
+    KeyCustody {
+        /// The KEK's or external signer's identifier (never a secret).
+        custodian: String,
         /// What failed and what was expected.
         reason: String,
     },
@@ -355,7 +356,7 @@ impl Error {
             Error::ProofRequired { .. } => ResultCode::ProofRequired,
             Error::ProofInvalid { .. } => ResultCode::ProofInvalid,
             Error::ProofReplayed { .. } => ResultCode::ProofReplayed,
-            Error::KeyWrapping { .. } => ResultCode::KeyWrappingFailed,
+            Error::KeyCustody { .. } => ResultCode::KeyCustodyFailed,
         }
     }
 
@@ -465,8 +466,8 @@ mod tests {
             Error::ProofRequired { reason: "r".into() },
             Error::ProofInvalid { reason: "r".into() },
             Error::ProofReplayed { reason: "r".into() },
-            Error::KeyWrapping {
-                kek: "k".into(),
+            Error::KeyCustody {
+                custodian: "k".into(),
                 reason: "r".into(),
             },
         ]

@@ -104,7 +104,7 @@ mod pop;
 mod remote_jwks;
 mod state;
 mod storage;
-#[cfg(any(feature = "etcd", feature = "remote-jwks"))]
+#[cfg(any(feature = "etcd", feature = "remote-jwks", feature = "transit"))]
 mod tls_pem;
 mod verify;
 
@@ -119,15 +119,17 @@ pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,
     associated_data,
 };
+#[cfg(feature = "transit")]
+pub use custody::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
 pub use issue::{DEFAULT_MAX_WIT_TTL, Issuer, SignedIdentity};
 pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
-    ActiveKey, Algorithm, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks, KEYSTORE_FORMAT,
-    KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeyDerivation, KeyId, KeyInfo, KeyMaterial,
-    KeyState, Keyring, KeystoreLoadOptions, MATERIAL_LEN, MAX_KEY_ID_LEN, MAX_PKCS8_LEN,
-    MAX_RSA_BITS, MIN_RSA_BITS, OidcDiscovery, PublicKey, RootKey, RotationAction, RotationPolicy,
-    RsaKeySize, SkippedJwk, VerifyingHandle, plan_rotation, plan_rotation_for,
+    ActiveKey, Algorithm, ExternalSigner, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks,
+    KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeyDerivation, KeyId, KeyInfo,
+    KeyMaterial, KeyState, Keyring, KeystoreLoadOptions, MATERIAL_LEN, MAX_KEY_ID_LEN,
+    MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS, OidcDiscovery, PublicKey, RootKey, RotationAction,
+    RotationPolicy, RsaKeySize, SkippedJwk, VerifyingHandle, plan_rotation, plan_rotation_for,
 };
 pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 #[cfg(feature = "remote-jwks")]

@@ -106,7 +106,7 @@ fn without_the_kek_or_with_another_the_load_fails_and_says_which() {
     let bytes = kr.to_wrapped_keystore_bytes(&*a).unwrap();
 
     let e = Keyring::from_keystore_bytes(&bytes).unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     let text = e.to_string();
     assert!(
         text.contains(a.kek_id())
@@ -121,7 +121,7 @@ fn without_the_kek_or_with_another_the_load_fails_and_says_which() {
         &KeystoreLoadOptions::default().wrapper(b.clone()),
     )
     .unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     let text = e.to_string();
     assert!(
         text.contains(&format!(
@@ -190,7 +190,7 @@ fn any_change_to_a_wrapped_key_fails_the_whole_load_naming_the_key() {
         &with_a,
     )
     .unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     assert!(
         e.to_string().contains("authentication failed") && e.to_string().contains("key \""),
         "{e}"
@@ -206,7 +206,7 @@ fn any_change_to_a_wrapped_key_fails_the_whole_load_naming_the_key() {
         &with_a,
     )
     .unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     assert!(e.to_string().contains("key \"es-2\""), "{e}");
 }
 
@@ -262,7 +262,7 @@ fn plaintext_keystores_still_load_and_convert_in_one_call_both_ways() {
     // A KEK given for a plaintext file is refused unless allowed: a plaintext
     // keystore swapped in by someone without the KEK is not signed with.
     let e = Keyring::load_wrapped(&path, kek(KEK_A)).unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     assert!(e.to_string().contains("plaintext"), "{e}");
     let opts = KeystoreLoadOptions::default()
         .wrapper(kek(KEK_A))
@@ -391,7 +391,7 @@ fn an_unknown_kind_is_refused() {
     assert_eq!(back.keys(), kr.keys());
     // Without it, the reader does not know the kind and says so.
     let e = Keyring::from_keystore_bytes(&bytes).unwrap_err();
-    assert_eq!(e.code(), ResultCode::KeyWrappingFailed, "{e}");
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     assert!(e.to_string().contains("\"example-kms\""), "{e}");
     // With a KEK file, the kinds differ.
     let e = Keyring::from_keystore_bytes_with(

@@ -544,6 +544,7 @@ fn info(id: &str, state: KeyState, create: i64, publish: i64, retired: i64) -> K
         publish_time: publish,
         retired_time: retired,
         public_key: k.public_key().unwrap(),
+        external: None,
     }
 }
 

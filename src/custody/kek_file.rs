@@ -144,8 +144,8 @@ impl KeyWrapper for KekFile {
             )
             .map_err(|_| {
                 zeroize::Zeroize::zeroize(&mut out);
-                Error::KeyWrapping {
-                    kek: self.id.clone(),
+                Error::KeyCustody {
+                    custodian: format!("KEK {}", self.id),
                     reason: "AES-256-GCM could not seal the key".into(),
                 }
             })?;
@@ -155,8 +155,8 @@ impl KeyWrapper for KekFile {
 
     fn unwrap(&self, wrapped: &[u8], associated_data: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
         if wrapped.len() < NONCE_LEN + TAG_LEN {
-            return Err(Error::KeyWrapping {
-                kek: self.id.clone(),
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {}", self.id),
                 reason: format!(
                     "a wrapped key is a {NONCE_LEN}-byte nonce, the ciphertext and a {TAG_LEN}-byte tag; got {} bytes",
                     wrapped.len()
@@ -164,16 +164,16 @@ impl KeyWrapper for KekFile {
             });
         }
         let (nonce, sealed) = wrapped.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Error::KeyWrapping {
-            kek: self.id.clone(),
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Error::KeyCustody {
+            custodian: format!("KEK {}", self.id),
             reason: "bad nonce".into(),
         })?;
         let mut buf = Zeroizing::new(sealed.to_vec());
         let len = self
             .key
             .open_in_place(nonce, Aad::from(associated_data), &mut buf)
-            .map_err(|_| Error::KeyWrapping {
-                kek: self.id.clone(),
+            .map_err(|_| Error::KeyCustody {
+                custodian: format!("KEK {}", self.id),
                 reason: "authentication failed: the wrapped key or its ID or algorithm was altered, or it was wrapped by another KEK".into(),
             })?
             .len();
@@ -198,7 +198,7 @@ mod tests {
             let mut t = w.clone();
             t[i] ^= 0x01;
             let e = kek.unwrap(&t, b"aad").unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::KeyWrappingFailed, "byte {i}");
+            assert_eq!(e.code(), crate::ResultCode::KeyCustodyFailed, "byte {i}");
         }
         assert!(kek.unwrap(&w, b"aae").is_err());
         let other = KekFile::from_bytes(&[8u8; 32]).unwrap();

@@ -13,6 +13,8 @@
 //! 0600 file. Another KMS plugs in by implementing the trait.
 
 mod kek_file;
+#[cfg(feature = "transit")]
+mod transit;
 
 use std::fmt;
 
@@ -23,6 +25,8 @@ use crate::error::{Error, Result};
 use crate::keyring::{Algorithm, KeyId};
 
 pub use kek_file::{KEK_LEN, KekFile};
+#[cfg(feature = "transit")]
+pub use transit::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 
 /// The prefix of every key's associated data (version 1 of the wrapping).
 pub const WRAP_AAD_PREFIX: &str = "workload-identity/kek/v1";
@@ -54,7 +58,7 @@ pub fn associated_data(kid: &KeyId, alg: Algorithm) -> Vec<u8> {
 /// Implementations must be authenticated encryption: `unwrap` fails (never
 /// returns other bytes) when the wrapped bytes, the associated data or the
 /// KEK differ from those of the `wrap` that made them. Errors never carry
-/// material; use [`Error::KeyWrapping`] for failures of the KEK or the KMS.
+/// material; use [`Error::KeyCustody`] for failures of the KEK or the KMS.
 pub trait KeyWrapper: Send + Sync + fmt::Debug {
     /// The keystore's `Wrapping.Kind` for this wrapper: [`KIND_AEAD_KEK`],
     /// [`KIND_TRANSIT`], or a name of your own for another KMS.
@@ -138,8 +142,8 @@ impl<'a> WrapItem<'a> {
     /// `e`, with a key-wrapping failure's reason naming this item's key.
     pub fn name_in(&self, e: Error) -> Error {
         match e {
-            Error::KeyWrapping { kek, reason } => Error::KeyWrapping {
-                kek,
+            Error::KeyCustody { custodian, reason } => Error::KeyCustody {
+                custodian,
                 reason: format!(
                     "key {:?}: {reason}",
                     crate::error::truncate_for_message(self.key_id)
@@ -173,8 +177,8 @@ impl Wrapping {
     /// the keystore needs and which one was given.
     pub(crate) fn check(&self, wrapper: &dyn KeyWrapper, what: &str) -> Result<()> {
         if wrapper.kind() != self.kind {
-            return Err(Error::KeyWrapping {
-                kek: wrapper.kek_id().to_string(),
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {}", wrapper.kek_id()),
                 reason: format!(
                     "the {what} is wrapped by a {:?} KEK ({:?}), but a {:?} KEK was given",
                     crate::error::truncate_for_message(&self.kind),
@@ -184,8 +188,8 @@ impl Wrapping {
             });
         }
         if wrapper.kek_id() != self.kek_id {
-            return Err(Error::KeyWrapping {
-                kek: wrapper.kek_id().to_string(),
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {}", wrapper.kek_id()),
                 reason: format!(
                     "the {what} is wrapped by KEK {:?}, not by the given KEK {:?}: give the KEK it was wrapped with",
                     crate::error::truncate_for_message(&self.kek_id),

@@ -89,7 +89,7 @@ c_numbers! {
         ProofRequired => WID_RESULT_PROOF_REQUIRED,
         ProofInvalid => WID_RESULT_PROOF_INVALID,
         ProofReplayed => WID_RESULT_PROOF_REPLAYED,
-        KeyWrappingFailed => WID_RESULT_KEY_WRAPPING_FAILED,
+        KeyCustodyFailed => WID_RESULT_KEY_CUSTODY_FAILED,
     }
     KeyState {
         Active => WID_KEY_STATE_ACTIVE,

@@ -289,8 +289,8 @@ fn unwrap_body(
         }
         if let Some(w) = wrapper {
             if !allow_plaintext {
-                return Err(Error::KeyWrapping {
-                    kek: w.kek_id().to_string(),
+                return Err(Error::KeyCustody {
+                    custodian: format!("KEK {}", w.kek_id()),
                     reason: format!(
                         "a KEK was given but the keystore is plaintext (version {version}); wrap it first (`wid keyring wrap`, Keyring::rewrap_keystore), or allow plaintext explicitly"
                     ),
@@ -319,8 +319,8 @@ fn unwrap_body(
                 "this library knows only \"aead-kek\" and \"transit\"; give a KeyWrapper of that kind"
             }
         };
-        return Err(Error::KeyWrapping {
-            kek: truncate_for_message(&wrapping.kek_id),
+        return Err(Error::KeyCustody {
+            custodian: format!("KEK {}", truncate_for_message(&wrapping.kek_id)),
             reason: format!(
                 "the keystore is wrapped by {} KEK {:?} and no KEK was given: {how}",
                 if known { "the" } else { "an unknown kind of" },
@@ -367,8 +367,8 @@ fn unwrap_body(
     let plain = wrapper.unwrap_many(&items)?;
     drop(items);
     if plain.len() != slots.len() {
-        return Err(Error::KeyWrapping {
-            kek: wrapper.kek_id().to_string(),
+        return Err(Error::KeyCustody {
+            custodian: format!("KEK {}", wrapper.kek_id()),
             reason: format!(
                 "the wrapper returned {} keys for {}",
                 plain.len(),
@@ -390,6 +390,8 @@ impl Keyring {
         let keys: Vec<StoredKey> = self
             .stored()
             .into_iter()
+            // Keys held by an external signer live in their KMS, not here.
+            .filter(|(info, _)| info.external.is_none())
             .map(|(info, material)| StoredKey {
                 algorithm: info.algorithm.name().into(),
                 create_time: info.create_time,
@@ -454,8 +456,8 @@ impl Keyring {
         let wrapped = wrapper.wrap_many(&items)?;
         drop(items);
         if wrapped.len() != signing.len() {
-            return Err(Error::KeyWrapping {
-                kek: wrapper.kek_id().to_string(),
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {}", wrapper.kek_id()),
                 reason: format!(
                     "the wrapper returned {} wrapped keys for {}",
                     wrapped.len(),

@@ -11,6 +11,7 @@
 //! whatever the number of keys.
 
 mod algorithm;
+mod external;
 mod jwks;
 mod key_id;
 mod keystore;
@@ -34,6 +35,7 @@ use crate::error::{Error, Result};
 
 use algorithm::ALGORITHM_COUNT;
 pub use algorithm::{Algorithm, RsaKeySize};
+pub use external::ExternalSigner;
 pub(crate) use jwks::proof_key_checker;
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
@@ -64,6 +66,9 @@ pub(crate) struct KeyEntry {
     /// its own, so moving an entry (into a `Vec`, then an `Arc`) copies a
     /// pointer and never leaves secret bytes behind in freed memory.
     secret: Option<Arc<Secret>>,
+    /// For a key whose private half lives outside this process (a KMS such
+    /// as Vault/OpenBao Transit): what signs with it. `secret` is then `None`.
+    external: Option<Arc<dyn ExternalSigner>>,
 }
 
 /// A key's secret half: zeroized on drop (ed25519-dalek's `SigningKey` and
@@ -168,12 +173,16 @@ pub struct KeyInfo {
     pub retired_time: i64,
     /// The public key.
     pub public_key: PublicKey,
+    /// For a key held by an external signer (a KMS), where it lives, e.g.
+    /// `transit:transit/wid-es256 v2`; `None` for keys held here.
+    pub external: Option<String>,
 }
 
 impl KeyInfo {
-    /// Whether this keyring holds the secret to sign with this key.
+    /// Whether this keyring can sign with this key: it holds the secret, or
+    /// an external signer holds it.
     pub fn can_sign(&self) -> bool {
-        self.derivation.is_some()
+        self.derivation.is_some() || self.external.is_some()
     }
 }
 
@@ -183,7 +192,14 @@ impl KeyInfo {
 #[derive(Clone)]
 pub struct ActiveKey {
     entry: Arc<KeyEntry>,
-    secret: Arc<Secret>,
+    signing: Signing,
+}
+
+/// What signs for an [`ActiveKey`].
+#[derive(Clone)]
+enum Signing {
+    Local(Arc<Secret>),
+    External(Arc<dyn ExternalSigner>),
 }
 
 impl ActiveKey {
@@ -200,13 +216,30 @@ impl ActiveKey {
     /// Signs `message` with the key's algorithm: Ed25519 (RFC 8032), ECDSA
     /// P-256 with SHA-256 as `r || s` (RFC 7518 3.4), or RSASSA-PKCS1-v1_5 with
     /// SHA-256. Only a failure inside the crypto library is an error.
+    ///
+    /// A key held by an external signer signs there (a network round trip),
+    /// and its signature is checked here against the key's public key before
+    /// it is returned: a KMS that answers with another key's signature, or a
+    /// corrupted one, yields `KeyCustodyFailed`, never a token.
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
-        self.secret
-            .signer
-            .sign(message)
-            .map_err(|why| Error::Panic {
+        match &self.signing {
+            Signing::Local(secret) => secret.signer.sign(message).map_err(|why| Error::Panic {
                 message: format!("signing with key {} failed: {why}", self.entry.id),
-            })
+            }),
+            Signing::External(signer) => {
+                let sig = signer.sign(message)?;
+                if !self.entry.check.verify(message, &sig) {
+                    return Err(Error::KeyCustody {
+                        custodian: signer.describe(),
+                        reason: format!(
+                            "the external signer's signature does not verify under key {}'s public key: the signer holds another key, or answered wrongly",
+                            self.entry.id
+                        ),
+                    });
+                }
+                Ok(sig)
+            }
+        }
     }
 
     /// The public key.
@@ -356,6 +389,7 @@ impl KeyEntry {
                 material: key.material.clone(),
                 derivation: key.derivation,
             })),
+            external: None,
         })
     }
 
@@ -365,7 +399,13 @@ impl KeyEntry {
             id,
             check,
             secret: None,
+            external: None,
         })
+    }
+
+    /// Whether this keyring can sign with this key (here or externally).
+    pub(crate) fn can_sign(&self) -> bool {
+        self.secret.is_some() || self.external.is_some()
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
@@ -396,6 +436,7 @@ impl Slot {
             publish_time: self.meta.publish_time,
             retired_time: self.meta.retired_time,
             public_key: self.entry.public_key().clone(),
+            external: self.entry.external.as_ref().map(|e| e.describe()),
         }
     }
 
@@ -583,7 +624,7 @@ impl Keyring {
             for (entry, meta) in &entries {
                 let alg = entry.algorithm();
                 inner.check_insert(&entry.id, alg, meta.state)?;
-                if entry.secret.is_none() && meta.state.signs_or_will() {
+                if !entry.can_sign() && meta.state.signs_or_will() {
                     return Err(Error::invalid(
                         "Keyring",
                         "state",
@@ -712,7 +753,7 @@ impl Keyring {
                 }
                 KeyState::Prepublished | KeyState::Inactive => {}
             }
-            if slot.entry.secret.is_none() {
+            if !slot.entry.can_sign() {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
@@ -809,15 +850,16 @@ impl Keyring {
             .and_then(|id| inner.keys.get(id))
             .map(|s| &s.entry)
             .ok_or(Error::NoActiveKey { algorithm: alg })?;
-        // Insertion refuses an active key without its secret, so this is
-        // always `Some`; if it ever were not, there is nothing to sign with.
-        let secret = entry
-            .secret
-            .as_ref()
-            .ok_or(Error::NoActiveKey { algorithm: alg })?;
+        // Insertion refuses an active key that cannot sign, so one of these
+        // is always `Some`; if it ever were not, there is nothing to sign with.
+        let signing = match (&entry.secret, &entry.external) {
+            (Some(secret), _) => Signing::Local(Arc::clone(secret)),
+            (None, Some(external)) => Signing::External(Arc::clone(external)),
+            (None, None) => return Err(Error::NoActiveKey { algorithm: alg }),
+        };
         Ok(ActiveKey {
             entry: Arc::clone(entry),
-            secret: Arc::clone(secret),
+            signing,
         })
     }
 

@@ -249,7 +249,7 @@ fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliEr
     };
     let keys = Keyring::rewrap_keystore(path, &from, to.as_deref()).map_err(|e| {
         let plaintext =
-            e.code() == ResultCode::KeyWrappingFailed && e.to_string().contains("plaintext");
+            e.code() == ResultCode::KeyCustodyFailed && e.to_string().contains("plaintext");
         let err = CliError::from(e);
         if plaintext {
             err.hint("it is not wrapped yet: `wid keyring wrap --keystore FILE --kek-file KEK`")

@@ -115,7 +115,7 @@ impl Exit {
     pub(crate) fn for_code(code: ResultCode) -> Exit {
         match code {
             ResultCode::NullArgument | ResultCode::InvalidArgument => Exit::Usage,
-            ResultCode::DecodeError | ResultCode::IoError | ResultCode::KeyWrappingFailed => {
+            ResultCode::DecodeError | ResultCode::IoError | ResultCode::KeyCustodyFailed => {
                 Exit::Io
             }
             ResultCode::NoActiveKey | ResultCode::DuplicateKey => Exit::Refused,

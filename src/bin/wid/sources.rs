@@ -71,7 +71,7 @@ pub(crate) fn load_keystore(path: &Path, custody: &CustodyArgs) -> Result<Keyrin
     Keyring::load_with(path, &custody.load_options()?).map_err(|e| {
         let missing = matches!(&e, workload_identity::Error::Io { source, .. }
             if source.kind() == std::io::ErrorKind::NotFound);
-        let wrapped = e.code() == ResultCode::KeyWrappingFailed && custody.kek_file.is_none();
+        let wrapped = e.code() == ResultCode::KeyCustodyFailed && custody.kek_file.is_none();
         let err = CliError::from(e);
         if missing {
             err.hint(format!(

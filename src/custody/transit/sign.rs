@@ -1,0 +1,429 @@
+//! [`TransitSigner`]: signing keys that never leave Transit.
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use serde_json::{Value, json};
+
+use super::client::{TransitClient, check_key_name};
+use crate::error::{Error, Result, truncate_for_message};
+use crate::keyring::{Algorithm, ExternalSigner, KeyId, KeyState, Keyring, PublicKey};
+
+/// The DER prefix of a P-256 SubjectPublicKeyInfo (id-ecPublicKey,
+/// prime256v1, an uncompressed point of 65 bytes follows).
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
+
+/// The signing keys of one Transit key: each of its versions is one key of
+/// ours, `transit.<name>.v<version>`, whose private half never leaves
+/// Transit. `ed25519` keys sign EdDSA, `ecdsa-p256` ES256 (`marshaling_algorithm
+/// = jws`), `rsa-2048/3072/4096` RS256 (`pkcs1v15`, SHA-256).
+///
+/// [`TransitSigner::sync`] brings a keyring in step with Transit (new
+/// versions prepublished, then active); [`TransitSigner::rotate`] asks
+/// Transit for a new version. Every signature is checked locally against the
+/// version's public key before a token leaves the library. Needs `read` on
+/// `<mount>/keys/<name>`, `update` on `<mount>/sign/<name>` (and on
+/// `<mount>/keys/<name>/rotate` to rotate).
+#[derive(Clone)]
+pub struct TransitSigner {
+    client: TransitClient,
+    key: String,
+}
+
+impl fmt::Debug for TransitSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TransitSigner")
+            .field("addr", &self.client.addr())
+            .field("key", &format_args!("{}/{}", self.client.mount(), self.key))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`TransitSigner::sync`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TransitSync {
+    /// The key's algorithm.
+    pub algorithm: Option<Algorithm>,
+    /// Versions new to the keyring, by key ID.
+    pub added: Vec<KeyId>,
+    /// Keys that became active.
+    pub promoted: Vec<KeyId>,
+    /// Transit's newest version.
+    pub latest_version: u32,
+}
+
+/// One version of a Transit key: its number, creation time (Unix seconds)
+/// and public key.
+type Version = (u32, i64, PublicKey);
+
+/// One Transit key version, as an [`ExternalSigner`].
+struct VersionSigner {
+    client: TransitClient,
+    key: String,
+    version: u32,
+    alg: Algorithm,
+}
+
+impl fmt::Debug for VersionSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl ExternalSigner for VersionSigner {
+    fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
+        let mut body = json!({
+            "input": STANDARD.encode(message),
+            "key_version": self.version,
+        });
+        match self.alg {
+            Algorithm::EdDsa => {}
+            Algorithm::Es256 => {
+                body["hash_algorithm"] = json!("sha2-256");
+                body["marshaling_algorithm"] = json!("jws");
+            }
+            Algorithm::Rs256 => {
+                body["hash_algorithm"] = json!("sha2-256");
+                body["signature_algorithm"] = json!("pkcs1v15");
+            }
+        }
+        let what = format!("signing with {}", self.describe());
+        let data = self
+            .client
+            .post(&format!("sign/{}", self.key), &body, &what)?;
+        let sig = data
+            .get("signature")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let prefix = format!("vault:v{}:", self.version);
+        let Some(encoded) = sig.strip_prefix(&prefix) else {
+            return Err(Error::KeyCustody {
+                custodian: self.describe(),
+                reason: format!(
+                    "{what}: Transit answered a signature that is not {prefix}<base64> (another key version?)"
+                ),
+            });
+        };
+        // Ed25519 and RSA come in standard base64, ECDSA marshalled as JWS
+        // in base64url.
+        STANDARD
+            .decode(encoded)
+            .or_else(|_| URL_SAFE_NO_PAD.decode(encoded))
+            .map_err(|_| Error::KeyCustody {
+                custodian: self.describe(),
+                reason: format!("{what}: the signature is not base64"),
+            })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "transit:{}/{} v{}",
+            self.client.mount(),
+            self.key,
+            self.version
+        )
+    }
+}
+
+impl TransitSigner {
+    /// The signing key `key` of Transit through `client` (checked when
+    /// [`TransitSigner::sync`] first reads it).
+    pub fn new(client: TransitClient, key: &str) -> Result<TransitSigner> {
+        check_key_name(key)?;
+        Ok(TransitSigner {
+            client,
+            key: key.to_string(),
+        })
+    }
+
+    /// Our key ID for `version`: `transit.<name>.v<version>`.
+    pub fn key_id(&self, version: u32) -> Result<KeyId> {
+        KeyId::new(&format!("transit.{}.v{version}", self.key))
+    }
+
+    fn custodian(&self) -> String {
+        format!("Transit {}/{}", self.client.mount(), self.key)
+    }
+
+    /// Asks Transit for a new version of the key; returns it. The keyring
+    /// learns of it at the next [`TransitSigner::sync`], which prepublishes
+    /// it before it signs.
+    pub fn rotate(&self) -> Result<u32> {
+        let what = format!("rotating {}", self.custodian());
+        self.client
+            .post(&format!("keys/{}/rotate", self.key), &json!({}), &what)?;
+        let (_, versions) = self.read()?;
+        Ok(versions.iter().map(|v| v.0).max().unwrap_or(0))
+    }
+
+    /// The key's algorithm and its versions (number, creation time in Unix
+    /// seconds, public key).
+    fn read(&self) -> Result<(Algorithm, Vec<Version>)> {
+        let what = format!("reading {}", self.custodian());
+        let data = self.client.get(&format!("keys/{}", self.key), &what)?;
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or_default();
+        let alg = match kind {
+            "ed25519" => Algorithm::EdDsa,
+            "ecdsa-p256" => Algorithm::Es256,
+            "rsa-2048" | "rsa-3072" | "rsa-4096" => Algorithm::Rs256,
+            other => {
+                return Err(Error::KeyCustody {
+                    custodian: self.custodian(),
+                    reason: format!(
+                        "{what}: type {:?} cannot sign our tokens; expected ed25519, ecdsa-p256 or rsa-2048/3072/4096",
+                        truncate_for_message(other)
+                    ),
+                });
+            }
+        };
+        let bad = |why: String| Error::KeyCustody {
+            custodian: self.custodian(),
+            reason: format!("{what}: {why}"),
+        };
+        let keys = data
+            .get("keys")
+            .and_then(Value::as_object)
+            .ok_or_else(|| bad("the answer lists no key versions".into()))?;
+        let mut versions = Vec::with_capacity(keys.len());
+        for (v, info) in keys {
+            let version: u32 = v.parse().map_err(|_| {
+                bad(format!(
+                    "version {:?} is not a number",
+                    truncate_for_message(v)
+                ))
+            })?;
+            let created = info
+                .get("creation_time")
+                .and_then(Value::as_str)
+                .and_then(parse_rfc3339)
+                .ok_or_else(|| bad(format!("version {version} has no readable creation_time")))?;
+            let pem = info
+                .get("public_key")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let public = public_key(alg, pem)
+                .map_err(|why| bad(format!("version {version}'s public key: {why}")))?;
+            versions.push((version, created, public));
+        }
+        versions.sort_by_key(|v| v.0);
+        Ok((alg, versions))
+    }
+
+    /// Brings `keyring` in step with Transit: every version not yet in it is
+    /// added (older ones inactive; the newest prepublished until
+    /// `creation_time + lead_secs`, so every verifier has it before it signs,
+    /// or active at once when the keyring has no active key of its algorithm),
+    /// then prepublished keys whose time has come are promoted. A key ID
+    /// already in the keyring with another public key is refused
+    /// (`DuplicateKey`): Transit's key was replaced under the same name.
+    pub fn sync(&self, keyring: &Keyring, now: i64, lead_secs: i64) -> Result<TransitSync> {
+        let (alg, versions) = self.read()?;
+        let mut report = TransitSync {
+            algorithm: Some(alg),
+            latest_version: versions.last().map_or(0, |v| v.0),
+            ..TransitSync::default()
+        };
+        for (version, created, public) in &versions {
+            let kid = self.key_id(*version)?;
+            if let Some(info) = keyring.key_info(kid.as_str()) {
+                if &info.public_key != public {
+                    return Err(Error::DuplicateKey {
+                        kid: kid.to_string(),
+                    });
+                }
+                continue;
+            }
+            let newest = *version == report.latest_version;
+            let publish_at = created.saturating_add(lead_secs.max(0));
+            let (state, publish_time) = if !newest {
+                (KeyState::Inactive, 0)
+            } else if keyring.active_id_for(alg).is_none() {
+                (KeyState::Active, 0)
+            } else if publish_at > now {
+                (KeyState::Prepublished, publish_at)
+            } else {
+                (KeyState::Prepublished, now)
+            };
+            let signer = Arc::new(VersionSigner {
+                client: self.client.clone(),
+                key: self.key.clone(),
+                version: *version,
+                alg,
+            });
+            keyring.insert_external(
+                kid.clone(),
+                public.clone(),
+                signer,
+                state,
+                *created,
+                publish_time,
+            )?;
+            report.added.push(kid);
+        }
+        report.promoted = keyring.promote_due(now);
+        Ok(report)
+    }
+}
+
+/// A Transit public key: Ed25519 as standard base64 of 32 bytes; P-256 and
+/// RSA as a PEM SubjectPublicKeyInfo.
+fn public_key(alg: Algorithm, text: &str) -> std::result::Result<PublicKey, String> {
+    match alg {
+        Algorithm::EdDsa => {
+            let raw = STANDARD
+                .decode(text.trim())
+                .map_err(|_| "not base64".to_string())?;
+            let bytes: [u8; 32] = raw
+                .try_into()
+                .map_err(|_| "an Ed25519 key is 32 bytes".to_string())?;
+            ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+                .map(PublicKey::Ed25519)
+                .map_err(|_| "not an Ed25519 point".into())
+        }
+        Algorithm::Es256 => {
+            let der = pem_der(text)?;
+            match der.strip_prefix(&P256_SPKI_PREFIX[..]) {
+                Some([4, rest @ ..]) if rest.len() == 64 => {
+                    let mut x = [0u8; 32];
+                    let mut y = [0u8; 32];
+                    x.copy_from_slice(&rest[..32]);
+                    y.copy_from_slice(&rest[32..]);
+                    Ok(PublicKey::P256 { x, y })
+                }
+                _ => Err("not a P-256 SubjectPublicKeyInfo with an uncompressed point".into()),
+            }
+        }
+        Algorithm::Rs256 => {
+            let der = pem_der(text)?;
+            let key = aws_lc_rs::rsa::PublicKey::from_der(&der)
+                .map_err(|e| format!("not an RSA public key ({e})"))?;
+            if key.exponent().big_endian_without_leading_zero() != [1, 0, 1] {
+                return Err("the RSA public exponent must be 65537".into());
+            }
+            Ok(PublicKey::Rsa {
+                n: key.modulus().big_endian_without_leading_zero().to_vec(),
+            })
+        }
+    }
+}
+
+/// The DER inside one `PUBLIC KEY` PEM block.
+fn pem_der(text: &str) -> std::result::Result<Vec<u8>, String> {
+    let body = text
+        .trim()
+        .strip_prefix("-----BEGIN PUBLIC KEY-----")
+        .and_then(|rest| rest.trim_end().strip_suffix("-----END PUBLIC KEY-----"))
+        .ok_or("not a PEM PUBLIC KEY block")?;
+    let b64: String = body.split_whitespace().collect();
+    STANDARD
+        .decode(b64)
+        .map_err(|_| "the PEM body is not base64".into())
+}
+
+/// Unix seconds of an RFC 3339 UTC or offset time, as Transit writes
+/// `creation_time` (`2026-12-03T10:05:51.865092437Z`); fractions dropped.
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+    }
+    let offset = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            if *sign == b'+' { o } else { -o }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (proleptic Gregorian), Howard Hinnant's method.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + min * 60 + sec - offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
+        assert_eq!(
+            parse_rfc3339("2023-11-14T22:13:20.865092437Z"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2023-11-15T00:13:20+02:00"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(parse_rfc3339("2000-02-29T12:00:00Z"), Some(951_825_600));
+        for bad in [
+            "",
+            "2023-11-14 22:13:20Z",
+            "2023-13-14T22:13:20Z",
+            "2023-11-14T22:13:20",
+            "2023-11-14T22:13:20.Z",
+            "2023-11-14T22:13:20Zx",
+            "２023-11-14T22:13:20Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn transit_public_keys() {
+        let pem = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEhI0hSWDlyKhMsVL8so1gsLCNtBTn\niT9HvRT8oOb/67UiBUE2WPbYEftQY3lMZwmZgZDz2m0qPoMRalT4wEqtKw==\n-----END PUBLIC KEY-----\n";
+        match public_key(Algorithm::Es256, pem).unwrap() {
+            PublicKey::P256 { x, .. } => assert_eq!(x[0], 0x84),
+            other => panic!("{other:?}"),
+        }
+        assert!(public_key(Algorithm::Es256, "nope").is_err());
+        let ed = public_key(
+            Algorithm::EdDsa,
+            "fVB+HMy1WRuzlnHR7FG3qjPVGTqLUDf68ZqPwlJ2L0c=",
+        )
+        .unwrap();
+        assert_eq!(ed.algorithm(), Algorithm::EdDsa);
+        assert!(public_key(Algorithm::EdDsa, "AAAA").is_err());
+    }
+}

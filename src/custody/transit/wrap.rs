@@ -1,0 +1,287 @@
+//! [`Transit`]: root keys wrapped by a Transit encryption key.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde_json::Value;
+use zeroize::Zeroizing;
+
+use super::client::{TransitClient, check_key_name};
+use crate::custody::{KIND_TRANSIT, KeyWrapper, WrapItem};
+use crate::error::{Error, Result, truncate_for_message};
+
+/// Transit key types that encrypt with associated data (AEAD).
+const AEAD_TYPES: [&str; 3] = ["aes256-gcm96", "aes128-gcm96", "chacha20-poly1305"];
+
+/// A [`KeyWrapper`] whose KEK is a Vault/OpenBao Transit encryption key
+/// (`aes256-gcm96`): the KEK never leaves Transit. `Wrapped` is Transit's
+/// `vault:v<N>:...` ciphertext; the KEK ID is `<mount>/<name>`.
+///
+/// Wrapping and unwrapping many keys (a keystore load) is one batch request.
+/// Rewrapping decrypts and encrypts again with the key's newest version:
+/// Transit's own `rewrap` endpoint does not take associated data (OpenBao
+/// 2.7 answers "message authentication failed"), and the material passes
+/// through this process at every load anyway.
+#[derive(Clone)]
+pub struct Transit {
+    client: TransitClient,
+    key: String,
+    kek_id: String,
+}
+
+impl fmt::Debug for Transit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transit")
+            .field("addr", &self.client.addr())
+            .field("kek_id", &self.kek_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transit {
+    /// The Transit key `key` through `client`, after checking with Transit
+    /// that it exists and is an AEAD encryption key (Transit's `encrypt`
+    /// would otherwise create a missing key, so a misspelt name would wrap
+    /// keys under a new KEK). Needs `read` on `<mount>/keys/<key>`.
+    pub fn new(client: TransitClient, key: &str) -> Result<Transit> {
+        check_key_name(key)?;
+        let data = client.get(
+            &format!("keys/{key}"),
+            &format!("reading Transit key {key:?}"),
+        )?;
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or_default();
+        if !AEAD_TYPES.contains(&kind) {
+            return Err(Error::KeyCustody {
+                custodian: format!("Transit {}/{key}", client.mount()),
+                reason: format!(
+                    "key {key:?} is of type {:?}; wrapping needs an encryption key with associated data: aes256-gcm96 (or aes128-gcm96, chacha20-poly1305)",
+                    truncate_for_message(kind)
+                ),
+            });
+        }
+        Ok(Transit {
+            kek_id: format!("{}/{key}", client.mount()),
+            client,
+            key: key.to_string(),
+        })
+    }
+
+    fn custodian(&self) -> String {
+        format!("Transit {}", self.kek_id)
+    }
+
+    /// One batch call: `op` is `encrypt` or `decrypt`; `body` the request
+    /// (built by hand in a zeroizing buffer: it may hold material). The
+    /// answer's bytes, checked to carry one result per item.
+    fn batch(&self, op: &str, body: &[u8], n: usize, what: &str) -> Result<Zeroizing<Vec<u8>>> {
+        let answer = self
+            .client
+            .post_raw(&format!("{op}/{}", self.key), body, what)?;
+        let parsed: BatchAnswer<'_> =
+            serde_json::from_slice(&answer).map_err(|e| Error::KeyCustody {
+                custodian: self.custodian(),
+                reason: format!("{what}: Transit's answer is not what it sends: {e}"),
+            })?;
+        if parsed.data.batch_results.len() != n {
+            return Err(Error::KeyCustody {
+                custodian: self.custodian(),
+                reason: format!(
+                    "{what}: Transit answered {} results for {n} keys",
+                    parsed.data.batch_results.len()
+                ),
+            });
+        }
+        drop(parsed);
+        Ok(answer)
+    }
+
+    fn item_error(&self, it: &WrapItem<'_>, what: &str, error: &str) -> Option<Error> {
+        if error.is_empty() {
+            return None;
+        }
+        let hint = if error.contains("authentication failed") {
+            ": the wrapped key or its ID or algorithm was altered, or it was wrapped by another Transit key"
+        } else {
+            ""
+        };
+        Some(it.name_in(Error::KeyCustody {
+            custodian: self.custodian(),
+            reason: format!("{what}: {}{hint}", truncate_for_message(error)),
+        }))
+    }
+}
+
+/// A batch answer: `{"data":{"batch_results":[...]}}`. Strings are borrowed
+/// from the answer's (zeroizing) buffer: base64 and Transit ciphertexts
+/// have no escapes, so serde_json copies nothing.
+#[derive(Deserialize)]
+struct BatchAnswer<'a> {
+    #[serde(borrow)]
+    data: BatchData<'a>,
+}
+
+#[derive(Deserialize)]
+struct BatchData<'a> {
+    #[serde(borrow)]
+    batch_results: Vec<BatchResult<'a>>,
+}
+
+#[derive(Deserialize)]
+struct BatchResult<'a> {
+    #[serde(default, borrow)]
+    ciphertext: Option<&'a str>,
+    #[serde(default, borrow)]
+    plaintext: Option<&'a str>,
+    #[serde(default, borrow)]
+    error: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// `{"batch_input":[{"<field>":"<base64 or ciphertext>","associated_data":"<base64>"},...]}`,
+/// written into one buffer sized up front (no reallocation leaves a copy).
+fn batch_body(field: &str, items: &[(&[u8], bool, &[u8])]) -> Zeroizing<Vec<u8>> {
+    let b64 = |n: usize| n.div_ceil(3) * 4;
+    let size = 20
+        + items
+            .iter()
+            .map(|(v, encode, aad)| {
+                48 + field.len() + if *encode { b64(v.len()) } else { v.len() } + b64(aad.len())
+            })
+            .sum::<usize>();
+    let mut out = Zeroizing::new(Vec::with_capacity(size));
+    out.extend_from_slice(b"{\"batch_input\":[");
+    for (i, (value, encode, aad)) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"");
+        out.extend_from_slice(field.as_bytes());
+        out.extend_from_slice(b"\":\"");
+        if *encode {
+            let start = out.len();
+            out.resize(start + b64(value.len()), 0);
+            let n = STANDARD
+                .encode_slice(value, &mut out[start..])
+                .unwrap_or_default();
+            out.truncate(start + n);
+        } else {
+            out.extend_from_slice(value);
+        }
+        out.extend_from_slice(b"\",\"associated_data\":\"");
+        let start = out.len();
+        out.resize(start + b64(aad.len()), 0);
+        let n = STANDARD
+            .encode_slice(aad, &mut out[start..])
+            .unwrap_or_default();
+        out.truncate(start + n);
+        out.extend_from_slice(b"\"}");
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+impl KeyWrapper for Transit {
+    fn kind(&self) -> &str {
+        KIND_TRANSIT
+    }
+
+    fn kek_id(&self) -> &str {
+        &self.kek_id
+    }
+
+    fn wrap(&self, material: &[u8], associated_data: &[u8]) -> Result<Vec<u8>> {
+        let mut out = self.wrap_many(&[WrapItem::new("", material, associated_data)])?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    fn unwrap(&self, wrapped: &[u8], associated_data: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+        let mut out = self.unwrap_many(&[WrapItem::new("", wrapped, associated_data)])?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    fn wrap_many(&self, items: &[WrapItem<'_>]) -> Result<Vec<Vec<u8>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let input: Vec<(&[u8], bool, &[u8])> = items
+            .iter()
+            .map(|it| (it.bytes, true, it.associated_data))
+            .collect();
+        let body = batch_body("plaintext", &input);
+        let answer = self.batch("encrypt", &body, items.len(), "wrapping keys")?;
+        drop(body);
+        let parsed: BatchAnswer<'_> =
+            serde_json::from_slice(&answer).map_err(|_| Error::KeyCustody {
+                custodian: self.custodian(),
+                reason: "wrapping keys: Transit's answer changed while it was read".into(),
+            })?;
+        items
+            .iter()
+            .zip(&parsed.data.batch_results)
+            .map(|(it, r)| {
+                if let Some(e) = self.item_error(it, "wrapping", r.error.as_deref().unwrap_or("")) {
+                    return Err(e);
+                }
+                match r.ciphertext {
+                    Some(c) if c.starts_with("vault:v") => Ok(c.as_bytes().to_vec()),
+                    _ => Err(it.name_in(Error::KeyCustody {
+                        custodian: self.custodian(),
+                        reason: "wrapping: Transit answered without a vault:v<N>: ciphertext"
+                            .into(),
+                    })),
+                }
+            })
+            .collect()
+    }
+
+    fn unwrap_many(&self, items: &[WrapItem<'_>]) -> Result<Vec<Zeroizing<Vec<u8>>>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        for it in items {
+            let ok = std::str::from_utf8(it.bytes).is_ok_and(|c| {
+                c.starts_with("vault:v")
+                    && c.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+/=:-_".contains(&b))
+            });
+            if !ok {
+                return Err(it.name_in(Error::KeyCustody {
+                    custodian: self.custodian(),
+                    reason: "unwrapping: not a Transit ciphertext (vault:v<N>:<base64>)".into(),
+                }));
+            }
+        }
+        let input: Vec<(&[u8], bool, &[u8])> = items
+            .iter()
+            .map(|it| (it.bytes, false, it.associated_data))
+            .collect();
+        let body = batch_body("ciphertext", &input);
+        let answer = self.batch("decrypt", &body, items.len(), "unwrapping keys")?;
+        let parsed: BatchAnswer<'_> =
+            serde_json::from_slice(&answer).map_err(|_| Error::KeyCustody {
+                custodian: self.custodian(),
+                reason: "unwrapping keys: Transit's answer changed while it was read".into(),
+            })?;
+        items
+            .iter()
+            .zip(&parsed.data.batch_results)
+            .map(|(it, r)| {
+                if let Some(e) = self.item_error(it, "unwrapping", r.error.as_deref().unwrap_or(""))
+                {
+                    return Err(e);
+                }
+                let text = r.plaintext.unwrap_or_default();
+                let mut out = Zeroizing::new(vec![0u8; text.len() / 4 * 3 + 3]);
+                let n = STANDARD.decode_slice(text, &mut out[..]).map_err(|_| {
+                    it.name_in(Error::KeyCustody {
+                        custodian: self.custodian(),
+                        reason: "unwrapping: Transit's plaintext is not base64".into(),
+                    })
+                })?;
+                out.truncate(n);
+                Ok(out)
+            })
+            .collect()
+    }
+}
