@@ -1853,7 +1853,7 @@ fn wrapped_keystores_from_init_to_verify() {
     // Without the KEK: refused with the KEK's ID and a hint (exit 3).
     let o = expect(&["keyring", "list", "--keystore", &ks], 3);
     let err = stderr(&o);
-    assert!(err.contains("WID_RESULT_KEY_WRAPPING_FAILED"), "{err}");
+    assert!(err.contains("WID_RESULT_KEY_CUSTODY_FAILED"), "{err}");
     assert!(err.contains(&kek_id) && err.contains("--kek-file"), "{err}");
 
     // With it: rotate (stays wrapped), issue, verify.

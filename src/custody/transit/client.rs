@@ -163,17 +163,28 @@ impl TransitClient {
             return Ok(body);
         }
         let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        // A batch whose every item failed is a 400 that still carries each
+        // item's own error: the caller reports those.
+        if status == 400 && json.pointer("/data/batch_results").is_some() {
+            return Ok(body);
+        }
         let said = vault_errors(&json);
         let reason = match status {
-            403 => match self.token_is_valid() {
-                Some(false) => format!(
-                    "the token was refused (HTTP 403: {said}): it is invalid, expired or revoked; give a valid token"
-                ),
-                _ => format!(
-                    "permission denied (HTTP 403: {said}): the token's policy does not allow this on {}/; grant it",
-                    self.mount
-                ),
-            },
+            // Vault and OpenBao refuse an unknown, expired or revoked token
+            // with a bare "permission denied", and a valid token that its
+            // policy does not allow with a wrapped one ("1 error occurred:
+            // * permission denied").
+            403 if said == "permission denied" => format!(
+                "the token was refused (HTTP 403: {said}): it is invalid, expired or revoked; give a valid token"
+            ),
+            403 if said.contains("error occurred") => format!(
+                "permission denied (HTTP 403: {said}): the token's policy does not allow this on {}/; grant it",
+                self.mount
+            ),
+            403 => format!(
+                "HTTP 403: {said}: the token is invalid, or its policy does not allow this on {}/",
+                self.mount
+            ),
             404 => format!(
                 "not found (HTTP 404{}): check the key name and that Transit is mounted at {:?}",
                 if said.is_empty() {
@@ -191,23 +202,6 @@ impl TransitClient {
             _ => format!("HTTP {status}: {said}"),
         };
         Err(self.fail(what, reason))
-    }
-
-    /// Whether the token is valid (`auth/token/lookup-self`), when that can
-    /// be told; `None` when the server could not say.
-    fn token_is_valid(&self) -> Option<bool> {
-        let url = format!("{}/v1/auth/token/lookup-self", self.addr);
-        let resp = self
-            .agent
-            .get(&url)
-            .header("X-Vault-Token", self.token.as_str())
-            .call()
-            .ok()?;
-        match resp.status().as_u16() {
-            200 => Some(true),
-            403 => Some(false),
-            _ => None,
-        }
     }
 }
 
