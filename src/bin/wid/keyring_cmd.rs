@@ -45,8 +45,9 @@ pub(crate) enum KeyringCommand {
     /// Write a wrapped keystore back in plaintext (version 2): anyone who can
     /// read the file then holds the keys.
     Unwrap(KeystoreArgs),
-    /// Wrap a keystore's keys again: with --new-kek-file, move them to
-    /// another KEK; without it, rewrap them with --kek-file (fresh nonces).
+    /// Wrap a keystore's keys again: with --new-kek-file or
+    /// --new-transit-key, move them to another KEK; without, rewrap them with
+    /// their own KEK (fresh nonces; a Transit key's newest version).
     Rewrap(RewrapArgs),
     /// Make a new KEK file (32 random bytes, base64, mode 0600) for --kek-file;
     /// never replaces an existing file.
@@ -57,9 +58,12 @@ pub(crate) enum KeyringCommand {
 pub(crate) struct RewrapArgs {
     #[command(flatten)]
     store: KeystoreArgs,
-    /// The KEK to move the keys to (default: --kek-file itself).
-    #[arg(long, value_name = "FILE")]
+    /// The KEK file to move the keys to.
+    #[arg(long, value_name = "FILE", conflicts_with = "new_transit_key")]
     new_kek_file: Option<PathBuf>,
+    /// The Transit key (same server and mount) to move the keys to.
+    #[arg(long, value_name = "NAME", requires = "transit_addr")]
+    new_transit_key: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -188,7 +192,12 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Wrap(a) => convert(&a, Conversion::Wrap, ctx),
         KeyringCommand::Unwrap(a) => convert(&a, Conversion::Unwrap, ctx),
         KeyringCommand::Rewrap(a) => {
-            convert(&a.store, Conversion::Rewrap(a.new_kek_file.clone()), ctx)
+            let to: Option<Arc<dyn KeyWrapper>> = match (&a.new_kek_file, &a.new_transit_key) {
+                (Some(file), _) => Some(Arc::new(KekFile::load(file)?)),
+                (None, Some(key)) => Some(Arc::new(a.store.custody.transit(key)?)),
+                (None, None) => None,
+            };
+            convert(&a.store, Conversion::Rewrap(to), ctx)
         }
         KeyringCommand::GenerateKek(a) => {
             let kek = KekFile::generate(&a.kek_file)?;
@@ -215,7 +224,7 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
 enum Conversion {
     Wrap,
     Unwrap,
-    Rewrap(Option<PathBuf>),
+    Rewrap(Option<Arc<dyn KeyWrapper>>),
 }
 
 fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliError> {
@@ -223,7 +232,7 @@ fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliEr
     let Some(kek) = store.custody.wrapper()? else {
         return Err(bad_flag(
             "--kek-file",
-            "is required: the KEK to wrap with (wrap), or that the keystore is wrapped by (unwrap, rewrap)",
+            "(or --transit-addr with --transit-key) is required: the KEK to wrap with (wrap), or that the keystore is wrapped by (unwrap, rewrap)",
         ));
     };
     let (from, to, verb) = match how {
@@ -238,14 +247,11 @@ fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliEr
             Some(kek),
             "rewrapped",
         ),
-        Conversion::Rewrap(Some(new)) => {
-            let new: Arc<dyn KeyWrapper> = Arc::new(KekFile::load(&new)?);
-            (
-                KeystoreLoadOptions::default().wrapper(kek),
-                Some(new),
-                "rewrapped",
-            )
-        }
+        Conversion::Rewrap(Some(new)) => (
+            KeystoreLoadOptions::default().wrapper(kek),
+            Some(new),
+            "rewrapped",
+        ),
     };
     let keys = Keyring::rewrap_keystore(path, &from, to.as_deref()).map_err(|e| {
         let plaintext =

@@ -13,7 +13,7 @@ use serde_json::Value;
 use workload_identity::model::Allocation;
 use workload_identity::{
     Algorithm, AllocState, KekFile, KeyWrapper, Keyring, KeystoreLoadOptions,
-    MAX_TOKEN_BYTES_LIMIT, MemoryStore, RemoteJwks, ResultCode,
+    MAX_TOKEN_BYTES_LIMIT, MemoryStore, RemoteJwks, ResultCode, Transit, TransitClient,
 };
 
 use crate::output::read_input;
@@ -34,7 +34,8 @@ pub(crate) fn parse_alg(name: &str) -> Result<Algorithm, String> {
         .ok_or_else(|| format!("unknown algorithm {name:?}: expected EdDSA, ES256 or RS256"))
 }
 
-/// How the keystore's keys are wrapped: the KEK that wraps them, if any.
+/// How the keystore's keys are wrapped: the KEK that wraps them, if any (a
+/// local KEK file, or a Vault/OpenBao Transit key).
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct CustodyArgs {
     /// The key-encryption key of a wrapped keystore (version 3): a file of 32
@@ -42,17 +43,67 @@ pub(crate) struct CustodyArgs {
     /// generate-kek` makes one). Keystores saved with it hold no plaintext key.
     #[arg(long, value_name = "FILE")]
     pub(crate) kek_file: Option<PathBuf>,
+    /// Wrap the keystore with a Vault/OpenBao Transit key at this server
+    /// (https; http only to a loopback host). The token comes from
+    /// --transit-token-file, VAULT_TOKEN or BAO_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub(crate) transit_addr: Option<String>,
+    /// The Transit encryption key (type aes256-gcm96) that wraps the keystore.
+    #[arg(long, value_name = "NAME", requires = "transit_addr")]
+    pub(crate) transit_key: Option<String>,
+    /// Where the Transit engine is mounted.
+    #[arg(long, value_name = "PATH", default_value = "transit")]
+    pub(crate) transit_mount: String,
+    /// Trust only this PEM CA bundle for --transit-addr (default: the
+    /// Mozilla roots).
+    #[arg(long, value_name = "PEM", requires = "transit_addr")]
+    pub(crate) transit_ca_bundle: Option<PathBuf>,
+    /// Read the Transit token from this file (mode 0600) instead of
+    /// VAULT_TOKEN or BAO_TOKEN.
+    #[arg(long, value_name = "FILE", requires = "transit_addr")]
+    pub(crate) transit_token_file: Option<PathBuf>,
 }
 
 impl CustodyArgs {
     /// The wrapper the flags name, if any.
     pub(crate) fn wrapper(&self) -> Result<Option<Arc<dyn KeyWrapper>>, CliError> {
-        match &self.kek_file {
-            Some(path) => Ok(Some(Arc::new(KekFile::load(path).map_err(|e| {
+        match (&self.kek_file, &self.transit_key) {
+            (Some(_), Some(_)) => Err(bad_flag(
+                "--kek-file",
+                "and --transit-key name two KEKs for one keystore: give one (to move a keystore from one to the other, `wid keyring rewrap` with --new-kek-file or --new-transit-key)",
+            )),
+            (Some(path), None) => Ok(Some(Arc::new(KekFile::load(path).map_err(|e| {
                 CliError::from(e).hint("--kek-file takes the KEK the keystore was wrapped with")
             })?))),
-            None => Ok(None),
+            (None, Some(key)) => Ok(Some(Arc::new(self.transit(key)?))),
+            (None, None) => Ok(None),
         }
+    }
+
+    /// The Transit client the flags name.
+    pub(crate) fn transit_client(&self) -> Result<TransitClient, CliError> {
+        let addr = self
+            .transit_addr
+            .as_deref()
+            .ok_or_else(|| bad_flag("--transit-addr", "is required with a Transit key"))?;
+        let mut b = TransitClient::builder(addr)
+            .mount(&self.transit_mount)
+            .allow_http_loopback(true);
+        if let Some(ca) = &self.transit_ca_bundle {
+            let pem = std::fs::read(ca).map_err(|e| {
+                CliError::io(format!("reading --transit-ca-bundle {}", ca.display()), &e)
+            })?;
+            b = b.ca_bundle_pem(&pem);
+        }
+        if let Some(file) = &self.transit_token_file {
+            b = b.token_file(file);
+        }
+        Ok(b.build()?)
+    }
+
+    /// The Transit key `key` through the flags' client.
+    pub(crate) fn transit(&self, key: &str) -> Result<Transit, CliError> {
+        Ok(Transit::new(self.transit_client()?, key)?)
     }
 
     /// The load options for these flags.
@@ -71,7 +122,9 @@ pub(crate) fn load_keystore(path: &Path, custody: &CustodyArgs) -> Result<Keyrin
     Keyring::load_with(path, &custody.load_options()?).map_err(|e| {
         let missing = matches!(&e, workload_identity::Error::Io { source, .. }
             if source.kind() == std::io::ErrorKind::NotFound);
-        let wrapped = e.code() == ResultCode::KeyCustodyFailed && custody.kek_file.is_none();
+        let wrapped = e.code() == ResultCode::KeyCustodyFailed
+            && custody.kek_file.is_none()
+            && custody.transit_addr.is_none();
         let err = CliError::from(e);
         if missing {
             err.hint(format!(
@@ -79,7 +132,7 @@ pub(crate) fn load_keystore(path: &Path, custody: &CustodyArgs) -> Result<Keyrin
                 path.display()
             ))
         } else if wrapped {
-            err.hint("the keystore is wrapped: add --kek-file with its KEK")
+            err.hint("the keystore is wrapped: add --kek-file with its KEK, or --transit-addr and --transit-key")
         } else {
             err
         }
