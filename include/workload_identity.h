@@ -84,10 +84,10 @@ enum wid_result
   // A WPT whose `jti` was already seen within its validity window, or one
   // the replay cache had no room to remember (`WID_RESULT_PROOF_REPLAYED`).
   WID_RESULT_PROOF_REPLAYED = 52,
-  // A root key could not be wrapped or unwrapped by its key-encryption key:
-  // none or another KEK was given for a wrapped keystore, a wrapped key was
-  // altered, or the KMS (Vault/OpenBao Transit) refused or could not be
-  // reached (`WID_RESULT_KEY_CUSTODY_FAILED`).
+  // A key in custody could not be used: no KEK or another KEK was given
+  // for a wrapped keystore, a wrapped key was altered, or the KMS
+  // (Vault/OpenBao Transit) refused, could not be reached, or returned a
+  // signature that does not verify (`WID_RESULT_KEY_CUSTODY_FAILED`).
   WID_RESULT_KEY_CUSTODY_FAILED = 60,
 };
 #ifndef __cplusplus
@@ -192,6 +192,9 @@ enum wid_alloc
 typedef uint32_t wid_alloc;
 #endif // __cplusplus
 
+// A key-encryption key that wraps keystores (opaque; reference counted).
+typedef struct wid_key_wrapper wid_key_wrapper;
+
 // A shared keyring (opaque; reference counted).
 typedef struct wid_keyring wid_keyring;
 
@@ -278,6 +281,91 @@ size_t wid_last_error_message(char *buf, size_t len);
 // # Safety
 // `b` must be NULL or point to a `wid_bytes` filled by this library (or reset).
 void wid_bytes_free(struct wid_bytes *b);
+
+// A wrapper whose KEK is read from a file: exactly 32 raw bytes, or 44
+// standard-base64 characters and an optional newline; a file group or
+// others can access is refused (`WID_RESULT_IO_ERROR`, naming its mode).
+// AES-256-GCM, a fresh nonce per key, the key's ID and algorithm as
+// associated data. `*out` receives a handle to free with
+// `wid_key_wrapper_free`.
+//
+// # Safety
+// `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
+wid_result wid_key_wrapper_kek_file(const char *path,
+                                    size_t path_len,
+                                    struct wid_key_wrapper **out);
+
+// A wrapper whose KEK is the Vault/OpenBao Transit encryption key `key`
+// (type `aes256-gcm96`) at `addr` (https; http only to a loopback host),
+// mounted at `mount` (NULL or empty: `transit`). `token` NULL or empty: the
+// environment's `VAULT_TOKEN`, then `BAO_TOKEN`. `ca_pem` NULL: the Mozilla
+// roots; else a PEM bundle to trust instead. Checks with Transit that the
+// key exists and is an AEAD key (`WID_RESULT_KEY_CUSTODY_FAILED` naming
+// what was wrong: address, token, permission or key). Only in a library
+// built with the `transit` feature; otherwise `WID_RESULT_INVALID_ARGUMENT`
+// saying so.
+//
+// # Safety
+// Every (pointer, length) pair must be NULL or valid for its length; `out`
+// NULL or writable.
+wid_result wid_key_wrapper_transit(const char *addr,
+                                   size_t addr_len,
+                                   const char *mount,
+                                   size_t mount_len,
+                                   const char *key,
+                                   size_t key_len,
+                                   const char *token,
+                                   size_t token_len,
+                                   const uint8_t *ca_pem,
+                                   size_t ca_pem_len,
+                                   struct wid_key_wrapper **out);
+
+// Releases a wrapper handle (reference counted). NULL-safe.
+//
+// # Safety
+// `w` must be NULL or a handle from this library not yet freed.
+void wid_key_wrapper_free(const struct wid_key_wrapper *w);
+
+// Saves the keyring to `path` as a wrapped keystore (version 3): every key's
+// material wrapped by `wrapper`, none in plaintext (mode 0600, crash-safe
+// replace; nothing is written unless every key wrapped).
+//
+// # Safety
+// `kr` and `wrapper` must be NULL or live handles; `path` NULL or valid for
+// `path_len` bytes.
+wid_result wid_keyring_save_wrapped(const struct wid_keyring *kr,
+                                    const char *path,
+                                    size_t path_len,
+                                    const struct wid_key_wrapper *wrapper);
+
+// Loads a keystore wrapped by `wrapper` into a new handle. No KEK or
+// another KEK, or any change to a wrapped key, is
+// `WID_RESULT_KEY_CUSTODY_FAILED` (the message says which); a plaintext
+// keystore is refused too (wrap it first with `wid_keystore_rewrap`).
+//
+// # Safety
+// `path` must be NULL or valid for `path_len` bytes; `wrapper` NULL or a
+// live handle; `out` NULL or writable.
+wid_result wid_keyring_load_wrapped(const char *path,
+                                    size_t path_len,
+                                    const struct wid_key_wrapper *wrapper,
+                                    struct wid_keyring **out);
+
+// Converts the keystore at `path` in place, crash-safely: read with `from`
+// (NULL: a plaintext keystore) and written wrapped by `to` (NULL: in
+// plaintext). Plaintext to wrapped, one KEK to another, and back are each
+// one call; with `from` and `to` the same KEK the keys are rewrapped. On
+// failure the file is unchanged. `out_keys` (may be NULL) receives the
+// number of keys.
+//
+// # Safety
+// `path` must be NULL or valid for `path_len` bytes; `from` and `to` NULL
+// or live handles; `out_keys` NULL or writable.
+wid_result wid_keystore_rewrap(const char *path,
+                               size_t path_len,
+                               const struct wid_key_wrapper *from,
+                               const struct wid_key_wrapper *to,
+                               size_t *out_keys);
 
 // Signs the identity a msgpack `IssueRequest` (codec names, as Go's
 // go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.

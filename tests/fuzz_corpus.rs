@@ -8,7 +8,7 @@ use workload_identity::fuzzing;
 fn every_corpus_input_replays_cleanly() {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus"));
     let counts = fuzzing::replay_corpora(root).unwrap();
-    assert_eq!(counts.len(), 9);
+    assert_eq!(counts.len(), 10);
     for (name, n) in counts {
         assert!(n > 0, "fuzz/corpus/{name} has no seed inputs");
     }
@@ -148,4 +148,43 @@ fn every_one_bit_change_of_a_genuine_proof_is_refused() {
         }
     }
     assert!(accepted.is_empty(), "accepted after flipping {accepted:?}");
+}
+
+#[test]
+fn the_wrapped_keystore_seeds_get_their_verdicts() {
+    // The seeds are made fresh (`WID_BLESS=1` rewrites the committed ones):
+    // a keystore wrapped by the fuzz KEK loads; one wrapped by another KEK,
+    // one with a wrapped key changed (checksum made right) and a plaintext
+    // one do not.
+    let dir = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/corpus/keystore_wrapped"
+    ));
+    let bless = std::env::var_os("WID_BLESS").is_some();
+    let seeds = fuzzing::keystore_wrapped_seeds();
+    assert_eq!(seeds.len(), 4);
+    for (name, fresh, loads) in seeds {
+        assert!(!fresh.is_empty(), "{name}");
+        assert_eq!(
+            fuzzing::keystore_wrapped(&fresh),
+            loads,
+            "fresh seed {name}"
+        );
+        let path = dir.join(name);
+        if bless {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; `WID_BLESS=1 cargo test --features fuzzing --test fuzz_corpus` writes it",
+                path.display()
+            )
+        });
+        assert_eq!(
+            fuzzing::keystore_wrapped(&committed),
+            loads,
+            "committed seed {name}"
+        );
+    }
 }

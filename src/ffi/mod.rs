@@ -30,6 +30,7 @@
 mod boundary;
 mod bytes;
 mod codes;
+mod custody;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
 mod handle;
@@ -41,6 +42,10 @@ mod verify;
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
 pub use codes::*;
+pub use custody::{
+    wid_key_wrapper, wid_key_wrapper_free, wid_key_wrapper_kek_file, wid_key_wrapper_transit,
+    wid_keyring_load_wrapped, wid_keyring_save_wrapped, wid_keystore_rewrap,
+};
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
 pub use issue::{wid_issue, wid_issue_alg, wid_issue_with_issuer};

@@ -170,29 +170,73 @@ mod tests {
         c.record(&owner("late"), "j", 2000, 1001).unwrap();
     }
 
+    /// The shard `owner`'s proofs live in, as `record` picks it.
+    fn shard_of(c: &ReplayCache, owner: &Arc<str>) -> usize {
+        (c.pick.hash_one(&**owner) as usize) % SHARDS
+    }
+
+    /// A key named `{prefix}{n}` (the first `n` that fits) whose proofs live
+    /// in `shard`; checked against where `record` puts it.
+    fn owner_in(c: &ReplayCache, shard: usize, prefix: &str) -> Arc<str> {
+        (0..100_000)
+            .map(|n| owner(&format!("{prefix}{n}")))
+            .find(|o| shard_of(c, o) == shard)
+            .expect("one name in 16 lands in each shard")
+    }
+
+    fn holds(c: &ReplayCache, shard: usize, owner: &Arc<str>) -> bool {
+        c.shards[shard]
+            .lock()
+            .unwrap()
+            .owners
+            .contains_key(&**owner)
+    }
+
     #[test]
     fn one_key_flooding_leaves_room_for_every_other_key() {
         let c = ReplayCache::new(1024); // 16 per key, 64 per shard
         let flood = owner("flooder");
+        let home = shard_of(&c, &flood);
         let accepted = (0..10_000)
             .filter(|i| c.record(&flood, &format!("f{i}"), 1000, 100).is_ok())
             .count();
         assert_eq!(accepted, 1024 / OWNER_SHARE);
+        assert!(holds(&c, home, &flood), "shard_of disagrees with record");
         let e = c.record(&flood, "one-more", 1000, 100).unwrap_err();
         assert_eq!(e.code(), ResultCode::ProofReplayed);
         assert!(e.to_string().contains("its whole share"), "{e}");
-        // Three more flooders cannot shut a shard either: every other key,
-        // wherever it lands, still has room.
-        for f in 0..3 {
-            let o = owner(&format!("flooder-{f}"));
-            for i in 0..100 {
-                let _ = c.record(&o, &format!("f{i}"), 1000, 100);
+        // Three more flooders cannot shut a shard either. Placed, not left to
+        // the hash: two share the first flooder's shard (three floods there,
+        // the most a shard of 64 can take with room left: 48), one floods
+        // another shard.
+        let elsewhere = (home + 1) % SHARDS;
+        let flooders = [
+            owner_in(&c, home, "flooder-a"),
+            owner_in(&c, home, "flooder-b"),
+            owner_in(&c, elsewhere, "flooder-c"),
+        ];
+        for o in &flooders {
+            let accepted = (0..100)
+                .filter(|i| c.record(o, &format!("f{i}"), 1000, 100).is_ok())
+                .count();
+            assert_eq!(accepted, 1024 / OWNER_SHARE);
+        }
+        assert_eq!(c.len(100), 4 * 1024 / OWNER_SHARE);
+        // Every other key, wherever it lands, still has room: sixteen new
+        // keys in each shard, the thrice-flooded one included, are all accepted.
+        for shard in 0..SHARDS {
+            for k in 0..16 {
+                let o = owner_in(&c, shard, &format!("workload-{k}-"));
+                c.record(&o, "j1", 1000, 100)
+                    .unwrap_or_else(|e| panic!("shard {shard}, key {k}: {e}"));
+                assert!(holds(&c, shard, &o), "shard_of disagrees with record");
             }
         }
-        for k in 0..200 {
-            c.record(&owner(&format!("workload-{k}")), "j1", 1000, 100)
-                .unwrap();
-        }
+        // That room was exactly what the three floods left: the shard is now
+        // full, and refuses rather than forgets.
+        let late = owner_in(&c, home, "late-");
+        let e = c.record(&late, "j1", 1000, 100).unwrap_err();
+        assert!(e.to_string().contains("replay cache is full"), "{e}");
         // Once the flood's proofs expire, the flooder has its share again.
         c.record(&flood, "later", 2000, 1001).unwrap();
     }

@@ -36,7 +36,7 @@ const (
 	ResultProofRequired        Result = C.WID_RESULT_PROOF_REQUIRED        // a WIT was presented as a bearer token (see VerifyProof)
 	ResultProofInvalid         Result = C.WID_RESULT_PROOF_INVALID         // a proof of possession (WPT) failed a check
 	ResultProofReplayed        Result = C.WID_RESULT_PROOF_REPLAYED        // a proof of possession was used before
-	ResultKeyCustodyFailed    Result = C.WID_RESULT_KEY_CUSTODY_FAILED   // a KEK could not wrap or unwrap a root key
+	ResultKeyCustodyFailed     Result = C.WID_RESULT_KEY_CUSTODY_FAILED    // a KEK or a KMS signer failed (key custody)
 )
 
 // resultNames is the library's own table (wid_result_name), read once: the
@@ -136,7 +136,7 @@ var (
 	ErrProofRequired        = &Error{Code: ResultProofRequired}
 	ErrProofInvalid         = &Error{Code: ResultProofInvalid}
 	ErrProofReplayed        = &Error{Code: ResultProofReplayed}
-	ErrKeyCustodyFailed    = &Error{Code: ResultKeyCustodyFailed}
+	ErrKeyCustodyFailed     = &Error{Code: ResultKeyCustodyFailed}
 )
 
 // errClosed is what methods of a closed Keyring or Verifier return: the
