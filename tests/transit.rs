@@ -58,8 +58,65 @@ fn transit_against_a_real_openbao() {
     refusals(&bao, dir.path());
     signing(&bao, dir.path());
     through_the_c_abi(&bao, dir.path());
+    rotation_policy(&bao);
     #[cfg(feature = "cli")]
     command_line(&bao, dir.path());
+}
+
+/// The rotation policy over Transit versions: prepublish a new version at
+/// half the threshold, promote it at the threshold, deprecate the old one
+/// once its tokens expired, as for local keys.
+fn rotation_policy(bao: &Bao) {
+    use workload_identity::{RotationAction, RotationPolicy};
+    bao.cmd(&["write", "-f", "transit/keys/wid-pol", "type=ed25519"]);
+    let s = TransitSigner::new(bao.client(&bao.root_token), "wid-pol").unwrap();
+    let kr = Keyring::new();
+    let t0 = unix_now();
+    let policy = RotationPolicy::new(Some(Duration::from_secs(100)))
+        .rotation_threshold(Duration::from_secs(1000));
+    assert_eq!(s.apply_policy(&kr, &policy, t0).unwrap(), vec![]);
+    let v1 = KeyId::new("transit.wid-pol.v1").unwrap();
+    let v2 = KeyId::new("transit.wid-pol.v2").unwrap();
+    assert_eq!(kr.active_id(), Some(v1.clone()));
+
+    let done = s.apply_policy(&kr, &policy, t0 + 600).unwrap();
+    assert!(
+        matches!(
+            done.as_slice(),
+            [RotationAction::Prepublish {
+                algorithm: Algorithm::EdDsa,
+                ..
+            }]
+        ),
+        "{done:?}"
+    );
+    let info = kr
+        .key_info(v2.as_str())
+        .expect("v2 made in Transit and published");
+    assert_eq!(info.state, KeyState::Prepublished);
+    assert!(
+        info.publish_time > t0 + 600,
+        "signs later: {}",
+        info.publish_time
+    );
+    assert_eq!(kr.active_id(), Some(v1.clone()), "v1 still signs");
+
+    let at = info.publish_time;
+    let done = s.apply_policy(&kr, &policy, at).unwrap();
+    assert_eq!(done, vec![RotationAction::Promote { kid: v2.clone() }]);
+    assert_eq!(kr.active_id(), Some(v2.clone()));
+    let t = Issuer::new(kr.clone())
+        .issue(&common::issue_request_task(), at)
+        .unwrap();
+    assert_eq!(t.kid, v2);
+
+    let done = s.apply_policy(&kr, &policy, at + 100 + 61).unwrap();
+    assert_eq!(done, vec![RotationAction::Deprecate { kid: v1.clone() }]);
+    assert_eq!(
+        kr.key_info(v1.as_str()).unwrap().state,
+        KeyState::Deprecated
+    );
+    assert!(!kr.jwks().keys.iter().any(|k| k.kid == v1.as_str()));
 }
 
 /// `wid_key_wrapper_transit` (token from the argument, the server's CA as a

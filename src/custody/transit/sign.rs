@@ -223,6 +223,19 @@ impl TransitSigner {
     /// already in the keyring with another public key is refused
     /// (`DuplicateKey`): Transit's key was replaced under the same name.
     pub fn sync(&self, keyring: &Keyring, now: i64, lead_secs: i64) -> Result<TransitSync> {
+        self.sync_with(keyring, now, |created| {
+            created.saturating_add(lead_secs.max(0))
+        })
+    }
+
+    /// [`TransitSigner::sync`], with the newest version's publish time
+    /// `publish_at(creation time)`.
+    fn sync_with(
+        &self,
+        keyring: &Keyring,
+        now: i64,
+        publish_at: impl Fn(i64) -> i64,
+    ) -> Result<TransitSync> {
         let (alg, versions) = self.read()?;
         let mut report = TransitSync {
             algorithm: Some(alg),
@@ -240,7 +253,7 @@ impl TransitSigner {
                 continue;
             }
             let newest = *version == report.latest_version;
-            let publish_at = created.saturating_add(lead_secs.max(0));
+            let publish_at = publish_at(*created);
             let (state, publish_time) = if !newest {
                 (KeyState::Inactive, 0)
             } else if keyring.active_id_for(alg).is_none() {
@@ -268,6 +281,77 @@ impl TransitSigner {
         }
         report.promoted = keyring.promote_due(now);
         Ok(report)
+    }
+}
+
+impl TransitSigner {
+    /// Runs the rotation policy over this signer's keys, as `wid keyring plan
+    /// --apply` does for local keys: brings the keyring in step
+    /// ([`TransitSigner::sync`]), then carries out
+    /// [`crate::plan_rotation_for`] for the key's algorithm, where a new key
+    /// is a new Transit version ([`TransitSigner::rotate`]): prepublished at
+    /// once and signing from the plan's `publish_at`. Only this key's
+    /// versions are planned over (other keys of the algorithm are left
+    /// alone). Returns the actions taken (a promotion the sync made first
+    /// included).
+    pub fn apply_policy(
+        &self,
+        keyring: &Keyring,
+        policy: &crate::RotationPolicy,
+        now: i64,
+    ) -> Result<Vec<crate::RotationAction>> {
+        use crate::RotationAction;
+        let report = self.sync(keyring, now, 0)?;
+        let Some(alg) = report.algorithm else {
+            return Ok(Vec::new());
+        };
+        let prefix = format!("transit.{}.v", self.key);
+        let ours: Vec<crate::KeyInfo> = keyring
+            .keys()
+            .into_iter()
+            .filter(|k| k.kid.as_str().starts_with(&prefix))
+            .collect();
+        let plan = crate::plan_rotation_for(&ours, alg, now, policy);
+        // The sync may already have promoted a version whose time came.
+        let mut done: Vec<RotationAction> = report
+            .promoted
+            .into_iter()
+            .map(|kid| RotationAction::Promote { kid })
+            .collect();
+        for action in &plan {
+            match action {
+                RotationAction::Rotate { .. } => {
+                    self.rotate()?;
+                    let latest = self.latest_kid()?;
+                    self.sync(keyring, now, 0)?;
+                    if keyring.active_id_for(alg).as_ref() != Some(&latest) {
+                        keyring.promote(latest.as_str(), now)?;
+                    }
+                }
+                RotationAction::Prepublish { publish_at, .. } => {
+                    self.rotate()?;
+                    let at = *publish_at;
+                    self.sync_with(keyring, now, |_| at)?;
+                }
+                RotationAction::Promote { kid } => keyring.promote(kid.as_str(), now)?,
+                RotationAction::Deprecate { kid } => keyring.deprecate(kid.as_str(), now)?,
+                other => {
+                    return Err(Error::invalid(
+                        "TransitSigner",
+                        "policy",
+                        format!("cannot apply {other:?}: this library does not know that action"),
+                    ));
+                }
+            }
+        }
+        done.extend(plan);
+        Ok(done)
+    }
+
+    /// The key ID of Transit's newest version.
+    fn latest_kid(&self) -> Result<KeyId> {
+        let (_, versions) = self.read()?;
+        self.key_id(versions.last().map_or(0, |v| v.0))
     }
 }
 
