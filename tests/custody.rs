@@ -82,6 +82,12 @@ fn a_wrapped_keystore_round_trips_and_holds_no_plaintext_material() {
 
     let back = Keyring::load_wrapped(&path, kek(KEK_A)).unwrap();
     assert_eq!(back.keys(), kr.keys());
+    // Loaded wrapped, it is never saved in plaintext by accident.
+    let e = back.save(dir.path().join("plain")).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(e.to_string().contains("save_wrapped"), "{e}");
+    assert!(!dir.path().join("plain").exists());
+    back.save_wrapped(&path, &*kek(KEK_A)).unwrap();
     for alg in [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256] {
         let t = Issuer::new(back.clone())
             .issue_with(alg, &common::issue_request_task(), 1_700_000_000)

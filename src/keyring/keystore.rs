@@ -488,10 +488,31 @@ impl Keyring {
     /// point the file holds the previous keyring or this one, whole.
     ///
     /// The material is written in plaintext (version 2): anyone who can read
-    /// the file holds the keys. See [`Keyring::save_wrapped`].
+    /// the file holds the keys. See [`Keyring::save_wrapped`]. A keyring
+    /// loaded from a wrapped keystore refuses (`KeyCustodyFailed`): save it
+    /// with `save_wrapped`, or unwrap the file on purpose with
+    /// [`Keyring::rewrap_keystore`].
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let wrapped_by = self
+            .shared
+            .wrapped_by
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some((kind, kek_id)) = wrapped_by {
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {kek_id}"),
+                reason: format!(
+                    "this keyring was loaded from a keystore wrapped by a {kind:?} KEK; save it with save_wrapped (saving it in plaintext would undo the wrapping; to do that on purpose, unwrap the file with rewrap_keystore)"
+                ),
+            });
+        }
+        self.save_plaintext(path.as_ref())
+    }
+
+    fn save_plaintext(&self, path: &Path) -> Result<()> {
         let (body, hint) = self.keystore_body();
-        ENVELOPE.save_as(path.as_ref(), KEYSTORE_PLAINTEXT_VERSION, &body, hint)
+        ENVELOPE.save_as(path, KEYSTORE_PLAINTEXT_VERSION, &body, hint)
     }
 
     /// Saves every key as [`Keyring::save`] does, with each key's material
@@ -564,7 +585,8 @@ impl Keyring {
         )?;
         match to {
             Some(to) => kr.save_wrapped(path, to)?,
-            None => kr.save(path)?,
+            // Unwrapping is what the caller asked for.
+            None => kr.save_plaintext(path)?,
         }
         Ok(kr.len())
     }
@@ -629,6 +651,10 @@ impl Keyring {
         wrapper: Option<&dyn KeyWrapper>,
         allow_plaintext: bool,
     ) -> Result<Keyring> {
+        let wrapped_by = body
+            .wrapping
+            .as_ref()
+            .map(|w| (w.kind.clone(), w.kek_id.clone()));
         let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
         let entries = body
             .keys
@@ -638,6 +664,12 @@ impl Keyring {
             .collect::<Result<Vec<_>>>()?;
         let kr = Keyring::new();
         kr.insert_entries(entries)?;
+        if version >= KEYSTORE_VERSION {
+            *kr.shared
+                .wrapped_by
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = wrapped_by;
+        }
         Ok(kr)
     }
 }

@@ -122,6 +122,9 @@ struct Shared {
     generation: AtomicU64,
     /// Called when a verifier looks up a key ID this keyring does not hold.
     unknown_key_hook: RwLock<Option<UnknownKeyHook>>,
+    /// The KEK (kind, ID) of the wrapped keystore this keyring was loaded
+    /// from: [`Keyring::save`] then refuses to write it in plaintext.
+    wrapped_by: Mutex<Option<(String, String)>>,
 }
 
 /// See [`Keyring::on_unknown_key`].
@@ -530,6 +533,7 @@ impl Keyring {
                 changed_cv: Condvar::new(),
                 generation: AtomicU64::new(1),
                 unknown_key_hook: RwLock::new(None),
+                wrapped_by: Mutex::new(None),
             }),
         }
     }
