@@ -137,6 +137,17 @@ fn verdicts_agree(w: &World, token: &[u8]) -> bool {
             batch[0].as_ref().map_err(|e| e.code()),
             "batch changed the verdict"
         );
+        // explain runs the same checks step by step and prints each (its
+        // time arithmetic once overflowed on extreme dates).
+        let explained = w.verifier.explain(text, NOW);
+        assert_eq!(
+            single.as_ref().map_err(|e| e.code()),
+            explained.result.as_ref().map_err(|e| e.code()),
+            "explain changed the verdict"
+        );
+        for step in &explained.steps {
+            std::hint::black_box(format!("{step:?}"));
+        }
     }
     single.is_ok()
 }
