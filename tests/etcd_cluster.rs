@@ -393,24 +393,56 @@ fn tls_client_certificates_and_auth() {
 
     // An expired token is renewed: a token left unused past the TTL is
     // refused, and the store, whose token idled as long, still reads.
-    let idle = cluster.admin(
-        1,
-        "/v3/auth/authenticate",
-        &serde_json::json!({"name": "wid", "password": "wid-pw"}),
-    );
-    let idle = idle.unwrap()["token"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_millis(4500));
+    //
+    // etcd drops a simple token at its once-a-second sweep after the TTL (2 s)
+    // without use, and every use starts the TTL again: the idle token is
+    // tried once, after probes minted after it (so dropped no earlier) show
+    // the sweep has run. A probe found alive was renewed by the look and is
+    // not looked at again; the next ones are looked at later and later, up to
+    // 40 s after minting (a limit only to catch a member that never drops
+    // tokens).
+    let authenticate = || {
+        let r = cluster.admin(
+            1,
+            "/v3/auth/authenticate",
+            &serde_json::json!({"name": "wid", "password": "wid-pw"}),
+        );
+        r.unwrap()["token"].as_str().unwrap().to_string()
+    };
     let agent = cluster.admin_agent();
-    let mut r = agent
-        .post(&format!("{}/v3/kv/range", cluster.url(1)))
-        .header("authorization", &idle)
-        .send(serde_json::json!({"key": "L3dpZC10ZXN0"}).to_string())
-        .unwrap();
-    let body = r.body_mut().read_to_string().unwrap();
+    // Whether member 1 takes `token`.
+    let accepted = |token: &str| {
+        let mut r = agent
+            .post(&format!("{}/v3/kv/range", cluster.url(1)))
+            .header("authorization", token)
+            .send(serde_json::json!({"key": "L3dpZC10ZXN0"}).to_string())
+            .unwrap();
+        let body = r.body_mut().read_to_string().unwrap();
+        if body.contains("invalid auth token") {
+            false
+        } else {
+            assert!(
+                body.contains("\"header\""),
+                "neither an answer nor a refusal: {body}"
+            );
+            true
+        }
+    };
+    let idle = authenticate();
+    let probes: Vec<String> = (0..8).map(|_| authenticate()).collect();
+    let minted = Instant::now();
+    let mut look_at = Duration::from_millis(2500);
+    let expired = probes.iter().any(|probe| {
+        std::thread::sleep(look_at.saturating_sub(minted.elapsed()));
+        look_at = look_at * 3 / 2;
+        !accepted(probe)
+    });
     assert!(
-        body.contains("invalid auth token"),
-        "an idle token still works: {body}"
+        expired,
+        "no probe token expired within {:?} (TTL 2 s)",
+        minted.elapsed()
     );
+    assert!(!accepted(&idle), "an idle token still works");
     assert_eq!(
         store.allocation_state("a1", Consistency::Consistent),
         Ok(AllocState::Live),

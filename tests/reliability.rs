@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use workload_identity::KeyState;
 use workload_identity::{Audience, Issuer, Keyring, MemoryStore, ResultCode, Verifier};
@@ -44,8 +44,11 @@ fn concurrent_issue_and_verify_under_a_rotation_schedule() {
     let ops = Arc::new(AtomicU64::new(0));
     let documented_rejections = Arc::new(AtomicU64::new(0));
     const TARGET_OPS: u64 = 100_000;
+    const WORKERS: u64 = 4;
+    /// Ten rounds of rotate, prepublish, promote, deprecate at least.
+    const MIN_STEPS: u64 = 40;
 
-    let workers: Vec<_> = (0..4)
+    let workers: Vec<_> = (0..WORKERS as usize)
         .map(|w| {
             let (keyring, verifier, stop, ops, documented) = (
                 keyring.clone(),
@@ -86,13 +89,17 @@ fn concurrent_issue_and_verify_under_a_rotation_schedule() {
         })
         .collect();
 
-    // The fifth thread: rotate, prepublish, promote and deprecate on a schedule.
+    // The fifth thread: rotate, prepublish, promote and deprecate on a schedule,
+    // until the operations reach their target and the schedule its minimum.
+    // After each change it waits for the workers to run on the new state (an
+    // operation begun after the change), so every change is made during the
+    // operations however the host schedules the threads.
     let scheduler = {
         let (keyring, stop, ops) = (keyring.clone(), stop.clone(), ops.clone());
         std::thread::spawn(move || {
             let mut t = NOW;
             let mut steps = 0u64;
-            while ops.load(Ordering::Relaxed) < TARGET_OPS {
+            while ops.load(Ordering::Relaxed) < TARGET_OPS || steps < MIN_STEPS {
                 t += 10;
                 match steps % 4 {
                     0 => drop(keyring.rotate(t).unwrap()),
@@ -111,19 +118,43 @@ fn concurrent_issue_and_verify_under_a_rotation_schedule() {
                     }
                 }
                 steps += 1;
+                // A worker has at most one operation under way: past these,
+                // one began after the change.
+                let after = ops.load(Ordering::Relaxed) + WORKERS;
                 std::thread::sleep(Duration::from_micros(500));
+                let waiting = Instant::now();
+                while ops.load(Ordering::Relaxed) <= after {
+                    // Only to catch workers that all stopped (a panic).
+                    assert!(
+                        waiting.elapsed() < Duration::from_secs(120),
+                        "no operation for 120 s after change {steps}: did the workers panic?"
+                    );
+                    std::thread::sleep(Duration::from_micros(100));
+                }
             }
             stop.store(true, Ordering::Relaxed);
             steps
         })
     };
-    let steps = scheduler.join().expect("the scheduler never panics");
+    // A scheduler that panicked (or gave up waiting for workers that did) set
+    // no stop flag: set it, so that the workers can be joined and a worker's
+    // panic is the one reported.
+    let steps = match scheduler.join() {
+        Ok(steps) => steps,
+        Err(_) => {
+            stop.store(true, Ordering::Relaxed);
+            for w in workers {
+                w.join().expect("no worker panicked");
+            }
+            panic!("the scheduler panicked");
+        }
+    };
     for w in workers {
         w.join().expect("no worker panicked");
     }
     let total = ops.load(Ordering::Relaxed);
     assert!(total >= TARGET_OPS, "{total} operations");
-    assert!(steps > 20, "the schedule ran ({steps} steps)");
+    assert!(steps >= MIN_STEPS, "the schedule ran ({steps} steps)");
     println!(
         "{total} operations, {steps} keyring changes, {} rejections all for a deprecated key",
         documented_rejections.load(Ordering::Relaxed)
