@@ -33,3 +33,21 @@ pub(crate) fn certificates(
     }
     Ok(certs)
 }
+
+#[cfg(any(feature = "remote-jwks", feature = "transit"))]
+/// ureq's TLS settings for our HTTPS clients: rustls, and the certificates of
+/// `ca_bundle_pem` as the only roots when one is given (else the Mozilla
+/// roots). Errors name `subject` and `field`.
+pub(crate) fn tls_config(
+    ca_bundle_pem: Option<&[u8]>,
+    subject: &'static str,
+    field: &str,
+) -> Result<ureq::tls::TlsConfig> {
+    let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
+    if let Some(pem) = ca_bundle_pem {
+        tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certificates(
+            pem, subject, field,
+        )?));
+    }
+    Ok(tls.build())
+}

@@ -50,8 +50,12 @@ fn the_new_input_shapes_reach_their_checks() {
     assert!(e.to_string().contains("no private material"), "{e}");
     // Extreme time claims in a signed token reach verify, the batch, the
     // cache and explain (which once overflowed on them), all agreeing.
-    assert!(fuzzing::verify(&read("verify/signed-payload-extreme-times")));
-    assert!(!fuzzing::verify(&read("verify/signed-payload-extreme-exp-past")));
+    assert!(fuzzing::verify(&read(
+        "verify/signed-payload-extreme-times"
+    )));
+    assert!(!fuzzing::verify(&read(
+        "verify/signed-payload-extreme-exp-past"
+    )));
     // A kid one character past the longest key ID: refused, not truncated.
     for seed in [
         "verify/signed-header-kid-overlong",
@@ -101,19 +105,25 @@ fn the_verify_proof_seeds_reach_acceptance_and_near_misses_are_refused() {
     // path and its genuineness checks), the near misses refused. The WITs are
     // fixed, so a committed WPT keeps its wth; `WID_BLESS=1` rewrites the
     // seeds after a deliberate change to them.
-    let dir = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fuzz/corpus/verify_proof"
-    ));
-    let bless = std::env::var_os("WID_BLESS").is_some();
     let seeds = fuzzing::verify_proof_seeds();
     assert!(seeds.iter().filter(|(_, _, ok)| *ok).count() >= 8);
     assert!(seeds.iter().filter(|(_, _, ok)| !*ok).count() >= 6);
-    for (name, fresh, accepted) in seeds {
-        assert_eq!(fuzzing::verify_proof(&fresh), accepted, "fresh seed {name}");
+    check_seeds("verify_proof", seeds, fuzzing::verify_proof);
+}
+
+/// Each seed, fresh and as committed under `fuzz/corpus/<target>/`, gets its
+/// verdict from `run`; `WID_BLESS=1` writes the fresh ones first.
+fn check_seeds(target: &str, seeds: Vec<(&str, Vec<u8>, bool)>, run: fn(&[u8]) -> bool) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let bless = std::env::var_os("WID_BLESS").is_some();
+    for (name, fresh, verdict) in seeds {
+        assert!(!fresh.is_empty(), "{name}");
+        assert_eq!(run(&fresh), verdict, "fresh seed {name}");
         let path = dir.join(name);
         if bless {
-            std::fs::create_dir_all(dir).unwrap();
+            std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(&path, &fresh).unwrap();
         }
         let committed = std::fs::read(&path).unwrap_or_else(|e| {
@@ -123,8 +133,8 @@ fn the_verify_proof_seeds_reach_acceptance_and_near_misses_are_refused() {
             )
         });
         assert_eq!(
-            fuzzing::verify_proof(&committed),
-            accepted,
+            run(&committed),
+            verdict,
             "committed seed {name} (stale? WID_BLESS=1 rewrites it)"
         );
     }
@@ -156,39 +166,10 @@ fn every_one_bit_change_of_a_genuine_proof_is_refused() {
 
 #[test]
 fn the_wrapped_keystore_seeds_get_their_verdicts() {
-    // The seeds are made fresh (`WID_BLESS=1` rewrites the committed ones):
-    // a keystore wrapped by the fuzz KEK loads; one wrapped by another KEK,
+    // A keystore wrapped by the fuzz KEK loads; one wrapped by another KEK,
     // one with a wrapped key changed (checksum made right) and a plaintext
     // one do not.
-    let dir = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fuzz/corpus/keystore_wrapped"
-    ));
-    let bless = std::env::var_os("WID_BLESS").is_some();
     let seeds = fuzzing::keystore_wrapped_seeds();
     assert_eq!(seeds.len(), 4);
-    for (name, fresh, loads) in seeds {
-        assert!(!fresh.is_empty(), "{name}");
-        assert_eq!(
-            fuzzing::keystore_wrapped(&fresh),
-            loads,
-            "fresh seed {name}"
-        );
-        let path = dir.join(name);
-        if bless {
-            std::fs::create_dir_all(dir).unwrap();
-            std::fs::write(&path, &fresh).unwrap();
-        }
-        let committed = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e}; `WID_BLESS=1 cargo test --features fuzzing --test fuzz_corpus` writes it",
-                path.display()
-            )
-        });
-        assert_eq!(
-            fuzzing::keystore_wrapped(&committed),
-            loads,
-            "committed seed {name}"
-        );
-    }
+    check_seeds("keystore_wrapped", seeds, fuzzing::keystore_wrapped);
 }

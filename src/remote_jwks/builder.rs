@@ -158,12 +158,11 @@ impl RemoteJwksBuilder {
                 ),
             ));
         }
-        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
-        if let Some(pem) = &self.ca_bundle_pem {
-            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(
-                &crate::tls_pem::certificates(pem, "RemoteJwks", "ca_bundle_pem")?,
-            ));
-        }
+        let tls = crate::tls_pem::tls_config(
+            self.ca_bundle_pem.as_deref(),
+            "RemoteJwks",
+            "ca_bundle_pem",
+        )?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
             .http_status_as_error(false)
@@ -177,7 +176,7 @@ impl RemoteJwksBuilder {
             })
             .max_redirects_will_error(false)
             .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls.build())
+            .tls_config(tls)
             .build()
             .into();
         let jwks_uri = match &source {

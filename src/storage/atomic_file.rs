@@ -222,6 +222,12 @@ pub(crate) fn replace_file_with_fault(
     }
 
     // Flush the directory entry so the rename itself survives a power loss.
+    sync_parent(target)
+}
+
+/// Flushes the directory that holds `target`, so a new entry in it (a rename,
+/// a link) survives a power loss.
+fn sync_parent(target: &Path) -> Result<()> {
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -263,13 +269,7 @@ pub(crate) fn create_new_file(target: &Path, bytes: &[u8]) -> Result<()> {
         });
     let _ = fs::remove_file(&tmp);
     linked?;
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(format!("flushing directory {}", dir.display()), e))
+    sync_parent(target)
 }
 
 #[cfg(test)]

@@ -364,12 +364,11 @@ impl TransitClientBuilder {
                 "the Transit token is empty or has characters a token never has".into(),
             ));
         }
-        let mut tls = ureq::tls::TlsConfig::builder().provider(ureq::tls::TlsProvider::Rustls);
-        if let Some(pem) = &self.ca_bundle_pem {
-            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(
-                &crate::tls_pem::certificates(pem, "TransitClient", "ca_bundle_pem")?,
-            ));
-        }
+        let tls = crate::tls_pem::tls_config(
+            self.ca_bundle_pem.as_deref(),
+            "TransitClient",
+            "ca_bundle_pem",
+        )?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
             .http_status_as_error(false)
@@ -377,7 +376,7 @@ impl TransitClientBuilder {
             // A redirect would resend the token elsewhere.
             .max_redirects(0)
             .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls.build())
+            .tls_config(tls)
             .build()
             .into();
         Ok(TransitClient {
