@@ -17,25 +17,29 @@ use workload_identity::{
 const KEK_A: [u8; 32] = [0x11; 32];
 const KEK_B: [u8; 32] = [0x22; 32];
 
-/// Three algorithms, several states, and a verify-only key.
+/// Three algorithms and several states.
 fn sample() -> Keyring {
-    let kr = Keyring::from_keys([
+    Keyring::from_keys([
         common::alg_key(Algorithm::EdDsa, "ed-old", 3, KeyState::Inactive, 10),
         common::alg_key(Algorithm::EdDsa, "ed-1", 4, KeyState::Active, 20),
         common::alg_key(Algorithm::Es256, "es-1", 5, KeyState::Active, 30),
         common::alg_key(Algorithm::Rs256, "rs-1", 0, KeyState::Active, 40),
     ])
-    .unwrap();
-    let other = Keyring::from_keys([common::alg_key(
+    .unwrap()
+}
+
+/// A JWKS with one EdDSA key nobody else holds (an attacker's, say).
+fn foreign_jwks() -> String {
+    Keyring::from_keys([common::alg_key(
         Algorithm::EdDsa,
         "imported",
         9,
         KeyState::Active,
         0,
     )])
-    .unwrap();
-    kr.import_jwks(&other.jwks().to_json()).unwrap();
-    kr
+    .unwrap()
+    .jwks()
+    .to_json()
 }
 
 fn kek(bytes: [u8; 32]) -> Arc<dyn KeyWrapper> {
@@ -94,7 +98,6 @@ fn a_wrapped_keystore_round_trips_and_holds_no_plaintext_material() {
             .unwrap();
         assert_eq!(t.kid, kr.active_id_for(alg).unwrap());
     }
-    assert!(back.root_key("imported").is_none(), "still verify-only");
     // Bytes too.
     let bytes = kr.to_wrapped_keystore_bytes(&*kek(KEK_A)).unwrap();
     let again = Keyring::from_keystore_bytes_with(
@@ -409,4 +412,160 @@ fn an_unknown_kind_is_refused() {
         e.to_string().contains("wrapped by a \"example-kms\" KEK"),
         "{e}"
     );
+}
+
+/// The keystore's msgpack, as another program (or an attacker with write
+/// access and no KEK) would edit it.
+mod raw {
+    use serde::{Deserialize, Serialize};
+    use workload_identity::codec::Bin;
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Envelope {
+        #[serde(rename = "Body")]
+        pub body: Bin,
+        #[serde(rename = "Format")]
+        pub format: String,
+        #[serde(rename = "SHA256")]
+        pub sha256: Bin,
+        #[serde(rename = "Version")]
+        pub version: u32,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Body {
+        #[serde(rename = "Keys")]
+        pub keys: Vec<Key>,
+        #[serde(rename = "Wrapping")]
+        pub wrapping: Wrapping,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Wrapping {
+        #[serde(rename = "KekID")]
+        pub kek_id: String,
+        #[serde(rename = "Kind")]
+        pub kind: String,
+    }
+
+    #[derive(Serialize, Deserialize, Clone)]
+    pub struct Key {
+        #[serde(rename = "Algorithm")]
+        pub algorithm: String,
+        #[serde(rename = "CreateTime")]
+        pub create_time: i64,
+        #[serde(rename = "Derivation")]
+        pub derivation: String,
+        #[serde(rename = "ID")]
+        pub id: String,
+        #[serde(rename = "Material")]
+        pub material: Bin,
+        #[serde(rename = "PublicKey")]
+        pub public_key: Bin,
+        #[serde(rename = "PublishTime")]
+        pub publish_time: i64,
+        #[serde(rename = "RetiredTime")]
+        pub retired_time: i64,
+        #[serde(rename = "State")]
+        pub state: String,
+        #[serde(rename = "Wrapped", default, skip_serializing_if = "Option::is_none")]
+        pub wrapped: Option<Bin>,
+    }
+
+    /// `bytes` with its body edited by `edit` and the checksum made right.
+    pub fn edit(bytes: &[u8], edit: impl FnOnce(&mut Body)) -> Vec<u8> {
+        use sha2::{Digest, Sha256};
+        let mut env: Envelope = rmp_serde::from_slice(bytes).unwrap();
+        let mut body: Body = rmp_serde::from_slice(env.body.as_slice()).unwrap();
+        edit(&mut body);
+        let encoded = rmp_serde::to_vec_named(&body).unwrap();
+        env.sha256 = Bin::new(Sha256::digest(&encoded).to_vec());
+        env.body = Bin::new(encoded);
+        rmp_serde::to_vec_named(&env).unwrap()
+    }
+}
+
+/// Someone who can write the keystore but has no KEK cannot add a key: a
+/// key without wrapped material (a verify-only key, whose public key nothing
+/// authenticates) is refused, and a keyring holding one is not saved wrapped.
+#[test]
+fn a_key_the_kek_did_not_wrap_is_refused() {
+    let kr = sample();
+    let a = kek(KEK_A);
+    let bytes = kr.to_wrapped_keystore_bytes(&*a).unwrap();
+    let with_a = KeystoreLoadOptions::default().wrapper(a.clone());
+    // The round trip through the mirror changes nothing.
+    let same = raw::edit(&bytes, |_| {});
+    assert_eq!(
+        Keyring::from_keystore_bytes_with(&same, &with_a)
+            .unwrap()
+            .keys(),
+        kr.keys()
+    );
+
+    let (attacker, _) = Keyring::from_jwks(&foreign_jwks()).unwrap();
+    let public = attacker.keys()[0].public_key.clone();
+    let public_bytes = match &public {
+        workload_identity::PublicKey::Ed25519(vk) => vk.to_bytes().to_vec(),
+        other => panic!("{other:?}"),
+    };
+    for (what, wrapped) in [("no Wrapped", None), ("an empty Wrapped", Some(Vec::new()))] {
+        let forged = raw::edit(&bytes, |body| {
+            let mut k = body.keys[0].clone();
+            k.id = "evil".into();
+            k.state = "inactive".into();
+            k.derivation = String::new();
+            k.public_key = workload_identity::codec::Bin::new(public_bytes.clone());
+            k.wrapped = wrapped.map(workload_identity::codec::Bin::new);
+            body.keys.push(k);
+        });
+        let e = Keyring::from_keystore_bytes_with(&forged, &with_a).unwrap_err();
+        assert_eq!(e.code(), ResultCode::DecodeError, "{what}: {e}");
+        assert!(
+            e.to_string().contains("Keys[4].Wrapped") && e.to_string().contains("\"evil\""),
+            "{what}: {e}"
+        );
+    }
+
+    // A keyring holding a verify-only key is not written wrapped.
+    let mixed = sample();
+    mixed.import_jwks(&foreign_jwks()).unwrap();
+    let e = mixed.to_wrapped_keystore_bytes(&*a).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("imported is verify-only"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(mixed.save_wrapped(dir.path().join("k"), &*a).is_err());
+    assert!(!dir.path().join("k").exists(), "nothing written");
+}
+
+/// A wrapper that answers with nothing does not turn a key into a
+/// verify-only one.
+#[test]
+fn an_empty_unwrap_is_an_error() {
+    #[derive(Debug)]
+    struct Empty(KekFile);
+    impl KeyWrapper for Empty {
+        fn kind(&self) -> &str {
+            self.0.kind()
+        }
+        fn kek_id(&self) -> &str {
+            self.0.kek_id()
+        }
+        fn wrap(&self, m: &[u8], aad: &[u8]) -> Result<Vec<u8>, workload_identity::Error> {
+            self.0.wrap(m, aad)
+        }
+        fn unwrap(
+            &self,
+            _: &[u8],
+            _: &[u8],
+        ) -> Result<zeroize::Zeroizing<Vec<u8>>, workload_identity::Error> {
+            Ok(zeroize::Zeroizing::new(Vec::new()))
+        }
+    }
+    let w = Arc::new(Empty(KekFile::from_bytes(&KEK_A).unwrap()));
+    let bytes = sample().to_wrapped_keystore_bytes(&*w).unwrap();
+    let e = Keyring::from_keystore_bytes_with(&bytes, &KeystoreLoadOptions::default().wrapper(w))
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(e.to_string().contains("unwrapped to nothing"), "{e}");
 }

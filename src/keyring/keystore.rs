@@ -27,7 +27,13 @@
 //! 2. A version-3 body whose `Kind` is not the given wrapper's, or that names
 //! another KEK, is refused before anything is unwrapped; a wrapped key that
 //! fails to unwrap (altered, or moved to another ID or algorithm) fails the
-//! whole load.
+//! whole load. Every key of a version-3 body carries `Wrapped`: a key
+//! without it (which would be a verify-only key whose public key nothing
+//! authenticates) is refused, so someone who can write the file but has no
+//! KEK cannot add a key; `save_wrapped` refuses a keyring holding
+//! verify-only keys. What the KEK does not authenticate: a key's state and
+//! times, and which wrapped keys the file holds (an older file, or a key
+//! left out, still loads).
 //!
 //! Version 1, written before keys had algorithms, is the same without
 //! `Algorithm`: it still loads, every key as EdDSA (a committed fixture,
@@ -265,7 +271,15 @@ fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
 /// The associated data a stored key's material is wrapped with.
 fn stored_aad(k: &StoredKey) -> Result<Vec<u8>> {
     let id = KeyId::new(&k.id).map_err(|e| corrupt("ID".into(), e.to_string()))?;
-    let alg = Algorithm::from_name(&k.algorithm).unwrap_or(Algorithm::EdDsa);
+    let alg = Algorithm::from_name(&k.algorithm).ok_or_else(|| {
+        corrupt(
+            "Algorithm".into(),
+            format!(
+                "unknown algorithm {:?}: expected \"EdDSA\", \"ES256\" or \"RS256\"",
+                truncate_for_message(&k.algorithm)
+            ),
+        )
+    })?;
     Ok(associated_data(&id, alg))
 }
 
@@ -342,17 +356,26 @@ fn unwrap_body(
                 "a version 3 keystore holds material only wrapped, and this key has plaintext material",
             ));
         }
+        // Every key must carry its wrapped material: a key without it would
+        // be verify-only with a public key nothing authenticates, which
+        // anyone able to write the file (but without the KEK) could add.
         match &k.wrapped {
             Some(w) if !w.as_slice().is_empty() => {
                 slots.push(i);
-                aads.push(stored_aad(k).map_err(|_| {
-                    corrupt(
-                        format!("Keys[{i}].ID"),
-                        format!("not a valid key ID: {:?}", truncate_for_message(&k.id)),
-                    )
+                aads.push(stored_aad(k).map_err(|e| match e {
+                    Error::Decode(d) => corrupt(format!("Keys[{i}].{}", d.path), d.reason),
+                    other => other,
                 })?);
             }
-            _ => {}
+            _ => {
+                return Err(corrupt(
+                    format!("Keys[{i}].Wrapped"),
+                    format!(
+                        "key {:?} has no wrapped material: every key of a version 3 keystore carries it (a verify-only key has nothing the KEK can authenticate, so a wrapped keystore never holds one)",
+                        truncate_for_message(&k.id)
+                    ),
+                ));
+            }
         }
     }
     let items: Vec<WrapItem<'_>> = slots
@@ -378,6 +401,15 @@ fn unwrap_body(
     }
     for (i, material) in slots.into_iter().zip(plain) {
         let k = &mut body.keys[i];
+        if material.is_empty() {
+            return Err(Error::KeyCustody {
+                custodian: format!("KEK {}", wrapper.kek_id()),
+                reason: format!(
+                    "key {:?} unwrapped to nothing: the wrapper answered wrongly",
+                    truncate_for_message(&k.id)
+                ),
+            });
+        }
         k.material = Bin(material);
         k.wrapped = None;
     }
@@ -432,6 +464,16 @@ impl Keyring {
     /// The keys as a version-3 body: each key's material wrapped by `wrapper`.
     fn wrapped_body(&self, wrapper: &dyn KeyWrapper) -> Result<(Body, usize)> {
         let (mut body, _) = self.keystore_body();
+        if let Some(k) = body.keys.iter().find(|k| k.material.as_slice().is_empty()) {
+            return Err(Error::invalid(
+                "Keyring",
+                "keys",
+                format!(
+                    "key {} is verify-only (a public key, imported from a JWKS): a wrapped keystore holds only keys whose material the KEK wraps, which is what authenticates them; remove it (keep such keys in a JWKS you import at start)",
+                    k.id
+                ),
+            ));
+        }
         let aads = body
             .keys
             .iter()
@@ -535,8 +577,9 @@ impl Keyring {
     /// `to`, or in plaintext (version 2) when `to` is `None`. Plaintext to
     /// wrapped, wrapped to another KEK, and wrapped back to plaintext are each
     /// this one call. When `to` is the KEK the keystore is already wrapped by,
-    /// each key is rewrapped with [`KeyWrapper::rewrap`] (Transit moves it to
-    /// its newest key version without the material leaving Transit). Every key
+    /// each key is rewrapped with [`KeyWrapper::rewrap`] (for Transit: its
+    /// newest key version, by decrypting and encrypting, as Transit's own
+    /// rewrap endpoint ignores associated data). Every key
     /// is checked as a load checks it before the file is replaced; on any
     /// failure the file is left as it was. Returns the number of keys.
     pub fn rewrap_keystore(

@@ -42,9 +42,14 @@ func NewKEKFileWrapper(path string) (*KeyWrapper, error) {
 // aes256-gcm96) at addr (https; http only to a loopback host). mount "" is
 // "transit"; token "" takes VAULT_TOKEN, then BAO_TOKEN, from the
 // environment; caPEM nil trusts the Mozilla roots, else only that PEM
-// bundle. The library must be built with its `transit` feature; otherwise
+// bundle (an empty, non-nil caPEM is refused). The library must be built with its `transit` feature; otherwise
 // this fails with ErrInvalidArgument saying so.
 func NewTransitWrapper(addr, mount, key, token string, caPEM []byte) (*KeyWrapper, error) {
+	if caPEM != nil && len(caPEM) == 0 {
+		// An empty file read as the bundle must not mean "trust the
+		// Mozilla roots".
+		return nil, &Error{Code: ResultInvalidArgument, Message: "caPEM is empty: give a PEM bundle, or nil for the Mozilla roots"}
+	}
 	var w *C.wid_key_wrapper
 	err := call(func() C.wid_result {
 		a, an := strIn(addr)
@@ -76,20 +81,29 @@ func (kw *KeyWrapper) Close() {
 	}
 }
 
-// handle returns the live handle (nil for a nil or closed wrapper) with the
-// read lock held; release it with the returned func.
-func (kw *KeyWrapper) handle() (*C.wid_key_wrapper, func()) {
+// handle returns the live handle with the read lock held (release it with
+// the returned func): nil for a nil wrapper (which means plaintext where a
+// call allows it), and an error for a closed one, so a closed wrapper is
+// never taken for "no wrapper".
+func (kw *KeyWrapper) handle() (*C.wid_key_wrapper, func(), error) {
 	if kw == nil {
-		return nil, func() {}
+		return nil, func() {}, nil
 	}
 	kw.mu.RLock()
-	return kw.w, kw.mu.RUnlock
+	if kw.w == nil {
+		kw.mu.RUnlock()
+		return nil, func() {}, errClosed("KeyWrapper")
+	}
+	return kw.w, kw.mu.RUnlock, nil
 }
 
 // SaveWrapped saves the keyring to path as a wrapped keystore (version 3):
 // every key's material wrapped by w, mode 0600, crash-safe.
 func (k *Keyring) SaveWrapped(path string, w *KeyWrapper) error {
-	h, done := w.handle()
+	h, done, err := w.handle()
+	if err != nil {
+		return err
+	}
 	defer done()
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		p, n := strIn(path)
@@ -102,10 +116,13 @@ func (k *Keyring) SaveWrapped(path string, w *KeyWrapper) error {
 // ErrKeyCustodyFailed, saying which; a plaintext keystore is refused too
 // (RewrapKeystore wraps it).
 func LoadKeyringWrapped(path string, w *KeyWrapper) (*Keyring, error) {
-	h, done := w.handle()
+	h, done, err := w.handle()
+	if err != nil {
+		return nil, err
+	}
 	defer done()
 	var kr *C.wid_keyring
-	err := call(func() C.wid_result {
+	err = call(func() C.wid_result {
 		p, n := strIn(path)
 		return C.wid_keyring_load_wrapped(p, n, h, &kr)
 	})
@@ -119,12 +136,18 @@ func LoadKeyringWrapped(path string, w *KeyWrapper) (*Keyring, error) {
 // plaintext), written wrapped by to (nil: plaintext). On failure the file is
 // unchanged. It returns the number of keys.
 func RewrapKeystore(path string, from, to *KeyWrapper) (int, error) {
-	f, doneF := from.handle()
+	f, doneF, err := from.handle()
+	if err != nil {
+		return 0, err
+	}
 	defer doneF()
-	t, doneT := to.handle()
+	t, doneT, err := to.handle()
+	if err != nil {
+		return 0, err
+	}
 	defer doneT()
 	var keys C.size_t
-	err := call(func() C.wid_result {
+	err = call(func() C.wid_result {
 		p, n := strIn(path)
 		return C.wid_keystore_rewrap(p, n, f, t, &keys)
 	})

@@ -81,6 +81,17 @@ func TestWrappedKeystores(t *testing.T) {
 	if err := kr.SaveWrapped(path, c); !errors.Is(err, ErrNullArgument) {
 		t.Fatalf("closed wrapper: %v", err)
 	}
+	// A closed wrapper is never taken for "plaintext": the keystore stays
+	// wrapped.
+	if _, err := RewrapKeystore(path, a, c); !errors.Is(err, ErrNullArgument) {
+		t.Fatalf("rewrap to a closed wrapper: %v", err)
+	}
+	if _, err := LoadKeyringWrapped(path, a); err != nil {
+		t.Fatalf("still wrapped by a: %v", err)
+	}
+	if _, err := NewTransitWrapper("https://127.0.0.1:1", "", "kek", "t", []byte{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("an empty CA bundle: %v", err)
+	}
 	// Transit: the default library build has none and says so; a build
 	// with it fails closed on a server that is not there.
 	_, err = NewTransitWrapper("https://127.0.0.1:1", "", "kek", "t", nil)

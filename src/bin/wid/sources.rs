@@ -76,6 +76,11 @@ impl CustodyArgs {
                 CliError::from(e).hint("--kek-file takes the KEK the keystore was wrapped with")
             })?))),
             (None, Some(key)) => Ok(Some(Arc::new(self.transit(key)?))),
+            // --transit-addr alone names no KEK: never fall back to plaintext.
+            (None, None) if self.transit_addr.is_some() => Err(bad_flag(
+                "--transit-addr",
+                "names the server but no KEK: add --transit-key with the Transit key that wraps the keystore",
+            )),
             (None, None) => Ok(None),
         }
     }

@@ -152,13 +152,8 @@ impl TransitClient {
             )
         })?;
         let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_ANSWER_BYTES)
-            .read_to_vec()
-            .map_err(|e| self.fail(what, format!("reading the answer: {}", e.into_io())))?;
-        let body = Zeroizing::new(body);
+        let body = read_zeroizing(resp.body_mut())
+            .map_err(|e| self.fail(what, format!("reading the answer: {e}")))?;
         if (200..300).contains(&status) {
             return Ok(body);
         }
@@ -202,6 +197,38 @@ impl TransitClient {
             _ => format!("HTTP {status}: {said}"),
         };
         Err(self.fail(what, reason))
+    }
+}
+
+/// The whole body (at most [`MAX_ANSWER_BYTES`]) in a zeroizing buffer: an
+/// unwrap answer holds every root key, and growing a plain `Vec` would leave
+/// copies in the blocks it frees. Each growth copies into a new zeroizing
+/// buffer and drops (zeroizes) the old one; the read chunk is cleared too.
+fn read_zeroizing(body: &mut ureq::Body) -> std::io::Result<Zeroizing<Vec<u8>>> {
+    use std::io::Read;
+    let hint = body
+        .content_length()
+        .unwrap_or(16 << 10)
+        .min(MAX_ANSWER_BYTES);
+    let mut out = Zeroizing::new(Vec::with_capacity(hint as usize + 1));
+    let mut reader = body.as_reader();
+    let mut chunk = Zeroizing::new([0u8; 16 << 10]);
+    loop {
+        let n = reader.read(&mut chunk[..])?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if (out.len() + n) as u64 > MAX_ANSWER_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the answer is larger than {MAX_ANSWER_BYTES} bytes"
+            )));
+        }
+        if out.len() + n > out.capacity() {
+            let mut bigger = Zeroizing::new(Vec::with_capacity((out.len() + n) * 2));
+            bigger.extend_from_slice(&out);
+            out = bigger;
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
 }
 

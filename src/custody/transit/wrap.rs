@@ -12,8 +12,9 @@ use super::client::{TransitClient, check_key_name};
 use crate::custody::{KIND_TRANSIT, KeyWrapper, WrapItem};
 use crate::error::{Error, Result, truncate_for_message};
 
-/// Transit key types that encrypt with associated data (AEAD).
-const AEAD_TYPES: [&str; 3] = ["aes256-gcm96", "aes128-gcm96", "chacha20-poly1305"];
+/// The Transit key type that wraps keys (the contract's: AES-256-GCM, which
+/// takes associated data).
+const KEK_TYPE: &str = "aes256-gcm96";
 
 /// A [`KeyWrapper`] whose KEK is a Vault/OpenBao Transit encryption key
 /// (`aes256-gcm96`): the KEK never leaves Transit. `Wrapped` is Transit's
@@ -52,11 +53,11 @@ impl Transit {
             &format!("reading Transit key {key:?}"),
         )?;
         let kind = data.get("type").and_then(Value::as_str).unwrap_or_default();
-        if !AEAD_TYPES.contains(&kind) {
+        if kind != KEK_TYPE {
             return Err(Error::KeyCustody {
                 custodian: format!("Transit {}/{key}", client.mount()),
                 reason: format!(
-                    "key {key:?} is of type {:?}; wrapping needs an encryption key with associated data: aes256-gcm96 (or aes128-gcm96, chacha20-poly1305)",
+                    "key {key:?} is of type {:?}; wrapping needs an aes256-gcm96 encryption key",
                     truncate_for_message(kind)
                 ),
             });
@@ -82,7 +83,13 @@ impl Transit {
         let parsed: BatchAnswer<'_> =
             serde_json::from_slice(&answer).map_err(|e| Error::KeyCustody {
                 custodian: self.custodian(),
-                reason: format!("{what}: Transit's answer is not what it sends: {e}"),
+                // Only where it failed: serde's text could quote the answer.
+                reason: format!(
+                    "{what}: Transit's answer is not what it sends ({:?} at line {}, column {})",
+                    e.classify(),
+                    e.line(),
+                    e.column()
+                ),
             })?;
         if parsed.data.batch_results.len() != n {
             return Err(Error::KeyCustody {
@@ -271,7 +278,12 @@ impl KeyWrapper for Transit {
                 {
                     return Err(e);
                 }
-                let text = r.plaintext.unwrap_or_default();
+                let Some(text) = r.plaintext.filter(|t| !t.is_empty()) else {
+                    return Err(it.name_in(Error::KeyCustody {
+                        custodian: self.custodian(),
+                        reason: "unwrapping: Transit answered without a plaintext".into(),
+                    }));
+                };
                 let mut out = Zeroizing::new(vec![0u8; text.len() / 4 * 3 + 3]);
                 let n = STANDARD.decode_slice(text, &mut out[..]).map_err(|_| {
                     it.name_in(Error::KeyCustody {
