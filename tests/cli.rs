@@ -2013,4 +2013,20 @@ fn wrapped_keystores_from_init_to_verify() {
     // wrap needs a KEK.
     let o = expect(&["keyring", "wrap", "--keystore", &ks], 2);
     assert!(stderr(&o).contains("--kek-file"), "{}", stderr(&o));
+    // A Transit server without a Transit key names no KEK: refused, never a
+    // plaintext keystore.
+    let fresh = s.path("never-plaintext");
+    let o = expect(
+        &[
+            "keyring",
+            "init",
+            "--keystore",
+            &fresh,
+            "--transit-addr",
+            "https://127.0.0.1:1",
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("no KEK"), "{}", stderr(&o));
+    assert!(!std::path::Path::new(&fresh).exists(), "nothing written");
 }
