@@ -9,32 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use workload_identity::{
     Algorithm, Issuer, KeyState, Keyring, RsaKeySize, TransitClient, TransitSigner, unix_now,
 };
-
-fn request() -> IssueRequest {
-    IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc".into(),
-            namespace: "default".into(),
-            job_id: "web".into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Allocation::default()
-        },
-        task: "server".into(),
-        identity: WorkloadIdentity {
-            name: "vault_default".into(),
-            audience: vec!["vault.io".into()],
-            ttl: GoDuration::from_secs(3600),
-            ..WorkloadIdentity::default()
-        },
-        ..IssueRequest::default()
-    }
-}
 
 fn percentiles(mut d: Vec<Duration>) -> (Duration, Duration) {
     d.sort();
@@ -44,7 +24,7 @@ fn percentiles(mut d: Vec<Duration>) -> (Duration, Duration) {
 
 fn measure(keyring: &Keyring, alg: Algorithm, n: usize) -> (Duration, Duration) {
     let issuer = Issuer::new(keyring.clone());
-    let req = request();
+    let req = common::issue_request_task();
     let now = unix_now();
     for _ in 0..20 {
         issuer.issue_with(alg, &req, now).expect("warm-up issue");

@@ -75,13 +75,17 @@ impl Transit {
 
     /// One batch call: `op` is `encrypt` or `decrypt`; `body` the request
     /// (built by hand in a zeroizing buffer: it may hold material). The
-    /// answer's bytes, checked to carry one result per item.
-    fn batch(&self, op: &str, body: &[u8], n: usize, what: &str) -> Result<Zeroizing<Vec<u8>>> {
-        let answer = self
-            .client
-            .post_raw(&format!("{op}/{}", self.key), body, what)?;
-        let parsed: BatchAnswer<'_> =
-            serde_json::from_slice(&answer).map_err(|e| Error::KeyCustody {
+    /// answer's bytes (zeroizing), for [`Transit::results`] to read.
+    fn batch(&self, op: &str, body: &[u8], what: &str) -> Result<Zeroizing<Vec<u8>>> {
+        self.client
+            .post_raw(&format!("{op}/{}", self.key), body, what)
+    }
+
+    /// The results of a batch answer, borrowed from it, checked to be one
+    /// per item.
+    fn results<'a>(&self, answer: &'a [u8], n: usize, what: &str) -> Result<Vec<BatchResult<'a>>> {
+        let parsed: BatchAnswer<'a> =
+            serde_json::from_slice(answer).map_err(|e| Error::KeyCustody {
                 custodian: self.custodian(),
                 // Only where it failed: serde's text could quote the answer.
                 reason: format!(
@@ -91,17 +95,17 @@ impl Transit {
                     e.column()
                 ),
             })?;
-        if parsed.data.batch_results.len() != n {
+        let results = parsed.data.batch_results;
+        if results.len() != n {
             return Err(Error::KeyCustody {
                 custodian: self.custodian(),
                 reason: format!(
                     "{what}: Transit answered {} results for {n} keys",
-                    parsed.data.batch_results.len()
+                    results.len()
                 ),
             });
         }
-        drop(parsed);
-        Ok(answer)
+        Ok(results)
     }
 
     fn item_error(&self, it: &WrapItem<'_>, what: &str, error: &str) -> Option<Error> {
@@ -216,16 +220,12 @@ impl KeyWrapper for Transit {
             .map(|it| (it.bytes, true, it.associated_data))
             .collect();
         let body = batch_body("plaintext", &input);
-        let answer = self.batch("encrypt", &body, items.len(), "wrapping keys")?;
+        let answer = self.batch("encrypt", &body, "wrapping keys")?;
         drop(body);
-        let parsed: BatchAnswer<'_> =
-            serde_json::from_slice(&answer).map_err(|_| Error::KeyCustody {
-                custodian: self.custodian(),
-                reason: "wrapping keys: Transit's answer changed while it was read".into(),
-            })?;
+        let results = self.results(&answer, items.len(), "wrapping keys")?;
         items
             .iter()
-            .zip(&parsed.data.batch_results)
+            .zip(&results)
             .map(|(it, r)| {
                 if let Some(e) = self.item_error(it, "wrapping", r.error.as_deref().unwrap_or("")) {
                     return Err(e);
@@ -264,15 +264,11 @@ impl KeyWrapper for Transit {
             .map(|it| (it.bytes, false, it.associated_data))
             .collect();
         let body = batch_body("ciphertext", &input);
-        let answer = self.batch("decrypt", &body, items.len(), "unwrapping keys")?;
-        let parsed: BatchAnswer<'_> =
-            serde_json::from_slice(&answer).map_err(|_| Error::KeyCustody {
-                custodian: self.custodian(),
-                reason: "unwrapping keys: Transit's answer changed while it was read".into(),
-            })?;
+        let answer = self.batch("decrypt", &body, "unwrapping keys")?;
+        let results = self.results(&answer, items.len(), "unwrapping keys")?;
         items
             .iter()
-            .zip(&parsed.data.batch_results)
+            .zip(&results)
             .map(|(it, r)| {
                 if let Some(e) = self.item_error(it, "unwrapping", r.error.as_deref().unwrap_or(""))
                 {
