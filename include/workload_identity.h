@@ -70,6 +70,15 @@ enum wid_result
   WID_RESULT_NO_ACTIVE_KEY = 30,
   // A key with this ID is already in the keyring.
   WID_RESULT_DUPLICATE_KEY = 31,
+  // A change to a replicated keyring lost a race: the keys changed after
+  // the change was planned, or this process no longer holds the rotator
+  // lease. Nothing was written; plan again from the current keys
+  // (`WID_RESULT_KEYRING_CONFLICT`).
+  WID_RESULT_KEYRING_CONFLICT = 32,
+  // A replicated keyring's source (etcd) could not be reached or gave an
+  // answer that is not one; nothing was written
+  // (`WID_RESULT_KEYRING_UNAVAILABLE`).
+  WID_RESULT_KEYRING_UNAVAILABLE = 33,
   // A token-exchange hook (a Consul or Vault login) failed or returned an
   // empty secret (Rust identity manager only).
   WID_RESULT_TOKEN_EXCHANGE_FAILED = 40,

@@ -57,6 +57,15 @@ pub enum ResultCode {
     NoActiveKey = 30,
     /// A key with this ID is already in the keyring.
     DuplicateKey = 31,
+    /// A change to a replicated keyring lost a race: the keys changed after
+    /// the change was planned, or this process no longer holds the rotator
+    /// lease. Nothing was written; plan again from the current keys
+    /// (`WID_RESULT_KEYRING_CONFLICT`).
+    KeyringConflict = 32,
+    /// A replicated keyring's source (etcd) could not be reached or gave an
+    /// answer that is not one; nothing was written
+    /// (`WID_RESULT_KEYRING_UNAVAILABLE`).
+    KeyringUnavailable = 33,
     /// A token-exchange hook (a Consul or Vault login) failed or returned an
     /// empty secret (Rust identity manager only).
     TokenExchangeFailed = 40,
@@ -291,6 +300,24 @@ pub enum Error {
         /// The duplicated ID.
         kid: String,
     },
+    /// A change to a replicated keyring lost a race (see
+    /// [`ResultCode::KeyringConflict`]).
+    #[error("replicated keyring at {source_name}: {reason}")]
+    KeyringConflict {
+        /// Where the keyring lives (the etcd prefix).
+        source_name: String,
+        /// What changed under the plan, and what to do.
+        reason: String,
+    },
+    /// A replicated keyring's source could not answer (see
+    /// [`ResultCode::KeyringUnavailable`]).
+    #[error("replicated keyring at {source_name} unavailable: {cause}")]
+    KeyringUnavailable {
+        /// Where the keyring lives (the etcd prefix).
+        source_name: String,
+        /// What the source reported.
+        cause: String,
+    },
     /// A token-exchange hook failed; the manager retries with backoff.
     #[error("token exchange {exchange:?} for allocation {alloc_id:?} failed: {reason}")]
     TokenExchange {
@@ -352,6 +379,8 @@ impl Error {
             Error::StoreUnavailable { .. } => ResultCode::StoreUnavailable,
             Error::NoActiveKey { .. } => ResultCode::NoActiveKey,
             Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
+            Error::KeyringConflict { .. } => ResultCode::KeyringConflict,
+            Error::KeyringUnavailable { .. } => ResultCode::KeyringUnavailable,
             Error::TokenExchange { .. } => ResultCode::TokenExchangeFailed,
             Error::ProofRequired { .. } => ResultCode::ProofRequired,
             Error::ProofInvalid { .. } => ResultCode::ProofInvalid,
@@ -458,6 +487,14 @@ mod tests {
                 algorithm: crate::keyring::Algorithm::Es256,
             },
             Error::DuplicateKey { kid: "k".into() },
+            Error::KeyringConflict {
+                source_name: "/p/".into(),
+                reason: "r".into(),
+            },
+            Error::KeyringUnavailable {
+                source_name: "/p/".into(),
+                cause: "c".into(),
+            },
             Error::TokenExchange {
                 exchange: "consul".into(),
                 alloc_id: "a".into(),

@@ -97,6 +97,8 @@ pub mod fuzzing;
 mod issue;
 mod jwt;
 mod keyring;
+#[cfg(feature = "etcd")]
+mod etcd_keyring;
 pub mod manager;
 pub mod model;
 mod pop;
@@ -135,6 +137,11 @@ pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 #[cfg(feature = "remote-jwks")]
 pub use remote_jwks::{
     MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
+};
+#[cfg(feature = "etcd")]
+pub use etcd_keyring::{
+    DEFAULT_PREFIX as DEFAULT_KEYRING_PREFIX, EtcdKeyring, EtcdKeyringBuilder, EtcdKeyringStats,
+    Rotator, RotatorOptions, RotatorStats,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};

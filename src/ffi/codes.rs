@@ -85,6 +85,8 @@ c_numbers! {
         StoreUnavailable => WID_RESULT_STORE_UNAVAILABLE,
         NoActiveKey => WID_RESULT_NO_ACTIVE_KEY,
         DuplicateKey => WID_RESULT_DUPLICATE_KEY,
+        KeyringConflict => WID_RESULT_KEYRING_CONFLICT,
+        KeyringUnavailable => WID_RESULT_KEYRING_UNAVAILABLE,
         TokenExchangeFailed => WID_RESULT_TOKEN_EXCHANGE_FAILED,
         ProofRequired => WID_RESULT_PROOF_REQUIRED,
         ProofInvalid => WID_RESULT_PROOF_INVALID,

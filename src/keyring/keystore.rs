@@ -189,7 +189,7 @@ fn public_of(alg: Algorithm, bytes: &[u8]) -> std::result::Result<PublicKey, Str
 
 /// Builds a keyring entry from a stored key of a version `version` file,
 /// checking it whole.
-fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
+pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
     let at = |field: &str| format!("Keys[{i}].{field}");
     let id = KeyId::new(&k.id).map_err(|e| corrupt(at("ID"), e.to_string()))?;
     let state = KeyState::from_name(&k.state)
@@ -268,8 +268,33 @@ fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntry, Meta)> {
     Ok((entry, meta))
 }
 
+/// A key as a body stores it: `material` in plaintext (empty for a
+/// verify-only key), nothing wrapped yet.
+pub(crate) fn stored_key(info: &super::KeyInfo, material: Option<&KeyMaterial>) -> StoredKey {
+    StoredKey {
+        algorithm: info.algorithm.name().into(),
+        create_time: info.create_time,
+        derivation: info
+            .derivation
+            .map(KeyDerivation::name)
+            .unwrap_or("")
+            .into(),
+        id: info.kid.to_string(),
+        material: Bin::new(
+            material
+                .map(|m| m.expose_secret().to_vec())
+                .unwrap_or_default(),
+        ),
+        public_key: Bin::new(info.public_key.to_bytes()),
+        publish_time: info.publish_time,
+        retired_time: info.retired_time,
+        state: info.state.name().into(),
+        wrapped: None,
+    }
+}
+
 /// The associated data a stored key's material is wrapped with.
-fn stored_aad(k: &StoredKey) -> Result<Vec<u8>> {
+pub(crate) fn stored_aad(k: &StoredKey) -> Result<Vec<u8>> {
     let id = KeyId::new(&k.id).map_err(|e| corrupt("ID".into(), e.to_string()))?;
     let alg = Algorithm::from_name(&k.algorithm).ok_or_else(|| {
         corrupt(
@@ -424,26 +449,7 @@ impl Keyring {
             .into_iter()
             // Keys held by an external signer live in their KMS, not here.
             .filter(|(info, _)| info.external.is_none())
-            .map(|(info, material)| StoredKey {
-                algorithm: info.algorithm.name().into(),
-                create_time: info.create_time,
-                derivation: info
-                    .derivation
-                    .map(KeyDerivation::name)
-                    .unwrap_or("")
-                    .into(),
-                id: info.kid.to_string(),
-                material: Bin::new(
-                    material
-                        .map(|m| m.expose_secret().to_vec())
-                        .unwrap_or_default(),
-                ),
-                public_key: Bin::new(info.public_key.to_bytes()),
-                publish_time: info.publish_time,
-                retired_time: info.retired_time,
-                state: info.state.name().into(),
-                wrapped: None,
-            })
+            .map(|(info, material)| stored_key(&info, material.as_ref()))
             .collect();
         let hint = 64
             + keys

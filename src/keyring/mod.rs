@@ -17,6 +17,8 @@ mod key_id;
 mod keystore;
 mod policy;
 mod public_key;
+#[cfg(feature = "etcd")]
+mod replica;
 mod root_key;
 pub(crate) mod sigcheck;
 mod signer;
@@ -48,6 +50,10 @@ pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
 pub use root_key::{
     HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, MAX_PKCS8_LEN, RootKey,
 };
+#[cfg(feature = "etcd")]
+pub(crate) use keystore::{StoredKey, stored_aad};
+#[cfg(feature = "etcd")]
+pub(crate) use replica::ReplicaKey;
 pub use signer::HKDF_P256_SALT;
 use signer::Signer;
 

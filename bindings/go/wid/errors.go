@@ -32,6 +32,8 @@ const (
 	ResultStoreUnavailable     Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
 	ResultNoActiveKey          Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
 	ResultDuplicateKey         Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
+	ResultKeyringConflict      Result = C.WID_RESULT_KEYRING_CONFLICT      // a replicated keyring changed under the plan (plan again)
+	ResultKeyringUnavailable   Result = C.WID_RESULT_KEYRING_UNAVAILABLE   // a replicated keyring's etcd could not answer
 	ResultTokenExchangeFailed  Result = C.WID_RESULT_TOKEN_EXCHANGE_FAILED // a token-exchange hook failed (Rust manager only)
 	ResultProofRequired        Result = C.WID_RESULT_PROOF_REQUIRED        // a WIT was presented as a bearer token (see VerifyProof)
 	ResultProofInvalid         Result = C.WID_RESULT_PROOF_INVALID         // a proof of possession (WPT) failed a check
@@ -132,6 +134,8 @@ var (
 	ErrStoreUnavailable     = &Error{Code: ResultStoreUnavailable}
 	ErrNoActiveKey          = &Error{Code: ResultNoActiveKey}
 	ErrDuplicateKey         = &Error{Code: ResultDuplicateKey}
+	ErrKeyringConflict      = &Error{Code: ResultKeyringConflict}
+	ErrKeyringUnavailable   = &Error{Code: ResultKeyringUnavailable}
 	ErrTokenExchangeFailed  = &Error{Code: ResultTokenExchangeFailed}
 	ErrProofRequired        = &Error{Code: ResultProofRequired}
 	ErrProofInvalid         = &Error{Code: ResultProofInvalid}

@@ -115,10 +115,13 @@ impl Exit {
     pub(crate) fn for_code(code: ResultCode) -> Exit {
         match code {
             ResultCode::NullArgument | ResultCode::InvalidArgument => Exit::Usage,
-            ResultCode::DecodeError | ResultCode::IoError | ResultCode::KeyCustodyFailed => {
-                Exit::Io
+            ResultCode::DecodeError
+            | ResultCode::IoError
+            | ResultCode::KeyCustodyFailed
+            | ResultCode::KeyringUnavailable => Exit::Io,
+            ResultCode::NoActiveKey | ResultCode::DuplicateKey | ResultCode::KeyringConflict => {
+                Exit::Refused
             }
-            ResultCode::NoActiveKey | ResultCode::DuplicateKey => Exit::Refused,
             ResultCode::MalformedToken
             | ResultCode::UnsupportedAlgorithm
             | ResultCode::UnknownKey

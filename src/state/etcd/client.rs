@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 use crate::state::StoreError;
 
 /// Largest answer read from a unary call (a page of a range read, say).
-pub(super) const MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
 
 /// One cluster's transport. Safe to share between threads.
-pub(super) struct Client {
-    pub(super) config: EtcdConfig,
+pub(crate) struct Client {
+    pub(crate) config: EtcdConfig,
     /// Unary calls: the whole exchange within `config.timeout`.
     agent: ureq::Agent,
     /// Streams (watches): connecting and the response head within
@@ -53,7 +53,7 @@ enum Failure {
 }
 
 impl Client {
-    pub(super) fn new(config: EtcdConfig, stream_idle: Duration) -> Result<Client> {
+    pub(crate) fn new(config: EtcdConfig, stream_idle: Duration) -> Result<Client> {
         check_endpoints(&config)?;
         let tls = tls_config(&config)?;
         let base = || {
@@ -84,7 +84,7 @@ impl Client {
 
     /// POSTs `body` to `path` on `endpoint` and returns the answer's body,
     /// getting (or renewing, once) an auth token when credentials are set.
-    pub(super) fn post(
+    pub(crate) fn post(
         &self,
         endpoint: &str,
         path: &str,
@@ -142,7 +142,7 @@ impl Client {
     }
 
     /// Opens a streaming POST (a watch) and returns its body as a reader.
-    pub(super) fn open_stream(
+    pub(crate) fn open_stream(
         &self,
         endpoint: &str,
         path: &str,
@@ -284,7 +284,7 @@ impl Client {
     /// that answered last and going round in configured order; all the errors
     /// when none does. Only for requests any member answers alike
     /// (linearizable reads, writes).
-    pub(super) fn each_endpoint<T>(
+    pub(crate) fn each_endpoint<T>(
         &self,
         mut f: impl FnMut(&str) -> std::result::Result<T, StoreError>,
     ) -> std::result::Result<T, StoreError> {
@@ -313,7 +313,7 @@ impl Client {
     }
 
     /// The local endpoint first, then the others in order, without repeats.
-    pub(super) fn endpoints_local_first(&self) -> Vec<&str> {
+    pub(crate) fn endpoints_local_first(&self) -> Vec<&str> {
         let mut all = vec![self.config.local_endpoint.as_str()];
         for ep in &self.config.endpoints {
             if !all.contains(&ep.as_str()) {

@@ -21,12 +21,12 @@
 //! undecodable record, or a record whose client status Nomad does not define is
 //! a [`StoreError`] (so `StoreUnavailable`), never "missing" and never "live".
 
-mod client;
+pub(crate) mod client;
 mod config;
 mod fence;
 mod mirror;
-mod record;
-mod watch;
+pub(crate) mod record;
+pub(crate) mod watch;
 
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ use crate::model::Allocation;
 use crate::state::AllocState;
 
 /// An int64 as protobuf JSON writes it: a string, or (leniently) a number.
-pub(super) fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+pub(crate) fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Int64 {
@@ -28,14 +28,14 @@ pub(super) fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 
 /// A response header: the store's revision when the answer was made.
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct Header {
+pub(crate) struct Header {
     #[serde(default, deserialize_with = "int64")]
     pub revision: i64,
 }
 
 /// One key-value pair (base64 key and value).
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct Kv {
+pub(crate) struct Kv {
     #[serde(default)]
     pub key: String,
     #[serde(default)]
@@ -46,7 +46,7 @@ pub(super) struct Kv {
 
 /// `/v3/kv/range`'s answer.
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct RangeResponse {
+pub(crate) struct RangeResponse {
     #[serde(default)]
     pub header: Header,
     #[serde(default)]
@@ -58,12 +58,12 @@ pub(super) struct RangeResponse {
 }
 
 /// The base64 text of `bytes`, as the gateway takes keys and values.
-pub(super) fn b64(bytes: impl AsRef<[u8]>) -> String {
+pub(crate) fn b64(bytes: impl AsRef<[u8]>) -> String {
     STANDARD.encode(bytes)
 }
 
 /// The bytes behind a base64 field of an answer.
-pub(super) fn unb64(field: &str, text: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn unb64(field: &str, text: &str) -> Result<Vec<u8>, String> {
     STANDARD
         .decode(text)
         .map_err(|e| format!("bad base64 in {field}: {}", crate::jwt::b64_problem(e)))
@@ -71,7 +71,7 @@ pub(super) fn unb64(field: &str, text: &str) -> Result<Vec<u8>, String> {
 
 /// The state a record stored under allocation `alloc_id` gives, or why it
 /// gives none (the caller fails closed for that allocation).
-pub(super) fn decode_record(alloc_id: &str, value: &[u8]) -> Result<AllocState, String> {
+pub(crate) fn decode_record(alloc_id: &str, value: &[u8]) -> Result<AllocState, String> {
     let shown = crate::error::truncate_for_message(alloc_id);
     let alloc: Allocation =
         codec::decode(value).map_err(|e| format!("record of allocation {shown:?}: {e}"))?;
@@ -93,7 +93,7 @@ pub(super) fn decode_record(alloc_id: &str, value: &[u8]) -> Result<AllocState, 
 
 /// The first key after every key that starts with `prefix` (etcd's
 /// `range_end` for a prefix read).
-pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

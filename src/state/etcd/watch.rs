@@ -14,41 +14,44 @@ use crate::state::StoreError;
 
 /// Largest single watch message read (a batch of changes); a longer line ends
 /// the stream, which is then reopened.
-const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
 /// Longest pause between attempts when nothing answers.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Pause before listing again after the prefix was too big to keep.
 const OVERFLOW_RETRY: Duration = Duration::from_secs(30);
 
+/// One line of a watch stream.
 #[derive(Deserialize)]
-struct Message {
+pub(crate) struct Message {
     #[serde(default)]
-    result: Option<WatchResponse>,
+    pub(crate) result: Option<WatchResponse>,
     #[serde(default)]
-    error: Option<serde_json::Value>,
+    pub(crate) error: Option<serde_json::Value>,
 }
 
+/// A watch stream's result.
 #[derive(Deserialize)]
-struct WatchResponse {
+pub(crate) struct WatchResponse {
     #[serde(default)]
-    created: bool,
+    pub(crate) created: bool,
     #[serde(default)]
-    canceled: bool,
+    pub(crate) canceled: bool,
     #[serde(default, deserialize_with = "int64")]
-    compact_revision: i64,
+    pub(crate) compact_revision: i64,
     #[serde(default)]
-    cancel_reason: String,
+    pub(crate) cancel_reason: String,
     #[serde(default)]
-    events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
+/// One change a watch delivers.
 #[derive(Deserialize)]
-struct Event {
+pub(crate) struct Event {
     /// `"DELETE"`, or absent for a put (protobuf JSON leaves out the zero value).
     #[serde(default, rename = "type")]
-    kind: String,
+    pub(crate) kind: String,
     #[serde(default)]
-    kv: Kv,
+    pub(crate) kv: Kv,
 }
 
 /// How a stream ended.

@@ -1,0 +1,546 @@
+//! Changes to a replicated keyring: each one planned on the local copy and
+//! written as one etcd transaction that holds only if nothing under `keys/`
+//! changed after the copy's revision (and, for the rotator, only while it
+//! holds its lease).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::view::{KEYS, ROTATOR, WRAPPING};
+use super::{Counters, EtcdKeyring, Shared};
+use crate::codec::{self, Bin};
+use crate::custody::{KeyWrapper, Wrapping};
+use crate::error::{Error, Result, truncate_for_message};
+use crate::keyring::{
+    Algorithm, KeyId, KeyState, Keyring, RootKey, RsaKeySize, StoredKey, stored_aad,
+};
+use crate::state::StoreError;
+use crate::state::etcd::record::{Header, b64, prefix_end};
+
+/// The keys as the copy held them when a change was planned.
+pub(crate) struct Plan {
+    pub(crate) revision: i64,
+    pub(crate) keys: BTreeMap<String, (i64, StoredKey)>,
+    wrapping_revision: i64,
+}
+
+impl Plan {
+    fn active(&self, alg: Algorithm) -> Option<&StoredKey> {
+        self.keys
+            .values()
+            .map(|(_, k)| k)
+            .find(|k| k.state == KeyState::Active.name() && k.algorithm == alg.name())
+    }
+
+    fn get(&self, kid: &str) -> Result<&StoredKey> {
+        self.keys
+            .get(kid)
+            .map(|(_, k)| k)
+            .ok_or_else(|| Error::UnknownKey {
+                kid: truncate_for_message(kid),
+                reason: "no key with this ID is in the replicated keyring".into(),
+            })
+    }
+}
+
+/// One write of a transaction.
+enum Write {
+    /// A key record that already exists, rewritten (state and times).
+    Update(StoredKey),
+    /// A new key record (material wrapped already, or plaintext opt-in).
+    Create(StoredKey),
+    /// A key record removed.
+    Delete(String),
+}
+
+#[derive(Deserialize)]
+struct TxnAnswer {
+    #[serde(default)]
+    header: Header,
+    #[serde(default)]
+    succeeded: bool,
+}
+
+/// Writes the `wrapping` record if there is none yet.
+pub(crate) fn create_wrapping(shared: &Shared, wrapper: &dyn KeyWrapper) -> Result<()> {
+    let value = codec::encode(&Wrapping::of(wrapper))?;
+    let key = b64(shared.key(WRAPPING));
+    let body = serde_json::json!({
+        "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+        "success": [{"request_put": {"key": key, "value": b64(&value)}}],
+    });
+    txn(shared, &body).map(drop)
+}
+
+/// Sends a transaction through the first member that answers.
+fn txn(shared: &Shared, body: &serde_json::Value) -> Result<(bool, i64)> {
+    let client = &shared.client;
+    client
+        .each_endpoint(|ep| {
+            let text = client.post(ep, "/v3/kv/txn", body)?;
+            let a: TxnAnswer = serde_json::from_str(&text)
+                .map_err(|e| StoreError::new(format!("etcd {ep}: malformed txn answer: {e}")))?;
+            Ok((a.succeeded, a.header.revision))
+        })
+        .map_err(|e| shared.unavailable(e.message))
+}
+
+impl Shared {
+    /// The copy's keys and revision, to plan a change on.
+    pub(crate) fn plan(&self) -> Plan {
+        let view = self.lock_view();
+        Plan {
+            revision: view.revision,
+            keys: view.keys(),
+            wrapping_revision: view.mod_revision(WRAPPING),
+        }
+    }
+
+    /// A new key's record: its material wrapped by the KEK (or left in
+    /// plaintext under the opt-in).
+    fn new_record(&self, key: &RootKey) -> Result<StoredKey> {
+        let kr = Keyring::from_keys([key.clone()])?;
+        let mut stored = kr.stored_key_of(key.id().as_str()).ok_or_else(|| {
+            Error::invalid(
+                "EtcdKeyring",
+                "key",
+                "the new key vanished before it was stored",
+            )
+        })?;
+        if let Some(w) = &self.wrapper {
+            let aad = stored_aad(&stored)?;
+            let wrapped = w.wrap(stored.material.as_slice(), &aad)?;
+            stored.material = Bin::default();
+            stored.wrapped = Some(Bin::new(wrapped));
+        }
+        Ok(stored)
+    }
+
+    /// Commits `writes` planned on `plan`; `lease` fences the write to the
+    /// rotator holding it. Returns the revision of the change, after the
+    /// copy has caught up with it.
+    fn commit(
+        &self,
+        plan: &Plan,
+        writes: Vec<Write>,
+        lease: Option<i64>,
+        what: &str,
+    ) -> Result<i64> {
+        let keys_prefix = self.key(KEYS);
+        let mut compare = vec![
+            // Nothing under keys/ changed after the plan's revision ...
+            serde_json::json!({
+                "key": b64(&keys_prefix),
+                "range_end": b64(prefix_end(keys_prefix.as_bytes())),
+                "target": "MOD", "result": "LESS",
+                "mod_revision": (plan.revision + 1).to_string(),
+            }),
+            // ... and the KEK is the one planned with.
+            serde_json::json!({
+                "key": b64(self.key(WRAPPING)),
+                "target": "MOD", "result": "EQUAL",
+                "mod_revision": plan.wrapping_revision.to_string(),
+            }),
+        ];
+        if let Some(lease) = lease {
+            compare.push(serde_json::json!({
+                "key": b64(self.key(ROTATOR)),
+                "target": "LEASE", "result": "EQUAL", "lease": lease.to_string(),
+            }));
+        }
+        let mut success = Vec::new();
+        for w in writes {
+            match w {
+                Write::Update(k) => {
+                    let key = self.key(&format!("{KEYS}{}", k.id));
+                    // Deleted since the plan: the range compare cannot see it.
+                    let seen = plan.keys.get(&k.id).map_or(0, |(r, _)| *r);
+                    compare.push(serde_json::json!({
+                        "key": b64(&key), "target": "MOD", "result": "EQUAL",
+                        "mod_revision": seen.to_string(),
+                    }));
+                    success.push(serde_json::json!({"request_put": {
+                        "key": b64(&key), "value": b64(codec::encode(&k)?),
+                    }}));
+                }
+                Write::Create(k) => {
+                    let key = self.key(&format!("{KEYS}{}", k.id));
+                    compare.push(serde_json::json!({
+                        "key": b64(&key), "target": "CREATE", "result": "EQUAL",
+                        "create_revision": "0",
+                    }));
+                    let value = zeroize::Zeroizing::new(codec::encode(&k)?);
+                    success.push(serde_json::json!({"request_put": {
+                        "key": b64(&key), "value": b64(value.as_slice()),
+                    }}));
+                }
+                Write::Delete(kid) => {
+                    let key = self.key(&format!("{KEYS}{kid}"));
+                    let seen = plan.keys.get(&kid).map_or(0, |(r, _)| *r);
+                    compare.push(serde_json::json!({
+                        "key": b64(&key), "target": "MOD", "result": "EQUAL",
+                        "mod_revision": seen.to_string(),
+                    }));
+                    success.push(serde_json::json!({"request_delete_range": {"key": b64(&key)}}));
+                }
+            }
+        }
+        let body = serde_json::json!({"compare": compare, "success": success});
+        let (succeeded, revision) = txn(self, &body)?;
+        if !succeeded {
+            return Err(self.conflict(format!(
+                "{what}: {}; nothing was written — plan again from the current keys",
+                if lease.is_some() {
+                    "the keys changed after revision {} or this rotator no longer holds its lease"
+                        .replace("{}", &plan.revision.to_string())
+                } else {
+                    format!("the keys changed after revision {}", plan.revision)
+                }
+            )));
+        }
+        Counters::bump(&self.counters.commits);
+        log::debug!(
+            "replicated keyring at {}: {what} (revision {revision})",
+            self.prefix
+        );
+        // This process's copy has the change before the call returns.
+        let wait = self.client.config.timeout.max(Duration::from_millis(100)) * 2;
+        if !super::view::wait_for_revision(self, revision, wait) {
+            super::view::relist(self)?;
+        }
+        Ok(revision)
+    }
+
+    pub(crate) fn lead_secs(&self) -> i64 {
+        i64::try_from(self.settings.lead_time.as_secs()).unwrap_or(i64::MAX)
+            + i64::from(self.settings.lead_time.subsec_nanos() > 0)
+    }
+
+    /// See [`EtcdKeyring::rotate`].
+    pub(crate) fn rotate(
+        &self,
+        fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
+        alg: Algorithm,
+        now: i64,
+        lease: Option<i64>,
+    ) -> Result<KeyId> {
+        let plan = self.plan();
+        if plan.active(alg).is_none() {
+            return self.rotate_now_planned(&plan, fresh, alg, now, lease);
+        }
+        if let Some(pending) = plan
+            .keys
+            .values()
+            .map(|(_, k)| k)
+            .find(|k| k.algorithm == alg.name() && k.state == KeyState::Prepublished.name())
+        {
+            return KeyId::new(&pending.id);
+        }
+        let publish_at = now.saturating_add(self.lead_secs());
+        self.prepublish_planned(&plan, fresh, now, publish_at, lease)
+    }
+
+    /// See [`EtcdKeyring::rotate_now`].
+    pub(crate) fn rotate_now_planned(
+        &self,
+        plan: &Plan,
+        fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
+        alg: Algorithm,
+        now: i64,
+        lease: Option<i64>,
+    ) -> Result<KeyId> {
+        let key = fresh(KeyState::Active, now)?;
+        let id = key.id().clone();
+        let mut writes = Vec::new();
+        if let Some(active) = plan.active(alg) {
+            let mut old = active.clone();
+            old.state = KeyState::Inactive.name().into();
+            old.retired_time = now;
+            writes.push(Write::Update(old));
+        }
+        writes.push(Write::Create(self.new_record(&key)?));
+        self.commit(plan, writes, lease, &format!("rotating {alg} to {id} now"))?;
+        Ok(id)
+    }
+
+    pub(crate) fn prepublish_planned(
+        &self,
+        plan: &Plan,
+        fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
+        now: i64,
+        publish_at: i64,
+        lease: Option<i64>,
+    ) -> Result<KeyId> {
+        let earliest = now.saturating_add(self.lead_secs());
+        if publish_at < earliest {
+            return Err(Error::invalid(
+                "EtcdKeyring",
+                "publish_at",
+                format!(
+                    "{publish_at} is less than the lead time ({:?}) after now ({now}): every watcher must hold a key before it signs; expected {earliest} or later",
+                    self.settings.lead_time
+                ),
+            ));
+        }
+        let key = fresh(KeyState::Prepublished, now)?.with_publish_time(publish_at);
+        let id = key.id().clone();
+        let alg = key.algorithm();
+        self.commit(
+            plan,
+            vec![Write::Create(self.new_record(&key)?)],
+            lease,
+            &format!("prepublishing {alg} key {id} for {publish_at}"),
+        )?;
+        Ok(id)
+    }
+
+    pub(crate) fn promote_planned(
+        &self,
+        plan: &Plan,
+        kid: &str,
+        now: i64,
+        lease: Option<i64>,
+    ) -> Result<()> {
+        let k = plan.get(kid)?;
+        let state = KeyState::from_name(&k.state).unwrap_or(KeyState::Deprecated);
+        match state {
+            KeyState::Active => return Ok(()),
+            KeyState::Deprecated => {
+                return Err(Error::invalid(
+                    "EtcdKeyring",
+                    "state",
+                    format!("cannot promote {kid}: it is deprecated"),
+                ));
+            }
+            KeyState::Prepublished => {
+                let since = k.create_time.saturating_add(self.lead_secs());
+                if now < since {
+                    return Err(Error::invalid(
+                        "EtcdKeyring",
+                        "state",
+                        format!(
+                            "cannot promote {kid} before {since}: it was published at {} and may sign only after the lead time ({:?}), when every watcher holds it",
+                            k.create_time, self.settings.lead_time
+                        ),
+                    ));
+                }
+            }
+            KeyState::Inactive => {}
+        }
+        if k.wrapped.is_none() && k.material.as_slice().is_empty() {
+            return Err(Error::invalid(
+                "EtcdKeyring",
+                "state",
+                format!("cannot promote {kid}: it is a verify-only key without material"),
+            ));
+        }
+        let alg = Algorithm::from_name(&k.algorithm).unwrap_or(Algorithm::EdDsa);
+        let mut writes = Vec::new();
+        if let Some(active) = plan.active(alg) {
+            let mut old = active.clone();
+            old.state = KeyState::Inactive.name().into();
+            old.retired_time = now;
+            writes.push(Write::Update(old));
+        }
+        let mut new = k.clone();
+        new.state = KeyState::Active.name().into();
+        new.retired_time = 0;
+        writes.push(Write::Update(new));
+        self.commit(plan, writes, lease, &format!("promoting {kid}"))
+            .map(drop)
+    }
+
+    pub(crate) fn deprecate_planned(
+        &self,
+        plan: &Plan,
+        kid: &str,
+        now: i64,
+        lease: Option<i64>,
+    ) -> Result<()> {
+        let k = plan.get(kid)?;
+        if k.state == KeyState::Active.name() {
+            return Err(Error::invalid(
+                "EtcdKeyring",
+                "state",
+                format!("cannot deprecate {kid}: it is the active key; rotate first"),
+            ));
+        }
+        let mut new = k.clone();
+        if new.retired_time == 0 {
+            new.retired_time = now;
+        }
+        new.state = KeyState::Deprecated.name().into();
+        self.commit(
+            plan,
+            vec![Write::Update(new)],
+            lease,
+            &format!("deprecating {kid}"),
+        )
+        .map(drop)
+    }
+}
+
+fn generator(alg: Algorithm) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
+    move |state, now| RootKey::generate_for(alg, state, now)
+}
+
+impl EtcdKeyring {
+    /// Rotates the keys of `alg` the way a replicated keyring must: with no
+    /// active key of `alg`, a new key is active at once (nothing signs yet);
+    /// otherwise a successor is prepublished now and becomes active after the
+    /// lead time ([`EtcdKeyring::lead_time`]), when the rotator (or
+    /// [`EtcdKeyring::promote_due`]) promotes it, so every watcher holds it
+    /// before its first token. A successor already pending is returned as is.
+    /// Returns the new (or pending) key's ID. `KeyringConflict` when another
+    /// writer changed the keys first (nothing was written; call again).
+    pub fn rotate(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
+        self.shared().rotate(generator(alg), alg, now, None)
+    }
+
+    /// [`EtcdKeyring::rotate`] for RS256 with an RSA key of `size`.
+    pub fn rotate_rsa(&self, size: RsaKeySize, now: i64) -> Result<KeyId> {
+        self.shared().rotate(
+            move |state, now| RootKey::generate_rsa(size, state, now),
+            Algorithm::Rs256,
+            now,
+            None,
+        )
+    }
+
+    /// Replaces the active key of `alg` at once (one transaction: the new key
+    /// active, the old one inactive): for a first key, or to take a
+    /// compromised key out of signing now. Other processes sign with the new
+    /// key as soon as the watch brings it (well under a second on a healthy
+    /// cluster); a verifier that has not seen it yet waits for it (its key
+    /// wait, 1 s by default). Racing writers: one wins, the others get
+    /// `KeyringConflict`.
+    pub fn rotate_now(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.rotate_now_planned(&plan, generator(alg), alg, now, None)
+    }
+
+    /// Adds a new key of `alg` that becomes active at `publish_at`, which
+    /// must be at least the lead time after `now` (`InvalidArgument`
+    /// otherwise).
+    pub fn prepublish(&self, alg: Algorithm, now: i64, publish_at: i64) -> Result<KeyId> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.prepublish_planned(&plan, generator(alg), now, publish_at, None)
+    }
+
+    /// Makes `kid` the active key of its algorithm (the previous active key
+    /// becomes inactive), in one transaction. A prepublished key may be
+    /// promoted only once the lead time has passed since it was published.
+    pub fn promote(&self, kid: &str, now: i64) -> Result<()> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.promote_planned(&plan, kid, now, None)
+    }
+
+    /// Promotes every prepublished key whose publish time has come (earliest
+    /// first, each its own transaction); returns the IDs promoted.
+    pub fn promote_due(&self, now: i64) -> Result<Vec<KeyId>> {
+        let s = self.shared();
+        let mut done = Vec::new();
+        loop {
+            let plan = s.plan();
+            let mut due: Vec<(i64, String)> = plan
+                .keys
+                .values()
+                .map(|(_, k)| k)
+                .filter(|k| {
+                    k.state == KeyState::Prepublished.name()
+                        && k.publish_time <= now
+                        && !done.iter().any(|d: &KeyId| d.as_str() == k.id)
+                })
+                .map(|k| (k.publish_time, k.id.clone()))
+                .collect();
+            due.sort();
+            let Some((_, kid)) = due.into_iter().next() else {
+                return Ok(done);
+            };
+            s.promote_planned(&plan, &kid, now, None)?;
+            done.push(KeyId::new(&kid)?);
+        }
+    }
+
+    /// Deprecates `kid` (it leaves the JWKS and stops verifying everywhere).
+    /// The active key cannot be deprecated.
+    pub fn deprecate(&self, kid: &str, now: i64) -> Result<()> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.deprecate_planned(&plan, kid, now, None)
+    }
+
+    /// Removes `kid` from etcd. The active key cannot be removed.
+    pub fn remove(&self, kid: &str) -> Result<()> {
+        let s = self.shared();
+        let plan = s.plan();
+        let k = plan.get(kid)?;
+        if k.state == KeyState::Active.name() {
+            return Err(Error::invalid(
+                "EtcdKeyring",
+                "state",
+                format!("cannot remove {kid}: it is the active key; rotate first"),
+            ));
+        }
+        s.commit(
+            &plan,
+            vec![Write::Delete(kid.to_string())],
+            None,
+            &format!("removing {kid}"),
+        )
+        .map(drop)
+    }
+
+    /// Copies every key of `keyring` into an empty replicated keyring (one
+    /// transaction; `KeyringConflict` if the prefix already holds keys).
+    /// Each key's material is wrapped by this keyring's KEK. Keys without
+    /// material (verify-only) and keys held by an external signer are
+    /// refused: a replicated keyring holds only keys it can wrap. Returns
+    /// the number of keys copied.
+    pub fn import(&self, keyring: &Keyring) -> Result<usize> {
+        let s = self.shared();
+        let plan = s.plan();
+        if !plan.keys.is_empty() {
+            return Err(s.conflict(format!(
+                "the keyring at {} already holds {} keys; import copies into an empty one",
+                s.prefix,
+                plan.keys.len()
+            )));
+        }
+        let mut writes = Vec::new();
+        for info in keyring.keys() {
+            let Some(root) = keyring.root_key(info.kid.as_str()) else {
+                return Err(Error::invalid(
+                    "Keyring",
+                    "keys",
+                    format!(
+                        "key {} has no material here ({}): a replicated keyring holds only keys whose material it wraps",
+                        info.kid,
+                        info.external.as_deref().unwrap_or("verify-only")
+                    ),
+                ));
+            };
+            writes.push(Write::Create(s.new_record(&root)?));
+        }
+        let n = writes.len();
+        s.commit(&plan, writes, None, &format!("importing {n} keys"))?;
+        Ok(n)
+    }
+
+    /// A standalone copy of the keys (material included), e.g. to save as a
+    /// keystore file (`wid keyring migrate`). Changes to it stay local.
+    pub fn export(&self) -> Result<Keyring> {
+        let kr = self.keyring();
+        let keys = kr
+            .keys()
+            .iter()
+            .filter_map(|i| kr.root_key(i.kid.as_str()))
+            .collect::<Vec<_>>();
+        Keyring::from_keys(keys)
+    }
+}

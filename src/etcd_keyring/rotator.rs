@@ -1,0 +1,492 @@
+//! The elected rotator: one process of many runs the rotation policy.
+//!
+//! Election is an etcd lease and the `rotator` key: a candidate grants a
+//! lease and creates the key with it only if the key does not exist (one
+//! transaction); the winner keeps the lease alive. Every change the rotator
+//! writes carries a compare that the key is still held with its lease, so a
+//! rotator whose lease ran out (partitioned, paused) cannot write, whatever
+//! it believes; and it stops acting on its own once its last confirmed
+//! keep-alive is a lease TTL old (less a margin), before etcd can let
+//! another candidate win. A new rotator takes over at most a lease TTL plus
+//! one campaign interval after the old one went silent.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::view::ROTATOR;
+use super::{EtcdKeyring, Shared};
+use crate::error::{Error, Result};
+use crate::keyring::{KeyState, RootKey, RotationAction, RotationPolicy, plan_rotation};
+use crate::state::StoreError;
+use crate::state::etcd::record::{Header, b64, int64};
+
+/// How the rotator runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RotatorOptions {
+    /// The rotation policy.
+    pub policy: RotationPolicy,
+    /// The election lease's TTL (default 10 s; at least 2 s): how long a
+    /// silent rotator keeps others from taking over.
+    pub lease_ttl: Duration,
+    /// How often the rotator runs the policy, keeps its lease alive and (when
+    /// not elected) campaigns (default 1 s; at most a third of the TTL).
+    pub interval: Duration,
+    /// Who this candidate is, stored in the `rotator` key (default
+    /// `<hostname or "host">:<pid>`).
+    pub identity: String,
+}
+
+impl RotatorOptions {
+    /// Defaults for `policy`.
+    pub fn new(policy: RotationPolicy) -> RotatorOptions {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".into());
+        RotatorOptions {
+            policy,
+            lease_ttl: Duration::from_secs(10),
+            interval: Duration::from_secs(1),
+            identity: format!("{host}:{}", std::process::id()),
+        }
+    }
+
+    /// Sets the lease TTL.
+    pub fn lease_ttl(mut self, ttl: Duration) -> RotatorOptions {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Sets the interval.
+    pub fn interval(mut self, interval: Duration) -> RotatorOptions {
+        self.interval = interval;
+        self
+    }
+
+    /// Sets the identity.
+    pub fn identity(mut self, identity: &str) -> RotatorOptions {
+        self.identity = identity.to_string();
+        self
+    }
+}
+
+/// What a rotator has done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RotatorStats {
+    /// This process holds the rotator lease now.
+    pub elected: bool,
+    /// Elections won.
+    pub elections_won: u64,
+    /// Times this rotator stopped acting because its lease could have run
+    /// out (keep-alives unanswered for a TTL) or etcd said it had.
+    pub leases_lost: u64,
+    /// Policy actions committed.
+    pub actions: u64,
+    /// Policy actions that lost to another writer or failed (tried again on
+    /// the next round).
+    pub actions_failed: u64,
+    /// The last problem seen (never a secret).
+    pub last_error: Option<String>,
+}
+
+struct State {
+    shared: Arc<Shared>,
+    options: RotatorOptions,
+    stop: AtomicBool,
+    /// The lease held while elected (0: none).
+    lease: AtomicI64,
+    elections_won: AtomicU64,
+    leases_lost: AtomicU64,
+    actions: AtomicU64,
+    actions_failed: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    wake: (Mutex<()>, std::sync::Condvar),
+}
+
+/// A running rotator; dropping it (or [`Rotator::resign`]) stops it and
+/// gives up the lease, so another candidate can take over at once.
+pub struct Rotator {
+    state: Arc<State>,
+    thread: Option<JoinHandle<()>>,
+    // Keeps the keyring's watch running while the rotator lives.
+    _keyring: EtcdKeyring,
+}
+
+impl std::fmt::Debug for Rotator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rotator")
+            .field("identity", &self.state.options.identity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Granted {
+    #[serde(default, rename = "ID", deserialize_with = "int64")]
+    id: i64,
+    #[serde(default, rename = "TTL", deserialize_with = "int64")]
+    ttl: i64,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct KeptAlive {
+    #[serde(default)]
+    result: Option<Granted>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct TxnAnswer {
+    #[serde(default)]
+    #[allow(dead_code)]
+    header: Header,
+    #[serde(default)]
+    succeeded: bool,
+}
+
+impl State {
+    fn note(&self, what: String) {
+        log::warn!("keyring rotator {}: {what}", self.options.identity);
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(what);
+    }
+
+    fn sleep(&self, d: Duration) -> bool {
+        let guard = self.wake.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = self
+            .wake
+            .1
+            .wait_timeout_while(guard, d, |_| !self.stop.load(Ordering::Acquire))
+            .unwrap_or_else(PoisonError::into_inner);
+        self.stop.load(Ordering::Acquire) || self.shared.is_stopped()
+    }
+
+    fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> std::result::Result<String, StoreError> {
+        let client = &self.shared.client;
+        client.each_endpoint(|ep| client.post(ep, path, body))
+    }
+
+    fn grant(&self) -> std::result::Result<i64, StoreError> {
+        let ttl = self.options.lease_ttl.as_secs().max(2);
+        let text = self.post(
+            "/v3/lease/grant",
+            &serde_json::json!({"TTL": ttl.to_string()}),
+        )?;
+        let g: Granted = serde_json::from_str(&text)
+            .map_err(|e| StoreError::new(format!("malformed lease grant answer: {e}")))?;
+        match (g.error, g.id) {
+            (Some(e), _) => Err(StoreError::new(format!("lease grant refused: {e}"))),
+            (None, id) if id != 0 => Ok(id),
+            _ => Err(StoreError::new("the lease grant answer holds no lease ID")),
+        }
+    }
+
+    /// One keep-alive; the TTL etcd says is left (0 or less: the lease is gone).
+    fn keep_alive(&self, lease: i64) -> std::result::Result<i64, StoreError> {
+        let text = self.post(
+            "/v3/lease/keepalive",
+            &serde_json::json!({"ID": lease.to_string()}),
+        )?;
+        // The gateway streams: one JSON message per line; the first answers.
+        let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let k: KeptAlive = serde_json::from_str(line)
+            .map_err(|e| StoreError::new(format!("malformed keep-alive answer: {e}")))?;
+        if let Some(e) = k.error {
+            return Err(StoreError::new(format!(
+                "keep-alive refused: {}",
+                crate::error::truncate_for_message(&e.to_string())
+            )));
+        }
+        Ok(k.result.map_or(0, |g| g.ttl))
+    }
+
+    fn revoke(&self, lease: i64) {
+        let _ = self.post(
+            "/v3/lease/revoke",
+            &serde_json::json!({"ID": lease.to_string()}),
+        );
+    }
+
+    /// Creates the election key with `lease` if nobody holds it.
+    fn campaign(&self, lease: i64) -> std::result::Result<bool, StoreError> {
+        let key = b64(self.shared.key(ROTATOR));
+        let body = serde_json::json!({
+            "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+            "success": [{"request_put": {"key": key, "value": b64(&self.options.identity),
+                                          "lease": lease.to_string()}}],
+        });
+        let text = self.post("/v3/kv/txn", &body)?;
+        let a: TxnAnswer = serde_json::from_str(&text)
+            .map_err(|e| StoreError::new(format!("malformed txn answer: {e}")))?;
+        Ok(a.succeeded)
+    }
+
+    /// Gives up the election key (if still ours) and the lease.
+    fn resign(&self, lease: i64) {
+        let key = b64(self.shared.key(ROTATOR));
+        let body = serde_json::json!({
+            "compare": [{"key": key, "target": "LEASE", "result": "EQUAL", "lease": lease.to_string()}],
+            "success": [{"request_delete_range": {"key": key}}],
+        });
+        let _ = self.post("/v3/kv/txn", &body);
+        self.revoke(lease);
+    }
+
+    fn run(&self) {
+        let ttl = self.options.lease_ttl.max(Duration::from_secs(2));
+        let interval = self
+            .options
+            .interval
+            .clamp(Duration::from_millis(10), ttl / 3);
+        // Stop acting this long before the lease could run out at etcd.
+        let margin = interval + self.shared.client.config.timeout;
+        // While elected: when the lease could run out (counted from the
+        // moment the last answered keep-alive was sent).
+        let mut held_until: Option<Instant> = None;
+        loop {
+            let lease = self.lease.load(Ordering::Acquire);
+            if lease != 0 {
+                let sent = Instant::now();
+                match self.keep_alive(lease) {
+                    Ok(left) if left > 0 => {
+                        held_until = Some(sent + Duration::from_secs(left as u64));
+                    }
+                    Ok(_) => {
+                        self.lost(lease, "etcd says the lease has expired");
+                        held_until = None;
+                    }
+                    Err(e) => self.note(format!("keep-alive: {}", e.message)),
+                }
+                if let Some(until) = held_until {
+                    if Instant::now() + margin >= until {
+                        self.lost(
+                            lease,
+                            "keep-alives unanswered for most of the lease TTL; stepping down before etcd can elect another",
+                        );
+                        held_until = None;
+                    }
+                }
+                if self.lease.load(Ordering::Acquire) != 0 {
+                    self.act(lease);
+                }
+            } else {
+                match self.grant() {
+                    Ok(lease) => {
+                        let sent = Instant::now();
+                        match self.campaign(lease) {
+                            Ok(true) => {
+                                self.lease.store(lease, Ordering::Release);
+                                held_until = Some(sent + ttl);
+                                self.elections_won.fetch_add(1, Ordering::Relaxed);
+                                log::info!(
+                                    "keyring rotator {}: elected for {}",
+                                    self.options.identity,
+                                    self.shared.prefix
+                                );
+                                self.act(lease);
+                            }
+                            Ok(false) => self.revoke(lease),
+                            Err(e) => {
+                                self.revoke(lease);
+                                self.note(format!("campaign: {}", e.message));
+                            }
+                        }
+                    }
+                    Err(e) => self.note(format!("lease grant: {}", e.message)),
+                }
+            }
+            if self.sleep(interval) {
+                let lease = self.lease.swap(0, Ordering::AcqRel);
+                if lease != 0 {
+                    self.resign(lease);
+                }
+                return;
+            }
+        }
+    }
+
+    fn lost(&self, lease: i64, why: &str) {
+        if self.lease.swap(0, Ordering::AcqRel) == lease {
+            self.leases_lost.fetch_add(1, Ordering::Relaxed);
+            self.note(format!("lost the rotator lease: {why}"));
+        }
+    }
+
+    /// Runs the policy once, each action fenced by the lease.
+    fn act(&self, lease: i64) {
+        let s = &self.shared;
+        let now = crate::clock::unix_now();
+        let keys = s.keyring.keys();
+        let stood_down = !s.lock_view().stood_down.is_empty();
+        if stood_down {
+            // The copy is cut off: the rotator plans on nothing it cannot see.
+            return;
+        }
+        for action in plan_rotation(&keys, now, &self.options.policy) {
+            let plan = s.plan();
+            let done = match &action {
+                RotationAction::Rotate { algorithm } => {
+                    let alg = *algorithm;
+                    s.rotate_now_planned(
+                        &plan,
+                        move |state, now| RootKey::generate_for(alg, state, now),
+                        alg,
+                        now,
+                        Some(lease),
+                    )
+                    .map(drop)
+                }
+                RotationAction::Prepublish {
+                    algorithm,
+                    publish_at,
+                } => {
+                    let alg = *algorithm;
+                    let earliest = now.saturating_add(s.lead_secs());
+                    s.prepublish_planned(
+                        &plan,
+                        move |state, now| RootKey::generate_for(alg, state, now),
+                        now,
+                        (*publish_at).max(earliest),
+                        Some(lease),
+                    )
+                    .map(drop)
+                }
+                RotationAction::Promote { kid } => {
+                    let ready = keys.iter().any(|k| {
+                        k.kid == *kid
+                            && k.state == KeyState::Prepublished
+                            && k.create_time.saturating_add(s.lead_secs()) <= now
+                    });
+                    if !ready {
+                        continue;
+                    }
+                    s.promote_planned(&plan, kid.as_str(), now, Some(lease))
+                }
+                RotationAction::Deprecate { kid } => {
+                    s.deprecate_planned(&plan, kid.as_str(), now, Some(lease))
+                }
+            };
+            match done {
+                Ok(()) => {
+                    self.actions.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.actions_failed.fetch_add(1, Ordering::Relaxed);
+                    self.note(format!("{action:?}: {e}"));
+                    // The plan is stale: the next round plans again.
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl EtcdKeyring {
+    /// Starts a rotation candidate in this process: it campaigns for the
+    /// `rotator` key, and while elected runs `options.policy` every
+    /// interval (promotions wait for the lead time). Run one in every server
+    /// that may rotate; exactly one acts at a time.
+    pub fn start_rotator(&self, options: RotatorOptions) -> Result<Rotator> {
+        if options.identity.is_empty() {
+            return Err(Error::invalid(
+                "RotatorOptions",
+                "identity",
+                "is empty; expected a name for this candidate (host:pid)",
+            ));
+        }
+        let state = Arc::new(State {
+            shared: Arc::clone(self.shared()),
+            options,
+            stop: AtomicBool::new(false),
+            lease: AtomicI64::new(0),
+            elections_won: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
+            actions: AtomicU64::new(0),
+            actions_failed: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            wake: (Mutex::new(()), std::sync::Condvar::new()),
+        });
+        let s = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("wid-keyring-rotator".into())
+            .spawn(move || s.run())
+            .map_err(|source| Error::Io {
+                context: "starting the keyring rotator thread".into(),
+                source,
+            })?;
+        Ok(Rotator {
+            state,
+            thread: Some(thread),
+            _keyring: self.clone(),
+        })
+    }
+}
+
+impl Rotator {
+    /// Whether this candidate is the elected rotator now.
+    pub fn is_elected(&self) -> bool {
+        self.state.lease.load(Ordering::Acquire) != 0
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> RotatorStats {
+        let s = &self.state;
+        RotatorStats {
+            elected: self.is_elected(),
+            elections_won: s.elections_won.load(Ordering::Relaxed),
+            leases_lost: s.leases_lost.load(Ordering::Relaxed),
+            actions: s.actions.load(Ordering::Relaxed),
+            actions_failed: s.actions_failed.load(Ordering::Relaxed),
+            last_error: s
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        }
+    }
+
+    /// Stops the rotator and gives up the election (another candidate can
+    /// win at once).
+    pub fn resign(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.state.stop.store(true, Ordering::Release);
+        {
+            let _g = self
+                .state
+                .wake
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.state.wake.1.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Rotator {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}

@@ -1,0 +1,195 @@
+//! A keyring that follows keys kept elsewhere (an etcd prefix, see
+//! `crate::EtcdKeyring`): the whole set is replaced at once with what the
+//! source holds, reusing the derived key pairs of keys it already has, so a
+//! state change costs a map update and never re-derives (or re-unwraps) a
+//! key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::keystore::{KEYSTORE_PLAINTEXT_VERSION, StoredKey, entry_of, stored_key};
+use super::{Algorithm, Inner, KeyId, KeyMaterial, KeyState, Keyring, Meta, Slot};
+use crate::error::{Error, Result};
+
+fn bad(field: &str, why: String) -> Error {
+    Error::invalid("replicated keyring", field, why)
+}
+
+fn known_id(k: &StoredKey) -> Result<KeyId> {
+    KeyId::new(&k.id).map_err(|e| bad("ID", e.to_string()))
+}
+
+fn known_meta(k: &StoredKey) -> Result<Meta> {
+    let state = KeyState::from_name(&k.state).ok_or_else(|| {
+        bad(
+            "State",
+            format!(
+                "unknown key state {:?} for key {:?}",
+                crate::error::truncate_for_message(&k.state),
+                crate::error::truncate_for_message(&k.id)
+            ),
+        )
+    })?;
+    Ok(Meta {
+        state,
+        create_time: k.create_time,
+        publish_time: k.publish_time,
+        retired_time: k.retired_time,
+    })
+}
+
+/// The stored algorithm name of `id` among `keys`.
+fn stored_alg<'a>(keys: &'a [ReplicaKey], id: &KeyId) -> &'a str {
+    keys.iter()
+        .find(|k| k.stored.id == id.as_str())
+        .map_or("", |k| k.stored.algorithm.as_str())
+}
+
+/// One key of a replicated keyring, as its source stores it.
+pub(crate) struct ReplicaKey {
+    /// The stored key: state and times always; the material in plaintext
+    /// only when `known` is false.
+    pub(crate) stored: StoredKey,
+    /// The keyring already holds this key with this material (the source's
+    /// wrapped bytes did not change): only its state and times are taken.
+    pub(crate) known: bool,
+}
+
+impl Keyring {
+    /// Replaces every key with `keys`, all at once: a key not among them is
+    /// removed, a known one keeps its key pair and takes the stored state and
+    /// times, a new one is built (and checked: its material must make its
+    /// stored public key). All or nothing: a bad key, a known key this
+    /// keyring does not hold, or two active keys of one algorithm leave the
+    /// keyring as it was.
+    pub(crate) fn replace_with_replica(&self, keys: &[ReplicaKey]) -> Result<()> {
+        // Build the new entries outside the lock; derivation is the costly part.
+        let mut fresh = HashMap::new();
+        let mut metas = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let (id, meta) = if k.known {
+                (known_id(&k.stored)?, known_meta(&k.stored)?)
+            } else {
+                let (entry, meta) = entry_of(KEYSTORE_PLAINTEXT_VERSION, i, &k.stored)?;
+                let id = entry.id.clone();
+                fresh.insert(id.clone(), entry);
+                (id, meta)
+            };
+            metas.push((id, meta, k.known));
+        }
+        {
+            let mut inner = self.write();
+            let mut next = Inner::default();
+            for (id, meta, known) in metas {
+                let entry = if known {
+                    match inner.keys.get(&id) {
+                        Some(slot) if slot.entry.algorithm().name() == stored_alg(keys, &id) => {
+                            Arc::clone(&slot.entry)
+                        }
+                        _ => {
+                            return Err(Error::invalid(
+                                "replicated keyring",
+                                "keys",
+                                format!(
+                                    "key {id} was marked known but this keyring does not hold it with that algorithm"
+                                ),
+                            ));
+                        }
+                    }
+                } else {
+                    match fresh.remove(&id) {
+                        Some(e) => Arc::new(e),
+                        None => {
+                            return Err(Error::DuplicateKey {
+                                kid: id.to_string(),
+                            });
+                        }
+                    }
+                };
+                if next.keys.contains_key(&id) {
+                    return Err(Error::DuplicateKey {
+                        kid: id.to_string(),
+                    });
+                }
+                if meta.state.signs_or_will() && !entry.can_sign() {
+                    return Err(Error::invalid(
+                        "replicated keyring",
+                        "State",
+                        format!(
+                            "key {id} is {} but has no private material",
+                            meta.state.name()
+                        ),
+                    ));
+                }
+                let alg = entry.algorithm();
+                if meta.state == KeyState::Active {
+                    if let Some(other) = &next.active[alg.index()] {
+                        return Err(Error::invalid(
+                            "replicated keyring",
+                            "State",
+                            format!("two active {alg} keys: {other} and {id}"),
+                        ));
+                    }
+                    next.active[alg.index()] = Some(id.clone());
+                }
+                next.keys.insert(id, Slot { entry, meta });
+            }
+            *inner = next;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Whether this keyring holds `kid` with exactly this public key (so a
+    /// record naming it can be taken as known).
+    pub(crate) fn holds_with_public(&self, kid: &str, public: &[u8]) -> bool {
+        self.read()
+            .keys
+            .get(kid)
+            .is_some_and(|s| s.entry.public_key().to_bytes() == public)
+    }
+
+    /// The stored form of `kid` (plaintext material, if held), for a writer
+    /// that wraps it and puts it into the source.
+    pub(crate) fn stored_key_of(&self, kid: &str) -> Option<StoredKey> {
+        let inner = self.read();
+        let slot = inner.keys.get(kid)?;
+        let material: Option<KeyMaterial> = slot.entry.secret.as_ref().map(|s| s.material.clone());
+        Some(stored_key(&slot.info(), material.as_ref()))
+    }
+
+    /// Stops signing with the active key of `alg` here (it becomes inactive
+    /// in this process only): a replica cut off from its source past the
+    /// key's planned end must not go on signing with a key its source may
+    /// long have replaced. `false` when no key of `alg` was active.
+    pub(crate) fn stand_down(&self, alg: Algorithm, now: i64) -> bool {
+        let stood_down = {
+            let mut inner = self.write();
+            match inner.active[alg.index()].take() {
+                Some(id) => {
+                    if let Some(slot) = inner.keys.get_mut(&id) {
+                        slot.meta.state = KeyState::Inactive;
+                        slot.meta.retired_time = now;
+                    }
+                    true
+                }
+                None => false,
+            }
+        };
+        if stood_down {
+            self.changed();
+        }
+        stood_down
+    }
+
+    /// Marks this keyring as holding keys wrapped by the KEK (`kind`,
+    /// `kek_id`): [`Keyring::save`] then refuses to write them in plaintext.
+    pub(crate) fn mark_wrapped_by(&self, kind: &str, kek_id: &str) {
+        *self
+            .shared
+            .wrapped_by
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((kind.to_string(), kek_id.to_string()));
+    }
+}
