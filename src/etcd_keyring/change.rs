@@ -422,6 +422,16 @@ impl EtcdKeyring {
         s.rotate_now_planned(&plan, generator(alg), alg, now, None)
     }
 
+    /// [`EtcdKeyring::rotate_now`] fenced by an etcd lease: the change holds
+    /// only while the `rotator` key is held with `lease` (for a caller that
+    /// runs its own election on that key; [`super::Rotator`] fences every
+    /// change this way). `KeyringConflict` when the lease no longer holds it.
+    pub fn rotate_now_fenced(&self, alg: Algorithm, now: i64, lease: i64) -> Result<KeyId> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.rotate_now_planned(&plan, generator(alg), alg, now, Some(lease))
+    }
+
     /// Adds a new key of `alg` that becomes active at `publish_at`, which
     /// must be at least the lead time after `now` (`InvalidArgument`
     /// otherwise).

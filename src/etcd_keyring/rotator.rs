@@ -255,8 +255,10 @@ impl State {
             .options
             .interval
             .clamp(Duration::from_millis(10), ttl / 3);
-        // Stop acting this long before the lease could run out at etcd.
-        let margin = interval + self.shared.client.config.timeout;
+        // Stop acting this long before the lease could run out at etcd (the
+        // lease compare fences every write regardless; this keeps a rotator
+        // that cannot renew from even trying).
+        let margin = interval;
         // While elected: when the lease could run out (counted from the
         // moment the last answered keep-alive was sent).
         let mut held_until: Option<Instant> = None;
