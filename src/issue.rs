@@ -240,23 +240,27 @@ impl Issuer {
     ) -> Result<SignedIdentity> {
         req.validate()?;
         let workload = req.workload()?;
-        let key = self.keyring.active_for(algorithm)?;
-        let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
-        let typ = match &req.proof_key {
-            None => jwt::TokenType::Jwt,
-            Some(proof_key) => {
-                self.make_wit(req, proof_key, &mut claims, now)?;
-                jwt::TokenType::Wit
-            }
-        };
-        let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
-            reason: format!("cannot encode claims: {e}"),
-        })?;
-        let token = jwt::encode_typed(&key, typ, &json)?;
-        Ok(SignedIdentity {
-            token,
-            claims,
-            kid: key.id().clone(),
+        // The key is borrowed, not cloned: signers on other threads share it,
+        // and a lock or a reference count written on every signature would
+        // be a cache line moving between their cores (issue 27).
+        self.keyring.with_active(algorithm, |key| {
+            let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
+            let typ = match &req.proof_key {
+                None => jwt::TokenType::Jwt,
+                Some(proof_key) => {
+                    self.make_wit(req, proof_key, &mut claims, now)?;
+                    jwt::TokenType::Wit
+                }
+            };
+            let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
+                reason: format!("cannot encode claims: {e}"),
+            })?;
+            let token = jwt::encode_typed(key, typ, &json)?;
+            Ok(SignedIdentity {
+                token,
+                claims,
+                kid: key.id().clone(),
+            })
         })
     }
 

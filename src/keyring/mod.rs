@@ -10,6 +10,7 @@
 //! never per signature — and lookups by key ID are a single hash-map probe
 //! whatever the number of keys.
 
+mod active_cache;
 mod algorithm;
 mod external;
 mod jwks;
@@ -44,16 +45,16 @@ pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
 };
+#[cfg(feature = "etcd")]
+pub(crate) use keystore::{StoredKey, stored_aad};
 pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
 pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
+#[cfg(feature = "etcd")]
+pub(crate) use replica::ReplicaKey;
 pub use root_key::{
     HKDF_V1_SALT, KeyDerivation, KeyMaterial, KeyState, MATERIAL_LEN, MAX_PKCS8_LEN, RootKey,
 };
-#[cfg(feature = "etcd")]
-pub(crate) use keystore::{StoredKey, stored_aad};
-#[cfg(feature = "etcd")]
-pub(crate) use replica::ReplicaKey;
 pub use signer::HKDF_P256_SALT;
 use signer::Signer;
 
@@ -126,6 +127,9 @@ struct Shared {
     /// Bumped whenever the keys may change (every write lock taken): a reader
     /// that saw the same generation before and after knows no key changed.
     generation: AtomicU64,
+    /// The active keys as signers read them, without a shared write (see
+    /// `active_cache`); emptied by every write.
+    active_cache: active_cache::ActiveCache,
     /// Called when a verifier looks up a key ID this keyring does not hold.
     unknown_key_hook: RwLock<Option<UnknownKeyHook>>,
     /// The KEK (kind, ID) of the wrapped keystore this keyring was loaded
@@ -538,6 +542,7 @@ impl Keyring {
                 changes: Mutex::new(0),
                 changed_cv: Condvar::new(),
                 generation: AtomicU64::new(1),
+                active_cache: Default::default(),
                 unknown_key_hook: RwLock::new(None),
                 wrapped_by: Mutex::new(None),
             }),
@@ -570,6 +575,7 @@ impl Keyring {
         // Bumped with the lock held and before any change: a reader that
         // loads the new value and then takes the read lock sees the change.
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        self.shared.active_cache.clear();
         guard
     }
 
@@ -854,23 +860,9 @@ impl Keyring {
 
     /// The active key of `alg`, or `NoActiveKey`.
     pub fn active_for(&self, alg: Algorithm) -> Result<ActiveKey> {
-        let inner = self.read();
-        let entry = inner.active[alg.index()]
-            .as_ref()
-            .and_then(|id| inner.keys.get(id))
-            .map(|s| &s.entry)
-            .ok_or(Error::NoActiveKey { algorithm: alg })?;
-        // Insertion refuses an active key that cannot sign, so one of these
-        // is always `Some`; if it ever were not, there is nothing to sign with.
-        let signing = match (&entry.secret, &entry.external) {
-            (Some(secret), _) => Signing::Local(Arc::clone(secret)),
-            (None, Some(external)) => Signing::External(Arc::clone(external)),
-            (None, None) => return Err(Error::NoActiveKey { algorithm: alg }),
-        };
-        Ok(ActiveKey {
-            entry: Arc::clone(entry),
-            signing,
-        })
+        // Insertion refuses an active key that cannot sign; if one ever could
+        // not, there is nothing to sign with and this is `NoActiveKey`.
+        self.with_active(alg, |key| Ok(key.clone()))
     }
 
     /// The key `kid` if it verifies (active, prepublished or inactive); one hash
