@@ -193,3 +193,120 @@ impl Keyring {
             Some((kind.to_string(), kek_id.to_string()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyring::RootKey;
+
+    fn stored(kr: &Keyring, kid: &KeyId) -> StoredKey {
+        kr.stored_key_of(kid.as_str()).unwrap()
+    }
+
+    fn with_state(mut k: StoredKey, state: KeyState, known: bool) -> ReplicaKey {
+        k.state = state.name().into();
+        if known {
+            k.material = crate::codec::Bin::default();
+        }
+        ReplicaKey { stored: k, known }
+    }
+
+    fn entry_ptr(kr: &Keyring, kid: &KeyId) -> *const super::super::KeyEntry {
+        Arc::as_ptr(&kr.read().keys.get(kid).unwrap().entry)
+    }
+
+    #[test]
+    fn a_replica_takes_states_from_the_source_and_reuses_known_keys() {
+        let now = 1_700_000_000;
+        let source = Keyring::new();
+        let a = source.rotate(now).unwrap();
+        let b = source.rotate_alg(Algorithm::Es256, now).unwrap();
+        let replica = Keyring::new();
+        replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Active, false),
+                with_state(stored(&source, &b), KeyState::Active, false),
+            ])
+            .unwrap();
+        assert_eq!(replica.active_id(), Some(a.clone()));
+        assert_eq!(replica.active_id_for(Algorithm::Es256), Some(b.clone()));
+        let before = entry_ptr(&replica, &a);
+        // A state change of a known key: the key pair is kept, not rebuilt.
+        replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Inactive, true),
+                with_state(stored(&source, &b), KeyState::Active, true),
+            ])
+            .unwrap();
+        assert_eq!(entry_ptr(&replica, &a), before);
+        assert_eq!(replica.active_id(), None);
+        assert_eq!(
+            replica.key_info(a.as_str()).unwrap().state,
+            KeyState::Inactive
+        );
+        // A key the source no longer holds leaves.
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &b), KeyState::Active, true)])
+            .unwrap();
+        assert!(replica.key_info(a.as_str()).is_none());
+        assert_eq!(replica.len(), 1);
+    }
+
+    #[test]
+    fn a_replica_refuses_what_is_not_a_keyring_and_stays_as_it_was() {
+        let now = 1_700_000_000;
+        let source = Keyring::new();
+        let a = source.rotate(now).unwrap();
+        let b = source.rotate(now + 1).unwrap();
+        let replica = Keyring::new();
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &a), KeyState::Active, false)])
+            .unwrap();
+        // Two active EdDSA keys.
+        let e = replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Active, true),
+                with_state(stored(&source, &b), KeyState::Active, false),
+            ])
+            .unwrap_err();
+        assert!(e.to_string().contains("two active EdDSA keys"), "{e}");
+        // "Known" but not held here.
+        let e = replica
+            .replace_with_replica(&[with_state(stored(&source, &b), KeyState::Active, true)])
+            .unwrap_err();
+        assert!(e.to_string().contains("does not hold it"), "{e}");
+        // Material that does not make the stored public key.
+        let mut forged = stored(&source, &b);
+        forged.public_key = stored(&source, &a).public_key;
+        let e = replica
+            .replace_with_replica(&[with_state(forged, KeyState::Inactive, false)])
+            .unwrap_err();
+        assert!(e.to_string().contains("PublicKey"), "{e}");
+        assert_eq!(replica.active_id(), Some(a.clone()));
+        assert_eq!(replica.len(), 1);
+    }
+
+    #[test]
+    fn standing_down_stops_signing_until_the_source_says_otherwise() {
+        let now = 1_700_000_000;
+        let source =
+            Keyring::from_keys([RootKey::generate(KeyState::Active, now).unwrap()]).unwrap();
+        let a = source.active_id().unwrap();
+        let replica = Keyring::new();
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &a), KeyState::Active, false)])
+            .unwrap();
+        assert!(replica.stand_down(Algorithm::EdDsa, now + 5));
+        assert!(!replica.stand_down(Algorithm::EdDsa, now + 5));
+        assert_eq!(
+            replica.active().unwrap_err().code(),
+            crate::ResultCode::NoActiveKey
+        );
+        // It still verifies.
+        assert!(replica.verifying_key(a.as_str()).is_some());
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &a), KeyState::Active, true)])
+            .unwrap();
+        assert!(replica.active().is_ok());
+    }
+}
