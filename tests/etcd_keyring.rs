@@ -63,10 +63,18 @@ fn token(issuer: &Issuer, now: i64) -> String {
 
 #[test]
 fn keys_replicate_wrapped_and_changes_are_linearizable() {
-    let cluster = Cluster::start(Options::new(Security::Plain));
+    // Over mutual TLS with etcd's user auth, as production runs it.
+    let cluster = Cluster::start(Options::new(Security::MutualTls));
+    cluster.enable_auth();
     let prefix = "/wid-test/keyring-a/";
-    let a = open(cluster.config(0, &[0, 1, 2]), prefix);
-    let b = open(cluster.config(1, &[1, 2, 0]), prefix);
+    let a = open(
+        cluster.config(0, &[0, 1, 2]).credentials("wid", "wid-pw"),
+        prefix,
+    );
+    let b = open(
+        cluster.config(1, &[1, 2, 0]).credentials("wid", "wid-pw"),
+        prefix,
+    );
     let now = unix_now();
 
     // The first key is active at once; the other process has it.
@@ -149,6 +157,21 @@ fn keys_replicate_wrapped_and_changes_are_linearizable() {
         b.stats()
     );
     assert!(a.stats().since_proven.is_some());
+
+    // Elections work under auth too (leases, the fenced election key).
+    let rotator = a
+        .start_rotator(
+            RotatorOptions::new(RotationPolicy::new(None))
+                .lease_ttl(Duration::from_secs(3))
+                .interval(Duration::from_millis(100)),
+        )
+        .unwrap();
+    eventually(
+        "a rotator is elected under auth",
+        Duration::from_secs(60),
+        || rotator.is_elected(),
+    );
+    assert_eq!(rotator.stats().last_error, None);
 }
 
 #[test]
