@@ -341,7 +341,10 @@ fn racing_rotations_leave_one_active_key() {
         let active = procs[0].keyring().active_id().unwrap().to_string();
         assert!(winners.contains(&&active), "{active} not among {winners:?}");
         for p in &procs {
-            assert_eq!(actives(&p.keyring(), Algorithm::EdDsa), [active.clone()]);
+            assert_eq!(
+                actives(&p.keyring(), Algorithm::EdDsa),
+                std::slice::from_ref(&active)
+            );
         }
     }
     assert!(

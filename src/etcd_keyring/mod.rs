@@ -1,51 +1,5 @@
-//! A keyring replicated through etcd (cargo feature `etcd`): every issuer and
-//! verifier of a cluster of servers holds the same keys, changes are
-//! linearizable etcd transactions, and one elected rotator runs the rotation
-//! policy.
-//!
-//! # Layout (a fixed contract, DESIGN.md "Replicated keyring on etcd")
-//!
-//! Under the prefix (default [`DEFAULT_PREFIX`]):
-//!
-//! * `keys/<key id>`: one key, as the keystore body's per-key map (msgpack,
-//!   codec names: `ID`, `Algorithm`, `State`, `CreateTime`, `PublishTime`,
-//!   `RetiredTime`, `PublicKey`, `Derivation`, `Material`, `Wrapped`), its
-//!   material always in `Wrapped` (wrapped by the [`KeyWrapper`], with
-//!   [`crate::associated_data`]) unless the plaintext opt-in was named;
-//! * `wrapping`: the body's `Wrapping` map (`Kind`, `KekID`) naming the KEK;
-//! * `rotator`: the election key, held with an etcd lease by the elected
-//!   rotator ([`Rotator`]).
-//!
-//! # How it behaves
-//!
-//! [`EtcdKeyring::open`] lists the prefix with one linearizable read, unwraps
-//! every key, and from then on a watch feeds every change into an ordinary
-//! [`Keyring`] ([`EtcdKeyring::keyring`]): the issuer, verifier, cache and C
-//! ABI use it as they use any keyring, and signing and verifying never wait on
-//! etcd. A second thread proves the copy current (one linearizable read per
-//! check interval: nothing under the prefix changed after the copy's
-//! revision), so [`EtcdKeyringStats`] can say how far behind it may be.
-//!
-//! Every change ([`EtcdKeyring::rotate`], [`EtcdKeyring::prepublish`],
-//! [`EtcdKeyring::promote`], [`EtcdKeyring::deprecate`],
-//! [`EtcdKeyring::remove`], ...) is planned on the local copy at its revision
-//! and written as one transaction whose compare says nothing under `keys/`
-//! changed after that revision (and that every key it rewrites is still the
-//! one it read): two processes racing leave one winner, and the loser gets
-//! `KeyringConflict` and may plan again. A key signs only after every
-//! watcher can have seen it: [`EtcdKeyring::rotate`] prepublishes the
-//! successor for at least the lead time ([`EtcdKeyringBuilder::lead_time`],
-//! never less than the watchers' lag bound) and only then is it promoted.
-//!
-//! Cut off from etcd, the copy keeps signing with the active key it knows
-//! until that key's planned end (its signing start plus the rotation
-//! threshold of [`EtcdKeyringBuilder::rotation_policy`]); past it the key
-//! stops signing here (`NoActiveKey`) until etcd answers again. Verifying
-//! with known keys never stops. Both are counted and logged.
-//!
-//! The local [`Keyring`] handle must not be changed directly (its `rotate`,
-//! `insert` and so on change only this process's copy, and the next change
-//! from etcd replaces them): change keys through this type.
+//! The replicated keyring: [`EtcdKeyring`] (see its docs for the layout
+//! and the guarantees).
 
 mod change;
 mod rotator;
@@ -71,8 +25,56 @@ pub const DEFAULT_PREFIX: &str = "/workload-identity/keyring/";
 /// Longest setting accepted; longer ones saturate here.
 const LONGEST: Duration = Duration::from_secs(24 * 3600);
 
-/// A keyring replicated through etcd: see the [module docs](self). Cheap to
-/// clone; the watch stops when the last clone is dropped.
+/// A keyring replicated through etcd (cargo feature `etcd`): every issuer and
+/// verifier of a cluster of servers holds the same keys, changes are
+/// linearizable etcd transactions, and one elected rotator runs the rotation
+/// policy.
+///
+/// # Layout (a fixed contract, DESIGN.md "Replicated keyring on etcd")
+///
+/// Under the prefix (default [`DEFAULT_PREFIX`]):
+///
+/// * `keys/<key id>`: one key, as the keystore body's per-key map (msgpack,
+///   codec names: `ID`, `Algorithm`, `State`, `CreateTime`, `PublishTime`,
+///   `RetiredTime`, `PublicKey`, `Derivation`, `Material`, `Wrapped`), its
+///   material always in `Wrapped` (wrapped by the [`KeyWrapper`], with
+///   [`crate::associated_data`]) unless the plaintext opt-in was named;
+/// * `wrapping`: the body's `Wrapping` map (`Kind`, `KekID`) naming the KEK;
+/// * `rotator`: the election key, held with an etcd lease by the elected
+///   rotator ([`Rotator`]).
+///
+/// # How it behaves
+///
+/// [`EtcdKeyringBuilder::open`] lists the prefix with one linearizable read, unwraps
+/// every key, and from then on a watch feeds every change into an ordinary
+/// [`Keyring`] ([`EtcdKeyring::keyring`]): the issuer, verifier, cache and C
+/// ABI use it as they use any keyring, and signing and verifying never wait on
+/// etcd. A second thread proves the copy current (one linearizable read per
+/// check interval: nothing under the prefix changed after the copy's
+/// revision), so [`EtcdKeyringStats`] can say how far behind it may be.
+///
+/// Every change ([`EtcdKeyring::rotate`], [`EtcdKeyring::prepublish`],
+/// [`EtcdKeyring::promote`], [`EtcdKeyring::deprecate`],
+/// [`EtcdKeyring::remove`], ...) is planned on the local copy at its revision
+/// and written as one transaction whose compare says nothing under `keys/`
+/// changed after that revision (and that every key it rewrites is still the
+/// one it read): two processes racing leave one winner, and the loser gets
+/// `KeyringConflict` and may plan again. A key signs only after every
+/// watcher can have seen it: [`EtcdKeyring::rotate`] prepublishes the
+/// successor for at least the lead time ([`EtcdKeyringBuilder::lead_time`],
+/// never less than the watchers' lag bound) and only then is it promoted.
+///
+/// Cut off from etcd, the copy keeps signing with the active key it knows
+/// until that key's planned end (its signing start plus the rotation
+/// threshold of [`EtcdKeyringBuilder::rotation_policy`]); past it the key
+/// stops signing here (`NoActiveKey`) until etcd answers again. Verifying
+/// with known keys never stops. Both are counted and logged.
+///
+/// The local [`Keyring`] handle must not be changed directly (its `rotate`,
+/// `insert` and so on change only this process's copy, and the next change
+/// from etcd replaces them): change keys through this type.
+///
+/// Cheap to clone; the watch stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct EtcdKeyring {
     inner: Arc<Owner>,
