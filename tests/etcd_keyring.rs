@@ -36,6 +36,34 @@ fn kek() -> Arc<dyn KeyWrapper> {
     Arc::new(KekFile::from_bytes(&[7u8; 32]).unwrap())
 }
 
+/// The test KEK, counting the keys it unwraps.
+#[derive(Debug)]
+struct CountingKek {
+    inner: KekFile,
+    unwrapped: std::sync::atomic::AtomicUsize,
+}
+
+impl KeyWrapper for CountingKek {
+    fn kind(&self) -> &str {
+        self.inner.kind()
+    }
+    fn kek_id(&self) -> &str {
+        KeyWrapper::kek_id(&self.inner)
+    }
+    fn wrap(&self, material: &[u8], aad: &[u8]) -> Result<Vec<u8>, workload_identity::Error> {
+        self.inner.wrap(material, aad)
+    }
+    fn unwrap(
+        &self,
+        wrapped: &[u8],
+        aad: &[u8],
+    ) -> Result<zeroize::Zeroizing<Vec<u8>>, workload_identity::Error> {
+        self.unwrapped
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.unwrap(wrapped, aad)
+    }
+}
+
 fn open(config: EtcdConfig, prefix: &str) -> EtcdKeyring {
     EtcdKeyring::builder(config)
         .prefix(prefix)
@@ -71,10 +99,18 @@ fn keys_replicate_wrapped_and_changes_are_linearizable() {
         cluster.config(0, &[0, 1, 2]).credentials("wid", "wid-pw"),
         prefix,
     );
-    let b = open(
-        cluster.config(1, &[1, 2, 0]).credentials("wid", "wid-pw"),
-        prefix,
-    );
+    let counting = Arc::new(CountingKek {
+        inner: KekFile::from_bytes(&[7u8; 32]).unwrap(),
+        unwrapped: Default::default(),
+    });
+    let b = EtcdKeyring::builder(cluster.config(1, &[1, 2, 0]).credentials("wid", "wid-pw"))
+        .prefix(prefix)
+        .wrapper(counting.clone())
+        .max_lag(Duration::from_millis(400))
+        .lead_time(Duration::from_secs(1))
+        .open()
+        .unwrap();
+    let unwraps = || counting.unwrapped.load(std::sync::atomic::Ordering::SeqCst);
     let now = unix_now();
 
     // The first key is active at once; the other process has it.
@@ -116,7 +152,13 @@ fn keys_replicate_wrapped_and_changes_are_linearizable() {
     // Rotating again returns the pending successor.
     assert_eq!(a.rotate(Algorithm::EdDsa, now).unwrap(), next);
     let later = now + 2;
+    eventually("b sees the successor", Duration::from_secs(30), || {
+        b.keyring().key_info(next.as_str()).is_some()
+    });
+    // Each key was unwrapped once; state changes reuse the key pair.
+    assert_eq!(unwraps(), 2);
     assert_eq!(b.promote_due(later).unwrap(), vec![next.clone()]);
+    assert_eq!(unwraps(), 2, "a promotion unwrapped keys again");
     eventually("a sees the promotion", Duration::from_secs(30), || {
         a.keyring().active_id() == Some(next.clone())
     });

@@ -44,8 +44,9 @@ pub(crate) struct View {
     pub(crate) revision: i64,
     /// Every record under the prefix, by suffix.
     pub(crate) entries: BTreeMap<String, Entry>,
-    /// For each key the keyring holds: the digest of the record value its
-    /// material came from (a changed value is unwrapped again).
+    /// For each key the keyring holds: the digest of the record's key pair
+    /// fields ([`key_digest`]); a record whose material changed is unwrapped
+    /// again.
     unwrapped: HashMap<String, [u8; 32]>,
     pub(crate) proven_at: Option<Instant>,
     pub(crate) stood_down: Vec<Algorithm>,
@@ -78,8 +79,22 @@ impl View {
     }
 }
 
-fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+/// What makes a key pair: its algorithm, derivation, public key and (wrapped)
+/// material. A record whose state or times change keeps its digest, so the
+/// keyring keeps the key pair without unwrapping it again.
+fn key_digest(k: &StoredKey) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for part in [
+        k.algorithm.as_bytes(),
+        k.derivation.as_bytes(),
+        k.public_key.as_slice(),
+        k.material.as_slice(),
+        k.wrapped.as_ref().map_or(&[][..], Bin::as_slice),
+    ] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    h.finalize().into()
 }
 
 #[derive(Deserialize)]
@@ -250,7 +265,7 @@ pub(crate) fn sync(shared: &Shared, view: &mut View) -> Result<()> {
             ));
             continue;
         }
-        let dig = digest(&entry.value);
+        let dig = key_digest(&k);
         let known = view.unwrapped.get(kid) == Some(&dig)
             && shared
                 .keyring
