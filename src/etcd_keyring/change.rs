@@ -190,14 +190,14 @@ impl Shared {
         let body = serde_json::json!({"compare": compare, "success": success});
         let (succeeded, revision) = txn(self, &body)?;
         if !succeeded {
+            let or_lease = if lease.is_some() {
+                " or this rotator no longer holds its lease"
+            } else {
+                ""
+            };
             return Err(self.conflict(format!(
-                "{what}: {}; nothing was written — plan again from the current keys",
-                if lease.is_some() {
-                    "the keys changed after revision {} or this rotator no longer holds its lease"
-                        .replace("{}", &plan.revision.to_string())
-                } else {
-                    format!("the keys changed after revision {}", plan.revision)
-                }
+                "{what}: the keys changed after revision {}{or_lease}; nothing was written — plan again from the current keys",
+                plan.revision
             )));
         }
         Counters::bump(&self.counters.commits);
