@@ -17,7 +17,7 @@ use crate::keyring::{
     Algorithm, KeyId, KeyState, Keyring, RootKey, RsaKeySize, StoredKey, stored_aad,
 };
 use crate::state::StoreError;
-use crate::state::etcd::record::{Header, b64, prefix_end};
+use crate::state::etcd::record::{Header, b64, prefix_end, unb64};
 
 /// The keys as the copy held them when a change was planned.
 pub(crate) struct Plan {
@@ -27,7 +27,7 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    fn active(&self, alg: Algorithm) -> Option<&StoredKey> {
+    pub(crate) fn active(&self, alg: Algorithm) -> Option<&StoredKey> {
         self.keys
             .values()
             .map(|(_, k)| k)
@@ -63,7 +63,8 @@ struct TxnAnswer {
     succeeded: bool,
 }
 
-/// Writes the `wrapping` record if there is none yet.
+/// Writes the `wrapping` record if there is none yet (whoever wrote it
+/// first, the caller lists again and checks it names this KEK).
 pub(crate) fn create_wrapping(shared: &Shared, wrapper: &dyn KeyWrapper) -> Result<()> {
     let value = codec::encode(&Wrapping::of(wrapper))?;
     let key = b64(shared.key(WRAPPING));
@@ -71,20 +72,54 @@ pub(crate) fn create_wrapping(shared: &Shared, wrapper: &dyn KeyWrapper) -> Resu
         "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
         "success": [{"request_put": {"key": key, "value": b64(&value)}}],
     });
-    txn(shared, &body).map(drop)
+    match txn(shared, &body) {
+        Answer::Unknown(why) => Err(shared.unavailable(why)),
+        Answer::Committed(_) | Answer::Refused => Ok(()),
+    }
 }
 
-/// Sends a transaction through the first member that answers.
-fn txn(shared: &Shared, body: &serde_json::Value) -> Result<(bool, i64)> {
+/// What became of a transaction.
+enum Answer {
+    Committed(i64),
+    /// etcd answered that a compare failed, and no earlier attempt can have
+    /// applied it.
+    Refused,
+    /// No answer, or a refusal after an attempt that may have applied it
+    /// (a member that timed out after taking the write).
+    Unknown(String),
+}
+
+/// Sends a transaction, trying each member in turn while none answers.
+fn txn(shared: &Shared, body: &serde_json::Value) -> Answer {
     let client = &shared.client;
-    client
-        .each_endpoint(|ep| {
-            let text = client.post(ep, "/v3/kv/txn", body)?;
-            let a: TxnAnswer = serde_json::from_str(&text)
-                .map_err(|e| StoreError::new(format!("etcd {ep}: malformed txn answer: {e}")))?;
-            Ok((a.succeeded, a.header.revision))
-        })
-        .map_err(|e| shared.unavailable(e.message))
+    let mut errors = Vec::new();
+    for ep in &client.config.endpoints {
+        match client.post(ep, "/v3/kv/txn", body) {
+            Ok(text) => {
+                let Ok(a) = serde_json::from_str::<TxnAnswer>(&text) else {
+                    errors.push(format!("etcd {ep}: malformed txn answer"));
+                    continue;
+                };
+                return match (a.succeeded, errors.is_empty()) {
+                    (true, _) => Answer::Committed(a.header.revision),
+                    (false, true) => Answer::Refused,
+                    (false, false) => {
+                        Answer::Unknown(format!("{}; then refused by {ep}", errors.join("; ")))
+                    }
+                };
+            }
+            Err(e) => errors.push(e.message),
+        }
+    }
+    Answer::Unknown(format!("no etcd member answered: {}", errors.join("; ")))
+}
+
+#[derive(Deserialize)]
+struct RangeAnswer {
+    #[serde(default)]
+    header: Header,
+    #[serde(default)]
+    kvs: Vec<crate::state::etcd::record::Kv>,
 }
 
 impl Shared {
@@ -128,6 +163,15 @@ impl Shared {
         lease: Option<i64>,
         what: &str,
     ) -> Result<i64> {
+        if let Some(mismatch) = self.lock_view().wrapping_mismatch.clone() {
+            return Err(Error::KeyCustody {
+                custodian: self
+                    .wrapper
+                    .as_ref()
+                    .map_or_else(|| "plaintext".into(), |w| format!("KEK {}", w.kek_id())),
+                reason: format!("{what} refused: {mismatch}"),
+            });
+        }
         let keys_prefix = self.key(KEYS);
         let mut compare = vec![
             // Nothing under keys/ changed after the plan's revision ...
@@ -151,6 +195,10 @@ impl Shared {
             }));
         }
         let mut success = Vec::new();
+        // What the transaction writes, to read back when its fate is unknown.
+        let mut puts: Vec<(String, zeroize::Zeroizing<Vec<u8>>)> = Vec::new();
+        let mut deletes: Vec<String> = Vec::new();
+        let mut creates: Vec<String> = Vec::new();
         for w in writes {
             match w {
                 Write::Update(k) => {
@@ -161,9 +209,11 @@ impl Shared {
                         "key": b64(&key), "target": "MOD", "result": "EQUAL",
                         "mod_revision": seen.to_string(),
                     }));
+                    let value = zeroize::Zeroizing::new(codec::encode(&k)?);
                     success.push(serde_json::json!({"request_put": {
-                        "key": b64(&key), "value": b64(codec::encode(&k)?),
+                        "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
+                    puts.push((key, value));
                 }
                 Write::Create(k) => {
                     let key = self.key(&format!("{KEYS}{}", k.id));
@@ -175,6 +225,8 @@ impl Shared {
                     success.push(serde_json::json!({"request_put": {
                         "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
+                    creates.push(key.clone());
+                    puts.push((key, value));
                 }
                 Write::Delete(kid) => {
                     let key = self.key(&format!("{KEYS}{kid}"));
@@ -184,33 +236,106 @@ impl Shared {
                         "mod_revision": seen.to_string(),
                     }));
                     success.push(serde_json::json!({"request_delete_range": {"key": b64(&key)}}));
+                    deletes.push(key);
                 }
             }
         }
         let body = serde_json::json!({"compare": compare, "success": success});
-        let (succeeded, revision) = txn(self, &body)?;
-        if !succeeded {
-            let or_lease = if lease.is_some() {
-                " or this rotator no longer holds its lease"
-            } else {
-                ""
-            };
-            return Err(self.conflict(format!(
-                "{what}: the keys changed after revision {}{or_lease}; nothing was written — plan again from the current keys",
-                plan.revision
-            )));
-        }
+        let answer = match txn(self, &body) {
+            Answer::Unknown(why) => self.read_back(&puts, &deletes, &creates, &why)?,
+            known => known,
+        };
+        let revision = match answer {
+            Answer::Committed(r) => r,
+            _ => {
+                let or_lease = if lease.is_some() {
+                    " or this rotator no longer holds its lease"
+                } else {
+                    ""
+                };
+                return Err(self.conflict(format!(
+                    "{what}: the keys changed after revision {}{or_lease}; nothing was written — plan again from the current keys",
+                    plan.revision
+                )));
+            }
+        };
         Counters::bump(&self.counters.commits);
         log::debug!(
             "replicated keyring at {}: {what} (revision {revision})",
             self.prefix
         );
-        // This process's copy has the change before the call returns.
+        // This process's copy has the change before the call returns, unless
+        // etcd stopped answering just after the commit: then the watch or
+        // the check thread brings it, and the change is still done.
         let wait = self.client.config.timeout.max(Duration::from_millis(100)) * 2;
         if !super::view::wait_for_revision(self, revision, wait) {
-            super::view::relist(self)?;
+            if let Err(e) = super::view::relist(self) {
+                self.lock_view().note(format!(
+                    "{what} committed at revision {revision}, but this copy could not catch up yet: {e}"
+                ));
+            }
         }
         Ok(revision)
+    }
+
+    /// Decides the fate of a transaction that got no clear answer by reading
+    /// back what it writes (linearizably): every put holds its value and
+    /// every delete is gone, so it committed; a key it creates is absent, so
+    /// it did not (a transaction is all or nothing); otherwise nobody can
+    /// tell, and the caller must look before trying again.
+    fn read_back(
+        &self,
+        puts: &[(String, zeroize::Zeroizing<Vec<u8>>)],
+        deletes: &[String],
+        creates: &[String],
+        why: &str,
+    ) -> Result<Answer> {
+        let client = &self.client;
+        let mut revision = 0;
+        let mut all_there = true;
+        let mut create_absent = false;
+        let keys = puts.iter().map(|(k, _)| k).chain(deletes);
+        for key in keys {
+            let body = serde_json::json!({"key": b64(key)});
+            let a: RangeAnswer = client
+                .each_endpoint(|ep| {
+                    let text = client.post(ep, "/v3/kv/range", &body)?;
+                    serde_json::from_str(&text).map_err(|e| {
+                        StoreError::new(format!("etcd {ep}: malformed range answer: {e}"))
+                    })
+                })
+                .map_err(|e| {
+                    self.unavailable(format!(
+                        "the change may or may not have been written ({why}), and reading it back failed: {}; read the keys before trying again",
+                        e.message
+                    ))
+                })?;
+            revision = revision.max(a.header.revision);
+            let stored = a
+                .kvs
+                .first()
+                .and_then(|kv| unb64("a read-back value", &kv.value).ok())
+                .map(zeroize::Zeroizing::new);
+            match puts.iter().find(|(k, _)| k == key) {
+                Some((_, value)) => {
+                    if stored.as_deref() != Some(value) {
+                        all_there = false;
+                        create_absent |= stored.is_none() && creates.contains(key);
+                    }
+                }
+                None => all_there &= stored.is_none(),
+            }
+        }
+        if all_there {
+            log::debug!("replicated keyring: a change without a clear answer was written ({why})");
+            return Ok(Answer::Committed(revision));
+        }
+        if create_absent {
+            return Ok(Answer::Refused);
+        }
+        Err(self.unavailable(format!(
+            "the change may or may not have been written ({why}); read the keys before trying again"
+        )))
     }
 
     pub(crate) fn lead_secs(&self) -> i64 {
@@ -315,14 +440,21 @@ impl Shared {
                 ));
             }
             KeyState::Prepublished => {
+                // Both clocks: the stored creation time by the caller's `now`,
+                // and this copy's own monotonic clock since the key first
+                // appeared here (so a caller's clock, or a key created just
+                // before a second boundary, cannot shorten the lead).
                 let since = k.create_time.saturating_add(self.lead_secs());
-                if now < since {
+                let seen_for = self.lock_view().first_seen.get(kid).map(|t| t.elapsed());
+                if now < since || seen_for.is_none_or(|d| d < self.settings.lead_time) {
                     return Err(Error::invalid(
                         "EtcdKeyring",
                         "state",
                         format!(
-                            "cannot promote {kid} before {since}: it was published at {} and may sign only after the lead time ({:?}), when every watcher holds it",
-                            k.create_time, self.settings.lead_time
+                            "cannot promote {kid} yet: it was published at {} (seen here for {:?}) and may sign only after the lead time ({:?}), when every watcher holds it; promote it at {since} or later",
+                            k.create_time,
+                            seen_for.unwrap_or_default(),
+                            self.settings.lead_time
                         ),
                     ));
                 }
@@ -336,7 +468,16 @@ impl Shared {
                 format!("cannot promote {kid}: it is a verify-only key without material"),
             ));
         }
-        let alg = Algorithm::from_name(&k.algorithm).unwrap_or(Algorithm::EdDsa);
+        let alg = Algorithm::from_name(&k.algorithm).ok_or_else(|| {
+            Error::invalid(
+                "EtcdKeyring",
+                "Algorithm",
+                format!(
+                    "cannot promote {kid}: its record names the unknown algorithm {:?}",
+                    truncate_for_message(&k.algorithm)
+                ),
+            )
+        })?;
         let mut writes = Vec::new();
         if let Some(active) = plan.active(alg) {
             let mut old = active.clone();

@@ -81,8 +81,9 @@ pub struct EtcdKeyring {
 }
 
 /// Stops the background threads when the last handle goes: the check
-/// thread is joined; the watch thread holds the keys only weakly (they are
-/// freed at once) and ends when its stream read returns.
+/// thread is joined (it may be in the middle of a request: up to the
+/// configured timeout per endpoint); the watch thread holds the keys only
+/// weakly (they are freed at once) and ends when its stream read returns.
 struct Owner {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -90,6 +91,13 @@ struct Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // A `Keyring` handle may outlive this: without the watch and the
+        // checks nothing would stop it signing with a key etcd replaced, so
+        // it stops signing now (it still verifies the keys it holds).
+        let now = crate::clock::unix_now();
+        for alg in Algorithm::ALL {
+            self.shared.keyring.stand_down(*alg, now);
+        }
         self.shared.stop();
         let threads =
             std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
@@ -150,6 +158,7 @@ pub(crate) struct Counters {
     pub(crate) commits: AtomicU64,
     pub(crate) conflicts: AtomicU64,
     pub(crate) stand_downs: AtomicU64,
+    pub(crate) compactions: AtomicU64,
 }
 
 impl Counters {
@@ -331,7 +340,18 @@ impl EtcdKeyringBuilder {
             self.settings.lead_time = Duration::from_secs(30);
         }
         self.settings.lead_time = self.settings.lead_time.max(self.settings.max_lag);
+        if self.prefix.trim_matches('/').is_empty() {
+            return Err(Error::invalid(
+                "EtcdKeyringBuilder",
+                "prefix",
+                format!(
+                    "{:?} would be the whole keyspace; expected a prefix of its own, such as {DEFAULT_PREFIX:?}",
+                    self.prefix
+                ),
+            ));
+        }
         let keyring = Keyring::new();
+        keyring.mark_replica_of(&self.prefix);
         if let Some(w) = &self.wrapper {
             keyring.mark_wrapped_by(w.kind(), w.kek_id());
         }
@@ -397,13 +417,17 @@ pub struct EtcdKeyringStats {
     /// Records under `keys/` that could not be used (undecodable, under
     /// another ID, not unwrapping): left out of the copy.
     pub bad_records: usize,
-    /// Full listings of the prefix (the first, and after compaction).
+    /// Full listings of the prefix (the first, after compaction, after a
+    /// cut-off, when asked).
     pub relists: u64,
+    /// Watches that found their start revision compacted away (each is
+    /// followed by a listing).
+    pub compactions: u64,
     /// Changes applied from the watch.
     pub events: u64,
     /// Watch streams reopened.
     pub watch_restarts: u64,
-    /// Freshness checks made; of which found the copy behind; failed.
+    /// Freshness checks answered.
     pub checks: u64,
     /// Checks that found the copy behind.
     pub checks_behind: u64,
@@ -483,6 +507,7 @@ impl EtcdKeyring {
             stood_down: v.stood_down.clone(),
             bad_records: v.bad_records,
             relists: c.relists.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
             watch_restarts: c.watch_restarts.load(Ordering::Relaxed),
             checks: c.checks.load(Ordering::Relaxed),

@@ -102,6 +102,9 @@ struct State {
     stop: AtomicBool,
     /// The lease held while elected (0: none).
     lease: AtomicI64,
+    /// Nanoseconds after `base` until which the lease may be held (0: not).
+    held_until: AtomicU64,
+    base: Instant,
     elections_won: AtomicU64,
     leases_lost: AtomicU64,
     actions: AtomicU64,
@@ -183,8 +186,9 @@ impl State {
         client.each_endpoint(|ep| client.post(ep, path, body))
     }
 
-    fn grant(&self) -> std::result::Result<i64, StoreError> {
-        let ttl = self.options.lease_ttl.as_secs().max(2);
+    /// A new lease: its ID and the TTL etcd granted (never more than asked).
+    fn grant(&self) -> std::result::Result<(i64, Duration), StoreError> {
+        let ttl = self.ttl().as_secs();
         let text = self.post(
             "/v3/lease/grant",
             &serde_json::json!({"TTL": ttl.to_string()}),
@@ -193,9 +197,57 @@ impl State {
             .map_err(|e| StoreError::new(format!("malformed lease grant answer: {e}")))?;
         match (g.error, g.id) {
             (Some(e), _) => Err(StoreError::new(format!("lease grant refused: {e}"))),
-            (None, id) if id != 0 => Ok(id),
+            (None, id) if id != 0 => Ok((id, self.clamp_ttl(g.ttl))),
             _ => Err(StoreError::new("the lease grant answer holds no lease ID")),
         }
+    }
+
+    /// The TTL asked for: whole seconds (etcd's unit), at least 2.
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(self.options.lease_ttl.as_secs().max(2))
+    }
+
+    /// A TTL etcd reports, taken as no more than was asked for.
+    fn clamp_ttl(&self, secs: i64) -> Duration {
+        Duration::from_secs(u64::try_from(secs).unwrap_or(0)).min(self.ttl())
+    }
+
+    /// Until when this rotator may act (from the moment the request that
+    /// set or renewed the lease was sent, less one interval).
+    fn set_held_until(&self, until: Option<Instant>) {
+        let nanos = until.map_or(0, |t| {
+            u64::try_from(t.saturating_duration_since(self.base).as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1)
+        });
+        self.held_until.store(nanos, Ordering::Release);
+    }
+
+    /// Whether the lease may still be held: acting is allowed.
+    fn holds(&self) -> bool {
+        let until = self.held_until.load(Ordering::Acquire);
+        until != 0
+            && self.lease.load(Ordering::Acquire) != 0
+            && u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX) < until
+    }
+
+    /// Whether the election key is still held with `lease` (a linearizable
+    /// read); `None` when etcd does not answer.
+    fn key_held_with(&self, lease: i64) -> Option<bool> {
+        #[derive(Deserialize)]
+        struct Range {
+            #[serde(default)]
+            kvs: Vec<LeasedKv>,
+        }
+        #[derive(Deserialize)]
+        struct LeasedKv {
+            #[serde(default, deserialize_with = "int64")]
+            lease: i64,
+        }
+        let body = serde_json::json!({"key": b64(self.shared.key(ROTATOR))});
+        let text = self.post("/v3/kv/range", &body).ok()?;
+        let r: Range = serde_json::from_str(&text).ok()?;
+        Some(r.kvs.first().is_some_and(|kv| kv.lease == lease))
     }
 
     /// One keep-alive; the TTL etcd says is left (0 or less: the lease is gone).
@@ -250,72 +302,63 @@ impl State {
     }
 
     fn run(&self) {
-        let ttl = self.options.lease_ttl.max(Duration::from_secs(2));
+        let ttl = self.ttl();
         let interval = self
             .options
             .interval
             .clamp(Duration::from_millis(10), ttl / 3);
-        // Stop acting this long before the lease could run out at etcd (the
-        // lease compare fences every write regardless; this keeps a rotator
-        // that cannot renew from even trying).
-        let margin = interval;
-        // While elected: when the lease could run out (counted from the
-        // moment the last answered keep-alive was sent).
-        let mut held_until: Option<Instant> = None;
         loop {
             let lease = self.lease.load(Ordering::Acquire);
             if lease != 0 {
                 let sent = Instant::now();
                 match self.keep_alive(lease) {
                     Ok(left) if left > 0 => {
-                        held_until = Some(sent + Duration::from_secs(left as u64));
+                        // Acting stops one interval before etcd could let the
+                        // lease go (the lease compare fences every write
+                        // regardless; this keeps a rotator that cannot renew
+                        // from even trying, and `is_elected` honest).
+                        let held = self.clamp_ttl(left).saturating_sub(interval);
+                        self.set_held_until(Some(sent + held));
                     }
-                    Ok(_) => {
-                        self.lost(lease, "etcd says the lease has expired");
-                        held_until = None;
-                    }
+                    Ok(_) => self.lost(lease, "etcd says the lease has expired"),
                     Err(e) => self.note(format!("keep-alive: {}", e.message)),
                 }
-                if let Some(until) = held_until {
-                    if Instant::now() + margin >= until {
-                        self.lost(
-                            lease,
-                            "keep-alives unanswered for most of the lease TTL; stepping down before etcd can elect another",
-                        );
-                        held_until = None;
-                    }
+                if self.lease.load(Ordering::Acquire) != 0 && !self.holds() {
+                    self.lost(
+                        lease,
+                        "keep-alives unanswered for most of the lease TTL; stepping down before etcd can elect another",
+                    );
                 }
-                if self.lease.load(Ordering::Acquire) != 0 {
+                if self.holds() {
                     self.act(lease);
                 }
             } else {
+                let sent = Instant::now();
                 match self.grant() {
-                    Ok(lease) => {
-                        let sent = Instant::now();
-                        match self.campaign(lease) {
-                            Ok(true) => {
-                                self.lease.store(lease, Ordering::Release);
-                                held_until = Some(sent + ttl);
-                                self.elections_won.fetch_add(1, Ordering::Relaxed);
-                                log::info!(
-                                    "keyring rotator {}: elected for {}",
-                                    self.options.identity,
-                                    self.shared.prefix
-                                );
-                                self.act(lease);
-                            }
-                            Ok(false) => self.revoke(lease),
-                            Err(e) => {
-                                self.revoke(lease);
-                                self.note(format!("campaign: {}", e.message));
-                            }
+                    Ok((lease, granted)) => match self.campaign(lease) {
+                        Ok(true) => {
+                            self.set_held_until(Some(sent + granted.saturating_sub(interval)));
+                            self.lease.store(lease, Ordering::Release);
+                            self.elections_won.fetch_add(1, Ordering::Relaxed);
+                            log::info!(
+                                "keyring rotator {}: elected for {}",
+                                self.options.identity,
+                                self.shared.prefix
+                            );
+                            self.act(lease);
                         }
-                    }
+                        Ok(false) => self.revoke(lease),
+                        Err(e) => {
+                            self.revoke(lease);
+                            self.note(format!("campaign: {}", e.message));
+                        }
+                    },
                     Err(e) => self.note(format!("lease grant: {}", e.message)),
                 }
             }
             if self.sleep(interval) {
                 let lease = self.lease.swap(0, Ordering::AcqRel);
+                self.set_held_until(None);
                 if lease != 0 {
                     self.resign(lease);
                 }
@@ -325,9 +368,12 @@ impl State {
     }
 
     fn lost(&self, lease: i64, why: &str) {
+        self.set_held_until(None);
         if self.lease.swap(0, Ordering::AcqRel) == lease {
             self.leases_lost.fetch_add(1, Ordering::Relaxed);
             self.note(format!("lost the rotator lease: {why}"));
+            // Best effort: if etcd still knows it, another can win at once.
+            self.revoke(lease);
         }
     }
 
@@ -335,17 +381,36 @@ impl State {
     fn act(&self, lease: i64) {
         let s = &self.shared;
         let now = crate::clock::unix_now();
-        let keys = s.keyring.keys();
-        let stood_down = !s.lock_view().stood_down.is_empty();
-        if stood_down {
-            // The copy is cut off: the rotator plans on nothing it cannot see.
-            return;
+        {
+            // Plan only on a whole, current copy: a record that did not
+            // unwrap (the KMS away) would look like a missing key, and a
+            // missing active key like a reason to rotate at once.
+            let v = s.lock_view();
+            let proven = v
+                .proven_at
+                .is_some_and(|t| t.elapsed() <= s.settings.max_lag);
+            if !proven
+                || !v.stood_down.is_empty()
+                || v.bad_records > 0
+                || v.wrapping_mismatch.is_some()
+            {
+                return;
+            }
         }
+        let keys = s.keyring.keys();
         for action in plan_rotation(&keys, now, &self.options.policy) {
+            if !self.holds() {
+                return;
+            }
             let plan = s.plan();
             let done = match &action {
                 RotationAction::Rotate { algorithm } => {
                     let alg = *algorithm;
+                    if plan.active(alg).is_some() {
+                        // The records hold an active key the keyring does
+                        // not (yet): nothing to do.
+                        continue;
+                    }
                     s.rotate_now_planned(
                         &plan,
                         move |state, now| RootKey::generate_for(alg, state, now),
@@ -371,11 +436,17 @@ impl State {
                     .map(drop)
                 }
                 RotationAction::Promote { kid } => {
-                    let ready = keys.iter().any(|k| {
-                        k.kid == *kid
-                            && k.state == KeyState::Prepublished
-                            && k.create_time.saturating_add(s.lead_secs()) <= now
-                    });
+                    let seen_long_enough = s
+                        .lock_view()
+                        .first_seen
+                        .get(kid.as_str())
+                        .is_some_and(|t| t.elapsed() >= s.settings.lead_time);
+                    let ready = seen_long_enough
+                        && keys.iter().any(|k| {
+                            k.kid == *kid
+                                && k.state == KeyState::Prepublished
+                                && k.create_time.saturating_add(s.lead_secs()) <= now
+                        });
                     if !ready {
                         continue;
                     }
@@ -392,6 +463,13 @@ impl State {
                 Err(e) => {
                     self.actions_failed.fetch_add(1, Ordering::Relaxed);
                     self.note(format!("{action:?}: {e}"));
+                    if e.code() == crate::ResultCode::KeyringConflict
+                        && self.key_held_with(lease) == Some(false)
+                    {
+                        // The election key is gone or someone else's while
+                        // the lease lives (deleted by hand, say).
+                        self.lost(lease, "the rotator key is no longer held with this lease");
+                    }
                     // The plan is stale: the next round plans again.
                     return;
                 }
@@ -418,6 +496,8 @@ impl EtcdKeyring {
             options,
             stop: AtomicBool::new(false),
             lease: AtomicI64::new(0),
+            held_until: AtomicU64::new(0),
+            base: Instant::now(),
             elections_won: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
             actions: AtomicU64::new(0),
@@ -444,7 +524,7 @@ impl EtcdKeyring {
 impl Rotator {
     /// Whether this candidate is the elected rotator now.
     pub fn is_elected(&self) -> bool {
-        self.state.lease.load(Ordering::Acquire) != 0
+        self.state.holds()
     }
 
     /// What it has done.

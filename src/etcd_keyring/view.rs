@@ -48,10 +48,23 @@ pub(crate) struct View {
     /// fields ([`key_digest`]); a record whose material changed is unwrapped
     /// again.
     unwrapped: HashMap<String, [u8; 32]>,
+    /// Keys under the prefix whose names are not UTF-8 (never ours): counted
+    /// so the freshness check's count still matches.
+    foreign: std::collections::BTreeSet<Vec<u8>>,
+    /// When each key ID first appeared in this copy (monotonic): a key may
+    /// be promoted only a lead time after it could have reached everyone.
+    pub(crate) first_seen: HashMap<String, Instant>,
+    /// Some record could not be unwrapped (the KMS did not answer, say):
+    /// the check thread syncs again until it can.
+    pending_retry: bool,
+    /// The `wrapping` record names another KEK than this process holds:
+    /// changes are refused until it is put right.
+    pub(crate) wrapping_mismatch: Option<String>,
     pub(crate) proven_at: Option<Instant>,
     pub(crate) stood_down: Vec<Algorithm>,
     pub(crate) bad_records: usize,
     pub(crate) last_error: Option<String>,
+    last_problem_reported: Option<String>,
     /// The cut-off has been logged (once per cut).
     warned_cut_off: bool,
 }
@@ -73,7 +86,7 @@ impl View {
         self.entries.get(suffix).map_or(0, |e| e.mod_revision)
     }
 
-    fn note(&mut self, what: String) {
+    pub(crate) fn note(&mut self, what: String) {
         log::warn!("replicated keyring: {what}");
         self.last_error = Some(what);
     }
@@ -108,13 +121,20 @@ struct RangeAnswer {
 }
 
 /// Lists the whole prefix (linearizable, one revision, page by page).
-fn list(shared: &Shared) -> std::result::Result<(i64, BTreeMap<String, Entry>), StoreError> {
+type Listing = (
+    i64,
+    BTreeMap<String, Entry>,
+    std::collections::BTreeSet<Vec<u8>>,
+);
+
+fn list(shared: &Shared) -> std::result::Result<Listing, StoreError> {
     let prefix = shared.prefix.as_bytes();
     let end = b64(prefix_end(prefix));
     let client = &shared.client;
     let mut revision = 0i64;
     let mut from = prefix.to_vec();
     let mut entries = BTreeMap::new();
+    let mut foreign = std::collections::BTreeSet::new();
     loop {
         let mut body = serde_json::json!({"key": b64(&from), "range_end": end, "limit": 500});
         if revision != 0 {
@@ -134,14 +154,20 @@ fn list(shared: &Shared) -> std::result::Result<(i64, BTreeMap<String, Entry>), 
             let value =
                 Zeroizing::new(unb64("a listed value", &kv.value).map_err(StoreError::new)?);
             if let Some(suffix) = key.strip_prefix(prefix) {
-                let suffix = String::from_utf8_lossy(suffix).into_owned();
-                entries.insert(
-                    suffix,
-                    Entry {
-                        mod_revision: kv.mod_revision,
-                        value,
-                    },
-                );
+                match String::from_utf8(suffix.to_vec()) {
+                    Ok(suffix) => {
+                        entries.insert(
+                            suffix,
+                            Entry {
+                                mod_revision: kv.mod_revision,
+                                value,
+                            },
+                        );
+                    }
+                    Err(_) => {
+                        foreign.insert(suffix.to_vec());
+                    }
+                }
             }
             last = Some(key);
         }
@@ -153,110 +179,158 @@ fn list(shared: &Shared) -> std::result::Result<(i64, BTreeMap<String, Entry>), 
             _ => break,
         }
     }
-    Ok((revision, entries))
+    Ok((revision, entries, foreign))
 }
 
-/// The first listing: checks the KEK against the `wrapping` record (writing
-/// it when a KEK is given and the prefix is empty) and builds the keyring.
-pub(crate) fn open(shared: &Shared) -> Result<()> {
-    let sent_at = Instant::now();
-    let (revision, entries) = list(shared).map_err(|e| shared.unavailable(e.message))?;
+/// Checks the `wrapping` record of a listing against this process's KEK.
+fn check_wrapping(shared: &Shared, entries: &BTreeMap<String, Entry>) -> Result<()> {
     let has_keys = entries.keys().any(|k| k.starts_with(KEYS));
-    let wrapping = entries.get(WRAPPING);
-    match (&shared.wrapper, wrapping) {
+    match (&shared.wrapper, entries.get(WRAPPING)) {
         (Some(w), Some(e)) => {
-            let map: Wrapping = codec::decode(&e.value).map_err(|e| Error::KeyCustody {
+            let map: Wrapping = codec::decode(&e.value).map_err(|_| Error::KeyCustody {
                 custodian: format!("KEK {}", w.kek_id()),
-                reason: format!("the keyring's wrapping record does not decode: {e}"),
+                reason: format!(
+                    "the wrapping record at {}{WRAPPING} does not decode as a Wrapping map (Kind, KekID)",
+                    shared.prefix
+                ),
             })?;
-            map.check(w.as_ref(), "replicated keyring")?;
+            map.check(w.as_ref(), "replicated keyring")
         }
-        (Some(w), None) => {
-            if has_keys {
-                return Err(Error::KeyCustody {
-                    custodian: format!("KEK {}", w.kek_id()),
-                    reason: format!(
-                        "the keyring at {} holds keys but no wrapping record: its keys are plaintext; a KEK was given (migrate the keys with `wid keyring migrate`)",
-                        shared.prefix
-                    ),
-                });
-            }
-            super::change::create_wrapping(shared, w.as_ref())?;
-        }
+        (Some(w), None) if has_keys => Err(Error::KeyCustody {
+            custodian: format!("KEK {}", w.kek_id()),
+            reason: format!(
+                "the keyring at {} holds keys but no wrapping record: its keys are plaintext, and a KEK was given (copy them into a wrapped keyring with `wid keyring migrate`)",
+                shared.prefix
+            ),
+        }),
+        (Some(_), None) | (None, None) => Ok(()),
         (None, Some(e)) => {
             let named = codec::decode::<Wrapping>(&e.value)
                 .map(|m| format!("{:?} KEK {:?}", m.kind, truncate_for_message(&m.kek_id)))
                 .unwrap_or_else(|_| "a KEK".into());
-            return Err(Error::KeyCustody {
+            Err(Error::KeyCustody {
                 custodian: named.clone(),
                 reason: format!(
                     "the keyring at {} is wrapped by {named} and no KEK was given (insecure_plaintext_keys() never reads wrapped keys): give its KEK",
                     shared.prefix
                 ),
-            });
+            })
         }
-        (None, None) => {}
     }
-    if shared.wrapper.is_some() && wrapping.is_none() {
-        // The wrapping record was just written: list again so the copy's
-        // revision covers it.
-        return relist(shared);
+}
+
+/// The first listing: checks the KEK against the `wrapping` record (writing
+/// it when a KEK is given and the prefix is empty, then checking again: two
+/// servers with different KEKs may race to write it) and builds the keyring.
+/// Fails when no record could be unwrapped although some exist (the KMS did
+/// not answer): a server must not start with no keys. Records that cannot be
+/// used are left out and reported (`stats().bad_records`, the log).
+pub(crate) fn open(shared: &Shared) -> Result<()> {
+    let (_, entries, _) = list(shared).map_err(|e| shared.unavailable(e.message))?;
+    check_wrapping(shared, &entries)?;
+    if let (Some(w), None) = (&shared.wrapper, entries.get(WRAPPING)) {
+        super::change::create_wrapping(shared, w.as_ref())?;
     }
-    let mut view = shared.lock_view();
-    view.revision = revision;
-    view.entries = entries;
-    sync(shared, &mut view)?;
-    view.proven_at = Some(sent_at);
-    drop(view);
-    Counters::bump(&shared.counters.relists);
-    shared.advanced.notify_all();
+    let outcome = relist_checked(shared, true)?;
+    if outcome.unwrapped == 0 && outcome.unwrap_failures > 0 {
+        return Err(Error::KeyCustody {
+            custodian: shared
+                .wrapper
+                .as_ref()
+                .map_or_else(|| "plaintext".into(), |w| format!("KEK {}", w.kek_id())),
+            reason: format!(
+                "none of the {} keys at {} could be unwrapped: {}",
+                outcome.unwrap_failures,
+                shared.prefix,
+                outcome.first_problem.unwrap_or_default()
+            ),
+        });
+    }
     Ok(())
 }
 
 /// Lists the prefix again and replaces the copy (after compaction, after a
 /// cut-off, or when asked).
 pub(crate) fn relist(shared: &Shared) -> Result<()> {
-    let sent_at = Instant::now();
-    let (revision, entries) = list(shared).map_err(|e| shared.unavailable(e.message))?;
-    let mut view = shared.lock_view();
-    if revision < view.revision {
-        // A member behind the one the copy came from; the copy is newer.
-        return Ok(());
-    }
-    view.revision = revision;
-    view.entries = entries;
-    let synced = sync(shared, &mut view);
-    if synced.is_ok() {
-        view.proven_at = Some(sent_at);
-        view.stood_down.clear();
-        view.warned_cut_off = false;
-    }
-    drop(view);
-    Counters::bump(&shared.counters.relists);
-    shared.advanced.notify_all();
-    synced
+    relist_checked(shared, false).map(drop)
 }
 
-/// Makes the keyring match the copy's key records: new or changed records
-/// are unwrapped (all in one batch), known ones keep their key pair. A record
-/// that cannot be used is left out and reported; if the rest does not make a
-/// keyring (two active keys of one algorithm, say) the keyring keeps its
-/// previous keys.
-pub(crate) fn sync(shared: &Shared, view: &mut View) -> Result<()> {
+fn relist_checked(shared: &Shared, opening: bool) -> Result<SyncOutcome> {
+    let sent_at = Instant::now();
+    let (revision, entries, foreign) = list(shared).map_err(|e| shared.unavailable(e.message))?;
+    let mismatch = check_wrapping(shared, &entries).err();
+    if let (true, Some(e)) = (opening, &mismatch) {
+        return Err(match e {
+            Error::KeyCustody { custodian, reason } => Error::KeyCustody {
+                custodian: custodian.clone(),
+                reason: reason.clone(),
+            },
+            other => shared.unavailable(other.to_string()),
+        });
+    }
+    {
+        let mut view = shared.lock_view();
+        if revision >= view.revision {
+            view.revision = revision;
+            view.entries = entries;
+            view.foreign = foreign;
+            view.wrapping_mismatch = mismatch.map(|e| e.to_string());
+            // The listing is itself the proof: linearizable, at one revision.
+            view.proven_at = Some(sent_at);
+            view.stood_down.clear();
+            if view.warned_cut_off {
+                log::info!(
+                    "replicated keyring at {}: in touch with etcd again",
+                    shared.prefix
+                );
+                view.warned_cut_off = false;
+            }
+        }
+    }
+    Counters::bump(&shared.counters.relists);
+    let outcome = sync(shared);
+    shared.advanced.notify_all();
+    Ok(outcome)
+}
+
+/// What one sync did.
+#[derive(Default)]
+pub(crate) struct SyncOutcome {
+    unwrapped: usize,
+    unwrap_failures: usize,
+    first_problem: Option<String>,
+}
+
+/// Records decoded and unwrapped, ready to apply.
+struct Prepared {
+    keys: Vec<(ReplicaKey, [u8; 32])>,
+    problems: Vec<String>,
+    outcome: SyncOutcome,
+}
+
+/// Decodes the key records and unwraps those the keyring does not hold yet
+/// (one batch; one at a time to find the culprit when the batch fails).
+/// Runs without the view's lock: a KMS may be slow.
+fn prepare(
+    shared: &Shared,
+    entries: &BTreeMap<String, Entry>,
+    unwrapped: &HashMap<String, [u8; 32]>,
+) -> Prepared {
     let mut problems = Vec::new();
     let mut keys: Vec<(ReplicaKey, [u8; 32])> = Vec::new();
     let mut to_unwrap: Vec<(usize, Vec<u8>)> = Vec::new();
-    for (suffix, entry) in &view.entries {
+    let mut outcome = SyncOutcome::default();
+    for (suffix, entry) in entries {
         let Some(kid) = suffix.strip_prefix(KEYS) else {
             continue;
         };
         let shown = truncate_for_message(kid);
-        let mut k: StoredKey = match codec::decode(&entry.value) {
-            Ok(k) => k,
-            Err(e) => {
-                problems.push(format!("record of key {shown:?} does not decode: {e}"));
-                continue;
-            }
+        // The decoder's message could quote a field's text: say only where.
+        let Ok(mut k) = codec::decode::<StoredKey>(&entry.value) else {
+            problems.push(format!(
+                "record of key {shown:?} does not decode as a key record"
+            ));
+            continue;
         };
         if k.id != kid {
             problems.push(format!(
@@ -266,14 +340,12 @@ pub(crate) fn sync(shared: &Shared, view: &mut View) -> Result<()> {
             continue;
         }
         let dig = key_digest(&k);
-        let known = view.unwrapped.get(kid) == Some(&dig)
-            && shared
-                .keyring
-                .holds_with_public(kid, k.public_key.as_slice());
+        let held = shared
+            .keyring
+            .holds_with_public(kid, k.public_key.as_slice());
+        let known = held && unwrapped.get(kid) == Some(&dig);
         match (&shared.wrapper, known) {
-            (_, true) => {
-                k.material = Bin::default();
-            }
+            (_, true) => k.material = Bin::default(),
             (Some(_), false) => {
                 let wrapped = k.wrapped.take().filter(|w| !w.as_slice().is_empty());
                 if !k.material.as_slice().is_empty() || wrapped.is_none() {
@@ -303,9 +375,9 @@ pub(crate) fn sync(shared: &Shared, view: &mut View) -> Result<()> {
         }
         keys.push((ReplicaKey { stored: k, known }, dig));
     }
+    let mut failed = Vec::new();
     if let Some(wrapper) = &shared.wrapper {
-        let mut failed = Vec::new();
-        {
+        let batch = {
             let items: Vec<WrapItem<'_>> = to_unwrap
                 .iter()
                 .map(|(i, aad)| {
@@ -313,66 +385,152 @@ pub(crate) fn sync(shared: &Shared, view: &mut View) -> Result<()> {
                     WrapItem::new(&k.id, k.material.as_slice(), aad)
                 })
                 .collect();
-            match wrapper.unwrap_many(&items) {
-                Ok(plain) if plain.len() == items.len() => {
-                    drop(items);
-                    for ((i, _), p) in to_unwrap.iter().zip(plain) {
-                        keys[*i].0.stored.material = Bin(p);
-                    }
+            wrapper
+                .unwrap_many(&items)
+                .ok()
+                .filter(|p| p.len() == items.len())
+        };
+        match batch {
+            Some(plain) => {
+                for ((i, _), p) in to_unwrap.iter().zip(plain) {
+                    keys[*i].0.stored.material = Bin(p);
                 }
-                _ => {
-                    // Find which: one at a time.
-                    drop(items);
-                    for (i, aad) in &to_unwrap {
-                        let k = &keys[*i].0.stored;
-                        match wrapper.unwrap(k.material.as_slice(), aad) {
-                            Ok(p) if !p.is_empty() => keys[*i].0.stored.material = Bin(p),
-                            Ok(_) => {
-                                problems.push(format!(
-                                    "key {:?} unwrapped to nothing",
-                                    truncate_for_message(&k.id)
-                                ));
-                                failed.push(*i);
-                            }
-                            Err(e) => {
-                                problems.push(format!(
-                                    "key {:?} does not unwrap: {e}",
-                                    truncate_for_message(&k.id)
-                                ));
-                                failed.push(*i);
-                            }
+            }
+            None => {
+                for (i, aad) in &to_unwrap {
+                    let k = &keys[*i].0.stored;
+                    match wrapper.unwrap(k.material.as_slice(), aad) {
+                        Ok(p) if !p.is_empty() => keys[*i].0.stored.material = Bin(p),
+                        other => {
+                            let why = match other {
+                                Err(e) => e.to_string(),
+                                Ok(_) => "it unwrapped to nothing".into(),
+                            };
+                            failed.push((*i, why));
                         }
                     }
                 }
             }
         }
-        for i in failed.into_iter().rev() {
-            keys.remove(i);
+    }
+    outcome.unwrapped = to_unwrap.len() - failed.len();
+    outcome.unwrap_failures = failed.len();
+    for (i, why) in failed.into_iter().rev() {
+        let (mut rk, dig) = keys.remove(i);
+        let kid = rk.stored.id.clone();
+        if shared
+            .keyring
+            .holds_with_public(&kid, rk.stored.public_key.as_slice())
+        {
+            // The KMS may be down for a moment: keep the key pair held and
+            // take the record's state; try the new material again later.
+            problems.push(format!(
+                "key {:?} does not unwrap ({why}); the key pair held here is kept",
+                truncate_for_message(&kid)
+            ));
+            rk.stored.material = Bin::default();
+            rk.known = true;
+            keys.insert(i, (rk, [0; 32]));
+        } else {
+            problems.push(format!(
+                "key {:?} left out: it does not unwrap ({why})",
+                truncate_for_message(&kid)
+            ));
         }
+        let _ = dig;
     }
-    view.bad_records = problems.len();
-    for p in &problems {
-        view.note(p.clone());
+    outcome.first_problem = problems.first().cloned();
+    Prepared {
+        keys,
+        problems,
+        outcome,
     }
+}
+
+/// Makes the keyring match the copy's key records: new or changed records
+/// are unwrapped, known ones keep their key pair; a record that cannot be
+/// used is left out and reported (and one that did not unwrap is tried
+/// again by the check thread). Two active keys of one algorithm keep the
+/// previous keys. The view's lock is not held while records are unwrapped;
+/// what was prepared is applied only if the copy did not move meanwhile.
+pub(crate) fn sync(shared: &Shared) -> SyncOutcome {
+    for _ in 0..8 {
+        let (revision, entries, unwrapped) = {
+            let v = shared.lock_view();
+            (v.revision, v.entries.clone(), v.unwrapped.clone())
+        };
+        let prepared = prepare(shared, &entries, &unwrapped);
+        let mut view = shared.lock_view();
+        if view.revision != revision {
+            continue; // a newer change arrived: prepare that instead
+        }
+        return apply(shared, &mut view, prepared);
+    }
+    // Changes keep arriving; the sync after the last one applies them.
+    SyncOutcome::default()
+}
+
+fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
+    let Prepared {
+        keys,
+        mut problems,
+        outcome,
+    } = prepared;
+    view.pending_retry = outcome.unwrap_failures > 0;
     let (replica, digests): (Vec<ReplicaKey>, Vec<[u8; 32]>) = keys.into_iter().unzip();
     match shared.keyring.replace_with_replica(&replica) {
-        Ok(()) => {
+        Ok(more) => {
+            problems.extend(more);
             view.unwrapped = replica
                 .iter()
                 .zip(digests)
+                .filter(|(_, d)| *d != [0; 32])
                 .map(|(k, d)| (k.stored.id.clone(), d))
                 .collect();
-            Ok(())
         }
         Err(e) => {
             Counters::bump(&shared.counters.sync_failures);
-            view.note(format!(
+            problems.push(format!(
                 "the records at revision {} do not make a keyring (the previous keys stay): {e}",
                 view.revision
             ));
-            Err(e)
         }
     }
+    let now = Instant::now();
+    let ids: Vec<String> = view
+        .entries
+        .keys()
+        .filter_map(|s| s.strip_prefix(KEYS).map(str::to_string))
+        .collect();
+    view.first_seen.retain(|k, _| ids.contains(k));
+    for id in ids {
+        view.first_seen.entry(id).or_insert(now);
+    }
+    // Keys stood down while cut off stay down until the copy is proven
+    // current again (a change that arrives is not proof the copy is whole).
+    let proven = view
+        .proven_at
+        .is_some_and(|t| t.elapsed() <= shared.settings.max_lag);
+    if proven {
+        view.stood_down.clear();
+    } else {
+        let stamp = crate::clock::unix_now();
+        for alg in view.stood_down.clone() {
+            shared.keyring.stand_down(alg, stamp);
+        }
+    }
+    view.bad_records = problems.len();
+    if problems.is_empty() {
+        view.last_problem_reported = None;
+    } else if view.last_problem_reported.as_ref() != problems.first() {
+        // Each distinct set of problems is logged once, not at every change.
+        for p in &problems {
+            log::warn!("replicated keyring at {}: {p}", shared.prefix);
+        }
+        view.last_problem_reported = problems.first().cloned();
+        view.last_error = problems.first().cloned();
+    }
+    outcome
 }
 
 /// Waits until the copy reflects `revision`.
@@ -442,7 +600,11 @@ pub(crate) fn watch_loop(weak: &Weak<Shared>) {
         };
         match ended {
             Ended::Relist(why) => {
-                shared.lock_view().note(format!("{why}; listing again"));
+                log::info!(
+                    "replicated keyring at {}: {why}; listing again",
+                    shared.prefix
+                );
+                Counters::bump(&shared.counters.compactions);
                 need_list = true;
             }
             Ended::Cut(why) => {
@@ -550,7 +712,20 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
             let Some(suffix) = key.strip_prefix(prefix) else {
                 continue;
             };
-            let suffix = String::from_utf8_lossy(suffix).into_owned();
+            let suffix = match String::from_utf8(suffix.to_vec()) {
+                Ok(s) => s,
+                Err(e) => {
+                    // Never ours; counted so the freshness check's count holds.
+                    let raw = e.into_bytes();
+                    let mut view = shared.lock_view();
+                    if event.kind == "DELETE" {
+                        view.foreign.remove(&raw);
+                    } else {
+                        view.foreign.insert(raw);
+                    }
+                    continue;
+                }
+            };
             let change = match event.kind.as_str() {
                 "" | "PUT" => match unb64("a watched value", &event.kv.value) {
                     Ok(v) => Some(Zeroizing::new(v)),
@@ -593,11 +768,11 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
             applied += 1;
         }
         view.revision = newest;
-        if keys_changed {
-            // A failure is noted in the view and counted; the watch goes on.
-            let _ = sync(&shared, &mut view);
-        }
         drop(view);
+        if keys_changed {
+            // Problems are noted in the view and counted; the watch goes on.
+            sync(&shared);
+        }
         shared
             .counters
             .events
@@ -675,8 +850,11 @@ pub(crate) fn check_loop(shared: &Shared) {
                 // Current when nothing changed after `seen` and nothing was
                 // deleted (a deletion leaves no key to find, but lowers the
                 // count) — and the copy did not move meanwhile.
-                let current = !changed && count == view.entries.len() && view.revision == seen;
+                let current = !changed
+                    && count == view.entries.len() + view.foreign.len()
+                    && view.revision == seen;
                 let restore = current && !view.stood_down.is_empty();
+                let retry = view.pending_retry;
                 if current {
                     view.proven_at = Some(sent_at);
                     if view.warned_cut_off {
@@ -699,6 +877,9 @@ pub(crate) fn check_loop(shared: &Shared) {
                     } else {
                         behind_since = None;
                     }
+                } else if retry {
+                    // A record did not unwrap (the KMS was away): again.
+                    sync(shared);
                 }
             }
             Err(e) => {

@@ -135,6 +135,10 @@ struct Shared {
     /// The KEK (kind, ID) of the wrapped keystore this keyring was loaded
     /// from: [`Keyring::save`] then refuses to write it in plaintext.
     wrapped_by: Mutex<Option<(String, String)>>,
+    /// Set for the copy of a replicated keyring (its source's name): local
+    /// changes are refused, as the next change from the source would undo
+    /// them.
+    replica_of: std::sync::OnceLock<String>,
 }
 
 /// See [`Keyring::on_unknown_key`].
@@ -545,6 +549,7 @@ impl Keyring {
                 active_cache: Default::default(),
                 unknown_key_hook: RwLock::new(None),
                 wrapped_by: Mutex::new(None),
+                replica_of: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -584,6 +589,20 @@ impl Keyring {
     /// 0 can stand for "not seen yet".
     pub(crate) fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// `InvalidArgument` for the copy of a replicated keyring.
+    fn refuse_if_replica(&self) -> Result<()> {
+        match self.shared.replica_of.get() {
+            None => Ok(()),
+            Some(source) => Err(Error::invalid(
+                "Keyring",
+                "keys",
+                format!(
+                    "this keyring is the copy of the replicated keyring at {source}: change its keys through EtcdKeyring (rotate, promote, deprecate, remove), not here (the next change from etcd would undo a local one)"
+                ),
+            )),
+        }
     }
 
     /// Wakes everything waiting for a key.
@@ -633,6 +652,7 @@ impl Keyring {
     /// Inserts prepared entries: all, or none if any ID is taken (in the keyring
     /// or twice in `entries`) or more than one key would be active.
     fn insert_entries(&self, entries: Vec<(KeyEntry, Meta)>) -> Result<()> {
+        self.refuse_if_replica()?;
         {
             let mut inner = self.write();
             let mut seen: Vec<&KeyId> = Vec::with_capacity(entries.len());
@@ -699,6 +719,7 @@ impl Keyring {
     }
 
     fn rotate_to(&self, key: RootKey, now: i64) -> Result<KeyId> {
+        self.refuse_if_replica()?;
         let id = key.id.clone();
         let entry = KeyEntry::from_root(&key)?;
         {
@@ -755,6 +776,7 @@ impl Keyring {
     /// early, or an inactive one back); the previous active key of that
     /// algorithm becomes inactive.
     pub fn promote(&self, kid: &str, now: i64) -> Result<()> {
+        self.refuse_if_replica()?;
         {
             let mut inner = self.write();
             let slot = inner.slot(kid)?;
@@ -785,8 +807,12 @@ impl Keyring {
 
     /// Promotes every prepublished key whose publish time has come, earliest
     /// first (ties by ID), so the latest due key of each algorithm ends up
-    /// active. Returns the IDs promoted, in order.
+    /// active. Returns the IDs promoted, in order. The copy of a replicated
+    /// keyring promotes nothing (its source's rotator does).
     pub fn promote_due(&self, now: i64) -> Vec<KeyId> {
+        if self.refuse_if_replica().is_err() {
+            return Vec::new();
+        }
         let promoted = {
             let mut inner = self.write();
             let mut due: Vec<(i64, KeyId)> = inner
@@ -812,6 +838,7 @@ impl Keyring {
     /// Deprecates `kid`: it no longer verifies and leaves the JWKS. An active
     /// key cannot be deprecated (rotate first).
     pub fn deprecate(&self, kid: &str, now: i64) -> Result<()> {
+        self.refuse_if_replica()?;
         {
             let mut inner = self.write();
             let active = inner.is_active(kid);
@@ -837,6 +864,7 @@ impl Keyring {
 
     /// Removes `kid`. The active key cannot be removed (rotate first).
     pub fn remove(&self, kid: &str) -> Result<()> {
+        self.refuse_if_replica()?;
         {
             let mut inner = self.write();
             inner.slot(kid)?;

@@ -59,23 +59,34 @@ impl Keyring {
     /// Replaces every key with `keys`, all at once: a key not among them is
     /// removed, a known one keeps its key pair and takes the stored state and
     /// times, a new one is built (and checked: its material must make its
-    /// stored public key). All or nothing: a bad key, a known key this
-    /// keyring does not hold, or two active keys of one algorithm leave the
-    /// keyring as it was.
-    pub(crate) fn replace_with_replica(&self, keys: &[ReplicaKey]) -> Result<()> {
+    /// stored public key). A key that cannot be used (an unknown state, a
+    /// public key its material does not make, a signing state without
+    /// material, a known key this keyring does not hold, a duplicate) is left
+    /// out and named in the returned problems, so one bad record never
+    /// freezes the rest. Two active keys of one algorithm are an error and
+    /// leave the keyring as it was: which of them signs is not ours to pick.
+    pub(crate) fn replace_with_replica(&self, keys: &[ReplicaKey]) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
         // Build the new entries outside the lock; derivation is the costly part.
         let mut fresh = HashMap::new();
         let mut metas = Vec::with_capacity(keys.len());
         for (i, k) in keys.iter().enumerate() {
-            let (id, meta) = if k.known {
-                (known_id(&k.stored)?, known_meta(&k.stored)?)
+            let built = if k.known {
+                known_id(&k.stored).and_then(|id| Ok((id, known_meta(&k.stored)?)))
             } else {
-                let (entry, meta) = entry_of(KEYSTORE_PLAINTEXT_VERSION, i, &k.stored)?;
-                let id = entry.id.clone();
-                fresh.insert(id.clone(), entry);
-                (id, meta)
+                entry_of(KEYSTORE_PLAINTEXT_VERSION, i, &k.stored).map(|(entry, meta)| {
+                    let id = entry.id.clone();
+                    fresh.insert(id.clone(), entry);
+                    (id, meta)
+                })
             };
-            metas.push((id, meta, k.known));
+            match built {
+                Ok((id, meta)) => metas.push((id, meta, k.known)),
+                Err(e) => problems.push(format!(
+                    "key {:?} left out: {e}",
+                    crate::error::truncate_for_message(&k.stored.id)
+                )),
+            }
         }
         {
             let mut inner = self.write();
@@ -87,39 +98,31 @@ impl Keyring {
                             Arc::clone(&slot.entry)
                         }
                         _ => {
-                            return Err(Error::invalid(
-                                "replicated keyring",
-                                "keys",
-                                format!(
-                                    "key {id} was marked known but this keyring does not hold it with that algorithm"
-                                ),
+                            problems.push(format!(
+                                "key {id} left out: marked known, but this keyring does not hold it with that algorithm"
                             ));
+                            continue;
                         }
                     }
                 } else {
                     match fresh.remove(&id) {
                         Some(e) => Arc::new(e),
                         None => {
-                            return Err(Error::DuplicateKey {
-                                kid: id.to_string(),
-                            });
+                            problems.push(format!("key {id} left out: listed twice"));
+                            continue;
                         }
                     }
                 };
                 if next.keys.contains_key(&id) {
-                    return Err(Error::DuplicateKey {
-                        kid: id.to_string(),
-                    });
+                    problems.push(format!("key {id} left out: listed twice"));
+                    continue;
                 }
                 if meta.state.signs_or_will() && !entry.can_sign() {
-                    return Err(Error::invalid(
-                        "replicated keyring",
-                        "State",
-                        format!(
-                            "key {id} is {} but has no private material",
-                            meta.state.name()
-                        ),
+                    problems.push(format!(
+                        "key {id} left out: it is {} but has no private material",
+                        meta.state.name()
                     ));
+                    continue;
                 }
                 let alg = entry.algorithm();
                 if meta.state == KeyState::Active {
@@ -127,7 +130,9 @@ impl Keyring {
                         return Err(Error::invalid(
                             "replicated keyring",
                             "State",
-                            format!("two active {alg} keys: {other} and {id}"),
+                            format!(
+                                "two active {alg} keys: {other} and {id}; the previous keys stay until the source holds one"
+                            ),
                         ));
                     }
                     next.active[alg.index()] = Some(id.clone());
@@ -137,7 +142,7 @@ impl Keyring {
             *inner = next;
         }
         self.changed();
-        Ok(())
+        Ok(problems)
     }
 
     /// Whether this keyring holds `kid` with exactly this public key (so a
@@ -180,6 +185,12 @@ impl Keyring {
             self.changed();
         }
         stood_down
+    }
+
+    /// Marks this keyring as the copy of the replicated keyring at `source`:
+    /// its own mutators refuse from now on.
+    pub(crate) fn mark_replica_of(&self, source: &str) {
+        let _ = self.shared.replica_of.set(source.to_string());
     }
 
     /// Marks this keyring as holding keys wrapped by the KEK (`kind`,
@@ -270,20 +281,34 @@ mod tests {
             ])
             .unwrap_err();
         assert!(e.to_string().contains("two active EdDSA keys"), "{e}");
-        // "Known" but not held here.
-        let e = replica
-            .replace_with_replica(&[with_state(stored(&source, &b), KeyState::Active, true)])
-            .unwrap_err();
-        assert!(e.to_string().contains("does not hold it"), "{e}");
-        // Material that does not make the stored public key.
-        let mut forged = stored(&source, &b);
-        forged.public_key = stored(&source, &a).public_key;
-        let e = replica
-            .replace_with_replica(&[with_state(forged, KeyState::Inactive, false)])
-            .unwrap_err();
-        assert!(e.to_string().contains("PublicKey"), "{e}");
         assert_eq!(replica.active_id(), Some(a.clone()));
         assert_eq!(replica.len(), 1);
+        // A bad key is left out and named; the others are taken.
+        let mut forged = stored(&source, &b);
+        forged.public_key = stored(&source, &a).public_key;
+        let problems = replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Active, true),
+                with_state(forged, KeyState::Inactive, false),
+                with_state(stored(&source, &b), KeyState::Active, true),
+            ])
+            .unwrap();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("PublicKey"), "{problems:?}");
+        assert!(problems[1].contains("does not hold it"), "{problems:?}");
+        assert_eq!(replica.active_id(), Some(a.clone()));
+        assert_eq!(replica.len(), 1);
+        let mut junk = with_state(stored(&source, &a), KeyState::Active, true);
+        junk.stored.state = "x".into();
+        let problems = replica
+            .replace_with_replica(&[
+                junk,
+                with_state(stored(&source, &b), KeyState::Inactive, false),
+            ])
+            .unwrap();
+        assert!(problems[0].contains("unknown key state"), "{problems:?}");
+        assert_eq!(replica.active_id(), None);
+        assert_eq!(replica.keys().len(), 1);
     }
 
     #[test]
