@@ -306,10 +306,15 @@ impl EtcdKeyringBuilder {
     /// Opens the keyring: one linearizable listing of the prefix (every key
     /// unwrapped and checked), then the watch and the freshness checks start.
     /// Fails when etcd does not answer (`KeyringUnavailable`), when no KEK
-    /// was given and the plaintext opt-in was not named (`InvalidArgument`),
-    /// when the prefix is wrapped by another KEK or holds keys of the other
-    /// kind (`KeyCustodyFailed`), or when its keys do not make a keyring.
-    /// With a KEK and an empty prefix, the `wrapping` record is written.
+    /// was given and the plaintext opt-in was not named, or the prefix is
+    /// `/` (`InvalidArgument`), when the prefix is wrapped by another KEK, or
+    /// holds plaintext keys while a KEK was given, or none of its keys could
+    /// be unwrapped (the KMS did not answer) (`KeyCustodyFailed`). A single
+    /// record that cannot be used (it does not decode, does not unwrap, names
+    /// an unknown state, or is wrapped while the plaintext opt-in was named)
+    /// is left out and reported (`stats().bad_records`, the log); two active
+    /// keys of one algorithm leave the copy without keys until etcd holds
+    /// one. With a KEK and an empty prefix, the `wrapping` record is written.
     pub fn open(mut self) -> Result<EtcdKeyring> {
         if self.wrapper.is_some() == self.plaintext {
             return Err(Error::invalid(
