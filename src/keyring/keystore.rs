@@ -193,7 +193,10 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
     let at = |field: &str| format!("Keys[{i}].{field}");
     let id = KeyId::new(&k.id).map_err(|e| corrupt(at("ID"), e.to_string()))?;
     let state = KeyState::from_name(&k.state)
-        .ok_or_else(|| corrupt(at("State"), format!("unknown key state {:?}", k.state)))?;
+        .ok_or_else(|| corrupt(at("State"), format!(
+                "unknown key state {:?}: expected \"active\", \"inactive\", \"prepublished\" or \"deprecated\"",
+                crate::error::truncate_for_message(&k.state)
+            )))?;
     let alg = match (version, k.algorithm.as_str()) {
         (1, "") => Algorithm::EdDsa,
         (1, named) => {

@@ -91,7 +91,22 @@ impl Keyring {
         {
             let mut inner = self.write();
             let mut next = Inner::default();
-            for (id, meta, known) in metas {
+            for (id, mut meta, known) in metas {
+                // Deprecation is final: no change of ours brings a key back,
+                // and the KEK does not authenticate a record's state, so a
+                // record that does is not followed here.
+                if inner
+                    .keys
+                    .get(&id)
+                    .is_some_and(|s| s.meta.state == KeyState::Deprecated)
+                    && meta.state != KeyState::Deprecated
+                {
+                    problems.push(format!(
+                        "key {id} was deprecated and its record now says {}: it stays deprecated here",
+                        meta.state.name()
+                    ));
+                    meta.state = KeyState::Deprecated;
+                }
                 let entry = if known {
                     match inner.keys.get(&id) {
                         Some(slot) if slot.entry.algorithm().name() == stored_alg(keys, &id) => {
@@ -309,6 +324,30 @@ mod tests {
         assert!(problems[0].contains("unknown key state"), "{problems:?}");
         assert_eq!(replica.active_id(), None);
         assert_eq!(replica.keys().len(), 1);
+    }
+
+    #[test]
+    fn a_deprecated_key_never_comes_back() {
+        let now = 1_700_000_000;
+        let source = Keyring::new();
+        let a = source.rotate(now).unwrap();
+        let b = source.rotate(now + 1).unwrap();
+        let replica = Keyring::new();
+        replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Deprecated, false),
+                with_state(stored(&source, &b), KeyState::Active, false),
+            ])
+            .unwrap();
+        let problems = replica
+            .replace_with_replica(&[
+                with_state(stored(&source, &a), KeyState::Inactive, true),
+                with_state(stored(&source, &b), KeyState::Active, true),
+            ])
+            .unwrap();
+        assert!(problems[0].contains("stays deprecated"), "{problems:?}");
+        assert!(replica.verifying_key(a.as_str()).is_none());
+        assert_eq!(replica.active_id(), Some(b));
     }
 
     #[test]
