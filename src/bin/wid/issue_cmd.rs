@@ -6,8 +6,9 @@ use clap::Args;
 use serde_json::{Value, json};
 use workload_identity::{Algorithm, Issuer, ResultCode};
 
+use crate::etcd_args::{self, EtcdArgs};
 use crate::output::{Ctx, read_input, when};
-use crate::sources::{CustodyArgs, load_keystore, parse_alg};
+use crate::sources::{CustodyArgs, parse_alg};
 use crate::{CliError, request};
 
 /// The largest request file read (the codec's own default limit).
@@ -15,11 +16,19 @@ const MAX_REQUEST_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, Args)]
 pub(crate) struct IssueArgs {
-    /// The keystore holding the active signing key.
-    #[arg(long, value_name = "FILE")]
-    keystore: PathBuf,
+    /// The keystore holding the active signing key (or --etcd: sign with
+    /// the replicated keyring's active key).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "etcd",
+        conflicts_with = "etcd"
+    )]
+    keystore: Option<PathBuf>,
     #[command(flatten)]
     custody: CustodyArgs,
+    #[command(flatten)]
+    etcd: EtcdArgs,
     /// The IssueRequest: msgpack (as Go hosts send it) or JSON with Go's field
     /// names (`Region`, `Allocation`, `Task`, `Identity`...; TTL in Go
     /// nanoseconds or as "1h"); `-` reads standard input.
@@ -34,9 +43,13 @@ pub(crate) struct IssueArgs {
 }
 
 pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let keyring = load_keystore(&a.keystore, &a.custody)?;
     let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
     let (req, format) = request::decode(&bytes, &a.request)?;
+    // With --etcd: opened with one linearizable read, so the copy is
+    // current, and held open (watched) until the token is signed.
+    let opened = etcd_args::open(a.keystore.as_deref(), &a.etcd, &a.custody, None, ctx)?;
+    let keyring = opened.keyring();
+    let source = etcd_args::source_flags(a.keystore.as_deref(), &a.etcd);
     let mut issuer = Issuer::new(keyring.clone()).algorithm(a.alg);
     if let Some(iss) = &a.issuer {
         issuer = issuer.issuer(iss);
@@ -55,13 +68,12 @@ pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
             .collect();
         if active.is_empty() {
             err.hint(format!(
-                "make one with `wid keyring rotate --keystore {} --alg {}`",
-                a.keystore.display(),
+                "make one with `wid keyring rotate {source} --alg {}`",
                 a.alg
             ))
         } else {
             err.hint(format!(
-                "this keystore has active keys for {}: pass --alg, or `wid keyring rotate --alg {}`",
+                "this keyring has active keys for {}: pass --alg, or `wid keyring rotate {source} --alg {}`",
                 active.join(", "),
                 a.alg
             ))

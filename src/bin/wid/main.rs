@@ -22,6 +22,7 @@ macro_rules! outln {
     };
 }
 
+mod etcd_args;
 mod inspect_cmd;
 mod issue_cmd;
 mod keyring_cmd;
@@ -46,8 +47,10 @@ Exit status:
   2  usage: a bad flag, or an input value that is not acceptable
   3  I/O or decode: a file could not be read or written, or a keystore,
      JWKS, request or allocation-state file could not be decoded, or a
-     wrapped keystore could not be unwrapped (no KEK, another KEK, altered)
-  4  the keyring refused: no active key of that algorithm, a duplicate key
+     wrapped keystore could not be unwrapped (no KEK, another KEK, altered),
+     or etcd (--etcd) did not answer
+  4  the keyring refused: no active key of that algorithm, a duplicate key,
+     a replicated change that lost to another writer (run it again)
   5  internal error
 
 Errors go to stderr as `wid: error: WID_RESULT_<NAME>: <message>` (a
@@ -76,7 +79,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create, rotate, list and publish the keys of a keystore file.
+    /// Create, rotate, list and publish the keys of a keystore file, or of
+    /// the keyring replicated through etcd (--etcd); migrate between them.
     #[command(subcommand)]
     Keyring(keyring_cmd::KeyringCommand),
     /// Sign an identity for an IssueRequest (JSON or msgpack) and print the token.
@@ -90,7 +94,7 @@ enum Command {
     #[command(after_help = inspect_cmd::AFTER_HELP)]
     Inspect(inspect_cmd::InspectArgs),
     /// Serve the JWKS and OIDC discovery documents over HTTP, following the
-    /// keystore as it changes.
+    /// keystore (or the replicated keyring) as it changes.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
 }

@@ -8,7 +8,10 @@
 //! backlog until a slot frees, which the deadlines make happen within
 //! `HEAD_DEADLINE + ANSWER_DEADLINE`: slow clients cannot hold the server shut. The keystore is re-read when its file changes (checked
 //! on every request: one `stat`), and a failed reload keeps serving the last
-//! good keys while `/health` reports it. SIGTERM and SIGINT stop accepting,
+//! good keys while `/health` reports it. With `--etcd` the keys are the
+//! replicated keyring's, kept current by its watch (a change made anywhere
+//! is served without a restart), and `--rotator` runs an elected rotation
+//! candidate in this process. SIGTERM and SIGINT stop accepting,
 //! let requests in flight finish (5 s at most), and exit 0; a second signal
 //! exits at once with status 1.
 
@@ -21,11 +24,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
 use serde_json::json;
-use workload_identity::{Keyring, OidcDiscovery, ResultCode, RotationPolicy};
+use workload_identity::{
+    EtcdKeyring, Keyring, KeystoreLoadOptions, OidcDiscovery, ResultCode, RotationPolicy, Rotator,
+    RotatorOptions,
+};
 
+use crate::etcd_args::{self, EtcdArgs, Opened};
 use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
-use crate::sources::{CustodyArgs, bad_flag, load_keystore};
+use crate::sources::{CustodyArgs, bad_flag};
 use crate::{CliError, Exit};
 
 pub(crate) const AFTER_HELP: &str = "\
@@ -34,13 +41,24 @@ Routes (GET or HEAD):
   /.well-known/openid-configuration    the discovery document (needs --issuer)
   /health                              200 when the keystore is loaded and
                                        current, 503 when a reload failed
+                                       (--etcd: when cut off from etcd)
 The JWKS and discovery document carry Cache-Control: max-age from the
 rotation policy (half the time to the next planned key switch, at least
 15 minutes). The issuer must be https, except that an http issuer on a
 loopback host is allowed when the listener is loopback too (for testing
 OIDC clients on one machine). The first line on stdout names the address
 (useful with --listen 127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0;
-a second signal while stopping: exit 1 at once.";
+a second signal while stopping: exit 1 at once.
+
+With --etcd the keys are the replicated keyring's, kept current by an etcd
+watch: a change made by any process (`wid keyring rotate --etcd ...`,
+another server's rotator) is served without a restart, so every server on
+one prefix serves the same JWKS. /health answers 503 while this server is
+cut off from etcd (it keeps serving the keys it last saw). --rotator makes
+this server a rotation candidate: of all candidates on the prefix, one is
+elected with an etcd lease and runs the rotation policy of
+--rotation-threshold and --longest-ttl (defaults 720h and unset: no key is
+ever deprecated), promoting prepublished keys after the lead time.";
 
 /// Longest request head read (request line and headers).
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -57,11 +75,25 @@ const DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// The keystore to publish (re-read when the file changes).
-    #[arg(long, value_name = "FILE")]
-    keystore: PathBuf,
+    /// The keystore to publish (re-read when the file changes), or --etcd
+    /// for the replicated keyring.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "etcd",
+        conflicts_with = "etcd"
+    )]
+    keystore: Option<PathBuf>,
     #[command(flatten)]
     custody: CustodyArgs,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// With --etcd: run a rotation candidate in this server. One candidate
+    /// of all on the prefix is elected (an etcd lease) and runs the rotation
+    /// policy (--rotation-threshold, --longest-ttl); if it stops or is cut
+    /// off, another takes over after the lease's TTL (10s).
+    #[arg(long, requires = "etcd", help_heading = etcd_args::HEADING)]
+    rotator: bool,
     /// Where to listen, e.g. 127.0.0.1:8080 (port 0: any free port).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
@@ -72,13 +104,16 @@ pub(crate) struct ServeArgs {
     policy: PolicyArgs,
 }
 
-/// The keystore as last loaded, and what its file looked like then.
+/// The keys as last loaded, and what their source looked like then.
 struct Loaded {
     keyring: Keyring,
     stamp: Option<Stamp>,
     loaded_at: i64,
-    /// The last reload failure, while the file still looks as it did then.
+    /// The last reload failure, while the file still looks as it did then;
+    /// with --etcd, why the copy is not known to be current.
     error: Option<String>,
+    /// With --etcd: the revision last reported.
+    revision: i64,
 }
 
 /// What identifies one version of the keystore file: saves replace it by
@@ -103,10 +138,24 @@ fn stamp(path: &std::path::Path) -> Option<Stamp> {
     })
 }
 
+/// Where the served keys come from.
+enum Source {
+    /// A keystore file, re-read when it changes.
+    File {
+        path: PathBuf,
+        /// The KEK of a wrapped keystore, read once at start.
+        load_options: KeystoreLoadOptions,
+    },
+    /// The replicated keyring, kept current by its watch.
+    Etcd {
+        replicated: EtcdKeyring,
+        /// The rotation candidate (`--rotator`), resigned at the stop.
+        rotator: Mutex<Option<Rotator>>,
+    },
+}
+
 struct Server {
-    path: PathBuf,
-    /// The KEK of a wrapped keystore, read once at start.
-    load_options: workload_identity::KeystoreLoadOptions,
+    source: Source,
     issuer: Option<String>,
     policy: RotationPolicy,
     loaded: Mutex<Loaded>,
@@ -120,16 +169,16 @@ impl Server {
 
     /// The current keyring: re-read first when the file changed.
     fn current(&self) -> (Keyring, Option<String>) {
+        let (path, load_options) = match &self.source {
+            Source::File { path, load_options } => (path, load_options),
+            Source::Etcd { replicated, .. } => return self.current_replicated(replicated),
+        };
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        let now_stamp = stamp(&self.path);
+        let now_stamp = stamp(path);
         if now_stamp != l.stamp {
-            match Keyring::load_with(&self.path, &self.load_options) {
+            match Keyring::load_with(path, load_options) {
                 Ok(k) => {
-                    eprintln!(
-                        "wid serve: reloaded {} ({} keys)",
-                        self.path.display(),
-                        k.len()
-                    );
+                    eprintln!("wid serve: reloaded {} ({} keys)", path.display(), k.len());
                     l.keyring = k;
                     l.loaded_at = self.now();
                     l.error = None;
@@ -146,6 +195,55 @@ impl Server {
             l.stamp = now_stamp;
         }
         (l.keyring.clone(), l.error.clone())
+    }
+
+    /// The replicated keyring (always the watched copy), and whether it is
+    /// cut off; changes are noted on stderr as requests see them.
+    fn current_replicated(&self, replicated: &EtcdKeyring) -> (Keyring, Option<String>) {
+        let stats = replicated.stats();
+        let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if stats.revision != l.revision {
+            eprintln!(
+                "wid serve: keyring at {} now at etcd revision {} ({} keys)",
+                replicated.prefix(),
+                stats.revision,
+                stats.keys
+            );
+            l.revision = stats.revision;
+            l.loaded_at = self.now();
+        }
+        let error = stats.cut_off.then(|| {
+            format!(
+                "cut off from etcd (not proven current for {}): serving the keys last seen{}",
+                stats
+                    .since_proven
+                    .map_or("ever".to_string(), |d| format!("{} ms", d.as_millis())),
+                stats
+                    .last_error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!("; last error: {e}"))
+            )
+        });
+        if error.is_some() != l.error.is_some() {
+            match &error {
+                Some(e) => eprintln!("wid serve: {e}"),
+                None => eprintln!("wid serve: etcd answers again; the keyring is current"),
+            }
+        }
+        l.error.clone_from(&error);
+        (replicated.keyring(), error)
+    }
+
+    /// Whether this server's rotation candidate is elected (`None`: it runs none).
+    fn rotator_elected(&self) -> Option<bool> {
+        match &self.source {
+            Source::Etcd { rotator, .. } => rotator
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map(Rotator::is_elected),
+            Source::File { .. } => None,
+        }
     }
 
     fn discovery(&self, keyring: &Keyring) -> Option<Result<OidcDiscovery, String>> {
@@ -176,7 +274,21 @@ fn loopback_host(url: &str) -> bool {
 }
 
 pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let keyring = load_keystore(&a.keystore, &a.custody)?;
+    if a.rotator && !a.etcd.given() {
+        return Err(bad_flag(
+            "--rotator",
+            "applies with --etcd only: it rotates the replicated keyring",
+        ));
+    }
+    let policy = a.policy.policy();
+    let opened = etcd_args::open(
+        a.keystore.as_deref(),
+        &a.etcd,
+        &a.custody,
+        Some(policy),
+        ctx,
+    )?;
+    let keyring = opened.keyring();
     if let Some(issuer) = &a.issuer {
         if issuer.starts_with("http://") {
             if !a.listen.ip().is_loopback() {
@@ -217,26 +329,76 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         .set_nonblocking(true)
         .map_err(|e| CliError::io("configuring the listener", &e))?;
 
+    let mut described = opened.json_fields();
+    let (source, file_stamp, revision) = match opened {
+        Opened::File { path, .. } => {
+            let file_stamp = stamp(&path);
+            (
+                Source::File {
+                    path,
+                    load_options: a.custody.load_options()?,
+                },
+                file_stamp,
+                0,
+            )
+        }
+        Opened::Etcd(replicated) => {
+            let rotator = if a.rotator {
+                Some(replicated.start_rotator(RotatorOptions::new(policy))?)
+            } else {
+                None
+            };
+            let revision = replicated.stats().revision;
+            (
+                Source::Etcd {
+                    replicated,
+                    rotator: Mutex::new(rotator),
+                },
+                None,
+                revision,
+            )
+        }
+    };
+    described.insert("listening".into(), json!(addr.to_string()));
+    described.insert("issuer".into(), json!(a.issuer));
+    if let Source::Etcd { rotator, .. } = &source {
+        let running = rotator
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        described.insert("rotator".into(), json!(running));
+    }
     let server = Arc::new(Server {
-        path: a.keystore.clone(),
-        load_options: a.custody.load_options()?,
+        source,
         issuer: a.issuer.clone(),
-        policy: a.policy.policy(),
+        policy,
         loaded: Mutex::new(Loaded {
             keyring,
-            stamp: stamp(&a.keystore),
+            stamp: file_stamp,
             loaded_at: ctx.now(),
             error: None,
+            revision,
         }),
         fixed_now: ctx.fixed_now(),
     });
     ctx.emit(
         &format!("listening on http://{addr}"),
-        &json!({"listening": addr.to_string(), "keystore": a.keystore.display().to_string(),
-                "issuer": a.issuer}),
+        &serde_json::Value::Object(described),
     );
     // The test harness and supervisors read the address from this line.
     let _ = std::io::stdout().flush();
+    if let Source::Etcd { replicated, .. } = &server.source {
+        ctx.note(&format!(
+            "serving the replicated keyring at {} (etcd revision {revision}, {} keys){}",
+            replicated.prefix(),
+            replicated.keyring().len(),
+            if a.rotator {
+                "; running a rotation candidate"
+            } else {
+                ""
+            }
+        ));
+    }
 
     let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
@@ -272,6 +434,17 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         }
     }
     drop(listener);
+    if let Source::Etcd { rotator, .. } = &server.source {
+        // Give up the lease at once, so another candidate takes over now
+        // rather than after its TTL.
+        if let Some(r) = rotator
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            r.resign();
+        }
+    }
     let deadline = Instant::now() + DRAIN;
     while active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
@@ -480,16 +653,39 @@ fn route(server: &Server, path: &str) -> Response {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .loaded_at;
-            let body = json!({
+            let mut body = json!({
                 "status": if error.is_some() { "degraded" } else { "ok" },
                 "keys": keyring.len(),
                 "published": keyring.jwks().keys.len(),
                 "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
                 "loaded_at": utc(loaded_at),
-                // The detail (the keystore's path, its mode) went to stderr
-                // when the reload failed; unauthenticated clients get none.
-                "reload_error": error.as_ref().map(|_| "reload failed: serving the last good keys"),
             });
+            match &server.source {
+                Source::File { .. } => {
+                    // The detail (the keystore's path, its mode) went to
+                    // stderr when the reload failed; unauthenticated clients
+                    // get none.
+                    body["reload_error"] = json!(
+                        error
+                            .as_ref()
+                            .map(|_| "reload failed: serving the last good keys")
+                    );
+                }
+                Source::Etcd { replicated, .. } => {
+                    // The prefix, the members and etcd's errors went to
+                    // stderr; here only whether the copy is current.
+                    body["etcd"] = json!({
+                        "revision": replicated.stats().revision,
+                        "cut_off": error.is_some(),
+                        "rotator_elected": server.rotator_elected(),
+                    });
+                    body["reload_error"] = json!(
+                        error
+                            .as_ref()
+                            .map(|_| "cut off from etcd: serving the keys last seen")
+                    );
+                }
+            }
             Response::json(
                 if error.is_some() { 503 } else { 200 },
                 body.to_string(),

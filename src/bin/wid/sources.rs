@@ -124,7 +124,16 @@ impl CustodyArgs {
 /// Loads a keystore (unwrapping it with the KEK the flags name), saying
 /// what to do when it is not there or is wrapped.
 pub(crate) fn load_keystore(path: &Path, custody: &CustodyArgs) -> Result<Keyring, CliError> {
-    Keyring::load_with(path, &custody.load_options()?).map_err(|e| {
+    load_keystore_with(path, custody, &custody.load_options()?)
+}
+
+/// [`load_keystore`] with load options of the caller's (the KEK among them).
+pub(crate) fn load_keystore_with(
+    path: &Path,
+    custody: &CustodyArgs,
+    options: &KeystoreLoadOptions,
+) -> Result<Keyring, CliError> {
+    Keyring::load_with(path, options).map_err(|e| {
         let missing = matches!(&e, workload_identity::Error::Io { source, .. }
             if source.kind() == std::io::ErrorKind::NotFound);
         let wrapped = e.code() == ResultCode::KeyCustodyFailed

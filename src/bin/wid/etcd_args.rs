@@ -1,0 +1,449 @@
+//! `--etcd ...`: the keyring replicated through etcd (`EtcdKeyring`) in
+//! place of a keystore file, for `wid keyring`, `wid issue` and `wid serve`.
+//!
+//! The flags mirror the library's `EtcdConfig` (endpoints, CA bundle, client
+//! certificate, user and password, plain http only when asked for) and
+//! `EtcdKeyringBuilder` (prefix, KEK or the loudly named plaintext opt-in,
+//! lead time). Secrets (the password, the client key) come only from files
+//! that group and others cannot read, or the password from
+//! `WID_ETCD_PASSWORD`; never from the command line, never printed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::{Value, json};
+use workload_identity::{
+    DEFAULT_KEYRING_PREFIX, EtcdConfig, EtcdKeyring, KeyWrapper, Keyring, ResultCode,
+    RotationPolicy,
+};
+use zeroize::Zeroizing;
+
+use crate::output::{Ctx, parse_duration};
+use crate::sources::{CustodyArgs, bad_flag, load_keystore};
+use crate::{CliError, Exit};
+
+/// Where `--etcd-user`'s password comes from when `--etcd-password-file` is
+/// not given.
+pub(crate) const PASSWORD_ENV: &str = "WID_ETCD_PASSWORD";
+
+/// Where `--help` lists the etcd flags.
+pub(crate) const HEADING: &str = "Replicated keyring (etcd)";
+
+/// The largest CA bundle, certificate, key or password file read.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// The replicated keyring: where etcd is, how to reach it, and the prefix.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EtcdArgs {
+    /// Use the keyring replicated through etcd instead of a keystore file:
+    /// the client URLs of the cluster's members, comma-separated (or the flag
+    /// repeated); the first is this host's own member. Keys in etcd are
+    /// always wrapped: give --kek-file (or --transit-addr and --transit-key).
+    #[arg(long, help_heading = HEADING, value_name = "URL[,URL...]", value_delimiter = ',')]
+    pub(crate) etcd: Vec<String>,
+    /// The etcd prefix the keyring lives under (default
+    /// /workload-identity/keyring/).
+    #[arg(long, help_heading = HEADING, value_name = "PREFIX", requires = "etcd")]
+    pub(crate) etcd_prefix: Option<String>,
+    /// Trust only the CA certificates of this PEM bundle for the members'
+    /// certificates (default: the Mozilla roots).
+    #[arg(long, help_heading = HEADING, value_name = "PEM", requires = "etcd")]
+    pub(crate) etcd_ca_bundle: Option<PathBuf>,
+    /// Present this client certificate (PEM, leaf first) to members started
+    /// with --client-cert-auth; needs --etcd-key.
+    #[arg(long, help_heading = HEADING, value_name = "PEM", requires = "etcd", requires = "etcd_key")]
+    pub(crate) etcd_cert: Option<PathBuf>,
+    /// The private key of --etcd-cert (PEM; mode 0600: a file group or
+    /// others can read is refused).
+    #[arg(long, help_heading = HEADING, value_name = "PEM", requires = "etcd", requires = "etcd_cert")]
+    pub(crate) etcd_key: Option<PathBuf>,
+    /// Authenticate to etcd as this user (etcd's `auth enable`). The password
+    /// comes from --etcd-password-file, else from WID_ETCD_PASSWORD; never
+    /// from the command line.
+    #[arg(long, help_heading = HEADING, value_name = "NAME", requires = "etcd")]
+    pub(crate) etcd_user: Option<String>,
+    /// The file holding --etcd-user's password (mode 0600; one trailing
+    /// newline is ignored).
+    #[arg(long, help_heading = HEADING, value_name = "FILE", requires = "etcd_user")]
+    pub(crate) etcd_password_file: Option<PathBuf>,
+    /// Allow http:// member URLs. Only for a network no one else can touch
+    /// (loopback, a test): without TLS anyone on the path can forge etcd's
+    /// answers and read the credentials.
+    #[arg(long, help_heading = HEADING, requires = "etcd")]
+    pub(crate) etcd_allow_plain_http: bool,
+    /// INSECURE, for tests: keep the keys' private material in etcd in
+    /// plaintext instead of wrapped by a KEK. Anyone who can read the prefix,
+    /// or a backup or snapshot of etcd, then holds every private key.
+    #[arg(long, help_heading = HEADING, requires = "etcd")]
+    pub(crate) etcd_insecure_plaintext_keys: bool,
+    /// How long a new key is in the JWKS before it may sign (default 30s,
+    /// never under 2s): every server has it before its first token. Give
+    /// every process of a cluster the same.
+    #[arg(long, help_heading = HEADING, value_name = "DURATION", value_parser = parse_duration, requires = "etcd")]
+    pub(crate) etcd_lead_time: Option<Duration>,
+}
+
+impl EtcdArgs {
+    /// Whether `--etcd` was given.
+    pub(crate) fn given(&self) -> bool {
+        !self.etcd.is_empty()
+    }
+
+    /// The prefix as the keyring uses it (with its trailing `/`).
+    pub(crate) fn prefix(&self) -> String {
+        let mut p = self
+            .etcd_prefix
+            .clone()
+            .unwrap_or_else(|| DEFAULT_KEYRING_PREFIX.to_string());
+        if !p.ends_with('/') {
+            p.push('/');
+        }
+        p
+    }
+
+    /// Refuses the etcd flags without `--etcd` (clap lets them pass beside
+    /// `--keystore`, which conflicts with `--etcd`): a flag that would be
+    /// ignored is a mistake worth saying.
+    pub(crate) fn refuse_without_etcd(&self) -> Result<(), CliError> {
+        let given = [
+            ("--etcd-prefix", self.etcd_prefix.is_some()),
+            ("--etcd-ca-bundle", self.etcd_ca_bundle.is_some()),
+            ("--etcd-cert", self.etcd_cert.is_some()),
+            ("--etcd-key", self.etcd_key.is_some()),
+            ("--etcd-user", self.etcd_user.is_some()),
+            ("--etcd-password-file", self.etcd_password_file.is_some()),
+            ("--etcd-allow-plain-http", self.etcd_allow_plain_http),
+            (
+                "--etcd-insecure-plaintext-keys",
+                self.etcd_insecure_plaintext_keys,
+            ),
+            ("--etcd-lead-time", self.etcd_lead_time.is_some()),
+        ];
+        match given.iter().find(|(_, on)| *on) {
+            Some((flag, _)) if !self.given() => Err(bad_flag(
+                flag,
+                "applies to the replicated keyring only: it needs --etcd (not --keystore)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `--etcd URL,... --etcd-prefix PREFIX`, for hints.
+    pub(crate) fn flags(&self) -> String {
+        format!(
+            "--etcd {} --etcd-prefix {}",
+            self.etcd.join(","),
+            self.prefix()
+        )
+    }
+
+    /// The members' URLs, checked: at least one, each http(s), http only
+    /// with `--etcd-allow-plain-http`.
+    fn endpoints(&self) -> Result<Vec<String>, CliError> {
+        let urls: Vec<String> = self
+            .etcd
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty() {
+            return Err(bad_flag(
+                "--etcd",
+                "names no URL: expected the members' client URLs, like https://10.0.0.1:2379,https://10.0.0.2:2379",
+            ));
+        }
+        for url in &urls {
+            if url.starts_with("http://") {
+                if !self.etcd_allow_plain_http {
+                    return Err(bad_flag(
+                        "--etcd",
+                        format!(
+                            "{url} is plain http: anyone on the path could forge etcd's answers and read the credentials"
+                        ),
+                    )
+                    .hint("use https:// (with --etcd-ca-bundle for a private CA), or add --etcd-allow-plain-http for a network no one else can touch (loopback, a test)"));
+                }
+            } else if !url.starts_with("https://") {
+                return Err(bad_flag(
+                    "--etcd",
+                    format!("{url:?} is not an http(s) URL: expected https://HOST:PORT"),
+                ));
+            }
+        }
+        Ok(urls)
+    }
+
+    /// The client configuration the flags describe.
+    fn config(&self) -> Result<EtcdConfig, CliError> {
+        let urls = self.endpoints()?;
+        let all: Vec<&str> = urls.iter().map(String::as_str).collect();
+        // The config's own prefix is where allocations live; the keyring's
+        // prefix is given to the keyring builder.
+        let mut config = EtcdConfig::new(&urls[0], &all, "/");
+        if self.etcd_allow_plain_http {
+            config = config.allow_plain_http();
+        }
+        if let Some(ca) = &self.etcd_ca_bundle {
+            config = config.ca_bundle_pem(read_file(ca, "--etcd-ca-bundle", false)?.to_vec());
+        }
+        if let (Some(cert), Some(key)) = (&self.etcd_cert, &self.etcd_key) {
+            let cert = read_file(cert, "--etcd-cert", false)?;
+            let key = read_file(key, "--etcd-key", true)?;
+            config = config.client_certificate_pem(cert.to_vec(), key.to_vec());
+        }
+        if let Some(user) = &self.etcd_user {
+            let password = self.password()?;
+            config = config.credentials(user, password.as_str());
+        }
+        Ok(config)
+    }
+
+    /// `--etcd-user`'s password: the file, else the environment.
+    fn password(&self) -> Result<Zeroizing<String>, CliError> {
+        let bytes = match &self.etcd_password_file {
+            Some(path) => read_file(path, "--etcd-password-file", true)?,
+            None => match std::env::var_os(PASSWORD_ENV) {
+                Some(v) if !v.is_empty() => Zeroizing::new(v.into_encoded_bytes()),
+                _ => {
+                    return Err(bad_flag(
+                        "--etcd-user",
+                        format!(
+                            "needs a password: give --etcd-password-file FILE (mode 0600) or set {PASSWORD_ENV}"
+                        ),
+                    ));
+                }
+            },
+        };
+        let text = std::str::from_utf8(&bytes).map_err(|_| {
+            bad_flag(
+                "--etcd-user",
+                "the password is not UTF-8 (etcd passwords are strings)",
+            )
+        })?;
+        let text = text
+            .strip_suffix('\n')
+            .map_or(text, |t| t.strip_suffix('\r').unwrap_or(t));
+        if text.is_empty() {
+            return Err(bad_flag("--etcd-user", "the password is empty"));
+        }
+        Ok(Zeroizing::new(text.to_string()))
+    }
+
+    /// Opens the replicated keyring: one linearizable listing of the prefix
+    /// (every key unwrapped with the KEK the custody flags name), then the
+    /// watch keeps the copy current. `policy` is the rotation policy whose
+    /// threshold bounds how long a copy cut off from etcd keeps signing.
+    pub(crate) fn open(
+        &self,
+        custody: &CustodyArgs,
+        policy: Option<RotationPolicy>,
+        ctx: &Ctx,
+    ) -> Result<EtcdKeyring, CliError> {
+        self.open_with(custody.wrapper()?, policy, ctx)
+    }
+
+    /// [`EtcdArgs::open`] with the KEK the custody flags named, made already.
+    pub(crate) fn open_with(
+        &self,
+        wrapper: Option<Arc<dyn KeyWrapper>>,
+        policy: Option<RotationPolicy>,
+        ctx: &Ctx,
+    ) -> Result<EtcdKeyring, CliError> {
+        // The KEK first: nothing (a password file, etcd) is read for a
+        // command that would be refused anyway.
+        let wrapper = match (wrapper, self.etcd_insecure_plaintext_keys) {
+            (Some(_), true) => {
+                return Err(bad_flag(
+                    "--etcd-insecure-plaintext-keys",
+                    "and a KEK (--kek-file, --transit-key) were both given: the keys in etcd are either wrapped by the KEK or in plaintext; choose one",
+                ));
+            }
+            (None, false) => {
+                return Err(bad_flag(
+                    "--etcd",
+                    "no KEK was given: keys in etcd are always wrapped, so anyone who can read etcd (or a backup of it) gets nothing",
+                )
+                .hint("give the KEK with --kek-file FILE (`wid keyring generate-kek` makes one) or --transit-addr URL --transit-key NAME; --etcd-insecure-plaintext-keys keeps the keys in plaintext, for tests only"));
+            }
+            (w, _) => w,
+        };
+        let mut builder = EtcdKeyring::builder(self.config()?).prefix(&self.prefix());
+        match wrapper {
+            Some(w) => builder = builder.wrapper(w),
+            None => {
+                ctx.note(&format!(
+                    "warning: --etcd-insecure-plaintext-keys: the private keys under {} are in plaintext in etcd; anyone who can read it holds them",
+                    self.prefix()
+                ));
+                builder = builder.insecure_plaintext_keys();
+            }
+        }
+        if let Some(lead) = self.etcd_lead_time {
+            builder = builder.lead_time(lead);
+        }
+        if let Some(policy) = policy {
+            builder = builder.rotation_policy(policy);
+        }
+        builder.open().map_err(|e| {
+            let code = e.code();
+            let err = CliError::from(e);
+            match code {
+                ResultCode::KeyCustodyFailed => err.hint(format!(
+                    "the keyring at {} is wrapped by another KEK, or holds keys of the other kind (wrapped or plaintext): give the KEK it was made with",
+                    self.prefix()
+                )),
+                ResultCode::KeyringUnavailable => err.hint(
+                    "check the --etcd URLs, --etcd-ca-bundle, the client certificate and the credentials",
+                ),
+                _ => err,
+            }
+        })
+    }
+}
+
+/// Reads a flag's file; `secret`: refuse one that group or others can
+/// access (as keystores and KEK files are), and keep it in a zeroizing
+/// buffer.
+fn read_file(path: &Path, flag: &str, secret: bool) -> Result<Zeroizing<Vec<u8>>, CliError> {
+    let io = |e: &std::io::Error| CliError::io(format!("reading {flag} {}", path.display()), e);
+    let file = std::fs::File::open(path).map_err(|e| io(&e))?;
+    #[cfg(unix)]
+    if secret {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata().map_err(|e| io(&e))?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(CliError::new(
+                ResultCode::IoError,
+                format!(
+                    "{flag} {}: group or others have access to it (mode {mode:04o}) and it holds a secret",
+                    path.display()
+                ),
+            )
+            .hint(format!("`chmod 600 {}`", path.display())));
+        }
+    }
+    let mut buf = Zeroizing::new(Vec::new());
+    file.take(MAX_PEM_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| io(&e))?;
+    if buf.len() as u64 > MAX_PEM_BYTES {
+        return Err(CliError::new(
+            ResultCode::DecodeError,
+            format!(
+                "{flag} {} is larger than the {MAX_PEM_BYTES}-byte limit",
+                path.display()
+            ),
+        )
+        .exit(Exit::Io));
+    }
+    Ok(buf)
+}
+
+/// Where a `wid keyring` command finds the keys: a keystore file, or the
+/// replicated keyring with `--etcd`.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The keystore file (or --etcd for the replicated keyring).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "etcd",
+        conflicts_with = "etcd"
+    )]
+    pub(crate) keystore: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) custody: CustodyArgs,
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
+}
+
+/// The keys a command works on, opened.
+pub(crate) enum Opened {
+    /// A keystore file, loaded (changes are saved back to it).
+    File { path: PathBuf, keyring: Keyring },
+    /// The replicated keyring (changes are etcd transactions).
+    Etcd(EtcdKeyring),
+}
+
+impl StoreArgs {
+    /// Opens the keystore or the replicated keyring.
+    pub(crate) fn open(&self, ctx: &Ctx) -> Result<Opened, CliError> {
+        open(
+            self.keystore.as_deref(),
+            &self.etcd,
+            &self.custody,
+            None,
+            ctx,
+        )
+    }
+
+    /// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
+    pub(crate) fn flags(&self) -> String {
+        source_flags(self.keystore.as_deref(), &self.etcd)
+    }
+}
+
+/// Opens what the flags name (clap has made sure exactly one was given).
+pub(crate) fn open(
+    keystore: Option<&Path>,
+    etcd: &EtcdArgs,
+    custody: &CustodyArgs,
+    policy: Option<RotationPolicy>,
+    ctx: &Ctx,
+) -> Result<Opened, CliError> {
+    etcd.refuse_without_etcd()?;
+    match keystore {
+        Some(path) => Ok(Opened::File {
+            path: path.to_path_buf(),
+            keyring: load_keystore(path, custody)?,
+        }),
+        None if etcd.given() => Ok(Opened::Etcd(etcd.open(custody, policy, ctx)?)),
+        None => Err(bad_flag(
+            "--keystore",
+            "or --etcd is required: where the keys are",
+        )),
+    }
+}
+
+/// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
+pub(crate) fn source_flags(keystore: Option<&Path>, etcd: &EtcdArgs) -> String {
+    match keystore {
+        Some(p) => format!("--keystore {}", p.display()),
+        None => etcd.flags(),
+    }
+}
+
+impl Opened {
+    /// The keyring to read, sign and verify with.
+    pub(crate) fn keyring(&self) -> Keyring {
+        match self {
+            Opened::File { keyring, .. } => keyring.clone(),
+            Opened::Etcd(r) => r.keyring(),
+        }
+    }
+
+    /// For people: `keystore FILE` or `etcd PREFIX`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Opened::File { path, .. } => path.display().to_string(),
+            Opened::Etcd(r) => format!("etcd {}", r.prefix()),
+        }
+    }
+
+    /// For scripts: `"keystore": FILE` or `"etcd_prefix": PREFIX`.
+    pub(crate) fn json_fields(&self) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        match self {
+            Opened::File { path, .. } => {
+                m.insert("keystore".into(), json!(path.display().to_string()));
+            }
+            Opened::Etcd(r) => {
+                m.insert("etcd_prefix".into(), json!(r.prefix()));
+            }
+        }
+        m
+    }
+}
