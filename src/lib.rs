@@ -88,6 +88,8 @@ mod counter;
 mod custody;
 mod deadline;
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd_keyring;
 pub mod ffi;
 /// Shared entry points of the fuzz targets, the corpus replay test and the
 /// valgrind replay: not part of the library (feature `fuzzing`, off by default).
@@ -97,8 +99,6 @@ pub mod fuzzing;
 mod issue;
 mod jwt;
 mod keyring;
-#[cfg(feature = "etcd")]
-mod etcd_keyring;
 pub mod manager;
 pub mod model;
 mod pop;
@@ -124,6 +124,11 @@ pub use custody::{
 #[cfg(feature = "transit")]
 pub use custody::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
+#[cfg(feature = "etcd")]
+pub use etcd_keyring::{
+    DEFAULT_PREFIX as DEFAULT_KEYRING_PREFIX, EtcdKeyring, EtcdKeyringBuilder, EtcdKeyringStats,
+    Rotator, RotatorOptions, RotatorStats,
+};
 pub use issue::{DEFAULT_MAX_WIT_TTL, Issuer, SignedIdentity};
 pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
@@ -137,11 +142,6 @@ pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 #[cfg(feature = "remote-jwks")]
 pub use remote_jwks::{
     MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
-};
-#[cfg(feature = "etcd")]
-pub use etcd_keyring::{
-    DEFAULT_PREFIX as DEFAULT_KEYRING_PREFIX, EtcdKeyring, EtcdKeyringBuilder, EtcdKeyringStats,
-    Rotator, RotatorOptions, RotatorStats,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};

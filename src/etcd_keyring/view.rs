@@ -42,6 +42,9 @@ pub(crate) struct Entry {
 pub(crate) struct View {
     /// The revision the copy reflects (0 before the first listing).
     pub(crate) revision: i64,
+    /// The revision the keyring reflects: `revision` once the records are
+    /// applied (what a change waits for before it returns).
+    pub(crate) synced: i64,
     /// Every record under the prefix, by suffix.
     pub(crate) entries: BTreeMap<String, Entry>,
     /// For each key the keyring holds: the digest of the record's key pair
@@ -477,6 +480,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         outcome,
     } = prepared;
     view.pending_retry = outcome.unwrap_failures > 0;
+    view.synced = view.synced.max(view.revision);
     let (replica, digests): (Vec<ReplicaKey>, Vec<[u8; 32]>) = keys.into_iter().unzip();
     match shared.keyring.replace_with_replica(&replica) {
         Ok(more) => {
@@ -537,7 +541,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
 pub(crate) fn wait_for_revision(shared: &Shared, revision: i64, timeout: Duration) -> bool {
     let deadline = crate::deadline::deadline_after(timeout);
     let mut view = shared.lock_view();
-    while view.revision < revision {
+    while view.synced < revision {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return false;
@@ -768,6 +772,10 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
             applied += 1;
         }
         view.revision = newest;
+        if !keys_changed {
+            // Only the election key moved: the keyring already reflects it.
+            view.synced = view.synced.max(newest);
+        }
         drop(view);
         if keys_changed {
             // Problems are noted in the view and counted; the watch goes on.
