@@ -2,8 +2,10 @@
 //! and the guarantees).
 
 mod change;
+mod check;
 mod rotator;
 mod view;
+mod watch;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -377,7 +379,7 @@ impl EtcdKeyringBuilder {
             let weak = Arc::downgrade(&shared);
             std::thread::Builder::new()
                 .name("wid-keyring-watch".into())
-                .spawn(move || view::watch_loop(&weak))
+                .spawn(move || watch::watch_loop(&weak))
                 .map_err(|source| Error::Io {
                     context: "starting the keyring watch thread".into(),
                     source,
@@ -387,7 +389,7 @@ impl EtcdKeyringBuilder {
             let s = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("wid-keyring-check".into())
-                .spawn(move || view::check_loop(&s))
+                .spawn(move || check::check_loop(&s))
                 .map_err(|source| Error::Io {
                     context: "starting the keyring check thread".into(),
                     source,

@@ -1,10 +1,8 @@
-//! The process's copy of the prefix: listed once, fed by a watch, proven
-//! current by periodic checks, and turned into the [`crate::Keyring`] after
-//! every change.
+//! The process's copy of the prefix (listed once, then fed by the watch in
+//! `watch.rs` and proven current by `check.rs`), and turning it into the
+//! [`crate::Keyring`] after every change.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read};
-use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -15,10 +13,9 @@ use super::{Counters, Shared};
 use crate::codec::{self, Bin};
 use crate::custody::{WrapItem, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{Algorithm, KeyState, ReplicaKey, StoredKey, stored_aad};
+use crate::keyring::{Algorithm, ReplicaKey, StoredKey, stored_aad};
 use crate::state::StoreError;
-use crate::state::etcd::record::{Header, Kv, b64, int64, prefix_end, unb64};
-use crate::state::etcd::watch::{MAX_MESSAGE_BYTES, Message};
+use crate::state::etcd::record::{Header, Kv, b64, prefix_end, unb64};
 
 /// The suffix of the key records.
 pub(crate) const KEYS: &str = "keys/";
@@ -26,9 +23,6 @@ pub(crate) const KEYS: &str = "keys/";
 pub(crate) const WRAPPING: &str = "wrapping";
 /// The suffix of the election key.
 pub(crate) const ROTATOR: &str = "rotator";
-
-/// Longest pause between attempts when nothing answers.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// One record under the prefix.
 #[derive(Clone)]
@@ -53,13 +47,13 @@ pub(crate) struct View {
     unwrapped: HashMap<String, [u8; 32]>,
     /// Keys under the prefix whose names are not UTF-8 (never ours): counted
     /// so the freshness check's count still matches.
-    foreign: std::collections::BTreeSet<Vec<u8>>,
+    pub(crate) foreign: std::collections::BTreeSet<Vec<u8>>,
     /// When each key ID first appeared in this copy (monotonic): a key may
     /// be promoted only a lead time after it could have reached everyone.
     pub(crate) first_seen: HashMap<String, Instant>,
     /// Some record could not be unwrapped (the KMS did not answer, say):
     /// the check thread syncs again until it can.
-    pending_retry: bool,
+    pub(crate) pending_retry: bool,
     /// The `wrapping` record names another KEK than this process holds:
     /// changes are refused until it is put right.
     pub(crate) wrapping_mismatch: Option<String>,
@@ -69,7 +63,7 @@ pub(crate) struct View {
     pub(crate) last_error: Option<String>,
     last_problem_reported: Option<String>,
     /// The cut-off has been logged (once per cut).
-    warned_cut_off: bool,
+    pub(crate) warned_cut_off: bool,
 }
 
 impl View {
@@ -553,388 +547,4 @@ pub(crate) fn wait_for_revision(shared: &Shared, revision: i64, timeout: Duratio
             .0;
     }
     true
-}
-
-/// How a stream ended.
-enum Ended {
-    Relist(String),
-    Cut(String),
-}
-
-/// The watch thread: follows the prefix from the copy's revision on,
-/// listing again when that revision was compacted away. It holds the keyring
-/// only weakly while it waits on the stream, so dropping the last handle
-/// frees the keys at once; the thread ends when its read returns.
-pub(crate) fn watch_loop(weak: &Weak<Shared>) {
-    let mut backoff = Duration::from_millis(50);
-    let mut need_list = false;
-    loop {
-        let Some(shared) = weak.upgrade() else {
-            return;
-        };
-        if shared.is_stopped() {
-            return;
-        }
-        if need_list {
-            match relist(&shared) {
-                Ok(()) => need_list = false,
-                Err(e) => {
-                    shared.lock_view().note(format!("listing the prefix: {e}"));
-                    if shared.sleep(backoff) {
-                        return;
-                    }
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    continue;
-                }
-            }
-        }
-        let started = Instant::now();
-        let ended = match open_watch(&shared) {
-            Ok((stream, ep)) => {
-                drop(shared);
-                follow(weak, stream, &ep)
-            }
-            Err(ended) => {
-                drop(shared);
-                ended
-            }
-        };
-        let Some(shared) = weak.upgrade() else {
-            return;
-        };
-        match ended {
-            Ended::Relist(why) => {
-                log::info!(
-                    "replicated keyring at {}: {why}; listing again",
-                    shared.prefix
-                );
-                Counters::bump(&shared.counters.compactions);
-                need_list = true;
-            }
-            Ended::Cut(why) => {
-                if !shared.is_stopped() {
-                    log::debug!("replicated keyring: watch ended: {why}");
-                }
-            }
-        }
-        Counters::bump(&shared.counters.watch_restarts);
-        if started.elapsed() > MAX_BACKOFF {
-            backoff = Duration::from_millis(50);
-        }
-        if shared.sleep(backoff) {
-            return;
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-fn open_watch(shared: &Shared) -> std::result::Result<(impl Read + use<>, String), Ended> {
-    let prefix = shared.prefix.as_bytes();
-    let start = shared.lock_view().revision + 1;
-    let body = serde_json::json!({"create_request": {
-        "key": b64(prefix),
-        "range_end": b64(prefix_end(prefix)),
-        "start_revision": start.to_string(),
-    }});
-    let client = &shared.client;
-    let mut errors = Vec::new();
-    for ep in client.endpoints_local_first() {
-        if shared.is_stopped() {
-            return Err(Ended::Cut("the keyring was dropped".into()));
-        }
-        match client.open_stream(ep, "/v3/watch", &body) {
-            Ok(stream) => return Ok((stream, ep.to_string())),
-            Err(e) => errors.push(e.message),
-        }
-    }
-    Err(Ended::Cut(format!(
-        "no member accepted the watch: {}",
-        errors.join("; ")
-    )))
-}
-
-fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_MESSAGE_BYTES + 1)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) => return Ended::Cut(format!("{endpoint} closed the stream")),
-            Ok(_) if line.len() as u64 > MAX_MESSAGE_BYTES => {
-                return Ended::Cut(format!("{endpoint} sent an oversized message"));
-            }
-            Ok(_) => {}
-            Err(e) => return Ended::Cut(format!("reading from {endpoint}: {e}")),
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let message: Message = match serde_json::from_slice(&line) {
-            Ok(m) => m,
-            Err(e) => return Ended::Cut(format!("{endpoint} sent a malformed message: {e}")),
-        };
-        if let Some(error) = message.error {
-            return Ended::Cut(format!(
-                "{endpoint}: {}",
-                truncate_for_message(&error.to_string())
-            ));
-        }
-        let Some(resp) = message.result else {
-            continue;
-        };
-        let Some(shared) = weak.upgrade() else {
-            return Ended::Cut("the keyring was dropped".into());
-        };
-        if shared.is_stopped() {
-            return Ended::Cut("the keyring was dropped".into());
-        }
-        if resp.compact_revision > 0 {
-            return Ended::Relist(format!(
-                "the watch's start revision was compacted (compaction at {})",
-                resp.compact_revision
-            ));
-        }
-        if resp.canceled {
-            return Ended::Cut(format!(
-                "{endpoint} canceled the watch: {}",
-                truncate_for_message(&resp.cancel_reason)
-            ));
-        }
-        if resp.created || resp.events.is_empty() {
-            continue;
-        }
-        let prefix = shared.prefix.as_bytes();
-        let mut changes = Vec::with_capacity(resp.events.len());
-        for event in resp.events {
-            let key = match unb64("a watched key", &event.kv.key) {
-                Ok(k) => k,
-                Err(e) => return Ended::Cut(e),
-            };
-            let Some(suffix) = key.strip_prefix(prefix) else {
-                continue;
-            };
-            let suffix = match String::from_utf8(suffix.to_vec()) {
-                Ok(s) => s,
-                Err(e) => {
-                    // Never ours; counted so the freshness check's count holds.
-                    let raw = e.into_bytes();
-                    let mut view = shared.lock_view();
-                    if event.kind == "DELETE" {
-                        view.foreign.remove(&raw);
-                    } else {
-                        view.foreign.insert(raw);
-                    }
-                    continue;
-                }
-            };
-            let change = match event.kind.as_str() {
-                "" | "PUT" => match unb64("a watched value", &event.kv.value) {
-                    Ok(v) => Some(Zeroizing::new(v)),
-                    Err(e) => return Ended::Cut(e),
-                },
-                "DELETE" => None,
-                other => {
-                    return Ended::Cut(format!(
-                        "unknown event type {:?}",
-                        truncate_for_message(other)
-                    ));
-                }
-            };
-            changes.push((event.kv.mod_revision, suffix, change));
-        }
-        let mut view = shared.lock_view();
-        let mut newest = view.revision;
-        let mut keys_changed = false;
-        let mut applied = 0u64;
-        for (revision, suffix, change) in changes {
-            if revision <= view.revision {
-                continue;
-            }
-            keys_changed |= suffix.starts_with(KEYS) || suffix == WRAPPING;
-            match change {
-                Some(value) => {
-                    view.entries.insert(
-                        suffix,
-                        Entry {
-                            mod_revision: revision,
-                            value,
-                        },
-                    );
-                }
-                None => {
-                    view.entries.remove(&suffix);
-                }
-            }
-            newest = newest.max(revision);
-            applied += 1;
-        }
-        view.revision = newest;
-        if !keys_changed {
-            // Only the election key moved: the keyring already reflects it.
-            view.synced = view.synced.max(newest);
-        }
-        drop(view);
-        if keys_changed {
-            // Problems are noted in the view and counted; the watch goes on.
-            sync(&shared);
-        }
-        shared
-            .counters
-            .events
-            .fetch_add(applied, std::sync::atomic::Ordering::Relaxed);
-        shared.advanced.notify_all();
-    }
-}
-
-#[derive(Deserialize)]
-struct TxnAnswer {
-    #[serde(default)]
-    header: Header,
-    #[serde(default)]
-    responses: Vec<Op>,
-}
-
-#[derive(Deserialize)]
-struct Op {
-    #[serde(default)]
-    response_range: Option<Counted>,
-}
-
-#[derive(Deserialize)]
-struct Counted {
-    #[serde(default, deserialize_with = "int64")]
-    count: i64,
-    #[serde(default)]
-    kvs: Vec<serde::de::IgnoredAny>,
-}
-
-/// One linearizable read: the cluster's revision, how many records the
-/// prefix holds, and whether any changed after `seen`.
-fn check(shared: &Shared, seen: i64) -> std::result::Result<(i64, usize, bool), StoreError> {
-    let prefix = shared.prefix.as_bytes();
-    let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
-    let body = serde_json::json!({"success": [
-        {"request_range": {"key": key, "range_end": end, "count_only": true}},
-        {"request_range": {"key": key, "range_end": end, "keys_only": true, "limit": "1",
-                           "min_mod_revision": (seen + 1).to_string()}},
-    ]});
-    let client = &shared.client;
-    client.each_endpoint(|ep| {
-        let text = client.post(ep, "/v3/kv/txn", &body)?;
-        let malformed =
-            |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
-        let resp: TxnAnswer = serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
-        let ranges: Vec<Option<&Counted>> = resp
-            .responses
-            .iter()
-            .map(|op| op.response_range.as_ref())
-            .collect();
-        match (ranges.as_slice(), resp.header.revision) {
-            ([Some(all), Some(changed)], revision) if all.count >= 0 && revision > 0 => Ok((
-                revision,
-                usize::try_from(all.count).unwrap_or(usize::MAX),
-                !changed.kvs.is_empty(),
-            )),
-            _ => Err(malformed("expected two range answers and a revision")),
-        }
-    })
-}
-
-/// The check thread: proves the copy current every check interval, relists
-/// when it stays behind, and past an active key's planned end while cut off
-/// stops signing with it here.
-pub(crate) fn check_loop(shared: &Shared) {
-    let mut behind_since: Option<Instant> = None;
-    while !shared.sleep(shared.settings.check_interval) {
-        let seen = shared.lock_view().revision;
-        let sent_at = Instant::now();
-        match check(shared, seen) {
-            Ok((_, count, changed)) => {
-                Counters::bump(&shared.counters.checks);
-                let mut view = shared.lock_view();
-                // Current when nothing changed after `seen` and nothing was
-                // deleted (a deletion leaves no key to find, but lowers the
-                // count) — and the copy did not move meanwhile.
-                let current = !changed
-                    && count == view.entries.len() + view.foreign.len()
-                    && view.revision == seen;
-                let restore = current && !view.stood_down.is_empty();
-                let retry = view.pending_retry;
-                if current {
-                    view.proven_at = Some(sent_at);
-                    if view.warned_cut_off {
-                        log::info!("replicated keyring: in touch with etcd again");
-                        view.warned_cut_off = false;
-                    }
-                    behind_since = None;
-                } else if view.revision == seen {
-                    Counters::bump(&shared.counters.checks_behind);
-                    behind_since.get_or_insert(sent_at);
-                }
-                drop(view);
-                let stuck =
-                    behind_since.is_some_and(|t| t.elapsed() >= shared.settings.max_lag / 2);
-                if restore || stuck {
-                    // The watch missed something (or keys stood down while
-                    // cut off): read everything again.
-                    if let Err(e) = relist(shared) {
-                        shared.lock_view().note(format!("listing again: {e}"));
-                    } else {
-                        behind_since = None;
-                    }
-                } else if retry {
-                    // A record did not unwrap (the KMS was away): again.
-                    sync(shared);
-                }
-            }
-            Err(e) => {
-                Counters::bump(&shared.counters.check_failures);
-                shared
-                    .lock_view()
-                    .note(format!("freshness check: {}", e.message));
-            }
-        }
-        enforce_planned_end(shared);
-    }
-}
-
-/// While the copy is cut off, each active key signs until its planned end
-/// (signing start + the policy's rotation threshold); then it stops here.
-fn enforce_planned_end(shared: &Shared) {
-    let mut view = shared.lock_view();
-    let lag = view.proven_at.map(|t| t.elapsed());
-    if lag.is_some_and(|d| d <= shared.settings.max_lag) {
-        return;
-    }
-    if !view.warned_cut_off {
-        view.warned_cut_off = true;
-        log::warn!(
-            "replicated keyring at {}: not proven current for over {:?}; signing with the active keys known here until their planned end",
-            shared.prefix,
-            shared.settings.max_lag
-        );
-    }
-    let now = crate::clock::unix_now();
-    let threshold =
-        i64::try_from(shared.settings.policy.rotation_threshold.as_secs()).unwrap_or(i64::MAX);
-    for info in shared.keyring.keys() {
-        if info.state != KeyState::Active || view.stood_down.contains(&info.algorithm) {
-            continue;
-        }
-        let planned_end = info
-            .create_time
-            .max(info.publish_time)
-            .saturating_add(threshold);
-        if now >= planned_end && shared.keyring.stand_down(info.algorithm, now) {
-            Counters::bump(&shared.counters.stand_downs);
-            view.stood_down.push(info.algorithm);
-            view.note(format!(
-                "cut off from etcd past the planned end of {} key {} ({planned_end}): it no longer signs here until etcd answers",
-                info.algorithm, info.kid
-            ));
-        }
-    }
 }

@@ -1,0 +1,163 @@
+//! The check thread: proves the copy current (one linearizable read per
+//! interval), lists it again when it stays behind, retries records that did
+//! not unwrap, and stands keys down past their planned end while cut off.
+
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use super::view::{relist, sync};
+use super::{Counters, Shared};
+use crate::keyring::KeyState;
+use crate::state::StoreError;
+use crate::state::etcd::record::{Header, b64, int64, prefix_end};
+
+#[derive(Deserialize)]
+struct TxnAnswer {
+    #[serde(default)]
+    header: Header,
+    #[serde(default)]
+    responses: Vec<Op>,
+}
+
+#[derive(Deserialize)]
+struct Op {
+    #[serde(default)]
+    response_range: Option<Counted>,
+}
+
+#[derive(Deserialize)]
+struct Counted {
+    #[serde(default, deserialize_with = "int64")]
+    count: i64,
+    #[serde(default)]
+    kvs: Vec<serde::de::IgnoredAny>,
+}
+
+/// One linearizable read: the cluster's revision, how many records the
+/// prefix holds, and whether any changed after `seen`.
+fn check(shared: &Shared, seen: i64) -> std::result::Result<(i64, usize, bool), StoreError> {
+    let prefix = shared.prefix.as_bytes();
+    let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
+    let body = serde_json::json!({"success": [
+        {"request_range": {"key": key, "range_end": end, "count_only": true}},
+        {"request_range": {"key": key, "range_end": end, "keys_only": true, "limit": "1",
+                           "min_mod_revision": (seen + 1).to_string()}},
+    ]});
+    let client = &shared.client;
+    client.each_endpoint(|ep| {
+        let text = client.post(ep, "/v3/kv/txn", &body)?;
+        let malformed =
+            |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
+        let resp: TxnAnswer = serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
+        let ranges: Vec<Option<&Counted>> = resp
+            .responses
+            .iter()
+            .map(|op| op.response_range.as_ref())
+            .collect();
+        match (ranges.as_slice(), resp.header.revision) {
+            ([Some(all), Some(changed)], revision) if all.count >= 0 && revision > 0 => Ok((
+                revision,
+                usize::try_from(all.count).unwrap_or(usize::MAX),
+                !changed.kvs.is_empty(),
+            )),
+            _ => Err(malformed("expected two range answers and a revision")),
+        }
+    })
+}
+
+/// The check thread: proves the copy current every check interval, relists
+/// when it stays behind, and past an active key's planned end while cut off
+/// stops signing with it here.
+pub(crate) fn check_loop(shared: &Shared) {
+    let mut behind_since: Option<Instant> = None;
+    while !shared.sleep(shared.settings.check_interval) {
+        let seen = shared.lock_view().revision;
+        let sent_at = Instant::now();
+        match check(shared, seen) {
+            Ok((_, count, changed)) => {
+                Counters::bump(&shared.counters.checks);
+                let mut view = shared.lock_view();
+                // Current when nothing changed after `seen` and nothing was
+                // deleted (a deletion leaves no key to find, but lowers the
+                // count) — and the copy did not move meanwhile.
+                let current = !changed
+                    && count == view.entries.len() + view.foreign.len()
+                    && view.revision == seen;
+                let restore = current && !view.stood_down.is_empty();
+                let retry = view.pending_retry;
+                if current {
+                    view.proven_at = Some(sent_at);
+                    if view.warned_cut_off {
+                        log::info!("replicated keyring: in touch with etcd again");
+                        view.warned_cut_off = false;
+                    }
+                    behind_since = None;
+                } else if view.revision == seen {
+                    Counters::bump(&shared.counters.checks_behind);
+                    behind_since.get_or_insert(sent_at);
+                }
+                drop(view);
+                let stuck =
+                    behind_since.is_some_and(|t| t.elapsed() >= shared.settings.max_lag / 2);
+                if restore || stuck {
+                    // The watch missed something (or keys stood down while
+                    // cut off): read everything again.
+                    if let Err(e) = relist(shared) {
+                        shared.lock_view().note(format!("listing again: {e}"));
+                    } else {
+                        behind_since = None;
+                    }
+                } else if retry {
+                    // A record did not unwrap (the KMS was away): again.
+                    sync(shared);
+                }
+            }
+            Err(e) => {
+                Counters::bump(&shared.counters.check_failures);
+                shared
+                    .lock_view()
+                    .note(format!("freshness check: {}", e.message));
+            }
+        }
+        enforce_planned_end(shared);
+    }
+}
+
+/// While the copy is cut off, each active key signs until its planned end
+/// (signing start + the policy's rotation threshold); then it stops here.
+fn enforce_planned_end(shared: &Shared) {
+    let mut view = shared.lock_view();
+    let lag = view.proven_at.map(|t| t.elapsed());
+    if lag.is_some_and(|d| d <= shared.settings.max_lag) {
+        return;
+    }
+    if !view.warned_cut_off {
+        view.warned_cut_off = true;
+        log::warn!(
+            "replicated keyring at {}: not proven current for over {:?}; signing with the active keys known here until their planned end",
+            shared.prefix,
+            shared.settings.max_lag
+        );
+    }
+    let now = crate::clock::unix_now();
+    let threshold =
+        i64::try_from(shared.settings.policy.rotation_threshold.as_secs()).unwrap_or(i64::MAX);
+    for info in shared.keyring.keys() {
+        if info.state != KeyState::Active || view.stood_down.contains(&info.algorithm) {
+            continue;
+        }
+        let planned_end = info
+            .create_time
+            .max(info.publish_time)
+            .saturating_add(threshold);
+        if now >= planned_end && shared.keyring.stand_down(info.algorithm, now) {
+            Counters::bump(&shared.counters.stand_downs);
+            view.stood_down.push(info.algorithm);
+            view.note(format!(
+                "cut off from etcd past the planned end of {} key {} ({planned_end}): it no longer signs here until etcd answers",
+                info.algorithm, info.kid
+            ));
+        }
+    }
+}
