@@ -96,13 +96,14 @@ fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Command-line words, owned.
+fn strings(words: &[&str]) -> Vec<String> {
+    words.iter().map(|x| x.to_string()).collect()
+}
+
 /// `head`, then `flags`, then `more`: one command line.
 fn args(head: &[&str], flags: &[String], more: &[&str]) -> Vec<String> {
-    head.iter()
-        .map(|x| x.to_string())
-        .chain(flags.iter().cloned())
-        .chain(more.iter().map(|x| x.to_string()))
-        .collect()
+    [strings(head), flags.to_vec(), strings(more)].concat()
 }
 
 struct Scratch {
@@ -122,9 +123,14 @@ impl Scratch {
 
     /// Writes a file of mode 0600.
     fn write(&self, name: &str, bytes: &[u8]) -> String {
+        self.write_mode(name, bytes, 0o600)
+    }
+
+    /// Writes a file of mode `mode`.
+    fn write_mode(&self, name: &str, bytes: &[u8], mode: u32) -> String {
         let p = self.path(name);
         std::fs::write(&p, bytes).expect("write a scratch file");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         p
     }
 
@@ -152,7 +158,7 @@ fn request(s: &Scratch) -> String {
 
 /// `--etcd` with `urls` (the first the local member) on a plain cluster.
 fn etcd_flags(urls: &[String], prefix: &str, kek: &str) -> Vec<String> {
-    [
+    strings(&[
         "--etcd",
         &urls.join(","),
         "--etcd-allow-plain-http",
@@ -160,10 +166,12 @@ fn etcd_flags(urls: &[String], prefix: &str, kek: &str) -> Vec<String> {
         prefix,
         "--kek-file",
         kek,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ])
+}
+
+/// `--keystore path --kek-file kek`: a keystore wrapped by `kek`.
+fn keystore_flags(path: &str, kek: &str) -> Vec<String> {
+    strings(&["--keystore", path, "--kek-file", kek])
 }
 
 /// A running `wid serve`, killed if the test fails; its stderr is collected.
@@ -420,7 +428,7 @@ fn two_servers_serve_one_jwks_and_follow_a_rotation() {
                 "2s",
             ],
         );
-        a.extend(extra.iter().map(|x| x.to_string()));
+        a.extend(strings(extra));
         Served::start(&a)
     };
     let a = serve(&host_a, &["--rotator"]);
@@ -583,6 +591,18 @@ fn mode(path: &str) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// No record holds private material in plaintext (`place`: where they are).
+#[track_caller]
+fn assert_no_plaintext(records: &[Record], place: &str) {
+    for r in records {
+        assert!(
+            r.material.as_ref().is_none_or(|m| m.0.is_empty()),
+            "{} has plaintext material in {place}",
+            r.id
+        );
+    }
+}
+
 /// file → etcd → file keeps every key: IDs, algorithms, states, times and
 /// public keys; etcd holds only wrapped material; the new file is wrapped,
 /// 0600, and never replaces a file without --force.
@@ -593,19 +613,13 @@ fn migrate_round_trip_keeps_every_key() {
     let s = Scratch::new();
     let kek = s.kek("kek");
     let ks = s.path("keystore");
-    let file = |more: &[&str]| -> Vec<String> {
-        ["--keystore", &ks, "--kek-file", &kek]
-            .iter()
-            .chain(more)
-            .map(|x| x.to_string())
-            .collect()
-    };
+    let file = keystore_flags(&ks, &kek);
     let t = |d: i64| (T0 + d).to_string();
     // Every state: active keys of the three algorithms, an inactive key, a
     // deprecated one and prepublished successors.
     keyring_json(
         "init",
-        &file(&[]),
+        &file,
         &[
             "--alg",
             "EdDSA",
@@ -618,10 +632,10 @@ fn migrate_round_trip_keeps_every_key() {
             "--json",
         ],
     );
-    keyring_json("rotate", &file(&[]), &["--now", &t(100), "--json"]);
-    let rotated = keyring_json("rotate", &file(&[]), &["--now", &t(200), "--json"]);
+    keyring_json("rotate", &file, &["--now", &t(100), "--json"]);
+    let rotated = keyring_json("rotate", &file, &["--now", &t(200), "--json"]);
     let inactive = rotated["changes"][0]["previous"].as_str().unwrap();
-    let listed = keyring_json("list", &file(&[]), &["--json"]);
+    let listed = keyring_json("list", &file, &["--json"]);
     let oldest = listed["keys"]
         .as_array()
         .unwrap()
@@ -631,14 +645,10 @@ fn migrate_round_trip_keeps_every_key() {
         .as_str()
         .unwrap()
         .to_string();
-    keyring_json(
-        "deprecate",
-        &file(&[]),
-        &[&oldest, "--now", &t(300), "--json"],
-    );
+    keyring_json("deprecate", &file, &[&oldest, "--now", &t(300), "--json"]);
     let planned = keyring_json(
         "plan",
-        &file(&[]),
+        &file,
         &[
             "--apply",
             "--rotation-threshold",
@@ -656,7 +666,7 @@ fn migrate_round_trip_keeps_every_key() {
             .any(|c| c["action"] == "prepublished"),
         "{planned}"
     );
-    let before = keyring_json("list", &file(&[]), &["--json"])["keys"].clone();
+    let before = keyring_json("list", &file, &["--json"])["keys"].clone();
     let states: std::collections::BTreeSet<&str> = before
         .as_array()
         .unwrap()
@@ -667,7 +677,7 @@ fn migrate_round_trip_keeps_every_key() {
         states.into_iter().collect::<Vec<_>>(),
         ["active", "deprecated", "inactive", "prepublished"]
     );
-    let jwks_before = keyring_json("jwks", &file(&[]), &["--json"]);
+    let jwks_before = keyring_json("jwks", &file, &["--json"]);
 
     // Into etcd.
     let prefix = "/wid-cli/migrate/";
@@ -685,15 +695,11 @@ fn migrate_round_trip_keeps_every_key() {
     // In etcd every key's material is wrapped, none in plaintext.
     let recs = records(&cluster, prefix);
     assert_eq!(recs.len(), before.as_array().unwrap().len());
+    assert_no_plaintext(&recs, "etcd");
     for r in &recs {
         assert!(
-            r.material.as_ref().is_none_or(|m| m.0.is_empty()),
-            "{} has plaintext material in etcd",
-            r.id
-        );
-        assert!(
             r.wrapped.as_ref().is_some_and(|w| !w.0.is_empty()),
-            "{}",
+            "{} is not wrapped in etcd",
             r.id
         );
     }
@@ -713,22 +719,13 @@ fn migrate_round_trip_keeps_every_key() {
     let copied = json_out(&back);
     assert_eq!(copied["keys"], before.as_array().unwrap().len(), "{copied}");
     assert_eq!(mode(&out), 0o600);
-    let back_flags: Vec<String> = ["--keystore", &out, "--kek-file", &kek]
-        .iter()
-        .map(|x| x.to_string())
-        .collect();
+    let back_flags = keystore_flags(&out, &kek);
     assert_eq!(
         keyring_json("list", &back_flags, &["--json"])["keys"],
         before
     );
     assert_eq!(keyring_json("jwks", &back_flags, &["--json"]), jwks_before);
-    for r in file_records(&out) {
-        assert!(
-            r.material.as_ref().is_none_or(|m| m.0.is_empty()),
-            "{}",
-            r.id
-        );
-    }
+    assert_no_plaintext(&file_records(&out), "the new keystore");
     // Without the KEK the new file yields nothing.
     let locked = expect(&["keyring", "list", "--keystore", &out, "--json"], 3);
     assert_eq!(json_err(&locked)["code"], "WID_RESULT_KEY_CUSTODY_FAILED");
@@ -769,13 +766,7 @@ fn migrate_round_trip_keeps_every_key() {
         &["--json"],
     ));
     assert_eq!(keyring_json("list", &etcd2, &["--json"])["keys"], before);
-    for r in records(&cluster, prefix2) {
-        assert!(
-            r.material.as_ref().is_none_or(|m| m.0.is_empty()),
-            "{}",
-            r.id
-        );
-    }
+    assert_no_plaintext(&records(&cluster, prefix2), "etcd");
 
     // With another KEK, neither direction yields a key.
     let other = s.kek("other-kek");
@@ -815,16 +806,13 @@ fn refusals() {
     let prefix = "/wid-cli/refusals/";
     let good = etcd_flags(std::slice::from_ref(&url), prefix, &kek);
     keyring_json("init", &good, &["--json"]);
-    let no_kek: Vec<String> = [
+    let no_kek = strings(&[
         "--etcd",
         &url,
         "--etcd-allow-plain-http",
         "--etcd-prefix",
         prefix,
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
+    ]);
 
     // No KEK, no opt-in: refused (usage, exit 2) by every command.
     for a in [
@@ -1039,7 +1027,7 @@ fn credentials_and_key_material_stay_out_of_output() {
     let password = "wid-pw";
     let pw = s.write("password", format!("{password}\n").as_bytes());
     let prefix = "/wid-test/cli-secrets/";
-    let base: Vec<String> = [
+    let base = strings(&[
         "--etcd",
         &cluster.url(0),
         "--etcd-prefix",
@@ -1054,10 +1042,7 @@ fn credentials_and_key_material_stay_out_of_output() {
         "wid",
         "--kek-file",
         &kek,
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
+    ]);
     let mut with_file = base.clone();
     with_file.extend(["--etcd-password-file".to_string(), pw.clone()]);
     let outputs = std::cell::RefCell::new(Vec::<String>::new());
@@ -1100,17 +1085,17 @@ fn credentials_and_key_material_stay_out_of_output() {
         &[],
         0,
     );
+    // A list with the password from `file`, refused (I/O, exit 3).
+    let refused_with_password_file = |file: &str| {
+        run(
+            args(&["keyring", "list"], &base, &["--etcd-password-file", file]),
+            &[],
+            3,
+        )
+    };
     // A wrong password: refused, and not echoed either.
     let wrong_pw = s.write("wrong-password", b"not-the-password-42\n");
-    let o = run(
-        args(
-            &["keyring", "list"],
-            &base,
-            &["--etcd-password-file", &wrong_pw],
-        ),
-        &[],
-        3,
-    );
+    let o = refused_with_password_file(&wrong_pw);
     assert!(
         !stderr(&o).contains("not-the-password-42"),
         "{}",
@@ -1122,21 +1107,11 @@ fn credentials_and_key_material_stay_out_of_output() {
         3,
     );
     // A password file others can read is refused before it is read.
-    let open_pw = s.write("open-password", format!("{password}\n").as_bytes());
-    std::fs::set_permissions(&open_pw, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let o = run(
-        args(
-            &["keyring", "list"],
-            &base,
-            &["--etcd-password-file", &open_pw],
-        ),
-        &[],
-        3,
-    );
+    let open_pw = s.write_mode("open-password", format!("{password}\n").as_bytes(), 0o644);
+    let o = refused_with_password_file(&open_pw);
     assert!(stderr(&o).contains("chmod 600"), "{}", stderr(&o));
     // As is a client key others can read.
-    let open_key = s.write("open.key", &client_key);
-    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let open_key = s.write_mode("open.key", &client_key, 0o644);
     let swapped: Vec<String> = with_file
         .iter()
         .map(|x| {

@@ -342,8 +342,9 @@ fn read_file(path: &Path, flag: &str, secret: bool) -> Result<Zeroizing<Vec<u8>>
     Ok(buf)
 }
 
-/// Where a `wid keyring` command finds the keys: a keystore file, or the
-/// replicated keyring with `--etcd`.
+/// Where a command finds the keys: a keystore file, or the replicated
+/// keyring with `--etcd`. (`wid issue` and `wid serve` say in their own
+/// words what the keystore is for: `mut_arg("keystore", ...)`.)
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
     /// The keystore file (or --etcd for the replicated keyring).
@@ -371,48 +372,39 @@ pub(crate) enum Opened {
 impl StoreArgs {
     /// Opens the keystore or the replicated keyring.
     pub(crate) fn open(&self, ctx: &Ctx) -> Result<Opened, CliError> {
-        open(
-            self.keystore.as_deref(),
-            &self.etcd,
-            &self.custody,
-            None,
-            ctx,
-        )
+        self.open_with_policy(None, ctx)
+    }
+
+    /// Opens what the flags name (clap has made sure exactly one was
+    /// given); `policy` is the rotation policy whose threshold bounds how
+    /// long a replicated copy cut off from etcd keeps signing.
+    pub(crate) fn open_with_policy(
+        &self,
+        policy: Option<RotationPolicy>,
+        ctx: &Ctx,
+    ) -> Result<Opened, CliError> {
+        self.etcd.refuse_without_etcd()?;
+        match &self.keystore {
+            Some(path) => Ok(Opened::File {
+                path: path.clone(),
+                keyring: load_keystore(path, &self.custody)?,
+            }),
+            None if self.etcd.given() => {
+                Ok(Opened::Etcd(self.etcd.open(&self.custody, policy, ctx)?))
+            }
+            None => Err(bad_flag(
+                "--keystore",
+                "or --etcd is required: where the keys are",
+            )),
+        }
     }
 
     /// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
     pub(crate) fn flags(&self) -> String {
-        source_flags(self.keystore.as_deref(), &self.etcd)
-    }
-}
-
-/// Opens what the flags name (clap has made sure exactly one was given).
-pub(crate) fn open(
-    keystore: Option<&Path>,
-    etcd: &EtcdArgs,
-    custody: &CustodyArgs,
-    policy: Option<RotationPolicy>,
-    ctx: &Ctx,
-) -> Result<Opened, CliError> {
-    etcd.refuse_without_etcd()?;
-    match keystore {
-        Some(path) => Ok(Opened::File {
-            path: path.to_path_buf(),
-            keyring: load_keystore(path, custody)?,
-        }),
-        None if etcd.given() => Ok(Opened::Etcd(etcd.open(custody, policy, ctx)?)),
-        None => Err(bad_flag(
-            "--keystore",
-            "or --etcd is required: where the keys are",
-        )),
-    }
-}
-
-/// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
-pub(crate) fn source_flags(keystore: Option<&Path>, etcd: &EtcdArgs) -> String {
-    match keystore {
-        Some(p) => format!("--keystore {}", p.display()),
-        None => etcd.flags(),
+        match &self.keystore {
+            Some(p) => format!("--keystore {}", p.display()),
+            None => self.etcd.flags(),
+        }
     }
 }
 

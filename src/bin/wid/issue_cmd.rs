@@ -1,34 +1,24 @@
 //! `wid issue`: sign an identity for a request file.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use serde_json::{Value, json};
 use workload_identity::{Algorithm, Issuer, ResultCode};
 
-use crate::etcd_args::{self, EtcdArgs};
+use crate::etcd_args::StoreArgs;
 use crate::output::{Ctx, read_input, when};
-use crate::sources::{CustodyArgs, parse_alg};
+use crate::sources::parse_alg;
 use crate::{CliError, request};
 
 /// The largest request file read (the codec's own default limit).
 const MAX_REQUEST_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, Args)]
+#[command(mut_arg("keystore", |a| a.help(
+    "The keystore holding the active signing key (or --etcd: sign with the replicated keyring's active key)"
+)))]
 pub(crate) struct IssueArgs {
-    /// The keystore holding the active signing key (or --etcd: sign with
-    /// the replicated keyring's active key).
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "etcd",
-        conflicts_with = "etcd"
-    )]
-    keystore: Option<PathBuf>,
     #[command(flatten)]
-    custody: CustodyArgs,
-    #[command(flatten)]
-    etcd: EtcdArgs,
+    store: StoreArgs,
     /// The IssueRequest: msgpack (as Go hosts send it) or JSON with Go's field
     /// names (`Region`, `Allocation`, `Task`, `Identity`...; TTL in Go
     /// nanoseconds or as "1h"); `-` reads standard input.
@@ -47,9 +37,9 @@ pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
     let (req, format) = request::decode(&bytes, &a.request)?;
     // With --etcd: opened with one linearizable read, so the copy is
     // current, and held open (watched) until the token is signed.
-    let opened = etcd_args::open(a.keystore.as_deref(), &a.etcd, &a.custody, None, ctx)?;
+    let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
-    let source = etcd_args::source_flags(a.keystore.as_deref(), &a.etcd);
+    let source = a.store.flags();
     let mut issuer = Issuer::new(keyring.clone()).algorithm(a.alg);
     if let Some(iss) = &a.issuer {
         issuer = issuer.issuer(iss);

@@ -4,19 +4,22 @@
 //! per connection (`Connection: close`), bounded request size and connection
 //! count, and deadlines for the whole request head and the whole answer (not
 //! per read, which a client sending a byte every few seconds would reset
-//! forever). At the connection limit new connections wait in the kernel's
-//! backlog until a slot frees, which the deadlines make happen within
-//! `HEAD_DEADLINE + ANSWER_DEADLINE`: slow clients cannot hold the server shut. The keystore is re-read when its file changes (checked
-//! on every request: one `stat`), and a failed reload keeps serving the last
-//! good keys while `/health` reports it. With `--etcd` the keys are the
-//! replicated keyring's, kept current by its watch (a change made anywhere
-//! is served without a restart), and `--rotator` runs an elected rotation
-//! candidate in this process. SIGTERM and SIGINT stop accepting,
-//! let requests in flight finish (5 s at most), and exit 0; a second signal
-//! exits at once with status 1.
+//! forever; the wire side is `http`'s). At the connection limit new
+//! connections wait in the kernel's backlog until a slot frees, which the
+//! deadlines make happen within `HEAD_DEADLINE + ANSWER_DEADLINE`: slow
+//! clients cannot hold the server shut. The keystore is re-read when its
+//! file changes (checked on every request: one `stat`), and a failed reload
+//! keeps serving the last good keys while `/health` reports it. With
+//! `--etcd` the keys are the replicated keyring's, kept current by its watch
+//! (a change made anywhere is served without a restart), and `--rotator`
+//! runs an elected rotation candidate in this process. SIGTERM and SIGINT
+//! stop accepting, let requests in flight finish (5 s at most), and exit 0;
+//! a second signal exits at once with status 1.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+mod http;
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,11 +32,12 @@ use workload_identity::{
     RotatorOptions,
 };
 
-use crate::etcd_args::{self, EtcdArgs, Opened};
+use crate::etcd_args::{self, Opened, StoreArgs};
 use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
-use crate::sources::{CustodyArgs, bad_flag};
+use crate::sources::bad_flag;
 use crate::{CliError, Exit};
+use http::Response;
 
 pub(crate) const AFTER_HELP: &str = "\
 Routes (GET or HEAD):
@@ -60,34 +64,20 @@ elected with an etcd lease and runs the rotation policy of
 --rotation-threshold and --longest-ttl (defaults 720h and unset: no key is
 ever deprecated), promoting prepublished keys after the lead time.";
 
-/// Longest request head read (request line and headers).
-const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;
-/// How long a client may take to send its whole request head, from accept.
-const HEAD_DEADLINE: Duration = Duration::from_secs(5);
-/// How long a client may take to read the whole answer.
-const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
 /// How often the accept loop looks at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 /// How long a stop waits for requests in flight.
 const DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Args)]
+#[command(mut_arg("keystore", |a| a.help(
+    "The keystore to publish (re-read when the file changes), or --etcd for the replicated keyring"
+)))]
 pub(crate) struct ServeArgs {
-    /// The keystore to publish (re-read when the file changes), or --etcd
-    /// for the replicated keyring.
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "etcd",
-        conflicts_with = "etcd"
-    )]
-    keystore: Option<PathBuf>,
     #[command(flatten)]
-    custody: CustodyArgs,
-    #[command(flatten)]
-    etcd: EtcdArgs,
+    store: StoreArgs,
     /// With --etcd: run a rotation candidate in this server. One candidate
     /// of all on the prefix is elected (an etcd lease) and runs the rotation
     /// policy (--rotation-threshold, --longest-ttl); if it stops or is cut
@@ -274,20 +264,14 @@ fn loopback_host(url: &str) -> bool {
 }
 
 pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
-    if a.rotator && !a.etcd.given() {
+    if a.rotator && !a.store.etcd.given() {
         return Err(bad_flag(
             "--rotator",
             "applies with --etcd only: it rotates the replicated keyring",
         ));
     }
     let policy = a.policy.policy();
-    let opened = etcd_args::open(
-        a.keystore.as_deref(),
-        &a.etcd,
-        &a.custody,
-        Some(policy),
-        ctx,
-    )?;
+    let opened = a.store.open_with_policy(Some(policy), ctx)?;
     let keyring = opened.keyring();
     if let Some(issuer) = &a.issuer {
         if issuer.starts_with("http://") {
@@ -336,7 +320,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             (
                 Source::File {
                     path,
-                    load_options: a.custody.load_options()?,
+                    load_options: a.store.custody.load_options()?,
                 },
                 file_stamp,
                 0,
@@ -417,7 +401,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
                     std::thread::Builder::new()
                         .name("wid-serve".into())
                         .spawn(move || {
-                            handle(&server, stream);
+                            http::handle(stream, |path| route(&server, path));
                             done.fetch_sub(1, Ordering::SeqCst);
                         });
                 if spawned.is_err() {
@@ -471,157 +455,6 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-struct Response {
-    status: u16,
-    content_type: &'static str,
-    cache: String,
-    body: String,
-    allow: bool,
-}
-
-impl Response {
-    fn json(status: u16, body: String, max_age: Option<u64>) -> Response {
-        Response {
-            status,
-            content_type: "application/json",
-            cache: max_age.map_or_else(|| "no-store".into(), |s| format!("max-age={s}")),
-            body,
-            allow: false,
-        }
-    }
-
-    fn text(status: u16, body: &str) -> Response {
-        Response {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            cache: "no-store".into(),
-            body: format!("{body}\n"),
-            allow: false,
-        }
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Unknown",
-    }
-}
-
-/// Writes the answer within `ANSWER_DEADLINE` for all of it (each write's
-/// timeout is what is left), then closes the sending side.
-fn respond(stream: &TcpStream, head_only: bool, r: &Response) {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: {}\r\nConnection: close\r\n",
-        r.status,
-        reason(r.status),
-        r.content_type,
-        r.body.len(),
-        r.cache
-    );
-    if r.allow {
-        out.push_str("Allow: GET, HEAD\r\n");
-    }
-    out.push_str("\r\n");
-    if !head_only {
-        out.push_str(&r.body);
-    }
-    let deadline = Instant::now() + ANSWER_DEADLINE;
-    let mut rest = out.as_bytes();
-    while !rest.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_write_timeout(Some(left)).is_err() {
-            break;
-        }
-        match (&*stream).write(rest) {
-            Ok(0) => break,
-            Ok(n) => rest = &rest[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-}
-
-/// Reads the request head: everything up to the blank line, by `deadline`
-/// for all of it (408 after).
-fn read_head(mut stream: &TcpStream, deadline: Instant) -> Result<String, u16> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            buf.truncate(end);
-            return String::from_utf8(buf).map_err(|_| 400);
-        }
-        if buf.len() > MAX_REQUEST_HEAD {
-            return Err(431);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return Err(408);
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return Err(0),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(408);
-            }
-            Err(_) => return Err(0),
-        }
-    }
-}
-
-fn handle(server: &Server, stream: TcpStream) {
-    let deadline = Instant::now() + HEAD_DEADLINE;
-    let _ = stream.set_nonblocking(false);
-    let head = match read_head(&stream, deadline) {
-        Ok(h) => h,
-        // The client went away or timed out: nobody to answer.
-        Err(0) => return,
-        Err(status) => {
-            respond(&stream, false, &Response::text(status, reason(status)));
-            return;
-        }
-    };
-    let mut parts = head.lines().next().unwrap_or_default().split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        respond(
-            &stream,
-            false,
-            &Response::text(400, "malformed request line"),
-        );
-        return;
-    };
-    if !version.starts_with("HTTP/1.") {
-        respond(&stream, false, &Response::text(400, "HTTP/1.x only"));
-        return;
-    }
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        let mut r = Response::text(405, "GET or HEAD only");
-        r.allow = true;
-        respond(&stream, false, &r);
-        return;
-    }
-    let path = target.split(['?', '#']).next().unwrap_or_default();
-    respond(&stream, head_only, &route(server, path));
-}
-
 fn route(server: &Server, path: &str) -> Response {
     let now = server.now();
     match path {
@@ -660,32 +493,21 @@ fn route(server: &Server, path: &str) -> Response {
                 "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
                 "loaded_at": utc(loaded_at),
             });
-            match &server.source {
-                Source::File { .. } => {
-                    // The detail (the keystore's path, its mode) went to
-                    // stderr when the reload failed; unauthenticated clients
-                    // get none.
-                    body["reload_error"] = json!(
-                        error
-                            .as_ref()
-                            .map(|_| "reload failed: serving the last good keys")
-                    );
-                }
+            // The detail (the keystore's path, its mode; the prefix, the
+            // members and etcd's errors) went to stderr; unauthenticated
+            // clients get none, only whether the keys are current.
+            let stale = match &server.source {
+                Source::File { .. } => "reload failed: serving the last good keys",
                 Source::Etcd { replicated, .. } => {
-                    // The prefix, the members and etcd's errors went to
-                    // stderr; here only whether the copy is current.
                     body["etcd"] = json!({
                         "revision": replicated.stats().revision,
                         "cut_off": error.is_some(),
                         "rotator_elected": server.rotator_elected(),
                     });
-                    body["reload_error"] = json!(
-                        error
-                            .as_ref()
-                            .map(|_| "cut off from etcd: serving the keys last seen")
-                    );
+                    "cut off from etcd: serving the keys last seen"
                 }
-            }
+            };
+            body["reload_error"] = json!(error.as_ref().map(|_| stale));
             Response::json(
                 if error.is_some() { 503 } else { 200 },
                 body.to_string(),

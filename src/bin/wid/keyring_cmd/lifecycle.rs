@@ -1,0 +1,360 @@
+//! The commands that change the keys, written once for a keystore file and
+//! the replicated keyring alike: init, rotate, plan (--apply), promote,
+//! deprecate. Each change is made by `file` or `etcd`, and `report`ed.
+
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{Value, json};
+use workload_identity::{
+    Algorithm, KeyId, KeyState, Keyring, ResultCode, RotationAction, plan_rotation,
+};
+
+use super::change::{Change, report};
+use super::flags::{PolicyArgs, RsaArgs};
+use super::{etcd, file};
+use crate::etcd_args::{Opened, StoreArgs};
+use crate::output::{Ctx, span, utc, when};
+use crate::sources::{bad_flag, parse_alg};
+use crate::{CliError, Exit};
+
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// An algorithm to make an active key for (repeat for several).
+    #[arg(long = "alg", value_name = "EdDSA|ES256|RS256", value_parser = parse_alg)]
+    algs: Vec<Algorithm>,
+    #[command(flatten)]
+    rsa: RsaArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RotateArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The algorithm to rotate.
+    #[arg(long, value_name = "EdDSA|ES256|RS256", value_parser = parse_alg, default_value = "EdDSA")]
+    alg: Algorithm,
+    #[command(flatten)]
+    rsa: RsaArgs,
+    /// With --etcd: replace the active key at once instead of prepublishing
+    /// its successor for the lead time (for a compromised key). Servers sign
+    /// with the new key as soon as the watch brings it; a verifier that has
+    /// not seen it yet waits for it. (A keystore file always rotates at once.)
+    #[arg(long, requires = "etcd", help_heading = crate::etcd_args::HEADING)]
+    immediate: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Carry the plan out and save the keystore (with --etcd: each action
+    /// one transaction; a prepublished key is promoted only after the lead
+    /// time).
+    #[arg(long)]
+    apply: bool,
+    #[command(flatten)]
+    rsa: RsaArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KeyArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The key ID.
+    #[arg(value_name = "KID")]
+    kid: String,
+}
+
+pub(super) fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let mut algs = a.algs.clone();
+    if algs.is_empty() {
+        algs.push(Algorithm::EdDsa);
+    }
+    algs.sort();
+    algs.dedup();
+    if algs.contains(&Algorithm::Rs256) {
+        a.rsa.size()?;
+    }
+    let now = ctx.now();
+    let opened = match &a.store.keystore {
+        Some(path) => {
+            file::claim_new_file(
+                path,
+                "wid keyring init never overwrites a keystore: rotate it with `wid keyring rotate`, or remove the file first",
+            )?;
+            Opened::File {
+                path: path.clone(),
+                keyring: Keyring::new(),
+            }
+        }
+        None => {
+            let opened = a.store.open(ctx)?;
+            let Opened::Etcd(r) = &opened else {
+                return Err(bad_flag("--keystore", "or --etcd is required"));
+            };
+            etcd::refuse_held_keys(r)?;
+            opened
+        }
+    };
+    let result = algs
+        .iter()
+        .map(|&alg| rotate_key(&opened, alg, &a.rsa, now, "created"))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|changes| report(&opened, &a.store.custody, &changes, ctx));
+    if let (Err(_), Opened::File { path, .. }) = (&result, &opened) {
+        // Only our empty placeholder can be there: the save is the last step.
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
+    if a.immediate && !a.store.etcd.given() {
+        return Err(bad_flag(
+            "--immediate",
+            "applies with --etcd only: a keystore file always rotates at once",
+        ));
+    }
+    let opened = a.store.open(ctx)?;
+    let now = ctx.now();
+    let change = match &opened {
+        Opened::Etcd(r) if a.immediate => etcd::rotate_now(r, a.alg, &a.rsa, now)?,
+        _ => rotate_key(&opened, a.alg, &a.rsa, now, "rotated")?,
+    };
+    report(&opened, &a.store.custody, &[change], ctx)
+}
+
+pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let opened = a.store.open(ctx)?;
+    let keyring = opened.keyring();
+    let now = ctx.now();
+    let policy = a.policy.policy();
+    let actions = plan_rotation(&keyring.keys(), now, &policy);
+    let described: Vec<(String, Value)> = actions.iter().map(|x| describe(x, now)).collect();
+    let mut human = vec![format!(
+        "plan at {} (rotation threshold {}, longest token TTL {}):",
+        utc(now),
+        span(policy.rotation_threshold.as_secs()),
+        policy
+            .longest_token_ttl
+            .map_or("unset: no key is ever deprecated".to_string(), |d| span(
+                d.as_secs()
+            ))
+    )];
+    if described.is_empty() {
+        human.push("  nothing to do".into());
+    }
+    human.extend(described.iter().map(|(h, _)| format!("  {h}")));
+
+    if !a.apply {
+        ctx.emit(
+            &human.join("\n"),
+            &json!({"now": now, "actions": described.iter().map(|(_, j)| j.clone()).collect::<Vec<_>>(), "applied": false}),
+        );
+        return Ok(());
+    }
+    if !ctx.json {
+        outln!("{}", human.join("\n"));
+    }
+    // Every key planned on was in the copy by now.
+    let seen = Instant::now();
+    let mut changes = Vec::new();
+    for action in &actions {
+        changes.extend(apply(&opened, action, &a.rsa, now, seen, ctx)?);
+    }
+    report(&opened, &a.store.custody, &changes, ctx)
+}
+
+/// A planned action, for people and for scripts.
+fn describe(action: &RotationAction, now: i64) -> (String, Value) {
+    match action {
+        RotationAction::Rotate { algorithm } => (
+            format!("rotate {algorithm}: no active {algorithm} key; make one now"),
+            json!({"action": "rotate", "algorithm": algorithm.name()}),
+        ),
+        RotationAction::Prepublish {
+            algorithm,
+            publish_at,
+        } => (
+            format!(
+                "prepublish {algorithm}: a successor, in the JWKS now, signing from {}",
+                when(*publish_at, now)
+            ),
+            json!({"action": "prepublish", "algorithm": algorithm.name(), "publish_at": publish_at}),
+        ),
+        RotationAction::Promote { kid } => (
+            format!("promote {kid}: its publish time has come"),
+            json!({"action": "promote", "kid": kid.as_str()}),
+        ),
+        RotationAction::Deprecate { kid } => (
+            format!("deprecate {kid}: every token it signed has expired"),
+            json!({"action": "deprecate", "kid": kid.as_str()}),
+        ),
+        other => (
+            format!("{other:?} (not understood by this wid)"),
+            json!({"action": "unknown", "debug": format!("{other:?}")}),
+        ),
+    }
+}
+
+/// One planned action (`None`: not yet). Through etcd it is made the way
+/// the elected rotator makes it: a prepublished key is published for at
+/// least the lead time, and promoted only after it.
+fn apply(
+    opened: &Opened,
+    action: &RotationAction,
+    rsa: &RsaArgs,
+    now: i64,
+    seen: Instant,
+    ctx: &Ctx,
+) -> Result<Option<Change>, CliError> {
+    let change = match action {
+        RotationAction::Rotate { algorithm } => {
+            rotate_key(opened, *algorithm, rsa, now, "rotated")?
+        }
+        RotationAction::Prepublish {
+            algorithm,
+            publish_at,
+        } => match opened {
+            Opened::File { keyring, .. } => {
+                file::prepublish(keyring, *algorithm, rsa, now, *publish_at)?
+            }
+            Opened::Etcd(r) => etcd::prepublish(r, *algorithm, rsa, now, *publish_at)?,
+        },
+        RotationAction::Promote { kid } => {
+            if let Opened::Etcd(r) = opened {
+                if !etcd::ready_to_promote(r, kid, now, ctx) {
+                    return Ok(None);
+                }
+            }
+            promote_key(opened, kid.as_str(), now, seen, ctx)?
+        }
+        RotationAction::Deprecate { kid } => {
+            let alg = alg_of(&opened.keyring(), kid.as_str())?;
+            deprecate_key(opened, kid.as_str(), now)?;
+            Change::Deprecated {
+                kid: kid.clone(),
+                alg,
+            }
+        }
+        other => {
+            return Err(CliError::new(
+                ResultCode::InvalidArgument,
+                format!("cannot apply {other:?}: this wid does not know that action"),
+            )
+            .exit(Exit::Internal));
+        }
+    };
+    Ok(Some(change))
+}
+
+pub(super) fn promote(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let opened = a.store.open(ctx)?;
+    let seen = Instant::now();
+    let keyring = opened.keyring();
+    let alg = alg_of(&keyring, &a.kid)?;
+    if keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str()) {
+        ctx.note(&format!("{} is already the active {alg} key", a.kid));
+        return report(&opened, &a.store.custody, &[], ctx);
+    }
+    let change = promote_key(&opened, &a.kid, ctx.now(), seen, ctx)?;
+    report(&opened, &a.store.custody, &[change], ctx)
+}
+
+pub(super) fn deprecate(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let opened = a.store.open(ctx)?;
+    let keyring = opened.keyring();
+    let alg = alg_of(&keyring, &a.kid)?;
+    if keyring.key_info(&a.kid).map(|k| k.state) == Some(KeyState::Deprecated) {
+        ctx.note(&format!("{} is already deprecated", a.kid));
+        return report(&opened, &a.store.custody, &[], ctx);
+    }
+    deprecate_key(&opened, &a.kid, ctx.now()).map_err(|e| {
+        let err = CliError::from(e);
+        if keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str()) {
+            err.hint(format!(
+                "rotate first (`wid keyring rotate {} --alg {alg}`), then deprecate the old key once its tokens have expired",
+                a.store.flags()
+            ))
+        } else {
+            err
+        }
+    })?;
+    let change = Change::Deprecated {
+        kid: KeyId::new(&a.kid)?,
+        alg,
+    };
+    report(&opened, &a.store.custody, &[change], ctx)
+}
+
+fn alg_of(keyring: &Keyring, kid: &str) -> Result<Algorithm, CliError> {
+    keyring.key_info(kid).map(|k| k.algorithm).ok_or_else(|| {
+        CliError::new(
+            ResultCode::UnknownKey,
+            format!("no key {kid:?} in the keystore"),
+        )
+        .hint("`wid keyring list` shows the key IDs")
+        .exit(Exit::Usage)
+    })
+}
+
+/// A new key of `alg`: in a keystore's keyring active at once; through
+/// etcd the way `EtcdKeyring::rotate` makes it (see `etcd::rotate`).
+fn rotate_key(
+    opened: &Opened,
+    alg: Algorithm,
+    rsa: &RsaArgs,
+    now: i64,
+    how: &'static str,
+) -> Result<Change, CliError> {
+    match opened {
+        Opened::File { keyring, .. } => file::rotate(keyring, alg, rsa, now, how),
+        Opened::Etcd(r) => etcd::rotate(r, alg, rsa, now, how),
+    }
+}
+
+/// Makes `kid` the active key of its algorithm: in a keystore's keyring at
+/// `now`; through etcd once this process has held it for the lead time
+/// (`etcd::wait_out_lead_time`), at the time after that wait.
+fn promote_key(
+    opened: &Opened,
+    kid: &str,
+    now: i64,
+    seen: Instant,
+    ctx: &Ctx,
+) -> Result<Change, CliError> {
+    let alg = alg_of(&opened.keyring(), kid)?;
+    let previous = match opened {
+        Opened::File { keyring, .. } => {
+            let previous = keyring.active_id_for(alg);
+            keyring.promote(kid, now)?;
+            previous
+        }
+        Opened::Etcd(r) => {
+            etcd::wait_out_lead_time(r, kid, seen, ctx);
+            let previous = r.keyring().active_id_for(alg);
+            r.promote(kid, ctx.now())?;
+            previous
+        }
+    };
+    Ok(Change::Activated {
+        kid: KeyId::new(kid)?,
+        alg,
+        previous,
+        how: "promoted",
+    })
+}
+
+/// Takes `kid` out of the JWKS: in a keystore's keyring, or as an etcd
+/// transaction.
+fn deprecate_key(opened: &Opened, kid: &str, now: i64) -> Result<(), workload_identity::Error> {
+    match opened {
+        Opened::File { keyring, .. } => keyring.deprecate(kid, now),
+        Opened::Etcd(r) => r.deprecate(kid, now),
+    }
+}

@@ -1,0 +1,152 @@
+//! `wid keyring migrate`: a keystore file into an empty replicated keyring,
+//! or (`--to-keystore`) the replicated keys into a new keystore file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+use workload_identity::{KeyWrapper, KeystoreLoadOptions, ResultCode};
+
+use super::file::claim_new_file;
+use crate::CliError;
+use crate::etcd_args::EtcdArgs;
+use crate::output::Ctx;
+use crate::sources::{CustodyArgs, bad_flag, load_keystore_with};
+
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The keystore file: copied into etcd, or with --to-keystore written
+    /// from etcd.
+    #[arg(long, value_name = "FILE")]
+    keystore: PathBuf,
+    #[command(flatten)]
+    custody: CustodyArgs,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// Copy the other way: every key of the replicated keyring into a new
+    /// keystore file (mode 0600, saved crash-safely), wrapped by the KEK.
+    #[arg(long)]
+    to_keystore: bool,
+    /// With --to-keystore: write the file in plaintext (version 2) instead
+    /// of wrapped; anyone who can read it then holds every private key.
+    #[arg(long, requires = "to_keystore")]
+    plaintext_keystore: bool,
+    /// With --to-keystore: replace the file if it exists (default: refuse).
+    #[arg(long, requires = "to_keystore")]
+    force: bool,
+}
+
+pub(super) fn run(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
+    if !a.etcd.given() {
+        a.etcd.refuse_without_etcd()?;
+        return Err(bad_flag(
+            "--etcd",
+            "is required: the etcd members the replicated keyring is on",
+        ));
+    }
+    if a.to_keystore {
+        return to_file(a, ctx);
+    }
+    let path = &a.keystore;
+    let wrapper = a.custody.wrapper()?;
+    // A plaintext keystore may be the source: in etcd its keys are wrapped.
+    let mut options = KeystoreLoadOptions::default().allow_plaintext(true);
+    if let Some(w) = &wrapper {
+        options = options.wrapper(Arc::clone(w));
+    }
+    let keyring = load_keystore_with(path, &a.custody, &options)?;
+    let r = a.etcd.open_with(wrapper.clone(), None, ctx)?;
+    let n = r.import(&keyring).map_err(|e| {
+        let code = e.code();
+        let err = CliError::from(e);
+        if code == ResultCode::KeyringConflict {
+            err.hint("migrate copies into an empty prefix: choose another --etcd-prefix, or copy the replicated keys out with --to-keystore")
+        } else {
+            err
+        }
+    })?;
+    let (kek, how) = kept_by(
+        wrapper.as_ref(),
+        "IN PLAINTEXT (--etcd-insecure-plaintext-keys)",
+    );
+    ctx.emit(
+        &format!(
+            "copied {n} keys from {} into etcd {}, {how}",
+            path.display(),
+            r.prefix()
+        ),
+        &json!({"from": {"keystore": path.display().to_string()},
+                "to": {"etcd_prefix": r.prefix()},
+                "keys": n, "kek_id": kek}),
+    );
+    Ok(())
+}
+
+fn to_file(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let path = &a.keystore;
+    let kek = a.custody.wrapper()?;
+    if kek.is_none() && !a.plaintext_keystore {
+        return Err(bad_flag(
+            "--to-keystore",
+            "would write the keys in plaintext: give the KEK to wrap the file with (--kek-file, or --transit-addr and --transit-key), or --plaintext-keystore to write plaintext on purpose",
+        ));
+    }
+    let r = a.etcd.open_with(kek.clone(), None, ctx)?;
+    let wrapper = if a.plaintext_keystore { None } else { kek };
+    let keyring = r.export()?;
+    if keyring.is_empty() {
+        return Err(CliError::usage(format!(
+            "the replicated keyring at {} holds no keys: nothing to copy",
+            r.prefix()
+        ))
+        .hint("check --etcd-prefix"));
+    }
+    let claimed = !a.force;
+    if claimed {
+        claim_new_file(
+            path,
+            "migrate --to-keystore never replaces a file unless --force is given",
+        )?;
+    }
+    let saved = match &wrapper {
+        Some(w) => keyring.save_wrapped(path, &**w),
+        None => keyring.save(path),
+    };
+    if let Err(e) = saved {
+        if claimed {
+            // Only our empty placeholder can be there: the save renames last.
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e.into());
+    }
+    let (kek, how) = kept_by(
+        wrapper.as_ref(),
+        "IN PLAINTEXT: anyone who can read the file holds the keys",
+    );
+    ctx.emit(
+        &format!(
+            "copied {} keys from etcd {} into {} (mode 0600), {how}",
+            keyring.len(),
+            r.prefix(),
+            path.display()
+        ),
+        &json!({"from": {"etcd_prefix": r.prefix()},
+                "to": {"keystore": path.display().to_string()},
+                "keys": keyring.len(), "kek_id": kek}),
+    );
+    Ok(())
+}
+
+/// How the copied keys are kept: the KEK's ID, and for people `wrapped by
+/// KEK ID` or, without a KEK, `plaintext`.
+fn kept_by(wrapper: Option<&Arc<dyn KeyWrapper>>, plaintext: &str) -> (Option<String>, String) {
+    match wrapper {
+        Some(w) => {
+            let id = w.kek_id().to_string();
+            let how = format!("wrapped by KEK {id}");
+            (Some(id), how)
+        }
+        None => (None, plaintext.to_string()),
+    }
+}
