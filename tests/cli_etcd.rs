@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use etcd_support::{Cluster, Options, Security};
+use etcd_support::{Cluster, Options, Security, eventually};
 use serde::Deserialize;
 use serde_json::Value;
 use workload_identity::codec::Bin;
@@ -88,14 +88,6 @@ fn json_err(o: &Output) -> Value {
 
 /// Polls `f` every 20 ms until it is true; panics naming `what` after `limit`.
 #[track_caller]
-fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Command-line words, owned.
 fn strings(words: &[&str]) -> Vec<String> {
     words.iter().map(|x| x.to_string()).collect()

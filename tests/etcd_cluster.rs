@@ -17,7 +17,7 @@ mod etcd_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_support::{Cluster, Options, PREFIX, Proxy, Security};
+use etcd_support::{Cluster, Options, PREFIX, Proxy, Security, eventually};
 use workload_identity::model::Allocation;
 use workload_identity::{
     AllocState, Audience, Consistency, EtcdConfig, EtcdMirror, EtcdStore, Issuer, Keyring,
@@ -36,17 +36,6 @@ fn token_for(issuer: &Issuer, alloc_id: &str, now: i64) -> String {
     let mut req = common::issue_request_task();
     req.allocation.id = alloc_id.into();
     issuer.issue(&req, now).unwrap().token
-}
-
-/// Polls `f` every 5 ms until it is true; the time it took, or a panic naming
-/// `what` after `limit`.
-fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    t.elapsed()
 }
 
 /// Cuts every proxied connection and refuses new ones (`true`), or lets

@@ -15,22 +15,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use etcd_support::{Cluster, Options, Proxy, Security};
+use etcd_support::{Cluster, Options, Proxy, Security, eventually};
 use workload_identity::{
     Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyState, KeyWrapper, Keyring,
     MemoryStore, ResultCode, RotationPolicy, RotatorOptions, Verifier, unix_now,
 };
-
-/// Polls `f` every 5 ms until it is true; the time it took, or a panic naming
-/// `what` after `limit`.
-fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    t.elapsed()
-}
 
 fn kek() -> Arc<dyn KeyWrapper> {
     Arc::new(KekFile::from_bytes(&[7u8; 32]).unwrap())

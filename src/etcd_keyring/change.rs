@@ -34,6 +34,17 @@ impl Plan {
             .find(|k| k.state == KeyState::Active.name() && k.algorithm == alg.name())
     }
 
+    /// The write that makes the active key of `alg` (if any) inactive, as
+    /// of `now`.
+    fn retire_active(&self, alg: Algorithm, now: i64) -> Option<Write> {
+        self.active(alg).map(|active| {
+            let mut old = active.clone();
+            old.state = KeyState::Inactive.name().into();
+            old.retired_time = now;
+            Write::Update(old)
+        })
+    }
+
     fn get(&self, kid: &str) -> Result<&StoredKey> {
         self.keys
             .get(kid)
@@ -379,12 +390,7 @@ impl Shared {
         let key = fresh(KeyState::Active, now)?;
         let id = key.id().clone();
         let mut writes = Vec::new();
-        if let Some(active) = plan.active(alg) {
-            let mut old = active.clone();
-            old.state = KeyState::Inactive.name().into();
-            old.retired_time = now;
-            writes.push(Write::Update(old));
-        }
+        writes.extend(plan.retire_active(alg, now));
         writes.push(Write::Create(self.new_record(&key)?));
         self.commit(plan, writes, lease, &format!("rotating {alg} to {id} now"))?;
         Ok(id)
@@ -479,12 +485,7 @@ impl Shared {
             )
         })?;
         let mut writes = Vec::new();
-        if let Some(active) = plan.active(alg) {
-            let mut old = active.clone();
-            old.state = KeyState::Inactive.name().into();
-            old.retired_time = now;
-            writes.push(Write::Update(old));
-        }
+        writes.extend(plan.retire_active(alg, now));
         let mut new = k.clone();
         new.state = KeyState::Active.name().into();
         new.retired_time = 0;

@@ -4,66 +4,17 @@
 
 use std::time::Instant;
 
-use serde::Deserialize;
-
 use super::view::{relist, sync};
 use super::{Counters, Shared};
 use crate::keyring::KeyState;
 use crate::state::StoreError;
-use crate::state::etcd::record::{Header, b64, int64, prefix_end};
-
-#[derive(Deserialize)]
-struct TxnAnswer {
-    #[serde(default)]
-    header: Header,
-    #[serde(default)]
-    responses: Vec<Op>,
-}
-
-#[derive(Deserialize)]
-struct Op {
-    #[serde(default)]
-    response_range: Option<Counted>,
-}
-
-#[derive(Deserialize)]
-struct Counted {
-    #[serde(default, deserialize_with = "int64")]
-    count: i64,
-    #[serde(default)]
-    kvs: Vec<serde::de::IgnoredAny>,
-}
+use crate::state::etcd::fence::prefix_changes;
 
 /// One linearizable read: the cluster's revision, how many records the
 /// prefix holds, and whether any changed after `seen`.
 fn check(shared: &Shared, seen: i64) -> std::result::Result<(i64, usize, bool), StoreError> {
-    let prefix = shared.prefix.as_bytes();
-    let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
-    let body = serde_json::json!({"success": [
-        {"request_range": {"key": key, "range_end": end, "count_only": true}},
-        {"request_range": {"key": key, "range_end": end, "keys_only": true, "limit": "1",
-                           "min_mod_revision": (seen + 1).to_string()}},
-    ]});
-    let client = &shared.client;
-    client.each_endpoint(|ep| {
-        let text = client.post(ep, "/v3/kv/txn", &body)?;
-        let malformed =
-            |why: &str| StoreError::new(format!("etcd {ep}: malformed txn answer: {why}"));
-        let resp: TxnAnswer = serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
-        let ranges: Vec<Option<&Counted>> = resp
-            .responses
-            .iter()
-            .map(|op| op.response_range.as_ref())
-            .collect();
-        match (ranges.as_slice(), resp.header.revision) {
-            ([Some(all), Some(changed)], revision) if all.count >= 0 && revision > 0 => Ok((
-                revision,
-                usize::try_from(all.count).unwrap_or(usize::MAX),
-                !changed.kvs.is_empty(),
-            )),
-            _ => Err(malformed("expected two range answers and a revision")),
-        }
-    })
+    prefix_changes(&shared.client, shared.prefix.as_bytes(), seen)
+        .map(|(revision, count, changed)| (revision, count, changed > 0))
 }
 
 /// The check thread: proves the copy current every check interval, relists

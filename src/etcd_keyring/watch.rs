@@ -1,7 +1,7 @@
 //! The watch thread: follows the prefix from the copy's revision on, and
 //! lists it again when that revision was compacted away.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -11,16 +11,10 @@ use super::view::{Entry, KEYS, WRAPPING, relist, sync};
 use super::{Counters, Shared};
 use crate::error::truncate_for_message;
 use crate::state::etcd::record::{b64, prefix_end, unb64};
-use crate::state::etcd::watch::{MAX_MESSAGE_BYTES, Message};
+use crate::state::etcd::watch::{Ended, next_events};
 
 /// Longest pause between attempts when nothing answers.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// How a stream ended.
-enum Ended {
-    Relist(String),
-    Cut(String),
-}
 
 /// The watch thread: follows the prefix from the copy's revision on,
 /// listing again when that revision was compacted away. It holds the keyring
@@ -118,33 +112,10 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_MESSAGE_BYTES + 1)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) => return Ended::Cut(format!("{endpoint} closed the stream")),
-            Ok(_) if line.len() as u64 > MAX_MESSAGE_BYTES => {
-                return Ended::Cut(format!("{endpoint} sent an oversized message"));
-            }
-            Ok(_) => {}
-            Err(e) => return Ended::Cut(format!("reading from {endpoint}: {e}")),
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let message: Message = match serde_json::from_slice(&line) {
-            Ok(m) => m,
-            Err(e) => return Ended::Cut(format!("{endpoint} sent a malformed message: {e}")),
-        };
-        if let Some(error) = message.error {
-            return Ended::Cut(format!(
-                "{endpoint}: {}",
-                truncate_for_message(&error.to_string())
-            ));
-        }
-        let Some(resp) = message.result else {
-            continue;
+        let events = match next_events(&mut reader, &mut line, endpoint) {
+            Err(ended) => return ended,
+            Ok(None) => continue,
+            Ok(Some(events)) => events,
         };
         let Some(shared) = weak.upgrade() else {
             return Ended::Cut("the keyring was dropped".into());
@@ -152,24 +123,9 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
         if shared.is_stopped() {
             return Ended::Cut("the keyring was dropped".into());
         }
-        if resp.compact_revision > 0 {
-            return Ended::Relist(format!(
-                "the watch's start revision was compacted (compaction at {})",
-                resp.compact_revision
-            ));
-        }
-        if resp.canceled {
-            return Ended::Cut(format!(
-                "{endpoint} canceled the watch: {}",
-                truncate_for_message(&resp.cancel_reason)
-            ));
-        }
-        if resp.created || resp.events.is_empty() {
-            continue;
-        }
         let prefix = shared.prefix.as_bytes();
-        let mut changes = Vec::with_capacity(resp.events.len());
-        for event in resp.events {
+        let mut changes = Vec::with_capacity(events.len());
+        for event in events {
             let key = match unb64("a watched key", &event.kv.key) {
                 Ok(k) => k,
                 Err(e) => return Ended::Cut(e),

@@ -789,3 +789,14 @@ fn pump(s: &ProxyShared, id: u64, mut from: TcpStream, mut to: TcpStream) {
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
+
+/// Polls `f` every 5 ms until it is true; the time it took, or a panic naming
+/// `what` after `limit` (a bound for a stuck test, never a speed check).
+pub fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    t.elapsed()
+}

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use super::client::Client;
 use super::mirror::Shared;
 use super::record::{Header, b64, int64, prefix_end};
 use crate::state::StoreError;
@@ -69,14 +70,23 @@ pub(super) fn run(shared: &Shared) {
 /// read asks for at most one such key (etcd filters first, then applies the
 /// limit) and looks at what came back.
 fn check(shared: &Shared, seen: i64) -> Result<(i64, usize, usize), StoreError> {
-    let prefix = &shared.allocations_prefix;
+    prefix_changes(shared.store.client(), &shared.allocations_prefix, seen)
+}
+
+/// The read behind a freshness check of any copy of `prefix` (the mirror's,
+/// the replicated keyring's): the cluster's revision, how many keys the
+/// prefix holds, and how many (0 or 1) changed after `seen`.
+pub(crate) fn prefix_changes(
+    client: &Client,
+    prefix: &[u8],
+    seen: i64,
+) -> Result<(i64, usize, usize), StoreError> {
     let (key, end) = (b64(prefix), b64(prefix_end(prefix)));
     let body = serde_json::json!({"success": [
         {"request_range": {"key": key, "range_end": end, "count_only": true}},
         {"request_range": {"key": key, "range_end": end, "keys_only": true, "limit": "1",
                            "min_mod_revision": (seen + 1).to_string()}},
     ]});
-    let client = shared.store.client();
     client.each_endpoint(|ep| {
         let text = client.post(ep, "/v3/kv/txn", &body)?;
         let malformed =

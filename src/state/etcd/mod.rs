@@ -23,7 +23,7 @@
 
 pub(crate) mod client;
 mod config;
-mod fence;
+pub(crate) mod fence;
 mod mirror;
 pub(crate) mod record;
 pub(crate) mod watch;

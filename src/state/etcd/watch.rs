@@ -55,7 +55,7 @@ pub(crate) struct Event {
 }
 
 /// How a stream ended.
-enum Ended {
+pub(crate) enum Ended {
     /// The start revision was compacted, or the prefix outgrew the mirror:
     /// list again.
     Relist(String),
@@ -206,57 +206,70 @@ fn follow(shared: &Shared, stream: impl Read, endpoint: &str) -> Ended {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let read = (&mut reader)
-            .take(MAX_MESSAGE_BYTES + 1)
-            .read_until(b'\n', &mut line);
-        match read {
-            Ok(0) => return Ended::Cut(format!("{endpoint} closed the stream")),
-            Ok(_) if line.len() as u64 > MAX_MESSAGE_BYTES => {
-                return Ended::Cut(format!(
-                    "{endpoint} sent a message over {MAX_MESSAGE_BYTES} bytes"
-                ));
+        match next_events(&mut reader, &mut line, endpoint) {
+            Err(ended) => return ended,
+            Ok(None) => {}
+            Ok(Some(events)) => {
+                if let Err(ended) = apply(shared, events) {
+                    return ended;
+                }
             }
-            Ok(_) => {}
-            Err(e) => return Ended::Cut(format!("reading from {endpoint}: {e}")),
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let message: Message = match serde_json::from_slice(&line) {
-            Ok(m) => m,
-            Err(e) => return Ended::Cut(format!("{endpoint} sent a malformed message: {e}")),
-        };
-        if let Some(error) = message.error {
-            return Ended::Cut(format!(
-                "{endpoint}: {}",
-                crate::error::truncate_for_message(&error.to_string())
-            ));
-        }
-        let Some(resp) = message.result else {
-            continue;
-        };
-        if resp.compact_revision > 0 {
-            return Ended::Relist(format!(
-                "the watch's start revision was compacted (compaction at {})",
-                resp.compact_revision
-            ));
-        }
-        if resp.canceled {
-            return Ended::Cut(format!(
-                "{endpoint} canceled the watch: {}",
-                crate::error::truncate_for_message(&resp.cancel_reason)
-            ));
-        }
-        if resp.created || resp.events.is_empty() {
-            // Creation and progress messages prove nothing (see the mirror's
-            // notes on progress notifications).
-            continue;
-        }
-        if let Err(ended) = apply(shared, resp.events) {
-            return ended;
         }
     }
+}
+
+/// Reads the next message of a watch stream (any copy of a prefix: the
+/// mirror's, the replicated keyring's): its changes, `Ok(None)` for a message
+/// that carries none, or how the stream ended (closed, oversized, malformed,
+/// an error, canceled; compacted: list again).
+pub(crate) fn next_events(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    endpoint: &str,
+) -> Result<Option<Vec<Event>>, Ended> {
+    line.clear();
+    match reader.take(MAX_MESSAGE_BYTES + 1).read_until(b'\n', line) {
+        Ok(0) => return Err(Ended::Cut(format!("{endpoint} closed the stream"))),
+        Ok(_) if line.len() as u64 > MAX_MESSAGE_BYTES => {
+            return Err(Ended::Cut(format!(
+                "{endpoint} sent a message over {MAX_MESSAGE_BYTES} bytes"
+            )));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(Ended::Cut(format!("reading from {endpoint}: {e}"))),
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let message: Message = serde_json::from_slice(line)
+        .map_err(|e| Ended::Cut(format!("{endpoint} sent a malformed message: {e}")))?;
+    if let Some(error) = message.error {
+        return Err(Ended::Cut(format!(
+            "{endpoint}: {}",
+            crate::error::truncate_for_message(&error.to_string())
+        )));
+    }
+    let Some(resp) = message.result else {
+        return Ok(None);
+    };
+    if resp.compact_revision > 0 {
+        return Err(Ended::Relist(format!(
+            "the watch's start revision was compacted (compaction at {})",
+            resp.compact_revision
+        )));
+    }
+    if resp.canceled {
+        return Err(Ended::Cut(format!(
+            "{endpoint} canceled the watch: {}",
+            crate::error::truncate_for_message(&resp.cancel_reason)
+        )));
+    }
+    if resp.created || resp.events.is_empty() {
+        // Creation and progress messages prove nothing (see the mirror's
+        // notes on progress notifications).
+        return Ok(None);
+    }
+    Ok(Some(resp.events))
 }
 
 /// Applies one message's changes under one write lock.
