@@ -184,7 +184,7 @@ func TestVersionAndResultNames(t *testing.T) {
 		ErrMalformedToken, ErrUnsupportedAlgorithm, ErrUnknownKey, ErrBadSignature, ErrExpired,
 		ErrNotYetValid, ErrAudienceMismatch, ErrIssuerMismatch, ErrAllocationNotFound,
 		ErrAllocationTerminal, ErrStoreUnavailable, ErrNoActiveKey, ErrDuplicateKey,
-		ErrTokenExchangeFailed, ErrProofRequired, ErrProofInvalid, ErrProofReplayed, ErrKeyCustodyFailed}
+		ErrKeyringConflict, ErrKeyringUnavailable, ErrTokenExchangeFailed, ErrProofRequired, ErrProofInvalid, ErrProofReplayed, ErrKeyCustodyFailed}
 	if len(sentinels) != len(Results())-1 {
 		t.Fatalf("%d sentinels for %d failure codes", len(sentinels), len(Results())-1)
 	}
