@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use etcd_support::{Cluster, Options, Proxy, Security, eventually};
 use workload_identity::{
     Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyState, KeyWrapper, Keyring,
-    MemoryStore, ResultCode, RotationPolicy, RotatorOptions, Verifier, unix_now,
+    MemoryStore, ResultCode, RotationPolicy, Rotator, RotatorOptions, Verifier, unix_now,
 };
 
 fn kek() -> Arc<dyn KeyWrapper> {
@@ -79,6 +79,17 @@ fn open(config: EtcdConfig, prefix: &str) -> EtcdKeyring {
         .lead_time(Duration::from_secs(1))
         .open()
         .unwrap()
+}
+
+/// A rotator with the default policy (720 h: nothing to do once a key is
+/// active), a 3 s lease and a 100 ms interval.
+fn idle_rotator(kr: &EtcdKeyring) -> Rotator {
+    kr.start_rotator(
+        RotatorOptions::new(RotationPolicy::new(None))
+            .lease_ttl(Duration::from_secs(3))
+            .interval(Duration::from_millis(100)),
+    )
+    .unwrap()
 }
 
 fn actives(kr: &Keyring, alg: Algorithm) -> Vec<String> {
@@ -189,13 +200,7 @@ fn keys_replicate_wrapped_and_changes_are_linearizable() {
     assert!(a.stats().since_proven.is_some());
 
     // Elections work under auth too (leases, the fenced election key).
-    let rotator = a
-        .start_rotator(
-            RotatorOptions::new(RotationPolicy::new(None))
-                .lease_ttl(Duration::from_secs(3))
-                .interval(Duration::from_millis(100)),
-        )
-        .unwrap();
+    let rotator = idle_rotator(&a);
     eventually(
         "a rotator is elected under auth",
         Duration::from_secs(60),
@@ -318,18 +323,48 @@ fn racing_rotations_leave_one_active_key() {
     let cluster = Cluster::start(Options::new(Security::Plain));
     let prefix = "/wid-test/keyring-race/";
     let start = cluster.revision();
-    let procs: Vec<EtcdKeyring> = (0..4)
-        .map(|i| {
-            open(
-                cluster.config(i % 3, &[i % 3, (i + 1) % 3, (i + 2) % 3]),
-                prefix,
+    // Each process watches through a proxy of its own, which is frozen for
+    // the race, and writes and lists straight to the members; its freshness
+    // check waits a minute. So every process plans on the listing it made
+    // just before the race, whatever the scheduler does: the race is real
+    // on a loaded host too.
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let proxies: Vec<Proxy> = (0..4)
+        .map(|i| Proxy::start(cluster.members[i % 3].client))
+        .collect();
+    let procs: Vec<EtcdKeyring> = proxies
+        .iter()
+        .map(|p| {
+            EtcdKeyring::builder(
+                cluster
+                    .config_for(&p.url("http"), &urls)
+                    .timeout(Duration::from_secs(1)),
             )
+            .prefix(prefix)
+            .wrapper(kek())
+            .max_lag(Duration::from_secs(120))
+            .check_interval(Duration::from_secs(60))
+            .lead_time(Duration::from_secs(1))
+            .open()
+            .unwrap()
         })
         .collect();
+    let writer = open(cluster.config(0, &[0, 1, 2]), prefix);
     let now = unix_now();
-    procs[0].rotate(Algorithm::EdDsa, now).unwrap();
-    for p in &procs {
-        p.refresh().unwrap();
+    let first = writer.rotate(Algorithm::EdDsa, now).unwrap();
+    // Every watch is connected (it delivered the first key): freeze them.
+    eventually(
+        "every process sees the first key",
+        Duration::from_secs(60),
+        || {
+            procs
+                .iter()
+                .all(|p| p.keyring().active_id() == Some(first.clone()))
+        },
+    );
+    for p in &proxies {
+        p.freeze();
     }
     let mut winners_total = 0;
     let mut conflicts_total = 0;
@@ -360,15 +395,15 @@ fn racing_rotations_leave_one_active_key() {
                 assert_eq!(*code, ResultCode::KeyringConflict, "{results:?}");
             }
         }
-        // Each winner planned on a revision no other winner had changed.
-        assert!(!winners.is_empty(), "round {round}: {results:?}");
+        // All planned on one revision: exactly one wins.
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
         winners_total += winners.len();
         conflicts_total += results.len() - winners.len();
         for p in &procs {
             p.refresh().unwrap();
         }
         let active = procs[0].keyring().active_id().unwrap().to_string();
-        assert!(winners.contains(&&active), "{active} not among {winners:?}");
+        assert_eq!(winners, [&active]);
         for p in &procs {
             assert_eq!(
                 actives(&p.keyring(), Algorithm::EdDsa),
@@ -376,10 +411,7 @@ fn racing_rotations_leave_one_active_key() {
             );
         }
     }
-    assert!(
-        conflicts_total > 0,
-        "no race was ever lost: the test raced nothing"
-    );
+    assert_eq!(conflicts_total, 5 * (procs.len() - 1));
     let (revisions, ever) = never_two_actives(&cluster, prefix, start);
     assert_eq!(ever, 1 + winners_total);
     println!(
@@ -906,13 +938,7 @@ fn a_kms_outage_never_empties_a_running_copy() {
     kms.down.store(false, std::sync::atomic::Ordering::SeqCst);
     let b = build().unwrap();
     assert_eq!(b.keyring().active_id(), Some(first.clone()));
-    let rotator = b
-        .start_rotator(
-            RotatorOptions::new(RotationPolicy::new(None))
-                .lease_ttl(Duration::from_secs(3))
-                .interval(Duration::from_millis(100)),
-        )
-        .unwrap();
+    let rotator = idle_rotator(&b);
     eventually("b's rotator is elected", Duration::from_secs(60), || {
         rotator.is_elected()
     });

@@ -17,7 +17,7 @@ use crate::keyring::{
     Algorithm, KeyId, KeyState, Keyring, RootKey, RsaKeySize, StoredKey, stored_aad,
 };
 use crate::state::StoreError;
-use crate::state::etcd::record::{Header, b64, prefix_end, unb64};
+use crate::state::etcd::record::{Header, RangeResponse, b64, prefix_end, unb64};
 
 /// The keys as the copy held them when a change was planned.
 pub(crate) struct Plan {
@@ -123,14 +123,6 @@ fn txn(shared: &Shared, body: &serde_json::Value) -> Answer {
         }
     }
     Answer::Unknown(format!("no etcd member answered: {}", errors.join("; ")))
-}
-
-#[derive(Deserialize)]
-struct RangeAnswer {
-    #[serde(default)]
-    header: Header,
-    #[serde(default)]
-    kvs: Vec<crate::state::etcd::record::Kv>,
 }
 
 impl Shared {
@@ -308,7 +300,7 @@ impl Shared {
         let keys = puts.iter().map(|(k, _)| k).chain(deletes);
         for key in keys {
             let body = serde_json::json!({"key": b64(key)});
-            let a: RangeAnswer = client
+            let a: RangeResponse = client
                 .each_endpoint(|ep| {
                     let text = client.post(ep, "/v3/kv/range", &body)?;
                     serde_json::from_str(&text).map_err(|e| {

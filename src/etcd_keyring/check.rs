@@ -103,7 +103,6 @@ fn enforce_planned_end(shared: &Shared) {
             .max(info.publish_time)
             .saturating_add(threshold);
         if now >= planned_end && shared.keyring.stand_down(info.algorithm, now) {
-            Counters::bump(&shared.counters.stand_downs);
             view.stood_down.push(info.algorithm);
             view.note(format!(
                 "cut off from etcd past the planned end of {} key {} ({planned_end}): it no longer signs here until etcd answers",

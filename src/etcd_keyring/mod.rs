@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::custody::KeyWrapper;
 use crate::error::{Error, Result};
@@ -159,7 +159,6 @@ pub(crate) struct Counters {
     pub(crate) sync_failures: AtomicU64,
     pub(crate) commits: AtomicU64,
     pub(crate) conflicts: AtomicU64,
-    pub(crate) stand_downs: AtomicU64,
     pub(crate) compactions: AtomicU64,
 }
 
@@ -531,10 +530,5 @@ impl EtcdKeyring {
     /// change returned, say); `false` after `timeout`.
     pub fn wait_for_revision(&self, revision: i64, timeout: Duration) -> bool {
         view::wait_for_revision(&self.inner.shared, revision, timeout)
-    }
-
-    /// When the copy was last proven current, as an `Instant`.
-    pub fn proven_at(&self) -> Option<Instant> {
-        self.inner.shared.lock_view().proven_at
     }
 }

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
@@ -15,7 +14,7 @@ use crate::custody::{WrapItem, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::keyring::{Algorithm, ReplicaKey, StoredKey, stored_aad};
 use crate::state::StoreError;
-use crate::state::etcd::record::{Header, Kv, b64, prefix_end, unb64};
+use crate::state::etcd::client::Listed;
 
 /// The suffix of the key records.
 pub(crate) const KEYS: &str = "keys/";
@@ -107,16 +106,6 @@ fn key_digest(k: &StoredKey) -> [u8; 32] {
     h.finalize().into()
 }
 
-#[derive(Deserialize)]
-struct RangeAnswer {
-    #[serde(default)]
-    header: Header,
-    #[serde(default)]
-    kvs: Vec<Kv>,
-    #[serde(default)]
-    more: bool,
-}
-
 /// Lists the whole prefix (linearizable, one revision, page by page).
 type Listing = (
     i64,
@@ -125,38 +114,24 @@ type Listing = (
 );
 
 fn list(shared: &Shared) -> std::result::Result<Listing, StoreError> {
-    let prefix = shared.prefix.as_bytes();
-    let end = b64(prefix_end(prefix));
-    let client = &shared.client;
-    let mut revision = 0i64;
-    let mut from = prefix.to_vec();
     let mut entries = BTreeMap::new();
     let mut foreign = std::collections::BTreeSet::new();
-    loop {
-        let mut body = serde_json::json!({"key": b64(&from), "range_end": end, "limit": 500});
-        if revision != 0 {
-            body["revision"] = revision.to_string().into();
-        }
-        let page: RangeAnswer = client.each_endpoint(|ep| {
-            let text = client.post(ep, "/v3/kv/range", &body)?;
-            serde_json::from_str(&text)
-                .map_err(|e| StoreError::new(format!("etcd {ep}: malformed range answer: {e}")))
-        })?;
-        if revision == 0 {
-            revision = page.header.revision;
-        }
-        let mut last = None;
-        for kv in page.kvs {
-            let key = unb64("a listed key", &kv.key).map_err(StoreError::new)?;
-            let value =
-                Zeroizing::new(unb64("a listed value", &kv.value).map_err(StoreError::new)?);
-            if let Some(suffix) = key.strip_prefix(prefix) {
+    let revision = shared
+        .client
+        .list_prefix(shared.prefix.as_bytes(), 500, |item| {
+            if let Listed::Pair {
+                suffix,
+                value,
+                mod_revision,
+            } = item
+            {
+                let value = Zeroizing::new(value);
                 match String::from_utf8(suffix.to_vec()) {
                     Ok(suffix) => {
                         entries.insert(
                             suffix,
                             Entry {
-                                mod_revision: kv.mod_revision,
+                                mod_revision,
                                 value,
                             },
                         );
@@ -166,16 +141,9 @@ fn list(shared: &Shared) -> std::result::Result<Listing, StoreError> {
                     }
                 }
             }
-            last = Some(key);
-        }
-        match (page.more, last) {
-            (true, Some(mut key)) => {
-                key.push(0);
-                from = key;
-            }
-            _ => break,
-        }
-    }
+            Ok(true)
+        })?
+        .unwrap_or_default(); // never stopped: the visitor always goes on
     Ok((revision, entries, foreign))
 }
 
@@ -300,7 +268,9 @@ pub(crate) struct SyncOutcome {
 
 /// Records decoded and unwrapped, ready to apply.
 struct Prepared {
-    keys: Vec<(ReplicaKey, [u8; 32])>,
+    /// Each key with the digest of the material it was unwrapped from
+    /// (`None`: its material did not unwrap and the held key pair is kept).
+    keys: Vec<(ReplicaKey, Option<[u8; 32]>)>,
     problems: Vec<String>,
     outcome: SyncOutcome,
 }
@@ -314,7 +284,7 @@ fn prepare(
     unwrapped: &HashMap<String, [u8; 32]>,
 ) -> Prepared {
     let mut problems = Vec::new();
-    let mut keys: Vec<(ReplicaKey, [u8; 32])> = Vec::new();
+    let mut keys: Vec<(ReplicaKey, Option<[u8; 32]>)> = Vec::new();
     let mut to_unwrap: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut outcome = SyncOutcome::default();
     for (suffix, entry) in entries {
@@ -370,7 +340,7 @@ fn prepare(
                 }
             }
         }
-        keys.push((ReplicaKey { stored: k, known }, dig));
+        keys.push((ReplicaKey { stored: k, known }, Some(dig)));
     }
     let mut failed = Vec::new();
     if let Some(wrapper) = &shared.wrapper {
@@ -413,7 +383,7 @@ fn prepare(
     outcome.unwrapped = to_unwrap.len() - failed.len();
     outcome.unwrap_failures = failed.len();
     for (i, why) in failed.into_iter().rev() {
-        let (mut rk, dig) = keys.remove(i);
+        let (mut rk, _) = keys.remove(i);
         let kid = rk.stored.id.clone();
         if shared
             .keyring
@@ -427,14 +397,13 @@ fn prepare(
             ));
             rk.stored.material = Bin::default();
             rk.known = true;
-            keys.insert(i, (rk, [0; 32]));
+            keys.insert(i, (rk, None));
         } else {
             problems.push(format!(
                 "key {:?} left out: it does not unwrap ({why})",
                 truncate_for_message(&kid)
             ));
         }
-        let _ = dig;
     }
     outcome.first_problem = problems.first().cloned();
     Prepared {
@@ -475,15 +444,14 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
     } = prepared;
     view.pending_retry = outcome.unwrap_failures > 0;
     view.synced = view.synced.max(view.revision);
-    let (replica, digests): (Vec<ReplicaKey>, Vec<[u8; 32]>) = keys.into_iter().unzip();
+    let (replica, digests): (Vec<ReplicaKey>, Vec<Option<[u8; 32]>>) = keys.into_iter().unzip();
     match shared.keyring.replace_with_replica(&replica) {
         Ok(more) => {
             problems.extend(more);
             view.unwrapped = replica
                 .iter()
                 .zip(digests)
-                .filter(|(_, d)| *d != [0; 32])
-                .map(|(k, d)| (k.stored.id.clone(), d))
+                .filter_map(|(k, d)| Some((k.stored.id.clone(), d?)))
                 .collect();
         }
         Err(e) => {

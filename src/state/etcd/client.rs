@@ -10,6 +10,7 @@ use std::time::Duration;
 use zeroize::Zeroizing;
 
 use super::EtcdConfig;
+use super::record::{RangeResponse, b64, prefix_end, unb64};
 use crate::error::{Error, Result};
 use crate::state::StoreError;
 
@@ -321,6 +322,79 @@ impl Client {
             }
         }
         all
+    }
+}
+
+/// What [`Client::list_prefix`] hands its caller.
+pub(crate) enum Listed<'a> {
+    /// Before the first pair: how many keys the prefix holds.
+    Count(i64),
+    /// One key (less the prefix), its value and its revision.
+    Pair {
+        suffix: &'a [u8],
+        value: Vec<u8>,
+        mod_revision: i64,
+    },
+}
+
+impl Client {
+    /// Lists every key under `prefix` (linearizable), page by page at the
+    /// first page's revision, so the listing is one consistent snapshot.
+    /// `visit` sees the count, then every pair; returning `false` stops the
+    /// listing (`Ok(None)`). The revision of the listing otherwise.
+    pub(crate) fn list_prefix(
+        &self,
+        prefix: &[u8],
+        page_size: usize,
+        mut visit: impl FnMut(Listed<'_>) -> std::result::Result<bool, StoreError>,
+    ) -> std::result::Result<Option<i64>, StoreError> {
+        let end = b64(prefix_end(prefix));
+        let mut revision = 0;
+        let mut from = prefix.to_vec();
+        loop {
+            let mut body = serde_json::json!({
+                "key": b64(&from),
+                "range_end": end,
+                "limit": page_size,
+            });
+            if revision != 0 {
+                body["revision"] = revision.to_string().into();
+            }
+            let page: RangeResponse = self.each_endpoint(|ep| {
+                let text = self.post(ep, "/v3/kv/range", &body)?;
+                serde_json::from_str(&text)
+                    .map_err(|e| StoreError::new(format!("etcd {ep}: malformed range answer: {e}")))
+            })?;
+            if revision == 0 {
+                revision = page.header.revision;
+                if !visit(Listed::Count(page.count))? {
+                    return Ok(None);
+                }
+            }
+            let mut last = None;
+            for kv in page.kvs {
+                let key = unb64("a listed key", &kv.key).map_err(StoreError::new)?;
+                let value = unb64("a listed value", &kv.value).map_err(StoreError::new)?;
+                if let Some(suffix) = key.strip_prefix(prefix) {
+                    let pair = Listed::Pair {
+                        suffix,
+                        value,
+                        mod_revision: kv.mod_revision,
+                    };
+                    if !visit(pair)? {
+                        return Ok(None);
+                    }
+                }
+                last = Some(key);
+            }
+            match (page.more, last) {
+                (true, Some(mut key)) => {
+                    key.push(0);
+                    from = key;
+                }
+                _ => return Ok(Some(revision)),
+            }
+        }
     }
 }
 

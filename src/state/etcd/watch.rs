@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::client::Listed;
 use super::mirror::{Entry, Shared};
-use super::record::{Kv, RangeResponse, b64, int64, prefix_end, unb64};
+use super::record::{Kv, b64, int64, prefix_end, unb64};
 use crate::state::StoreError;
 
 /// Largest single watch message read (a batch of changes); a longer line ends
@@ -112,66 +113,43 @@ pub(super) fn run(shared: &Shared) {
 /// Lists the prefix page by page at one revision and replaces the view;
 /// `Ok(false)` when it holds more records than the mirror may keep.
 fn relist(shared: &Shared) -> Result<bool, StoreError> {
-    let prefix = &shared.allocations_prefix;
-    let end = b64(prefix_end(prefix));
-    let client = shared.store.client();
+    let max = shared.settings.max_allocations;
     let sent_at = Instant::now();
-    let mut revision = 0;
-    let mut from = prefix.clone();
     let mut records: Vec<(Box<[u8]>, Entry)> = Vec::new();
-    loop {
-        let mut body = serde_json::json!({
-            "key": b64(&from),
-            "range_end": end,
-            "limit": shared.settings.page_size,
-        });
-        if revision != 0 {
-            // Later pages read the first page's revision: one consistent listing.
-            body["revision"] = revision.to_string().into();
+    let listed = shared.store.client().list_prefix(
+        &shared.allocations_prefix,
+        shared.settings.page_size,
+        |item| {
+            Ok(match item {
+                Listed::Count(count) => {
+                    if count > 0 && count as u64 > max as u64 {
+                        shared.note_error(format!(
+                            "the prefix holds {count} records, more than the {max} the mirror may keep: reads go to the cluster"
+                        ));
+                        false
+                    } else {
+                        records.reserve(usize::try_from(count).unwrap_or(0));
+                        true
+                    }
+                }
+                Listed::Pair { suffix, value, .. } => {
+                    records.push((suffix.into(), Entry::of_record(suffix, &value)));
+                    records.len() <= max
+                }
+            })
+        },
+    )?;
+    Shared::count(&shared.counters.relists);
+    match listed {
+        Some(revision) => {
+            shared.write_view().replace(records, revision, sent_at);
+            Ok(true)
         }
-        let page: RangeResponse = client.each_endpoint(|ep| {
-            let text = client.post(ep, "/v3/kv/range", &body)?;
-            serde_json::from_str(&text)
-                .map_err(|e| StoreError::new(format!("etcd {ep}: malformed range answer: {e}")))
-        })?;
-        if revision == 0 {
-            revision = page.header.revision;
-            if page.count > 0 && page.count as u64 > shared.settings.max_allocations as u64 {
-                shared.note_error(format!(
-                    "the prefix holds {} records, more than the {} the mirror may keep: reads go to the cluster",
-                    page.count, shared.settings.max_allocations
-                ));
-                shared.write_view().overflow();
-                Shared::count(&shared.counters.relists);
-                return Ok(false);
-            }
-            records.reserve(usize::try_from(page.count).unwrap_or(0));
-        }
-        let mut last = None;
-        for kv in page.kvs {
-            let key = unb64("a listed key", &kv.key).map_err(StoreError::new)?;
-            let value = unb64("a listed value", &kv.value).map_err(StoreError::new)?;
-            if let Some(suffix) = key.strip_prefix(prefix.as_slice()) {
-                records.push((suffix.into(), Entry::of_record(suffix, &value)));
-            }
-            last = Some(key);
-        }
-        match (page.more, last) {
-            (true, Some(mut key)) => {
-                key.push(0);
-                from = key;
-            }
-            _ => break,
-        }
-        if records.len() > shared.settings.max_allocations {
+        None => {
             shared.write_view().overflow();
-            Shared::count(&shared.counters.relists);
-            return Ok(false);
+            Ok(false)
         }
     }
-    shared.write_view().replace(records, revision, sent_at);
-    Shared::count(&shared.counters.relists);
-    Ok(true)
 }
 
 /// Opens a watch from the revision after the view's (local member first)
