@@ -106,8 +106,17 @@ mod pop;
 mod remote_jwks;
 mod state;
 mod storage;
-#[cfg(any(feature = "etcd", feature = "remote-jwks", feature = "transit"))]
+#[cfg(any(
+    feature = "etcd",
+    feature = "remote-jwks",
+    feature = "transit",
+    feature = "vault"
+))]
 mod tls_pem;
+#[cfg(any(feature = "transit", feature = "vault"))]
+mod vault_http;
+#[cfg(feature = "vault")]
+mod vault_login;
 mod verify;
 
 /// The README's example runs as a doctest.
@@ -146,6 +155,8 @@ pub use remote_jwks::{
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
+#[cfg(feature = "vault")]
+pub use vault_login::{DEFAULT_MIN_TTL as DEFAULT_VAULT_MIN_TTL, VaultLogin, VaultLoginBuilder};
 pub use verify::{
     Audience, Explanation, MAX_CACHE_ENTRIES, ProofRequest, VerificationStep, VerifiedIdentity,
     VerifiedProof, Verifier, VerifierBuilder, VerifierStats,

@@ -34,7 +34,7 @@ pub(crate) fn certificates(
     Ok(certs)
 }
 
-#[cfg(any(feature = "remote-jwks", feature = "transit"))]
+#[cfg(any(feature = "remote-jwks", feature = "transit", feature = "vault"))]
 /// ureq's TLS settings for our HTTPS clients: rustls, and the certificates of
 /// `ca_bundle_pem` as the only roots when one is given (else the Mozilla
 /// roots). Errors name `subject` and `field`.

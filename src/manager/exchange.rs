@@ -4,9 +4,17 @@
 //! Seed 001: after a host restart, recovered workloads ran with an empty Consul
 //! token because the exchange hook was skipped on restore. Here every hook is
 //! run on every path: on start the secret is derived; on restore the persisted
-//! secret is reused only when it is non-empty and was derived from the identity
-//! token now in use — otherwise it is derived again — and the consumer is told
-//! (`deliver`) every time, whichever way it went.
+//! secret is reused only when it is non-empty, was derived from the identity
+//! token now in use and the exchange's [`TokenExchange::refresh`] keeps it
+//! (a Vault login checks its token with `lookup-self`) — otherwise it is
+//! derived again — and the consumer is told (`deliver`) every time, whichever
+//! way it went.
+//!
+//! Secrets with a life of their own (a Vault token's TTL) are kept alive by
+//! [`TokenExchange::refresh`]: at the time the exchange asks for
+//! ([`Derived::refresh_at_ms`]), whenever the identity is re-signed, and on
+//! restore. A secret that is replaced is handed to
+//! [`TokenExchange::release`] (a Vault login revokes it).
 
 use std::fmt;
 
@@ -24,7 +32,82 @@ impl fmt::Display for ExchangeError {
 
 impl std::error::Error for ExchangeError {}
 
+/// A secret an exchange derived, and when it wants to look at it again.
+/// `Debug` shows the secret's length only.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Derived {
+    /// The secret (a Vault or Consul token).
+    pub secret: String,
+    /// When to call [`TokenExchange::refresh`] with [`RefreshReason::Due`]
+    /// (Unix ms); `None`: only when the identity is re-signed.
+    pub refresh_at_ms: Option<i64>,
+}
+
+impl Derived {
+    /// A secret, refreshed at `refresh_at_ms` (Unix ms) or only when the
+    /// identity is re-signed (`None`).
+    pub fn new(secret: String, refresh_at_ms: Option<i64>) -> Derived {
+        Derived {
+            secret,
+            refresh_at_ms,
+        }
+    }
+}
+
+impl fmt::Debug for Derived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Derived")
+            .field(
+                "secret",
+                &format_args!("[redacted, {} bytes]", self.secret.len()),
+            )
+            .field("refresh_at_ms", &self.refresh_at_ms)
+            .finish()
+    }
+}
+
+impl Drop for Derived {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
+/// Why [`TokenExchange::refresh`] is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefreshReason {
+    /// The time the exchange asked for has come (or a failed refresh is
+    /// retried).
+    Due,
+    /// The identity was re-signed (renewed); `token` is the new one.
+    Resigned,
+    /// After a restart: the saved secret, derived from the saved token that
+    /// is still in use. Return [`Refreshed::Kept`] only if it still works.
+    Restored,
+}
+
+/// What [`TokenExchange::refresh`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refreshed {
+    /// The secret stays in use (renewed, or still fresh); refresh again at
+    /// this time (Unix ms), or only when the identity is re-signed.
+    Kept {
+        /// When to refresh next.
+        refresh_at_ms: Option<i64>,
+    },
+    /// A new secret replaces it (derived again from `token`): the manager
+    /// saves and delivers it, then releases the old one.
+    Replaced(Derived),
+}
+
 /// A consumer of one identity that derives a secret from it.
+///
+/// Only [`name`](TokenExchange::name), [`identity`](TokenExchange::identity),
+/// [`exchange`](TokenExchange::exchange) and [`deliver`](TokenExchange::deliver)
+/// are required; the others default to a secret that never expires and is
+/// never revoked.
 pub trait TokenExchange: Send + Sync {
     /// A stable name, used to persist the derived secret (e.g. `consul`).
     fn name(&self) -> &str;
@@ -32,6 +115,36 @@ pub trait TokenExchange: Send + Sync {
     fn identity(&self) -> &IdentityId;
     /// Trades the identity token for a secret (e.g. a Consul login).
     fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError>;
-    /// Hands the secret to the workload (called on start and on every restore).
+    /// Hands the secret to the workload (called on start, on every restore,
+    /// and whenever it is replaced).
     fn deliver(&self, secret: &str, kind: EventKind);
+    /// Trades the identity token for a secret at `now_ms`, saying when to
+    /// refresh it. Default: [`exchange`](TokenExchange::exchange), refreshed
+    /// only when the identity is re-signed.
+    fn derive(&self, token: &IdentityToken, now_ms: i64) -> Result<Derived, ExchangeError> {
+        let _ = now_ms;
+        Ok(Derived::new(self.exchange(token)?, None))
+    }
+    /// Keeps `secret` (derived earlier from this identity) usable at
+    /// `now_ms`: renew it, or derive a new one from `token` (the identity's
+    /// current token). An error keeps the secret in use and retries later with
+    /// [`RefreshReason::Due`]. Default: kept as it is.
+    fn refresh(
+        &self,
+        secret: &str,
+        token: &IdentityToken,
+        reason: RefreshReason,
+        now_ms: i64,
+    ) -> Result<Refreshed, ExchangeError> {
+        let _ = (secret, token, reason);
+        let _ = now_ms;
+        Ok(Refreshed::Kept {
+            refresh_at_ms: None,
+        })
+    }
+    /// Releases a secret that was replaced (revokes it), best effort: the
+    /// manager goes on whatever happens. Default: nothing.
+    fn release(&self, secret: &str) {
+        let _ = secret;
+    }
 }

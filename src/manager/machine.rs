@@ -2,9 +2,12 @@
 //! token exchanges, persisting, and backing off after failures.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{DerivedSecret, IdentityUpdate};
+use zeroize::Zeroizing;
+
+use super::{DerivedSecret, IdentityUpdate, RefreshReason, Refreshed};
 use super::{EventKind, IdentityManager, IdentityToken, PersistedState, State, TokenExchange};
 use crate::claims::Claims;
 use crate::error::{Error, Result};
@@ -29,6 +32,23 @@ pub(super) fn binding_problem(claims: &Claims, key: &WorkloadKey) -> Option<Stri
     None
 }
 
+/// What [`IdentityManager::run_exchanges`] asks of one exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Derive a new secret (replacing any it has).
+    Derive,
+    /// Refresh the secret it has (derive one when it has none).
+    Refresh(RefreshReason),
+}
+
+/// Records when exchange `name` wants its next refresh.
+fn set_refresh(at: &mut BTreeMap<String, i64>, name: &str, when: Option<i64>) {
+    match when {
+        Some(t) => at.insert(name.to_string(), t),
+        None => at.remove(name),
+    };
+}
+
 /// One signing's workload keys, per identity (`None` for a bearer one).
 type WorkloadKeys = Vec<Option<Arc<WorkloadKey>>>;
 
@@ -44,16 +64,35 @@ impl IdentityManager {
         self.sign_all(now_ms)
     }
 
-    /// Does whatever is due at `now_ms` (a renewal, or a retry after errors) and
-    /// returns when to call again (Unix ms); `None` when nothing will expire.
+    /// Does whatever is due at `now_ms` (a renewal, a retry after errors, or
+    /// an exchange's refresh) and returns when to call again (Unix ms);
+    /// `None` when nothing will expire.
     pub fn tick(&self, now_ms: i64) -> Option<i64> {
-        let due = self.lock().next_ms.is_some_and(|t| now_ms >= t);
-        if due {
-            if let Err(e) = self.sign_all(now_ms) {
-                log::warn!("identities of allocation {}: {e}", self.inner.alloc_id);
-            }
+        let (sign_due, refresh_due) = {
+            let st = self.lock();
+            let sign_due = st.next_ms.is_some_and(|t| now_ms >= t);
+            let refresh_due: Vec<_> = self
+                .inner
+                .parts
+                .exchanges
+                .iter()
+                .filter(|x| st.refresh_at.get(x.name()).is_some_and(|t| now_ms >= *t))
+                .map(|x| (x.clone(), Step::Refresh(RefreshReason::Due)))
+                .collect();
+            (sign_due, refresh_due)
+        };
+        // A signing refreshes every exchange anyway (as re-signed).
+        let done = if sign_due {
+            self.sign_all(now_ms)
+        } else if !refresh_due.is_empty() {
+            self.run_exchanges(&refresh_due, EventKind::Renewed, false, now_ms)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = done {
+            log::warn!("identities of allocation {}: {e}", self.inner.alloc_id);
         }
-        self.lock().next_ms
+        self.next_due_ms()
     }
 
     pub(super) fn schedule(&self, st: &State, now_ms: i64) -> Option<i64> {
@@ -98,7 +137,7 @@ impl IdentityManager {
                 return Err(e);
             }
         };
-        let (kind, stale) = {
+        let (kind, plan) = {
             let mut st = self.lock();
             // Start and restore set what the next signing announces; every later
             // one is a renewal.
@@ -111,27 +150,34 @@ impl IdentityManager {
             st.last_kind = kind;
             st.next_ms = self.schedule(&st, now_ms);
             self.announce(&st, kind);
-            // On start and restore every exchange runs; on renewal none needs to
-            // (their secrets live on their own), but any with a missing or empty
-            // secret is repaired.
-            let stale = if kind == EventKind::Renewed {
-                self.inner
-                    .parts
-                    .exchanges
-                    .iter()
-                    .filter(|x| st.secrets.get(x.name()).is_none_or(|s| s.secret.is_empty()))
-                    .cloned()
-                    .collect()
-            } else {
-                self.inner.parts.exchanges.clone()
-            };
-            (kind, stale)
+            // On start and restore every exchange derives its secret anew; on
+            // renewal each refreshes the one it has (a Vault token is renewed
+            // or replaced), and any with a missing or empty secret is repaired.
+            let plan: Vec<_> = self
+                .inner
+                .parts
+                .exchanges
+                .iter()
+                .map(|x| {
+                    let has = st
+                        .secrets
+                        .get(x.name())
+                        .is_some_and(|s| !s.secret.is_empty());
+                    let step = if kind == EventKind::Renewed && has {
+                        Step::Refresh(RefreshReason::Resigned)
+                    } else {
+                        Step::Derive
+                    };
+                    (x.clone(), step)
+                })
+                .collect();
+            (kind, plan)
         };
         // The tokens are in use either way; a failed save is reported (after
         // the exchanges ran), so `start` and `restore` do not claim success
         // for state that would not survive a restart.
         let persisted = self.persist();
-        let exchanged = self.run_exchanges(&stale, kind, now_ms);
+        let exchanged = self.run_exchanges(&plan, kind, true, now_ms);
         persisted.and(exchanged)
     }
 
@@ -224,42 +270,90 @@ impl IdentityManager {
             .collect()
     }
 
+    /// Runs each exchange's step of `plan`, then saves and delivers: every
+    /// secret announced as `kind` when `tell_all` (start, restore, a
+    /// re-signing), else only the secrets that were replaced. A failed
+    /// exchange is retried on its own after a backoff (the identities are not
+    /// re-signed for it); the first failure is returned.
     pub(super) fn run_exchanges(
         &self,
-        hooks: &[Arc<dyn TokenExchange>],
+        plan: &[(Arc<dyn TokenExchange>, Step)],
         kind: EventKind,
+        tell_all: bool,
         now_ms: i64,
     ) -> Result<()> {
         let mut failed = None;
-        for x in hooks {
-            let token = match self.current(x.identity(), now_ms) {
-                Some(t) => t,
-                None => continue,
+        let mut replaced = Vec::new();
+        for (x, step) in plan {
+            let name = x.name();
+            let Some(token) = self.current(x.identity(), now_ms) else {
+                // No valid identity to exchange: the next signing refreshes it.
+                self.lock().refresh_at.remove(name);
+                continue;
             };
-            match x.exchange(&token) {
-                Ok(secret) if !secret.is_empty() => {
-                    self.lock().secrets.insert(
-                        x.name().to_string(),
+            let old = self
+                .lock()
+                .secrets
+                .get(name)
+                .filter(|s| !s.secret.is_empty())
+                .map(|s| Zeroizing::new(s.secret.clone()));
+            let outcome = match (step, &old) {
+                (Step::Refresh(reason), Some(old)) => x.refresh(old, &token, *reason, now_ms),
+                _ => x.derive(&token, now_ms).map(Refreshed::Replaced),
+            };
+            let mut st = self.lock();
+            let why = match outcome {
+                Ok(Refreshed::Kept { refresh_at_ms }) => {
+                    st.exchange_failures.remove(name);
+                    set_refresh(&mut st.refresh_at, name, refresh_at_ms);
+                    continue;
+                }
+                Ok(Refreshed::Replaced(mut new)) if !new.secret.is_empty() => {
+                    st.exchange_failures.remove(name);
+                    set_refresh(&mut st.refresh_at, name, new.refresh_at_ms);
+                    st.secrets.insert(
+                        name.to_string(),
                         DerivedSecret {
-                            exchange: x.name().to_string(),
+                            exchange: name.to_string(),
                             identity: x.identity().clone(),
-                            secret,
+                            secret: std::mem::take(&mut new.secret),
                             derived_from: token.jwt_id.clone(),
                         },
                     );
+                    drop(st);
+                    replaced.push(name.to_string());
+                    if let Some(old) = old {
+                        x.release(&old);
+                    }
+                    continue;
                 }
-                Ok(_) => {
-                    failed.get_or_insert((
-                        x.name().to_string(),
-                        "it returned an empty secret".into(),
-                    ));
+                Ok(_) => "it returned an empty secret".to_string(),
+                Err(e) => e.to_string(),
+            };
+            if *step == Step::Refresh(RefreshReason::Restored) {
+                // A saved secret the exchange could not confirm is never
+                // handed out: it is dropped (and released) and derived anew
+                // on the retry.
+                st.secrets.remove(name);
+                drop(st);
+                if let Some(old) = &old {
+                    x.release(old);
                 }
-                Err(e) => {
-                    failed.get_or_insert((x.name().to_string(), e.to_string()));
-                }
+                st = self.lock();
             }
+            let failures = st.exchange_failures.entry(name.to_string()).or_default();
+            *failures = failures.saturating_add(1);
+            let delay = self.inner.parts.policy.backoff(*failures);
+            let retry = now_ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+            st.refresh_at.insert(name.to_string(), retry);
+            log::warn!(
+                "exchange {name:?} of allocation {}: {why}; retrying in {} s",
+                self.inner.alloc_id,
+                delay.as_secs()
+            );
+            failed.get_or_insert((name.to_string(), why));
         }
-        let persisted = if hooks.is_empty() {
+        let persisted = if plan.is_empty() {
             Ok(())
         } else {
             self.persist()
@@ -267,22 +361,20 @@ impl IdentityManager {
         // Every consumer is told, whether its secret was reused or derived now.
         let secrets = self.lock().secrets.clone();
         for x in &self.inner.parts.exchanges {
+            if !tell_all && !replaced.iter().any(|r| r == x.name()) {
+                continue;
+            }
             if let Some(s) = secrets.get(x.name()).filter(|s| !s.secret.is_empty()) {
                 x.deliver(&s.secret, kind);
             }
         }
         match failed {
             None => persisted,
-            Some((exchange, why)) => {
-                let mut st = self.lock();
-                let retry = self.back_off(&mut st, now_ms);
-                st.next_ms = Some(st.next_ms.map_or(retry, |n| n.min(retry)));
-                Err(Error::TokenExchange {
-                    exchange,
-                    alloc_id: self.inner.alloc_id.clone(),
-                    reason: why,
-                })
-            }
+            Some((exchange, reason)) => Err(Error::TokenExchange {
+                exchange,
+                alloc_id: self.inner.alloc_id.clone(),
+                reason,
+            }),
         }
     }
 

@@ -36,7 +36,7 @@ use crate::keyring::{Algorithm, Keyring};
 use crate::model::IssueRequest;
 
 pub use db::{FileIdentityDb, IdentityDb, MemoryIdentityDb, PersistedState};
-pub use exchange::{ExchangeError, TokenExchange};
+pub use exchange::{Derived, ExchangeError, RefreshReason, Refreshed, TokenExchange};
 pub use renewal::{Jitter, OsJitter, RenewalPolicy};
 pub use runner::Runner;
 pub use types::{
@@ -48,6 +48,11 @@ pub use watch::Watcher;
 struct State {
     tokens: BTreeMap<IdentityId, IdentityToken>,
     secrets: BTreeMap<String, DerivedSecret>,
+    /// Per exchange: when it wants its secret refreshed (Unix ms), or a
+    /// failed exchange retried.
+    refresh_at: BTreeMap<String, i64>,
+    /// Per exchange: failures since its last success (its backoff).
+    exchange_failures: BTreeMap<String, u32>,
     /// When to sign next (Unix ms); `None` when nothing expires.
     next_ms: Option<i64>,
     /// The kind the next signing is announced as.
@@ -237,6 +242,8 @@ impl IdentityManagerBuilder {
                 state: Mutex::new(State {
                     tokens: BTreeMap::new(),
                     secrets: BTreeMap::new(),
+                    refresh_at: BTreeMap::new(),
+                    exchange_failures: BTreeMap::new(),
                     next_ms: None,
                     pending: EventKind::Initial,
                     failures: 0,
@@ -321,8 +328,10 @@ impl IdentityManager {
         self.lock().secrets.get(exchange).cloned()
     }
 
-    /// When the next signing is due (Unix ms); `None` when nothing expires.
+    /// When the next signing, or an exchange's refresh or retry, is due
+    /// (Unix ms); `None` when nothing expires.
     pub fn next_due_ms(&self) -> Option<i64> {
-        self.lock().next_ms
+        let st = self.lock();
+        st.refresh_at.values().copied().chain(st.next_ms).min()
     }
 }

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::EventKind;
-use super::machine::binding_problem;
+use super::machine::{Step, binding_problem};
+use super::{DerivedSecret, EventKind, RefreshReason};
 use super::{IdentityId, IdentityManager, PersistedState, RestoreReport, State, TokenExchange};
 use crate::error::Result;
 use crate::keyring::Algorithm;
@@ -31,7 +31,10 @@ impl IdentityManager {
     /// | any saved record's `jti`, `iat` or `exp` differ from its token's | re-sign all | `Restored` | derived anew, delivered |
     /// | a proof-bound identity's saved workload key missing, of another algorithm than configured, or not the key its WIT's `cnf.jwk` names (a swapped key); a bearer identity's token saved with a key | re-sign all (fresh keys) | `Restored` | derived anew, delivered |
     /// | any token expired or inside its renewal window | re-sign all | `Restored` | derived anew, delivered |
-    /// | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty and derived from the token in use, else derived anew; delivered either way |
+    /// | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty, derived from the token in use and confirmed by its exchange ([`RefreshReason::Restored`]: a Vault login's `lookup-self`), else derived anew; delivered either way, never one its exchange could not confirm |
+    ///
+    /// Saved secrets that are not reused are released
+    /// ([`TokenExchange::release`]: a Vault login revokes its old token).
     ///
     /// A token's renewal window starts half-way through its lifetime
     /// (`iat + (exp - iat) / 2`); tokens without `exp` are never renewed.
@@ -43,10 +46,17 @@ impl IdentityManager {
             Ok(None) => Err("no saved state".to_string()),
             Err(e) => Err(format!("saved state unreadable: {e}")),
         };
+        // Secrets saved beside identities that are not reused are released
+        // once new ones replace them (a Vault token from before the restart
+        // is revoked, not left to live out its TTL).
+        let saved_secrets = saved
+            .as_ref()
+            .map(|s| s.secrets.clone())
+            .unwrap_or_default();
         let verdict = saved.and_then(|s| self.reusable(s, now_ms));
         match verdict {
             Ok(saved) => {
-                let rederived = {
+                let plan = {
                     let mut st = self.lock();
                     for t in saved.identities {
                         st.tokens.insert(t.key.clone(), t);
@@ -58,17 +68,35 @@ impl IdentityManager {
                     st.last_kind = EventKind::Restored;
                     st.next_ms = self.schedule(&st, now_ms);
                     self.announce(&st, EventKind::Restored);
-                    self.stale_exchanges(&st)
+                    self.restore_plan(&st)
                 };
                 log::debug!(
                     "restored allocation {}: saved identities reused",
                     self.inner.alloc_id
                 );
-                self.run_exchanges(&rederived, EventKind::Restored, now_ms)?;
+                let before = self.lock().secrets.clone();
+                let outcome = self.run_exchanges(&plan, EventKind::Restored, true, now_ms);
+                let after = self.lock().secrets.clone();
+                outcome?;
+                // Derived anew: those planned so, and those whose saved secret
+                // its exchange replaced (a Vault token that lookup-self refused).
+                let rederived = plan
+                    .iter()
+                    .map(|(x, _)| x.name())
+                    .filter(|name| {
+                        let old = before.get(*name).map(|s| &s.secret);
+                        let new = after.get(*name).map(|s| &s.secret);
+                        old != new
+                            || plan
+                                .iter()
+                                .any(|(x, step)| x.name() == *name && *step == Step::Derive)
+                    })
+                    .map(str::to_string)
+                    .collect();
                 Ok(RestoreReport {
                     reused: true,
                     reason: String::new(),
-                    rederived: rederived.iter().map(|x| x.name().to_string()).collect(),
+                    rederived,
                 })
             }
             Err(reason) => {
@@ -81,7 +109,9 @@ impl IdentityManager {
                     st.pending = EventKind::Restored;
                     st.next_ms = Some(now_ms);
                 }
-                self.sign_all(now_ms)?;
+                let signed = self.sign_all(now_ms);
+                self.release_replaced(saved_secrets);
+                signed?;
                 Ok(RestoreReport {
                     reused: false,
                     reason,
@@ -190,21 +220,55 @@ impl IdentityManager {
         Some((req, self.inner.proof_algs.get(i).copied().flatten()))
     }
 
-    /// Exchanges whose saved secret cannot be reused: missing, empty, or
-    /// derived from another token than the one in use.
-    fn stale_exchanges(&self, st: &State) -> Vec<Arc<dyn TokenExchange>> {
+    /// What each exchange does on a restore that reuses the saved
+    /// identities: a missing or empty saved secret, or one derived from
+    /// another token than the one in use, is derived anew; any other is
+    /// handed to the exchange to confirm ([`RefreshReason::Restored`]: a
+    /// Vault login checks it with `lookup-self`).
+    fn restore_plan(&self, st: &State) -> Vec<(Arc<dyn TokenExchange>, Step)> {
         self.inner
             .parts
             .exchanges
             .iter()
-            .filter(|x| {
+            .map(|x| {
                 let token = st.tokens.get(x.identity());
-                match (st.secrets.get(x.name()), token) {
+                let stale = match (st.secrets.get(x.name()), token) {
                     (Some(s), Some(t)) => s.secret.is_empty() || s.derived_from != t.jwt_id,
                     _ => true,
-                }
+                };
+                let step = if stale {
+                    Step::Derive
+                } else {
+                    Step::Refresh(RefreshReason::Restored)
+                };
+                (x.clone(), step)
             })
-            .cloned()
             .collect()
+    }
+
+    /// Releases each saved secret that is no longer the one in use.
+    fn release_replaced(&self, saved: Vec<DerivedSecret>) {
+        for old in saved {
+            if old.secret.is_empty() {
+                continue;
+            }
+            let in_use = self
+                .lock()
+                .secrets
+                .get(&old.exchange)
+                .is_some_and(|s| s.secret == old.secret);
+            if in_use {
+                continue;
+            }
+            if let Some(x) = self
+                .inner
+                .parts
+                .exchanges
+                .iter()
+                .find(|x| x.name() == old.exchange)
+            {
+                x.release(&old.secret);
+            }
+        }
     }
 }

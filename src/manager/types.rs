@@ -200,7 +200,8 @@ impl fmt::Debug for IdentityToken {
     }
 }
 
-/// A secret a token exchange derived from an identity.
+/// A secret a token exchange derived from an identity. `Debug` shows its
+/// length only; it is zeroized when dropped.
 #[derive(Clone, PartialEq, Eq)]
 pub struct DerivedSecret {
     /// The exchange's name.
@@ -211,6 +212,12 @@ pub struct DerivedSecret {
     pub secret: String,
     /// The `jti` of the identity token it was derived from.
     pub derived_from: String,
+}
+
+impl Drop for DerivedSecret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
 }
 
 impl fmt::Debug for DerivedSecret {

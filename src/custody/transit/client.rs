@@ -9,12 +9,13 @@ use std::time::Duration;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
+use crate::vault_http::{
+    agent, check_addr, is_mount_path, is_path_byte, read_zeroizing, vault_errors,
+};
+
 use crate::error::{Error, Result, truncate_for_message};
 use crate::storage::atomic_file::{self, FileAccess};
 
-/// The largest Transit answer read (a batch of 1,000 wrapped RSA keys is
-/// well under this).
-const MAX_ANSWER_BYTES: u64 = 16 << 20;
 /// The default time a whole request may take.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -200,65 +201,12 @@ impl TransitClient {
     }
 }
 
-/// The whole body (at most [`MAX_ANSWER_BYTES`]) in a zeroizing buffer: an
-/// unwrap answer holds every root key, and growing a plain `Vec` would leave
-/// copies in the blocks it frees. Each growth copies into a new zeroizing
-/// buffer and drops (zeroizes) the old one; the read chunk is cleared too.
-fn read_zeroizing(body: &mut ureq::Body) -> std::io::Result<Zeroizing<Vec<u8>>> {
-    use std::io::Read;
-    let hint = body
-        .content_length()
-        .unwrap_or(16 << 10)
-        .min(MAX_ANSWER_BYTES);
-    let mut out = Zeroizing::new(Vec::with_capacity(hint as usize + 1));
-    let mut reader = body.as_reader();
-    let mut chunk = Zeroizing::new([0u8; 16 << 10]);
-    loop {
-        let n = reader.read(&mut chunk[..])?;
-        if n == 0 {
-            return Ok(out);
-        }
-        if (out.len() + n) as u64 > MAX_ANSWER_BYTES {
-            return Err(std::io::Error::other(format!(
-                "the answer is larger than {MAX_ANSWER_BYTES} bytes"
-            )));
-        }
-        if out.len() + n > out.capacity() {
-            let mut bigger = Zeroizing::new(Vec::with_capacity((out.len() + n) * 2));
-            bigger.extend_from_slice(&out);
-            out = bigger;
-        }
-        out.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// The `data` of a Transit answer (`null` when there is none).
 fn data_of(answer: &[u8]) -> Value {
     serde_json::from_slice::<Value>(answer)
         .ok()
         .and_then(|mut v| v.get_mut("data").map(Value::take))
         .unwrap_or(Value::Null)
-}
-
-/// Transit's `errors` array, joined (its messages name paths and keys,
-/// never secrets), shortened.
-fn vault_errors(json: &Value) -> String {
-    let joined = json
-        .get("errors")
-        .and_then(Value::as_array)
-        .map(|errs| {
-            errs.iter()
-                .filter_map(Value::as_str)
-                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_default();
-    let mut out = truncate_for_message(&joined);
-    if out.len() < joined.len() {
-        out.push_str(" (shortened)");
-    }
-    out
 }
 
 impl TransitClientBuilder {
@@ -304,51 +252,13 @@ impl TransitClientBuilder {
     /// The client, after checking the address, mount and token source.
     pub fn build(self) -> Result<TransitClient> {
         let bad = |field: &str, why: String| Error::invalid("TransitClient", field, why);
-        let rest = if let Some(rest) = self.addr.strip_prefix("https://") {
-            rest
-        } else if let Some(rest) = self.addr.strip_prefix("http://") {
-            let host = if let Some(v6) = rest.strip_prefix('[') {
-                v6.split(']').next().unwrap_or_default()
-            } else {
-                rest.split([':', '/']).next().unwrap_or_default()
-            };
-            let loopback = host.eq_ignore_ascii_case("localhost")
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback());
-            if !(self.allow_http_loopback && loopback) {
-                return Err(bad(
-                    "addr",
-                    format!(
-                        "{:?} is plain http: Transit carries key material and a token, so https is required (http only to a loopback host, when allowed)",
-                        truncate_for_message(&self.addr)
-                    ),
-                ));
-            }
-            rest
-        } else {
-            return Err(bad(
-                "addr",
-                format!(
-                    "{:?} is not an https:// URL (e.g. https://vault.example.com:8200)",
-                    truncate_for_message(&self.addr)
-                ),
-            ));
-        };
-        if rest.is_empty() || rest.contains(['?', '#', '@']) {
-            return Err(bad(
-                "addr",
-                format!(
-                    "{:?} must be scheme://host[:port] with no query, fragment or credentials",
-                    truncate_for_message(&self.addr)
-                ),
-            ));
-        }
-        if self.mount.is_empty()
-            || !self.mount.split('/').all(|seg| {
-                !seg.is_empty() && seg != ".." && seg != "." && seg.bytes().all(is_path_byte)
-            })
-        {
+        check_addr(
+            &self.addr,
+            self.allow_http_loopback,
+            "TransitClient",
+            "Transit carries key material and a token",
+        )?;
+        if !is_mount_path(&self.mount) {
             return Err(bad(
                 "mount",
                 format!(
@@ -391,21 +301,12 @@ impl TransitClientBuilder {
                 "the Transit token is empty or has characters a token never has".into(),
             ));
         }
-        let tls = crate::tls_pem::tls_config(
+        let agent = agent(
             self.ca_bundle_pem.as_deref(),
+            self.timeout,
+            self.allow_http_loopback,
             "TransitClient",
-            "ca_bundle_pem",
         )?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.timeout))
-            .http_status_as_error(false)
-            .https_only(!self.allow_http_loopback)
-            // A redirect would resend the token elsewhere.
-            .max_redirects(0)
-            .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls)
-            .build()
-            .into();
         Ok(TransitClient {
             agent,
             addr: self.addr,
@@ -413,10 +314,6 @@ impl TransitClientBuilder {
             token: std::sync::Arc::new(token),
         })
     }
-}
-
-fn is_path_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
 }
 
 /// Whether `name` is a Transit key name we put into a URL path.

@@ -1,0 +1,150 @@
+//! What every client of a Vault/OpenBao server shares (features `transit`
+//! and `vault`): the address rule (https, or http to a loopback host when
+//! allowed), the HTTP agent (rustls, no redirects: a redirect would resend
+//! the token elsewhere), answers read into zeroizing buffers, and Vault's own
+//! error texts.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use zeroize::Zeroizing;
+
+use crate::error::{Error, Result, truncate_for_message};
+
+/// The largest answer read (a Transit batch of 1,000 wrapped RSA keys is
+/// well under this).
+pub(crate) const MAX_ANSWER_BYTES: u64 = 16 << 20;
+
+/// Checks `addr` is `https://host[:port]` (or `http://` to a loopback host
+/// when `allow_http_loopback`), with nothing after the authority. `why_https`
+/// says what the connection carries. Errors name `subject` and `addr`.
+pub(crate) fn check_addr(
+    addr: &str,
+    allow_http_loopback: bool,
+    subject: &'static str,
+    why_https: &str,
+) -> Result<()> {
+    let bad = |why: String| Error::invalid(subject, "addr", why);
+    let rest = if let Some(rest) = addr.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = addr.strip_prefix("http://") {
+        let host = if let Some(v6) = rest.strip_prefix('[') {
+            v6.split(']').next().unwrap_or_default()
+        } else {
+            rest.split([':', '/']).next().unwrap_or_default()
+        };
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !(allow_http_loopback && loopback) {
+            return Err(bad(format!(
+                "{:?} is plain http: {why_https}, so https is required (http only to a loopback host, when allowed)",
+                truncate_for_message(addr)
+            )));
+        }
+        rest
+    } else {
+        return Err(bad(format!(
+            "{:?} is not an https:// URL (e.g. https://vault.example.com:8200)",
+            truncate_for_message(addr)
+        )));
+    };
+    if rest.is_empty() || rest.contains(['?', '#', '@']) {
+        return Err(bad(format!(
+            "{:?} must be scheme://host[:port] with no query, fragment or credentials",
+            truncate_for_message(addr)
+        )));
+    }
+    Ok(())
+}
+
+/// The HTTP agent: rustls with the roots of `ca_bundle_pem` (else the
+/// Mozilla roots), `timeout` per whole request, no redirects, statuses as
+/// answers (the caller reads Vault's errors).
+pub(crate) fn agent(
+    ca_bundle_pem: Option<&[u8]>,
+    timeout: Duration,
+    allow_http_loopback: bool,
+    subject: &'static str,
+) -> Result<ureq::Agent> {
+    let tls = crate::tls_pem::tls_config(ca_bundle_pem, subject, "ca_bundle_pem")?;
+    Ok(ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .https_only(!allow_http_loopback)
+        // A redirect would resend the token elsewhere.
+        .max_redirects(0)
+        .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
+        .tls_config(tls)
+        .build()
+        .into())
+}
+
+/// Whether `mount` is a mount path we put into a URL (segments of letters,
+/// digits, '-', '_' and '.', none `.` or `..`).
+pub(crate) fn is_mount_path(mount: &str) -> bool {
+    !mount.is_empty()
+        && mount.split('/').all(|seg| {
+            !seg.is_empty() && seg != ".." && seg != "." && seg.bytes().all(is_path_byte)
+        })
+}
+
+/// A byte allowed in a mount path segment or a name.
+pub(crate) fn is_path_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
+}
+
+/// The whole body (at most [`MAX_ANSWER_BYTES`]) in a zeroizing buffer: an
+/// answer may hold key material or a token, and growing a plain `Vec` would
+/// leave copies in the blocks it frees. Each growth copies into a new
+/// zeroizing buffer and drops (zeroizes) the old one; the read chunk is
+/// cleared too.
+pub(crate) fn read_zeroizing(body: &mut ureq::Body) -> std::io::Result<Zeroizing<Vec<u8>>> {
+    use std::io::Read;
+    let hint = body
+        .content_length()
+        .unwrap_or(16 << 10)
+        .min(MAX_ANSWER_BYTES);
+    let mut out = Zeroizing::new(Vec::with_capacity(hint as usize + 1));
+    let mut reader = body.as_reader();
+    let mut chunk = Zeroizing::new([0u8; 16 << 10]);
+    loop {
+        let n = reader.read(&mut chunk[..])?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if (out.len() + n) as u64 > MAX_ANSWER_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the answer is larger than {MAX_ANSWER_BYTES} bytes"
+            )));
+        }
+        if out.len() + n > out.capacity() {
+            let mut bigger = Zeroizing::new(Vec::with_capacity((out.len() + n) * 2));
+            bigger.extend_from_slice(&out);
+            out = bigger;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The server's `errors` array, joined (its messages name paths, roles,
+/// claims and keys, never secrets), shortened.
+pub(crate) fn vault_errors(json: &Value) -> String {
+    let joined = json
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|errs| {
+            errs.iter()
+                .filter_map(Value::as_str)
+                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default();
+    let mut out = truncate_for_message(&joined);
+    if out.len() < joined.len() {
+        out.push_str(" (shortened)");
+    }
+    out
+}

@@ -1,0 +1,169 @@
+//! What a refused login or token call means, in Vault's own words plus what
+//! to check. The texts matched are OpenBao's and Vault's JWT auth method's
+//! (`path_login.go`) and token store's; an answer that matches none is
+//! reported as it came.
+
+use crate::manager::ExchangeError;
+
+/// The server could not be reached (or its answer not read).
+pub(super) fn unreachable(url: &str, io: &std::io::Error) -> ExchangeError {
+    ExchangeError(format!(
+        "cannot reach Vault at {url} ({io}): the network or the address is wrong, or the server is down"
+    ))
+}
+
+/// What was wrong with a login that Vault refused with `status` and `said`
+/// (its `errors`, joined).
+pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> ExchangeError {
+    let lower = said.to_ascii_lowercase();
+    let has = |needle: &str| lower.contains(needle);
+    let what = if has("could not be found") && has("role") {
+        format!("the role is wrong: there is no role {role:?} on this mount")
+    } else if has("missing role") {
+        "the role is missing".to_string()
+    } else if has("audience") {
+        format!(
+            "the audience is wrong: the identity's aud matches none of role {role:?}'s bound_audiences"
+        )
+    } else if has("error validating claims") {
+        format!(
+            "a bound claim is wrong: the identity's claims do not satisfy role {role:?}'s bound_claims"
+        )
+    } else if has("not found in token") {
+        format!("role {role:?}'s user_claim names a claim the identity does not carry")
+    } else if has("(exp)") || has("(nbf)") || has("(iat)") {
+        "the identity token's times are wrong: it is expired or not yet valid (check the clocks and the identity's TTL)".to_string()
+    } else if has("(iss)") {
+        "the issuer is wrong: the token's iss is not the auth method's bound_issuer".to_string()
+    } else if has("(sub)") {
+        format!("the subject is wrong: the token's sub is not role {role:?}'s bound_subject")
+    } else if has("(alg)") {
+        "the algorithm is wrong: the token's alg is not in the auth method's jwt_supported_algs"
+            .to_string()
+    } else if has("fetching keys") {
+        "Vault cannot fetch the JWKS to check the token's key: is the auth method's jwks_url (or discovery URL) reachable from Vault?".to_string()
+    } else if has("signature") {
+        "the signing key is not one Vault knows (or the token was altered): check the auth method's jwks_url, oidc_discovery_url or jwt_validation_pubkeys".to_string()
+    } else if has("could not load configuration") {
+        "the JWT auth method at this mount is not configured (write its config first)".to_string()
+    } else if status == 403 || status == 404 {
+        "the mount is wrong: no JWT auth method answers at this path".to_string()
+    } else if status == 503 || has("sealed") {
+        "Vault is unavailable (sealed or in standby)".to_string()
+    } else {
+        "the login was refused".to_string()
+    };
+    let said = if said.is_empty() {
+        "no error text"
+    } else {
+        said
+    };
+    ExchangeError(format!(
+        "Vault login at {url} as role {role:?} refused: {what} (HTTP {status}: {said})"
+    ))
+}
+
+/// Whether a token call's refusal was of the token itself (expired,
+/// revoked, unknown, not renewable): then `Some(why)`.
+pub(super) fn token_refusal(status: u16, said: &str) -> Option<String> {
+    // Vault answers an expired, revoked or unknown token with a bare 403
+    // "permission denied" (the three cannot be told apart).
+    let lower = said.to_ascii_lowercase();
+    if status == 403 || lower.contains("not renewable") {
+        return Some(format!("HTTP {status}: {said}"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OpenBao 2.7's own texts (each seen on a real server) name the part
+    /// that was wrong.
+    #[test]
+    fn each_of_openbaos_refusals_names_what_was_wrong() {
+        let cases = [
+            (
+                400,
+                r#"role "nosuch" could not be found"#,
+                "the role is wrong",
+            ),
+            (400, "missing role", "the role is missing"),
+            (
+                400,
+                "error validating token: invalid audience (aud) claim: audience claim does not match any expected audience",
+                "the audience is wrong",
+            ),
+            (
+                400,
+                r#"error validating claims: claim "nomad_namespace" does not match any associated bound claim values"#,
+                "a bound claim is wrong",
+            ),
+            (
+                400,
+                r#"error validating claims: claim "nomad_missing" is missing"#,
+                "a bound claim is wrong",
+            ),
+            (
+                400,
+                r#"claim "nomad_missing" not found in token"#,
+                "user_claim",
+            ),
+            (
+                400,
+                "error validating token: invalid expiration time (exp) claim: token is expired",
+                "expired or not yet valid",
+            ),
+            (
+                400,
+                "error validating token: invalid not before (nbf) claim: token not yet valid",
+                "expired or not yet valid",
+            ),
+            (
+                400,
+                "error validating token: invalid issuer (iss) claim",
+                "bound_issuer",
+            ),
+            (
+                400,
+                "error validating token: invalid subject (sub) claim",
+                "bound_subject",
+            ),
+            (
+                400,
+                "error validating token: invalid algorithm (alg) header parameter: token signed with unexpected algorithm",
+                "jwt_supported_algs",
+            ),
+            (
+                400,
+                "error validating token: error verifying token signature: failed to verify id token signature",
+                "the signing key is not one Vault knows",
+            ),
+            (
+                400,
+                "error validating token: error verifying token signature: no known key successfully validated the token signature",
+                "the signing key is not one Vault knows",
+            ),
+            (
+                400,
+                r#"error validating token: error verifying token signature: fetching keys oidc: get keys failed Get "http://127.0.0.1:1/.well-known/jwks.json": dial tcp 127.0.0.1:1: connect: connection refused"#,
+                "cannot fetch the JWKS",
+            ),
+            (400, "could not load configuration", "not configured"),
+            (403, "permission denied", "the mount is wrong"),
+            (503, "Vault is sealed", "unavailable"),
+            (500, "something new", "the login was refused"),
+        ];
+        for (status, said, expected) in cases {
+            let e = login_refused("https://v:8200/v1/auth/jwt/login", "web", status, said);
+            assert!(e.0.contains(expected), "{said}: {e}");
+            assert!(e.0.contains(said), "Vault's own words are kept: {e}");
+            assert!(e.0.contains(&format!("HTTP {status}")), "{e}");
+        }
+        assert!(token_refusal(403, "permission denied").is_some());
+        assert!(token_refusal(400, "lease is not renewable").is_some());
+        assert!(token_refusal(500, "internal error").is_none());
+        assert!(token_refusal(503, "Vault is sealed").is_none());
+    }
+}

@@ -1,0 +1,423 @@
+//! [`VaultLogin`] (feature `vault`): the identity manager's token exchange
+//! for Vault's and OpenBao's JWT auth method (seeds 001 and 003).
+//!
+//! It logs in at `auth/<mount>/login` with the identity token and a role,
+//! hands the client token to the workload as the derived secret, keeps it
+//! alive (`auth/token/renew-self` when the identity is re-signed or two
+//! thirds of its TTL have passed; a new login when renewal is refused or the
+//! token's max TTL is near), revokes a token that was replaced
+//! (`auth/token/revoke-self`, best effort), and after a restore reuses a saved
+//! token only if `auth/token/lookup-self` says it still lives for at least
+//! [`VaultLoginBuilder::min_ttl`] — otherwise it logs in again, so a restored
+//! workload never runs with a dead token.
+//!
+//! Failures say what was wrong from Vault's own answer: the role, the
+//! audience, a bound claim, the signing key, the token's age, the mount, or
+//! the network (`diagnose.rs`).
+
+mod api;
+mod diagnose;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result, truncate_for_message};
+use crate::manager::{
+    Derived, EventKind, ExchangeError, IdentityId, IdentityToken, RefreshReason, Refreshed,
+    TokenExchange,
+};
+use crate::vault_http::{check_addr, is_mount_path, is_path_byte};
+
+use api::{Api, Lease};
+
+/// The default time a whole request may take.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default least TTL a token must have left to be kept (see
+/// [`VaultLoginBuilder::min_ttl`]).
+pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(60);
+
+/// What a [`VaultLogin`] calls with each new client token.
+type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
+
+/// A token exchange that logs in to Vault or OpenBao with an identity token
+/// (JWT auth method) and keeps the client token alive (see the module docs).
+/// Add it to an [`IdentityManager`](crate::manager::IdentityManager) with
+/// [`exchange`](crate::manager::IdentityManagerBuilder::exchange); the
+/// workload gets its token from
+/// [`on_token`](VaultLoginBuilder::on_token) or
+/// [`IdentityManager::secret`](crate::manager::IdentityManager::secret).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use workload_identity::VaultLogin;
+/// use workload_identity::manager::IdentityId;
+///
+/// let vault = VaultLogin::builder(
+///     "https://vault.example.com:8200",
+///     IdentityId::new("server", "vault_default"),
+///     "nomad-workloads",
+/// )
+/// .mount("jwt-nomad")
+/// .on_token(|token, _kind| {
+///     // Write it where the task reads it (VAULT_TOKEN, a secrets file, ...).
+///     let _ = token;
+/// })
+/// .build()?;
+/// // IdentityManager::builder(...).exchange(Arc::new(vault)).build()?;
+/// # let _ = Arc::new(vault);
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct VaultLogin {
+    name: String,
+    identity: IdentityId,
+    role: String,
+    min_ttl: Duration,
+    api: Api,
+    on_token: Option<Arc<OnToken>>,
+}
+
+impl fmt::Debug for VaultLogin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VaultLogin")
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("addr", &self.api.addr)
+            .field("mount", &self.api.mount)
+            .field("role", &self.role)
+            .field("min_ttl", &self.min_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`VaultLogin`].
+pub struct VaultLoginBuilder {
+    addr: String,
+    identity: IdentityId,
+    role: String,
+    name: String,
+    mount: String,
+    namespace: Option<String>,
+    ca_bundle_pem: Option<Vec<u8>>,
+    timeout: Duration,
+    min_ttl: Duration,
+    allow_http_loopback: bool,
+    on_token: Option<Arc<OnToken>>,
+}
+
+impl fmt::Debug for VaultLoginBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VaultLoginBuilder")
+            .field("addr", &self.addr)
+            .field("identity", &self.identity)
+            .field("role", &self.role)
+            .field("name", &self.name)
+            .field("mount", &self.mount)
+            .field("namespace", &self.namespace)
+            .field("timeout", &self.timeout)
+            .field("min_ttl", &self.min_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VaultLogin {
+    /// A builder for logging in to the server at `addr`
+    /// (`https://vault.example.com:8200`) with identity `identity`'s token,
+    /// as role `role` of the JWT auth method (mounted at `jwt` unless
+    /// [`VaultLoginBuilder::mount`] says otherwise).
+    pub fn builder(addr: &str, identity: IdentityId, role: &str) -> VaultLoginBuilder {
+        VaultLoginBuilder {
+            addr: addr.trim_end_matches('/').to_string(),
+            identity,
+            role: role.to_string(),
+            name: "vault".into(),
+            mount: "jwt".into(),
+            namespace: None,
+            ca_bundle_pem: None,
+            timeout: DEFAULT_TIMEOUT,
+            min_ttl: DEFAULT_MIN_TTL,
+            allow_http_loopback: false,
+            on_token: None,
+        }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> &str {
+        &self.api.addr
+    }
+
+    /// The JWT auth method's mount path.
+    pub fn mount(&self) -> &str {
+        &self.api.mount
+    }
+
+    /// The role it logs in as.
+    pub fn role(&self) -> &str {
+        &self.role
+    }
+
+    /// Logs in with `token` at `now_ms`.
+    fn login(
+        &self,
+        token: &IdentityToken,
+        now_ms: i64,
+    ) -> std::result::Result<Derived, ExchangeError> {
+        let (secret, lease) = self.api.login(&self.role, &token.token)?;
+        Ok(Derived::new(
+            std::mem::take(&mut *secret.into_string()),
+            self.refresh_time(&lease, now_ms),
+        ))
+    }
+
+    /// When to look at a token with `lease` again: once two thirds of its
+    /// TTL have passed; never for a token without a TTL.
+    fn refresh_time(&self, lease: &Lease, now_ms: i64) -> Option<i64> {
+        (lease.ttl_secs > 0).then(|| {
+            let ms = i64::try_from(lease.ttl_secs.saturating_mul(2000) / 3).unwrap_or(i64::MAX);
+            now_ms.saturating_add(ms.max(1000))
+        })
+    }
+
+    /// Whether a token with `lease` left may be kept.
+    fn enough(&self, lease: &Lease) -> bool {
+        lease.ttl_secs == 0 || Duration::from_secs(lease.ttl_secs) >= self.min_ttl
+    }
+
+    /// A new login replacing a token, logged with why.
+    fn replace(
+        &self,
+        token: &IdentityToken,
+        now_ms: i64,
+        why: &str,
+    ) -> std::result::Result<Refreshed, ExchangeError> {
+        log::debug!(
+            "Vault login {:?}: logging in again as role {:?}: {why}",
+            self.name,
+            self.role
+        );
+        self.login(token, now_ms).map(Refreshed::Replaced)
+    }
+}
+
+impl TokenExchange for VaultLogin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn identity(&self) -> &IdentityId {
+        &self.identity
+    }
+
+    fn exchange(&self, token: &IdentityToken) -> std::result::Result<String, ExchangeError> {
+        let (secret, _) = self.api.login(&self.role, &token.token)?;
+        Ok(std::mem::take(&mut *secret.into_string()))
+    }
+
+    fn deliver(&self, secret: &str, kind: EventKind) {
+        if let Some(f) = &self.on_token {
+            f(secret, kind);
+        }
+    }
+
+    fn derive(
+        &self,
+        token: &IdentityToken,
+        now_ms: i64,
+    ) -> std::result::Result<Derived, ExchangeError> {
+        self.login(token, now_ms)
+    }
+
+    fn refresh(
+        &self,
+        secret: &str,
+        token: &IdentityToken,
+        reason: RefreshReason,
+        now_ms: i64,
+    ) -> std::result::Result<Refreshed, ExchangeError> {
+        // After a restart the saved token is only looked at: renewing one
+        // that may be dead would only say so less clearly.
+        let looked = if reason == RefreshReason::Restored {
+            self.api.lookup_self(secret)
+        } else {
+            self.api.renew_self(secret)
+        };
+        let verb = if reason == RefreshReason::Restored {
+            "lookup-self"
+        } else {
+            "renew-self"
+        };
+        match looked {
+            Ok(lease) if self.enough(&lease) => Ok(Refreshed::Kept {
+                refresh_at_ms: self.refresh_time(&lease, now_ms),
+            }),
+            Ok(lease) => self.replace(
+                token,
+                now_ms,
+                &format!(
+                    "after {verb} the token has {} s left, less than the {} s kept (its max TTL is near)",
+                    lease.ttl_secs,
+                    self.min_ttl.as_secs()
+                ),
+            ),
+            Err(api::Refusal::TokenRefused(why)) => {
+                self.replace(token, now_ms, &format!("{verb} refused the token: {why}"))
+            }
+            Err(api::Refusal::Other(e)) => Err(e),
+        }
+    }
+
+    fn release(&self, secret: &str) {
+        match self.api.revoke_self(secret) {
+            Ok(()) => log::debug!("Vault login {:?}: revoked a replaced token", self.name),
+            // Already expired or revoked: nothing left to release.
+            Err(api::Refusal::TokenRefused(_)) => log::debug!(
+                "Vault login {:?}: a replaced token was already invalid",
+                self.name
+            ),
+            Err(api::Refusal::Other(e)) => log::warn!(
+                "Vault login {:?}: revoking a replaced token failed (it lives until its TTL ends): {e}",
+                self.name
+            ),
+        }
+    }
+}
+
+impl VaultLoginBuilder {
+    /// The exchange's name: where its token is saved and how
+    /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
+    /// finds it (default `vault`).
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+
+    /// The JWT auth method's mount path (default `jwt`).
+    pub fn mount(mut self, mount: &str) -> Self {
+        self.mount = mount.trim_matches('/').to_string();
+        self
+    }
+
+    /// The Vault Enterprise / OpenBao namespace to log in to (sent as
+    /// `X-Vault-Namespace`); default none (the root namespace).
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.trim_matches('/').to_string());
+        self
+    }
+
+    /// Trust only the certificates of this PEM bundle (default: the Mozilla
+    /// roots).
+    pub fn ca_bundle_pem(mut self, pem: &[u8]) -> Self {
+        self.ca_bundle_pem = Some(pem.to_vec());
+        self
+    }
+
+    /// Trust only the certificates of this PEM file.
+    pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let pem = std::fs::read(path).map_err(|e| {
+            Error::invalid(
+                "VaultLogin",
+                "ca_bundle_file",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        Ok(self.ca_bundle_pem(&pem))
+    }
+
+    /// The time a whole request may take (default 10 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The least TTL a token must have left to be kept (default 60 s): a
+    /// saved token after a restore, or a token just renewed (a renewal capped
+    /// by the role's `token_max_ttl` leaves less); otherwise it logs in
+    /// again. Keep it below the role's `token_ttl`, or every renewal becomes
+    /// a new login.
+    pub fn min_ttl(mut self, min_ttl: Duration) -> Self {
+        self.min_ttl = min_ttl;
+        self
+    }
+
+    /// Allow `http://` to a loopback host (a dev server on this machine);
+    /// default: https only.
+    pub fn allow_http_loopback(mut self, allow: bool) -> Self {
+        self.allow_http_loopback = allow;
+        self
+    }
+
+    /// Called with every client token the workload should use from now on
+    /// (on start, on every restore, whenever a new login replaces it).
+    pub fn on_token(mut self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
+        self.on_token = Some(Arc::new(f));
+        self
+    }
+
+    /// The exchange, after checking the address, mount, role and name.
+    pub fn build(self) -> Result<VaultLogin> {
+        let bad = |field: &str, why: String| Error::invalid("VaultLogin", field, why);
+        check_addr(
+            &self.addr,
+            self.allow_http_loopback,
+            "VaultLogin",
+            "a login carries the identity token and its answer a Vault token",
+        )?;
+        if !is_mount_path(&self.mount) {
+            return Err(bad(
+                "mount",
+                format!(
+                    "{:?} is not a mount path (segments of letters, digits, '-', '_' and '.')",
+                    truncate_for_message(&self.mount)
+                ),
+            ));
+        }
+        if let Some(ns) = &self.namespace {
+            if !is_mount_path(ns) {
+                return Err(bad(
+                    "namespace",
+                    format!(
+                        "{:?} is not a namespace path (segments of letters, digits, '-', '_' and '.')",
+                        truncate_for_message(ns)
+                    ),
+                ));
+            }
+        }
+        if self.role.is_empty() || self.role.len() > 256 || !self.role.bytes().all(is_path_byte) {
+            return Err(bad(
+                "role",
+                format!(
+                    "{:?} is not a role name (1 to 256 letters, digits, '-', '_' and '.')",
+                    truncate_for_message(&self.role)
+                ),
+            ));
+        }
+        if self.name.is_empty() {
+            return Err(bad("name", "the exchange's name is empty".into()));
+        }
+        if self.timeout.is_zero() {
+            return Err(bad("timeout", "a zero timeout can never succeed".into()));
+        }
+        let agent = crate::vault_http::agent(
+            self.ca_bundle_pem.as_deref(),
+            self.timeout,
+            self.allow_http_loopback,
+            "VaultLogin",
+        )?;
+        Ok(VaultLogin {
+            name: self.name,
+            identity: self.identity,
+            role: self.role,
+            min_ttl: self.min_ttl,
+            api: Api {
+                agent,
+                addr: self.addr,
+                mount: self.mount,
+                namespace: self.namespace,
+            },
+            on_token: self.on_token,
+        })
+    }
+}

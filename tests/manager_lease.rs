@@ -1,0 +1,308 @@
+//! Token exchanges whose secrets have a life of their own (a Vault token's
+//! TTL): refreshed on their own schedule without re-signing identities,
+//! refreshed when the identity is re-signed, replaced secrets released, a
+//! saved secret confirmed by its exchange after a restore (and never handed
+//! out when it cannot be), and failed exchanges retried on their own.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use workload_identity::manager::*;
+use workload_identity::model::{GoDuration, IssueRequest};
+use workload_identity::{Error, Issuer, KeyState, Keyring, ResultCode, SignedIdentity};
+
+use common::identity::root_key;
+
+const T0: i64 = 1_700_000_000_000; // ms
+const LEASE_MS: i64 = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Keep,
+    Replace,
+    Fail,
+}
+
+/// A login whose secrets want a refresh every [`LEASE_MS`], scripted per
+/// call: keep, replace or fail.
+struct Lease {
+    key: IdentityId,
+    mode: Mutex<Mode>,
+    derived: AtomicUsize,
+    refreshes: Mutex<Vec<(String, RefreshReason, String)>>,
+    released: Mutex<Vec<String>>,
+    delivered: Mutex<Vec<(String, EventKind)>>,
+}
+
+impl Lease {
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+    fn new_secret(&self, now_ms: i64) -> Derived {
+        let n = self.derived.fetch_add(1, Ordering::SeqCst) + 1;
+        Derived::new(format!("lease-{n}"), Some(now_ms + LEASE_MS))
+    }
+}
+
+impl TokenExchange for Lease {
+    fn name(&self) -> &str {
+        "vault"
+    }
+    fn identity(&self) -> &IdentityId {
+        &self.key
+    }
+    fn exchange(&self, _: &IdentityToken) -> Result<String, ExchangeError> {
+        unreachable!("derive is overridden")
+    }
+    fn deliver(&self, secret: &str, kind: EventKind) {
+        self.delivered
+            .lock()
+            .unwrap()
+            .push((secret.to_string(), kind));
+    }
+    fn derive(&self, _: &IdentityToken, now_ms: i64) -> Result<Derived, ExchangeError> {
+        if *self.mode.lock().unwrap() == Mode::Fail {
+            return Err(ExchangeError("the login was refused".into()));
+        }
+        Ok(self.new_secret(now_ms))
+    }
+    fn refresh(
+        &self,
+        secret: &str,
+        token: &IdentityToken,
+        reason: RefreshReason,
+        now_ms: i64,
+    ) -> Result<Refreshed, ExchangeError> {
+        self.refreshes
+            .lock()
+            .unwrap()
+            .push((secret.to_string(), reason, token.jwt_id.clone()));
+        match *self.mode.lock().unwrap() {
+            Mode::Keep => Ok(Refreshed::Kept {
+                refresh_at_ms: Some(now_ms + LEASE_MS),
+            }),
+            Mode::Replace => Ok(Refreshed::Replaced(self.new_secret(now_ms))),
+            Mode::Fail => Err(ExchangeError("the server is down".into())),
+        }
+    }
+    fn release(&self, secret: &str) {
+        self.released.lock().unwrap().push(secret.to_string());
+    }
+}
+
+struct Counting {
+    issuer: Issuer,
+    calls: AtomicUsize,
+}
+
+impl IdentitySigner for Counting {
+    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.issuer.sign(requests, now)
+    }
+}
+
+struct Fixed;
+impl Jitter for Fixed {
+    fn draw(&self) -> f64 {
+        0.0
+    }
+}
+
+struct Setup {
+    keyring: Keyring,
+    signer: Arc<Counting>,
+    lease: Arc<Lease>,
+    db: Arc<MemoryIdentityDb>,
+}
+
+fn setup() -> Setup {
+    let keyring = Keyring::from_keys([root_key("key-1", 1, KeyState::Active)]).unwrap();
+    Setup {
+        signer: Arc::new(Counting {
+            issuer: Issuer::new(keyring.clone()),
+            calls: AtomicUsize::new(0),
+        }),
+        lease: Arc::new(Lease {
+            key: IdentityId::new("server", "vault_default"),
+            mode: Mutex::new(Mode::Keep),
+            derived: AtomicUsize::new(0),
+            refreshes: Mutex::new(Vec::new()),
+            released: Mutex::new(Vec::new()),
+            delivered: Mutex::new(Vec::new()),
+        }),
+        keyring,
+        db: Arc::new(MemoryIdentityDb::default()),
+    }
+}
+
+fn manager(s: &Setup) -> IdentityManager {
+    let mut req = common::issue_request_task();
+    req.identity.ttl = GoDuration::from_secs(3600);
+    IdentityManager::builder(vec![req], s.signer.clone(), s.db.clone(), s.keyring.clone())
+        .exchange(s.lease.clone())
+        .jitter(Arc::new(Fixed))
+        .build()
+        .unwrap()
+}
+
+fn secret(m: &IdentityManager) -> Option<String> {
+    m.secret("vault").map(|s| s.secret.clone())
+}
+
+fn saved_secret(s: &Setup) -> String {
+    s.db.load(common::ALLOC_ID).unwrap().unwrap().secrets[0]
+        .secret
+        .clone()
+}
+
+#[test]
+fn a_leased_secret_is_refreshed_on_its_own_schedule_without_re_signing() {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-1"));
+    assert_eq!(
+        m.next_due_ms(),
+        Some(T0 + LEASE_MS),
+        "the lease comes first"
+    );
+    let signed = s.signer.calls.load(Ordering::SeqCst);
+    let delivered = s.lease.delivered.lock().unwrap().len();
+
+    // Due, kept (renewed): no re-signing, nothing delivered again.
+    assert_eq!(m.tick(T0 + LEASE_MS), Some(T0 + 2 * LEASE_MS));
+    let r = s.lease.refreshes.lock().unwrap().clone();
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].0.as_str(), r[0].1), ("lease-1", RefreshReason::Due));
+    assert_eq!(s.signer.calls.load(Ordering::SeqCst), signed);
+    assert_eq!(s.lease.delivered.lock().unwrap().len(), delivered);
+
+    // Due, replaced (a new login): saved, delivered, the old one released.
+    s.lease.set(Mode::Replace);
+    m.tick(T0 + 2 * LEASE_MS);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(saved_secret(&s), "lease-2");
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+    assert_eq!(
+        s.lease.delivered.lock().unwrap().last().unwrap(),
+        &("lease-2".to_string(), EventKind::Renewed)
+    );
+    assert_eq!(s.signer.calls.load(Ordering::SeqCst), signed);
+
+    // Due, failed: the secret stays in use and is retried on its own after
+    // the backoff (1 s), still without re-signing.
+    s.lease.set(Mode::Fail);
+    let now = T0 + 3 * LEASE_MS;
+    assert_eq!(m.tick(now), Some(now + 1000));
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(m.tick(now + 1000), Some(now + 3000), "the backoff doubles");
+    assert_eq!(s.signer.calls.load(Ordering::SeqCst), signed);
+    s.lease.set(Mode::Keep);
+    assert_eq!(m.tick(now + 3000), Some(now + 3000 + LEASE_MS));
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+}
+
+#[test]
+fn a_re_signed_identity_refreshes_the_secret_with_the_new_token() {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    let first = m.current(&s.lease.key, T0).unwrap();
+    // The lease wants a refresh every 10 s: keep it, until the identity's
+    // renewal (half of its hour) comes.
+    let (now, renewed) = loop {
+        let now = m.next_due_ms().unwrap();
+        m.tick(now);
+        let t = m.current(&s.lease.key, now).unwrap();
+        if t.jwt_id != first.jwt_id {
+            break (now, t);
+        }
+    };
+    assert!(now >= T0 + 1_800_000, "renewed half-way, not before");
+    let r = s.lease.refreshes.lock().unwrap().clone();
+    let last = r.last().unwrap();
+    assert_eq!(last.1, RefreshReason::Resigned);
+    assert_eq!(last.2, renewed.jwt_id, "refreshed with the new token");
+    assert!(r[..r.len() - 1].iter().all(|x| x.1 == RefreshReason::Due));
+    assert_eq!(
+        s.lease.derived.load(Ordering::SeqCst),
+        1,
+        "never logged in again"
+    );
+}
+
+#[test]
+fn restore_confirms_the_saved_secret_or_replaces_it_and_never_hands_out_one_it_could_not_confirm() {
+    let s = setup();
+    manager(&s).start(T0).unwrap();
+    s.lease.delivered.lock().unwrap().clear();
+
+    // Confirmed: reused and delivered as restored.
+    let m = manager(&s);
+    let r = m.restore(T0 + 60_000).unwrap();
+    assert!(r.reused && r.rederived.is_empty(), "{r:?}");
+    let last = s.lease.refreshes.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.1),
+        ("lease-1", RefreshReason::Restored)
+    );
+    assert_eq!(
+        *s.lease.delivered.lock().unwrap(),
+        [("lease-1".to_string(), EventKind::Restored)]
+    );
+    assert_eq!(m.next_due_ms(), Some(T0 + 60_000 + LEASE_MS));
+
+    // Refused and replaced (its token was dead): the new one is delivered and
+    // saved, the old one released, and the report says it was derived anew.
+    s.lease.set(Mode::Replace);
+    let m = manager(&s);
+    let r = m.restore(T0 + 61_000).unwrap();
+    assert!(r.reused, "the identities themselves are fine");
+    assert_eq!(r.rederived, ["vault"]);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(saved_secret(&s), "lease-2");
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+
+    // It could not be confirmed and no new one could be had: the saved
+    // secret is dropped (and released), never delivered; an error; retried.
+    s.lease.set(Mode::Fail);
+    s.lease.delivered.lock().unwrap().clear();
+    let m = manager(&s);
+    let e = m.restore(T0 + 62_000).unwrap_err();
+    assert_eq!(e.code(), ResultCode::TokenExchangeFailed);
+    assert!(e.to_string().contains("the server is down"), "{e}");
+    assert!(secret(&m).is_none());
+    assert!(
+        s.lease.delivered.lock().unwrap().is_empty(),
+        "nothing handed out"
+    );
+    assert_eq!(s.lease.released.lock().unwrap().last().unwrap(), "lease-2");
+    s.lease.set(Mode::Keep);
+    let retry = m.next_due_ms().unwrap();
+    assert_eq!(retry, T0 + 63_000);
+    m.tick(retry);
+    assert_eq!(
+        secret(&m).as_deref(),
+        Some("lease-3"),
+        "derived anew on retry"
+    );
+    assert_eq!(
+        *s.lease.delivered.lock().unwrap(),
+        [("lease-3".to_string(), EventKind::Renewed)]
+    );
+}
+
+#[test]
+fn a_restore_that_re_signs_releases_the_saved_secret() {
+    let s = setup();
+    manager(&s).start(T0).unwrap();
+    // Long after: the saved identity is past its renewal window.
+    let m = manager(&s);
+    let r = m.restore(T0 + 2_000_000).unwrap();
+    assert!(!r.reused);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+}
