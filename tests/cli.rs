@@ -3,10 +3,10 @@
 //!
 //! `cargo test --features cli --test cli`
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
 
-const WID: &str = env!("CARGO_BIN_EXE_wid");
+mod serve_support;
+
+use serve_support::{Served, WID, http};
+
 const T0: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
 
@@ -950,161 +953,6 @@ fn inspect_explains() {
     assert!(stderr(&o).contains("WID_RESULT_MALFORMED_TOKEN"));
 }
 
-/// A running `wid serve`, killed if the test fails.
-struct Served {
-    child: Child,
-    addr: String,
-}
-
-impl Served {
-    fn start(args: &[&str]) -> Served {
-        let mut child = Command::new(WID)
-            .arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("wid serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .expect("wid serve names its address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Served { child, addr }
-    }
-
-    fn get(&self, path: &str) -> Http {
-        http(&self.addr, "GET", path)
-    }
-
-    fn signal_term(&self) {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-    }
-
-    /// The exit status, if it exits within `limit`.
-    fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn terminate(mut self) -> (std::process::ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(killed.success());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                self.child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                return (status, err);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "wid serve did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Http {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Http {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    fn max_age(&self) -> u64 {
-        let cc = self.header("Cache-Control").expect("Cache-Control");
-        cc.strip_prefix("max-age=")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("Cache-Control {cc:?}"))
-    }
-}
-
-/// A tiny HTTP/1.1 client: one request, read to the end (the server closes).
-fn http(addr: &str, method: &str, path: &str) -> Http {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: */*\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).expect("a response");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .map(|l| {
-            let (n, v) = l.split_once(':').unwrap();
-            (n.trim().to_string(), v.trim().to_string())
-        })
-        .collect::<Vec<_>>();
-    let len: usize = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("Content-Length"))
-        .map(|(_, v)| v.parse().unwrap())
-        .unwrap();
-    assert_eq!(
-        body.len(),
-        if method == "HEAD" { 0 } else { len },
-        "Content-Length"
-    );
-    Http {
-        status,
-        headers,
-        body: body.to_string(),
-    }
-}
-
 fn curl_available() -> bool {
     Command::new("curl")
         .arg("--version")
@@ -1314,7 +1162,7 @@ fn serve_publishes_and_follows_the_keystore() {
     }
 
     let (status, err) = served.terminate();
-    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert_eq!(status.code(), Some(0), "output: {err}");
     assert!(err.contains("stopped by signal"), "{err}");
 }
 
@@ -1493,7 +1341,7 @@ for token in sys.argv[2:]:
         eprintln!("PyJWT not installed: the PyJWKClient check is skipped");
     }
     let (status, err) = served.terminate();
-    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert_eq!(status.code(), Some(0), "output: {err}");
 }
 
 /// Slow clients cannot hold `wid serve` shut: 70 clients that each send one

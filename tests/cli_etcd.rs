@@ -12,13 +12,11 @@
 #![cfg(all(feature = "cli", feature = "etcd"))]
 
 mod etcd_support;
+mod serve_support;
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -26,9 +24,9 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use etcd_support::{Cluster, Options, Security, eventually};
 use serde::Deserialize;
 use serde_json::Value;
+use serve_support::{Served, WID};
 use workload_identity::codec::Bin;
 
-const WID: &str = env!("CARGO_BIN_EXE_wid");
 const T0: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
 /// Generous: propagation takes milliseconds, but CI hosts stall.
@@ -164,160 +162,6 @@ fn etcd_flags(urls: &[String], prefix: &str, kek: &str) -> Vec<String> {
 /// `--keystore path --kek-file kek`: a keystore wrapped by `kek`.
 fn keystore_flags(path: &str, kek: &str) -> Vec<String> {
     strings(&["--keystore", path, "--kek-file", kek])
-}
-
-/// A running `wid serve`, killed if the test fails; its stderr is collected.
-struct Served {
-    child: Child,
-    addr: String,
-    first_line: String,
-    err: Arc<Mutex<String>>,
-}
-
-impl Served {
-    fn start<S: AsRef<OsStr>>(args: &[S]) -> Served {
-        let mut child = Command::new(WID)
-            .arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env_remove("WID_ETCD_PASSWORD")
-            .spawn()
-            .expect("wid serve starts");
-        // Drained all along, so a chatty server never blocks on a full pipe.
-        let err = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = Arc::clone(&err);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .expect("wid serve names its address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| {
-                panic!(
-                    "unexpected first line {line:?}; stderr: {}",
-                    err.lock().unwrap()
-                )
-            })
-            .to_string();
-        Served {
-            child,
-            addr,
-            first_line: line,
-            err,
-        }
-    }
-
-    fn get(&self, path: &str) -> Http {
-        http(&self.addr, path)
-    }
-
-    fn jwks(&self) -> Http {
-        self.get("/.well-known/jwks.json")
-    }
-
-    fn jwks_url(&self) -> String {
-        format!("http://{}/.well-known/jwks.json", self.addr)
-    }
-
-    fn stderr(&self) -> String {
-        self.err.lock().unwrap().clone()
-    }
-
-    /// SIGTERM; the exit status and everything it wrote (first line, stderr).
-    fn terminate(mut self) -> (std::process::ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut rest = String::new();
-                let _ = self.child.stdout.take().unwrap().read_to_string(&mut rest);
-                // Give the drain thread a moment to take the last bytes.
-                std::thread::sleep(Duration::from_millis(100));
-                let all = format!("{}{rest}{}", self.first_line, self.stderr());
-                return (status, all);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "wid serve did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Http {
-    status: u16,
-    body: String,
-}
-
-impl Http {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    fn kids(&self) -> Vec<String> {
-        let mut kids: Vec<String> = self.json()["keys"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k["kid"].as_str().unwrap().to_string())
-            .collect();
-        kids.sort();
-        kids
-    }
-}
-
-/// One GET, read to the end (the server closes).
-fn http(addr: &str, path: &str) -> Http {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).expect("a response");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
-    let status = head
-        .lines()
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    Http {
-        status,
-        body: body.to_string(),
-    }
 }
 
 /// `wid verify` of `token` with the JWKS at `url`: accepted?
@@ -1141,9 +985,10 @@ fn credentials_and_key_material_stay_out_of_output() {
             );
         }
     }
+    let first = served.first_line().to_string();
     let (status, out) = served.terminate();
     assert!(status.success(), "{out}");
-    outputs.borrow_mut().push(out);
+    outputs.borrow_mut().push(format!("{first}{out}"));
 
     // The private material, from a plaintext export made on purpose (last,
     // so its own output is checked too).
