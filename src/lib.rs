@@ -13,7 +13,9 @@
 //!   live ([`MemoryStore`] embedded; implement the trait over your state, or use
 //!   `state::etcd::EtcdStore` with the `etcd` feature).
 //! * **Holding** (a client running workloads): a [`manager::IdentityManager`]
-//!   keeps an allocation's tokens renewed and persisted across restarts.
+//!   keeps an allocation's tokens renewed and persisted across restarts, and
+//!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the
+//!   Vault/OpenBao login, see docs/vault.md).
 //! * **From C or Go**: [`ffi`] and `include/workload_identity.h`;
 //!   `bindings/go/wid` in the repository.
 //!
@@ -118,6 +120,11 @@ mod vault_http;
 #[cfg(feature = "vault")]
 mod vault_login;
 mod verify;
+
+/// docs/vault.md's example runs as a doctest (feature `vault`).
+#[doc = include_str!("../docs/vault.md")]
+#[cfg(all(doctest, feature = "vault"))]
+pub struct VaultDocDoctests;
 
 /// The README's example runs as a doctest.
 #[doc = include_str!("../README.md")]

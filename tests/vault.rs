@@ -134,12 +134,7 @@ impl World {
         let accessor = w.accessor();
         w.bao.policy(
             "nomad-workloads",
-            &format!(
-                r#"path "secret/data/{{{{identity.entity.aliases.{accessor}.metadata.nomad_namespace}}}}/{{{{identity.entity.aliases.{accessor}.metadata.nomad_job_id}}}}/*" {{
-  capabilities = ["read"]
-}}
-"#
-            ),
+            &doc_block("policy").replace("ACCESSOR", &accessor),
         );
         w.role(ROLE, json!({}));
         for job in ["web", "api"] {
@@ -181,12 +176,12 @@ impl World {
             .cmd(&["write", "auth/jwt/config", &format!("@{path}")]);
     }
 
-    /// The served JWKS as PEM public keys, converted by the README's
+    /// The served JWKS as PEM public keys, converted by docs/vault.md's
     /// one-liner (PyJWT).
     fn pem_keys(&self) -> Vec<String> {
         let jwks = self.served.jwks().body;
         let mut child = Command::new("python3")
-            .args(["-c", PEM_ONE_LINER])
+            .args(["-c", &pem_one_liner()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -214,28 +209,9 @@ impl World {
         keys
     }
 
-    /// A role like the README's, with `extra` merged in.
+    /// The role of docs/vault.md, with `extra` merged in.
     fn role(&self, name: &str, extra: Value) {
-        let mut role = json!({
-            "role_type": "jwt",
-            "user_claim": "sub",
-            "bound_audiences": ["vault.io"],
-            "bound_claims_type": "string",
-            "bound_claims": {
-                "nomad_namespace": "default",
-                "nomad_job_id": ["web", "api"],
-            },
-            "claim_mappings": {
-                "nomad_namespace": "nomad_namespace",
-                "nomad_job_id": "nomad_job_id",
-                "nomad_task": "nomad_task",
-                "nomad_allocation_id": "nomad_allocation_id",
-            },
-            "token_policies": ["nomad-workloads"],
-            "token_type": "service",
-            "token_ttl": "1h",
-            "token_max_ttl": "24h",
-        });
+        let mut role: Value = serde_json::from_str(&doc_block("role")).unwrap();
         for (k, v) in extra.as_object().unwrap() {
             role[k] = v.clone();
         }
@@ -362,9 +338,31 @@ impl World {
     }
 }
 
-/// The README's JWKS-to-PEM one-liner (PyJWT): one SubjectPublicKeyInfo PEM
-/// per key.
-const PEM_ONE_LINER: &str = "import sys, json, jwt; from cryptography.hazmat.primitives import serialization as s; [sys.stdout.write(jwt.PyJWK(k).key.public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo).decode()) for k in json.load(sys.stdin)['keys']]";
+/// The fenced block that follows `<!-- checked by tests/vault.rs: NAME -->`
+/// in docs/vault.md: the test uses what the page tells a user.
+fn doc_block(name: &str) -> String {
+    let page = include_str!("../docs/vault.md");
+    let marker = format!("<!-- checked by tests/vault.rs: {name} -->");
+    let after = page
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("docs/vault.md has no {marker}"))
+        .1;
+    let fence = after.find("```").expect("a fenced block after the marker");
+    let body = &after[fence..];
+    let start = body.find('\n').unwrap() + 1;
+    let end = body[start..].find("```").unwrap();
+    body[start..start + end].to_string()
+}
+
+/// The Python program of docs/vault.md's JWKS-to-PEM one-liner.
+fn pem_one_liner() -> String {
+    let line = doc_block("pem");
+    let program = line
+        .split_once("python3 -c '")
+        .expect("the pem block runs python3 -c '...'")
+        .1;
+    program.trim_end().strip_suffix('\'').unwrap().to_string()
+}
 
 fn task_identity() -> IdentityId {
     IdentityId::new("server", "vault_default")
