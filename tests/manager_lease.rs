@@ -23,6 +23,10 @@ enum Mode {
     Keep,
     Replace,
     Fail,
+    /// Kept, asking for a refresh time already past.
+    KeepPast,
+    /// "Replaced" by the very secret it had.
+    Same,
 }
 
 /// A login whose secrets want a refresh every [`LEASE_MS`], scripted per
@@ -85,6 +89,10 @@ impl TokenExchange for Lease {
             }),
             Mode::Replace => Ok(Refreshed::Replaced(self.new_secret(now_ms))),
             Mode::Fail => Err(ExchangeError("the server is down".into())),
+            Mode::KeepPast => Ok(Refreshed::Kept {
+                refresh_at_ms: Some(now_ms - 5_000),
+            }),
+            Mode::Same => Ok(Refreshed::Replaced(Derived::new(secret.to_string(), None))),
         }
     }
     fn release(&self, secret: &str) {
@@ -305,4 +313,22 @@ fn a_restore_that_re_signs_releases_the_saved_secret() {
     assert!(!r.reused);
     assert_eq!(secret(&m).as_deref(), Some("lease-2"));
     assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+}
+
+#[test]
+fn a_refresh_time_in_the_past_cannot_make_the_manager_spin_and_a_secret_still_in_use_is_not_released()
+ {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    s.lease.set(Mode::KeepPast);
+    let now = T0 + LEASE_MS;
+    assert_eq!(m.tick(now), Some(now + 1000), "at least a second later");
+    s.lease.set(Mode::Same);
+    m.tick(now + 1000);
+    assert_eq!(secret(&m).as_deref(), Some("lease-1"));
+    assert!(
+        s.lease.released.lock().unwrap().is_empty(),
+        "the secret in use was never released"
+    );
 }

@@ -41,10 +41,18 @@ pub(super) enum Step {
     Refresh(RefreshReason),
 }
 
-/// Records when exchange `name` wants its next refresh.
-fn set_refresh(at: &mut BTreeMap<String, i64>, name: &str, when: Option<i64>) {
+/// The soonest an exchange is refreshed again after a refresh (an exchange
+/// that asks for a time already past must not make the runner spin).
+const MIN_REFRESH_GAP_MS: i64 = 1000;
+
+/// Records when exchange `name` wants its next refresh (never sooner than
+/// [`MIN_REFRESH_GAP_MS`] after `now_ms`).
+fn set_refresh(at: &mut BTreeMap<String, i64>, name: &str, when: Option<i64>, now_ms: i64) {
     match when {
-        Some(t) => at.insert(name.to_string(), t),
+        Some(t) => at.insert(
+            name.to_string(),
+            t.max(now_ms.saturating_add(MIN_REFRESH_GAP_MS)),
+        ),
         None => at.remove(name),
     };
 }
@@ -305,12 +313,12 @@ impl IdentityManager {
             let why = match outcome {
                 Ok(Refreshed::Kept { refresh_at_ms }) => {
                     st.exchange_failures.remove(name);
-                    set_refresh(&mut st.refresh_at, name, refresh_at_ms);
+                    set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
                     continue;
                 }
                 Ok(Refreshed::Replaced(mut new)) if !new.secret.is_empty() => {
                     st.exchange_failures.remove(name);
-                    set_refresh(&mut st.refresh_at, name, new.refresh_at_ms);
+                    set_refresh(&mut st.refresh_at, name, new.refresh_at_ms, now_ms);
                     st.secrets.insert(
                         name.to_string(),
                         DerivedSecret {
@@ -322,7 +330,15 @@ impl IdentityManager {
                     );
                     drop(st);
                     replaced.push(name.to_string());
-                    if let Some(old) = old {
+                    // An exchange that hands back the secret it had has
+                    // replaced nothing: that one is still in use.
+                    let still_used = old.as_deref().is_some_and(|o| {
+                        self.lock()
+                            .secrets
+                            .get(name)
+                            .is_some_and(|s| s.secret == *o)
+                    });
+                    if let (Some(old), false) = (old, still_used) {
                         x.release(&old);
                     }
                     continue;
