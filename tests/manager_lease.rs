@@ -84,7 +84,10 @@ impl TokenExchange for Lease {
             .unwrap()
             .push((secret.to_string(), reason, token.jwt_id.clone()));
         match *self.mode.lock().unwrap() {
-            Mode::Keep => Ok(Refreshed::Kept {
+            Mode::Keep if reason == RefreshReason::Restored => Ok(Refreshed::Kept {
+                refresh_at_ms: Some(now_ms + LEASE_MS),
+            }),
+            Mode::Keep => Ok(Refreshed::Renewed {
                 refresh_at_ms: Some(now_ms + LEASE_MS),
             }),
             Mode::Replace => Ok(Refreshed::Replaced(self.new_secret(now_ms))),
@@ -275,7 +278,9 @@ fn restore_confirms_the_saved_secret_or_replaces_it_and_never_hands_out_one_it_c
     assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
 
     // It could not be confirmed and no new one could be had: the saved
-    // secret is dropped (and released), never delivered; an error; retried.
+    // secret is taken out of use (never delivered), but not released (it
+    // may still work for whoever holds it); an error; retried. Once a new
+    // one is delivered, as the restore's, the old one is released.
     s.lease.set(Mode::Fail);
     s.lease.delivered.lock().unwrap().clear();
     let m = manager(&s);
@@ -287,7 +292,11 @@ fn restore_confirms_the_saved_secret_or_replaces_it_and_never_hands_out_one_it_c
         s.lease.delivered.lock().unwrap().is_empty(),
         "nothing handed out"
     );
-    assert_eq!(s.lease.released.lock().unwrap().last().unwrap(), "lease-2");
+    assert_eq!(
+        *s.lease.released.lock().unwrap(),
+        ["lease-1"],
+        "lease-2 held back"
+    );
     s.lease.set(Mode::Keep);
     let retry = m.next_due_ms().unwrap();
     assert_eq!(retry, T0 + 63_000);
@@ -299,8 +308,10 @@ fn restore_confirms_the_saved_secret_or_replaces_it_and_never_hands_out_one_it_c
     );
     assert_eq!(
         *s.lease.delivered.lock().unwrap(),
-        [("lease-3".to_string(), EventKind::Renewed)]
+        [("lease-3".to_string(), EventKind::Restored)],
+        "announced as the restore it completes"
     );
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1", "lease-2"]);
 }
 
 #[test]
@@ -330,5 +341,73 @@ fn a_refresh_time_in_the_past_cannot_make_the_manager_spin_and_a_secret_still_in
     assert!(
         s.lease.released.lock().unwrap().is_empty(),
         "the secret in use was never released"
+    );
+}
+
+#[test]
+fn a_renewed_secret_counts_as_derived_from_the_re_signed_identity() {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    let first = m.current(&s.lease.key, T0).unwrap();
+    // Run past the identity's renewal: the lease is renewed with the new
+    // token each time.
+    let now = loop {
+        let now = m.next_due_ms().unwrap();
+        m.tick(now);
+        if m.current(&s.lease.key, now).unwrap().jwt_id != first.jwt_id {
+            break now;
+        }
+    };
+    let saved = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert_eq!(saved.secrets[0].derived_from, saved.identities[0].jwt_id);
+    // So a restart confirms it (restored), rather than deriving a new one.
+    let m = manager(&s);
+    let r = m.restore(now + 1000).unwrap();
+    assert!(r.reused && r.rederived.is_empty(), "{r:?}");
+    let last = s.lease.refreshes.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.1, RefreshReason::Restored);
+    assert_eq!(s.lease.derived.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_failed_re_signing_restore_holds_the_saved_secret_back_without_releasing_it() {
+    let s = setup();
+    manager(&s).start(T0).unwrap();
+    // Long after (the identity is due), with the exchange's server down.
+    s.lease.set(Mode::Fail);
+    let m = manager(&s);
+    assert!(m.restore(T0 + 2_000_000).is_err());
+    assert!(secret(&m).is_none(), "not handed out unconfirmed");
+    assert!(s.lease.released.lock().unwrap().is_empty(), "nor released");
+    s.lease.set(Mode::Keep);
+    m.tick(m.next_due_ms().unwrap());
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+}
+
+#[test]
+fn exchange_retries_back_off_at_most_a_minute() {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    s.lease.set(Mode::Fail);
+    let mut now = T0 + LEASE_MS;
+    let mut gaps = Vec::new();
+    for _ in 0..10 {
+        let next = m.tick(now).unwrap();
+        gaps.push(next - now);
+        now = next;
+    }
+    assert_eq!(
+        gaps,
+        [
+            1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000, 60_000
+        ]
+    );
+    assert_eq!(
+        secret(&m).as_deref(),
+        Some("lease-1"),
+        "kept in use meanwhile"
     );
 }

@@ -165,15 +165,22 @@ impl World {
     /// config write replaces the whole config, and makes OpenBao fetch the
     /// keys again).
     fn configure(&self, source: KeySource) {
-        let mut config = json!({ "bound_issuer": self.issuer });
+        // The page's commands, as a user types them.
+        let bound = format!("bound_issuer={}", self.issuer);
+        let mut args = vec!["write".to_string(), "auth/jwt/config".to_string()];
         match source {
-            KeySource::JwksUrl => config["jwks_url"] = json!(self.served.jwks_url()),
-            KeySource::Discovery => config["oidc_discovery_url"] = json!(self.issuer),
-            KeySource::Pem => config["jwt_validation_pubkeys"] = json!(self.pem_keys()),
+            KeySource::JwksUrl => args.push(format!("jwks_url={}", self.served.jwks_url())),
+            KeySource::Discovery => args.push(format!("oidc_discovery_url={}", self.issuer)),
+            KeySource::Pem => {
+                for (i, pem) in self.pem_keys().iter().enumerate() {
+                    let path = self.file(&format!("key-{i}.pem"), pem);
+                    args.push(format!("jwt_validation_pubkeys=@{path}"));
+                }
+            }
         }
-        let path = self.file("jwt-config.json", &config.to_string());
-        self.bao
-            .cmd(&["write", "auth/jwt/config", &format!("@{path}")]);
+        args.push(bound);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.bao.cmd(&args);
     }
 
     /// The served JWKS as PEM public keys, converted by docs/vault.md's
@@ -663,7 +670,9 @@ fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
     let first = m.current(&task_identity(), t0).unwrap();
     let due = m.next_due_ms().unwrap();
     assert!(
-        due >= t0 + 1_800_000 && due < t0 + 2_400_000,
+        // iat is whole seconds, so half an hour from it is at least
+        // 1,799 s from t0.
+        due >= t0 + 1_799_000 && due < t0 + 2_400_000,
         "the identity's renewal comes first: due in {} ms",
         due - t0
     );
@@ -760,8 +769,8 @@ fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
     assert!(e.contains("cannot reach Vault"), "{e}");
 }
 
-/// The login is refused over plain http to anything but loopback, and its
-/// Debug never shows a token.
+/// The login is refused over plain http to anything but loopback, and
+/// with a role or mount that could not be put into a URL path.
 #[test]
 fn vault_login_refuses_plain_http_and_bad_names() {
     let b = |addr: &str| VaultLogin::builder(addr, task_identity(), ROLE);

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{DerivedSecret, IdentityId, IdentityToken};
+use zeroize::Zeroizing;
+
 use crate::codec::{Bin, wire_struct};
 use crate::error::{DecodeError, Error, Result};
 use crate::keyring::Algorithm;
@@ -100,8 +102,8 @@ wire_struct! {
         pub(crate) exchange: String => "Exchange",
         /// The identity's name.
         pub(crate) name: String => "Name",
-        /// The secret.
-        pub(crate) secret: String => "Secret",
+        /// The secret. Zeroized on drop.
+        pub(crate) secret: Zeroizing<String> => "Secret",
         /// The task or service.
         pub(crate) workload: String => "Workload",
     }
@@ -204,7 +206,7 @@ fn to_stored(state: &PersistedState) -> StoredState {
                 derived_from: s.derived_from.clone(),
                 exchange: s.exchange.clone(),
                 name: s.identity.name.clone(),
-                secret: s.secret.clone(),
+                secret: Zeroizing::new(s.secret.clone()),
                 workload: s.identity.workload.clone(),
             })
             .collect(),
@@ -265,10 +267,11 @@ fn from_stored(s: StoredState) -> Result<PersistedState> {
         secrets: s
             .secrets
             .into_iter()
-            .map(|x| DerivedSecret {
-                exchange: x.exchange,
+            .map(|mut x| DerivedSecret {
                 identity: IdentityId::new(&x.workload, &x.name),
-                secret: x.secret,
+                // Moved out, leaving the zeroizing wrapper empty.
+                secret: std::mem::take(&mut *x.secret),
+                exchange: x.exchange,
                 derived_from: x.derived_from,
             })
             .collect(),

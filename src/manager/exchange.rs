@@ -91,9 +91,18 @@ pub enum RefreshReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refreshed {
-    /// The secret stays in use (renewed, or still fresh); refresh again at
-    /// this time (Unix ms), or only when the identity is re-signed.
+    /// The secret stays in use (still fresh, or checked and still alive);
+    /// refresh again at this time (Unix ms), or only when the identity is
+    /// re-signed.
     Kept {
+        /// When to refresh next.
+        refresh_at_ms: Option<i64>,
+    },
+    /// The secret was renewed with the identity's current token (`token`):
+    /// it stays in use and now counts as derived from that token, so a
+    /// restore after a restart asks the exchange to confirm it
+    /// ([`RefreshReason::Restored`]) instead of deriving a new one.
+    Renewed {
         /// When to refresh next.
         refresh_at_ms: Option<i64>,
     },
@@ -127,8 +136,12 @@ pub trait TokenExchange: Send + Sync {
     }
     /// Keeps `secret` (derived earlier from this identity) usable at
     /// `now_ms`: renew it, or derive a new one from `token` (the identity's
-    /// current token). An error keeps the secret in use and retries later with
-    /// [`RefreshReason::Due`]. Default: kept as it is.
+    /// newest token; it may have expired when signing has been failing, as a
+    /// renewal needs only the secret). On an error the secret stays in use
+    /// (after [`RefreshReason::Restored`] it is held back: never handed out
+    /// unconfirmed, and released only once a new one has been delivered) and
+    /// the refresh is retried with [`RefreshReason::Due`] after a backoff (1 s,
+    /// doubling, at most 60 s). Default: kept as it is.
     fn refresh(
         &self,
         secret: &str,
@@ -143,7 +156,8 @@ pub trait TokenExchange: Send + Sync {
         })
     }
     /// Releases a secret that was replaced (revokes it), best effort: the
-    /// manager goes on whatever happens. Default: nothing.
+    /// manager goes on whatever happens. Called only after the new secret
+    /// has been saved and delivered. Default: nothing.
     fn release(&self, secret: &str) {
         let _ = secret;
     }

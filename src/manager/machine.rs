@@ -41,6 +41,12 @@ pub(super) enum Step {
     Refresh(RefreshReason),
 }
 
+/// The soonest a failed exchange is retried.
+const MIN_EXCHANGE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest a failed exchange waits for its retry (a leased secret must
+/// be renewed within its TTL once the server answers again).
+const MAX_EXCHANGE_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The soonest an exchange is refreshed again after a refresh (an exchange
 /// that asks for a time already past must not make the runner spin).
 const MIN_REFRESH_GAP_MS: i64 = 1000;
@@ -278,11 +284,14 @@ impl IdentityManager {
             .collect()
     }
 
-    /// Runs each exchange's step of `plan`, then saves and delivers: every
-    /// secret announced as `kind` when `tell_all` (start, restore, a
-    /// re-signing), else only the secrets that were replaced. A failed
-    /// exchange is retried on its own after a backoff (the identities are not
-    /// re-signed for it); the first failure is returned.
+    /// Runs each exchange's step of `plan`, then saves, delivers and
+    /// releases: every secret announced as `kind` when `tell_all` (start,
+    /// restore, a re-signing), else only the secrets that were replaced
+    /// (announced as the start or restore that could not deliver them, if one
+    /// could not). Replaced secrets are released last, once their successors
+    /// are saved and delivered. A failed exchange is retried on its own
+    /// after a backoff (the identities are not re-signed for it); the first
+    /// failure is returned.
     pub(super) fn run_exchanges(
         &self,
         plan: &[(Arc<dyn TokenExchange>, Step)],
@@ -292,19 +301,31 @@ impl IdentityManager {
     ) -> Result<()> {
         let mut failed = None;
         let mut replaced = Vec::new();
+        let mut to_release: Vec<(Arc<dyn TokenExchange>, Zeroizing<String>)> = Vec::new();
         for (x, step) in plan {
             let name = x.name();
-            let Some(token) = self.current(x.identity(), now_ms) else {
-                // No valid identity to exchange: the next signing refreshes it.
+            let (token, old) = {
+                let st = self.lock();
+                let old = st
+                    .secrets
+                    .get(name)
+                    .filter(|s| !s.secret.is_empty())
+                    .map(|s| Zeroizing::new(s.secret.clone()));
+                let newest = st.tokens.get(x.identity());
+                // A refresh needs only the secret (a renewal), so it goes on
+                // with the newest token even when signing has been failing;
+                // deriving needs a valid one.
+                let token = match (step, &old) {
+                    (Step::Refresh(_), Some(_)) => newest.cloned(),
+                    _ => newest.filter(|t| t.valid_at(now_ms)).cloned(),
+                };
+                (token, old)
+            };
+            let Some(token) = token else {
+                // No valid identity to exchange: the next signing derives it.
                 self.lock().refresh_at.remove(name);
                 continue;
             };
-            let old = self
-                .lock()
-                .secrets
-                .get(name)
-                .filter(|s| !s.secret.is_empty())
-                .map(|s| Zeroizing::new(s.secret.clone()));
             let outcome = match (step, &old) {
                 (Step::Refresh(reason), Some(old)) => x.refresh(old, &token, *reason, now_ms),
                 _ => x.derive(&token, now_ms).map(Refreshed::Replaced),
@@ -316,9 +337,27 @@ impl IdentityManager {
                     set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
                     continue;
                 }
+                Ok(Refreshed::Renewed { refresh_at_ms }) => {
+                    st.exchange_failures.remove(name);
+                    set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
+                    if let Some(s) = st.secrets.get_mut(name) {
+                        s.derived_from.clone_from(&token.jwt_id);
+                    }
+                    continue;
+                }
                 Ok(Refreshed::Replaced(mut new)) if !new.secret.is_empty() => {
                     st.exchange_failures.remove(name);
                     set_refresh(&mut st.refresh_at, name, new.refresh_at_ms, now_ms);
+                    // An exchange that hands back the secret it had has
+                    // replaced nothing: that one is still in use.
+                    if let Some(old) = old.filter(|o| **o != new.secret) {
+                        to_release.push((x.clone(), old));
+                    }
+                    if let Some(held) = st.held_back.remove(name) {
+                        if *held != new.secret {
+                            to_release.push((x.clone(), held));
+                        }
+                    }
                     st.secrets.insert(
                         name.to_string(),
                         DerivedSecret {
@@ -328,38 +367,33 @@ impl IdentityManager {
                             derived_from: token.jwt_id.clone(),
                         },
                     );
-                    drop(st);
                     replaced.push(name.to_string());
-                    // An exchange that hands back the secret it had has
-                    // replaced nothing: that one is still in use.
-                    let still_used = old.as_deref().is_some_and(|o| {
-                        self.lock()
-                            .secrets
-                            .get(name)
-                            .is_some_and(|s| s.secret == *o)
-                    });
-                    if let (Some(old), false) = (old, still_used) {
-                        x.release(&old);
-                    }
                     continue;
                 }
                 Ok(_) => "it returned an empty secret".to_string(),
                 Err(e) => e.to_string(),
             };
-            if *step == Step::Refresh(RefreshReason::Restored) {
-                // A saved secret the exchange could not confirm is never
-                // handed out: it is dropped (and released) and derived anew
-                // on the retry.
+            // A secret that was to be derived anew or confirmed (start,
+            // restore) and was not is never handed out; it is held back, not
+            // released: it may still be in use, and is released once a new
+            // one has been delivered.
+            let hold_back = matches!(step, Step::Derive | Step::Refresh(RefreshReason::Restored));
+            if let (true, Some(old)) = (hold_back, old) {
                 st.secrets.remove(name);
-                drop(st);
-                if let Some(old) = &old {
-                    x.release(old);
-                }
-                st = self.lock();
+                st.held_back.entry(name.to_string()).or_insert(old);
+            }
+            if kind != EventKind::Renewed {
+                // Its first delivery is still this start's or restore's.
+                st.undelivered.insert(name.to_string(), kind);
             }
             let failures = st.exchange_failures.entry(name.to_string()).or_default();
             *failures = failures.saturating_add(1);
-            let delay = self.inner.parts.policy.backoff(*failures);
+            let delay = self
+                .inner
+                .parts
+                .policy
+                .backoff(*failures)
+                .clamp(MIN_EXCHANGE_RETRY, MAX_EXCHANGE_RETRY);
             let retry = now_ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
             st.refresh_at.insert(name.to_string(), retry);
             log::warn!(
@@ -375,14 +409,37 @@ impl IdentityManager {
             self.persist()
         };
         // Every consumer is told, whether its secret was reused or derived now.
-        let secrets = self.lock().secrets.clone();
-        for x in &self.inner.parts.exchanges {
-            if !tell_all && !replaced.iter().any(|r| r == x.name()) {
-                continue;
+        let deliveries: Vec<_> = {
+            let mut st = self.lock();
+            let mut out = Vec::new();
+            for x in &self.inner.parts.exchanges {
+                let name = x.name();
+                if !tell_all && !replaced.iter().any(|r| r == name) {
+                    continue;
+                }
+                let Some(secret) = st
+                    .secrets
+                    .get(name)
+                    .filter(|s| !s.secret.is_empty())
+                    .map(|s| Zeroizing::new(s.secret.clone()))
+                else {
+                    continue;
+                };
+                let pending = st.undelivered.remove(name);
+                let k = if tell_all {
+                    kind
+                } else {
+                    pending.unwrap_or(kind)
+                };
+                out.push((x.clone(), secret, k));
             }
-            if let Some(s) = secrets.get(x.name()).filter(|s| !s.secret.is_empty()) {
-                x.deliver(&s.secret, kind);
-            }
+            out
+        };
+        for (x, secret, k) in deliveries {
+            x.deliver(&secret, k);
+        }
+        for (x, old) in to_release {
+            x.release(&old);
         }
         match failed {
             None => persisted,

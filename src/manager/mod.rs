@@ -53,6 +53,12 @@ struct State {
     refresh_at: BTreeMap<String, i64>,
     /// Per exchange: failures since its last success (its backoff).
     exchange_failures: BTreeMap<String, u32>,
+    /// Per exchange: a secret taken out of use unconfirmed (a failed
+    /// restore check or re-derivation), released once a new one is
+    /// delivered.
+    held_back: BTreeMap<String, zeroize::Zeroizing<String>>,
+    /// Per exchange: the start or restore whose delivery is still owed.
+    undelivered: BTreeMap<String, EventKind>,
     /// When to sign next (Unix ms); `None` when nothing expires.
     next_ms: Option<i64>,
     /// The kind the next signing is announced as.
@@ -244,6 +250,8 @@ impl IdentityManagerBuilder {
                     secrets: BTreeMap::new(),
                     refresh_at: BTreeMap::new(),
                     exchange_failures: BTreeMap::new(),
+                    held_back: BTreeMap::new(),
+                    undelivered: BTreeMap::new(),
                     next_ms: None,
                     pending: EventKind::Initial,
                     failures: 0,

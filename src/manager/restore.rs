@@ -8,6 +8,8 @@ use std::sync::Arc;
 use super::machine::{Step, binding_problem};
 use super::{DerivedSecret, EventKind, RefreshReason};
 use super::{IdentityId, IdentityManager, PersistedState, RestoreReport, State, TokenExchange};
+use zeroize::Zeroizing;
+
 use crate::error::Result;
 use crate::keyring::Algorithm;
 use crate::model::IssueRequest;
@@ -246,29 +248,43 @@ impl IdentityManager {
             .collect()
     }
 
-    /// Releases each saved secret that is no longer the one in use.
+    /// Saved secrets that are no longer the one in use: released now when a
+    /// new one has replaced them (it was delivered already), held back
+    /// otherwise (never handed out, released once a new one is delivered).
     fn release_replaced(&self, saved: Vec<DerivedSecret>) {
-        for old in saved {
-            if old.secret.is_empty() {
-                continue;
+        let mut release = Vec::new();
+        {
+            let mut st = self.lock();
+            for old in saved {
+                if old.secret.is_empty() {
+                    continue;
+                }
+                let Some(x) = self
+                    .inner
+                    .parts
+                    .exchanges
+                    .iter()
+                    .find(|x| x.name() == old.exchange)
+                else {
+                    continue;
+                };
+                match st
+                    .secrets
+                    .get(&old.exchange)
+                    .filter(|s| !s.secret.is_empty())
+                {
+                    Some(now) if now.secret == old.secret => {}
+                    Some(_) => release.push((x.clone(), Zeroizing::new(old.secret.clone()))),
+                    None => {
+                        st.held_back
+                            .entry(old.exchange.clone())
+                            .or_insert_with(|| Zeroizing::new(old.secret.clone()));
+                    }
+                }
             }
-            let in_use = self
-                .lock()
-                .secrets
-                .get(&old.exchange)
-                .is_some_and(|s| s.secret == old.secret);
-            if in_use {
-                continue;
-            }
-            if let Some(x) = self
-                .inner
-                .parts
-                .exchanges
-                .iter()
-                .find(|x| x.name() == old.exchange)
-            {
-                x.release(&old.secret);
-            }
+        }
+        for (x, secret) in release {
+            x.release(&secret);
         }
     }
 }

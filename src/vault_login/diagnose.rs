@@ -21,7 +21,13 @@ pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> E
         format!("the role is wrong: there is no role {role:?} on this mount")
     } else if has("missing role") {
         "the role is missing".to_string()
-    } else if has("audience") {
+    } else if has("role_type") {
+        format!(
+            "the role is wrong: role {role:?} is an OIDC role; logins with a JWT need role_type \"jwt\""
+        )
+    } else if has("missing token") {
+        "the identity token was not sent (an empty token)".to_string()
+    } else if has("invalid audience") {
         format!(
             "the audience is wrong: the identity's aud matches none of role {role:?}'s bound_audiences"
         )
@@ -67,9 +73,9 @@ pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> E
 /// revoked, unknown, not renewable): then `Some(why)`.
 pub(super) fn token_refusal(status: u16, said: &str) -> Option<String> {
     // Vault answers an expired, revoked or unknown token with a bare 403
-    // "permission denied" (the three cannot be told apart).
-    let lower = said.to_ascii_lowercase();
-    if status == 403 || lower.contains("not renewable") {
+    // "permission denied" (the three cannot be told apart), and a token it
+    // will not renew (a batch token, renewal switched off) with a 400.
+    if status == 403 || status == 400 {
         return Some(format!("HTTP {status}: {said}"));
     }
     None
@@ -151,6 +157,17 @@ mod tests {
                 "cannot fetch the JWKS",
             ),
             (400, "could not load configuration", "not configured"),
+            (
+                400,
+                "role with oidc role_type is not allowed",
+                "is an OIDC role",
+            ),
+            (400, "missing token", "was not sent"),
+            (
+                400,
+                r#"error validating claims: claim "audience_group" does not match any associated bound claim values"#,
+                "a bound claim is wrong",
+            ),
             (403, "permission denied", "the mount is wrong"),
             (503, "Vault is sealed", "unavailable"),
             (500, "something new", "the login was refused"),
@@ -163,6 +180,7 @@ mod tests {
         }
         assert!(token_refusal(403, "permission denied").is_some());
         assert!(token_refusal(400, "lease is not renewable").is_some());
+        assert!(token_refusal(400, "batch tokens cannot be renewed").is_some());
         assert!(token_refusal(500, "internal error").is_none());
         assert!(token_refusal(503, "Vault is sealed").is_none());
     }

@@ -4,8 +4,8 @@
 //! It logs in at `auth/<mount>/login` with the identity token and a role,
 //! hands the client token to the workload as the derived secret, keeps it
 //! alive (`auth/token/renew-self` when the identity is re-signed or two
-//! thirds of its TTL have passed; a new login when renewal is refused or the
-//! token's max TTL is near), revokes a token that was replaced
+//! thirds of its TTL have passed; a new login when renewal is refused, the
+//! token is not renewable, or its max TTL is near), revokes a token that was replaced
 //! (`auth/token/revoke-self`, best effort), and after a restore reuses a saved
 //! token only if `auth/token/lookup-self` says it still lives for at least
 //! [`VaultLoginBuilder::min_ttl`] — otherwise it logs in again, so a restored
@@ -249,18 +249,38 @@ impl TokenExchange for VaultLogin {
             "renew-self"
         };
         match looked {
-            Ok(lease) if self.enough(&lease) => Ok(Refreshed::Kept {
-                refresh_at_ms: self.refresh_time(&lease, now_ms),
-            }),
-            Ok(lease) => self.replace(
-                token,
-                now_ms,
-                &format!(
+            Ok(lease) if self.enough(&lease) => {
+                let refresh_at_ms = self.refresh_time(&lease, now_ms);
+                Ok(if reason == RefreshReason::Restored {
+                    Refreshed::Kept { refresh_at_ms }
+                } else {
+                    Refreshed::Renewed { refresh_at_ms }
+                })
+            }
+            Ok(lease) => {
+                let why = format!(
                     "after {verb} the token has {} s left, less than the {} s kept (its max TTL is near)",
                     lease.ttl_secs,
                     self.min_ttl.as_secs()
-                ),
-            ),
+                );
+                match self.replace(token, now_ms, &why) {
+                    Ok(new) => Ok(new),
+                    // The token still works for now: keep it, say so, and
+                    // try again soon (within its life).
+                    Err(e) => {
+                        log::warn!(
+                            "Vault login {:?}: {why}, and logging in again failed: {e}; keeping it for now",
+                            self.name
+                        );
+                        let retry_ms = i64::try_from(lease.ttl_secs.saturating_mul(500))
+                            .unwrap_or(i64::MAX)
+                            .clamp(1000, 30_000);
+                        Ok(Refreshed::Kept {
+                            refresh_at_ms: Some(now_ms.saturating_add(retry_ms)),
+                        })
+                    }
+                }
+            }
             Err(api::Refusal::TokenRefused(why)) => {
                 self.replace(token, now_ms, &format!("{verb} refused the token: {why}"))
             }
