@@ -95,6 +95,11 @@ fn now_secs() -> i64 {
 impl World {
     fn new() -> World {
         let bao = Bao::start();
+        // Until wid serve has bound the port picked for it (another test's
+        // OpenBao must not take it meanwhile).
+        let ports = bao_support::PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let keystore = dir.path().join("keystore").display().to_string();
         wid_ok(&[
@@ -121,6 +126,7 @@ impl World {
             "--issuer",
             &issuer,
         ]);
+        drop(ports);
         let w = World {
             bao,
             dir,
@@ -761,6 +767,11 @@ fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
         request("web", "default", "vault.io"),
     );
     assert!(e.contains("the mount is wrong"), "{e}");
+    // A port nothing listens on (held, so no other test's server binds it
+    // meanwhile).
+    let _ports = bao_support::PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let closed = format!("https://127.0.0.1:{}", free_port());
     let e = fails(
         VaultLogin::builder(&closed, task_identity(), ROLE).ca_bundle_pem(&w.bao.ca_pem()),

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Held while a port picked as free is not yet bound by its server (here,
+/// and by tests that start servers of their own beside OpenBao).
+pub static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub struct Bao {
     child: Child,
     pub addr: String,
@@ -38,6 +42,12 @@ impl Bao {
     /// Starts the server and waits (up to 60 s) until it answers, then
     /// enables Transit at `transit/`.
     pub fn start() -> Bao {
+        // One server starts at a time in a test process: a port pair picked
+        // here is free only until its server binds it, and two tests picking
+        // at once could each take the other's cluster port.
+        let _starting = PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let port = free_port_pair();
         let root_token = format!("root-{}", uuid::Uuid::new_v4());
@@ -51,6 +61,10 @@ impl Bao {
                 &format!("-dev-root-token-id={root_token}"),
                 &format!("-dev-listen-address=127.0.0.1:{port}"),
             ])
+            // The dev server writes its root token to $HOME/.vault-token
+            // (temp file, then rename): servers started at once in one HOME
+            // race on it, and a CLI call would pick it up. Each has its own.
+            .env("HOME", dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -107,6 +121,7 @@ impl Bao {
             .env("BAO_ADDR", &self.addr)
             .env("BAO_CACERT", self.ca_path())
             .env("BAO_TOKEN", token)
+            .env("HOME", self.dir.path())
             .env_remove("VAULT_TOKEN")
             .stdin(Stdio::null())
             .output()
