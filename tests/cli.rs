@@ -7,8 +7,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -1353,65 +1351,70 @@ fn slow_clients_cannot_hold_serve_shut() {
     let s = Scratch::new();
     let ks = s.path("keystore");
     expect(&["keyring", "init", "--keystore", &ks], 0);
-    let served = Served::start(&["--keystore", ks.as_str(), "--listen", "127.0.0.1:0"]);
-    let slow_connected = Instant::now();
-    let slow: Vec<TcpStream> = (0..70)
+
+    // 1,000 slow clients, each having sent part of a request head, while
+    // normal clients keep being served: the request deadline is long here
+    // (60 s), so all of them are still connected while the normal ones are
+    // answered, which /metrics shows.
+    let served = Served::start(&[
+        "--keystore",
+        ks.as_str(),
+        "--listen",
+        "127.0.0.1:0",
+        "--request-timeout",
+        "60s",
+    ]);
+    let slow: Vec<TcpStream> = (0..1000)
         .map(|_| TcpStream::connect(&served.addr).unwrap())
         .collect();
-    let done = Arc::new(AtomicBool::new(false));
-    let dripping = {
-        let done = Arc::clone(&done);
-        std::thread::spawn(move || {
-            let request = b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n";
-            let mut slow = slow;
-            // One byte a second to each, for up to 120 s: hours, for a
-            // server whose timeout is per read.
-            for i in 0..120 {
-                if done.load(Ordering::SeqCst) {
-                    break;
-                }
-                for conn in slow.iter_mut() {
-                    let _ = conn.write_all(&request[i % 8..i % 8 + 1]);
-                }
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            slow
-        })
-    };
-    // The slow clients connected first, so the kernel queues the normal
-    // client behind them: 64 hold the slots, and it is served only once the
-    // server cuts them at the head deadline (5 s from their accept, at least
-    // 5 s from their connect). Neither bound below can be broken by a busy
-    // host: the lower one is the server's own deadline (a slow host only adds
-    // to it), and proves the slots were full; the upper one is three times
-    // both deadlines.
-    let started = Instant::now();
-    let mut normal = TcpStream::connect(&served.addr).unwrap();
-    normal
-        .set_read_timeout(Some(Duration::from_secs(100)))
-        .unwrap();
-    write!(
-        normal,
-        "GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    normal.read_to_string(&mut answer).unwrap();
-    let waited = started.elapsed();
-    let since_slow = slow_connected.elapsed();
-    done.store(true, Ordering::SeqCst);
-    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
-    eprintln!("normal client served after {waited:?}");
+    let request = b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (i, mut conn) in slow.iter().enumerate() {
+        conn.write_all(&request[..1 + i % 8]).unwrap();
+    }
+    // The server holds every slow connection (it accepted them in order,
+    // before the normal client's).
+    eventually("all 1,000 slow clients accepted", || {
+        connections(&served) > 1000
+    });
+    for _ in 0..20 {
+        let r = served.get("/.well-known/jwks.json");
+        assert_eq!(r.status, 200);
+    }
     assert!(
-        since_slow >= Duration::from_secs(5),
-        "served {since_slow:?} after the slow clients connected: before any was cut, so they never held the slots"
+        connections(&served) > 1000,
+        "still holding the slow clients"
     );
+    drop(slow);
+
+    // At the connection limit (8 here), a normal client waits in the
+    // kernel's backlog and is served once the slow clients' request deadline
+    // (2 s) has cut them: after it, never before. The lower bound is the
+    // server's own deadline (a busy host only adds to it).
+    let served = Served::start(&[
+        "--keystore",
+        ks.as_str(),
+        "--listen",
+        "127.0.0.1:0",
+        "--max-connections",
+        "8",
+        "--request-timeout",
+        "2s",
+    ]);
+    let slow_connected = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(&served.addr).unwrap())
+        .collect();
+    for conn in &mut slow {
+        conn.write_all(b"GET /health HT").unwrap();
+    }
+    let normal = served.get("/.well-known/jwks.json");
+    assert_eq!(normal.status, 200);
     assert!(
-        waited < Duration::from_secs(30),
-        "served after {waited:?}: more than three times the head and answer deadlines"
+        slow_connected.elapsed() >= Duration::from_secs(2),
+        "served before any slow client was cut: the slots were never full"
     );
-    // Every slow client is cut by its deadline: a 408 or a closed connection.
-    for (i, mut conn) in dripping.join().unwrap().into_iter().enumerate() {
+    // Every slow client was cut by the deadline: closed (or a 408).
+    for (i, mut conn) in slow.into_iter().enumerate() {
         conn.set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let mut got = Vec::new();
@@ -1432,8 +1435,28 @@ fn slow_clients_cannot_hold_serve_shut() {
     }
 }
 
-/// SIGTERM lets a request in flight finish, then exits 0; a second SIGTERM
-/// while draining exits at once with status 1.
+/// The `wid_serve_connections` gauge of `served`'s /metrics.
+fn connections(served: &Served) -> u64 {
+    let metrics = served.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("wid_serve_connections "))
+        .expect("the connections gauge")
+        .parse()
+        .unwrap()
+}
+
+/// Waits (up to 60 s, only to catch a hang) until `ok` holds.
+fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn serve_drains_on_sigterm() {
     let s = Scratch::new();
@@ -1466,10 +1489,11 @@ fn serve_drains_on_sigterm() {
         .expect("stops after draining");
     assert_eq!(status.code(), Some(0));
 
-    // An idle connection keeps the drain open; a second signal ends it at
-    // once, with status 1.
+    // A request half-sent keeps the drain open (until its head deadline); a
+    // second signal ends it at once, with status 1.
     let mut served = Served::start(&args);
-    let _idle = TcpStream::connect(&served.addr).unwrap();
+    let mut half = TcpStream::connect(&served.addr).unwrap();
+    write!(half, "GET /health HTTP/1.1\r\n").unwrap();
     assert!(http(&served.addr, "GET", "/health").status == 200);
     served.signal_term();
     await_refused(&served.addr);
@@ -1478,6 +1502,24 @@ fn serve_drains_on_sigterm() {
         .exit_within(Duration::from_secs(30))
         .expect("a second signal ends it at once");
     assert_eq!(status.code(), Some(1));
+
+    // A kept-alive connection between requests is closed at the stop: it
+    // does not hold the drain open.
+    let mut served = Served::start(&args);
+    let mut idle = TcpStream::connect(&served.addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(idle, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut first = [0u8; 15];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200 OK");
+    served.signal_term();
+    let status = served
+        .exit_within(Duration::from_secs(30))
+        .expect("stops without waiting for the idle connection");
+    assert_eq!(status.code(), Some(0));
+    let mut rest = Vec::new();
+    idle.read_to_end(&mut rest).unwrap();
 }
 
 /// Waits (up to 60 s, only to catch a hang) until `addr` refuses

@@ -492,6 +492,14 @@ impl Keyring {
         jwks_max_age(&self.keys(), now, policy)
     }
 
+    /// When the next key switch the rotation policy plans is (Unix seconds):
+    /// the soonest prepublished key's publish time, else when an active
+    /// key's successor is due to take over (it may be past: overdue); `None`
+    /// for an empty keyring.
+    pub fn next_key_switch(&self, now: i64, policy: &RotationPolicy) -> Option<i64> {
+        super::policy::next_key_switch(&self.keys(), now, policy)
+    }
+
     /// A verify-only keyring holding the keys of a JWKS (see the module docs
     /// for what is skipped and what is rejected).
     pub fn from_jwks(json: &str) -> Result<(Keyring, ImportReport)> {

@@ -23,6 +23,7 @@ mod replica;
 mod root_key;
 pub(crate) mod sigcheck;
 mod signer;
+mod spki;
 mod vartime_table;
 
 use std::borrow::Borrow;

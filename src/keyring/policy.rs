@@ -198,6 +198,14 @@ fn signing_since(k: &KeyInfo) -> i64 {
 /// under 15 minutes.
 pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Duration {
     const FLOOR: i64 = 15 * 60;
+    let half = next_key_switch(keys, now, policy).map_or(0, |t| t.saturating_sub(now) / 2);
+    Duration::from_secs(half.max(FLOOR) as u64)
+}
+
+/// When the next planned key switch is (Unix seconds): the soonest
+/// prepublished key's publish time, else the soonest time an active key's
+/// successor takes over; `None` when there is no key.
+pub(crate) fn next_key_switch(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Option<i64> {
     let next_for = |alg: Algorithm| {
         let of_alg = || keys.iter().filter(move |k| k.algorithm == alg);
         of_alg()
@@ -210,7 +218,5 @@ pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) 
                     .map(|k| signing_since(k).saturating_add(policy.threshold_secs()))
             })
     };
-    let next = Algorithm::ALL.iter().filter_map(|a| next_for(*a)).min();
-    let half = next.map_or(0, |t| t.saturating_sub(now) / 2);
-    Duration::from_secs(half.max(FLOOR) as u64)
+    Algorithm::ALL.iter().filter_map(|a| next_for(*a)).min()
 }

@@ -307,7 +307,11 @@ impl EtcdArgs {
 /// Reads a flag's file; `secret`: refuse one that group or others can
 /// access (as keystores and KEK files are), and keep it in a zeroizing
 /// buffer.
-fn read_file(path: &Path, flag: &str, secret: bool) -> Result<Zeroizing<Vec<u8>>, CliError> {
+pub(crate) fn read_file(
+    path: &Path,
+    flag: &str,
+    secret: bool,
+) -> Result<Zeroizing<Vec<u8>>, CliError> {
     let io = |e: &std::io::Error| CliError::io(format!("reading {flag} {}", path.display()), e);
     let file = std::fs::File::open(path).map_err(|e| io(&e))?;
     #[cfg(unix)]

@@ -17,6 +17,7 @@
 mod change;
 mod custody;
 mod etcd;
+mod export;
 mod file;
 mod flags;
 mod lifecycle;
@@ -50,8 +51,14 @@ pub(crate) enum KeyringCommand {
     Promote(lifecycle::KeyArgs),
     /// Take an inactive or prepublished key out of the JWKS; it verifies no more.
     Deprecate(lifecycle::KeyArgs),
-    /// Print the JWKS relying parties fetch (/.well-known/jwks.json).
-    Jwks(StoreArgs),
+    /// Print the JWKS relying parties fetch (/.well-known/jwks.json), or
+    /// with --format pem each key as a PEM public key.
+    Jwks(show::JwksArgs),
+    /// Write the documents `wid serve` serves as static files under --dir
+    /// (.well-known/jwks.json and, with --issuer,
+    /// .well-known/openid-configuration), byte for byte, for a bucket or a
+    /// CDN.
+    Export(export::ExportArgs),
     /// Print the OIDC discovery document (/.well-known/openid-configuration).
     Oidc(show::OidcArgs),
     /// Copy a keystore file's keys into an empty replicated keyring in etcd
@@ -83,6 +90,7 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Deprecate(a) => lifecycle::deprecate(&a, ctx),
         KeyringCommand::Jwks(a) => show::jwks(&a, ctx),
         KeyringCommand::Oidc(a) => show::oidc(&a, ctx),
+        KeyringCommand::Export(a) => export::run(&a, ctx),
         KeyringCommand::Migrate(a) => migrate::run(&a, ctx),
         KeyringCommand::Wrap(a) => custody::wrap(&a, ctx),
         KeyringCommand::Unwrap(a) => custody::unwrap(&a, ctx),

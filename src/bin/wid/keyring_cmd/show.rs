@@ -10,6 +10,26 @@ use crate::etcd_args::StoreArgs;
 use crate::output::{Ctx, when};
 
 #[derive(Debug, Args)]
+pub(crate) struct JwksArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// `json`: the JWKS; `pem`: each published key as a SubjectPublicKeyInfo
+    /// PEM block after a `kid:` line (for Vault's jwt_validation_pubkeys and
+    /// other tools that take PEM).
+    #[arg(long, value_enum, default_value = "json")]
+    format: JwksFormat,
+}
+
+/// The forms `wid keyring jwks` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum JwksFormat {
+    /// The JWKS (RFC 7517), as served.
+    Json,
+    /// One PEM public key per published key.
+    Pem,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct OidcArgs {
     #[command(flatten)]
     store: StoreArgs,
@@ -89,9 +109,41 @@ fn key_json(k: &KeyInfo) -> Value {
     })
 }
 
-pub(super) fn jwks(a: &StoreArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let opened = a.open(ctx)?;
-    ctx.print_json(&to_value(&opened.keyring().jwks().to_json()));
+pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let opened = a.store.open(ctx)?;
+    let keyring = opened.keyring();
+    let jwks = keyring.jwks();
+    match a.format {
+        JwksFormat::Json => ctx.print_json(&to_value(&jwks.to_json())),
+        JwksFormat::Pem => {
+            // The published keys, in the JWKS's order.
+            let keys: Vec<(String, &'static str, String)> = jwks
+                .keys
+                .iter()
+                .filter_map(|jwk| {
+                    let info = keyring.key_info(&jwk.kid)?;
+                    Some((
+                        jwk.kid.clone(),
+                        info.algorithm.name(),
+                        info.public_key.to_pem(),
+                    ))
+                })
+                .collect();
+            if ctx.json {
+                let list: Vec<Value> = keys
+                    .iter()
+                    .map(|(kid, alg, pem)| json!({"kid": kid, "alg": alg, "pem": pem}))
+                    .collect();
+                outln!("{}", json!({ "keys": list }));
+            } else {
+                for (kid, alg, pem) in &keys {
+                    // Text before a PEM block is allowed (RFC 7468) and
+                    // ignored by PEM readers.
+                    outln!("kid: {kid} ({alg})\n{}", pem.trim_end());
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -1,29 +1,38 @@
-//! `wid serve`: the JWKS and OIDC discovery documents over HTTP.
+//! `wid serve`: the JWKS and OIDC discovery documents over HTTP or HTTPS.
 //!
-//! A GET-only HTTP/1.1 server on `std::net`: three fixed routes, one request
-//! per connection (`Connection: close`), bounded request size and connection
-//! count, and deadlines for the whole request head and the whole answer (not
-//! per read, which a client sending a byte every few seconds would reset
-//! forever; the wire side is `http`'s). At the connection limit new
-//! connections wait in the kernel's backlog until a slot frees, which the
-//! deadlines make happen within `HEAD_DEADLINE + ANSWER_DEADLINE`: slow
-//! clients cannot hold the server shut. The keystore is re-read when its
-//! file changes (checked on every request: one `stat`), and a failed reload
-//! keeps serving the last good keys while `/health` reports it. With
-//! `--etcd` the keys are the replicated keyring's, kept current by its watch
-//! (a change made anywhere is served without a restart), and `--rotator`
-//! runs an elected rotation candidate in this process. SIGTERM and SIGINT
-//! stop accepting, let requests in flight finish (5 s at most), and exit 0;
-//! a second signal exits at once with status 1.
+//! hyper's HTTP/1.1 server on tokio (`net.rs`), TLS with rustls
+//! (`tls.rs`: reloaded when the certificate files change; client
+//! certificates required on every route but the two documents when
+//! `--tls-client-ca` is given), the answers and their HTTP rules
+//! (`respond.rs`: GET/HEAD, `ETag` and `If-None-Match`, `Cache-Control`),
+//! and `/metrics` (`metrics.rs`). Requests are bounded (head size, a
+//! deadline for the whole head, keep-alive connections cut after a
+//! lifetime) and so are connections (`--max-connections`; more wait in the
+//! kernel's backlog): slow clients cannot hold the server shut. The
+//! keystore is re-read when its file changes (checked on every request: one
+//! `stat`), and a failed reload keeps serving the last good keys while
+//! `/health` reports it. The documents are encoded once per version of the
+//! keys. With `--etcd` the keys are the replicated keyring's, kept current
+//! by its watch (a change made anywhere is served without a restart), and
+//! `--rotator` runs an elected rotation candidate in this process. SIGTERM
+//! and SIGINT stop accepting, let requests in flight finish (5 s at most),
+//! and exit 0; a second signal exits at once with status 1.
 
-mod http;
+mod metrics;
+mod net;
+mod respond;
+mod tls;
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
+
+use hyper::StatusCode;
+use hyper::body::Bytes;
+use hyper::header::HeaderValue;
 
 use clap::Args;
 use serde_json::json;
@@ -37,7 +46,8 @@ use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
 use crate::sources::bad_flag;
 use crate::{CliError, Exit};
-use http::Response;
+use metrics::{Gauges, Metrics};
+use respond::{Response, etag_of};
 
 pub(crate) const AFTER_HELP: &str = "\
 Routes (GET or HEAD):
@@ -46,13 +56,21 @@ Routes (GET or HEAD):
   /health                              200 when the keystore is loaded and
                                        current, 503 when a reload failed
                                        (--etcd: when cut off from etcd)
+  /metrics                             Prometheus text: requests by route and
+                                       status, reloads, keys served, seconds
+                                       to the next planned key switch
 The JWKS and discovery document carry Cache-Control: max-age from the
 rotation policy (half the time to the next planned key switch, at least
-15 minutes). The issuer must be https, except that an http issuer on a
-loopback host is allowed when the listener is loopback too (for testing
-OIDC clients on one machine). The first line on stdout names the address
-(useful with --listen 127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0;
-a second signal while stopping: exit 1 at once.
+15 minutes) and an ETag (If-None-Match: 304 Not Modified). HTTP/1.1 with
+keep-alive; HTTPS with --tls-cert and --tls-key (PEM; reloaded when the
+files change, so certificates rotate without a restart). --tls-client-ca
+requires a client certificate signed by that CA on /health and /metrics;
+the JWKS and discovery document stay open to relying parties without one.
+The issuer must be https, except that an http issuer on a loopback host is
+allowed when the listener is loopback too (for testing OIDC clients on one
+machine). The first line on stdout names the address (useful with --listen
+127.0.0.1:0). SIGTERM or SIGINT: clean stop, exit 0; a second signal while
+stopping: exit 1 at once.
 
 With --etcd the keys are the replicated keyring's, kept current by an etcd
 watch: a change made by any process (`wid keyring rotate --etcd ...`,
@@ -63,13 +81,6 @@ this server a rotation candidate: of all candidates on the prefix, one is
 elected with an etcd lease and runs the rotation policy of
 --rotation-threshold and --longest-ttl (defaults 720h and unset: no key is
 ever deprecated), promoting prepublished keys after the lead time.";
-
-/// Connections served at once; more wait in the kernel's backlog.
-const MAX_CONNECTIONS: usize = 64;
-/// How often the accept loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(50);
-/// How long a stop waits for requests in flight.
-const DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 #[command(mut_arg("keystore", |a| a.help(
@@ -90,6 +101,32 @@ pub(crate) struct ServeArgs {
     /// The issuer URL, for the discovery document.
     #[arg(long, value_name = "URL")]
     issuer: Option<String>,
+    /// Serve HTTPS with this certificate (PEM, the server's first, then its
+    /// chain); reloaded when the file changes. Needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1; mode
+    /// 0600: a file group or others can read is refused); reloaded when the
+    /// file changes.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require a client certificate signed by a CA of this PEM bundle on
+    /// /health and /metrics. The JWKS and discovery document stay open
+    /// without one (relying parties such as Vault and Consul cannot present
+    /// one). Needs --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Connections served at once; more wait in the kernel's backlog until
+    /// one closes.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
+    /// How long a client may take to send a whole request head (also the
+    /// wait for the next request on a kept-alive connection) and to finish
+    /// a TLS handshake; the connection is closed after.
+    #[arg(long, value_name = "DURATION", default_value = "5s",
+          value_parser = crate::output::parse_duration)]
+    request_timeout: std::time::Duration,
     #[command(flatten)]
     policy: PolicyArgs,
 }
@@ -104,6 +141,22 @@ struct Loaded {
     error: Option<String>,
     /// With --etcd: the revision last reported.
     revision: i64,
+    /// Counts every change of the served keys (the documents' cache key).
+    generation: u64,
+}
+
+/// The documents of one version of the keys, encoded once.
+struct Docs {
+    generation: u64,
+    jwks: Bytes,
+    jwks_etag: HeaderValue,
+    /// `None` without --issuer; `Err` when the document cannot be made.
+    discovery: Option<Result<(Bytes, HeaderValue), String>>,
+    keys_served: usize,
+    /// The second `timing` was computed for.
+    at: i64,
+    /// `max-age` and the next planned key switch at `at`.
+    timing: (u64, Option<i64>),
 }
 
 /// What identifies one version of the keystore file: saves replace it by
@@ -150,6 +203,8 @@ struct Server {
     policy: RotationPolicy,
     loaded: Mutex<Loaded>,
     fixed_now: Option<i64>,
+    docs: Mutex<Option<Arc<Docs>>>,
+    metrics: Metrics,
 }
 
 impl Server {
@@ -157,8 +212,9 @@ impl Server {
         self.fixed_now.unwrap_or_else(workload_identity::unix_now)
     }
 
-    /// The current keyring: re-read first when the file changed.
-    fn current(&self) -> (Keyring, Option<String>) {
+    /// The current keyring, whether it is not current (why), and its
+    /// generation: re-read first when the file changed.
+    fn current(&self) -> (Keyring, Option<String>, u64) {
         let (path, load_options) = match &self.source {
             Source::File { path, load_options } => (path, load_options),
             Source::Etcd { replicated, .. } => return self.current_replicated(replicated),
@@ -172,8 +228,15 @@ impl Server {
                     l.keyring = k;
                     l.loaded_at = self.now();
                     l.error = None;
+                    l.generation += 1;
+                    self.metrics
+                        .keystore_reloads
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => {
+                    self.metrics
+                        .keystore_reload_failures
+                        .fetch_add(1, Ordering::Relaxed);
                     eprintln!(
                         "wid serve: reload failed, serving the last good keys: {}: {e}",
                         e.code().name()
@@ -184,12 +247,12 @@ impl Server {
             // A failed version is not retried until the file changes again.
             l.stamp = now_stamp;
         }
-        (l.keyring.clone(), l.error.clone())
+        (l.keyring.clone(), l.error.clone(), l.generation)
     }
 
     /// The replicated keyring (always the watched copy), and whether it is
     /// cut off; changes are noted on stderr as requests see them.
-    fn current_replicated(&self, replicated: &EtcdKeyring) -> (Keyring, Option<String>) {
+    fn current_replicated(&self, replicated: &EtcdKeyring) -> (Keyring, Option<String>, u64) {
         let stats = replicated.stats();
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if stats.revision != l.revision {
@@ -201,6 +264,10 @@ impl Server {
             );
             l.revision = stats.revision;
             l.loaded_at = self.now();
+            l.generation += 1;
+            self.metrics
+                .keystore_reloads
+                .fetch_add(1, Ordering::Relaxed);
         }
         let error = stats.cut_off.then(|| {
             format!(
@@ -221,7 +288,59 @@ impl Server {
             }
         }
         l.error.clone_from(&error);
-        (replicated.keyring(), error)
+        (replicated.keyring(), error, l.generation)
+    }
+
+    /// The documents of the current keys (encoded once per version) and
+    /// their timing at `now` (computed once per second), with whether the
+    /// keys are not current.
+    fn docs(&self, now: i64) -> (Arc<Docs>, Option<String>) {
+        let (keyring, error, generation) = self.current();
+        let mut cached = self.docs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = cached.as_ref() {
+            if d.generation == generation && d.at == now {
+                return (Arc::clone(d), error);
+            }
+        }
+        let timing = (
+            keyring.jwks_max_age(now, &self.policy).as_secs(),
+            keyring.next_key_switch(now, &self.policy),
+        );
+        let docs = match cached.as_ref() {
+            // The keys are the same: only the timing moved on.
+            Some(d) if d.generation == generation => Docs {
+                generation,
+                jwks: d.jwks.clone(),
+                jwks_etag: d.jwks_etag.clone(),
+                discovery: d.discovery.clone(),
+                keys_served: d.keys_served,
+                at: now,
+                timing,
+            },
+            _ => {
+                let jwks = keyring.jwks();
+                let jwks_body = Bytes::from(jwks.to_json());
+                let discovery = self.discovery(&keyring).map(|doc| {
+                    doc.map(|doc| {
+                        let body = Bytes::from(doc.to_json());
+                        let tag = etag_of(&body);
+                        (body, tag)
+                    })
+                });
+                Docs {
+                    generation,
+                    jwks_etag: etag_of(&jwks_body),
+                    jwks: jwks_body,
+                    discovery,
+                    keys_served: jwks.keys.len(),
+                    at: now,
+                    timing,
+                }
+            }
+        };
+        let docs = Arc::new(docs);
+        *cached = Some(Arc::clone(&docs));
+        (docs, error)
     }
 
     /// Whether this server's rotation candidate is elected (`None`: it runs none).
@@ -264,6 +383,12 @@ fn loopback_host(url: &str) -> bool {
 }
 
 pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
+    if a.request_timeout.is_zero() {
+        return Err(bad_flag(
+            "--request-timeout",
+            "must be more than zero: no request could ever arrive in time",
+        ));
+    }
     if a.rotator && !a.store.etcd.given() {
         return Err(bad_flag(
             "--rotator",
@@ -296,6 +421,16 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         }
         discovery_for(&keyring, issuer)?;
     }
+    // TLS first: a certificate that cannot be used stops the start, before
+    // the address is announced.
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::new(tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: a.tls_client_ca.clone(),
+        })?)),
+        _ => None,
+    };
     let listener = TcpListener::bind(a.listen)
         .map_err(|e| CliError::io(format!("listening on {}", a.listen), &e))?;
     let addr = listener
@@ -343,8 +478,15 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             )
         }
     };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     described.insert("listening".into(), json!(addr.to_string()));
+    described.insert("url".into(), json!(format!("{scheme}://{addr}")));
     described.insert("issuer".into(), json!(a.issuer));
+    described.insert("tls".into(), json!(tls.is_some()));
+    described.insert(
+        "client_certificates".into(),
+        json!(tls.as_ref().is_some_and(|t| t.client_auth)),
+    );
     if let Source::Etcd { rotator, .. } = &source {
         let running = rotator
             .lock()
@@ -362,11 +504,14 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             loaded_at: ctx.now(),
             error: None,
             revision,
+            generation: 0,
         }),
         fixed_now: ctx.fixed_now(),
+        docs: Mutex::new(None),
+        metrics: Metrics::default(),
     });
     ctx.emit(
-        &format!("listening on http://{addr}"),
+        &format!("listening on {scheme}://{addr}"),
         &serde_json::Value::Object(described),
     );
     // The test harness and supervisors read the address from this line.
@@ -384,56 +529,33 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         ));
     }
 
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::SeqCst) {
-        if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            // Full: leave new connections in the backlog. Every slot frees
-            // within the two deadlines, so they are served late, not refused.
-            std::thread::sleep(POLL);
-            continue;
-        }
-        match listener.accept() {
-            Ok((stream, _peer)) => {
-                active.fetch_add(1, Ordering::SeqCst);
-                let server = Arc::clone(&server);
-                let done = Arc::clone(&active);
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("wid-serve".into())
-                        .spawn(move || {
-                            http::handle(stream, |path| route(&server, path));
-                            done.fetch_sub(1, Ordering::SeqCst);
-                        });
-                if spawned.is_err() {
-                    active.fetch_sub(1, Ordering::SeqCst);
+    let resign = {
+        let server = Arc::clone(&server);
+        move || {
+            if let Source::Etcd { rotator, .. } = &server.source {
+                // Give up the lease at once, so another candidate takes over
+                // now rather than after its TTL.
+                if let Some(r) = rotator
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                {
+                    r.resign();
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // EMFILE and the like: back off rather than spin.
-                eprintln!("wid serve: accept failed: {e}");
-                std::thread::sleep(POLL);
-            }
         }
-    }
-    drop(listener);
-    if let Source::Etcd { rotator, .. } = &server.source {
-        // Give up the lease at once, so another candidate takes over now
-        // rather than after its TTL.
-        if let Some(r) = rotator
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            r.resign();
-        }
-    }
-    let deadline = Instant::now() + DRAIN;
-    while active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let left = active.load(Ordering::SeqCst);
+    };
+    let left = net::serve(
+        Arc::clone(&server),
+        listener,
+        tls,
+        &stop,
+        net::Limits {
+            max_connections: a.max_connections as usize,
+            request_timeout: a.request_timeout,
+        },
+        resign,
+    )?;
     ctx.note(&format!(
         "stopped by signal{}",
         if left > 0 {
@@ -447,7 +569,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             ResultCode::IoError,
             format!(
                 "{left} connection(s) did not finish within {}s",
-                DRAIN.as_secs()
+                net::DRAIN.as_secs()
             ),
         )
         .exit(Exit::Io));
@@ -455,32 +577,36 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The answer for `path` (the method and client certificate were checked
+/// by the caller).
 fn route(server: &Server, path: &str) -> Response {
     let now = server.now();
     match path {
         "/.well-known/jwks.json" => {
-            let (keyring, _) = server.current();
-            let max_age = keyring.jwks_max_age(now, &server.policy).as_secs();
-            Response::json(200, keyring.jwks().to_json(), Some(max_age))
+            let (docs, _) = server.docs(now);
+            Response::document(docs.jwks.clone(), docs.jwks_etag.clone(), docs.timing.0)
         }
         "/.well-known/openid-configuration" => {
-            let (keyring, _) = server.current();
-            match server.discovery(&keyring) {
+            let (docs, _) = server.docs(now);
+            match &docs.discovery {
                 None => Response::json(
-                    404,
+                    StatusCode::NOT_FOUND,
                     json!({"error": "no issuer configured: start wid serve with --issuer URL"})
                         .to_string(),
                     None,
                 ),
-                Some(Ok(doc)) => {
-                    let max_age = keyring.jwks_max_age(now, &server.policy).as_secs();
-                    Response::json(200, doc.to_json(), Some(max_age))
+                Some(Ok((body, tag))) => {
+                    Response::document(body.clone(), tag.clone(), docs.timing.0)
                 }
-                Some(Err(e)) => Response::json(500, json!({ "error": e }).to_string(), None),
+                Some(Err(e)) => Response::json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({ "error": e }).to_string(),
+                    None,
+                ),
             }
         }
         "/health" => {
-            let (keyring, error) = server.current();
+            let (keyring, error, _) = server.current();
             let loaded_at = server
                 .loaded
                 .lock()
@@ -509,12 +635,34 @@ fn route(server: &Server, path: &str) -> Response {
             };
             body["reload_error"] = json!(error.as_ref().map(|_| stale));
             Response::json(
-                if error.is_some() { 503 } else { 200 },
+                if error.is_some() {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::OK
+                },
                 body.to_string(),
                 None,
             )
         }
-        _ => Response::json(404, json!({"error": "not found"}).to_string(), None),
+        "/metrics" => {
+            let (docs, error) = server.docs(now);
+            let text = server.metrics.render(&Gauges {
+                keys_served: docs.keys_served,
+                next_rotation_secs: docs.timing.1.map(|t| t.saturating_sub(now)),
+                current: error.is_none(),
+                connections: net::open_connections(),
+            });
+            Response::text(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                text,
+            )
+        }
+        _ => Response::json(
+            StatusCode::NOT_FOUND,
+            json!({"error": "not found"}).to_string(),
+            None,
+        ),
     }
 }
 

@@ -1,0 +1,259 @@
+//! The network side of `wid serve`: hyper's HTTP/1.1 server on a tokio
+//! runtime, over plain TCP or rustls.
+//!
+//! Bounds, so that slow or idle clients cannot hold the server shut:
+//! - at most `--max-connections` connections at once; further ones wait in
+//!   the kernel's backlog (not accepted, not refused) until one closes;
+//! - a TLS handshake must finish within `--request-timeout` (default 5 s);
+//! - every request head, including the wait for the next request on a
+//!   kept-alive connection, must arrive whole within `--request-timeout`
+//!   (not per read: a byte every few seconds does not extend it), and be at
+//!   most [`MAX_HEAD_BYTES`];
+//! - a connection lives at most [`CONNECTION_LIFETIME`], then finishes its
+//!   request in flight and closes (a client that does not read its answers
+//!   is cut [`DRAIN`] later).
+//!
+//! A stop (SIGTERM/SIGINT) stops accepting, asks every connection to finish
+//! its request in flight and close, and waits [`DRAIN`] at most.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::IF_NONE_MATCH;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{Semaphore, watch};
+
+use super::Server;
+use super::metrics::route_label;
+use super::respond::Response;
+use super::tls::Tls;
+use crate::CliError;
+
+/// The longest request head (request line and headers); more is 431.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// How long one connection is kept (then closed after its request in flight).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// How long a stop, or a connection's end, waits for requests in flight.
+pub(super) const DRAIN: Duration = Duration::from_secs(5);
+/// How often the accept loop looks at the stop flag and the certificate
+/// files.
+const POLL: Duration = Duration::from_millis(50);
+/// How often the certificate files are looked at.
+const TLS_CHECK: Duration = Duration::from_secs(1);
+
+/// Connections open now (for `/metrics`).
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Connections open now.
+pub(super) fn open_connections() -> usize {
+    OPEN.load(Ordering::Relaxed)
+}
+
+/// Counts one open connection for as long as it lives.
+struct Open;
+
+impl Open {
+    fn new() -> Open {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves `listener` until `stop` is set, then drains; `resign` runs when
+/// accepting stops (the rotator gives up its lease). Returns how many
+/// connections were still open when the drain ended.
+/// The bounds of [`serve`].
+pub(super) struct Limits {
+    /// Connections served at once.
+    pub(super) max_connections: usize,
+    /// The deadline for a TLS handshake and for each request head.
+    pub(super) request_timeout: Duration,
+}
+
+pub(super) fn serve(
+    server: Arc<Server>,
+    listener: std::net::TcpListener,
+    tls: Option<Arc<Tls>>,
+    stop: &AtomicBool,
+    limits: Limits,
+    resign: impl FnOnce(),
+) -> Result<usize, CliError> {
+    let Limits {
+        max_connections,
+        request_timeout,
+    } = limits;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_io()
+        .enable_time()
+        .thread_name("wid-serve")
+        .build()
+        .map_err(|e| CliError::io("starting the server's runtime", &e))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| CliError::io("configuring the listener", &e))?;
+        let slots = Arc::new(Semaphore::new(max_connections));
+        let (closing, closing_rx) = watch::channel(false);
+        let mut poll = tokio::time::interval(POLL);
+        let mut tls_check = tokio::time::interval(TLS_CHECK);
+        let mut slot = None;
+        while !stop.load(Ordering::SeqCst) {
+            tokio::select! {
+                _ = poll.tick() => {}
+                _ = tls_check.tick(), if tls.is_some() => {
+                    if let Some(tls) = &tls {
+                        tls.reload_if_changed(&server.metrics);
+                    }
+                }
+                // A free slot first: while all are taken, new connections
+                // stay in the kernel's backlog.
+                permit = Arc::clone(&slots).acquire_owned(), if slot.is_none() => {
+                    slot = permit.ok();
+                }
+                accepted = listener.accept(), if slot.is_some() => match accepted {
+                    Ok((stream, _peer)) => {
+                        let permit = slot.take();
+                        let _ = stream.set_nodelay(true);
+                        let server = Arc::clone(&server);
+                        let tls = tls.clone();
+                        let closing = closing_rx.clone();
+                        tokio::spawn(async move {
+                            let _open = Open::new();
+                            connection(stream, server, tls, closing, request_timeout).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(e) => {
+                        // EMFILE and the like: back off rather than spin.
+                        eprintln!("wid serve: accept failed: {e}");
+                        tokio::time::sleep(POLL).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        drop(slot);
+        resign();
+        let _ = closing.send(true);
+        let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout(DRAIN, slots.acquire_many(all)).await;
+        Ok(match drained {
+            Ok(_) => 0,
+            Err(_) => max_connections - slots.available_permits(),
+        })
+    })
+}
+
+/// One connection: the TLS handshake (within its deadline) if any, then
+/// HTTP/1.1 with keep-alive until the client closes, a deadline, the
+/// connection's lifetime or the server's stop.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    server: Arc<Server>,
+    tls: Option<Arc<Tls>>,
+    closing: watch::Receiver<bool>,
+    timeout: Duration,
+) {
+    match tls {
+        None => http(TokioIo::new(stream), server, true, closing, timeout).await,
+        Some(tls) => {
+            match tokio::time::timeout(timeout, tls.acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    let has_cert = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .is_some_and(|c| !c.is_empty());
+                    // Without --tls-client-ca every route is open.
+                    let authenticated = !tls.client_auth || has_cert;
+                    http(
+                        TokioIo::new(stream),
+                        server,
+                        authenticated,
+                        closing,
+                        timeout,
+                    )
+                    .await;
+                }
+                _ => {
+                    server
+                        .metrics
+                        .connections_refused_tls
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+async fn http<I>(
+    io: I,
+    server: Arc<Server>,
+    authenticated: bool,
+    mut closing: watch::Receiver<bool>,
+    timeout: Duration,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let answer = answer(&server, &req, authenticated);
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let lifetime = tokio::time::sleep(CONNECTION_LIFETIME);
+    tokio::pin!(lifetime);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = &mut lifetime => {}
+        _ = closing.changed() => {}
+    }
+    // Finish the request in flight (if any), then close; a client that does
+    // not take its answer is cut after the drain.
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(DRAIN, conn).await;
+}
+
+/// The answer to one request: GET or HEAD only; without a verified client
+/// certificate (when `--tls-client-ca` asks for one) only the documents.
+fn answer(
+    server: &Server,
+    req: &Request<Incoming>,
+    authenticated: bool,
+) -> hyper::Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let label = route_label(path);
+    let method = req.method();
+    let response = if method != Method::GET && method != Method::HEAD {
+        Response::method_not_allowed()
+    } else if !authenticated && !matches!(label, "jwks" | "discovery") {
+        Response::json(
+            StatusCode::FORBIDDEN,
+            r#"{"error":"a client certificate is required for this route: only the JWKS and the discovery document are served without one"}"#,
+            None,
+        )
+    } else {
+        super::route(server, path)
+    };
+    let answer = response.into_http(method, req.headers().get(IF_NONE_MATCH));
+    server.metrics.count(label, answer.status().as_u16());
+    answer
+}
