@@ -189,9 +189,22 @@ impl World {
         self.bao.cmd(&args);
     }
 
-    /// The served JWKS as PEM public keys, converted by docs/vault.md's
-    /// one-liner (PyJWT).
+    /// The keys as PEM public keys, as `wid keyring jwks --format pem`
+    /// prints them; each the same text docs/vault.md's one-liner (PyJWT)
+    /// makes from the served JWKS.
     fn pem_keys(&self) -> Vec<String> {
+        let ours: Vec<String> = wid_ok(&[
+            "keyring",
+            "jwks",
+            "--keystore",
+            &self.keystore,
+            "--format",
+            "pem",
+        ])
+        .split("kid: ")
+        .skip(1)
+        .map(|block| block.split_once('\n').unwrap().1.to_string())
+        .collect();
         let jwks = self.served.jwks().body;
         let mut child = Command::new("python3")
             .args(["-c", &pem_one_liner()])
@@ -214,12 +227,13 @@ impl World {
             String::from_utf8_lossy(&out.stderr)
         );
         let text = String::from_utf8(out.stdout).unwrap();
-        let keys: Vec<String> = text
+        let theirs: Vec<String> = text
             .split_inclusive("-----END PUBLIC KEY-----\n")
             .map(str::to_string)
             .collect();
-        assert_eq!(keys.len(), 3, "{text}");
-        keys
+        assert_eq!(ours.len(), 3, "{ours:?}");
+        assert_eq!(ours, theirs, "wid's PEM is PyJWT's, key for key");
+        ours
     }
 
     /// The role of docs/vault.md, with `extra` merged in.
