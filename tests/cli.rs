@@ -1348,6 +1348,12 @@ for token in sys.argv[2:]:
 /// whole-head deadline (5 s) cuts them, long before they would stop.
 #[test]
 fn slow_clients_cannot_hold_serve_shut() {
+    // This process holds 1,000 connections too.
+    let fds = rlimit::increase_nofile_limit(4096).unwrap();
+    assert!(
+        fds >= 1100,
+        "the test needs 1,100 open files; the hard limit is {fds}"
+    );
     let s = Scratch::new();
     let ks = s.path("keystore");
     expect(&["keyring", "init", "--keystore", &ks], 0);
@@ -1433,6 +1439,45 @@ fn slow_clients_cannot_hold_serve_shut() {
             ),
         }
     }
+    drop(served);
+
+    // A client that pipelines requests and never reads its answers holds
+    // the only slot only until its answers' write deadline (2 s): then it is
+    // cut and a normal client is served. Bounded by the connection lifetime
+    // (60 s) otherwise, which the upper bound below rules out with a margin
+    // a busy host cannot use up.
+    let served = Served::start(&[
+        "--keystore",
+        ks.as_str(),
+        "--listen",
+        "127.0.0.1:0",
+        "--max-connections",
+        "1",
+        "--request-timeout",
+        "2s",
+    ]);
+    let mut hog = TcpStream::connect(&served.addr).unwrap();
+    let pipelining = std::thread::spawn(move || {
+        let request = b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n";
+        // Far more answers than the socket buffers hold; the writes stop
+        // when the server stops reading, and fail once it cuts the
+        // connection.
+        for _ in 0..200_000 {
+            if hog.write_all(request).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let started = Instant::now();
+    let normal = served.get("/.well-known/jwks.json");
+    assert_eq!(normal.status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "served after {:?}: the non-reading client held the slot to its lifetime",
+        started.elapsed()
+    );
+    assert!(pipelining.join().unwrap(), "the pipelining client was cut");
 }
 
 /// The `wid_serve_connections` gauge of `served`'s /metrics.
@@ -1462,7 +1507,16 @@ fn serve_drains_on_sigterm() {
     let s = Scratch::new();
     let ks = s.path("keystore");
     expect(&["keyring", "init", "--keystore", &ks], 0);
-    let args = ["--keystore", ks.as_str(), "--listen", "127.0.0.1:0"];
+    // A long request deadline: the half-sent requests below must outlive
+    // however long a busy host takes between the steps.
+    let args = [
+        "--keystore",
+        ks.as_str(),
+        "--listen",
+        "127.0.0.1:0",
+        "--request-timeout",
+        "60s",
+    ];
 
     // A request in flight: its head written but for the final CRLF. A probe
     // connected after it and answered shows the server accepted it (the

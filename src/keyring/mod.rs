@@ -587,8 +587,11 @@ impl Keyring {
 
     /// The keyring's generation: it changes before any key is inserted,
     /// removed, replaced or changes state, and never goes back. Starts at 1, so
-    /// 0 can stand for "not seen yet".
-    pub(crate) fn generation(&self) -> u64 {
+    /// 0 can stand for "not seen yet". Read it before building something from
+    /// the keys (a JWKS, a cache): while it is unchanged, so are the keys
+    /// that thing was built from. (Clones share it; another keyring has its
+    /// own.)
+    pub fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
     }
 

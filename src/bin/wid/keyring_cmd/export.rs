@@ -63,13 +63,18 @@ pub(super) fn run(a: &ExportArgs, ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Replaces `path` with `bytes`: written to a temporary file beside it,
-/// flushed, then renamed over it (a reader never sees half a document).
+/// Replaces `path` with `bytes`: written to a new file of a random name
+/// beside it (created exclusively: never an existing file or a planted
+/// symlink), flushed, renamed over it, and the directory flushed (a reader
+/// never sees half a document; a crash leaves the old one or the new one).
 fn replace(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     let io = |what: &str, e: &std::io::Error| CliError::io(format!("{what} {}", path.display()), e);
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -85,5 +90,11 @@ fn replace(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io("replacing", &e)
-    })
+    })?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("flushing the directory of", &e))?;
+    }
+    Ok(())
 }

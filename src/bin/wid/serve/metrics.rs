@@ -1,7 +1,9 @@
 //! `/metrics`: what `wid serve` did, in Prometheus's text exposition format
 //! (version 0.0.4): requests by route and status, keystore and certificate
 //! reloads and their failures, the keys served, and the time until the next
-//! planned key switch.
+//! planned key switch. Requests that never reach a route are not in the
+//! request counts: hyper answers a malformed or oversized head itself (400,
+//! 431) and closes a connection whose head does not arrive in time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

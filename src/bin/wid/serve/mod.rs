@@ -28,7 +28,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use hyper::StatusCode;
 use hyper::body::Bytes;
@@ -141,13 +141,21 @@ struct Loaded {
     error: Option<String>,
     /// With --etcd: the revision last reported.
     revision: i64,
-    /// Counts every change of the served keys (the documents' cache key).
+    /// Counts every keyring loaded from the file (with the keyring's own
+    /// generation, the documents' cache key).
     generation: u64,
+    /// With --etcd: the replicated keyring's generation last reported.
+    keyring_generation: u64,
+    /// A reload that failed on I/O (not on the file's content) is tried
+    /// again from this time on, even if the file did not change: a
+    /// descriptor shortage must not make a rotation be skipped.
+    retry_at: Option<Instant>,
 }
 
 /// The documents of one version of the keys, encoded once.
 struct Docs {
-    generation: u64,
+    /// The source's generation and the keyring's, read before building.
+    generation: (u64, u64),
     jwks: Bytes,
     jwks_etag: HeaderValue,
     /// `None` without --issuer; `Err` when the document cannot be made.
@@ -197,6 +205,9 @@ enum Source {
     },
 }
 
+/// How soon a reload that failed on I/O is tried again.
+const RELOAD_RETRY: Duration = Duration::from_secs(1);
+
 struct Server {
     source: Source,
     issuer: Option<String>,
@@ -221,30 +232,36 @@ impl Server {
         };
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let now_stamp = stamp(path);
-        if now_stamp != l.stamp {
+        let retry = l.retry_at.is_some_and(|t| Instant::now() >= t);
+        if now_stamp != l.stamp || retry {
             match Keyring::load_with(path, load_options) {
                 Ok(k) => {
                     eprintln!("wid serve: reloaded {} ({} keys)", path.display(), k.len());
                     l.keyring = k;
                     l.loaded_at = self.now();
                     l.error = None;
+                    l.retry_at = None;
                     l.generation += 1;
                     self.metrics
                         .keystore_reloads
                         .fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => {
-                    self.metrics
-                        .keystore_reload_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "wid serve: reload failed, serving the last good keys: {}: {e}",
-                        e.code().name()
-                    );
-                    l.error = Some(format!("{}: {e}", e.code().name()));
+                    let error = format!("{}: {e}", e.code().name());
+                    if !retry || l.error.as_deref() != Some(error.as_str()) {
+                        self.metrics
+                            .keystore_reload_failures
+                            .fetch_add(1, Ordering::Relaxed);
+                        eprintln!("wid serve: reload failed, serving the last good keys: {error}");
+                    }
+                    // A file that cannot be read (out of descriptors, a
+                    // transient I/O error) is tried again each second; one
+                    // whose content is bad waits until the file changes.
+                    l.retry_at = (e.code() == workload_identity::ResultCode::IoError)
+                        .then(|| Instant::now() + RELOAD_RETRY);
+                    l.error = Some(error);
                 }
             }
-            // A failed version is not retried until the file changes again.
             l.stamp = now_stamp;
         }
         (l.keyring.clone(), l.error.clone(), l.generation)
@@ -254,17 +271,21 @@ impl Server {
     /// cut off; changes are noted on stderr as requests see them.
     fn current_replicated(&self, replicated: &EtcdKeyring) -> (Keyring, Option<String>, u64) {
         let stats = replicated.stats();
+        let keyring = replicated.keyring();
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if stats.revision != l.revision {
+        l.revision = stats.revision;
+        // The keys changed (not merely the revision: the election key moves
+        // it too).
+        let generation = keyring.generation();
+        if generation != l.keyring_generation {
             eprintln!(
                 "wid serve: keyring at {} now at etcd revision {} ({} keys)",
                 replicated.prefix(),
                 stats.revision,
                 stats.keys
             );
-            l.revision = stats.revision;
+            l.keyring_generation = generation;
             l.loaded_at = self.now();
-            l.generation += 1;
             self.metrics
                 .keystore_reloads
                 .fetch_add(1, Ordering::Relaxed);
@@ -288,14 +309,16 @@ impl Server {
             }
         }
         l.error.clone_from(&error);
-        (replicated.keyring(), error, l.generation)
+        (keyring, error, l.generation)
     }
 
     /// The documents of the current keys (encoded once per version) and
     /// their timing at `now` (computed once per second), with whether the
     /// keys are not current.
     fn docs(&self, now: i64) -> (Arc<Docs>, Option<String>) {
-        let (keyring, error, generation) = self.current();
+        let (keyring, error, source_generation) = self.current();
+        // Read before the keys are: see Keyring::generation.
+        let generation = (source_generation, keyring.generation());
         let mut cached = self.docs.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(d) = cached.as_ref() {
             if d.generation == generation && d.at == now {
@@ -494,6 +517,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             .is_some();
         described.insert("rotator".into(), json!(running));
     }
+    let keyring_generation = keyring.generation();
     let server = Arc::new(Server {
         source,
         issuer: a.issuer.clone(),
@@ -505,6 +529,8 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             error: None,
             revision,
             generation: 0,
+            keyring_generation,
+            retry_at: None,
         }),
         fixed_now: ctx.fixed_now(),
         docs: Mutex::new(None),

@@ -9,21 +9,34 @@
 //!   kept-alive connection, must arrive whole within `--request-timeout`
 //!   (not per read: a byte every few seconds does not extend it), and be at
 //!   most [`MAX_HEAD_BYTES`];
+//! - an answer that cannot be written (a client that does not read, or
+//!   pipelines requests without reading) must be written whole within
+//!   `--request-timeout` from when the write first had to wait; the
+//!   connection is cut after;
 //! - a connection lives at most [`CONNECTION_LIFETIME`], then finishes its
-//!   request in flight and closes (a client that does not read its answers
-//!   is cut [`DRAIN`] later).
+//!   request in flight and closes.
 //!
-//! A stop (SIGTERM/SIGINT) stops accepting, asks every connection to finish
-//! its request in flight and close, and waits [`DRAIN`] at most.
+//! The process's open-file limit is raised to its hard limit at start, and
+//! `--max-connections` must fit in it (with room for the keystore, the
+//! certificates and the runtime), so a full house of connections cannot
+//! starve a reload of descriptors.
+//!
+//! A stop (SIGTERM/SIGINT) stops accepting, abandons TLS handshakes, asks
+//! every connection to finish its request in flight and close, and waits for
+//! them: [`DRAIN`], or `--request-timeout` when that is longer (a request
+//! half-sent at the stop has that long to arrive, and its answer that long
+//! to be written).
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::IF_NONE_MATCH;
+use hyper::header::{HeaderValue, IF_NONE_MATCH};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, StatusCode};
@@ -40,8 +53,12 @@ use crate::CliError;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// How long one connection is kept (then closed after its request in flight).
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
-/// How long a stop, or a connection's end, waits for requests in flight.
+/// How long a stop, or a connection's end, waits for requests in flight (at
+/// least; `--request-timeout` when that is longer).
 pub(super) const DRAIN: Duration = Duration::from_secs(5);
+/// Descriptors kept for everything but connections (the keystore, the
+/// certificates, the runtime, etcd).
+const RESERVED_FDS: u64 = 64;
 /// How often the accept loop looks at the stop flag and the certificate
 /// files.
 const POLL: Duration = Duration::from_millis(50);
@@ -95,6 +112,19 @@ pub(super) fn serve(
         max_connections,
         request_timeout,
     } = limits;
+    let drain = DRAIN.max(request_timeout);
+    let wanted = max_connections as u64 + RESERVED_FDS;
+    let fds = rlimit::increase_nofile_limit(wanted)
+        .map_err(|e| CliError::io("raising the open-file limit", &e))?;
+    if fds < wanted {
+        return Err(crate::sources::bad_flag(
+            "--max-connections",
+            format!(
+                "{max_connections} connections need {wanted} open files, but this process may open {fds} (its hard limit)"
+            ),
+        )
+        .hint("raise the limit (`ulimit -n`, systemd's LimitNOFILE=) or lower --max-connections"));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_io()
         .enable_time()
@@ -131,7 +161,7 @@ pub(super) fn serve(
                         let closing = closing_rx.clone();
                         tokio::spawn(async move {
                             let _open = Open::new();
-                            connection(stream, server, tls, closing, request_timeout).await;
+                            connection(stream, server, tls, closing, request_timeout, drain).await;
                             drop(permit);
                         });
                     }
@@ -148,7 +178,7 @@ pub(super) fn serve(
         resign();
         let _ = closing.send(true);
         let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
-        let drained = tokio::time::timeout(DRAIN, slots.acquire_many(all)).await;
+        let drained = tokio::time::timeout(drain, slots.acquire_many(all)).await;
         Ok(match drained {
             Ok(_) => 0,
             Err(_) => max_connections - slots.available_permits(),
@@ -163,14 +193,23 @@ async fn connection(
     stream: tokio::net::TcpStream,
     server: Arc<Server>,
     tls: Option<Arc<Tls>>,
-    closing: watch::Receiver<bool>,
+    mut closing: watch::Receiver<bool>,
     timeout: Duration,
+    drain: Duration,
 ) {
     match tls {
-        None => http(TokioIo::new(stream), server, true, closing, timeout).await,
+        None => {
+            let io = WriteDeadline::new(TokioIo::new(stream), timeout);
+            http(io, server, true, closing, timeout, drain).await;
+        }
         Some(tls) => {
-            match tokio::time::timeout(timeout, tls.acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => {
+            // A handshake in progress at a stop is abandoned.
+            let handshake = tokio::select! {
+                done = tokio::time::timeout(timeout, tls.acceptor.accept(stream)) => done.ok().and_then(Result::ok),
+                _ = closing.changed() => None,
+            };
+            match handshake {
+                Some(stream) => {
                     let has_cert = stream
                         .get_ref()
                         .1
@@ -178,16 +217,10 @@ async fn connection(
                         .is_some_and(|c| !c.is_empty());
                     // Without --tls-client-ca every route is open.
                     let authenticated = !tls.client_auth || has_cert;
-                    http(
-                        TokioIo::new(stream),
-                        server,
-                        authenticated,
-                        closing,
-                        timeout,
-                    )
-                    .await;
+                    let io = WriteDeadline::new(TokioIo::new(stream), timeout);
+                    http(io, server, authenticated, closing, timeout, drain).await;
                 }
-                _ => {
+                None => {
                     server
                         .metrics
                         .connections_refused_tls
@@ -204,6 +237,7 @@ async fn http<I>(
     authenticated: bool,
     mut closing: watch::Receiver<bool>,
     timeout: Duration,
+    drain: Duration,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -226,10 +260,104 @@ async fn http<I>(
         _ = &mut lifetime => {}
         _ = closing.changed() => {}
     }
-    // Finish the request in flight (if any), then close; a client that does
-    // not take its answer is cut after the drain.
+    // Finish the request in flight (if any), then close; the write deadline
+    // cuts a client that does not take its answer.
     conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(DRAIN, conn).await;
+    let _ = tokio::time::timeout(drain, conn).await;
+}
+
+/// A connection whose writes must finish in time: once a write (or flush)
+/// has to wait, everything pending must be written within the deadline,
+/// else the connection fails with `TimedOut` (and is closed). Reads pass
+/// through (hyper's head deadline covers them).
+struct WriteDeadline<T> {
+    inner: T,
+    timeout: Duration,
+    /// Armed when a write first waited; disarmed when all is flushed.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(inner: T, timeout: Duration) -> WriteDeadline<T> {
+        WriteDeadline {
+            inner,
+            timeout,
+            sleep: None,
+        }
+    }
+
+    /// After a write or flush had to wait: arm the deadline (once), and
+    /// fail if it has passed.
+    fn waited<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
+        let timeout = self.timeout;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not take its answer in time",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Pending => self.waited(cx),
+            done => done,
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => self.waited(cx),
+            done => done,
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Pending => self.waited(cx),
+            Poll::Ready(Ok(())) => {
+                // Everything was written: the next wait starts a new deadline.
+                self.sleep = None;
+                Poll::Ready(Ok(()))
+            }
+            done => done,
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_shutdown(cx) {
+            Poll::Pending => self.waited(cx),
+            done => done,
+        }
+    }
 }
 
 /// The answer to one request: GET or HEAD only; without a verified client
@@ -253,7 +381,17 @@ fn answer(
     } else {
         super::route(server, path)
     };
-    let answer = response.into_http(method, req.headers().get(IF_NONE_MATCH));
+    // Repeated If-None-Match lines are one list (RFC 9110, section 5.3).
+    let asked: Vec<&str> = req
+        .headers()
+        .get_all(IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let asked = (!asked.is_empty())
+        .then(|| HeaderValue::from_str(&asked.join(", ")).ok())
+        .flatten();
+    let answer = response.into_http(method, asked.as_ref());
     server.metrics.count(label, answer.status().as_u16());
     answer
 }

@@ -50,8 +50,11 @@ pub(super) struct Tls {
     resolver: Arc<Resolver>,
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
-    /// What the certificate and key files looked like when last loaded.
+    /// What the certificate and key files looked like when last loaded
+    /// (`None`s after a failure to read them: tried again at the next look).
     stamps: Mutex<(Option<Stamp>, Option<Stamp>)>,
+    /// The last reload failure, reported once until it changes.
+    last_error: Mutex<Option<String>>,
     /// Whether routes other than the documents need a client certificate.
     pub(super) client_auth: bool,
 }
@@ -172,6 +175,7 @@ impl Tls {
             files,
             provider,
             stamps: Mutex::new(stamps),
+            last_error: Mutex::new(None),
         })
     }
 
@@ -184,26 +188,39 @@ impl Tls {
             super::stamp(&self.files.key),
         );
         let mut last = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
-        if *last == now {
+        if *last == now && now.0.is_some() && now.1.is_some() {
             return;
         }
         *last = now;
         drop(last);
+        let mut last_error = self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match load_pair(&self.files, &self.provider) {
             Ok(pair) => {
                 self.resolver.current.store(Arc::new(pair));
                 metrics.tls_reloads.fetch_add(1, Ordering::Relaxed);
+                *last_error = None;
                 eprintln!(
                     "wid serve: reloaded the TLS certificate {}",
                     self.files.cert.display()
                 );
             }
             Err(e) => {
-                metrics.tls_reload_failures.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
-                    "wid serve: TLS reload failed, serving the last good certificate: {}",
-                    e.message
-                );
+                if e.code == workload_identity::ResultCode::IoError {
+                    // Unreadable now (out of descriptors, mid-replace): look
+                    // again at the next check even if nothing changes.
+                    *self.stamps.lock().unwrap_or_else(PoisonError::into_inner) = (None, None);
+                }
+                if last_error.as_deref() != Some(e.message.as_str()) {
+                    metrics.tls_reload_failures.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "wid serve: TLS reload failed, serving the last good certificate: {}",
+                        e.message
+                    );
+                    *last_error = Some(e.message);
+                }
             }
         }
     }
