@@ -29,6 +29,8 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 wid="$target_dir/release/wid"
 
 work=$(mktemp -d)
+# nginx's workers run as an unprivileged user: they must reach the files.
+chmod 755 "$work"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
