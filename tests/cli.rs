@@ -14,7 +14,7 @@ use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIde
 
 mod serve_support;
 
-use serve_support::{Served, WID, http};
+use serve_support::{Served, WID, eventually, http};
 
 const T0: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
@@ -1491,15 +1491,6 @@ fn connections(served: &Served) -> u64 {
         .expect("the connections gauge")
         .parse()
         .unwrap()
-}
-
-/// Waits (up to 60 s, only to catch a hang) until `ok` holds.
-fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -15,29 +15,10 @@ use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use serve_support::{Served, WID, http, http_with};
-
-fn wid(args: &[&str]) -> Output {
-    Command::new(WID)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-#[track_caller]
-fn wid_ok(args: &[&str]) -> String {
-    let o = wid(args);
-    assert!(
-        o.status.success(),
-        "wid {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+use serve_support::{Served, eventually, http, http_with, wid, wid_ok};
 
 #[track_caller]
 fn run(cmd: &str, args: &[&str]) -> Output {
@@ -167,15 +148,6 @@ fn curl(url: &str, ca: &str, client: Option<(&str, &str)>) -> (u16, String) {
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
-/// Waits (up to 60 s, only to catch a hang) until `ok` holds.
-fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A metric's value in a /metrics answer.

@@ -24,13 +24,13 @@
 mod bao_support;
 mod serve_support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bao_support::Bao;
 use serde_json::{Value, json};
-use serve_support::{Served, WID};
+use serve_support::{Served, wid_ok};
 use workload_identity::manager::{
     EventKind, FileIdentityDb, IdentityDb, IdentityId, IdentityManager, IdentitySigner,
     TokenExchange,
@@ -60,25 +60,6 @@ struct World {
     keystore: String,
     served: Served,
     issuer: String,
-}
-
-fn wid(args: &[&str]) -> Output {
-    Command::new(WID)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-#[track_caller]
-fn wid_ok(args: &[&str]) -> String {
-    let o = wid(args);
-    assert!(
-        o.status.success(),
-        "wid {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 fn free_port() -> u16 {

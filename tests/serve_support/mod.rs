@@ -8,13 +8,44 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 pub const WID: &str = env!("CARGO_BIN_EXE_wid");
+
+/// `wid ARGS`, its output.
+pub fn wid(args: &[&str]) -> Output {
+    Command::new(WID)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `wid ARGS`, which must succeed: its stdout.
+#[track_caller]
+pub fn wid_ok(args: &[&str]) -> String {
+    let o = wid(args);
+    assert!(
+        o.status.success(),
+        "wid {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Waits (up to 60 s, only to catch a hang) until `ok` holds.
+#[track_caller]
+pub fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
 /// A running `wid serve`.
 pub struct Served {
