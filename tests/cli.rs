@@ -322,6 +322,30 @@ fn keystore_to_verified_token() {
     assert_eq!(plain.trim().split('.').count(), 3, "{plain}");
     assert_eq!(plain.lines().count(), 1);
     // An invalid request names the field; a bad file is a decode error.
+    // A request without a TTL would make a token that never expires:
+    // refused unless asked for by name.
+    let no_ttl = s.write("no-ttl.json", request_json("0").as_bytes());
+    let o = expect(&["issue", "--keystore", &ks, "--request", &no_ttl], 2);
+    assert!(
+        stderr(&o).contains("has no TTL: its token would have no exp and never expire")
+            && stderr(&o).contains("--allow-no-exp"),
+        "{}",
+        stderr(&o)
+    );
+    let o = expect(
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &no_ttl,
+            "--allow-no-exp",
+            "--json",
+        ],
+        0,
+    );
+    let claims = &serde_json::from_str::<Value>(&stdout(&o)).unwrap()["claims"];
+    assert!(claims.get("exp").is_none(), "{claims}");
     let bad = s.write("bad.json", request_json("3600").as_bytes());
     let o = expect(&["issue", "--keystore", &ks, "--request", &bad], 2);
     assert!(stderr(&o).contains("WID_RESULT_INVALID_ARGUMENT") && stderr(&o).contains("TTL"));

@@ -30,11 +30,27 @@ pub(crate) struct IssueArgs {
     /// Put this iss in the token (the issuer relying parties will require).
     #[arg(long, value_name = "URL")]
     issuer: Option<String>,
+    /// Sign even when the request's identity has no TTL, making a token
+    /// without exp: it never expires, and Vault, for one, accepts it for as
+    /// long as its key is published. Without this flag such a request is
+    /// refused.
+    #[arg(long)]
+    allow_no_exp: bool,
 }
 
 pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
     let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
     let (req, format) = request::decode(&bytes, &a.request)?;
+    if req.identity.ttl.as_secs() == 0 && !a.allow_no_exp {
+        return Err(CliError::new(
+            ResultCode::InvalidArgument,
+            format!(
+                "identity {:?} of the request has no TTL: its token would have no exp and never expire",
+                req.identity.name
+            ),
+        )
+        .hint("give the identity a TTL (JSON: \"TTL\": \"1h\"; msgpack: nanoseconds), or pass --allow-no-exp if a token that never expires is really meant"));
+    }
     // With --etcd: opened with one linearizable read, so the copy is
     // current, and held open (watched) until the token is signed.
     let opened = a.store.open(ctx)?;
