@@ -511,6 +511,54 @@ fn keystore_to_verified_token() {
     );
     assert!(stdout(&o).contains("ASSUMED LIVE"), "{}", stdout(&o));
     assert!(stderr(&o).contains("NOT checked"), "{}", stderr(&o));
+    // It says what it assumes, not that the token is accepted: a token
+    // that fails another rule is still rejected, after the same note.
+    assert!(!stderr(&o).contains("accepted"), "{}", stderr(&o));
+    let o = expect(
+        &[
+            "verify",
+            &token,
+            "--aud",
+            "other.io",
+            "--keystore",
+            &ks,
+            "--assume-live",
+            "--now",
+            &later,
+        ],
+        1,
+    );
+    assert!(
+        stderr(&o).contains("every other rule is") && stderr(&o).contains("AUDIENCE_MISMATCH"),
+        "{}",
+        stderr(&o)
+    );
+    // An allocation-state file that is not one says where it went wrong.
+    for (body, want) in [
+        (
+            r#"[{"ID":"a","ClientStatus":"running"},{"Id":"b"}]"#,
+            "allocation 1 of the list: missing field `ID`",
+        ),
+        (r#""x""#, "a JSON string where a list of allocations"),
+        ("[", "not JSON"),
+    ] {
+        let bad = s.write("bad-allocs.json", body.as_bytes());
+        let o = expect(
+            &[
+                "verify",
+                &token,
+                "--aud",
+                "vault.io",
+                "--keystore",
+                &ks,
+                "--alloc-state",
+                &bad,
+            ],
+            3,
+        );
+        assert!(stderr(&o).contains(want), "{body}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("untagged"), "{}", stderr(&o));
+    }
     let v = json_out(&[
         "verify",
         &token,

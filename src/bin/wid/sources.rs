@@ -271,11 +271,39 @@ struct AllocJson {
     desired_status: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum AllocFile {
     List(Vec<AllocJson>),
     One(AllocJson),
+}
+
+/// An allocation-state file: a list of allocations, or one. The error says
+/// what was wrong where (serde's untagged enums only say "did not match any
+/// variant"), from the shape the document itself has.
+fn decode_alloc_file(bytes: &[u8]) -> Result<AllocFile, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let one = |v: &Value, at: &str| -> Result<AllocJson, String> {
+        serde_json::from_value(v.clone()).map_err(|e| format!("{at}: {e}"))
+    };
+    match &value {
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| one(v, &format!("allocation {i} of the list")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(AllocFile::List),
+        Value::Object(_) => one(&value, "the allocation").map(AllocFile::One),
+        other => Err(format!(
+            "a JSON {} where a list of allocations (or one allocation) was expected",
+            match other {
+                Value::Null => "null",
+                Value::Bool(_) => "boolean",
+                Value::Number(_) => "number",
+                Value::String(_) => "string",
+                _ => "value",
+            }
+        )),
+    }
 }
 
 /// What the allocation check was told, for the output.
@@ -342,12 +370,12 @@ impl AllocSource {
         let store = Arc::new(MemoryStore::new());
         if let Some(path) = &self.alloc_state {
             let bytes = read_input(path, "allocation state", MAX_DOCUMENT_BYTES)?;
-            let file: AllocFile = serde_json::from_slice(&bytes).map_err(|e| {
+            let file = decode_alloc_file(&bytes).map_err(|why| {
                 CliError::new(
                     ResultCode::DecodeError,
-                    format!("cannot decode allocation state {path}: {e}"),
+                    format!("cannot decode allocation state {path}: {why}"),
                 )
-                .hint(r#"expected JSON like [{"ID":"5f8c…","ClientStatus":"running"}]"#)
+                .hint(r#"expected Nomad's allocation list as JSON, like [{"ID":"5f8c…","ClientStatus":"running"}], or one allocation {"ID":…,"ClientStatus":…}"#)
             })?;
             let allocs = match file {
                 AllocFile::List(v) => v,

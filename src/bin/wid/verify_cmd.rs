@@ -83,7 +83,7 @@ pub(crate) fn run(a: &VerifyArgs, ctx: &Ctx) -> Result<(), CliError> {
         .and_then(|t| t.claim_str("nomad_allocation_id").map(str::to_string));
     let (store, basis) = a.alloc.store(alloc_id.as_deref())?;
     if let AllocBasis::AssumedLive { .. } = basis {
-        ctx.note("--assume-live: the allocation is NOT checked; the token is accepted as if it were live");
+        ctx.note("--assume-live: the token's allocation is taken as live, NOT checked; every other rule is");
     }
     let verifier = a.checks.verifier(keyring.clone(), store, &a.aud)?;
     let identity = verifier.verify(&token, ctx.now()).map_err(|e| {
