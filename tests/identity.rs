@@ -680,7 +680,11 @@ fn issuer_is_checked_when_configured() {
     req.identity.ttl = GoDuration(0);
     let no_exp = with_iss.issue(&req, NOW).unwrap().token;
     let e = v.verify(&no_exp, NOW).unwrap_err();
-    assert!(e.to_string().contains("requires one"), "{e}");
+    assert!(
+        e.to_string().contains("the required claim exp is missing"),
+        "{e}"
+    );
+    assert_eq!(e.code(), ResultCode::MalformedToken, "the code stays");
     w.verifier.verify(&no_exp, NOW).unwrap();
 }
 

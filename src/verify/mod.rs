@@ -578,7 +578,7 @@ impl Verifier {
             }
             None if o.require_exp => {
                 return Err(Error::MalformedToken {
-                    reason: "the token has no exp claim, and this verifier requires one".into(),
+                    reason: "the required claim exp is missing: the token never expires, and this verifier requires tokens that do (require_exp)".into(),
                 });
             }
             _ => {}
