@@ -1120,6 +1120,14 @@ fn serve_publishes_and_follows_the_keystore() {
     ]);
     assert_eq!(v["accepted"], true);
     assert_eq!(v["keys"], format!("JWKS {url}"));
+    // The server's own URL given for the JWKS's: a 404, and where to look.
+    let base = format!("http://{}", served.addr);
+    let o = expect(&["verify", &token, "--aud", "vault.io", "--jwks", &base], 3);
+    assert!(
+        stderr(&o).contains(&format!("a JWKS is usually at {url}")),
+        "{}",
+        stderr(&o)
+    );
 
     let oidc = served.get("/.well-known/openid-configuration");
     assert_eq!(oidc.status, 200);

@@ -229,7 +229,23 @@ impl KeySource {
             builder = builder.ca_bundle_pem(&read_input(ca, "CA bundle", MAX_DOCUMENT_BYTES)?);
         }
         let remote = builder.build()?;
-        let report = remote.refresh()?;
+        let report = remote.refresh().map_err(|e| {
+            let err = CliError::from(e);
+            // An issuer's URL given where its JWKS's was meant: say where the
+            // JWKS usually is (RemoteJwks::issuer follows discovery).
+            let path = url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+                .unwrap_or("");
+            if path.trim_end_matches('/').is_empty() {
+                err.hint(format!(
+                    "{url} looks like an issuer, not a JWKS: a JWKS is usually at {}/.well-known/jwks.json",
+                    url.trim_end_matches('/')
+                ))
+            } else {
+                err
+            }
+        })?;
         let mut name = format!("JWKS {url}");
         if report.skipped > 0 {
             name.push_str(&format!(" ({} entries skipped)", report.skipped));
