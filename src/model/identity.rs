@@ -75,7 +75,7 @@ impl WorkloadIdentity {
             p.push(
                 "TTL",
                 format!(
-                    "is {ttl}ns, under one second: a TTL is Go nanoseconds (time.Duration), so an hour is 3600000000000 (GoDuration::from_secs(3600)); 0 means a token without exp"
+                    "is {ttl}ns, under one second: a TTL is Go nanoseconds (time.Duration), so an hour is 3600000000000 (Go: time.Hour; C: 3600 * 1000000000LL; Rust: GoDuration::from_secs(3600)); 0 means a token without exp"
                 ),
             );
         }
