@@ -772,6 +772,12 @@ fn plan_promote_deprecate() {
         human.contains("nothing to do") && human.contains("no key is ever deprecated"),
         "{human}"
     );
+    // And says when the next step is due.
+    assert!(
+        human.contains("the next planned key switch is") && human.contains("(in 25d 20h)"),
+        "{human}"
+    );
+    assert!(plan["next_key_switch"].as_i64().is_some(), "{plan}");
 
     // Past half the 720 h threshold: prepublish a successor for t0 + 720 h.
     let plan = json_out(&[

@@ -146,15 +146,22 @@ pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
                 d.as_secs()
             ))
     )];
+    let next = keyring.next_key_switch(now, &policy);
     if described.is_empty() {
-        human.push("  nothing to do".into());
+        human.push(match next {
+            Some(t) => format!(
+                "  nothing to do now; the next planned key switch is {}",
+                when(t, now)
+            ),
+            None => "  nothing to do (no key yet: `wid keyring rotate` makes one)".into(),
+        });
     }
     human.extend(described.iter().map(|(h, _)| format!("  {h}")));
 
     if !a.apply {
         ctx.emit(
             &human.join("\n"),
-            &json!({"now": now, "actions": described.iter().map(|(_, j)| j.clone()).collect::<Vec<_>>(), "applied": false}),
+            &json!({"now": now, "actions": described.iter().map(|(_, j)| j.clone()).collect::<Vec<_>>(), "applied": false, "next_key_switch": next}),
         );
         return Ok(());
     }
