@@ -188,7 +188,23 @@ impl CliError {
 
 impl From<Error> for CliError {
     fn from(e: Error) -> CliError {
-        CliError::new(e.code(), e.to_string())
+        // The library speaks Unix seconds; people read dates.
+        let dated = match &e {
+            Error::Expired { exp, now, .. } => Some(format!(
+                "; exp is {}, now is {}",
+                output::utc(*exp),
+                output::utc(*now)
+            )),
+            Error::NotYetValid {
+                claim, value, now, ..
+            } => Some(format!(
+                "; {claim} is {}, now is {}",
+                output::utc(*value),
+                output::utc(*now)
+            )),
+            _ => None,
+        };
+        CliError::new(e.code(), format!("{e}{}", dated.unwrap_or_default()))
     }
 }
 
