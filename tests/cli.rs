@@ -680,6 +680,17 @@ fn refusals_have_their_own_codes() {
     let ks = s.path("keystore");
     expect(&["keyring", "init", "--keystore", &ks, "--alg", "ES256"], 0);
     let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    // A command line clap refuses is a JSON error too under --json (and
+    // help is still help).
+    let o = expect(&["keyring", "list", "--bogus", "--json"], 2);
+    let e = json_err(&o);
+    assert_eq!(e["code"], "WID_RESULT_INVALID_ARGUMENT");
+    assert_eq!(e["exit"], 2);
+    assert!(e["message"].as_str().unwrap().contains("'--bogus'"), "{e}");
+    let o = expect(&["keyring", "list", "--bogus"], 2);
+    assert!(stderr(&o).starts_with("error: unexpected argument"));
+    let o = expect(&["--json", "keyring", "--help"], 0);
+    assert!(stdout(&o).contains("Usage: wid keyring"));
     // No active EdDSA key: the keyring refuses (exit 4), and the hint says
     // which algorithm it has.
     let o = expect(&["issue", "--keystore", &ks, "--request", &req], 4);

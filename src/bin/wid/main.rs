@@ -209,7 +209,10 @@ impl From<Error> for CliError {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let ctx = Ctx::new(cli.json, cli.now);
     let result = match cli.command {
         Command::Keyring(cmd) => keyring_cmd::run(cmd, &ctx),
@@ -225,4 +228,39 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit as u8)
         }
     }
+}
+
+/// clap's refusal of the command line: as JSON on stderr when `--json` was
+/// among the arguments (the README promises JSON errors with it), else as
+/// clap prints it. Help and version requests print as usual.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let wants_json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let is_request = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !wants_json || is_request {
+        e.exit();
+    }
+    // clap's text: the error line, then usage and a tip; the first line is
+    // the message, the rest the hint.
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = lines
+        .next()
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .to_string();
+    let hint: Vec<&str> = lines.collect();
+    let err = CliError::usage(message).exit(Exit::Usage);
+    let err = if hint.is_empty() {
+        err
+    } else {
+        err.hint(hint.join(" "))
+    };
+    Ctx::new(true, None).report_error(&err);
+    ExitCode::from(Exit::Usage as u8)
 }
