@@ -2,12 +2,17 @@
 //!
 //! JSON is read by the wire types' own deserializer: their codec names are
 //! the Go field names, which Go's `encoding/json` uses too (Nomad's structs
-//! carry no json tags). `TTL` is Go's JSON form, integer nanoseconds, or for
-//! people a duration string (`"1h"`); unknown members are ignored, as Go sends
-//! whole structs.
+//! carry no json tags). As in Go, a member matches its field without regard
+//! to case (`"Taskgroup"` is `TaskGroup`), an exact match first; two members
+//! naming one field are refused. `TTL` is Go's JSON form, integer
+//! nanoseconds, or for people a duration string (`"1h"`); unknown members are
+//! ignored, as Go sends whole structs.
 
 use workload_identity::ResultCode;
-use workload_identity::model::{GoDuration, IssueRequest};
+use workload_identity::codec::WireType;
+use workload_identity::model::{
+    Allocation, GoDuration, IssueRequest, Job, ProofKey, WorkloadIdentity,
+};
 
 use crate::CliError;
 use crate::output::parse_duration;
@@ -52,8 +57,50 @@ pub(crate) fn decode(bytes: &[u8], source: &str) -> Result<(IssueRequest, Format
     Ok((req, format))
 }
 
+/// Renames the members of `value` (an object of a type with `names`) that
+/// match a field only without regard to case to the field's own name, as
+/// Go's `encoding/json` matches them; then the same below, for the members
+/// that are wire types themselves.
+fn fold_case(value: &mut serde_json::Value, names: &[&str], at: &str) -> Result<(), String> {
+    let Some(obj) = value.as_object_mut() else {
+        return Ok(());
+    };
+    let keys: Vec<String> = obj.keys().cloned().collect();
+    for key in keys {
+        if names.contains(&key.as_str()) {
+            continue;
+        }
+        let Some(field) = names.iter().find(|n| n.eq_ignore_ascii_case(&key)) else {
+            continue;
+        };
+        if obj.contains_key(*field) {
+            return Err(format!(
+                "{at}{key} and {at}{field} name the same field (names match without regard to case, as in Go); give it once"
+            ));
+        }
+        if let Some(v) = obj.remove(&key) {
+            obj.insert((*field).to_string(), v);
+        }
+    }
+    let nested: [(&str, &[&str]); 4] = [
+        ("Allocation", Allocation::CODEC_NAMES),
+        ("Job", Job::CODEC_NAMES),
+        ("Identity", WorkloadIdentity::CODEC_NAMES),
+        ("ProofKey", ProofKey::CODEC_NAMES),
+    ];
+    for (field, inner) in nested {
+        if names.contains(&field) {
+            if let Some(v) = obj.get_mut(field) {
+                fold_case(v, inner, &format!("{at}{field}."))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn from_json(bytes: &[u8]) -> Result<IssueRequest, String> {
     let mut json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    fold_case(&mut json, IssueRequest::CODEC_NAMES, "")?;
     // A duration string for people ("1h") becomes Go's nanoseconds.
     if let Some(ttl) = json.pointer_mut("/Identity/TTL") {
         if let Some(text) = ttl.as_str() {
@@ -103,6 +150,25 @@ mod tests {
         let json = JSON.replace(r#""1h""#, "3600000000000");
         let (req, _) = decode(json.as_bytes(), "test").unwrap();
         assert_eq!(req.identity.ttl, GoDuration::from_secs(3600));
+    }
+
+    #[test]
+    fn member_names_match_without_regard_to_case_as_in_go() {
+        let lower = JSON
+            .replace("\"TaskGroup\"", "\"Taskgroup\"")
+            .replace("\"Identity\"", "\"identity\"")
+            .replace("\"TTL\"", "\"ttl\"")
+            .replace("\"ParentID\"", "\"parentId\"");
+        let (folded, _) = decode(lower.as_bytes(), "test").unwrap();
+        let (exact, _) = decode(JSON.as_bytes(), "test").unwrap();
+        assert_eq!(folded, exact);
+        assert_eq!(folded.allocation.task_group, "g");
+        let e = decode(br#"{"Region": "global", "region": "other"}"#, "r.json").unwrap_err();
+        assert!(
+            e.message.contains("region and Region name the same field"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
