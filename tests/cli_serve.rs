@@ -320,6 +320,7 @@ fn keep_alive_head_conditional_get_and_metrics() {
         "127.0.0.1:0",
         "--issuer",
         &issuer,
+        "--log-requests",
     ]);
 
     // Two requests on one connection (keep-alive), the second a HEAD.
@@ -434,6 +435,18 @@ fn keep_alive_head_conditional_get_and_metrics() {
     let health = served.get("/health");
     assert_eq!(health.status, 200);
     assert!(!health.body.contains(&ks), "{}", health.body);
+    // --log-requests: one line per request; and the issuer naming another
+    // port than the listener's was pointed out at start.
+    let (status, out) = served.terminate();
+    assert_eq!(status.code(), Some(0), "{out}");
+    for line in [
+        "wid serve: GET /.well-known/jwks.json 304",
+        "wid serve: HEAD /.well-known/jwks.json 200",
+        "wid serve: POST /.well-known/jwks.json 405",
+        "the issuer http://127.0.0.1:8080 names port 8080, but this server listens on",
+    ] {
+        assert!(out.contains(line), "{line} in\n{out}");
+    }
 }
 
 #[test]

@@ -127,6 +127,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s",
           value_parser = crate::output::parse_duration)]
     request_timeout: std::time::Duration,
+    /// Log every request to stderr: method, path, status (off by default:
+    /// relying parties fetch often).
+    #[arg(long)]
+    log_requests: bool,
     #[command(flatten)]
     policy: PolicyArgs,
 }
@@ -216,6 +220,8 @@ struct Server {
     fixed_now: Option<i64>,
     docs: Mutex<Option<Arc<Docs>>>,
     metrics: Metrics,
+    /// `--log-requests`.
+    log_requests: bool,
 }
 
 impl Server {
@@ -390,6 +396,23 @@ fn discovery_for(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery, CliEr
     Ok(keyring.oidc_discovery(issuer)?)
 }
 
+/// The port an `http://` issuer names (80 when it names none); `None` for
+/// any other issuer (an https one is commonly served through a proxy on
+/// another port than the listener's).
+fn http_issuer_port(issuer: &str) -> Option<u16> {
+    let rest = issuer.strip_prefix("http://")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let port = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split_once("]:").map(|(_, p)| p)
+    } else {
+        authority.split_once(':').map(|(_, p)| p)
+    };
+    match port {
+        Some(p) => p.parse().ok(),
+        None => Some(80),
+    }
+}
+
 /// The host of an `http://` URL, if it is a loopback name or address.
 fn loopback_host(url: &str) -> bool {
     let Some(rest) = url.strip_prefix("http://") else {
@@ -535,6 +558,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         fixed_now: ctx.fixed_now(),
         docs: Mutex::new(None),
         metrics: Metrics::default(),
+        log_requests: a.log_requests,
     });
     ctx.emit(
         &format!("listening on {scheme}://{addr}"),
@@ -542,6 +566,15 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     );
     // The test harness and supervisors read the address from this line.
     let _ = std::io::stdout().flush();
+    if let Some(port) = a.issuer.as_deref().and_then(http_issuer_port) {
+        if port != addr.port() {
+            ctx.note(&format!(
+                "the issuer {} names port {port}, but this server listens on {}: relying parties following the discovery document will fetch the JWKS from port {port}",
+                a.issuer.as_deref().unwrap_or_default(),
+                addr.port()
+            ));
+        }
+    }
     if let Source::Etcd { replicated, .. } = &server.source {
         ctx.note(&format!(
             "serving the replicated keyring at {} (etcd revision {revision}, {} keys){}",
@@ -695,6 +728,15 @@ fn route(server: &Server, path: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::loopback_host;
+
+    #[test]
+    fn http_issuer_ports() {
+        use super::http_issuer_port;
+        assert_eq!(http_issuer_port("http://127.0.0.1:8080"), Some(8080));
+        assert_eq!(http_issuer_port("http://localhost/x"), Some(80));
+        assert_eq!(http_issuer_port("http://[::1]:9000/"), Some(9000));
+        assert_eq!(http_issuer_port("https://issuer.example.com"), None);
+    }
 
     #[test]
     fn loopback_issuers() {

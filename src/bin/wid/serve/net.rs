@@ -393,5 +393,13 @@ fn answer(
         .flatten();
     let answer = response.into_http(method, asked.as_ref());
     server.metrics.count(label, answer.status().as_u16());
+    if server.log_requests {
+        // The path only: a query could carry anything.
+        eprintln!(
+            "wid serve: {method} {} {}",
+            path.escape_debug(),
+            answer.status().as_u16()
+        );
+    }
     answer
 }
