@@ -855,6 +855,44 @@ fn plan_promote_deprecate() {
         plan["actions"],
         serde_json::json!([{"action": "deprecate", "kid": first}])
     );
+    // Deprecating a key whose tokens may still be valid is refused: their
+    // lifetime unknown (no --longest-ttl), or not over yet, saying when.
+    let o = expect(
+        &[
+            "keyring",
+            "deprecate",
+            "--keystore",
+            &ks,
+            &first,
+            "--now",
+            &t(502),
+        ],
+        2,
+    );
+    assert!(
+        stderr(&o).contains("may still be valid") && stderr(&o).contains("--longest-ttl"),
+        "{}",
+        stderr(&o)
+    );
+    let o = expect(
+        &[
+            "keyring",
+            "deprecate",
+            "--keystore",
+            &ks,
+            &first,
+            "--now",
+            &t(502),
+            "--longest-ttl",
+            "3h",
+        ],
+        2,
+    );
+    assert!(
+        stderr(&o).contains("may be valid until") && stderr(&o).contains("safe from then"),
+        "{}",
+        stderr(&o)
+    );
     let human = stdout(&expect(
         &[
             "keyring",
@@ -864,6 +902,8 @@ fn plan_promote_deprecate() {
             &first,
             "--now",
             &t(502),
+            "--longest-ttl",
+            "1h",
         ],
         0,
     ));

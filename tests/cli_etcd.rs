@@ -359,7 +359,7 @@ fn two_servers_serve_one_jwks_and_follow_a_rotation() {
         kid2.as_str(),
         "{promoted}"
     );
-    let deprecated = keyring_json("deprecate", &host_c, &[&kid2, "--json"]);
+    let deprecated = keyring_json("deprecate", &host_c, &[&kid2, "--force", "--json"]);
     assert_eq!(deprecated["changes"][0]["state"], "deprecated");
     eventually("both servers drop the deprecated key", LIMIT, || {
         !a.jwks().kids().contains(&kid2) && !b.jwks().kids().contains(&kid2)
@@ -481,7 +481,11 @@ fn migrate_round_trip_keeps_every_key() {
         .as_str()
         .unwrap()
         .to_string();
-    keyring_json("deprecate", &file, &[&oldest, "--now", &t(300), "--json"]);
+    keyring_json(
+        "deprecate",
+        &file,
+        &[&oldest, "--now", &t(300), "--force", "--json"],
+    );
     let planned = keyring_json(
         "plan",
         &file,

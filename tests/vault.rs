@@ -617,7 +617,15 @@ fn seed_001_a_restored_workload_gets_a_working_token_and_never_none() {
     // The old key is taken out of the JWKS. OpenBao keeps the key set it
     // fetched: a token of the removed key still logs in until it refetches,
     // which rewriting the auth method's config forces (the README says so).
-    wid_ok(&["keyring", "deprecate", "--keystore", &w.keystore, &old_kid]);
+    // (--force: its tokens are still live, which is the point here.)
+    wid_ok(&[
+        "keyring",
+        "deprecate",
+        "--keystore",
+        &w.keystore,
+        &old_kid,
+        "--force",
+    ]);
     w.await_jwks("the old key's removal", |kids| !kids.contains(&old_kid));
     assert!(
         w.login(&old_identity.token).is_ok(),

@@ -273,13 +273,81 @@ pub(super) fn promote(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
     report(&opened, &a.store.custody, &[change], ctx)
 }
 
-pub(super) fn deprecate(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
+#[derive(Debug, Args)]
+pub(crate) struct DeprecateArgs {
+    #[command(flatten)]
+    key: KeyArgs,
+    /// The longest TTL of the tokens this key signed: the key is deprecated
+    /// only once they have all expired (the time it stopped signing, plus
+    /// this, plus 60 s of clock skew). Without it their lifetime is unknown
+    /// and a key that has signed is deprecated only with --force.
+    #[arg(long, value_name = "DURATION", value_parser = crate::output::parse_duration)]
+    longest_ttl: Option<std::time::Duration>,
+    /// Deprecate even while tokens the key signed may still be valid: every
+    /// one of them is rejected from now on. It cannot be undone.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Why deprecating `info` now would reject tokens that may still be valid,
+/// if it would: a key that has signed (it has a retired time) and whose
+/// tokens' lifetime is unknown, or not yet over.
+fn deprecation_hazard(
+    info: &workload_identity::KeyInfo,
+    longest_ttl: Option<std::time::Duration>,
+    now: i64,
+) -> Option<String> {
+    // A key that never signed (prepublished, or imported to verify only)
+    // has no tokens to strand.
+    if info.retired_time <= 0 {
+        return None;
+    }
+    let stopped = format!(
+        "{} stopped signing {}",
+        info.kid,
+        when(info.retired_time, now)
+    );
+    match longest_ttl {
+        None => Some(format!(
+            "{stopped}; the tokens it signed may still be valid (their longest TTL is unknown): deprecating it rejects them all"
+        )),
+        Some(ttl) => {
+            let skew = 60;
+            let safe = info
+                .retired_time
+                .saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX))
+                .saturating_add(skew);
+            (now < safe).then(|| {
+                format!(
+                    "{stopped}; tokens it signed (TTL up to {}) may be valid until {}: deprecating it now rejects them; it is safe from then",
+                    span(ttl.as_secs()),
+                    when(safe, now)
+                )
+            })
+        }
+    }
+}
+
+pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let a = &d.key;
     let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
     let alg = alg_of(&keyring, &a.kid)?;
     if keyring.key_info(&a.kid).map(|k| k.state) == Some(KeyState::Deprecated) {
         ctx.note(&format!("{} is already deprecated", a.kid));
         return report(&opened, &a.store.custody, &[], ctx);
+    }
+    let is_active = keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str());
+    if let (false, false, Some(info)) = (d.force, is_active, keyring.key_info(&a.kid)) {
+        if let Some(why) = deprecation_hazard(&info, d.longest_ttl, ctx.now()) {
+            return Err(CliError::new(ResultCode::InvalidArgument, why)
+                .hint(if d.longest_ttl.is_some() {
+                    "wait until then (`wid keyring plan --longest-ttl ...` deprecates it when it is due), or pass --force to reject those tokens now".to_string()
+                } else {
+                    "pass --longest-ttl DURATION (the longest identity TTL in use) to let wid check, or --force to reject those tokens now".to_string()
+                })
+                .exit(Exit::Usage));
+        }
     }
     deprecate_key(&opened, &a.kid, ctx.now()).map_err(|e| {
         let err = CliError::from(e);

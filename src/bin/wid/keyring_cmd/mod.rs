@@ -49,8 +49,10 @@ pub(crate) enum KeyringCommand {
     Plan(lifecycle::PlanArgs),
     /// Make a key the active key of its algorithm now.
     Promote(lifecycle::KeyArgs),
-    /// Take an inactive or prepublished key out of the JWKS; it verifies no more.
-    Deprecate(lifecycle::KeyArgs),
+    /// Take an inactive or prepublished key out of the JWKS; it verifies no
+    /// more. Refused while tokens it signed may still be valid (give
+    /// --longest-ttl to let wid check) unless --force.
+    Deprecate(lifecycle::DeprecateArgs),
     /// Print the JWKS relying parties fetch (/.well-known/jwks.json), or
     /// with --format pem each key as a PEM public key.
     Jwks(show::JwksArgs),
