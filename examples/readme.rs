@@ -37,7 +37,7 @@ fn main() -> Result<(), workload_identity::Error> {
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],
-            // A TTL is Go nanoseconds: GoDuration(3600) would be 3.6 us (and is
+            // A TTL is Go nanoseconds: GoDuration::from_nanos(3600) is 3.6 us (and is
             // refused). TTL 0 means a token without exp, as Nomad's default
             // identity; `require_exp(true)` refuses such tokens.
             ttl: GoDuration::from_secs(3600), // or Duration::from_secs(3600).into()

@@ -387,7 +387,7 @@ prop_compose! {
             proof_key: None,
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),
-                env, file, service_name: s(0), ttl: workload_identity::model::GoDuration(ttl),
+                env, file, service_name: s(0), ttl: workload_identity::model::GoDuration::from_nanos(ttl),
                 filepath: s(2),
             },
         }

@@ -557,7 +557,7 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
     );
     // A WIT must expire: TTL 0 is refused.
     let mut req: IssueRequest = codec::decode(&request).unwrap();
-    req.identity.ttl = GoDuration(0);
+    req.identity.ttl = GoDuration::from_nanos(0);
     expect(
         issue(
             &codec::encode(&req).unwrap(),

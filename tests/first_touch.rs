@@ -14,7 +14,7 @@ use common::identity::{AUD, NOW, world};
 fn a_ttl_meant_as_seconds_is_refused_not_issued_without_exp() {
     let w = world();
     let mut req = common::issue_request_task();
-    req.identity.ttl = GoDuration(3600);
+    req.identity.ttl = GoDuration::from_nanos(3600);
     let e = w.issuer.issue(&req, NOW).unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument);
     assert!(e.to_string().contains("Go nanoseconds"), "{e}");
@@ -22,7 +22,7 @@ fn a_ttl_meant_as_seconds_is_refused_not_issued_without_exp() {
     let ok = w.issuer.issue(&req, NOW).unwrap();
     assert_eq!(ok.claims.expires_at, Some(NOW + 3600));
     // TTL 0: no exp, refused only by a verifier that requires one.
-    req.identity.ttl = GoDuration(0);
+    req.identity.ttl = GoDuration::from_nanos(0);
     let no_exp = w.issuer.issue(&req, NOW).unwrap();
     assert_eq!(no_exp.claims.expires_at, None);
     w.verifier.verify(&no_exp.token, NOW).unwrap();

@@ -79,7 +79,7 @@ fn issued_claims_follow_the_contract() {
         json!("eu-west:default:web:frontend:web-api:consul-service_web-api")
     );
     let mut req = common::issue_request_task();
-    req.identity.ttl = GoDuration(0);
+    req.identity.ttl = GoDuration::from_nanos(0);
     let forever = w.issuer.issue(&req, NOW).unwrap();
     assert_eq!(forever.claims.expires_at, None);
     assert!(!forever.token.is_empty());
@@ -677,7 +677,7 @@ fn issuer_is_checked_when_configured() {
     )
     .unwrap();
     let mut req = common::issue_request_task();
-    req.identity.ttl = GoDuration(0);
+    req.identity.ttl = GoDuration::from_nanos(0);
     let no_exp = with_iss.issue(&req, NOW).unwrap().token;
     let e = v.verify(&no_exp, NOW).unwrap_err();
     assert!(

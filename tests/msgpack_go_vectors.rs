@@ -39,7 +39,7 @@ fn go_allocation_decodes_to_the_view_ignoring_unknown_keys() {
 fn go_workload_identities_decode_exactly() {
     let w: WorkloadIdentity = decode_go("workload_identity.msgpack");
     assert_eq!(w, common::workload_identity());
-    assert_eq!(w.ttl, GoDuration(3_600_000_000_000));
+    assert_eq!(w.ttl, GoDuration::from_nanos(3_600_000_000_000));
     assert_eq!(w.audience, ["vault.io", "consul.io"]);
     w.validate().unwrap();
 

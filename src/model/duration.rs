@@ -3,18 +3,35 @@
 use serde::{Deserialize, Serialize};
 
 /// A Go `time.Duration`: signed 64-bit **nanoseconds**, encoded as a msgpack
-/// integer. `GoDuration(3600)` is 3.6 microseconds, not an hour: build one with
-/// [`GoDuration::from_secs`] or from a [`std::time::Duration`]
-/// (`Duration::from_secs(3600).into()`).
+/// integer. Built only by constructors, so a bare number cannot slip in as
+/// seconds: [`GoDuration::from_secs`], [`GoDuration::from_nanos`] (3600
+/// nanoseconds is 3.6 microseconds, not an hour), or from a
+/// [`std::time::Duration`] (`Duration::from_secs(3600).into()`).
+///
+/// ```compile_fail
+/// // The field is private: a bare number is not a duration.
+/// let _ = workload_identity::model::GoDuration(3600);
+/// ```
+///
+/// ```
+/// use workload_identity::model::GoDuration;
+/// assert_eq!(GoDuration::from_secs(3600), GoDuration::from_nanos(3_600_000_000_000));
+/// assert_eq!(GoDuration::from(std::time::Duration::from_secs(1)).as_nanos(), 1_000_000_000);
+/// ```
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
-pub struct GoDuration(pub i64);
+pub struct GoDuration(i64);
 
 impl GoDuration {
     /// Nanoseconds per second.
     const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+    /// A duration of `nanos` nanoseconds (Go's own unit).
+    pub const fn from_nanos(nanos: i64) -> GoDuration {
+        GoDuration(nanos)
+    }
 
     /// A duration of whole seconds (saturating at the `i64` nanosecond range).
     pub const fn from_secs(secs: i64) -> GoDuration {

@@ -159,7 +159,7 @@ mod tests {
         let w = WorkloadIdentity {
             name: "bad name".into(),
             audience: vec!["ok".into(), String::new()],
-            ttl: GoDuration(-1),
+            ttl: GoDuration::from_nanos(-1),
             change_mode: "explode".into(),
             filepath: "x".into(),
             ..WorkloadIdentity::default()
@@ -177,14 +177,14 @@ mod tests {
         );
     }
 
-    /// `GoDuration(3600)` is what rustc suggests for `3600`: nanoseconds. It
-    /// used to issue a token without `exp`; a positive TTL under a second is now
-    /// refused, whole seconds and 0 (no `exp`) are not.
+    /// 3600 nanoseconds (what `ttl: 3600` meant, when the field took a bare
+    /// number) used to issue a token without `exp`; a positive TTL under a
+    /// second is refused, whole seconds and 0 (no `exp`) are not.
     #[test]
     fn a_positive_ttl_under_one_second_is_refused() {
         for ns in [1, 3600, 999_999_999] {
             let w = WorkloadIdentity {
-                ttl: GoDuration(ns),
+                ttl: GoDuration::from_nanos(ns),
                 ..valid()
             };
             let e = w.validate().unwrap_err();
@@ -193,8 +193,8 @@ mod tests {
             assert_eq!(fields(e), ["TTL"]);
         }
         for ttl in [
-            GoDuration(0),
-            GoDuration(1_000_000_000),
+            GoDuration::from_nanos(0),
+            GoDuration::from_nanos(1_000_000_000),
             GoDuration::from_secs(3600),
             std::time::Duration::from_secs(60).into(),
         ] {

@@ -105,7 +105,7 @@ fn from_json(bytes: &[u8]) -> Result<IssueRequest, String> {
     if let Some(ttl) = json.pointer_mut("/Identity/TTL") {
         if let Some(text) = ttl.as_str() {
             let d = parse_duration(text).map_err(|e| format!("Identity.TTL: {e}"))?;
-            *ttl = GoDuration::from(d).0.into();
+            *ttl = GoDuration::from(d).as_nanos().into();
         }
     }
     // The wire types deserialize by their codec names, which are Go's field
