@@ -500,8 +500,12 @@ impl Keyring {
         super::policy::next_key_switch(&self.keys(), now, policy)
     }
 
-    /// A verify-only keyring holding the keys of a JWKS (see the module docs
-    /// for what is skipped and what is rejected).
+    /// A verify-only keyring holding the keys of a JWKS: OKP Ed25519, EC P-256
+    /// and RSA (2048 bits or more, e = 65537) keys with `use` absent or `sig`
+    /// become inactive keys; `use: enc` entries and unknown key types are
+    /// skipped (and reported); a private member, an off-curve or small-order
+    /// point, a duplicate `kid` or an `alg` that does not match the key
+    /// refuses the whole set.
     pub fn from_jwks(json: &str) -> Result<(Keyring, ImportReport)> {
         let kr = Keyring::new();
         let report = kr.import_jwks(json)?;

@@ -68,8 +68,9 @@ struct State {
     last_kind: EventKind,
 }
 
-/// Keeps one allocation's identities signed (see the module docs). Its times
-/// are Unix milliseconds.
+/// Keeps one allocation's identities signed (restore, renewal, exchanges and
+/// proof-bound identities: see [the `manager` module](crate::manager)). Its
+/// times are Unix milliseconds.
 ///
 /// ```
 /// use std::sync::Arc;

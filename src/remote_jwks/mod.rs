@@ -1,42 +1,4 @@
-//! A remote JWKS source (cargo feature `remote-jwks`): a verify-only
-//! [`Keyring`] kept in step with an issuer's published keys, for services that
-//! verify tokens they did not issue.
-//!
-//! [`RemoteJwks`] fetches a JWKS over HTTPS (rustls; Mozilla's roots, or only
-//! the CA bundle given), either from its URL or from the `jwks_uri` of the
-//! issuer's `/.well-known/openid-configuration`, and imports it into a keyring
-//! it owns. A verifier built over [`RemoteJwks::keyring`] needs nothing else:
-//!
-//! * **Rotation without a restart.** When the verifier meets a `kid` the
-//!   keyring does not hold, it waits for it (its `key_wait`, default 1 s); this
-//!   source is told at once ([`Keyring::on_unknown_key`]) and starts a fetch on
-//!   its own thread, so a key published since the last fetch arrives during the
-//!   wait. At most one such fetch starts per *cooldown*, and only when no fetch
-//!   is in flight: a flood of made-up kids costs the issuer one request per
-//!   cooldown, not one per token.
-//! * **Caching.** After a successful fetch the next is due after the response's
-//!   `Cache-Control: max-age` (less its `Age`; `no-cache`/`no-store` count as
-//!   0; without one, the configured default), clamped to the configured
-//!   bounds: a 7-day `max-age` cannot hide a rotation for a week, and
-//!   `max-age=0` cannot turn every verification into a request.
-//!   [`RemoteJwks::refresh_if_due`] fetches when due (the caller drives it), or
-//!   [`RemoteJwks::spawn_refresher`] runs a thread that does.
-//! * **Failures keep the last good set.** A fetch that fails in any way — the
-//!   issuer down or slow past the timeout, a status other than 200, a body
-//!   over the size limit, more keys than the key limit, not a JWKS, a private
-//!   key, a weak or malformed key — changes nothing in the keyring; the
-//!   failure is counted and kept in [`RemoteJwks::stats`], and the next attempt
-//!   is due after the minimum refresh interval.
-//! * **Strict import, then removal.** A set is checked as a whole first
-//!   ([`Keyring::from_jwks`]: all or nothing), then imported
-//!   ([`Keyring::import_jwks`]); keys that left the remote set are removed, so
-//!   they stop verifying after the next successful fetch, and a `kid` whose key
-//!   changed verifies with the new key only.
-//!
-//! Plain `http` is refused unless [`RemoteJwksBuilder::allow_http_loopback`]
-//! is set, and even then only to a loopback host (tests, a sidecar on the same
-//! machine). Fetches are logged through the `log` facade at debug level, URLs
-//! without their query; nothing is printed.
+//! [`RemoteJwks`] (feature `remote-jwks`): its behaviour is documented on the type.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,7 +39,48 @@ impl fmt::Debug for Source {
     }
 }
 
-/// A verify-only keyring that follows a remote JWKS (see the module docs).
+/// A verify-only keyring that follows a remote JWKS.
+///
+/// A remote JWKS source (cargo feature `remote-jwks`): a verify-only
+/// [`Keyring`] kept in step with an issuer's published keys, for services that
+/// verify tokens they did not issue.
+///
+/// [`RemoteJwks`] fetches a JWKS over HTTPS (rustls; Mozilla's roots, or only
+/// the CA bundle given), either from its URL or from the `jwks_uri` of the
+/// issuer's `/.well-known/openid-configuration`, and imports it into a keyring
+/// it owns. A verifier built over [`RemoteJwks::keyring`] needs nothing else:
+///
+/// * **Rotation without a restart.** When the verifier meets a `kid` the
+///   keyring does not hold, it waits for it (its `key_wait`, default 1 s); this
+///   source is told at once ([`Keyring::on_unknown_key`]) and starts a fetch on
+///   its own thread, so a key published since the last fetch arrives during the
+///   wait. At most one such fetch starts per *cooldown*, and only when no fetch
+///   is in flight: a flood of made-up kids costs the issuer one request per
+///   cooldown, not one per token.
+/// * **Caching.** After a successful fetch the next is due after the response's
+///   `Cache-Control: max-age` (less its `Age`; `no-cache`/`no-store` count as
+///   0; without one, the configured default), clamped to the configured
+///   bounds: a 7-day `max-age` cannot hide a rotation for a week, and
+///   `max-age=0` cannot turn every verification into a request.
+///   [`RemoteJwks::refresh_if_due`] fetches when due (the caller drives it), or
+///   [`RemoteJwks::spawn_refresher`] runs a thread that does.
+/// * **Failures keep the last good set.** A fetch that fails in any way — the
+///   issuer down or slow past the timeout, a status other than 200, a body
+///   over the size limit, more keys than the key limit, not a JWKS, a private
+///   key, a weak or malformed key — changes nothing in the keyring; the
+///   failure is counted and kept in [`RemoteJwks::stats`], and the next attempt
+///   is due after the minimum refresh interval.
+/// * **Strict import, then removal.** A set is checked as a whole first
+///   ([`Keyring::from_jwks`]: all or nothing), then imported
+///   ([`Keyring::import_jwks`]); keys that left the remote set are removed, so
+///   they stop verifying after the next successful fetch, and a `kid` whose key
+///   changed verifies with the new key only.
+///
+/// Plain `http` is refused unless [`RemoteJwksBuilder::allow_http_loopback`]
+/// is set, and even then only to a loopback host (tests, a sidecar on the same
+/// machine). Fetches are logged through the `log` facade at debug level, URLs
+/// without their query; nothing is printed.
+///
 /// Cheap to clone; clones share the keyring and the fetch state. Keep one
 /// alive as long as the keyring is in use: once every clone is dropped, an
 /// unknown kid no longer starts a fetch.

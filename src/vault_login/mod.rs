@@ -1,19 +1,4 @@
-//! [`VaultLogin`] (feature `vault`): the identity manager's token exchange
-//! for Vault's and OpenBao's JWT auth method (seeds 001 and 003).
-//!
-//! It logs in at `auth/<mount>/login` with the identity token and a role,
-//! hands the client token to the workload as the derived secret, keeps it
-//! alive (`auth/token/renew-self` when the identity is re-signed or two
-//! thirds of its TTL have passed; a new login when renewal is refused, the
-//! token is not renewable, or its max TTL is near), revokes a token that was replaced
-//! (`auth/token/revoke-self`, best effort), and after a restore reuses a saved
-//! token only if `auth/token/lookup-self` says it still lives for at least
-//! [`VaultLoginBuilder::min_ttl`] — otherwise it logs in again, so a restored
-//! workload never runs with a dead token.
-//!
-//! Failures say what was wrong from Vault's own answer: the role, the
-//! audience, a bound claim, the signing key, the token's age, the mount, or
-//! the network (`diagnose.rs`).
+//! [`VaultLogin`] (feature `vault`): its behaviour is documented on the type.
 
 mod api;
 mod diagnose;
@@ -42,7 +27,21 @@ pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(60);
 type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 
 /// A token exchange that logs in to Vault or OpenBao with an identity token
-/// (JWT auth method) and keeps the client token alive (see the module docs).
+/// (JWT auth method) and keeps the client token alive.
+///
+/// It logs in at `auth/<mount>/login` with the identity token and a role,
+/// hands the client token to the workload as the derived secret, keeps it
+/// alive (`auth/token/renew-self` when the identity is re-signed or two
+/// thirds of its TTL have passed; a new login when renewal is refused, the
+/// token is not renewable, or its max TTL is near), revokes a token that was replaced
+/// (`auth/token/revoke-self`, best effort), and after a restore reuses a saved
+/// token only if `auth/token/lookup-self` says it still lives for at least
+/// [`VaultLoginBuilder::min_ttl`] — otherwise it logs in again, so a restored
+/// workload never runs with a dead token.
+///
+/// Failures say what was wrong from Vault's own answer: the role, the
+/// audience, a bound claim, the signing key, the token's age, the mount, or
+/// the network (`diagnose.rs`).
 /// Add it to an [`IdentityManager`](crate::manager::IdentityManager) with
 /// [`exchange`](crate::manager::IdentityManagerBuilder::exchange); the
 /// workload gets its token from

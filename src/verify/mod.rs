@@ -357,7 +357,7 @@ impl Verifier {
     }
 
     /// Verifies many tokens, with a result per token in the same order. Accepts
-    /// exactly what [`Verifier::verify`] accepts (see the module docs); the
+    /// exactly what [`Verifier::verify`] accepts; the
     /// signature step shares one field inversion across the batch.
     pub fn verify_batch(&self, tokens: &[&str], now: i64) -> Vec<Result<VerifiedIdentity>> {
         if self.inner.cache.is_some() {
