@@ -11,7 +11,7 @@
 //! * **Verifying** (a service that receives tokens): a [`Verifier`] checks a
 //!   token strictly and asks a [`StateStore`] whether its allocation is still
 //!   live ([`MemoryStore`] embedded; implement the trait over your state, or use
-//!   `state::etcd::EtcdStore` with the `etcd` feature).
+//!   `EtcdStore` with the `etcd` feature).
 //! * **Holding** (a client running workloads): a [`manager::IdentityManager`]
 //!   keeps an allocation's tokens renewed and persisted across restarts, and
 //!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the

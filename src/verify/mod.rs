@@ -200,7 +200,7 @@ impl VerifierBuilder {
     }
 
     /// Longest token accepted, in bytes (default 8 KiB). Clamped to
-    /// [`jwt::MAX_TOKEN_BYTES_LIMIT`] (1 MiB): nothing longer is ever read.
+    /// [`MAX_TOKEN_BYTES_LIMIT`](crate::MAX_TOKEN_BYTES_LIMIT) (1 MiB): nothing longer is ever read.
     pub fn max_token_bytes(mut self, max: usize) -> VerifierBuilder {
         self.options.max_token_bytes = max.min(jwt::MAX_TOKEN_BYTES_LIMIT);
         self
