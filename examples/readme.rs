@@ -16,8 +16,8 @@ fn main() -> Result<(), workload_identity::Error> {
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let keystore = dir.join("keystore");
     let keyring = Keyring::new();
-    keyring.rotate(unix_now())?; // a fresh active key
-    keyring.save(&keystore)?;
+    keyring.rotate(unix_now())?; // a fresh active key, in memory only:
+    keyring.save(&keystore)?; // save after every rotation, before the key signs
     let keyring = Keyring::load(&keystore)?;
 
     // What the scheduler asks for (Go hosts send the same struct as msgpack:

@@ -706,6 +706,11 @@ impl Keyring {
     /// Rotates EdDSA: a new key with fresh OS-random material becomes active,
     /// and the previous active EdDSA key becomes inactive (it keeps verifying).
     /// Returns the new ID.
+    ///
+    /// This changes the keyring in memory only: **save it** ([`Keyring::save`],
+    /// or `save_wrapped`) before the new key signs anything, or a restart
+    /// loads the old keys and every token the new key signed stops verifying.
+    /// (`wid keyring rotate` and the replicated keyring save for you.)
     pub fn rotate(&self, now: i64) -> Result<KeyId> {
         self.rotate_alg(Algorithm::EdDsa, now)
     }
@@ -713,6 +718,7 @@ impl Keyring {
     /// Rotates the keys of `alg`: a new key (fresh material; a 2048-bit RSA key
     /// for RS256) becomes the active key of `alg`, and the previous one becomes
     /// inactive. Keys of other algorithms are untouched. Returns the new ID.
+    /// In memory only, as [`Keyring::rotate`]: save the keyring afterwards.
     pub fn rotate_alg(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
         self.rotate_to(RootKey::generate_for(alg, KeyState::Inactive, now)?, now)
     }
