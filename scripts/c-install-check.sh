@@ -12,7 +12,8 @@ cd "$REPO_ROOT"
 source scripts/lib.sh
 command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
 abi="$(wid_abi_version)"
-soname="$(wid_soname target/release/libworkload_identity.so)"
+release="$(wid_target_dir)/release"
+soname="$(wid_soname "$release/libworkload_identity.so")"
 if [ "$soname" != "libworkload_identity.so.$abi" ]; then
     echo "c-install-check: SONAME is '$soname', expected libworkload_identity.so.$abi" >&2
     exit 1
@@ -21,7 +22,13 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
-scripts/install.sh --no-build --prefix "$prefix" >/dev/null
+scripts/install.sh --no-build --prefix "$prefix" >/dev/null 2>"$work/install.err"
+# It tells the user how the program will find the library at run time.
+grep -q 'ldconfig' "$work/install.err" && grep -q -- '-Wl,-rpath' "$work/install.err" || {
+    echo "c-install-check: install.sh does not say how to find the library at run time:" >&2
+    cat "$work/install.err" >&2
+    exit 1
+}
 for f in include/workload_identity.h include/wid_request.h lib/libworkload_identity.a \
     "lib/libworkload_identity.so.$abi" lib/libworkload_identity.so lib/pkgconfig/workload_identity.pc; do
     [ -e "$prefix/$f" ] || { echo "c-install-check: $f was not installed" >&2; exit 1; }
@@ -30,13 +37,22 @@ done
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 flags="$(pkg-config --cflags --libs workload_identity)"
 # shellcheck disable=SC2086
+# The README's recipe: the run-time path from the .pc itself.
 gcc -std=c11 -Wall -Wextra -Werror -pedantic bindings/c/example.c $flags \
-    -Wl,-rpath,"$prefix/lib" -o "$work/example"
+    -Wl,-rpath,"$(pkg-config --variable=libdir workload_identity)" -o "$work/example"
 # The binary asks for the SONAME, found in the installed lib/.
 needed="$(readelf -d "$work/example" | sed -n 's/.*(NEEDED).*\[\(libworkload_identity[^]]*\)\]/\1/p')"
 if [ "$needed" != "libworkload_identity.so.$abi" ]; then
     echo "c-install-check: the program needs '$needed', expected libworkload_identity.so.$abi" >&2
     exit 1
 fi
-"$work/example" >/dev/null
+# Runs with nothing but the recorded path: no LD_LIBRARY_PATH.
+env -u LD_LIBRARY_PATH "$work/example" >/dev/null
+# The installer's own contract: --help is help (exit 0), and the build
+# directory follows CARGO_TARGET_DIR as cargo does.
+scripts/install.sh --help | grep -q -- '--prefix DIR'
+[ "$(CARGO_TARGET_DIR="$work/elsewhere" wid_target_dir)" = "$work/elsewhere" ] || {
+    echo "c-install-check: wid_target_dir ignores CARGO_TARGET_DIR" >&2
+    exit 1
+}
 echo "c-install-check: OK: SONAME $soname; installed lib/, include/, pkgconfig; example built with pkg-config ($flags) and ran"

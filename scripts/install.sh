@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install.sh -- install the C library the way C users expect (rustls-ffi's
-# layout, without cargo-c: see README "C packaging" for why).
+# layout, without cargo-c: see the README's "Using from C" for why).
 #
 #   scripts/install.sh [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build]
 #
@@ -13,7 +13,8 @@
 #   <libdir>/libworkload_identity.so              -> .so.<abi> (for -lworkload_identity)
 #   <libdir>/pkgconfig/workload_identity.pc       `pkg-config --cflags --libs workload_identity`
 # --destdir stages the files under DIR (packaging); the .pc still names --prefix.
-# Unless --no-build, it first runs `cargo build --release --locked`.
+# Unless --no-build, it first runs `cargo build --release --locked` (into
+# $CARGO_TARGET_DIR when set, as cargo does).
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -29,22 +30,24 @@ while [ $# -gt 0 ]; do
         --libdir) libdir="$2"; shift 2 ;;
         --destdir) destdir="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
-        *) echo "usage: $0 [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build]" >&2; exit 2 ;;
+        -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "usage: $0 [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build] (--help for more)" >&2; exit 2 ;;
     esac
 done
 [ -n "$libdir" ] || libdir="$prefix/lib"
 includedir="$prefix/include"
 
 if [ "$build" = 1 ]; then
+    echo "install.sh: building the release library (cargo build --release --locked; minutes the first time)" >&2
     (cd "$REPO_ROOT" && cargo build --release --locked --quiet)
 fi
-release="$REPO_ROOT/target/release"
+release="$(wid_target_dir)/release"
 header="$REPO_ROOT/include/workload_identity.h"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -1)"
 abi="$(wid_abi_version)"
 [ -n "$version" ] && [ -n "$abi" ] || { echo "install.sh: cannot read the version or ABI" >&2; exit 1; }
 for f in "$release/libworkload_identity.a" "$release/libworkload_identity.so"; do
-    [ -f "$f" ] || { echo "install.sh: missing $f (cargo build --release)" >&2; exit 1; }
+    [ -f "$f" ] || { echo "install.sh: missing $f: build it (cargo build --release --locked) or run without --no-build" >&2; exit 1; }
 done
 
 inc="$destdir$includedir"
@@ -69,3 +72,10 @@ Libs.private: -lpthread -ldl -lm
 Cflags: -I\${includedir}
 PC
 echo "install.sh: workload_identity $version (C ABI v$abi) installed under $destdir$prefix"
+cat >&2 <<NOTE
+install.sh: compile with \$(pkg-config --cflags --libs workload_identity)
+  (if $libdir/pkgconfig is not on pkg-config's path: PKG_CONFIG_PATH=$libdir/pkgconfig).
+  A program linked to the shared library must find it at run time: run
+  ldconfig (as root) when $libdir is a system library directory, or link with
+  -Wl,-rpath,$libdir; linking libworkload_identity.a needs neither.
+NOTE

@@ -37,6 +37,15 @@ wid_soname() {
     readelf -d "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'
 }
 
+# The directory cargo builds into: $CARGO_TARGET_DIR or the build
+# configuration's, else target/ in the repository.
+wid_target_dir() {
+    local dir
+    dir="$(cd "$WID_ROOT" && cargo metadata --format-version 1 --no-deps 2>/dev/null \
+        | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+    echo "${dir:-$WID_ROOT/target}"
+}
+
 wid_find_lib() {
     local who="$1"
     if [ -n "${WID_LIB_DIR:-}" ]; then
@@ -47,9 +56,9 @@ wid_find_lib() {
             WID_INC="$WID_ROOT/include"
         fi
     else
-        echo "$who: cargo build --release --locked" >&2
+        echo "$who: building the release library (cargo build --release --locked; minutes the first time)" >&2
         (cd "$WID_ROOT" && cargo build --release --locked --quiet)
-        WID_LIB="$WID_ROOT/target/release"
+        WID_LIB="$(wid_target_dir)/release"
         WID_INC="$WID_ROOT/include"
     fi
     local f
