@@ -181,14 +181,15 @@ pub enum Error {
     /// Bytes could not be decoded.
     #[error("{0}")]
     Decode(DecodeError),
-    /// A file or OS operation failed.
-    #[error("{context}: {source}")]
+    /// A file or OS operation failed. The message ends with the OS error,
+    /// which is therefore not also returned as
+    /// [`source`](std::error::Error::source): a printed chain says it once.
+    #[error("{context}: {error}")]
     Io {
         /// What was being done, e.g. `writing keystore /var/lib/wid/keys`.
         context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (in the message).
+        error: std::io::Error,
     },
     /// A panic was caught at the C ABI boundary.
     #[error("internal panic contained at the API boundary: {message}")]
@@ -438,7 +439,7 @@ mod tests {
             }),
             Error::Io {
                 context: "c".into(),
-                source: std::io::Error::other("e"),
+                error: std::io::Error::other("e"),
             },
             Error::Panic {
                 message: "m".into(),
@@ -578,5 +579,19 @@ mod tests {
             e.to_string(),
             "invalid WorkloadIdentity: Name: must match ^[a-zA-Z0-9-_]{1,128}$, got \"a b\"; TTL: must be >= 0, got -1"
         );
+    }
+
+    /// A chain printer (anyhow's `{:#}`, a C caller's message) says the OS
+    /// error once: in the message, not again as the source.
+    #[test]
+    fn an_io_error_says_its_os_error_once() {
+        let e = Error::Io {
+            context: "writing keystore /x".into(),
+            error: std::io::Error::from_raw_os_error(13),
+        };
+        let shown = e.to_string();
+        assert!(shown.starts_with("writing keystore /x: "), "{shown}");
+        assert!(shown.contains("os error 13"), "{shown}");
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

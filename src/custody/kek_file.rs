@@ -98,7 +98,7 @@ impl KekFile {
         let mut kek = Zeroizing::new([0u8; KEK_LEN]);
         getrandom::fill(&mut kek[..]).map_err(|e| Error::Io {
             context: "drawing a KEK from the OS random source".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         })?;
         let mut text = Zeroizing::new(vec![0u8; B64_LEN + 1]);
         let written = base64::engine::general_purpose::STANDARD
@@ -128,7 +128,7 @@ impl KeyWrapper for KekFile {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| Error::Io {
             context: "drawing a nonce from the OS random source".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         })?;
         // Sized once: the buffer holds the plaintext until it is sealed in
         // place, and a reallocation would leave a copy in freed memory.

@@ -381,7 +381,7 @@ impl EtcdKeyringBuilder {
                 .spawn(move || watch::watch_loop(&weak))
                 .map_err(|source| Error::Io {
                     context: "starting the keyring watch thread".into(),
-                    source,
+                    error: source,
                 })?;
         }
         let fence = {
@@ -391,7 +391,7 @@ impl EtcdKeyringBuilder {
                 .spawn(move || check::check_loop(&s))
                 .map_err(|source| Error::Io {
                     context: "starting the keyring check thread".into(),
-                    source,
+                    error: source,
                 })?
         };
         Ok(EtcdKeyring {

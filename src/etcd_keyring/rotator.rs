@@ -511,7 +511,7 @@ impl EtcdKeyring {
             .spawn(move || s.run())
             .map_err(|source| Error::Io {
                 context: "starting the keyring rotator thread".into(),
-                source,
+                error: source,
             })?;
         Ok(Rotator {
             state,

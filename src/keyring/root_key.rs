@@ -90,7 +90,7 @@ impl KeyMaterial {
         let mut m = KeyMaterial::zeroed();
         getrandom::fill(m.0.as_mut_slice()).map_err(|e| Error::Io {
             context: "reading key material from the OS random source".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         })?;
         Ok(m)
     }
@@ -324,7 +324,7 @@ impl RootKey {
     pub fn generate_rsa(size: RsaKeySize, state: KeyState, now: i64) -> Result<RootKey> {
         let material = super::signer::generate_rsa(size).map_err(|why| Error::Io {
             context: format!("generating a {}-bit RSA key", size.bits()),
-            source: std::io::Error::other(why),
+            error: std::io::Error::other(why),
         })?;
         Ok(RootKey::for_algorithm(
             Algorithm::Rs256,

@@ -146,7 +146,7 @@ impl FileIdentityDb {
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         builder.create(&self.dir).map_err(|e| Error::Io {
             context: format!("creating identity state directory {}", self.dir.display()),
-            source: e,
+            error: e,
         })
     }
 

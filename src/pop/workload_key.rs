@@ -99,7 +99,7 @@ impl WorkloadKey {
                 let mut seed = Zeroizing::new([0u8; 32]);
                 getrandom::fill(&mut *seed).map_err(|e| Error::Io {
                     context: "reading the OS's random source for a workload key".into(),
-                    source: std::io::Error::other(e.to_string()),
+                    error: std::io::Error::other(e.to_string()),
                 })?;
                 WorkloadKey::from_secret(alg, &*seed)
             }
@@ -239,7 +239,7 @@ impl WorkloadKey {
         let mut jti = [0u8; 16];
         getrandom::fill(&mut jti).map_err(|e| Error::Io {
             context: "reading the OS's random source for a proof's jti".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         })?;
         let mut claims = serde_json::Map::new();
         claims.insert("aud".into(), target.into());

@@ -99,7 +99,7 @@ impl Shared {
         let shown = without_query(url);
         let io_error = |source: io::Error| Error::Io {
             context: format!("fetching the {type_name} document from {shown}"),
-            source,
+            error: source,
         };
         let mut resp = self
             .agent

@@ -306,7 +306,7 @@ impl RemoteJwks {
             .spawn(move || Shared::refresh_loop(&shared, &flag))
             .map_err(|source| Error::Io {
                 context: "starting the JWKS refresher thread".into(),
-                source,
+                error: source,
             })?;
         Ok(Refresher {
             shared: Arc::clone(&self.shared),

@@ -29,7 +29,7 @@ pub(crate) enum Fault {
 }
 
 fn io_err(context: String, source: io::Error) -> Error {
-    Error::Io { context, source }
+    Error::Io { context, error: source }
 }
 
 fn injected(at: Fault) -> io::Error {
@@ -110,7 +110,7 @@ pub(crate) fn read_secret_file(
 ) -> Result<Zeroizing<Vec<u8>>> {
     let io = |e| Error::Io {
         context: format!("reading {what} {}", path.display()),
-        source: e,
+        error: e,
     };
     check_path(path)?;
     let mut file = File::open(path).map_err(io)?;
@@ -123,7 +123,7 @@ pub(crate) fn read_secret_file(
     }
     check_mode(&meta, access).map_err(|e| Error::Io {
         context: format!("refusing {what} {}", path.display()),
-        source: e,
+        error: e,
     })?;
     if meta.len() > max {
         return Err(Error::Decode(crate::error::DecodeError {

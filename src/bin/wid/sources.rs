@@ -134,8 +134,8 @@ pub(crate) fn load_keystore_with(
     options: &KeystoreLoadOptions,
 ) -> Result<Keyring, CliError> {
     Keyring::load_with(path, options).map_err(|e| {
-        let missing = matches!(&e, workload_identity::Error::Io { source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound);
+        let missing = matches!(&e, workload_identity::Error::Io { error, .. }
+            if error.kind() == std::io::ErrorKind::NotFound);
         let wrapped = e.code() == ResultCode::KeyCustodyFailed
             && custody.kek_file.is_none()
             && custody.transit_addr.is_none();

@@ -420,7 +420,7 @@ impl EtcdMirrorBuilder {
             .spawn(move || super::watch::run(&watch))
             .map_err(|source| Error::Io {
                 context: "starting the etcd watch thread".into(),
-                source,
+                error: source,
             })?;
         let fence = shared.clone();
         std::thread::Builder::new()
@@ -428,7 +428,7 @@ impl EtcdMirrorBuilder {
             .spawn(move || super::fence::run(&fence))
             .map_err(|source| Error::Io {
                 context: "starting the etcd freshness thread".into(),
-                source,
+                error: source,
             })?;
         Ok(EtcdMirror { shared })
     }
