@@ -29,7 +29,10 @@ pub(crate) enum Fault {
 }
 
 fn io_err(context: String, source: io::Error) -> Error {
-    Error::Io { context, error: source }
+    Error::Io {
+        context,
+        error: source,
+    }
 }
 
 fn injected(at: Fault) -> io::Error {
