@@ -293,7 +293,7 @@ pub enum Error {
     )]
     NoActiveKey {
         /// The algorithm that has no active key.
-        algorithm: crate::keyring::Algorithm,
+        algorithm: crate::algorithm::Algorithm,
     },
     /// A key with this ID already exists.
     #[error("duplicate key ID {kid:?}: a key with this ID is already in the keyring")]
@@ -485,7 +485,7 @@ mod tests {
                 cause: "down".into(),
             },
             Error::NoActiveKey {
-                algorithm: crate::keyring::Algorithm::Es256,
+                algorithm: crate::algorithm::Algorithm::Es256,
             },
             Error::DuplicateKey { kid: "k".into() },
             Error::KeyringConflict {

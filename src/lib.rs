@@ -83,6 +83,7 @@
 // The crate root is the front door: the modules below are private except the
 // namespaces users reach into (the wire types, the client-side manager, the
 // msgpack codec, the C ABI), and every public item has exactly one path.
+mod algorithm;
 mod claims;
 mod clock;
 pub mod codec;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use super::algorithm::ALGORITHM_COUNT;
+use crate::algorithm::ALGORITHM_COUNT;
 use super::{ActiveKey, Algorithm, Inner, KeyEntry, Keyring, Signing};
 use crate::error::{Error, Result};
 

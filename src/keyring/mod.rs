@@ -11,7 +11,6 @@
 //! whatever the number of keys.
 
 mod active_cache;
-mod algorithm;
 mod external;
 mod jwks;
 mod key_id;
@@ -37,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-use algorithm::ALGORITHM_COUNT;
-pub use algorithm::{Algorithm, RsaKeySize};
+use crate::algorithm::ALGORITHM_COUNT;
+pub use crate::algorithm::{Algorithm, RsaKeySize};
 pub use external::ExternalSigner;
 pub(crate) use jwks::proof_key_checker;
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
