@@ -28,8 +28,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use crate::algorithm::ALGORITHM_COUNT;
 use super::{ActiveKey, Algorithm, Inner, KeyEntry, Keyring, Signing};
+use crate::algorithm::ALGORITHM_COUNT;
 use crate::error::{Error, Result};
 
 /// The cell holding the current snapshot, if one was made since the last

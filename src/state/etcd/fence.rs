@@ -1,14 +1,14 @@
 //! The mirror's freshness check: one linearizable read per interval that
 //! either proves the view current or shows it behind (see
-//! [`super::mirror::View::fence`] for why the proof holds).
+//! [`super::view::View::fence`] for why the proof holds).
 
 use std::time::Instant;
 
 use serde::Deserialize;
 
 use super::client::Client;
-use super::mirror::Shared;
 use super::record::{Header, b64, int64, prefix_end};
+use super::view::Shared;
 use crate::state::StoreError;
 
 #[derive(Deserialize)]

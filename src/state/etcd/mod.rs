@@ -26,6 +26,7 @@ mod config;
 pub(crate) mod fence;
 mod mirror;
 pub(crate) mod record;
+mod view;
 pub(crate) mod watch;
 
 use std::time::Duration;

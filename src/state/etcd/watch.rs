@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::client::Listed;
-use super::mirror::{Entry, Shared};
 use super::record::{Kv, b64, int64, prefix_end, unb64};
+use super::view::{Entry, Shared};
 use crate::state::StoreError;
 
 /// Largest single watch message read (a batch of changes); a longer line ends
