@@ -1,0 +1,262 @@
+//! The rules of the pipeline (see [`Verifier`]): finding the key (waiting for
+//! one a replica has not seen yet), the algorithm and signature checks, and
+//! the claims: times, audience, issuer, and the allocation's liveness in the
+//! state store.
+
+use super::*;
+
+impl Verifier {
+    pub(super) fn key(&self, kid: &str, waits: &mut KeyWait) -> Result<VerifyingHandle> {
+        waits.find(&self.inner.keyring, kid, || {
+            bump(&self.inner.counters.key_waits);
+            log::debug!("waiting for unknown key {kid:?}");
+        })
+    }
+
+    pub(super) fn check_claims(&self, c: &Claims, now: i64) -> Result<()> {
+        self.check_times(c, now)?;
+        self.check_audience(c)?;
+        self.check_issuer(c)
+    }
+
+    /// The allocation ID is present; `exp`, `nbf` and `iat` within the leeway
+    /// (compared in 128 bits: a signed token's times may be anywhere in i64,
+    /// and no sum of two of them overflows or saturates there).
+    pub(super) fn check_times(&self, c: &Claims, now: i64) -> Result<()> {
+        let o = &self.inner.options;
+        let leeway = o.leeway_secs;
+        let leeway_secs = leeway as u64;
+        if c.allocation_id.is_empty() {
+            return Err(Error::MalformedToken {
+                reason: "the token has no nomad_allocation_id claim".into(),
+            });
+        }
+        match c.expires_at {
+            Some(exp) if wide(now) >= wide(exp) + wide(leeway) => {
+                return Err(Error::Expired {
+                    exp,
+                    now,
+                    leeway_secs,
+                });
+            }
+            None if o.require_exp => {
+                return Err(Error::MalformedToken {
+                    reason: "the required claim exp is missing: the token never expires, and this verifier requires tokens that do (require_exp)".into(),
+                });
+            }
+            _ => {}
+        }
+        for (claim, value) in [("nbf", c.not_before), ("iat", c.issued_at)] {
+            if let Some(v) = value {
+                if wide(v) > wide(now) + wide(leeway) {
+                    return Err(Error::NotYetValid {
+                        claim,
+                        value: v,
+                        now,
+                        leeway_secs,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_audience(&self, c: &Claims) -> Result<()> {
+        let aud = self.inner.audience.as_str();
+        if !c.audience.iter().any(|a| a == aud) {
+            return Err(Error::AudienceMismatch {
+                expected: aud.to_string(),
+                found: c.audience.iter().map(|a| truncate_for_message(a)).collect(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_issuer(&self, c: &Claims) -> Result<()> {
+        if let Some(want) = &self.inner.options.issuer {
+            if c.issuer.as_deref() != Some(want.as_str()) {
+                let found = match c.issuer.as_deref() {
+                    Some(iss) => format!("{:?}", truncate_for_message(iss)),
+                    None => "no iss".to_string(),
+                };
+                return Err(Error::IssuerMismatch {
+                    expected: want.clone(),
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_allocation(&self, alloc_id: &str) -> Result<()> {
+        let store = &self.inner.store;
+        let unavailable = |e: crate::state::StoreError| Error::StoreUnavailable {
+            alloc_id: truncate_for_message(alloc_id),
+            cause: e.message,
+        };
+        let state = match store
+            .allocation_state(alloc_id, Consistency::Stale)
+            .map_err(unavailable)?
+        {
+            AllocState::Missing => {
+                bump(&self.inner.counters.consistent_fallbacks);
+                log::debug!(
+                    "allocation {alloc_id:?} missing from a stale read; reading consistently"
+                );
+                store
+                    .allocation_state(alloc_id, Consistency::Consistent)
+                    .map_err(unavailable)?
+            }
+            other => other,
+        };
+        match state {
+            AllocState::Live => Ok(()),
+            AllocState::Terminal => Err(Error::AllocationTerminal {
+                alloc_id: truncate_for_message(alloc_id),
+                detail: store
+                    .terminal_detail(alloc_id)
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default(),
+            }),
+            AllocState::Missing => Err(Error::AllocationNotFound {
+                alloc_id: truncate_for_message(alloc_id),
+            }),
+        }
+    }
+}
+
+/// Checks only a token's form, key and signature against `keyring` (no time,
+/// audience or allocation checks, no waiting for keys): for a client deciding
+/// whether a saved token is still usable after a restart.
+pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
+    let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
+    let key = KeyWait::new(Duration::ZERO).find(keyring, parsed.kid.as_str(), || {})?;
+    check_alg(&key, &parsed)?;
+    check_sig(&key, &parsed)?;
+    decode_claims(&parsed.payload)
+}
+
+/// The claims of a well-formed token, without checking its signature or
+/// anything else: for a client checking that what a signer returned is what it
+/// asked for (the signature is the relying party's to check).
+pub(crate) fn decode_unverified(token: &str) -> Result<Claims> {
+    let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
+    decode_claims(&parsed.payload)
+}
+
+/// How one call waits for unknown kids: every wait ends at one deadline, set
+/// when the first wait starts, so a batch of any size waits at most `wait` in
+/// all. A wait that ends without the key ends at that deadline, so no kid (the
+/// same or another) is waited for again in the call.
+pub(super) struct KeyWait {
+    wait: Duration,
+    deadline: Option<Instant>,
+}
+
+impl KeyWait {
+    pub(super) fn new(wait: Duration) -> KeyWait {
+        KeyWait {
+            wait,
+            deadline: None,
+        }
+    }
+
+    /// The key `kid` if it verifies. A deprecated key is refused at once; a key
+    /// the keyring has never seen is waited for until the shared deadline
+    /// (`on_wait` runs first). `kid` is a well-formed key ID (the parser
+    /// refuses any other at once).
+    pub(super) fn find(
+        &mut self,
+        keyring: &Keyring,
+        kid: &str,
+        on_wait: impl FnOnce(),
+    ) -> Result<VerifyingHandle> {
+        if let Some(k) = keyring.verifying_key(kid) {
+            return Ok(k);
+        }
+        let unknown = |reason: String| Error::UnknownKey {
+            kid: truncate_for_message(kid),
+            reason,
+        };
+        if let Some(info) = keyring.key_info(kid) {
+            // Present but not verifying: only deprecated keys are.
+            debug_assert_eq!(info.state, KeyState::Deprecated);
+            return Err(unknown("the key is deprecated".into()));
+        }
+        keyring.notify_unknown_key(kid);
+        let wait = self.wait;
+        if wait.is_zero() {
+            return Err(unknown("not in the keyring".into()));
+        }
+        let after = || unknown(format!("not in the keyring after waiting up to {wait:?}"));
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(after());
+        }
+        on_wait();
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| crate::deadline::deadline_after(wait));
+        keyring.wait_for_key_until(kid, deadline).ok_or_else(after)
+    }
+}
+
+/// A WIT is never a bearer token.
+pub(super) fn check_bearer(parsed: &jwt::Parsed<'_>) -> Result<()> {
+    if parsed.typ == jwt::TokenType::Wit {
+        return Err(Error::ProofRequired {
+            reason: "the token is a workload identity token (typ wit+jwt), never accepted as a bearer token: present it with a workload proof token (verify_proof)".into(),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn bad_signature(key: &VerifyingHandle) -> Error {
+    Error::BadSignature {
+        kid: key.id().to_string(),
+    }
+}
+
+/// The header's `alg` must be the algorithm of the key its `kid` names (no
+/// key ever checks a signature of another algorithm), and then the signature
+/// must have the key's size: 64 bytes for EdDSA and ES256 (`r || s`), the
+/// modulus size for RS256.
+pub(super) fn check_alg(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
+    let alg = key.algorithm();
+    if parsed.alg != alg {
+        return Err(Error::UnsupportedAlgorithm {
+            alg: parsed.alg.name().to_string(),
+            expected: format!("\"{alg}\", the algorithm of key {}", key.id()),
+        });
+    }
+    let (want, what) = match key.public_key() {
+        PublicKey::Rsa { n } => (
+            n.len(),
+            "an RS256 signature under this key (its modulus size)",
+        ),
+        PublicKey::P256 { .. } => (64, "an ES256 signature (r || s)"),
+        _ => (64, "an Ed25519 signature"),
+    };
+    let got = parsed.signature.as_slice().len();
+    if got != want {
+        return Err(Error::MalformedToken {
+            reason: format!("{what} is {want} bytes, got {got}"),
+        });
+    }
+    Ok(())
+}
+
+/// The strict signature check of a parsed token under `key` (whose algorithm
+/// [`check_alg`] has matched to the header's).
+pub(super) fn check_sig(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
+    if key.verify(parsed.signing_input, parsed.signature.as_slice()) {
+        Ok(())
+    } else {
+        Err(bad_signature(key))
+    }
+}
+
+pub(super) fn decode_claims(payload: &[u8]) -> Result<Claims> {
+    Claims::from_payload(payload).map_err(|e| Error::MalformedToken {
+        reason: format!("claims are not a valid claims object: {e}"),
+    })
+}
