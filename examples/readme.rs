@@ -17,7 +17,7 @@ fn main() -> Result<(), workload_identity::Error> {
     let keystore = dir.join("keystore");
     let keyring = Keyring::new();
     keyring.rotate(unix_now())?; // a fresh active key, in memory only:
-    keyring.save(&keystore)?; // save after every rotation, before the key signs
+    keyring.save(&keystore)?; // save after every rotation, at once
     let keyring = Keyring::load(&keystore)?;
 
     // What the scheduler asks for (Go hosts send the same struct as msgpack:

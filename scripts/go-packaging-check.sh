@@ -53,7 +53,9 @@ fi
 echo "go-packaging-check: go-env.sh installs nothing, exports nothing, GOPATH per checkout"
 
 # --- 2. module mode -----------------------------------------------------------
-lib="$REPO_ROOT/target/release/libworkload_identity.a"
+# shellcheck source=lib.sh
+source "$REPO_ROOT/scripts/lib.sh"
+lib="$(wid_target_dir)/release/libworkload_identity.a"
 [ -f "$lib" ] || { echo "go-packaging-check: missing $lib (cargo build --release)" >&2; exit 1; }
 mkdir -p "$work/plugin"
 cat > "$work/plugin/go.mod" <<MOD

@@ -6,9 +6,11 @@
 #   wid_find_lib NAME        sets WID_LIB (the library directory) and WID_INC
 #                            (the header directory): $WID_LIB_DIR when set (its
 #                            own workload_identity.h if it has one, else
-#                            include/), otherwise target/release after
+#                            include/), otherwise <target dir>/release after
 #                            `cargo build --release --locked`. NAME prefixes
 #                            its messages.
+#   wid_target_dir           where cargo builds: $CARGO_TARGET_DIR or the
+#                            build configuration's, else target/
 #   wid_abi_version          the C ABI version the header declares
 #   wid_soname FILE          the SONAME recorded in a shared library (empty if none)
 #   WID_ROOT                 the repository root

@@ -25,7 +25,7 @@ LIB="$WID_LIB/libworkload_identity.so"
 if [ -z "${WID_POP_INTEROP:-}" ]; then
     echo "pyjwt-interop.sh: cargo build --release --locked --example pop_interop" >&2
     cargo build --release --locked --quiet --example pop_interop
-    WID_POP_INTEROP="$REPO_ROOT/target/release/examples/pop_interop"
+    WID_POP_INTEROP="$(wid_target_dir)/release/examples/pop_interop"
 fi
 
 if python3 tests/python/pyjwt_interop.py "$LIB" "$WID_POP_INTEROP"; then

@@ -348,7 +348,15 @@ fn keystore_to_verified_token() {
     assert!(claims.get("exp").is_none(), "{claims}");
     let bad = s.write("bad.json", request_json("3600").as_bytes());
     let o = expect(&["issue", "--keystore", &ks, "--request", &bad], 2);
-    assert!(stderr(&o).contains("WID_RESULT_INVALID_ARGUMENT") && stderr(&o).contains("TTL"));
+    // Seconds written where Go nanoseconds belong: the validation says so
+    // (not the no-TTL refusal, which would point at --allow-no-exp).
+    assert!(
+        stderr(&o).contains("WID_RESULT_INVALID_ARGUMENT")
+            && stderr(&o).contains("under one second")
+            && !stderr(&o).contains("--allow-no-exp"),
+        "{}",
+        stderr(&o)
+    );
     let junk = s.write("junk.json", b"{\"Region\": [");
     let o = expect(&["issue", "--keystore", &ks, "--request", &junk], 3);
     assert!(
@@ -691,6 +699,13 @@ fn refusals_have_their_own_codes() {
     assert!(stderr(&o).starts_with("error: unexpected argument"));
     let o = expect(&["--json", "keyring", "--help"], 0);
     assert!(stdout(&o).contains("Usage: wid keyring"));
+    // Help shown because a subcommand is missing is an error: JSON too.
+    let o = expect(&["--json", "keyring"], 2);
+    assert_eq!(json_err(&o)["code"], "WID_RESULT_INVALID_ARGUMENT");
+    // A missing required argument: the message names it.
+    let o = expect(&["keyring", "deprecate", "--keystore", &ks, "--json"], 2);
+    let e = json_err(&o);
+    assert!(e["message"].as_str().unwrap().contains("<KID>"), "{e}");
     // No active EdDSA key: the keyring refuses (exit 4), and the hint says
     // which algorithm it has.
     let o = expect(&["issue", "--keystore", &ks, "--request", &req], 4);

@@ -5,8 +5,8 @@ use super::boundary::call_void;
 /// Bytes owned by the library until `wid_bytes_free`. `data` is followed by a
 /// NUL byte not counted in `len`; `{NULL, 0}` is an empty value.
 ///
-/// As an output, pass an empty one: a filled `wid_bytes` is overwritten, not
-/// freed, so its bytes would leak. Reuse one by `wid_bytes_free`ing it first
+/// As an output it is written without being read or freed: passing one that
+/// still holds bytes leaks them. Reuse one by `wid_bytes_free`ing it first
 /// (which empties it).
 #[repr(C)]
 #[derive(Debug)]

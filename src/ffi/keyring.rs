@@ -292,7 +292,7 @@ pub unsafe extern "C" fn wid_keyring_jwks(
 }
 
 /// Imports the keys of a JWKS as verify-only keys (all or nothing): OKP
-/// Ed25519, EC P-256 and RSA (2048 bits or more, e = 65537) with `use` absent
+/// Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use` absent
 /// or `sig`; `use: enc` entries and unknown key types are skipped; a private
 /// member, an unusable point, a duplicate `kid` or an `alg` that does not
 /// match the key refuses the whole set;

@@ -501,7 +501,7 @@ impl Keyring {
     }
 
     /// A verify-only keyring holding the keys of a JWKS: OKP Ed25519, EC P-256
-    /// and RSA (2048 bits or more, e = 65537) keys with `use` absent or `sig`
+    /// and RSA (2048 to 8192 bits, e = 65537) keys with `use` absent or `sig`
     /// become inactive keys; `use: enc` entries and unknown key types are
     /// skipped (and reported); a private member, an off-curve or small-order
     /// point, a duplicate `kid` or an `alg` that does not match the key

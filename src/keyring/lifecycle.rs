@@ -9,10 +9,12 @@ impl Keyring {
     /// and the previous active EdDSA key becomes inactive (it keeps verifying).
     /// Returns the new ID.
     ///
-    /// This changes the keyring in memory only: **save it** ([`Keyring::save`],
-    /// or `save_wrapped`) before the new key signs anything, or a restart
-    /// loads the old keys and every token the new key signed stops verifying.
-    /// (`wid keyring rotate` and the replicated keyring save for you.)
+    /// This changes the keyring in memory only, and the new key signs at
+    /// once: **save it** ([`Keyring::save`], or `save_wrapped`) right away, or
+    /// a restart loads the old keys and every token the new key signed stops
+    /// verifying. For a keyring in use, [`Keyring::prepublish`], save, then
+    /// promote leaves no such window. (`wid keyring rotate` and the
+    /// replicated keyring save for you.)
     pub fn rotate(&self, now: i64) -> Result<KeyId> {
         self.rotate_alg(Algorithm::EdDsa, now)
     }

@@ -1144,7 +1144,7 @@ def main(argv):
         # (label, header alg, kid, signer, want). The header's alg must be the
         # algorithm of the key its kid names, else UNSUPPORTED_ALGORITHM before
         # anything looks at the signature; when it is, a signature of the wrong
-        # size for that key is MALFORMED_TOKEN (src/jwt.rs, src/verify/mod.rs
+        # size for that key is MALFORMED_TOKEN (src/jwt.rs, src/verify/rules.rs
         # check_alg), never a signature check under another algorithm.
         cases = [
             ("RS256-signed, header ES256, RSA kid", "ES256", RS256_KEY_ID, rs, U),

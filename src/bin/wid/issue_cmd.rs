@@ -41,7 +41,7 @@ pub(crate) struct IssueArgs {
 pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
     let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
     let (req, format) = request::decode(&bytes, &a.request)?;
-    if req.identity.ttl.as_secs() == 0 && !a.allow_no_exp {
+    if req.identity.ttl.as_nanos() == 0 && !a.allow_no_exp {
         return Err(CliError::new(
             ResultCode::InvalidArgument,
             format!(

@@ -234,27 +234,38 @@ fn main() -> ExitCode {
 /// among the arguments (the README promises JSON errors with it), else as
 /// clap prints it. Help and version requests print as usual.
 fn usage_error(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
     let wants_json = std::env::args_os().skip(1).any(|a| a == "--json");
-    let is_request = matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    );
-    if !wants_json || is_request {
+    // Help and version asked for exit 0; help shown because something was
+    // missing is an error (exit 2), and JSON under --json.
+    if !wants_json || e.exit_code() == 0 {
         e.exit();
     }
-    // clap's text: the error line, then usage and a tip; the first line is
-    // the message, the rest the hint.
     let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let message = lines
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let usage = text
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or("Usage: wid --help")
+            .to_string();
+        let err = CliError::usage("a command is required here")
+            .hint(format!("{usage} (--help lists the commands)"))
+            .exit(Exit::Usage);
+        Ctx::new(true, None).report_error(&err);
+        return ExitCode::from(Exit::Usage as u8);
+    }
+    // clap's text: the error (up to the first blank line), then usage and a
+    // tip, which become the hint.
+    let mut paragraphs = text.split("\n\n").map(str::trim).filter(|p| !p.is_empty());
+    let message = paragraphs
         .next()
         .unwrap_or("invalid command line")
         .trim_start_matches("error: ")
-        .to_string();
-    let hint: Vec<&str> = lines.collect();
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let hint: Vec<String> = paragraphs
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
     let err = CliError::usage(message).exit(Exit::Usage);
     let err = if hint.is_empty() {
         err

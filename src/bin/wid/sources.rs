@@ -237,7 +237,10 @@ impl KeySource {
                 .split_once("://")
                 .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
                 .unwrap_or("");
-            if path.trim_end_matches('/').is_empty() {
+            if path.trim_end_matches('/').is_empty()
+                && !url.contains(['?', '#'])
+                && err.message.contains("404")
+            {
                 err.hint(format!(
                     "{url} looks like an issuer, not a JWKS: a JWKS is usually at {}/.well-known/jwks.json",
                     url.trim_end_matches('/')

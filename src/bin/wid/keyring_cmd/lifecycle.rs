@@ -297,10 +297,17 @@ fn deprecation_hazard(
     longest_ttl: Option<std::time::Duration>,
     now: i64,
 ) -> Option<String> {
-    // A key that never signed (prepublished, or imported to verify only)
-    // has no tokens to strand.
-    if info.retired_time <= 0 {
+    // Only a key that provably never signed is safe at once: one still
+    // waiting for its publish time. Every other key may have signed (an
+    // imported or verify-only key, one whose retirement time is unknown).
+    if info.state == KeyState::Prepublished && info.publish_time > now {
         return None;
+    }
+    if info.retired_time <= 0 {
+        return Some(format!(
+            "{} may have signed tokens, and when it stopped signing is not recorded: deprecating it rejects every token it signed",
+            info.kid
+        ));
     }
     let stopped = format!(
         "{} stopped signing {}",
@@ -340,8 +347,11 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
     let is_active = keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str());
     if let (false, false, Some(info)) = (d.force, is_active, keyring.key_info(&a.kid)) {
         if let Some(why) = deprecation_hazard(&info, d.longest_ttl, ctx.now()) {
+            let unknown = info.retired_time <= 0;
             return Err(CliError::new(ResultCode::InvalidArgument, why)
-                .hint(if d.longest_ttl.is_some() {
+                .hint(if unknown {
+                    "pass --force if no token it signed is still in use".to_string()
+                } else if d.longest_ttl.is_some() {
                     "wait until then (`wid keyring plan --longest-ttl ...` deprecates it when it is due), or pass --force to reject those tokens now".to_string()
                 } else {
                     "pass --longest-ttl DURATION (the longest identity TTL in use) to let wid check, or --force to reject those tokens now".to_string()
@@ -431,5 +441,40 @@ fn deprecate_key(opened: &Opened, kid: &str, now: i64) -> Result<(), workload_id
     match opened {
         Opened::File { keyring, .. } => keyring.deprecate(kid, now),
         Opened::Etcd(r) => r.deprecate(kid, now),
+    }
+}
+
+#[cfg(test)]
+mod deprecation_tests {
+    use std::time::Duration;
+
+    use workload_identity::Keyring;
+
+    use super::deprecation_hazard;
+
+    #[test]
+    fn only_a_key_that_provably_never_signed_is_safe_at_once() {
+        let kr = Keyring::new();
+        let first = kr.rotate(1_000).unwrap();
+        kr.rotate(2_000).unwrap();
+        let retired = kr.key_info(first.as_str()).unwrap();
+        let hour = Some(Duration::from_secs(3600));
+        // Its tokens may live an hour (plus 60 s of skew) after it stopped.
+        let why = deprecation_hazard(&retired, hour, 2_000 + 3_600).unwrap();
+        assert!(why.contains("may be valid until"), "{why}");
+        assert!(deprecation_hazard(&retired, hour, 2_000 + 3_660).is_none());
+        // Unknown lifetime: refused.
+        assert!(deprecation_hazard(&retired, None, 1 << 40).is_some());
+        // A verify-only key (imported; its retirement unknown): refused.
+        let (imported, _) = Keyring::from_jwks(&kr.jwks().to_json()).unwrap();
+        let info = imported.key_info(first.as_str()).unwrap();
+        let why = deprecation_hazard(&info, hour, 1 << 40).unwrap();
+        assert!(why.contains("not recorded"), "{why}");
+        // A key waiting for its publish time never signed: safe.
+        let next = kr.prepublish(3_000, 9_000).unwrap();
+        let waiting = kr.key_info(next.as_str()).unwrap();
+        assert!(deprecation_hazard(&waiting, None, 3_000).is_none());
+        // Once due it may have been promoted somewhere: refused.
+        assert!(deprecation_hazard(&waiting, hour, 9_000).is_some());
     }
 }

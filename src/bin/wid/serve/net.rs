@@ -394,10 +394,13 @@ fn answer(
     let answer = response.into_http(method, asked.as_ref());
     server.metrics.count(label, answer.status().as_u16());
     if server.log_requests {
-        // The path only: a query could carry anything.
+        // The path only (a query could carry anything), and at most 200
+        // characters of it: a client chooses it.
+        let shown: String = path.chars().take(200).collect();
         eprintln!(
-            "wid serve: {method} {} {}",
-            path.escape_debug(),
+            "wid serve: {method} {}{} {}",
+            shown.escape_debug(),
+            if shown.len() < path.len() { "..." } else { "" },
             answer.status().as_u16()
         );
     }
