@@ -59,6 +59,7 @@ fn request(proof_key: ProofKey) -> IssueRequest {
         task: "server".into(),
         service: String::new(),
         proof_key: Some(proof_key),
+        node: None,
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],

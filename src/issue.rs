@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::jwt;
 use crate::keyring::{Algorithm, KeyId, Keyring};
 use crate::model::IssueRequest;
+use crate::profile::{ExtraClaimsPolicy, SpiffeProfile};
 
 /// A signed identity: the token and what it says. `Debug` redacts the token
 /// (it is a bearer credential).
@@ -77,6 +78,8 @@ pub struct Issuer {
     rules: Vec<AlgorithmRule>,
     trust_domain: Option<String>,
     max_wit_ttl: std::time::Duration,
+    spiffe: Option<SpiffeProfile>,
+    extra_claims: Option<std::sync::Arc<ExtraClaimsPolicy>>,
 }
 
 /// The longest a WIT lives by default (the drafts: hours at most).
@@ -122,7 +125,124 @@ impl Issuer {
             rules: Vec::new(),
             trust_domain: None,
             max_wit_ttl: DEFAULT_MAX_WIT_TTL,
+            spiffe: None,
+            extra_claims: None,
         }
+    }
+
+    /// Makes every token this issuer signs a SPIFFE SVID: `sub` is the
+    /// profile's SPIFFE ID for the request. A bearer token is then a
+    /// JWT-SVID, and issuing one is refused unless it has an audience and a
+    /// TTL (`aud` and `exp` are required) and its algorithm is ES256 or
+    /// RS256 (the JWT-SVID specification allows no EdDSA; set
+    /// [`Issuer::algorithm`] or an override). A WIT becomes a WIT-SVID: its
+    /// `sub` is the SPIFFE ID instead of a `wimse://` URI, and no
+    /// [`Issuer::trust_domain`] is needed. The Nomad claims stay, so
+    /// [`Verifier`](crate::Verifier) binds the token to its allocation as
+    /// for any other.
+    ///
+    /// ```
+    /// use workload_identity::model::{GoDuration, IssueRequest};
+    /// use workload_identity::profile::SpiffeProfile;
+    /// use workload_identity::{Algorithm, Issuer, Keyring};
+    ///
+    /// let keyring = Keyring::new();
+    /// keyring.rotate_alg(Algorithm::Es256, 1_700_000_000)?;
+    /// let issuer = Issuer::new(keyring)
+    ///     .algorithm(Algorithm::Es256)
+    ///     .spiffe(SpiffeProfile::new("example.org")?);
+    /// let mut req = IssueRequest::default();
+    /// req.region = "global".into();
+    /// req.allocation.id = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc".into();
+    /// req.allocation.namespace = "default".into();
+    /// req.allocation.job_id = "web".into();
+    /// req.allocation.task_group = "frontend".into();
+    /// req.task = "server".into();
+    /// req.identity.name = "default".into();
+    /// req.identity.audience = vec!["spiffe-validator".into()];
+    /// req.identity.ttl = GoDuration::from_secs(300);
+    /// let svid = issuer.issue(&req, 1_700_000_000)?;
+    /// assert_eq!(svid.claims.subject, "spiffe://example.org/global/default/web/frontend/server/default");
+    /// # Ok::<(), workload_identity::Error>(())
+    /// ```
+    pub fn spiffe(mut self, profile: SpiffeProfile) -> Issuer {
+        self.spiffe = Some(profile);
+        self
+    }
+
+    /// The extra claims tokens carry, per namespace (see
+    /// [`ExtraClaimsPolicy`]). Without a policy, a request whose identity
+    /// names extra claims is refused.
+    pub fn extra_claims(mut self, policy: ExtraClaimsPolicy) -> Issuer {
+        self.extra_claims = Some(std::sync::Arc::new(policy));
+        self
+    }
+
+    /// The `sub` and extra claims signing `req` gives (everything in a token
+    /// that depends on the issuer's configuration and the request, but not
+    /// on the time or the key), or why `req` cannot be signed.
+    pub fn expected_claims(&self, req: &IssueRequest) -> Result<crate::ExpectedClaims> {
+        req.validate()?;
+        let workload = req.workload()?;
+        let extra_claims = self.extra_claims_for(req)?;
+        let subject = match (&self.spiffe, &req.proof_key, &self.trust_domain) {
+            (Some(p), _, _) => p.id_for(req)?,
+            (None, Some(_), Some(td)) => crate::claims::workload_uri(td, req)?,
+            (None, Some(_), None) => return Err(no_trust_domain()),
+            (None, None, _) => crate::claims::nomad_subject(req, workload),
+        };
+        Ok(crate::ExpectedClaims {
+            subject,
+            extra_claims,
+        })
+    }
+
+    fn extra_claims_for(
+        &self,
+        req: &IssueRequest,
+    ) -> Result<std::collections::BTreeMap<String, String>> {
+        match &self.extra_claims {
+            Some(policy) => policy.claims_for(req),
+            None if req.identity.extra_claims.is_empty() => Ok(Default::default()),
+            None => Err(Error::invalid(
+                "IssueRequest",
+                "Identity.ExtraClaims",
+                format!(
+                    "names {:?}, but the issuer has no extra-claims policy (Issuer::extra_claims; wid issue --extra-claims-policy)",
+                    req.identity.extra_claims
+                ),
+            )),
+        }
+    }
+
+    /// The JWT-SVID rules for a bearer token of a SPIFFE issuer.
+    fn check_jwt_svid(&self, algorithm: Algorithm, req: &IssueRequest) -> Result<()> {
+        if !matches!(algorithm, Algorithm::Es256 | Algorithm::Rs256) {
+            return Err(Error::invalid(
+                "Issuer",
+                "algorithm",
+                format!(
+                    "is {} for identity {:?}, but a SPIFFE JWT-SVID must be signed with ES256 or RS256 (the JWT-SVID specification allows RS, ES and PS algorithms, not EdDSA): set Issuer::algorithm(Algorithm::Es256), or wid issue --alg ES256",
+                    algorithm.name(),
+                    crate::error::truncate_for_message(&req.identity.name)
+                ),
+            ));
+        }
+        if req.identity.audience.is_empty() {
+            return Err(Error::invalid(
+                "IssueRequest",
+                "Identity.Audience",
+                "is empty, but a SPIFFE JWT-SVID must have an audience (aud is required)",
+            ));
+        }
+        if req.identity.ttl.as_nanos() <= 0 {
+            return Err(Error::invalid(
+                "IssueRequest",
+                "Identity.TTL",
+                "is 0, but a SPIFFE JWT-SVID must expire (exp is required): give the identity a TTL",
+            ));
+        }
+        Ok(())
     }
 
     /// The WIMSE trust domain (a DNS-style name such as `nomad.example.com`):
@@ -240,15 +360,29 @@ impl Issuer {
     ) -> Result<SignedIdentity> {
         req.validate()?;
         let workload = req.workload()?;
+        let extra_claims = self.extra_claims_for(req)?;
+        let spiffe_id = match &self.spiffe {
+            Some(p) => {
+                if req.proof_key.is_none() {
+                    self.check_jwt_svid(algorithm, req)?;
+                }
+                Some(p.id_for(req)?)
+            }
+            None => None,
+        };
         // The key is borrowed, not cloned: signers on other threads share it,
         // and a lock or a reference count written on every signature would
         // be a cache line moving between their cores (issue 27).
         self.keyring.with_active(algorithm, |key| {
             let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
+            claims.extra_claims = extra_claims.clone();
+            if let Some(id) = &spiffe_id {
+                claims.subject = id.clone();
+            }
             let typ = match &req.proof_key {
                 None => jwt::TokenType::Jwt,
                 Some(proof_key) => {
-                    self.make_wit(req, proof_key, &mut claims, now)?;
+                    self.make_wit(req, proof_key, &mut claims, now, spiffe_id.is_some())?;
                     jwt::TokenType::Wit
                 }
             };
@@ -264,22 +398,21 @@ impl Issuer {
         })
     }
 
-    /// Turns bearer claims into a WIT's: `sub` the workload identifier URI,
-    /// `exp` required and at most `max_wit_ttl` away, `cnf.jwk` the workload's
-    /// checked public key.
+    /// Turns bearer claims into a WIT's: `sub` the workload identifier URI
+    /// (kept when it is already a SPIFFE ID), `exp` required and at most
+    /// `max_wit_ttl` away, `cnf.jwk` the workload's checked public key.
     fn make_wit(
         &self,
         req: &IssueRequest,
         proof_key: &crate::model::ProofKey,
         claims: &mut Claims,
         now: i64,
+        spiffe: bool,
     ) -> Result<()> {
-        let Some(td) = &self.trust_domain else {
-            return Err(Error::invalid(
-                "Issuer",
-                "trust_domain",
-                "the request carries a ProofKey (it asks for a workload identity token) but the issuer has no trust domain; call Issuer::trust_domain",
-            ));
+        let td = match (&self.trust_domain, spiffe) {
+            (_, true) => None,
+            (Some(td), false) => Some(td),
+            (None, false) => return Err(no_trust_domain()),
         };
         crate::keyring::proof_key_checker(proof_key, "ProofKey")
             .map_err(|why| Error::invalid("IssueRequest", "ProofKey", why))?;
@@ -292,9 +425,19 @@ impl Issuer {
             ));
         }
         let ttl = ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX));
-        claims.subject = crate::claims::workload_uri(td, req)?;
+        if let Some(td) = td {
+            claims.subject = crate::claims::workload_uri(td, req)?;
+        }
         claims.expires_at = Some(now.saturating_add(ttl));
         claims.confirmation = Some(proof_key.clone());
         Ok(())
     }
+}
+
+fn no_trust_domain() -> Error {
+    Error::invalid(
+        "Issuer",
+        "trust_domain",
+        "the request carries a ProofKey (it asks for a workload identity token) but the issuer has no trust domain; call Issuer::trust_domain (or Issuer::spiffe for a WIT-SVID)",
+    )
 }

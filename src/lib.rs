@@ -105,6 +105,7 @@ mod keyring;
 pub mod manager;
 pub mod model;
 mod pop;
+pub mod profile;
 #[cfg(feature = "remote-jwks")]
 mod remote_jwks;
 mod state;
@@ -132,7 +133,7 @@ pub struct VaultDocDoctests;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use claims::Claims;
+pub use claims::{Claims, ExpectedClaims};
 pub use clock::{Clock, SystemClock, unix_now};
 pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,

@@ -374,6 +374,9 @@ prop_compose! {
         audience in proptest::collection::vec(arb_string(), 0..4),
         env in any::<bool>(), file in any::<bool>(), ttl in any::<i64>(),
         has_job in any::<bool>(),
+        meta in proptest::collection::btree_map(arb_string(), arb_string(), 0..3),
+        extra_claims in proptest::collection::vec(arb_string(), 0..3),
+        node in proptest::option::of(proptest::collection::vec(arb_string(), 5)),
     ) -> IssueRequest {
         let s = |i: usize| strings[i].clone();
         IssueRequest {
@@ -381,14 +384,21 @@ prop_compose! {
             allocation: Allocation {
                 id: s(1), namespace: s(2), job_id: s(3), task_group: s(4),
                 client_status: s(5), desired_status: s(6),
-                job: has_job.then(|| Job { id: s(7), parent_id: s(8) }),
+                job: has_job.then(|| Job {
+                    id: s(7), parent_id: s(8), node_pool: s(3),
+                    meta: workload_identity::model::StringMap(meta),
+                }),
             },
             task: s(9), service: s(10),
             proof_key: None,
+            node: node.map(|n| workload_identity::model::Node {
+                datacenter: n[0].clone(), id: n[1].clone(), name: n[2].clone(),
+                node_class: n[3].clone(), node_pool: n[4].clone(),
+            }),
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),
                 env, file, service_name: s(0), ttl: workload_identity::model::GoDuration::from_nanos(ttl),
-                filepath: s(2),
+                filepath: s(2), extra_claims,
             },
         }
     }

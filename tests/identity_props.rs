@@ -30,11 +30,12 @@ prop_compose! {
             allocation: Allocation {
                 id: alloc, namespace: ns, job_id: job.clone(), task_group: group,
                 client_status: "running".into(), desired_status: "run".into(),
-                job: parent.map(|p| Job { id: job, parent_id: p }),
+                job: parent.map(|p| Job { id: job, parent_id: p, ..Job::default() }),
             },
             task: if is_task { workload.clone() } else { String::new() },
             service: if is_task { String::new() } else { workload },
             proof_key: None,
+            node: None,
             identity: WorkloadIdentity {
                 name, audience, ttl: GoDuration::from_secs(ttl),
                 ..WorkloadIdentity::default()

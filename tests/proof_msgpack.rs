@@ -33,6 +33,7 @@ fn proof_key() -> ProofKey {
 fn expected() -> IssueRequest {
     IssueRequest {
         proof_key: Some(proof_key()),
+        node: None,
         ..common::issue_request_task()
     }
 }
@@ -89,6 +90,7 @@ fn the_go_vector_decodes_to_the_request_with_its_proof_key() {
     assert_eq!(
         IssueRequest {
             proof_key: None,
+            node: None,
             ..r.clone()
         },
         common::issue_request_task()

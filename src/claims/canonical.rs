@@ -83,6 +83,28 @@ impl<'a> Scan<'a> {
         })
     }
 
+    /// The rest of `"extra_claims":{...}` after the `{`: at least one
+    /// `"name":"value"`, names strictly ascending (the order our `BTreeMap`
+    /// writes; anything else, a duplicate included, is declined).
+    fn extra_claims(&mut self) -> Option<std::collections::BTreeMap<String, String>> {
+        let mut all = std::collections::BTreeMap::new();
+        let mut last: Option<String> = None;
+        loop {
+            let name = self.string()?;
+            if last.as_ref().is_some_and(|l| *l >= name) {
+                return None;
+            }
+            self.expect(b":")?;
+            let value = self.string()?;
+            last = Some(name.clone());
+            all.insert(name, value);
+            if self.eat(b"}") {
+                return Some(all);
+            }
+            self.expect(b",")?;
+        }
+    }
+
     /// `"s"` or `["s1","s2",...]`.
     fn audience(&mut self) -> Option<Vec<String>> {
         if !self.eat(b"[") {
@@ -136,6 +158,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
     let jwt_id = s.string()?;
     let issuer = s.optional(br#","iss":"#, Scan::string)?;
     let confirmation = s.optional(br#","cnf":{"jwk":{"kty":"#, Scan::proof_key)?;
+    let extra_claims = s.optional(br#","extra_claims":{"#, Scan::extra_claims)?;
     s.expect(b"}")?;
     if !s.rest.is_empty() {
         return None;
@@ -154,6 +177,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
         jwt_id,
         issuer,
         confirmation,
+        extra_claims: extra_claims.unwrap_or_default(),
     })
 }
 
@@ -181,6 +205,7 @@ mod tests {
             ),
             (s(), proptest::option::of(s())),
             proptest::option::of((s(), s(), s(), s(), s())),
+            proptest::collection::btree_map(s(), s(), 0..4),
         )
             .prop_map(
                 |(
@@ -189,6 +214,7 @@ mod tests {
                     (iat, nbf, exp),
                     (jti, iss),
                     cnf,
+                    extra_claims,
                 )| {
                     Claims {
                         namespace: ns,
@@ -210,6 +236,7 @@ mod tests {
                             x,
                             y,
                         }),
+                        extra_claims,
                     }
                 },
             )
@@ -265,6 +292,20 @@ mod tests {
             let fast = parse(wit).unwrap();
             assert!(fast.confirmation.is_some());
             assert_eq!(Some(fast), serde_parse(wit));
+        }
+        // Extra claims take the scan in our (ascending) order.
+        let extra = br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"spiffe://t/x","aud":"v","exp":5,"jti":"j","extra_claims":{"dc":"dc1","unique_id":"d:w"}}"#;
+        let fast = parse(extra).unwrap();
+        assert_eq!(fast.extra_claims["unique_id"], "d:w");
+        assert_eq!(Some(fast), serde_parse(extra));
+        for declined in [
+            // extra claims out of order, duplicated, empty, not strings
+            &br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","extra_claims":{"b":"1","a":"2"}}"#[..],
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","extra_claims":{"a":"1","a":"2"}}"#,
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","extra_claims":{}}"#,
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"s","jti":"j","extra_claims":{"a":1}}"#,
+        ] {
+            assert_eq!(parse(declined), None, "{}", String::from_utf8_lossy(declined));
         }
         for declined in [
             // whitespace, another order, an unknown claim, an escape, a float,

@@ -17,6 +17,7 @@
 
 pub(crate) mod canonical;
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
@@ -57,6 +58,26 @@ pub struct Claims {
     /// token (WIT) only. Checked for form when parsed; whether it is a usable
     /// key is checked when a proof is verified against it.
     pub confirmation: Option<crate::model::ProofKey>,
+    /// `extra_claims`: the operator's templated claims (Nomad 2.0.3's form,
+    /// an object of strings), empty when the token has none. See
+    /// [`ExtraClaimsPolicy`](crate::profile::ExtraClaimsPolicy).
+    pub extra_claims: BTreeMap<String, String>,
+}
+
+/// What the manager expects of a token it did not sign itself: the `sub` and
+/// extra claims its signer gives for a request (see
+/// [`IdentitySigner::expected_claims`](crate::manager::IdentitySigner::expected_claims)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedClaims {
+    /// `sub`.
+    pub subject: String,
+    /// `extra_claims`.
+    pub extra_claims: BTreeMap<String, String>,
+}
+
+/// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
+pub(crate) fn nomad_subject(req: &IssueRequest, workload: Workload<'_>) -> String {
+    subject_for(req, workload)
 }
 
 /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
@@ -117,14 +138,21 @@ impl Claims {
             jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
             issuer: issuer.map(str::to_string),
             confirmation: None,
+            extra_claims: BTreeMap::new(),
         }
     }
 
     /// The first claim taken from `req` that these claims do not carry as
     /// signing `req` would (allocation, namespace, job, task or service, `sub`,
-    /// `aud`), described for a message; `None` when all match. Times, `jti` and
-    /// `iss` are not compared.
-    pub(crate) fn mismatch(&self, req: &IssueRequest) -> Option<String> {
+    /// `aud`, and with `expected` the extra claims), described for a message;
+    /// `None` when all match. Times, `jti` and `iss` are not compared. Without
+    /// `expected`, `sub` must be Nomad's form (a WIT's: `wimse://<any valid
+    /// trust domain>/<path>`); with it, exactly `expected.subject`.
+    pub(crate) fn mismatch(
+        &self,
+        req: &IssueRequest,
+        expected: Option<&ExpectedClaims>,
+    ) -> Option<String> {
         let Ok(workload) = req.workload() else {
             return Some("the request names no task or service".into());
         };
@@ -164,7 +192,29 @@ impl Claims {
                 &opt(service),
             );
         }
+        if let Some(e) = expected {
+            if self.subject != e.subject {
+                return differs("sub", &self.subject, &e.subject);
+            }
+            if self.extra_claims != e.extra_claims {
+                return Some(format!(
+                    "its extra_claims are {:?}, signing the request gives {:?}",
+                    self.extra_claims.keys().collect::<Vec<_>>(),
+                    e.extra_claims.keys().collect::<Vec<_>>()
+                ));
+            }
+        }
         match &req.proof_key {
+            None if expected.is_some() => {
+                if self.confirmation.is_some() {
+                    return Some("it carries cnf (a WIT), the request has no ProofKey".into());
+                }
+            }
+            Some(key) if expected.is_some() => {
+                if self.confirmation.as_ref() != Some(key) {
+                    return Some("its cnf.jwk is not the request's ProofKey".into());
+                }
+            }
             None => {
                 let sub = subject_for(req, workload);
                 if self.subject != sub {
@@ -263,6 +313,9 @@ impl Serialize for Claims {
                     jwk: CnfJwk::of(key),
                 },
             )?;
+        }
+        if !self.extra_claims.is_empty() {
+            m.serialize_entry("extra_claims", &self.extra_claims)?;
         }
         m.end()
     }
@@ -389,6 +442,7 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
         let mut jti = None;
         let mut iss = None;
         let mut cnf = None;
+        let mut extra: Option<ExtraClaims> = None;
         let mut others: Vec<String> = Vec::new();
         // Numeric dates: integers only (a float or a string is an error).
         fn date<'de, A: MapAccess<'de>>(map: &mut A, name: &str) -> Result<i64, A::Error> {
@@ -421,6 +475,14 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
                     })?;
                     set(&mut cnf, k, c.jwk.into_key())?
                 }
+                "extra_claims" => {
+                    let e: ExtraClaims = map.next_value().map_err(|e| {
+                        de::Error::custom(format_args!(
+                            "claim \"extra_claims\" must be an object of strings, each name once: {e}"
+                        ))
+                    })?;
+                    set(&mut extra, k, e)?
+                }
                 other => {
                     if others.iter().any(|o| o == other) {
                         return Err(de::Error::custom(format_args!("duplicate claim {other:?}")));
@@ -448,7 +510,38 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
             jwt_id: jti.unwrap_or_default(),
             issuer: iss,
             confirmation: cnf,
+            extra_claims: extra.map(|e| e.0).unwrap_or_default(),
         })
+    }
+}
+
+/// `extra_claims`: an object of strings, each name once.
+struct ExtraClaims(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for ExtraClaims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ExtraClaims, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ExtraClaims;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtraClaims, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    if out.contains_key(&k) {
+                        return Err(de::Error::custom(format_args!(
+                            "duplicate name {:?}",
+                            crate::error::truncate_for_message(&k)
+                        )));
+                    }
+                    let v = map.next_value::<String>()?;
+                    out.insert(k, v);
+                }
+                Ok(ExtraClaims(out))
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -496,15 +589,15 @@ mod tests {
         ] {
             c.subject = sub.into();
             assert_eq!(
-                c.mismatch(&req).is_none(),
+                c.mismatch(&req, None).is_none(),
                 ok,
                 "{sub}: {:?}",
-                c.mismatch(&req)
+                c.mismatch(&req, None)
             );
         }
         c.subject = "wimse://td.example/global/default/web/g/server/default".into();
         c.confirmation = None;
-        assert!(c.mismatch(&req).unwrap().contains("cnf"));
+        assert!(c.mismatch(&req, None).unwrap().contains("cnf"));
     }
 
     #[test]
@@ -540,6 +633,9 @@ mod tests {
             jwt_id: "j".into(),
             issuer: Some("https://x".into()),
             confirmation: None,
+            extra_claims: [("unique_id".to_string(), "default:web".to_string())]
+                .into_iter()
+                .collect(),
         };
         assert_eq!(parse(&c.to_json()).unwrap(), c);
     }
@@ -556,6 +652,16 @@ mod tests {
             (r#"{"x":1,"x":2}"#, "duplicate claim \"x\""),
             (r#"{"aud":5}"#, ""),
             (r#"{"aud":["a",5]}"#, ""),
+            (r#"{"extra_claims":{"a":1}}"#, "object of strings"),
+            (r#"{"extra_claims":["a"]}"#, "object of strings"),
+            (
+                r#"{"extra_claims":{"a":"x","a":"y"}}"#,
+                "duplicate name \"a\"",
+            ),
+            (
+                r#"{"extra_claims":{},"extra_claims":{}}"#,
+                "duplicate claim",
+            ),
             (r#"[]"#, ""),
         ] {
             let e = parse(json).unwrap_err().to_string();

@@ -115,6 +115,33 @@ impl Jwks {
         // Plain strings only: serialization cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+
+    /// The keys as a SPIFFE trust bundle's JWT authorities: the ES256 and
+    /// RS256 keys (a JWT-SVID cannot be EdDSA, so Ed25519 keys are left
+    /// out), each with `"use":"jwt-svid"`, and `spiffe_refresh_hint` (how
+    /// often, in seconds, a validator should fetch the bundle again; at
+    /// least 1).
+    pub fn to_spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
+        #[derive(Serialize)]
+        struct Bundle {
+            keys: Vec<Jwk>,
+            spiffe_refresh_hint: u64,
+        }
+        let keys = self
+            .keys
+            .iter()
+            .filter(|k| k.kty != "OKP")
+            .map(|k| Jwk {
+                use_: "jwt-svid",
+                ..k.clone()
+            })
+            .collect();
+        serde_json::to_string(&Bundle {
+            keys,
+            spiffe_refresh_hint: refresh_hint.as_secs().max(1),
+        })
+        .unwrap_or_default()
+    }
 }
 
 /// An OpenID Connect discovery document (`/.well-known/openid-configuration`)

@@ -270,7 +270,14 @@ impl IdentityManager {
                         "the claims it reports differ from its token's".into(),
                     ));
                 }
-                if let Some(why) = payload.mismatch(req) {
+                let expected = match self.inner.parts.signer.expected_claims(req) {
+                    None => None,
+                    Some(Ok(e)) => Some(e),
+                    Some(Err(e)) => {
+                        return Err(not_it(format!("its request cannot be signed: {e}")));
+                    }
+                };
+                if let Some(why) = payload.mismatch(req, expected.as_ref()) {
                     return Err(not_it(why));
                 }
                 if let Some(why) = workload_key

@@ -190,7 +190,17 @@ impl IdentityManager {
                     Cow::Owned(req)
                 }
             };
-            if let Some(why) = claims.mismatch(&req) {
+            let expected = match self.inner.parts.signer.expected_claims(&req) {
+                None => None,
+                Some(Ok(e)) => Some(e),
+                Some(Err(e)) => {
+                    return Err(format!(
+                        "identity {} cannot be signed as configured: {e}",
+                        t.key
+                    ));
+                }
+            };
+            if let Some(why) = claims.mismatch(&req, expected.as_ref()) {
                 return Err(format!(
                     "the saved token of identity {} is not this identity's: {why}",
                     t.key

@@ -260,11 +260,26 @@ pub struct IdentityUpdate {
 pub trait IdentitySigner: Send + Sync {
     /// Signs every request at `now` (Unix seconds).
     fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>>;
+
+    /// The `sub` and extra claims a token signed for `req` carries, when the
+    /// signer knows them; the manager checks every token it is given or
+    /// restores against them. `None` (the default, for a host's RPC): `sub`
+    /// must be Nomad's form (a WIT's `wimse://<trust domain>/<path>`) and
+    /// extra claims are not compared. The [`Issuer`] answers from its
+    /// profiles, so SPIFFE IDs and extra claims are checked exactly.
+    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::ExpectedClaims>> {
+        let _ = req;
+        None
+    }
 }
 
 impl IdentitySigner for Issuer {
     fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>> {
         requests.iter().map(|r| self.issue(r, now)).collect()
+    }
+
+    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::ExpectedClaims>> {
+        Some(Issuer::expected_claims(self, req))
     }
 }
 

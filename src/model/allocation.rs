@@ -8,6 +8,11 @@ wire_struct! {
     pub struct Job {
         /// The job's ID.
         pub id: String => "ID",
+        /// The job's `meta` block (extra-claim templates read it as
+        /// `${job.meta.<key>}`).
+        pub meta: super::StringMap => "Meta",
+        /// The job's node pool (`${job.node_pool}`).
+        pub node_pool: String => "NodePool",
         /// For a dispatched or periodic child job, the parent job's ID; else empty.
         pub parent_id: String => "ParentID",
     }
@@ -181,11 +186,13 @@ mod tests {
         a.job = Some(Job {
             id: "web/dispatch-1".into(),
             parent_id: String::new(),
+            ..Job::default()
         });
         assert_eq!(a.identity_job_id(), "web/dispatch-1");
         a.job = Some(Job {
             id: "web/dispatch-1".into(),
             parent_id: "web".into(),
+            ..Job::default()
         });
         assert_eq!(a.identity_job_id(), "web");
     }

@@ -18,6 +18,11 @@ wire_struct! {
         pub change_signal: String => "ChangeSignal",
         /// Whether the token is exposed in the task's environment.
         pub env: bool => "Env",
+        /// The extra claims this identity asks for by name (Nomad 2.0.3's
+        /// `extra_claims`): each must be one the issuer's policy offers the
+        /// allocation's namespace (see
+        /// [`ExtraClaimsPolicy`](crate::profile::ExtraClaimsPolicy)).
+        pub extra_claims: Vec<String> => "ExtraClaims",
         /// Whether the token is written to a file in the task's secrets directory.
         pub file: bool => "File",
         /// A custom path for that file; requires `file`.

@@ -8,13 +8,17 @@ mod consul;
 mod duration;
 mod identity;
 pub mod json;
+mod node;
 mod proof_key;
 mod request;
+mod string_map;
 mod validate;
 
 pub use allocation::{Allocation, ClientStatus, Job};
 pub use consul::{ConsulExposeConfig, ConsulExposePath};
 pub use duration::GoDuration;
 pub use identity::WorkloadIdentity;
+pub use node::Node;
 pub use proof_key::ProofKey;
 pub use request::{IssueRequest, Workload};
+pub use string_map::StringMap;

@@ -17,6 +17,11 @@ wire_struct! {
         pub allocation: Allocation => "Allocation",
         /// The identity block to sign.
         pub identity: WorkloadIdentity => "Identity",
+        /// The node the allocation runs on, when the sender includes it
+        /// (extra-claim templates read `${node.*}` from it). Absent (nil)
+        /// otherwise; requests without it encode exactly as before.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub node: Option<super::Node> => "Node",
         /// The workload's public key, when it asks for a WIMSE workload
         /// identity token bound to that key (`cnf.jwk`) instead of a bearer
         /// token. Absent (nil) in every request that does not: those encode
@@ -41,9 +46,9 @@ pub enum Workload<'a> {
     Service(&'a str),
 }
 
-impl Workload<'_> {
+impl<'a> Workload<'a> {
     /// The task or service name.
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &'a str {
         match self {
             Workload::Task(n) | Workload::Service(n) => n,
         }
@@ -121,6 +126,7 @@ mod tests {
             task: "server".into(),
             service: String::new(),
             proof_key: None,
+            node: None,
             identity: WorkloadIdentity {
                 name: "default".into(),
                 audience: vec!["nomadproject.io".into()],

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use serde_json::{Value, json};
+use workload_identity::profile::{ExtraClaimsPolicy, SpiffeProfile};
 use workload_identity::{Algorithm, Issuer, ResultCode};
 
 use crate::etcd_args::StoreArgs;
@@ -36,9 +37,57 @@ pub(crate) struct IssueArgs {
     /// refused.
     #[arg(long)]
     allow_no_exp: bool,
+    /// Make the token a SPIFFE JWT-SVID of this trust domain: sub becomes
+    /// spiffe://DOMAIN/<path>. A JWT-SVID needs an audience, a TTL and
+    /// --alg ES256 or RS256.
+    #[arg(long, value_name = "DOMAIN")]
+    spiffe_trust_domain: Option<String>,
+    /// The SPIFFE ID path template (with --spiffe-trust-domain); default
+    /// /${job.region}/${job.namespace}/${job.id}/${group.name}/${workload.name}/${identity.name}.
+    #[arg(long, value_name = "TEMPLATE", requires = "spiffe_trust_domain")]
+    spiffe_path: Option<String>,
+    /// The extra-claims policy: a JSON file
+    /// {"namespaces":{"<ns>":{"required_extra_claims":{"<name>":"<template>"},"optional_extra_claims":{...}}}}.
+    #[arg(long, value_name = "FILE")]
+    extra_claims_policy: Option<String>,
+}
+
+/// The largest extra-claims policy file read.
+const MAX_POLICY_BYTES: u64 = 1 << 20;
+
+/// The issuer the flags describe.
+fn issuer_for(a: &IssueArgs, keyring: workload_identity::Keyring) -> Result<Issuer, CliError> {
+    let mut issuer = Issuer::new(keyring).algorithm(a.alg);
+    if let Some(iss) = &a.issuer {
+        issuer = issuer.issuer(iss);
+    }
+    if let Some(td) = &a.spiffe_trust_domain {
+        let mut profile = SpiffeProfile::new(td)?;
+        if let Some(path) = &a.spiffe_path {
+            profile = profile.path(path)?;
+        }
+        issuer = issuer.spiffe(profile);
+    }
+    if let Some(file) = &a.extra_claims_policy {
+        let bytes = read_input(file, "extra-claims policy", MAX_POLICY_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            CliError::new(
+                ResultCode::InvalidArgument,
+                format!("the extra-claims policy {file} is not UTF-8 text"),
+            )
+        })?;
+        issuer = issuer.extra_claims(ExtraClaimsPolicy::from_json(&text)?);
+    }
+    Ok(issuer)
 }
 
 pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
+    if a.request == "-" && a.extra_claims_policy.as_deref() == Some("-") {
+        return Err(CliError::new(
+            ResultCode::InvalidArgument,
+            "--request - and --extra-claims-policy - both read standard input; give one of them a file",
+        ));
+    }
     let bytes = read_input(&a.request, "request", MAX_REQUEST_BYTES)?;
     let (req, format) = request::decode(&bytes, &a.request)?;
     if req.identity.ttl.as_nanos() == 0 && !a.allow_no_exp {
@@ -56,10 +105,7 @@ pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
     let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
     let source = a.store.flags();
-    let mut issuer = Issuer::new(keyring.clone()).algorithm(a.alg);
-    if let Some(iss) = &a.issuer {
-        issuer = issuer.issuer(iss);
-    }
+    let issuer = issuer_for(a, keyring.clone())?;
     let now = ctx.now();
     let signed = issuer.issue(&req, now).map_err(|e| {
         let code = e.code();

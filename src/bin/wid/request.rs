@@ -11,7 +11,7 @@
 use workload_identity::ResultCode;
 use workload_identity::codec::WireType;
 use workload_identity::model::{
-    Allocation, GoDuration, IssueRequest, Job, ProofKey, WorkloadIdentity,
+    Allocation, GoDuration, IssueRequest, Job, Node, ProofKey, WorkloadIdentity,
 };
 
 use crate::CliError;
@@ -82,11 +82,13 @@ fn fold_case(value: &mut serde_json::Value, names: &[&str], at: &str) -> Result<
             obj.insert((*field).to_string(), v);
         }
     }
-    let nested: [(&str, &[&str]); 4] = [
+    // Job.Meta's keys are the job's own and keep their case.
+    let nested: [(&str, &[&str]); 5] = [
         ("Allocation", Allocation::CODEC_NAMES),
         ("Job", Job::CODEC_NAMES),
         ("Identity", WorkloadIdentity::CODEC_NAMES),
         ("ProofKey", ProofKey::CODEC_NAMES),
+        ("Node", Node::CODEC_NAMES),
     ];
     for (field, inner) in nested {
         if names.contains(&field) {

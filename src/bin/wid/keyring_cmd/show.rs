@@ -15,9 +15,15 @@ pub(crate) struct JwksArgs {
     store: StoreArgs,
     /// `json`: the JWKS; `pem`: each published key as a SubjectPublicKeyInfo
     /// PEM block after a `kid:` line (for Vault's jwt_validation_pubkeys and
-    /// other tools that take PEM).
+    /// other tools that take PEM); `spiffe`: a SPIFFE trust bundle for
+    /// JWT-SVID validators (the ES256 and RS256 keys with use jwt-svid, and
+    /// spiffe_refresh_hint).
     #[arg(long, value_enum, default_value = "json")]
     format: JwksFormat,
+    /// With --format spiffe: how often validators should fetch the bundle
+    /// again (spiffe_refresh_hint), e.g. 5m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::output::parse_duration, default_value = "5m")]
+    refresh_hint: std::time::Duration,
 }
 
 /// The forms `wid keyring jwks` prints.
@@ -27,6 +33,8 @@ pub(crate) enum JwksFormat {
     Json,
     /// One PEM public key per published key.
     Pem,
+    /// A SPIFFE trust bundle (JWT authorities).
+    Spiffe,
 }
 
 #[derive(Debug, Args)]
@@ -115,6 +123,13 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
     let jwks = keyring.jwks();
     match a.format {
         JwksFormat::Json => ctx.print_json(&to_value(&jwks.to_json())),
+        JwksFormat::Spiffe => {
+            let bundle = jwks.to_spiffe_bundle_json(a.refresh_hint);
+            if !jwks.keys.is_empty() && !jwks.keys.iter().any(|k| k.kty != "OKP") {
+                ctx.note("the bundle is empty: it holds ES256 and RS256 keys only (a JWT-SVID cannot be EdDSA); make one with `wid keyring rotate --alg ES256`");
+            }
+            ctx.print_json(&to_value(&bundle))
+        }
         JwksFormat::Pem => {
             // The published keys, in the JWKS's order.
             let keys: Vec<(String, &'static str, String)> = jwks

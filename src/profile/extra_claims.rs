@@ -1,0 +1,470 @@
+//! Templated extra claims, set per namespace by the operator (Nomad 2.0.3).
+
+use std::collections::BTreeMap;
+
+use super::template::Template;
+use crate::error::{Error, Result, truncate_for_message};
+use crate::model::IssueRequest;
+
+/// The longest value of one extra claim, in bytes, once rendered.
+pub const MAX_EXTRA_CLAIM_VALUE_BYTES: usize = 1024;
+
+/// The most extra claims one namespace may define (required and optional
+/// together), so the most one token can carry.
+pub const MAX_EXTRA_CLAIMS: usize = 32;
+
+/// The longest extra claim name, in bytes.
+const MAX_NAME_BYTES: usize = 64;
+
+/// Names an extra claim may never take, compared without regard to case:
+/// the registered JWT claims (RFC 7519), the claims of RFC 7800, OAuth and
+/// OpenID Connect that relying parties act on, the WIMSE proof claims, every
+/// claim this library or Nomad sets itself (and Nomad's `nomad_` prefix).
+const RESERVED: [&str; 27] = [
+    "iss",
+    "sub",
+    "aud",
+    "exp",
+    "nbf",
+    "iat",
+    "jti",
+    "cnf",
+    "azp",
+    "nonce",
+    "scope",
+    "scp",
+    "client_id",
+    "act",
+    "may_act",
+    "auth_time",
+    "acr",
+    "amr",
+    "sid",
+    "wth",
+    "ath",
+    "tth",
+    "oth",
+    "extra_claims",
+    "vault_role",
+    "vault_namespace",
+    "consul_namespace",
+];
+
+/// Why `name` cannot be an extra claim's name, if it cannot.
+pub(crate) fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Some(format!(
+            "is {} bytes; expected 1 to {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Some(format!(
+            "contains {c:?}; a claim name has letters, digits, '_', '-' and '.' only"
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if RESERVED.contains(&lower.as_str()) || lower.starts_with("nomad_") {
+        return Some(
+            "is reserved: it is a registered JWT claim, one a relying party acts on, or one this library or Nomad sets (every nomad_ name)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The extra claims of one namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct NamespaceClaims {
+    /// In every identity of the namespace.
+    required: BTreeMap<String, Template>,
+    /// In an identity that names them (`WorkloadIdentity::extra_claims`).
+    optional: BTreeMap<String, Template>,
+}
+
+/// Which extra claims identities carry, per namespace: Nomad 2.0.3's
+/// `required_extra_claims` (in every identity of the namespace) and
+/// `optional_extra_claims` (in an identity whose
+/// [`extra_claims`](crate::model::WorkloadIdentity::extra_claims) names
+/// them). Values are templates over the request (see the
+/// [module docs](crate::profile)). Following Nomad, a token carries them
+/// in one claim, `extra_claims`, an object of strings (a relying party reads
+/// `/extra_claims/<name>`).
+///
+/// At issue, an identity that names a claim its namespace does not offer,
+/// a template whose field the request lacks, or a value over
+/// [`MAX_EXTRA_CLAIM_VALUE_BYTES`] is refused with the claim and field named.
+///
+/// ```
+/// use workload_identity::profile::ExtraClaimsPolicy;
+///
+/// let policy = ExtraClaimsPolicy::new()
+///     .require("default", "unique_id", "${job.namespace}:${job.id}")?
+///     .offer("default", "dc", "dc:${node.datacenter}")?;
+/// assert!(ExtraClaimsPolicy::new().require("default", "sub", "x").is_err()); // reserved
+/// let same = ExtraClaimsPolicy::from_json(r#"{"namespaces":{"default":{
+///     "required_extra_claims":{"unique_id":"${job.namespace}:${job.id}"},
+///     "optional_extra_claims":{"dc":"dc:${node.datacenter}"}}}}"#)?;
+/// assert_eq!(policy, same);
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtraClaimsPolicy {
+    namespaces: BTreeMap<String, NamespaceClaims>,
+}
+
+/// The policy file's form.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyJson {
+    #[serde(deserialize_with = "unique_map")]
+    namespaces: BTreeMap<String, NamespaceJson>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceJson {
+    #[serde(default, deserialize_with = "unique_map")]
+    required_extra_claims: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "unique_map")]
+    optional_extra_claims: BTreeMap<String, String>,
+}
+
+/// A JSON object as a map, refusing a key that appears twice (serde's own
+/// map would keep the last silently).
+fn unique_map<'de, D, V>(d: D) -> std::result::Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::Deserialize<'de>,
+{
+    struct Unique<V>(std::marker::PhantomData<V>);
+    impl<'de, V: serde::Deserialize<'de>> serde::de::Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "duplicate key {:?}",
+                        truncate_for_message(&k)
+                    )));
+                }
+                let v = map.next_value()?;
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Unique(std::marker::PhantomData))
+}
+
+impl ExtraClaimsPolicy {
+    /// A policy with no extra claims.
+    pub fn new() -> ExtraClaimsPolicy {
+        ExtraClaimsPolicy::default()
+    }
+
+    /// Reads the JSON form: `{"namespaces": {"<namespace>":
+    /// {"required_extra_claims": {"<name>": "<template>", ...},
+    /// "optional_extra_claims": {...}}}}`. Unknown members and duplicate keys
+    /// are refused, as is everything [`ExtraClaimsPolicy::require`] refuses.
+    pub fn from_json(json: &str) -> Result<ExtraClaimsPolicy> {
+        let parsed: PolicyJson = serde_json::from_str(json).map_err(|e| {
+            Error::invalid(
+                "ExtraClaimsPolicy",
+                "json",
+                format!(
+                    "{e}; expected {{\"namespaces\": {{\"<namespace>\": {{\"required_extra_claims\": {{\"<name>\": \"<template>\"}}, \"optional_extra_claims\": {{...}}}}}}}}"
+                ),
+            )
+        })?;
+        let mut policy = ExtraClaimsPolicy::new();
+        for (ns, claims) in parsed.namespaces {
+            policy.namespaces.entry(ns.clone()).or_default();
+            for (name, template) in claims.required_extra_claims {
+                policy = policy.require(&ns, &name, &template)?;
+            }
+            for (name, template) in claims.optional_extra_claims {
+                policy = policy.offer(&ns, &name, &template)?;
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Adds claim `name` with value `template` to every identity of
+    /// `namespace`.
+    pub fn require(self, namespace: &str, name: &str, template: &str) -> Result<ExtraClaimsPolicy> {
+        self.add(namespace, name, template, true)
+    }
+
+    /// Offers claim `name` with value `template` to identities of `namespace`
+    /// that name it.
+    pub fn offer(self, namespace: &str, name: &str, template: &str) -> Result<ExtraClaimsPolicy> {
+        self.add(namespace, name, template, false)
+    }
+
+    fn add(
+        mut self,
+        namespace: &str,
+        name: &str,
+        template: &str,
+        required: bool,
+    ) -> Result<ExtraClaimsPolicy> {
+        let field = if required {
+            "required_extra_claims"
+        } else {
+            "optional_extra_claims"
+        };
+        let bad = |why: String| {
+            Error::invalid(
+                "ExtraClaimsPolicy",
+                &format!(
+                    "namespaces[{:?}].{field}[{:?}]",
+                    truncate_for_message(namespace),
+                    truncate_for_message(name)
+                ),
+                why,
+            )
+        };
+        if namespace.is_empty() {
+            return Err(bad("the namespace is empty".into()));
+        }
+        if let Some(p) = name_problem(name) {
+            return Err(bad(format!("the name {p}")));
+        }
+        if template.is_empty() {
+            return Err(bad("the template is empty; a claim needs a value".into()));
+        }
+        if template.len() > MAX_EXTRA_CLAIM_VALUE_BYTES {
+            return Err(bad(format!(
+                "the template is {} bytes; a value is at most {MAX_EXTRA_CLAIM_VALUE_BYTES}",
+                template.len()
+            )));
+        }
+        let t = Template::parse(template).map_err(|e| bad(format!("the template {e}")))?;
+        let ns = self.namespaces.entry(namespace.to_string()).or_default();
+        if ns.required.contains_key(name) || ns.optional.contains_key(name) {
+            return Err(bad("is defined twice".into()));
+        }
+        if ns.required.len() + ns.optional.len() >= MAX_EXTRA_CLAIMS {
+            return Err(bad(format!(
+                "the namespace already has {MAX_EXTRA_CLAIMS} extra claims, the most allowed"
+            )));
+        }
+        if required {
+            ns.required.insert(name.to_string(), t);
+        } else {
+            ns.optional.insert(name.to_string(), t);
+        }
+        Ok(self)
+    }
+
+    /// Whether the policy defines no claim at all.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces
+            .values()
+            .all(|ns| ns.required.is_empty() && ns.optional.is_empty())
+    }
+
+    /// The extra claims `req` carries: its namespace's required claims and
+    /// the optional ones its identity names, rendered.
+    pub fn claims_for(&self, req: &IssueRequest) -> Result<BTreeMap<String, String>> {
+        let namespace = &req.allocation.namespace;
+        let ns = self.namespaces.get(namespace);
+        let mut out = BTreeMap::new();
+        for (i, name) in req.identity.extra_claims.iter().enumerate() {
+            let known = ns
+                .is_some_and(|ns| ns.optional.contains_key(name) || ns.required.contains_key(name));
+            if !known {
+                let offered: Vec<&String> = ns
+                    .map(|ns| ns.optional.keys().collect())
+                    .unwrap_or_default();
+                return Err(Error::invalid(
+                    "IssueRequest",
+                    &format!("Identity.ExtraClaims[{i}]"),
+                    format!(
+                        "names {:?}, which the extra-claims policy does not offer namespace {:?} (it offers {})",
+                        truncate_for_message(name),
+                        truncate_for_message(namespace),
+                        if offered.is_empty() {
+                            "none".to_string()
+                        } else {
+                            format!("{offered:?}")
+                        }
+                    ),
+                ));
+            }
+        }
+        let Some(ns) = ns else {
+            return Ok(out);
+        };
+        let asked = |name: &String| req.identity.extra_claims.contains(name);
+        let chosen = ns
+            .required
+            .iter()
+            .chain(ns.optional.iter().filter(|(name, _)| asked(name)));
+        for (name, template) in chosen {
+            let value = template.render(req).map_err(|m| {
+                Error::invalid(
+                    "IssueRequest",
+                    &m.field,
+                    format!(
+                        "is missing or empty, but extra claim {name:?} of namespace {:?} is {:?}, which names {}",
+                        truncate_for_message(namespace),
+                        template.source(),
+                        m.var
+                    ),
+                )
+            })?;
+            if value.len() > MAX_EXTRA_CLAIM_VALUE_BYTES {
+                return Err(Error::invalid(
+                    "IssueRequest",
+                    "Identity.ExtraClaims",
+                    format!(
+                        "extra claim {name:?} would be {} bytes; a value is at most {MAX_EXTRA_CLAIM_VALUE_BYTES}",
+                        value.len()
+                    ),
+                ));
+            }
+            out.insert(name.clone(), value);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> IssueRequest {
+        let mut r = IssueRequest {
+            region: "global".into(),
+            task: "server".into(),
+            ..IssueRequest::default()
+        };
+        r.allocation.id = "a1".into();
+        r.allocation.namespace = "default".into();
+        r.allocation.job_id = "web".into();
+        r.allocation.task_group = "frontend".into();
+        r.identity.name = "vault_default".into();
+        r
+    }
+
+    fn policy() -> ExtraClaimsPolicy {
+        ExtraClaimsPolicy::new()
+            .require("default", "unique_id", "${job.namespace}:${job.id}")
+            .unwrap()
+            .offer("default", "dc", "dc:${node.datacenter}")
+            .unwrap()
+            .offer("default", "owner", "${job.meta.owner}")
+            .unwrap()
+    }
+
+    #[test]
+    fn required_always_optional_when_named() {
+        let mut r = req();
+        let c = policy().claims_for(&r).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c["unique_id"], "default:web");
+        r.identity.extra_claims = vec!["dc".into()];
+        r.node = Some(crate::model::Node {
+            datacenter: "dc1".into(),
+            ..Default::default()
+        });
+        let c = policy().claims_for(&r).unwrap();
+        assert_eq!(c["dc"], "dc:dc1");
+        assert_eq!(c.len(), 2);
+        // Another namespace has none.
+        r.allocation.namespace = "other".into();
+        r.identity.extra_claims.clear();
+        assert!(policy().claims_for(&r).unwrap().is_empty());
+    }
+
+    #[test]
+    fn refusals_name_the_claim_and_the_field() {
+        let mut r = req();
+        r.identity.extra_claims = vec!["dc".into()];
+        let e = policy().claims_for(&r).unwrap_err().to_string();
+        assert!(e.contains("Node.Datacenter") && e.contains("\"dc\""), "{e}");
+        r.identity.extra_claims = vec!["secret".into()];
+        let e = policy().claims_for(&r).unwrap_err().to_string();
+        assert!(
+            e.contains("Identity.ExtraClaims[0]") && e.contains("\"secret\""),
+            "{e}"
+        );
+        assert!(e.contains("[\"dc\", \"owner\"]"), "{e}");
+        r.identity.extra_claims = vec!["owner".into()];
+        r.allocation.job = Some(crate::model::Job {
+            meta: [("owner", "x".repeat(MAX_EXTRA_CLAIM_VALUE_BYTES + 6))]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        });
+        let e = policy().claims_for(&r).unwrap_err().to_string();
+        assert!(e.contains("1030 bytes"), "{e}");
+    }
+
+    #[test]
+    fn reserved_and_malformed_names_are_refused() {
+        for name in [
+            "sub",
+            "SUB",
+            "exp",
+            "cnf",
+            "nomad_task",
+            "Nomad_x",
+            "extra_claims",
+            "",
+            "a b",
+            "a/b",
+            &"x".repeat(65),
+        ] {
+            assert!(
+                ExtraClaimsPolicy::new()
+                    .require("default", name, "v")
+                    .is_err(),
+                "{name:?}"
+            );
+        }
+        assert!(
+            ExtraClaimsPolicy::new()
+                .require("default", "x", "")
+                .is_err()
+        );
+        assert!(
+            ExtraClaimsPolicy::new()
+                .require("default", "x", "${group}")
+                .is_err()
+        );
+        assert!(policy().offer("default", "unique_id", "again").is_err());
+        let mut p = ExtraClaimsPolicy::new();
+        for i in 0..MAX_EXTRA_CLAIMS {
+            p = p.offer("ns", &format!("c{i}"), "v").unwrap();
+        }
+        assert!(p.offer("ns", "one_more", "v").is_err());
+    }
+
+    #[test]
+    fn the_json_form_is_strict() {
+        for bad in [
+            r#"{"namespaces":{"default":{"required_extra_claims":{"a":"x","a":"y"}}}}"#,
+            r#"{"namespaces":{"default":{"required":{"a":"x"}}}}"#,
+            r#"{"namespace":{}}"#,
+            r#"{"namespaces":{"default":{"optional_extra_claims":{"a":1}}}}"#,
+            r#"{"namespaces":{"d":{}},"namespaces":{}}"#,
+        ] {
+            assert!(ExtraClaimsPolicy::from_json(bad).is_err(), "{bad}");
+        }
+        let p = ExtraClaimsPolicy::from_json(r#"{"namespaces":{}}"#).unwrap();
+        assert!(p.is_empty());
+    }
+}

@@ -1,0 +1,41 @@
+//! Token profiles: what an [`Issuer`](crate::Issuer) writes beyond the
+//! fixed claim set.
+//!
+//! * [`SpiffeProfile`] makes tokens SPIFFE JWT-SVIDs (`sub` a SPIFFE ID) and
+//!   WITs WIT-SVIDs (see [`Issuer::spiffe`](crate::Issuer::spiffe)).
+//! * [`ExtraClaimsPolicy`] adds templated claims per namespace, as Nomad
+//!   2.0.3 does (see [`Issuer::extra_claims`](crate::Issuer::extra_claims)).
+//!
+//! # Templates
+//!
+//! Both take templates over the issue request: text with variables
+//! `${...}`. The names are Nomad's where Nomad has one:
+//!
+//! | variable | value (request field, codec names) |
+//! |---|---|
+//! | `${job.region}` | `Region` |
+//! | `${job.namespace}` | `Allocation.Namespace` |
+//! | `${job.id}` | the parent job's ID for a child job, else `Allocation.JobID` (as `nomad_job_id`) |
+//! | `${job.parent_id}` | `Allocation.Job.ParentID` (ours) |
+//! | `${job.node_pool}` | `Allocation.Job.NodePool` |
+//! | `${job.meta.<key>}` | `Allocation.Job.Meta[<key>]` (Nomad 2.0.3) |
+//! | `${group.name}` | `Allocation.TaskGroup` |
+//! | `${alloc.id}` | `Allocation.ID` |
+//! | `${task.name}` | `Task` |
+//! | `${service.name}` | `Service` (ours) |
+//! | `${workload.name}` | the task or service name (ours) |
+//! | `${identity.name}` | `Identity.Name` (ours) |
+//! | `${node.id}`, `${node.name}`, `${node.datacenter}`, `${node.pool}`, `${node.class}` | `Node.ID`, `Node.Name` (ours), `Node.Datacenter`, `Node.NodePool`, `Node.NodeClass` |
+//!
+//! Stricter than Nomad, which keeps an unknown `${...}` as text and writes an
+//! empty string for a field it lacks: an unknown variable is refused when the
+//! template is set, and a variable whose field the request lacks (absent or
+//! empty: Go sends zero values) fails the issue with the field named. `$`
+//! without `{` is plain text.
+
+mod extra_claims;
+mod spiffe;
+pub(crate) mod template;
+
+pub use extra_claims::{ExtraClaimsPolicy, MAX_EXTRA_CLAIM_VALUE_BYTES, MAX_EXTRA_CLAIMS};
+pub use spiffe::{DEFAULT_SPIFFE_PATH, MAX_SPIFFE_ID_BYTES, SpiffeProfile, spiffe_id_problem};
