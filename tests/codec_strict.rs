@@ -80,7 +80,7 @@ fn request_value() -> Value {
         "Allocation": {
             "ClientStatus": "running", "DesiredStatus": "run",
             "ID": common::ALLOC_ID,
-            "Job": {"ID": common::CHILD_JOB_ID, "ParentID": "web"},
+            "Job": {"ID": common::CHILD_JOB_ID, "Meta": {"owner": "team-a"}, "ParentID": "web"},
             "JobID": common::CHILD_JOB_ID, "Namespace": "default", "TaskGroup": "frontend"
         },
         "Identity": {
@@ -179,7 +179,7 @@ fn unknown_keys_of_any_shape_are_ignored() {
     let mut v = request_value();
     v["Extra"] = json!({"deep": [1, {"x": null}], "n": -5});
     v["Allocation"]["Resources"] = json!([[1, 2], {"cpu": 500}]);
-    v["Identity"]["ExtraClaims"] = json!({"team": "a"});
+    v["Identity"]["ExtraClaimz"] = json!({"team": "a"});
     let r: IssueRequest = codec::decode(&mp(&v)).unwrap();
     assert_eq!(r, common::issue_request_task());
 }
@@ -211,11 +211,12 @@ fn depth_bombs_are_rejected() {
             .contains("nesting deeper than the limit of 32 levels"),
         "{e}"
     );
-    // And a configurable limit: the sample request nests 3 deep.
+    // And a configurable limit: the sample request nests 4 deep (request,
+    // Allocation, Job, Meta).
     let sample = mp(&request_value());
-    let limits = DecodeLimits::default().max_depth(2);
-    assert!(codec::decode_with::<IssueRequest>(&sample, &limits).is_err());
     let limits = DecodeLimits::default().max_depth(3);
+    assert!(codec::decode_with::<IssueRequest>(&sample, &limits).is_err());
+    let limits = DecodeLimits::default().max_depth(4);
     assert!(codec::decode_with::<IssueRequest>(&sample, &limits).is_ok());
 }
 
@@ -310,6 +311,7 @@ fn every_wire_type_encodes_exactly_its_declared_codec_names() {
     assert_declared_names(&proof_key);
     let mut with_key = common::issue_request_task();
     with_key.proof_key = Some(proof_key);
+    with_key.node = common::issue_request_extra().node;
     assert_declared_names(&with_key);
     assert_eq!(
         codec::decode::<workload_identity::model::IssueRequest>(&codec::encode(&with_key).unwrap())

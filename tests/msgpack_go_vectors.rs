@@ -7,9 +7,10 @@ mod common;
 
 use std::path::PathBuf;
 
+use workload_identity::ResultCode;
 use workload_identity::codec::{self, WireType};
 use workload_identity::model::{
-    Allocation, ConsulExposeConfig, GoDuration, IssueRequest, Workload, WorkloadIdentity,
+    Allocation, ConsulExposeConfig, GoDuration, IssueRequest, Job, Workload, WorkloadIdentity,
 };
 
 fn decode_go<T: WireType>(name: &str) -> T {
@@ -31,6 +32,9 @@ fn go_allocation_decodes_to_the_view_ignoring_unknown_keys() {
     let job = a.job.as_ref().expect("Job is present");
     assert_eq!(job.id, "web/dispatch-1700000000-abcd1234");
     assert_eq!(job.parent_id, "web");
+    assert_eq!(job.meta.len(), 1);
+    assert_eq!(job.meta.get("owner").map(String::as_str), Some("team-a"));
+    assert_eq!(job.node_pool, "");
     assert_eq!(a.identity_job_id(), "web");
     assert!(!a.is_client_terminal());
 }
@@ -41,12 +45,14 @@ fn go_workload_identities_decode_exactly() {
     assert_eq!(w, common::workload_identity());
     assert_eq!(w.ttl, GoDuration::from_nanos(3_600_000_000_000));
     assert_eq!(w.audience, ["vault.io", "consul.io"]);
+    assert!(w.extra_claims.is_empty(), "Go's nil ExtraClaims");
     w.validate().unwrap();
 
     // Go zero values: nil Audience (msgpack nil), zero TTL, empty strings.
     let z: WorkloadIdentity = decode_go("workload_identity_zero.msgpack");
     assert_eq!(z, common::workload_identity_zero());
     assert!(z.audience.is_empty());
+    assert!(z.extra_claims.is_empty());
     z.validate().unwrap();
 }
 
@@ -62,6 +68,73 @@ fn go_issue_requests_decode_exactly() {
     assert_eq!(r.workload().unwrap(), Workload::Service("web-api"));
     assert_eq!(r.identity.ttl.as_secs(), 5400);
     r.validate().unwrap();
+
+    // Requests without a node: Go omits the key (omitempty), we decode None.
+    for name in [
+        "issue_request_task.msgpack",
+        "issue_request_service.msgpack",
+    ] {
+        assert!(
+            !common::go_vector(name).windows(5).any(|w| w == b"\xa4Node"),
+            "{name}"
+        );
+        assert_eq!(decode_go::<IssueRequest>(name).node, None, "{name}");
+    }
+}
+
+/// The Nomad 2.0.3 fields: Job.Meta and Job.NodePool, Identity.ExtraClaims and
+/// the Node, whose Go-only keys (HTTPAddr, Status) are ignored.
+#[test]
+fn go_extra_request_decodes_exactly() {
+    let r: IssueRequest = decode_go("issue_request_extra.msgpack");
+    assert_eq!(r, common::issue_request_extra());
+    assert_eq!(r.workload().unwrap(), Workload::Task("server"));
+    r.validate().unwrap();
+
+    let job = r.allocation.job.as_ref().expect("Job is present");
+    assert_eq!(job.id, common::CHILD_JOB_ID);
+    assert_eq!(job.parent_id, "web");
+    assert_eq!(
+        job.meta.iter().collect::<Vec<_>>(),
+        [(&"owner".to_string(), &"team-a".to_string())]
+    );
+    assert_eq!(job.node_pool, "gpu");
+
+    assert_eq!(r.identity.extra_claims, ["dc", "owner"]);
+    assert_eq!(r.identity.name, "vault_default");
+    assert_eq!(r.identity.audience, ["vault.io", "consul.io"]);
+
+    let node = r.node.as_ref().expect("Node is present");
+    assert_eq!(node.id, common::NODE_ID);
+    assert_eq!(node.name, "client-gpu-1");
+    assert_eq!(node.datacenter, "dc1");
+    assert_eq!(node.node_class, "gpu-a100");
+    assert_eq!(node.node_pool, "gpu");
+    assert_eq!(r.proof_key, None);
+
+    // Go did send the keys the view drops.
+    let go = common::go_vector("issue_request_extra.msgpack");
+    for key in [&b"\xa8HTTPAddr"[..], b"\xa6Status", b"\xa8Priority"] {
+        assert!(go.windows(key.len()).any(|w| w == key), "{key:?}");
+    }
+
+    // Ours decodes back to the same request, Node and all.
+    let ours = codec::encode(&r).unwrap();
+    assert_eq!(codec::decode::<IssueRequest>(&ours).unwrap(), r);
+}
+
+#[test]
+fn duplicate_job_meta_keys_are_refused() {
+    // {"Meta": {"k": "a", "k": "b"}}: Go would keep the last value; we refuse.
+    let dup = b"\x81\xa4Meta\x82\xa1k\xa1a\xa1k\xa1b";
+    let e = codec::decode::<Job>(dup).unwrap_err();
+    assert_eq!(e.code(), ResultCode::DecodeError, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("duplicate key \"k\""), "{msg}");
+    // The same map with distinct keys decodes.
+    let ok = b"\x81\xa4Meta\x82\xa1k\xa1a\xa1l\xa1b";
+    let job = codec::decode::<Job>(ok).unwrap();
+    assert_eq!(job.meta, [("k", "a"), ("l", "b")].into_iter().collect());
 }
 
 #[test]
@@ -81,24 +154,49 @@ fn go_consul_expose_uses_paths_in_msgpack_and_path_in_json() {
 fn rust_encoding_is_byte_identical_to_go_for_view_only_values() {
     // These Go values have no fields beyond our view, so the bytes can match:
     // same key order (Go sorts by name), same integer forms, same raw strings.
+    // The one documented difference: an empty list is an empty array (0x90)
+    // where Go writes nil (0xc0) for a nil slice; both decode to an empty list.
+    // Each such value is patched at its key, found in Go's bytes, and then the
+    // whole encodings must be identical.
     assert_eq!(
-        codec::encode(&common::workload_identity()).unwrap(),
+        patch_empty_lists(
+            codec::encode(&common::workload_identity()).unwrap(),
+            &common::go_vector("workload_identity.msgpack"),
+            &["ExtraClaims"],
+        ),
         common::go_vector("workload_identity.msgpack")
     );
     assert_eq!(
         codec::encode(&common::consul_expose()).unwrap(),
         common::go_vector("consul_expose.msgpack")
     );
-    // The one documented difference: an empty list is an empty array (0x90)
-    // where Go writes nil (0xc0) for a nil slice. Both decode to "no audience".
-    let ours = codec::encode(&common::workload_identity_zero()).unwrap();
-    let go = common::go_vector("workload_identity_zero.msgpack");
-    let audience_at = go.windows(9).position(|w| w == b"\xa8Audience").unwrap() + 9;
-    assert_eq!(go[audience_at], 0xc0);
-    assert_eq!(ours[audience_at], 0x90);
-    let mut patched = ours.clone();
-    patched[audience_at] = 0xc0;
-    assert_eq!(patched, go);
+    assert_eq!(
+        patch_empty_lists(
+            codec::encode(&common::workload_identity_zero()).unwrap(),
+            &common::go_vector("workload_identity_zero.msgpack"),
+            &["Audience", "ExtraClaims"],
+        ),
+        common::go_vector("workload_identity_zero.msgpack")
+    );
+}
+
+/// Replaces, after each of `keys` (a fixstr key in `go`), our empty array
+/// (0x90) with Go's nil (0xc0), asserting both are there. Each patch is one
+/// byte for one byte, so every offset found in Go's bytes holds in ours.
+fn patch_empty_lists(mut ours: Vec<u8>, go: &[u8], keys: &[&str]) -> Vec<u8> {
+    for key in keys {
+        let needle = [&[0xa0 | key.len() as u8][..], key.as_bytes()].concat();
+        let at = go
+            .windows(needle.len())
+            .position(|w| w == needle.as_slice())
+            .unwrap_or_else(|| panic!("Go wrote no {key}"))
+            + needle.len();
+        assert_eq!(go[at], 0xc0, "Go writes a nil {key} as nil");
+        assert_eq!(ours[at - needle.len()..at], needle[..], "{key} key offset");
+        assert_eq!(ours[at], 0x90, "we write an empty {key} as an empty array");
+        ours[at] = 0xc0;
+    }
+    ours
 }
 
 #[test]
@@ -118,7 +216,7 @@ fn long_strings_use_go_old_spec_raw_form() {
 fn write_rust_encodings_for_go() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rust-msgpack");
     std::fs::create_dir_all(&dir).unwrap();
-    let files: [(&str, Vec<u8>); 6] = [
+    let files: [(&str, Vec<u8>); 7] = [
         (
             "allocation.msgpack",
             codec::encode(&common::allocation()).unwrap(),
@@ -142,6 +240,10 @@ fn write_rust_encodings_for_go() {
         (
             "consul_expose.msgpack",
             codec::encode(&common::consul_expose()).unwrap(),
+        ),
+        (
+            "issue_request_extra.msgpack",
+            codec::encode(&common::issue_request_extra()).unwrap(),
         ),
     ];
     for (name, bytes) in files {

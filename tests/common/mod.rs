@@ -6,12 +6,13 @@ pub mod ffi_text;
 pub mod identity;
 
 use workload_identity::model::{
-    Allocation, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job,
+    Allocation, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job, Node,
     WorkloadIdentity,
 };
 
 pub const ALLOC_ID: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
 pub const CHILD_JOB_ID: &str = "web/dispatch-1700000000-abcd1234";
+pub const NODE_ID: &str = "9d1e6a44-1111-2222-3333-444444444444";
 
 /// The allocation view (the Go sample with its extra fields dropped).
 pub fn allocation() -> Allocation {
@@ -22,6 +23,8 @@ pub fn allocation() -> Allocation {
         job: Some(Job {
             id: CHILD_JOB_ID.into(),
             parent_id: "web".into(),
+            meta: [("owner", "team-a")].into_iter().collect(),
+            ..Job::default()
         }),
         task_group: "frontend".into(),
         desired_status: "run".into(),
@@ -40,6 +43,7 @@ pub fn workload_identity() -> WorkloadIdentity {
         service_name: String::new(),
         ttl: GoDuration::from_secs(3600),
         filepath: "secrets/vault.jwt".into(),
+        extra_claims: Vec::new(),
     }
 }
 
@@ -57,6 +61,7 @@ pub fn issue_request_task() -> IssueRequest {
         task: "server".into(),
         service: String::new(),
         proof_key: None,
+        node: None,
         identity: workload_identity(),
     }
 }
@@ -68,6 +73,7 @@ pub fn issue_request_service() -> IssueRequest {
         task: String::new(),
         service: "web-api".into(),
         proof_key: None,
+        node: None,
         identity: WorkloadIdentity {
             name: "consul-service_web-api".into(),
             audience: vec!["consul.io".into()],
@@ -75,6 +81,25 @@ pub fn issue_request_service() -> IssueRequest {
             ..WorkloadIdentity::default()
         },
     }
+}
+
+/// The task request with the Nomad 2.0.3 fields set (Go's
+/// `extraIssueRequest` view): the job's `Meta` (one entry, so Go's bytes are
+/// deterministic) and `NodePool`, the identity's `ExtraClaims`, and the `Node`
+/// (Go also sends `HTTPAddr` and `Status`, which the view ignores).
+pub fn issue_request_extra() -> IssueRequest {
+    let mut r = issue_request_task();
+    let job = r.allocation.job.as_mut().expect("the sample has a Job");
+    job.node_pool = "gpu".into();
+    r.identity.extra_claims = vec!["dc".into(), "owner".into()];
+    r.node = Some(Node {
+        datacenter: "dc1".into(),
+        id: NODE_ID.into(),
+        name: "client-gpu-1".into(),
+        node_class: "gpu-a100".into(),
+        node_pool: "gpu".into(),
+    });
+    r
 }
 
 pub fn consul_expose() -> ConsulExposeConfig {

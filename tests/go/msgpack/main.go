@@ -37,10 +37,11 @@ type Job struct {
 	Namespace string // extra
 	ID        string
 	ParentID  string
-	Name      string            // extra
-	Type      string            // extra
-	Priority  int               // extra
-	Meta      map[string]string // extra
+	Name      string // extra
+	Type      string // extra
+	Priority  int    // extra
+	Meta      map[string]string
+	NodePool  string
 }
 
 type Allocation struct {
@@ -70,6 +71,19 @@ type WorkloadIdentity struct {
 	ServiceName  string
 	TTL          time.Duration
 	Filepath     string
+	ExtraClaims  []string
+}
+
+// Node is the client node an allocation runs on (Nomad's Node, trimmed): the
+// five fields the Rust view knows, plus Go-only ones it must ignore.
+type Node struct {
+	ID         string
+	Name       string
+	Datacenter string
+	NodeClass  string
+	NodePool   string
+	HTTPAddr   string // extra
+	Status     string // extra
 }
 
 type IssueRequest struct {
@@ -81,6 +95,9 @@ type IssueRequest struct {
 	// Absent (nil) in bearer-token requests: omitempty keeps their bytes
 	// exactly as before.
 	ProofKey *ProofKey `codec:",omitempty"`
+	// Absent (nil) unless the sender includes the node; omitempty keeps the
+	// bytes of requests without it exactly as before.
+	Node *Node `codec:",omitempty"`
 }
 
 // ProofKey is the workload's public key a request for a workload identity
@@ -152,6 +169,7 @@ func viewAllocation() *Allocation {
 		Job: &Job{
 			ID:       sampleJobID,
 			ParentID: "web",
+			Meta:     map[string]string{"owner": "team-a"},
 		},
 		TaskGroup:     "frontend",
 		DesiredStatus: "run",
@@ -174,7 +192,7 @@ func sampleWorkloadIdentity() *WorkloadIdentity {
 }
 
 func zeroWorkloadIdentity() *WorkloadIdentity {
-	return &WorkloadIdentity{Name: "default"} // Audience is a nil slice on purpose
+	return &WorkloadIdentity{Name: "default"} // Audience and ExtraClaims are nil slices on purpose
 }
 
 func serviceWorkloadIdentity() *WorkloadIdentity {
@@ -183,6 +201,42 @@ func serviceWorkloadIdentity() *WorkloadIdentity {
 		Audience: []string{"consul.io"},
 		TTL:      90 * time.Minute,
 	}
+}
+
+// extraAllocation sets the job's NodePool on an allocation (full or view):
+// the allocation of the extra-claims request. Job.Meta keeps its single entry:
+// go-msgpack 0.5.5 writes map entries in Go's random map order and has no
+// Canonical option, so a map of more than one entry would make the committed
+// bytes (and the check's byte comparison) flake.
+func extraAllocation(alloc *Allocation) *Allocation {
+	alloc.Job.NodePool = "gpu"
+	return alloc
+}
+
+// sampleNode is the node of the extra-claims request; with full set it also
+// carries the Go-only fields the Rust view must ignore.
+func sampleNode(full bool) *Node {
+	n := &Node{
+		ID:         "9d1e6a44-1111-2222-3333-444444444444",
+		Name:       "client-gpu-1",
+		Datacenter: "dc1",
+		NodeClass:  "gpu-a100",
+		NodePool:   "gpu",
+	}
+	if full {
+		n.HTTPAddr = "10.0.0.7:4646"
+		n.Status = "ready"
+	}
+	return n
+}
+
+// extraIssueRequest is the task request exercising the Nomad 2.0.3 fields:
+// Job.Meta and Job.NodePool, Identity.ExtraClaims and the Node.
+func extraIssueRequest(alloc *Allocation, full bool) *IssueRequest {
+	r := taskIssueRequest(extraAllocation(alloc))
+	r.Identity.ExtraClaims = []string{"dc", "owner"}
+	r.Node = sampleNode(full)
+	return r
 }
 
 func taskIssueRequest(alloc *Allocation) *IssueRequest {
@@ -252,6 +306,7 @@ func vectors() []vector {
 		{"issue_request_service.msgpack", serviceIssueRequest(fullAllocation()), serviceIssueRequest(viewAllocation())},
 		{"consul_expose.msgpack", sampleConsulExpose(), sampleConsulExpose()},
 		{"issue_request_proof_key.msgpack", proofKeyIssueRequest(fullAllocation()), proofKeyIssueRequest(viewAllocation())},
+		{"issue_request_extra.msgpack", extraIssueRequest(fullAllocation(), true), extraIssueRequest(viewAllocation(), false)},
 	}
 }
 
@@ -351,8 +406,10 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// compare walks want and got in lock step. Only a nil slice and an empty slice
-// are treated as equal; everything else must match exactly.
+// compare walks want and got in lock step. Only a nil slice and an empty slice,
+// and a nil map and an empty map, are treated as equal (Rust writes an empty
+// list or map as an empty container where Go writes nil); everything else must
+// match exactly.
 func (c *checker) compare(path string, got, want reflect.Value) {
 	switch want.Kind() {
 	case reflect.Ptr:
@@ -378,7 +435,7 @@ func (c *checker) compare(path string, got, want reflect.Value) {
 			c.compare(fmt.Sprintf("%s[%d]", path, i), got.Index(i), want.Index(i))
 		}
 	case reflect.Map:
-		if got.IsNil() != want.IsNil() || got.Len() != want.Len() {
+		if got.Len() != want.Len() {
 			c.fail(path, fmtVal(got), fmtVal(want))
 			return
 		}
