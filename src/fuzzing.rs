@@ -414,11 +414,25 @@ pub fn issue_request(data: &[u8]) {
     let Ok(req) = codec::decode::<IssueRequest>(data) else {
         return;
     };
-    // Every algorithm in turn, chosen by the input's length.
+    // Every algorithm in turn, chosen by the input's length, and the
+    // profiles: none, SPIFFE, extra claims, both.
     let alg = Algorithm::ALL[data.len() % Algorithm::ALL.len()];
-    let Ok(signed) = Issuer::new(w.keyring.clone()).issue_with(alg, &req, NOW) else {
+    let mut issuer = Issuer::new(w.keyring.clone());
+    let profile = (data.len() / Algorithm::ALL.len()) % 4;
+    if profile & 1 == 1 {
+        let spiffe = crate::profile::SpiffeProfile::new("fuzz.example.org")
+            .unwrap_or_else(|e| panic!("the fuzz trust domain is valid: {e}"));
+        issuer = issuer.spiffe(spiffe);
+    }
+    if profile & 2 == 2 {
+        issuer = issuer.extra_claims(fuzz_policy(&req.allocation.namespace));
+    }
+    let Ok(signed) = issuer.issue_with(alg, &req, NOW) else {
         return;
     };
+    if profile & 1 == 1 {
+        assert_eq!(crate::profile::spiffe_id_problem(&signed.claims.subject), None);
+    }
     let claims = crate::verify::check_signature(&w.keyring, &signed.token)
         .unwrap_or_else(|e| panic!("an issued token must verify: {e}"));
     assert_eq!(claims, signed.claims);
@@ -427,6 +441,31 @@ pub fn issue_request(data: &[u8]) {
         let r = w.verifier.verify(&signed.token, NOW);
         assert!(r.is_ok(), "{r:?}");
     }
+}
+
+/// An extra-claims policy for `namespace` naming every template variable.
+fn fuzz_policy(namespace: &str) -> crate::profile::ExtraClaimsPolicy {
+    let policy = crate::profile::ExtraClaimsPolicy::new();
+    if namespace.is_empty() {
+        return policy;
+    }
+    let all = [
+        ("unique_id", "${job.region}:${job.namespace}:${job.id}"),
+        ("dc", "${node.datacenter}"),
+        ("owner", "${job.meta.owner}"),
+        ("where", "${node.id}/${node.name}/${node.pool}/${node.class}"),
+        ("what", "${alloc.id}/${group.name}/${workload.name}/${identity.name}"),
+        ("parent", "${job.parent_id}@${job.node_pool}"),
+    ];
+    let mut policy = policy
+        .require(namespace, all[0].0, all[0].1)
+        .unwrap_or_else(|e| panic!("the fuzz policy is valid: {e}"));
+    for (name, template) in &all[1..] {
+        policy = policy
+            .offer(namespace, name, template)
+            .unwrap_or_else(|e| panic!("the fuzz policy is valid: {e}"));
+    }
+    policy
 }
 
 /// The C ABI driven through its Rust definitions.

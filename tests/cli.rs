@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
 
 mod serve_support;
@@ -2116,4 +2116,165 @@ fn wrapped_keystores_from_init_to_verify() {
     );
     assert!(stderr(&o).contains("no KEK"), "{}", stderr(&o));
     assert!(!std::path::Path::new(&fresh).exists(), "nothing written");
+}
+
+/// Token profiles from the command line: a SPIFFE JWT-SVID with extra claims,
+/// the SPIFFE bundle, and the refusals (an EdDSA JWT-SVID, a reserved extra
+/// claim name, a missing template field) as exit codes and messages.
+#[test]
+fn profiles_from_the_command_line() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    let now = T0.to_string();
+    expect(&["keyring", "init", "--keystore", &ks, "--now", &now], 0);
+    expect(
+        &["keyring", "rotate", "--keystore", &ks, "--alg", "ES256", "--now", &now],
+        0,
+    );
+    let req = s.write(
+        "req.json",
+        format!(
+            r#"{{"Region":"global",
+                "Allocation":{{"ID":"{ALLOC}","Namespace":"default","JobID":"web",
+                              "TaskGroup":"frontend","Job":{{"ID":"web","Meta":{{"Owner":"team-a"}}}}}},
+                "node":{{"datacenter":"dc1"}},
+                "Task":"server",
+                "Identity":{{"Name":"default","Audience":["spiffe-validator"],"TTL":"5m","ExtraClaims":["dc"]}}}}"#
+        )
+        .as_bytes(),
+    );
+    let policy = s.write(
+        "policy.json",
+        br#"{"namespaces":{"default":{
+            "required_extra_claims":{"owner":"${job.meta.Owner}"},
+            "optional_extra_claims":{"dc":"dc:${node.datacenter}"}}}}"#,
+    );
+    let issued = json_out(&[
+        "issue",
+        "--keystore",
+        &ks,
+        "--request",
+        &req,
+        "--alg",
+        "ES256",
+        "--spiffe-trust-domain",
+        "prod.example.org",
+        "--extra-claims-policy",
+        &policy,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(
+        issued["claims"]["sub"],
+        "spiffe://prod.example.org/global/default/web/frontend/server/default"
+    );
+    // Meta keys keep their case (they are the job's, not field names).
+    assert_eq!(
+        issued["claims"]["extra_claims"],
+        json!({"dc": "dc:dc1", "owner": "team-a"})
+    );
+    // A custom path.
+    let custom = json_out(&[
+        "issue",
+        "--keystore",
+        &ks,
+        "--request",
+        &req,
+        "--alg",
+        "ES256",
+        "--spiffe-trust-domain",
+        "prod.example.org",
+        "--spiffe-path",
+        "/ns/${job.namespace}/sa/${identity.name}",
+        "--extra-claims-policy",
+        &policy,
+        "--now",
+        &now,
+        "--json",
+    ]);
+    assert_eq!(
+        custom["claims"]["sub"],
+        "spiffe://prod.example.org/ns/default/sa/default"
+    );
+    // EdDSA cannot be a JWT-SVID.
+    let o = expect(
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &req,
+            "--spiffe-trust-domain",
+            "prod.example.org",
+            "--extra-claims-policy",
+            &policy,
+            "--now",
+            &now,
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("ES256 or RS256"), "{}", stderr(&o));
+    // A reserved name in the policy, and a bad trust domain.
+    let bad = s.write(
+        "bad.json",
+        br#"{"namespaces":{"default":{"required_extra_claims":{"sub":"x"}}}}"#,
+    );
+    let o = expect(
+        &["issue", "--keystore", &ks, "--request", &req, "--extra-claims-policy", &bad],
+        2,
+    );
+    assert!(stderr(&o).contains("is reserved"), "{}", stderr(&o));
+    let o = expect(
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &req,
+            "--alg",
+            "ES256",
+            "--spiffe-trust-domain",
+            "Prod.Example.org",
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("lower-case"), "{}", stderr(&o));
+    // The optional claim needs the node: named in the message.
+    let no_node = s.write(
+        "no-node.json",
+        std::fs::read_to_string(&req)
+            .unwrap()
+            .replace(r#""node":{"datacenter":"dc1"},"#, "")
+            .as_bytes(),
+    );
+    let o = expect(
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &no_node,
+            "--extra-claims-policy",
+            &policy,
+        ],
+        2,
+    );
+    assert!(stderr(&o).contains("Node.Datacenter"), "{}", stderr(&o));
+    // The SPIFFE bundle: the ES256 key only, use jwt-svid, the refresh hint.
+    let bundle = json_out(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--format",
+        "spiffe",
+        "--refresh-hint",
+        "1m",
+    ]);
+    assert_eq!(bundle["spiffe_refresh_hint"], 60);
+    let keys = bundle["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{bundle}");
+    assert_eq!(keys[0]["use"], "jwt-svid");
+    assert_eq!(keys[0]["alg"], "ES256");
 }

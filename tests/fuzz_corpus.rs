@@ -28,6 +28,19 @@ fn the_structure_aware_verify_seeds_reach_acceptance() {
         fuzzing::verify(&seed),
         "the signed-payload seed is accepted"
     );
+    // Tokens with extra claims (EdDSA) and a SPIFFE JWT-SVID with them
+    // (ES256) take the claims scan and are accepted.
+    for name in ["signed-payload-extra-claims", "signed-payload-spiffe-es256"] {
+        let seed = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fuzz/corpus/verify")
+                .join(name),
+        )
+        .unwrap();
+        let claims: workload_identity::Claims = serde_json::from_slice(&seed[1..]).unwrap();
+        assert!(!claims.extra_claims.is_empty(), "{name}");
+        assert!(fuzzing::verify(&seed), "{name} is accepted");
+    }
     let fixed = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/fuzz/corpus/verify/fixed-token"
