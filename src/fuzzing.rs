@@ -431,7 +431,10 @@ pub fn issue_request(data: &[u8]) {
         return;
     };
     if profile & 1 == 1 {
-        assert_eq!(crate::profile::spiffe_id_problem(&signed.claims.subject), None);
+        assert_eq!(
+            crate::profile::spiffe_id_problem(&signed.claims.subject),
+            None
+        );
     }
     let claims = crate::verify::check_signature(&w.keyring, &signed.token)
         .unwrap_or_else(|e| panic!("an issued token must verify: {e}"));
@@ -453,8 +456,14 @@ fn fuzz_policy(namespace: &str) -> crate::profile::ExtraClaimsPolicy {
         ("unique_id", "${job.region}:${job.namespace}:${job.id}"),
         ("dc", "${node.datacenter}"),
         ("owner", "${job.meta.owner}"),
-        ("where", "${node.id}/${node.name}/${node.pool}/${node.class}"),
-        ("what", "${alloc.id}/${group.name}/${workload.name}/${identity.name}"),
+        (
+            "where",
+            "${node.id}/${node.name}/${node.pool}/${node.class}",
+        ),
+        (
+            "what",
+            "${alloc.id}/${group.name}/${workload.name}/${identity.name}",
+        ),
         ("parent", "${job.parent_id}@${job.node_pool}"),
     ];
     let mut policy = policy
