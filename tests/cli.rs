@@ -2128,7 +2128,16 @@ fn profiles_from_the_command_line() {
     let now = T0.to_string();
     expect(&["keyring", "init", "--keystore", &ks, "--now", &now], 0);
     expect(
-        &["keyring", "rotate", "--keystore", &ks, "--alg", "ES256", "--now", &now],
+        &[
+            "keyring",
+            "rotate",
+            "--keystore",
+            &ks,
+            "--alg",
+            "ES256",
+            "--now",
+            &now,
+        ],
         0,
     );
     let req = s.write(
@@ -2221,7 +2230,15 @@ fn profiles_from_the_command_line() {
         br#"{"namespaces":{"default":{"required_extra_claims":{"sub":"x"}}}}"#,
     );
     let o = expect(
-        &["issue", "--keystore", &ks, "--request", &req, "--extra-claims-policy", &bad],
+        &[
+            "issue",
+            "--keystore",
+            &ks,
+            "--request",
+            &req,
+            "--extra-claims-policy",
+            &bad,
+        ],
         2,
     );
     assert!(stderr(&o).contains("is reserved"), "{}", stderr(&o));

@@ -12,8 +12,8 @@ use workload_identity::manager::{IdentityManager, MemoryIdentityDb};
 use workload_identity::model::{GoDuration, IssueRequest, Node};
 use workload_identity::profile::{ExtraClaimsPolicy, SpiffeProfile, spiffe_id_problem};
 use workload_identity::{
-    Algorithm, AllocState, Audience, Issuer, KeyDerivation, KeyId, KeyMaterial, KeyState,
-    Keyring, MemoryStore, ResultCode, RootKey, Verifier, WorkloadKey,
+    Algorithm, AllocState, Audience, Issuer, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring,
+    MemoryStore, ResultCode, RootKey, Verifier, WorkloadKey,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -85,7 +85,9 @@ fn jwt_svids_carry_a_spiffe_id_and_verify_as_any_token() {
     assert_eq!(spiffe_id_problem(&signed.claims.subject), None);
     assert!(signed.token.starts_with("eyJhbGciOiJFUzI1NiI")); // {"alg":"ES256"
     // The allocation binding is in the Nomad claims, as for any token.
-    let ok = verifier(&kr, "vault.io").verify(&signed.token, NOW).unwrap();
+    let ok = verifier(&kr, "vault.io")
+        .verify(&signed.token, NOW)
+        .unwrap();
     assert_eq!(ok.claims, signed.claims);
     assert_eq!(ok.claims.allocation_id, common::ALLOC_ID);
     // A custom path.
@@ -148,9 +150,20 @@ fn wits_of_a_spiffe_issuer_are_wit_svids() {
     assert_eq!(wit.claims.confirmation.as_ref(), Some(key.proof_key()));
     // Without SPIFFE the same request is a wimse:// WIT, and needs a domain.
     let plain = Issuer::new(kr.clone());
-    assert!(plain.issue(&r, NOW).unwrap_err().to_string().contains("trust domain"));
+    assert!(
+        plain
+            .issue(&r, NOW)
+            .unwrap_err()
+            .to_string()
+            .contains("trust domain")
+    );
     let wimse = plain.trust_domain(TD).unwrap().issue(&r, NOW).unwrap();
-    assert!(wimse.claims.subject.starts_with("wimse://prod.example.org/"));
+    assert!(
+        wimse
+            .claims
+            .subject
+            .starts_with("wimse://prod.example.org/")
+    );
 }
 
 #[test]
@@ -212,7 +225,11 @@ fn extra_claim_refusals_name_what_is_wrong() {
     let mut r = request();
     r.node = None;
     r.identity.extra_claims = vec!["dc".into()];
-    refused(&issuer, &r, &["Node.Datacenter", "\"dc\"", "${node.datacenter}"]);
+    refused(
+        &issuer,
+        &r,
+        &["Node.Datacenter", "\"dc\"", "${node.datacenter}"],
+    );
     // Asked for, but not offered.
     let mut r = request();
     r.identity.extra_claims = vec!["secret".into()];
@@ -251,7 +268,10 @@ fn the_manager_restores_profiled_tokens_and_notices_a_changed_profile() {
         .spiffe(SpiffeProfile::new("other.example.org").unwrap())
         .extra_claims(policy());
     let report = manager(other).restore(t0 + 60_000).unwrap();
-    assert!(!report.reused && report.reason.contains("sub"), "{report:?}");
+    assert!(
+        !report.reused && report.reason.contains("sub"),
+        "{report:?}"
+    );
     // Another policy: the extra claims differ.
     let m = manager(profiled());
     m.start(t0).unwrap();
@@ -274,7 +294,10 @@ fn golden_tokens_of_both_profiles() {
     r.identity.extra_claims = vec!["dc".into()];
     let profiles = [
         ("jwt_svid", spiffe_issuer(&kr).extra_claims(policy())),
-        ("extra_claims", Issuer::new(kr.clone()).extra_claims(policy())),
+        (
+            "extra_claims",
+            Issuer::new(kr.clone()).extra_claims(policy()),
+        ),
     ];
     if std::env::var_os("WID_BLESS").is_some() {
         let mut tokens = serde_json::Map::new();
@@ -306,7 +329,8 @@ fn golden_tokens_of_both_profiles() {
     assert_eq!(
         doc["spiffe_bundle"],
         serde_json::from_str::<Value>(
-            &kr.jwks().to_spiffe_bundle_json(std::time::Duration::from_secs(300))
+            &kr.jwks()
+                .to_spiffe_bundle_json(std::time::Duration::from_secs(300))
         )
         .unwrap()
     );

@@ -9,7 +9,11 @@
 //!
 //! `aud` is a string when there is one audience and an array when there are
 //! several; `exp` is present only when the identity has a TTL; `iss` only when an
-//! issuer is configured; exactly one of `nomad_task` and `nomad_service`.
+//! issuer is configured; exactly one of `nomad_task` and `nomad_service`; `cnf`
+//! in a WIT only; `extra_claims` (an object of strings, last) only when the
+//! issuer's [`ExtraClaimsPolicy`](crate::profile::ExtraClaimsPolicy) gives the
+//! identity some. With a [`SpiffeProfile`](crate::profile::SpiffeProfile),
+//! `sub` is a SPIFFE ID instead of the form above.
 //!
 //! Parsing is strict: every claim has one JSON type (numeric dates must be
 //! integers, never floats or strings), and a claim name that appears twice —
