@@ -810,3 +810,83 @@ fn vault_login_refuses_plain_http_and_bad_names() {
     assert_eq!(v.name(), "vault");
     assert_eq!((v.mount(), v.role()), ("jwt", ROLE));
 }
+
+/// docs/vault.md step 5: with the extra claim `unique_id` as `user_claim`
+/// (a JSON pointer), job `web` of two namespaces logs in as two entities,
+/// each alias named by its claim; the claim is also in the alias metadata.
+#[test]
+fn an_extra_claim_names_one_entity_per_job_across_namespaces() {
+    let w = World::new();
+    let policy = w.file("extra-claims.json", &doc_block("extra-claims-policy"));
+    let mut fields: Value = serde_json::from_str(&doc_block("extra-claims-role")).unwrap();
+    fields["bound_claims"] =
+        json!({"nomad_namespace": ["default", "prod"], "nomad_job_id": ["web"]});
+    w.role("per-job", fields);
+    let login = |jwt: &str| -> String {
+        let o = w.bao.try_cmd_as(
+            "",
+            &[
+                "write",
+                "-field=token",
+                "auth/jwt/login",
+                "role=per-job",
+                &format!("jwt={jwt}"),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let alias_of = |token: &str| -> (String, Value) {
+        let me: Value = serde_json::from_str(
+            &String::from_utf8(
+                w.bao
+                    .try_cmd_as(token, &["token", "lookup", "-format=json"])
+                    .stdout,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let entity_id = me["data"]["entity_id"].as_str().unwrap().to_string();
+        let entity: Value = serde_json::from_str(&w.bao.cmd(&[
+            "read",
+            "-format=json",
+            &format!("identity/entity/id/{entity_id}"),
+        ]))
+        .unwrap();
+        let aliases = entity["data"]["aliases"].as_array().unwrap();
+        assert_eq!(aliases.len(), 1, "{entity}");
+        (entity_id, aliases[0].clone())
+    };
+    let mut seen = Vec::new();
+    for namespace in ["default", "prod"] {
+        let jwt = w.issue(
+            "web",
+            namespace,
+            "vault.io",
+            "EdDSA",
+            &["--extra-claims-policy", &policy],
+        );
+        let (entity, alias) = alias_of(&login(&jwt));
+        let unique = format!("global:{namespace}:web");
+        assert_eq!(alias["name"], unique.as_str(), "{alias}");
+        assert_eq!(alias["metadata"]["unique_id"], unique.as_str(), "{alias}");
+        assert_eq!(alias["metadata"]["nomad_namespace"], namespace, "{alias}");
+        seen.push(entity);
+    }
+    assert_ne!(seen[0], seen[1], "one entity per job and namespace");
+    // A token without the claim cannot log in with this role.
+    let plain = w.issue("web", "default", "vault.io", "EdDSA", &[]);
+    let o = w.bao.try_cmd_as(
+        "",
+        &[
+            "write",
+            "auth/jwt/login",
+            "role=per-job",
+            &format!("jwt={plain}"),
+        ],
+    );
+    assert!(
+        !o.status.success(),
+        "a token without extra_claims logged in"
+    );
+}

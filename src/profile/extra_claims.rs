@@ -13,6 +13,10 @@ pub const MAX_EXTRA_CLAIM_VALUE_BYTES: usize = 1024;
 /// together), so the most one token can carry.
 pub const MAX_EXTRA_CLAIMS: usize = 32;
 
+/// The namespace name whose claims every namespace has (as Nomad's
+/// server-wide `vault.default_identity.extra_claims`).
+pub const EVERY_NAMESPACE: &str = "*";
+
 /// The longest extra claim name, in bytes.
 const MAX_NAME_BYTES: usize = 64;
 
@@ -89,7 +93,8 @@ struct NamespaceClaims {
 /// `required_extra_claims` (in every identity of the namespace) and
 /// `optional_extra_claims` (in an identity whose
 /// [`extra_claims`](crate::model::WorkloadIdentity::extra_claims) names
-/// them). Values are templates over the request (see the
+/// them). The namespace [`EVERY_NAMESPACE`] (`"*"`) gives its claims to
+/// every namespace, beside the namespace's own. Values are templates over the request (see the
 /// [module docs](crate::profile)). Following Nomad, a token carries them
 /// in one claim, `extra_claims`, an object of strings (a relying party reads
 /// `/extra_claims/<name>`).
@@ -251,15 +256,37 @@ impl ExtraClaimsPolicy {
             )));
         }
         let t = Template::parse(template).map_err(|e| bad(format!("the template {e}")))?;
-        let ns = self.namespaces.entry(namespace.to_string()).or_default();
-        if ns.required.contains_key(name) || ns.optional.contains_key(name) {
-            return Err(bad("is defined twice".into()));
-        }
-        if ns.required.len() + ns.optional.len() >= MAX_EXTRA_CLAIMS {
+        // A namespace's claims are its own and those of "*": a name may be
+        // in one of the two, and their sum is bounded.
+        let defines =
+            |ns: &NamespaceClaims| ns.required.contains_key(name) || ns.optional.contains_key(name);
+        let count = |ns: &NamespaceClaims| ns.required.len() + ns.optional.len();
+        let every = self.namespaces.get(EVERY_NAMESPACE).map_or(0, count);
+        let (clash, most) = if namespace == EVERY_NAMESPACE {
+            let most = self
+                .namespaces
+                .iter()
+                .map(|(n, ns)| count(ns) + if n == EVERY_NAMESPACE { 0 } else { every })
+                .max()
+                .unwrap_or(0);
+            (self.namespaces.values().any(defines), most)
+        } else {
+            let own = self.namespaces.get(namespace);
+            let clash = own.is_some_and(defines)
+                || self.namespaces.get(EVERY_NAMESPACE).is_some_and(defines);
+            (clash, own.map_or(0, count) + every)
+        };
+        if clash {
             return Err(bad(format!(
-                "the namespace already has {MAX_EXTRA_CLAIMS} extra claims, the most allowed"
+                "is defined twice (in this namespace, or in it and \"{EVERY_NAMESPACE}\")"
             )));
         }
+        if most >= MAX_EXTRA_CLAIMS {
+            return Err(bad(format!(
+                "a namespace would have more than {MAX_EXTRA_CLAIMS} extra claims (its own and those of \"{EVERY_NAMESPACE}\"), the most allowed"
+            )));
+        }
+        let ns = self.namespaces.entry(namespace.to_string()).or_default();
         if required {
             ns.required.insert(name.to_string(), t);
         } else {
@@ -279,15 +306,19 @@ impl ExtraClaimsPolicy {
     /// the optional ones its identity names, rendered.
     pub fn claims_for(&self, req: &IssueRequest) -> Result<BTreeMap<String, String>> {
         let namespace = &req.allocation.namespace;
-        let ns = self.namespaces.get(namespace);
+        // Its own claims and those of every namespace (no name is in both).
+        let scopes: Vec<&NamespaceClaims> = [namespace.as_str(), EVERY_NAMESPACE]
+            .iter()
+            .filter_map(|n| self.namespaces.get(*n))
+            .collect();
         let mut out = BTreeMap::new();
         for (i, name) in req.identity.extra_claims.iter().enumerate() {
-            let known = ns
-                .is_some_and(|ns| ns.optional.contains_key(name) || ns.required.contains_key(name));
+            let known = scopes
+                .iter()
+                .any(|ns| ns.optional.contains_key(name) || ns.required.contains_key(name));
             if !known {
-                let offered: Vec<&String> = ns
-                    .map(|ns| ns.optional.keys().collect())
-                    .unwrap_or_default();
+                let offered: Vec<&String> =
+                    scopes.iter().flat_map(|ns| ns.optional.keys()).collect();
                 return Err(Error::invalid(
                     "IssueRequest",
                     &format!("Identity.ExtraClaims[{i}]"),
@@ -304,14 +335,12 @@ impl ExtraClaimsPolicy {
                 ));
             }
         }
-        let Some(ns) = ns else {
-            return Ok(out);
-        };
         let asked = |name: &String| req.identity.extra_claims.contains(name);
-        let chosen = ns
-            .required
-            .iter()
-            .chain(ns.optional.iter().filter(|(name, _)| asked(name)));
+        let chosen = scopes.iter().flat_map(|ns| {
+            ns.required
+                .iter()
+                .chain(ns.optional.iter().filter(|(name, _)| asked(name)))
+        });
         for (name, template) in chosen {
             let value = template.render(req).map_err(|m| {
                 Error::invalid(
@@ -451,6 +480,39 @@ mod tests {
             p = p.offer("ns", &format!("c{i}"), "v").unwrap();
         }
         assert!(p.offer("ns", "one_more", "v").is_err());
+    }
+
+    #[test]
+    fn every_namespace_shares_the_claims_of_star() {
+        let p = ExtraClaimsPolicy::new()
+            .require("*", "unique_id", "${job.namespace}:${job.id}")
+            .unwrap()
+            .offer("prod", "owner", "${job.meta.owner}")
+            .unwrap();
+        let mut r = req();
+        assert_eq!(p.claims_for(&r).unwrap()["unique_id"], "default:web");
+        r.allocation.namespace = "prod".into();
+        r.identity.extra_claims = vec!["owner".into()];
+        r.allocation.job = Some(crate::model::Job {
+            meta: [("owner", "ops")].into_iter().collect(),
+            ..Default::default()
+        });
+        let c = p.claims_for(&r).unwrap();
+        assert_eq!(
+            (c["unique_id"].as_str(), c["owner"].as_str()),
+            ("prod:web", "ops")
+        );
+        // A name in "*" and a namespace, either way round, is refused.
+        assert!(p.clone().offer("prod", "unique_id", "x").is_err());
+        assert!(p.clone().offer("*", "owner", "x").is_err());
+        // The bound counts both.
+        let mut p = ExtraClaimsPolicy::new();
+        for i in 0..MAX_EXTRA_CLAIMS - 1 {
+            p = p.offer("ns", &format!("c{i}"), "v").unwrap();
+        }
+        let p = p.require("*", "last", "v").unwrap();
+        assert!(p.clone().require("*", "too_many", "v").is_err());
+        assert!(p.offer("ns", "too_many", "v").is_err());
     }
 
     #[test]

@@ -37,5 +37,7 @@ mod extra_claims;
 mod spiffe;
 pub(crate) mod template;
 
-pub use extra_claims::{ExtraClaimsPolicy, MAX_EXTRA_CLAIM_VALUE_BYTES, MAX_EXTRA_CLAIMS};
+pub use extra_claims::{
+    EVERY_NAMESPACE, ExtraClaimsPolicy, MAX_EXTRA_CLAIM_VALUE_BYTES, MAX_EXTRA_CLAIMS,
+};
 pub use spiffe::{DEFAULT_SPIFFE_PATH, MAX_SPIFFE_ID_BYTES, SpiffeProfile, spiffe_id_problem};
