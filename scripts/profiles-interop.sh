@@ -11,9 +11,11 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-if ! python3 -c 'import jwt, cryptography, spiffe' >/dev/null 2>&1; then
+# py-spiffe pinned: the version whose JwtSvid checks were read and tested
+# (it compares the SPIFFE ID's trust domain with the bundle's).
+if ! python3 -c 'import jwt, cryptography, importlib.metadata as m; assert m.version("spiffe") == "0.3.2"' >/dev/null 2>&1; then
     echo "profiles-interop.sh: installing PyJWT, cryptography and spiffe (py-spiffe) from PyPI" >&2
-    python3 -m pip install --quiet "PyJWT[crypto]" cryptography spiffe
+    python3 -m pip install --quiet "PyJWT[crypto]" cryptography "spiffe==0.3.2"
 fi
 
 # shellcheck source=lib.sh

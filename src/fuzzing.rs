@@ -425,7 +425,7 @@ pub fn issue_request(data: &[u8]) {
         issuer = issuer.spiffe(spiffe);
     }
     if profile & 2 == 2 {
-        issuer = issuer.extra_claims(fuzz_policy(&req.allocation.namespace));
+        issuer = issuer.extra_claims(fuzz_policy());
     }
     let Ok(signed) = issuer.issue_with(alg, &req, NOW) else {
         return;
@@ -446,32 +446,21 @@ pub fn issue_request(data: &[u8]) {
     }
 }
 
-/// An extra-claims policy for `namespace` naming every template variable.
-fn fuzz_policy(namespace: &str) -> crate::profile::ExtraClaimsPolicy {
-    let policy = crate::profile::ExtraClaimsPolicy::new();
-    if namespace.is_empty() {
-        return policy;
-    }
+/// An extra-claims policy for every namespace naming every template variable.
+fn fuzz_policy() -> crate::profile::ExtraClaimsPolicy {
     let all = [
-        ("unique_id", "${job.region}:${job.namespace}:${job.id}"),
         ("dc", "${node.datacenter}"),
         ("owner", "${job.meta.owner}"),
-        (
-            "where",
-            "${node.id}/${node.name}/${node.pool}/${node.class}",
-        ),
-        (
-            "what",
-            "${alloc.id}/${group.name}/${workload.name}/${identity.name}",
-        ),
+        ("where", "${node.id}/${node.name}/${node.pool}/${node.class}"),
+        ("what", "${alloc.id}/${group.name}/${workload.name}/${identity.name}"),
         ("parent", "${job.parent_id}@${job.node_pool}"),
     ];
-    let mut policy = policy
-        .require(namespace, all[0].0, all[0].1)
+    let mut policy = crate::profile::ExtraClaimsPolicy::new()
+        .require("*", "unique_id", "${job.region}:${job.namespace}:${job.id}")
         .unwrap_or_else(|e| panic!("the fuzz policy is valid: {e}"));
-    for (name, template) in &all[1..] {
+    for (name, template) in all {
         policy = policy
-            .offer(namespace, name, template)
+            .offer("*", name, template)
             .unwrap_or_else(|e| panic!("the fuzz policy is valid: {e}"));
     }
     policy

@@ -185,16 +185,21 @@ impl Issuer {
         req.validate()?;
         let workload = req.workload()?;
         let extra_claims = self.extra_claims_for(req)?;
+        if req.proof_key.is_some() && req.identity.ttl.as_nanos() <= 0 {
+            return Err(wit_without_ttl());
+        }
         let subject = match (&self.spiffe, &req.proof_key, &self.trust_domain) {
-            (Some(p), _, _) => p.id_for(req)?,
+            (Some(p), proof_key, _) => {
+                if proof_key.is_none() {
+                    self.check_jwt_svid(self.algorithm_of(req), req)?;
+                }
+                p.id_for(req)?
+            }
             (None, Some(_), Some(td)) => crate::claims::workload_uri(td, req)?,
             (None, Some(_), None) => return Err(no_trust_domain()),
             (None, None, _) => crate::claims::nomad_subject(req, workload),
         };
-        Ok(crate::ExpectedClaims {
-            subject,
-            extra_claims,
-        })
+        Ok(crate::ExpectedClaims::new(subject, extra_claims))
     }
 
     fn extra_claims_for(
@@ -208,8 +213,13 @@ impl Issuer {
                 "IssueRequest",
                 "Identity.ExtraClaims",
                 format!(
-                    "names {:?}, but the issuer has no extra-claims policy (Issuer::extra_claims; wid issue --extra-claims-policy)",
-                    req.identity.extra_claims
+                    "names {} extra claim(s) ({:?}...), but the issuer has no extra-claims policy (Issuer::extra_claims; wid issue --extra-claims-policy)",
+                    req.identity.extra_claims.len(),
+                    req.identity
+                        .extra_claims
+                        .first()
+                        .map_or(String::new(), |n| crate::error::truncate_for_message(n)
+                            .to_string())
                 ),
             )),
         }
@@ -390,6 +400,17 @@ impl Issuer {
                 reason: format!("cannot encode claims: {e}"),
             })?;
             let token = jwt::encode_typed(key, typ, &json)?;
+            if token.len() > jwt::DEFAULT_MAX_TOKEN_BYTES {
+                return Err(Error::invalid(
+                    "IssueRequest",
+                    "Identity",
+                    format!(
+                        "would make a token of {} bytes, over the {} that verifiers (ours included) accept by default: shorten its audiences, names or extra claims",
+                        token.len(),
+                        jwt::DEFAULT_MAX_TOKEN_BYTES
+                    ),
+                ));
+            }
             Ok(SignedIdentity {
                 token,
                 claims,
@@ -418,11 +439,7 @@ impl Issuer {
             .map_err(|why| Error::invalid("IssueRequest", "ProofKey", why))?;
         let ttl = req.identity.ttl.as_secs();
         if ttl <= 0 {
-            return Err(Error::invalid(
-                "IssueRequest",
-                "Identity.TTL",
-                "is 0, but a workload identity token must expire: give the identity a TTL",
-            ));
+            return Err(wit_without_ttl());
         }
         let ttl = ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX));
         if let Some(td) = td {
@@ -432,6 +449,14 @@ impl Issuer {
         claims.confirmation = Some(proof_key.clone());
         Ok(())
     }
+}
+
+fn wit_without_ttl() -> Error {
+    Error::invalid(
+        "IssueRequest",
+        "Identity.TTL",
+        "is 0, but a workload identity token must expire: give the identity a TTL",
+    )
 }
 
 fn no_trust_domain() -> Error {

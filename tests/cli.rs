@@ -2294,4 +2294,9 @@ fn profiles_from_the_command_line() {
     assert_eq!(keys.len(), 1, "{bundle}");
     assert_eq!(keys[0]["use"], "jwt-svid");
     assert_eq!(keys[0]["alg"], "ES256");
+    let o = expect(
+        &["keyring", "jwks", "--keystore", &ks, "--refresh-hint", "1m"],
+        2,
+    );
+    assert!(stderr(&o).contains("--format spiffe"), "{}", stderr(&o));
 }

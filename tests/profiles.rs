@@ -279,7 +279,7 @@ fn the_manager_restores_profiled_tokens_and_notices_a_changed_profile() {
     let fewer = spiffe_issuer(&kr).extra_claims(ExtraClaimsPolicy::new());
     let report = manager(fewer).restore(t0 + 60_000).unwrap();
     assert!(
-        !report.reused && report.reason.contains("extra_claims"),
+        !report.reused && report.reason.contains("extra claim \"unique_id\""),
         "{report:?}"
     );
 }
@@ -360,4 +360,57 @@ fn golden_tokens_of_both_profiles() {
         doc["tokens"]["extra_claims"]["payload"]["extra_claims"]["dc"],
         "dc:dc1"
     );
+}
+
+/// A token too big for verifiers is refused at issue, not handed out to be
+/// refused everywhere (extra claims are what can grow it).
+#[test]
+fn a_token_over_the_verifiers_cap_is_refused_at_issue() {
+    let kr = keyring();
+    let mut r = request();
+    r.identity.audience = (0..400)
+        .map(|i| format!("audience-number-{i:04}"))
+        .collect();
+    let e = Issuer::new(kr.clone()).issue(&r, NOW).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument);
+    assert!(e.to_string().contains("over the 8192"), "{e}");
+}
+
+/// A signer that is not an `Issuer` and does not say what it writes: a
+/// default-path SPIFFE ID is still recognised as the identity's; another
+/// `sub` is refused with a message naming the way out.
+#[test]
+fn a_host_signer_of_default_path_svids_needs_no_expectation() {
+    struct Host(Issuer);
+    impl workload_identity::manager::IdentitySigner for Host {
+        fn sign(
+            &self,
+            requests: &[IssueRequest],
+            now: i64,
+        ) -> Result<Vec<workload_identity::SignedIdentity>, workload_identity::Error> {
+            requests.iter().map(|r| self.0.issue(r, now)).collect()
+        }
+    }
+    let kr = keyring();
+    let db = Arc::new(MemoryIdentityDb::default());
+    let start = |issuer: Issuer| {
+        IdentityManager::builder(
+            vec![request()],
+            Arc::new(Host(issuer)),
+            db.clone(),
+            kr.clone(),
+        )
+        .build()
+        .unwrap()
+        .start(NOW * 1000)
+    };
+    start(spiffe_issuer(&kr)).unwrap();
+    let custom = Issuer::new(kr.clone()).algorithm(Algorithm::Es256).spiffe(
+        SpiffeProfile::new(TD)
+            .unwrap()
+            .path("/custom/${job.id}")
+            .unwrap(),
+    );
+    let e = start(custom).unwrap_err().to_string();
+    assert!(e.contains("IdentitySigner::expected_claims"), "{e}");
 }

@@ -44,7 +44,9 @@ pub struct Claims {
     pub task: Option<String>,
     /// `nomad_service`, for a service identity.
     pub service: Option<String>,
-    /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
+    /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`;
+    /// a `wimse://` URI in a WIT; a SPIFFE ID from an issuer with a
+    /// [`SpiffeProfile`](crate::profile::SpiffeProfile).
     pub subject: String,
     /// `aud`.
     pub audience: Vec<String>,
@@ -72,11 +74,64 @@ pub struct Claims {
 /// extra claims its signer gives for a request (see
 /// [`IdentitySigner::expected_claims`](crate::manager::IdentitySigner::expected_claims)).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExpectedClaims {
     /// `sub`.
     pub subject: String,
     /// `extra_claims`.
     pub extra_claims: BTreeMap<String, String>,
+}
+
+impl ExpectedClaims {
+    /// What a signer's token for a request carries: `subject` as `sub`, and
+    /// exactly `extra_claims`.
+    pub fn new(subject: String, extra_claims: BTreeMap<String, String>) -> ExpectedClaims {
+        ExpectedClaims {
+            subject,
+            extra_claims,
+        }
+    }
+}
+
+/// A `sub` that is none of the forms the manager knows without its signer's
+/// word, described for a message.
+fn differs_sub(found: &str, want: &str) -> Option<String> {
+    Some(format!(
+        "its sub is {:?}, the request's is {:?} (or spiffe://<trust domain>/ and the same six parts); a signer that writes another sub must say which: IdentitySigner::expected_claims",
+        crate::error::truncate_for_message(found),
+        crate::error::truncate_for_message(want)
+    ))
+}
+
+/// The first extra claim that differs between a token's (`have`) and what
+/// signing gives (`want`), described for a message.
+fn extra_claims_difference(
+    have: &BTreeMap<String, String>,
+    want: &BTreeMap<String, String>,
+) -> Option<String> {
+    let t = crate::error::truncate_for_message;
+    for (name, w) in want {
+        match have.get(name) {
+            None => return Some(format!("it lacks extra claim {:?}", t(name))),
+            Some(h) if h != w => {
+                return Some(format!(
+                    "its extra claim {:?} is {:?}, signing the request gives {:?}",
+                    t(name),
+                    t(h),
+                    t(w)
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    have.keys()
+        .find(|name| !want.contains_key(*name))
+        .map(|name| {
+            format!(
+                "it has extra claim {:?}, which signing the request does not give",
+                t(name)
+            )
+        })
 }
 
 /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
@@ -200,12 +255,8 @@ impl Claims {
             if self.subject != e.subject {
                 return differs("sub", &self.subject, &e.subject);
             }
-            if self.extra_claims != e.extra_claims {
-                return Some(format!(
-                    "its extra_claims are {:?}, signing the request gives {:?}",
-                    self.extra_claims.keys().collect::<Vec<_>>(),
-                    e.extra_claims.keys().collect::<Vec<_>>()
-                ));
+            if let Some(why) = extra_claims_difference(&self.extra_claims, &e.extra_claims) {
+                return Some(why);
             }
         }
         match &req.proof_key {
@@ -221,8 +272,8 @@ impl Claims {
             }
             None => {
                 let sub = subject_for(req, workload);
-                if self.subject != sub {
-                    return differs("sub", &self.subject, &sub);
+                if self.subject != sub && !self.is_default_spiffe_id(req, workload) {
+                    return differs_sub(&self.subject, &sub);
                 }
                 if self.confirmation.is_some() {
                     return Some("it carries cnf (a WIT), the request has no ProofKey".into());
@@ -237,12 +288,10 @@ impl Claims {
                     .subject
                     .strip_prefix("wimse://")
                     .and_then(|rest| rest.strip_suffix(path));
-                if td.is_none_or(|td| crate::pop::trust_domain_problem(td).is_some()) {
-                    return differs(
-                        "sub",
-                        &self.subject,
-                        &format!("wimse://<trust domain>{path}"),
-                    );
+                if td.is_none_or(|td| crate::pop::trust_domain_problem(td).is_some())
+                    && !self.is_default_spiffe_id(req, workload)
+                {
+                    return differs_sub(&self.subject, &format!("wimse://<trust domain>{path}"));
                 }
                 if self.confirmation.as_ref() != Some(key) {
                     return Some("its cnf.jwk is not the request's ProofKey".into());
@@ -260,6 +309,23 @@ impl Claims {
             ));
         }
         None
+    }
+
+    /// Whether `sub` is `spiffe://<any valid trust domain>` followed by the
+    /// default SPIFFE path for `req` (what an issuer with a
+    /// [`SpiffeProfile`](crate::profile::SpiffeProfile) of the default path
+    /// writes).
+    fn is_default_spiffe_id(&self, req: &IssueRequest, workload: Workload<'_>) -> bool {
+        let path = subject_parts(req, workload).join("/");
+        self.subject
+            .strip_prefix("spiffe://")
+            .and_then(|rest| rest.strip_suffix(path.as_str()))
+            .and_then(|td| td.strip_suffix('/'))
+            .is_some_and(|td| {
+                crate::profile::spiffe_id_problem(&self.subject).is_none()
+                    && !td.is_empty()
+                    && !td.contains('/')
+            })
     }
 
     /// Parses a token payload strictly: our own serializer's exact form by a
@@ -585,11 +651,16 @@ mod tests {
                 false,
             ),
             ("wimse:///global/default/web/g/server/default", false),
+            ("global:default:web:g:server:default", false),
             (
                 "spiffe://td.example/global/default/web/g/server/default",
+                true,
+            ),
+            (
+                "spiffe://td.example/x/global/default/web/g/server/default",
                 false,
             ),
-            ("global:default:web:g:server:default", false),
+            ("spiffe://TD/global/default/web/g/server/default", false),
         ] {
             c.subject = sub.into();
             assert_eq!(

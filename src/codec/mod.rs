@@ -39,8 +39,8 @@
 //! field order) with the smallest integer form (as Go does), and strings in the old
 //! spec's raw form that Nomad's `MsgpackHandle` (`WriteExt: false`) writes: a string
 //! of 32–255 bytes gets a `str16` header, not `str8`. The one remaining difference
-//! is that an empty list is written as an empty array, where Go writes `nil` for a
-//! nil slice; Go decodes both to an empty slice.
+//! is that an empty list or map is written as an empty array or map, where Go
+//! writes `nil` for a nil slice or map; Go decodes both to an empty one.
 
 mod scan;
 

@@ -19,7 +19,7 @@ wire_struct! {
         pub identity: WorkloadIdentity => "Identity",
         /// The node the allocation runs on, when the sender includes it
         /// (extra-claim templates read `${node.*}` from it). Absent (nil)
-        /// otherwise; requests without it encode exactly as before.
+        /// otherwise, and then left out of the encoding.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub node: Option<super::Node> => "Node",
         /// The workload's public key, when it asks for a WIMSE workload

@@ -17,6 +17,15 @@ pub const MAX_EXTRA_CLAIMS: usize = 32;
 /// server-wide `vault.default_identity.extra_claims`).
 pub const EVERY_NAMESPACE: &str = "*";
 
+/// The most bytes a token's `extra_claims` object may take, as JSON: tokens
+/// stay well under verifiers' 8 KiB default cap.
+pub const MAX_EXTRA_CLAIMS_JSON_BYTES: usize = 4096;
+
+/// Nomad's namespace name rule, `^[a-zA-Z0-9-]{1,128}$`.
+fn valid_namespace(ns: &str) -> bool {
+    (1..=128).contains(&ns.len()) && ns.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// The longest extra claim name, in bytes.
 const MAX_NAME_BYTES: usize = 64;
 
@@ -240,8 +249,11 @@ impl ExtraClaimsPolicy {
                 why,
             )
         };
-        if namespace.is_empty() {
-            return Err(bad("the namespace is empty".into()));
+        if namespace != EVERY_NAMESPACE && !valid_namespace(namespace) {
+            return Err(bad(
+                "the namespace must match Nomad's ^[a-zA-Z0-9-]{1,128}$ (or be \"*\" for every namespace)"
+                    .into(),
+            ));
         }
         if let Some(p) = name_problem(name) {
             return Err(bad(format!("the name {p}")));
@@ -258,8 +270,14 @@ impl ExtraClaimsPolicy {
         let t = Template::parse(template).map_err(|e| bad(format!("the template {e}")))?;
         // A namespace's claims are its own and those of "*": a name may be
         // in one of the two, and their sum is bounded.
-        let defines =
-            |ns: &NamespaceClaims| ns.required.contains_key(name) || ns.optional.contains_key(name);
+        // Names differ by more than case: a relying party that folds case
+        // must not see two claims as one.
+        let defines = |ns: &NamespaceClaims| {
+            ns.required
+                .keys()
+                .chain(ns.optional.keys())
+                .any(|n| n.eq_ignore_ascii_case(name))
+        };
         let count = |ns: &NamespaceClaims| ns.required.len() + ns.optional.len();
         let every = self.namespaces.get(EVERY_NAMESPACE).map_or(0, count);
         let (clash, most) = if namespace == EVERY_NAMESPACE {
@@ -357,14 +375,31 @@ impl ExtraClaimsPolicy {
             if value.len() > MAX_EXTRA_CLAIM_VALUE_BYTES {
                 return Err(Error::invalid(
                     "IssueRequest",
-                    "Identity.ExtraClaims",
+                    &template.fields(req).join(", "),
                     format!(
-                        "extra claim {name:?} would be {} bytes; a value is at most {MAX_EXTRA_CLAIM_VALUE_BYTES}",
+                        "make extra claim {name:?} ({:?}) {} bytes long; a value is at most {MAX_EXTRA_CLAIM_VALUE_BYTES}",
+                        template.source(),
                         value.len()
                     ),
                 ));
             }
             out.insert(name.clone(), value);
+        }
+        // The claims as the token will carry them (escapes included).
+        let encoded = serde_json::to_string(&out).map_or(usize::MAX, |j| j.len());
+        if encoded > MAX_EXTRA_CLAIMS_JSON_BYTES {
+            let (name, value) = out
+                .iter()
+                .max_by_key(|(_, v)| v.len())
+                .map(|(n, v)| (n.as_str(), v.len()))
+                .unwrap_or_default();
+            return Err(Error::invalid(
+                "IssueRequest",
+                "Identity.ExtraClaims",
+                format!(
+                    "the extra claims would take {encoded} bytes of JSON, over the {MAX_EXTRA_CLAIMS_JSON_BYTES} a token may spend on them (the largest, {name:?}, is {value} bytes)"
+                ),
+            ));
         }
         Ok(out)
     }
@@ -439,7 +474,24 @@ mod tests {
             ..Default::default()
         });
         let e = policy().claims_for(&r).unwrap_err().to_string();
-        assert!(e.contains("1030 bytes"), "{e}");
+        assert!(
+            e.contains("1030 bytes") && e.contains("Allocation.Job.Meta[\"owner\"]"),
+            "{e}"
+        );
+        // Control characters count as the token will carry them: escaped.
+        let mut p = ExtraClaimsPolicy::new();
+        for i in 0..5 {
+            p = p
+                .require("default", &format!("c{i}"), "${job.meta.owner}")
+                .unwrap();
+        }
+        r.identity.extra_claims.clear();
+        r.allocation.job = Some(crate::model::Job {
+            meta: [("owner", "\u{1}".repeat(200))].into_iter().collect(),
+            ..Default::default()
+        });
+        let e = p.claims_for(&r).unwrap_err().to_string();
+        assert!(e.contains("bytes of JSON, over the 4096"), "{e}");
     }
 
     #[test]
@@ -475,6 +527,13 @@ mod tests {
                 .is_err()
         );
         assert!(policy().offer("default", "unique_id", "again").is_err());
+        assert!(policy().offer("default", "Unique_ID", "again").is_err());
+        for ns in ["", "Default ", "a/b", "a_b", &"n".repeat(129)] {
+            assert!(
+                ExtraClaimsPolicy::new().require(ns, "x", "v").is_err(),
+                "{ns:?}"
+            );
+        }
         let mut p = ExtraClaimsPolicy::new();
         for i in 0..MAX_EXTRA_CLAIMS {
             p = p.offer("ns", &format!("c{i}"), "v").unwrap();

@@ -39,5 +39,6 @@ pub(crate) mod template;
 
 pub use extra_claims::{
     EVERY_NAMESPACE, ExtraClaimsPolicy, MAX_EXTRA_CLAIM_VALUE_BYTES, MAX_EXTRA_CLAIMS,
+    MAX_EXTRA_CLAIMS_JSON_BYTES,
 };
 pub use spiffe::{DEFAULT_SPIFFE_PATH, MAX_SPIFFE_ID_BYTES, SpiffeProfile, spiffe_id_problem};

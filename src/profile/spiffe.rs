@@ -172,42 +172,85 @@ impl SpiffeProfile {
     /// character a path segment cannot (`/` included), is refused naming the
     /// variable and the request field; nothing is escaped.
     pub fn id_for(&self, req: &IssueRequest) -> Result<String> {
+        let refuse = |v: &super::template::Var, why: String| {
+            Error::invalid(
+                "IssueRequest",
+                &v.field(req),
+                format!(
+                    "{why} ({} in the SPIFFE ID path {:?})",
+                    v.name(),
+                    self.path.source()
+                ),
+            )
+        };
         let mut id = format!("spiffe://{}", self.trust_domain);
+        // The segment being built and the variables in it: a value that
+        // makes a whole segment "." or ".." is named.
+        let mut segment = String::new();
+        let mut vars: Vec<&super::template::Var> = Vec::new();
+        let mut longest: Option<(&super::template::Var, usize)> = None;
+        let close = |segment: &mut String, vars: &mut Vec<&super::template::Var>| {
+            let bad = segment == "." || segment == "..";
+            let named = vars.first().copied();
+            let seg = std::mem::take(segment);
+            vars.clear();
+            match (bad, named) {
+                (true, Some(v)) => Err(refuse(
+                    v,
+                    format!("makes the path segment {seg:?}, which a SPIFFE ID may not contain"),
+                )),
+                _ => Ok(()),
+            }
+        };
         for part in self.path.parts() {
             match part {
-                Part::Literal(s) => id.push_str(s),
+                Part::Literal(text) => {
+                    for c in text.chars() {
+                        if c == '/' {
+                            close(&mut segment, &mut vars)?;
+                        } else {
+                            segment.push(c);
+                        }
+                        id.push(c);
+                    }
+                }
                 Part::Var(v) => {
                     let Some(value) = v.resolve(req) else {
-                        return Err(Error::invalid(
-                            "IssueRequest",
-                            &v.field(),
-                            format!(
-                                "is missing or empty, but the SPIFFE ID path {:?} names {}",
-                                self.path.source(),
-                                v.name()
-                            ),
-                        ));
+                        return Err(refuse(v, "is missing or empty".into()));
                     };
                     if let Some(c) = value
                         .chars()
                         .find(|c| !(c.is_ascii() && segment_char(*c as u8)))
                     {
-                        return Err(Error::invalid(
-                            "IssueRequest",
-                            &v.field(),
+                        return Err(refuse(
+                            v,
                             format!(
-                                "is {:?}, which cannot be part of a SPIFFE ID ({} in the path {:?}): it contains {c:?}, and a path segment has letters, digits, '.', '-' and '_' only",
-                                truncate_for_message(value),
-                                v.name(),
-                                self.path.source()
+                                "is {:?}, which cannot be part of a SPIFFE ID: it contains {c:?}, and a path segment has letters, digits, '.', '-' and '_' only",
+                                truncate_for_message(value)
                             ),
                         ));
                     }
+                    if longest.is_none_or(|(_, n)| value.len() > n) {
+                        longest = Some((v, value.len()));
+                    }
+                    segment.push_str(value);
+                    vars.push(v);
                     id.push_str(value);
                 }
             }
         }
-        // A value of "." or ".." alone in a segment, or an over-long ID.
+        close(&mut segment, &mut vars)?;
+        if id.len() > MAX_SPIFFE_ID_BYTES {
+            let why = format!(
+                "makes the SPIFFE ID {} bytes long, over the {MAX_SPIFFE_ID_BYTES} a SPIFFE ID may have",
+                id.len()
+            );
+            return Err(match longest {
+                Some((v, _)) => refuse(v, why),
+                None => Error::invalid("SpiffeProfile", "path", why),
+            });
+        }
+        // Everything was checked above; this is the specification's own test.
         if let Some(p) = spiffe_id_problem(&id) {
             return Err(Error::invalid(
                 "IssueRequest",
@@ -267,7 +310,31 @@ mod tests {
         let mut r = req();
         r.allocation.job_id = "..".into();
         let e = p.id_for(&r).unwrap_err().to_string();
-        assert!(e.contains("\"..\""), "{e}");
+        assert!(
+            e.contains("\"..\"") && e.contains("Allocation.JobID"),
+            "{e}"
+        );
+        assert!(e.contains("${job.id}"), "{e}");
+        // A service's name is named as the Service field.
+        let mut r = req();
+        r.service = "web api".into();
+        let e = p.id_for(&r).unwrap_err().to_string();
+        assert!(
+            e.contains("Service") && e.contains("${workload.name}"),
+            "{e}"
+        );
+        // "." inside a longer segment is fine.
+        let mut r = req();
+        r.allocation.job_id = "..web".into();
+        assert!(p.id_for(&r).unwrap().contains("/..web/"));
+        // An over-long ID names the longest value.
+        let mut r = req();
+        r.allocation.task_group = "g".repeat(MAX_SPIFFE_ID_BYTES);
+        let e = p.id_for(&r).unwrap_err().to_string();
+        assert!(
+            e.contains("Allocation.TaskGroup") && e.contains("over the 2048"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -103,12 +103,15 @@ impl Var {
         }
     }
 
-    /// The request field the variable reads, by codec names.
-    pub(crate) fn field(&self) -> String {
+    /// The request field the variable reads in `req`, by codec names.
+    pub(crate) fn field(&self, req: &IssueRequest) -> String {
         match self {
             Var::JobRegion => "Region".into(),
             Var::JobNamespace => "Allocation.Namespace".into(),
-            Var::JobId => "Allocation.JobID".into(),
+            Var::JobId => match &req.allocation.job {
+                Some(job) if !job.parent_id.is_empty() => "Allocation.Job.ParentID".into(),
+                _ => "Allocation.JobID".into(),
+            },
             Var::JobParentId => "Allocation.Job.ParentID".into(),
             Var::JobNodePool => "Allocation.Job.NodePool".into(),
             Var::JobMeta(key) => format!(
@@ -119,6 +122,7 @@ impl Var {
             Var::AllocId => "Allocation.ID".into(),
             Var::TaskName => "Task".into(),
             Var::ServiceName => "Service".into(),
+            Var::WorkloadName if req.task.is_empty() && !req.service.is_empty() => "Service".into(),
             Var::WorkloadName => "Task".into(),
             Var::IdentityName => "Identity.Name".into(),
             Var::NodeId => "Node.ID".into(),
@@ -219,6 +223,20 @@ impl Template {
         &self.parts
     }
 
+    /// The request fields the template reads, by codec names.
+    pub(crate) fn fields(&self, req: &IssueRequest) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for part in &self.parts {
+            if let Part::Var(v) = part {
+                let f = v.field(req);
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+        out
+    }
+
     /// The template with every variable replaced by its value in `req`.
     pub(crate) fn render(&self, req: &IssueRequest) -> Result<String, Missing> {
         let mut out = String::new();
@@ -227,7 +245,7 @@ impl Template {
                 Part::Literal(s) => out.push_str(s),
                 Part::Var(v) => out.push_str(v.resolve(req).ok_or_else(|| Missing {
                     var: v.name(),
-                    field: v.field(),
+                    field: v.field(req),
                 })?),
             }
         }

@@ -100,7 +100,67 @@ fn fold_case(value: &mut serde_json::Value, names: &[&str], at: &str) -> Result<
     Ok(())
 }
 
+/// A JSON document in which no object names a member twice (serde_json's
+/// `Value` would keep the last one silently; the msgpack decoder refuses
+/// duplicates, and so does this).
+struct NoDuplicates;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NoDuplicates, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NoDuplicates;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
+                Ok(NoDuplicates)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<NoDuplicates, A::Error> {
+                while seq.next_element::<NoDuplicates>()?.is_some() {}
+                Ok(NoDuplicates)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<NoDuplicates, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "member {:?} appears twice in one object",
+                            key.chars().take(64).collect::<String>()
+                        )));
+                    }
+                    map.next_value::<NoDuplicates>()?;
+                }
+                Ok(NoDuplicates)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 fn from_json(bytes: &[u8]) -> Result<IssueRequest, String> {
+    serde_json::from_slice::<NoDuplicates>(bytes).map_err(|e| e.to_string())?;
     let mut json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     fold_case(&mut json, IssueRequest::CODEC_NAMES, "")?;
     // A duration string for people ("1h") becomes Go's nanoseconds.
@@ -145,6 +205,23 @@ mod tests {
         let (from_msgpack, f) = decode(&bytes, "test").unwrap();
         assert_eq!(f, Format::Msgpack);
         assert_eq!(from_msgpack, from_json);
+    }
+
+    #[test]
+    fn a_member_named_twice_is_refused_at_any_depth() {
+        for twice in [
+            JSON.replace(
+                r#""Task": "server","#,
+                r#""Task": "server", "Task": "other","#,
+            ),
+            JSON.replace(
+                r#""ParentID": "parent""#,
+                r#""ParentID": "parent", "Meta": {"k": "a", "k": "b"}"#,
+            ),
+        ] {
+            let e = decode(twice.as_bytes(), "r.json").unwrap_err();
+            assert!(e.message.contains("appears twice"), "{}", e.message);
+        }
     }
 
     #[test]

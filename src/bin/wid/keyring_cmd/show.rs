@@ -21,9 +21,9 @@ pub(crate) struct JwksArgs {
     #[arg(long, value_enum, default_value = "json")]
     format: JwksFormat,
     /// With --format spiffe: how often validators should fetch the bundle
-    /// again (spiffe_refresh_hint), e.g. 5m.
-    #[arg(long, value_name = "DURATION", value_parser = crate::output::parse_duration, default_value = "5m")]
-    refresh_hint: std::time::Duration,
+    /// again (spiffe_refresh_hint), e.g. 5m (the default).
+    #[arg(long, value_name = "DURATION", value_parser = crate::output::parse_duration)]
+    refresh_hint: Option<std::time::Duration>,
 }
 
 /// The forms `wid keyring jwks` prints.
@@ -121,11 +121,20 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
     let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
     let jwks = keyring.jwks();
+    if a.refresh_hint.is_some() && a.format != JwksFormat::Spiffe {
+        return Err(CliError::new(
+            workload_identity::ResultCode::InvalidArgument,
+            "--refresh-hint is the SPIFFE bundle's spiffe_refresh_hint: it goes with --format spiffe",
+        ));
+    }
     match a.format {
         JwksFormat::Json => ctx.print_json(&to_value(&jwks.to_json())),
         JwksFormat::Spiffe => {
-            let bundle = jwks.to_spiffe_bundle_json(a.refresh_hint);
-            if !jwks.keys.is_empty() && !jwks.keys.iter().any(|k| k.kty != "OKP") {
+            let hint = a
+                .refresh_hint
+                .unwrap_or(std::time::Duration::from_secs(300));
+            let bundle = jwks.to_spiffe_bundle_json(hint);
+            if !jwks.keys.iter().any(|k| k.kty != "OKP") {
                 ctx.note("the bundle is empty: it holds ES256 and RS256 keys only (a JWT-SVID cannot be EdDSA); make one with `wid keyring rotate --alg ES256`");
             }
             ctx.print_json(&to_value(&bundle))
