@@ -206,6 +206,16 @@ enum wid_alloc
 typedef uint32_t wid_alloc;
 #endif // __cplusplus
 
+// A configured issuer (opaque; reference counted, immutable, safe to use
+// from many threads at once): made by `wid_issuer_builder_build`, released
+// by `wid_issuer_free`.
+typedef struct wid_issuer wid_issuer;
+
+// An issuer being configured (opaque; one owner, not reference counted):
+// made by `wid_issuer_builder_new`, turned into issuers by
+// `wid_issuer_builder_build`, released by `wid_issuer_builder_free`.
+typedef struct wid_issuer_builder wid_issuer_builder;
+
 // A key-encryption key that wraps keystores (opaque; reference counted).
 typedef struct wid_key_wrapper wid_key_wrapper;
 
@@ -424,6 +434,151 @@ wid_result wid_issue_alg(const struct wid_keyring *kr,
                          int64_t now_unix,
                          struct wid_bytes *out_token);
 
+// Starts configuring an issuer that signs with `kr`'s keys (shared: keys
+// inserted or rotated later are used; the builder and its issuers keep
+// their own reference to the keyring). The defaults are `wid_issue`'s:
+// EdDSA, no `iss`, Nomad's `sub`, no SPIFFE profile, no WIMSE trust domain
+// and no extra claims policy (a request whose identity names extra claims
+// is refused). `*out` receives a handle to free with
+// `wid_issuer_builder_free`.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_issuer_builder_new(const struct wid_keyring *kr, struct wid_issuer_builder **out);
+
+// Releases a builder (issuers built from it are not affected). NULL-safe.
+//
+// # Safety
+// `b` must be NULL or a handle from `wid_issuer_builder_new` not yet freed,
+// with no call using it.
+void wid_issuer_builder_free(struct wid_issuer_builder *b);
+
+// Sets the `iss` claim of every token (e.g. the OIDC issuer URL a verifier
+// requires); `(NULL, 0)` or empty means no `iss` (the default). Longer than
+// 4096 bytes or not UTF-8 is `WID_RESULT_INVALID_ARGUMENT`, and the builder
+// is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle; `iss` NULL or valid for `len` bytes.
+wid_result wid_issuer_builder_set_issuer(struct wid_issuer_builder *b, const char *iss, size_t len);
+
+// Sets the algorithm tokens are signed with (a `WID_ALG_*`; default
+// `WID_ALG_EDDSA`): issuing needs an active key of it
+// (`WID_RESULT_NO_ACTIVE_KEY` otherwise). An unknown `alg` is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged. A SPIFFE
+// issuer needs `WID_ALG_ES256` or `WID_ALG_RS256` (checked when it issues).
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_issuer_builder_set_algorithm(struct wid_issuer_builder *b, wid_alg alg);
+
+// Makes every token a SPIFFE SVID: `sub` becomes
+// `spiffe://<trust_domain><path>`, the path rendered from `path_template`
+// over the request. `trust_domain` is required: 1 to 255 bytes of
+// lower-case letters, digits, `.`, `-` and `_`. `path_template` `(NULL, 0)`
+// or empty means the default,
+// `/${job.region}/${job.namespace}/${job.id}/${group.name}/${workload.name}/${identity.name}`;
+// otherwise it must start with `/`, and its segments (separated by `/`,
+// none empty, `.` or `..`) hold letters, digits, `.`, `-`, `_` and
+// variables over the request: `${job.region}`, `${job.namespace}`,
+// `${job.id}` (the parent's for a child job), `${job.parent_id}`,
+// `${job.node_pool}`, `${job.meta.<key>}`, `${group.name}`, `${alloc.id}`,
+// `${task.name}`, `${service.name}`, `${workload.name}` (the task or
+// service), `${identity.name}`, `${node.id}`, `${node.name}`,
+// `${node.datacenter}`, `${node.pool}`, `${node.class}` (the request's
+// `Node`). A bad trust domain or path, or an unknown variable, is
+// `WID_RESULT_INVALID_ARGUMENT` naming the problem, and the builder is
+// unchanged. Setting it again replaces the profile.
+//
+// Issuing a bearer token (a JWT-SVID) is then refused
+// (`WID_RESULT_INVALID_ARGUMENT`) unless the identity has an audience and a
+// TTL and the algorithm is ES256 or RS256 (no EdDSA JWT-SVIDs); a request
+// with a `ProofKey` gets a WIT-SVID (no WIMSE trust domain needed). A
+// request whose fields cannot form a SPIFFE ID (a job ID with `/`, a
+// missing variable) is refused naming the field.
+//
+// # Safety
+// `b` must be NULL or a live handle; `trust_domain` and `path_template`
+// NULL or valid for their lengths.
+wid_result wid_issuer_builder_set_spiffe(struct wid_issuer_builder *b,
+                                         const char *trust_domain,
+                                         size_t trust_domain_len,
+                                         const char *path_template,
+                                         size_t path_template_len);
+
+// Sets the WIMSE trust domain (e.g. `nomad.example.com`): the authority of
+// the `wimse://` workload identifier in the WIT issued for a request that
+// carries a `ProofKey` (as `wid_issue_wit`'s `trust_domain`); without it
+// (and without a SPIFFE profile) such a request is
+// `WID_RESULT_INVALID_ARGUMENT`. 1 to 253 bytes of lower-case letters,
+// digits, `-` and `.` without empty labels; anything else (`(NULL, 0)`
+// included) is `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle; `trust_domain` NULL or valid for
+// `len` bytes.
+wid_result wid_issuer_builder_set_wimse_trust_domain(struct wid_issuer_builder *b,
+                                                     const char *trust_domain,
+                                                     size_t len);
+
+// Sets the extra claims tokens carry, per namespace, from the policy's JSON
+// form (Nomad 2.0.3's required and optional extra claims):
+// `{"namespaces": {"<namespace>": {"required_extra_claims": {"<name>":
+// "<template>", ...}, "optional_extra_claims": {...}}}}`; the namespace
+// `"*"` gives its claims to every namespace. Required claims are in every
+// identity of the namespace, optional ones in an identity whose
+// `Identity.ExtraClaims` names them (naming a claim the namespace does not
+// have is `WID_RESULT_INVALID_ARGUMENT` when issuing); a token carries them
+// as one claim, `"extra_claims":{"<name>":"<value>",...}`. Values are
+// templates over the request (the variables of
+// `wid_issuer_builder_set_spiffe`). Malformed JSON, an unknown member, a
+// duplicate key, a reserved claim name (`sub`, `iss`, `aud`, `exp`, `cnf`,
+// `nomad_*`, ..., in any case), an unknown variable or more than 32 claims
+// for a namespace is `WID_RESULT_INVALID_ARGUMENT` naming the problem, and
+// the builder is unchanged. At most 1 MiB. Setting it again replaces the
+// policy.
+//
+// # Safety
+// `b` must be NULL or a live handle; `json` NULL or valid for `len` bytes.
+wid_result wid_issuer_builder_set_extra_claims_policy(struct wid_issuer_builder *b,
+                                                      const char *json,
+                                                      size_t len);
+
+// Makes an issuer with the builder's current settings; `*out` receives a
+// handle to free with `wid_issuer_free`. The builder is not consumed: it
+// can be changed and built again, and changes do not reach issuers already
+// built.
+//
+// # Safety
+// `b` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_issuer_builder_build(const struct wid_issuer_builder *b, struct wid_issuer **out);
+
+// Releases an issuer handle (reference counted). NULL-safe.
+//
+// # Safety
+// `iss` must be NULL or a handle from this library not yet freed.
+void wid_issuer_free(const struct wid_issuer *iss);
+
+// Signs the identity a msgpack `IssueRequest` asks for (decoded as
+// `wid_issue` decodes it: at most 4 MiB, nesting at most 32) at
+// `now_unix`, as the issuer is configured: its algorithm, `iss`, SPIFFE
+// `sub` and extra claims. A request with a `ProofKey` gets a WIT (typ
+// `wit+jwt`; the issuer needs a WIMSE trust domain or a SPIFFE profile),
+// any other a bearer JWT. `*out_token` receives the token. Errors are
+// `wid_issue_alg`'s: an invalid request or a refused SVID is
+// `WID_RESULT_INVALID_ARGUMENT` naming the field, bytes that are not such a
+// map `WID_RESULT_DECODE_ERROR`, no active key of the algorithm
+// `WID_RESULT_NO_ACTIVE_KEY`.
+//
+// # Safety
+// `iss` must be NULL or a live handle; `request_msgpack` NULL or valid for
+// `len` bytes; `out_token` NULL or writable.
+wid_result wid_issuer_issue(const struct wid_issuer *iss,
+                            const uint8_t *request_msgpack,
+                            size_t len,
+                            int64_t now_unix,
+                            struct wid_bytes *out_token);
+
 // Creates an empty keyring; `*out` receives a handle to free with
 // `wid_keyring_free`.
 //
@@ -528,6 +683,19 @@ wid_result wid_keyring_deprecate(const struct wid_keyring *kr,
 // # Safety
 // `out_json` must be NULL or writable.
 wid_result wid_keyring_jwks(const struct wid_keyring *kr, struct wid_bytes *out_json);
+
+// The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
+// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
+// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
+// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
+// `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+// fetch the bundle again; 0 means the default, 300 (5 minutes).
+//
+// # Safety
+// `kr` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_keyring_spiffe_bundle(const struct wid_keyring *kr,
+                                     uint64_t refresh_hint_secs,
+                                     struct wid_bytes *out_json);
 
 // Imports the keys of a JWKS as verify-only keys (all or nothing): OKP
 // Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use` absent

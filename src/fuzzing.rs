@@ -451,8 +451,14 @@ fn fuzz_policy() -> crate::profile::ExtraClaimsPolicy {
     let all = [
         ("dc", "${node.datacenter}"),
         ("owner", "${job.meta.owner}"),
-        ("where", "${node.id}/${node.name}/${node.pool}/${node.class}"),
-        ("what", "${alloc.id}/${group.name}/${workload.name}/${identity.name}"),
+        (
+            "where",
+            "${node.id}/${node.name}/${node.pool}/${node.class}",
+        ),
+        (
+            "what",
+            "${alloc.id}/${group.name}/${workload.name}/${identity.name}",
+        ),
         ("parent", "${job.parent_id}@${job.node_pool}"),
     ];
     let mut policy = crate::profile::ExtraClaimsPolicy::new()

@@ -332,6 +332,8 @@ static void test_frees_are_null_safe(void) {
     wid_keyring_free(NULL);
     wid_verifier_free(NULL);
     wid_workload_key_free(NULL);
+    wid_issuer_builder_free(NULL);
+    wid_issuer_free(NULL);
     wid_bytes_free(NULL);
     wid_bytes_free(&b); /* an empty value */
     CHECK(b.data == NULL && b.len == 0);
@@ -2219,6 +2221,725 @@ static void test_proof_arguments(void) {
     wid_keyring_free(kr);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Issuer builder: SPIFFE JWT-SVIDs, extra claims, WITs, SPIFFE bundles     */
+/* ------------------------------------------------------------------------ */
+
+#define SPIFFE_TD "example.org"
+#define SENTINEL_IB ((wid_issuer_builder *)(uintptr_t)0x40)
+#define SENTINEL_IS ((wid_issuer *)(uintptr_t)0x50)
+/* The base64url of {"alg":"ES256" and {"alg":"EdDSA", a token's first bytes. */
+#define ES256_HEADER_PREFIX "eyJhbGciOiJFUzI1NiI"
+#define EDDSA_HEADER_PREFIX "eyJhbGciOiJFZERTQSI"
+
+static const char *const g_two_auds[] = {"vault.io", "consul.io"};
+
+/* Whether the k bytes at `needle` occur in the n bytes at `buf` (memmem is
+ * not C11). */
+static int mem_contains_n(const uint8_t *buf, size_t n, const char *needle, size_t k) {
+    size_t i;
+    for (i = 0; i + k <= n; i++) {
+        if (memcmp(buf + i, needle, k) == 0) return 1;
+    }
+    return 0;
+}
+
+/* mem_contains_n for a NUL-free string; a literal with NULs uses ..._n. */
+static int mem_contains(const uint8_t *buf, size_t n, const char *needle) {
+    return mem_contains_n(buf, n, needle, strlen(needle));
+}
+
+/* The sample task's fields (job "web", task "server", identity
+ * "vault_default", audiences vault.io and consul.io, TTL 1 h), without the
+ * Nomad 2.0.3 fields. */
+static void base_fields(wid_request_fields *f) {
+    memset(f, 0, sizeof *f);
+    f->region = "global";
+    f->alloc_id = ALLOC_ID;
+    f->alloc_namespace = "default";
+    f->job_id = "web";
+    f->task_group = "frontend";
+    f->task = "server";
+    f->identity_name = "vault_default";
+    f->audience = g_two_auds;
+    f->audience_count = 2;
+    f->ttl_ns = WID_TTL_SECONDS(3600);
+}
+
+struct encoded {
+    uint8_t buf[4096];
+    size_t len;
+};
+
+static void encode(const wid_request_fields *f, struct encoded *e) {
+    e->len = wid_encode_issue_request(f, e->buf, sizeof e->buf);
+    CHECK(e->len > 0);
+}
+
+/* A builder over `kr` with `alg`, optionally a SPIFFE profile for SPIFFE_TD
+ * (path NULL: the default). */
+static wid_issuer_builder *builder_for(const wid_keyring *kr, wid_alg alg, int spiffe,
+                                       const char *path) {
+    wid_issuer_builder *b = NULL;
+    CHECK_OK(wid_issuer_builder_new(kr, &b));
+    CHECK(b != NULL);
+    CHECK_OK(wid_issuer_builder_set_algorithm(b, alg));
+    if (spiffe)
+        CHECK_OK(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), path, path ? strlen(path) : 0));
+    return b;
+}
+
+static wid_issuer *build(const wid_issuer_builder *b) {
+    wid_issuer *iss = NULL;
+    CHECK_OK(wid_issuer_builder_build(b, &iss));
+    CHECK(iss != NULL);
+    return iss;
+}
+
+/* Issues `e` with `iss` and verifies the token with `v`; returns the claims
+ * JSON ({NULL, 0} when either step failed). */
+static wid_bytes issue_and_verify(const wid_issuer *iss, const struct encoded *e,
+                                  const wid_verifier *v, const char *header_prefix) {
+    wid_bytes token = {NULL, 0}, claims = {NULL, 0};
+    CHECK_OK(wid_issuer_issue(iss, e->buf, e->len, NOW, &token));
+    if (token.data == NULL) return claims;
+    CHECK(token.data[token.len] == '\0');
+    if (header_prefix != NULL)
+        CHECK(strncmp((const char *)token.data, header_prefix, strlen(header_prefix)) == 0);
+    CHECK_OK(wid_verify(v, (const char *)token.data, token.len, NOW, &claims));
+    wid_bytes_free(&token);
+    return claims;
+}
+
+/* NULLs, bad values (refused at once, naming the problem, the builder
+ * unchanged), lengths past the caps never read, outputs untouched on
+ * failure, wrong handle types. */
+static void test_issuer_builder_arguments(void) {
+    wid_keyring *kr = keyring_for_wits(80);
+    wid_issuer_builder *b = SENTINEL_IB;
+    wid_issuer *iss = SENTINEL_IS;
+    wid_bytes out = sentinel_bytes();
+    wid_request_fields f;
+    struct encoded e;
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+    char *long_str;
+    const char *policy_sub =
+        "{\"namespaces\":{\"default\":{\"required_extra_claims\":{\"sub\":\"x\"}}}}";
+
+    base_fields(&f);
+    encode(&f, &e);
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    long_str = malloc(5000);
+    if (long_str == NULL) abort();
+    memset(long_str, 'a', 5000);
+
+    /* wid_issuer_builder_new */
+    CHECK_RC(wid_issuer_builder_new(NULL, &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK(b == SENTINEL_IB);
+    CHECK_RC(wid_issuer_builder_new(kr, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_OK(wid_issuer_builder_new(kr, &b));
+    CHECK(b != NULL && b != SENTINEL_IB);
+
+    /* A valid configuration first: every failure below must leave it. */
+    CHECK_OK(wid_issuer_builder_set_algorithm(b, WID_ALG_ES256));
+    CHECK_OK(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("/ns/${job.namespace}")));
+    CHECK_OK(wid_issuer_builder_set_issuer(b, S(WIT_ISS)));
+
+    /* wid_issuer_builder_set_issuer */
+    CHECK_RC(wid_issuer_builder_set_issuer(NULL, S("x")), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_issuer(b, NULL, 3), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_issuer(b, S(BAD_UTF8)), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "UTF-8") != NULL);
+    CHECK_RC(wid_issuer_builder_set_issuer(b, long_str, 5000), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_issuer(b, "x", SIZE_MAX), WID_RESULT_INVALID_ARGUMENT);
+
+    /* wid_issuer_builder_set_algorithm */
+    CHECK_RC(wid_issuer_builder_set_algorithm(NULL, WID_ALG_ES256), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_algorithm(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_algorithm(b, 99), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "WID_ALG_") != NULL);
+
+    /* wid_issuer_builder_set_spiffe */
+    CHECK_RC(wid_issuer_builder_set_spiffe(NULL, S(SPIFFE_TD), NULL, 0),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, NULL, 5, NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), NULL, 5), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, NULL, 0, NULL, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S("Bad.Domain"), NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Bad.Domain") != NULL);
+    CHECK(strstr(last_error(), "lower-case") != NULL);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S("a b"), NULL, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, long_str, 256, NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(BAD_UTF8), NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("/a/../b")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "/a/../b") != NULL);
+    CHECK(strstr(last_error(), "may not contain") != NULL);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("no-slash")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("/a//b")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("/x/${nope}")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "nope") != NULL);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), "/x", SIZE_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_spiffe(b, "x", SIZE_MAX, NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+
+    /* wid_issuer_builder_set_wimse_trust_domain */
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(NULL, S(TD)), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(b, NULL, 4), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(b, NULL, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(b, S("Bad.Domain")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "trust_domain") != NULL);
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(b, S("a..b")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(b, "x", SIZE_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+
+    /* wid_issuer_builder_set_extra_claims_policy */
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(NULL, S("{\"namespaces\":{}}")),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, NULL, 5), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, S(policy_sub)),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "reserved") != NULL);
+    CHECK(strstr(last_error(), "\"sub\"") != NULL);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, S("{\"namespaces\":")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "namespaces") != NULL);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, S("not json")),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, S("{\"namespace\":{}}")),
+             WID_RESULT_INVALID_ARGUMENT); /* an unknown member */
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(
+                 b, S("{\"namespaces\":{\"default\":{\"required_extra_claims\":"
+                      "{\"a\":\"${job.nope}\"}}}}")),
+             WID_RESULT_INVALID_ARGUMENT); /* an unknown variable */
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(
+                 b, S("{\"namespaces\":{\"default\":{\"required_extra_claims\":"
+                      "{\"a\":\"x\",\"a\":\"y\"}}}}")),
+             WID_RESULT_INVALID_ARGUMENT); /* a duplicate key */
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, S(BAD_UTF8)),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_builder_set_extra_claims_policy(b, "{", SIZE_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+
+    /* wid_issuer_builder_build */
+    CHECK_RC(wid_issuer_builder_build(NULL, &iss), WID_RESULT_NULL_ARGUMENT);
+    CHECK(iss == SENTINEL_IS);
+    CHECK_RC(wid_issuer_builder_build(b, NULL), WID_RESULT_NULL_ARGUMENT);
+
+    /* Every failure left the builder as it was: ES256, the SPIFFE path, the
+     * issuer, and no extra claims policy. */
+    iss = build(b);
+    {
+        wid_bytes claims = issue_and_verify(iss, &e, v, ES256_HEADER_PREFIX);
+        CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD "/ns/default\""));
+        CHECK(bytes_contain(&claims, "\"iss\":\"" WIT_ISS "\""));
+        CHECK(!bytes_contain(&claims, "extra_claims"));
+        wid_bytes_free(&claims);
+    }
+    /* (NULL, 0) clears the issuer. */
+    CHECK_OK(wid_issuer_builder_set_issuer(b, NULL, 0));
+    {
+        wid_issuer *no_iss = build(b);
+        wid_bytes claims = issue_and_verify(no_iss, &e, v, ES256_HEADER_PREFIX);
+        CHECK(claims.data != NULL && !bytes_contain(&claims, "\"iss\""));
+        wid_bytes_free(&claims);
+        wid_issuer_free(no_iss);
+    }
+
+    /* wid_issuer_issue */
+    CHECK_RC(wid_issuer_issue(NULL, e.buf, e.len, NOW, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue(iss, NULL, 5, NOW, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue(iss, e.buf, e.len, NOW, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue(iss, e.buf, SIZE_MAX, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_issue(iss, NULL, 0, NOW, &out), WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_issuer_issue(iss, e.buf, e.len - 1, NOW, &out), WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_issuer_issue(iss, (const uint8_t *)"\xc0", 1, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    CHECK(is_sentinel(&out));
+
+    /* wid_keyring_spiffe_bundle */
+    CHECK_RC(wid_keyring_spiffe_bundle(NULL, 60, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_keyring_spiffe_bundle(kr, 60, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK(is_sentinel(&out));
+
+    /* Wrong handle types: detected, outputs untouched; frees through the
+     * wrong function are ignored. */
+    {
+        wid_issuer *iss_out = SENTINEL_IS;
+        wid_issuer_builder *b_out = SENTINEL_IB;
+        wid_issuer_builder *iss_as_b = (wid_issuer_builder *)(void *)iss;
+        wid_issuer_builder *kr_as_b = (wid_issuer_builder *)(void *)kr;
+        const wid_issuer *b_as_iss = (const wid_issuer *)(const void *)b;
+        const wid_issuer *kr_as_iss = (const wid_issuer *)(const void *)kr;
+        const wid_keyring *iss_as_kr = (const wid_keyring *)(const void *)iss;
+        const wid_keyring *b_as_kr = (const wid_keyring *)(const void *)b;
+        const wid_keyring *v_as_kr = (const wid_keyring *)(const void *)v;
+
+        CHECK_RC(wid_issuer_issue(b_as_iss, e.buf, e.len, NOW, &out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_issue(kr_as_iss, e.buf, e.len, NOW, &out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK(is_sentinel(&out));
+        CHECK_RC(wid_issuer_builder_build(iss_as_b, &iss_out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_build(kr_as_b, &iss_out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK(iss_out == SENTINEL_IS);
+        CHECK_RC(wid_issuer_builder_set_issuer(iss_as_b, S("x")), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_set_algorithm(iss_as_b, WID_ALG_ES256),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_set_spiffe(kr_as_b, S(SPIFFE_TD), NULL, 0),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_set_wimse_trust_domain(iss_as_b, S(TD)),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_set_extra_claims_policy(iss_as_b, S("{\"namespaces\":{}}")),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_new(iss_as_kr, &b_out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_new(b_as_kr, &b_out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_issuer_builder_new(v_as_kr, &b_out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK(b_out == SENTINEL_IB);
+        CHECK_RC(wid_keyring_spiffe_bundle(iss_as_kr, 60, &out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_keyring_spiffe_bundle(b_as_kr, 60, &out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK(is_sentinel(&out));
+        wid_issuer_free(b_as_iss);
+        wid_issuer_free(kr_as_iss);
+        wid_issuer_builder_free(iss_as_b);
+        wid_issuer_builder_free(kr_as_b);
+        wid_keyring_free(iss_as_kr);
+        wid_keyring_free(b_as_kr);
+        /* All three still work. */
+        CHECK_OK(wid_issuer_builder_set_issuer(b, S(WIT_ISS)));
+        CHECK_OK(wid_issuer_issue(iss, e.buf, e.len, NOW, &out));
+        wid_bytes_free(&out);
+        CHECK_OK(wid_keyring_spiffe_bundle(kr, 60, &out));
+        wid_bytes_free(&out);
+    }
+
+    free(long_str);
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
+/* SPIFFE JWT-SVIDs through the builder: ES256 verifies with a spiffe:// sub;
+ * EdDSA, no audience and no TTL are refused; the path template renders the
+ * request (Node and Job fields too); the builder is not consumed; issuers
+ * outlive the builder and the keyring handle and see rotations; the SPIFFE
+ * bundle. */
+static void test_spiffe_issuance(void) {
+    wid_keyring *kr = keyring_for_wits(81);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_ES256, 1, NULL);
+    wid_issuer *svid, *custom, *eddsa;
+    wid_bytes claims, out = sentinel_bytes();
+    wid_request_fields f;
+    struct encoded e, e2;
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    base_fields(&f);
+    encode(&f, &e);
+    CHECK_OK(wid_issuer_builder_set_issuer(b, S(WIT_ISS)));
+    svid = build(b);
+
+    /* An ES256 JWT-SVID, verified like any token (allocation bound). */
+    claims = issue_and_verify(svid, &e, v, ES256_HEADER_PREFIX);
+    CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD
+                                 "/global/default/web/frontend/server/vault_default\""));
+    CHECK(bytes_contain(&claims, "\"nomad_allocation_id\":\"" ALLOC_ID "\""));
+    CHECK(bytes_contain(&claims, "\"aud\":[\"vault.io\",\"consul.io\"]"));
+    CHECK(bytes_contain(&claims, "\"exp\":1700003600"));
+    CHECK(bytes_contain(&claims, "\"iss\":\"" WIT_ISS "\""));
+    wid_bytes_free(&claims);
+    {
+        /* A terminal allocation's SVID is refused like any other token. */
+        struct lookup_ctx dead;
+        wid_verifier *vd;
+        wid_bytes t = {NULL, 0};
+        ctx_init(&dead, WID_ALLOC_TERMINAL, WID_ALLOC_TERMINAL);
+        vd = verifier_for(kr, &dead);
+        CHECK_OK(wid_issuer_issue(svid, e.buf, e.len, NOW, &t));
+        CHECK_RC(wid_verify(vd, (const char *)t.data, t.len, NOW, NULL),
+                 WID_RESULT_ALLOCATION_TERMINAL);
+        wid_bytes_free(&t);
+        wid_verifier_free(vd);
+    }
+
+    /* JWT-SVID rules: aud and exp required. */
+    f.audience_count = 0;
+    encode(&f, &e2);
+    CHECK_RC(wid_issuer_issue(svid, e2.buf, e2.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "audience") != NULL);
+    base_fields(&f);
+    f.ttl_ns = 0;
+    encode(&f, &e2);
+    CHECK_RC(wid_issuer_issue(svid, e2.buf, e2.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "TTL") != NULL);
+    /* A job ID that cannot be a path segment: refused, naming the field. */
+    base_fields(&f);
+    f.job_id = "web/dispatch-1";
+    encode(&f, &e2);
+    CHECK_RC(wid_issuer_issue(svid, e2.buf, e2.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Allocation.JobID") != NULL);
+    CHECK(is_sentinel(&out));
+
+    /* EdDSA (the default algorithm) cannot sign a JWT-SVID. */
+    {
+        wid_issuer_builder *eb = builder_for(kr, WID_ALG_EDDSA, 1, NULL);
+        eddsa = build(eb);
+        wid_issuer_builder_free(eb);
+        CHECK_RC(wid_issuer_issue(eddsa, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "ES256 or RS256") != NULL);
+        CHECK(is_sentinel(&out));
+        wid_issuer_free(eddsa);
+    }
+    /* Without SPIFFE the same EdDSA builder signs Nomad's sub. */
+    {
+        wid_issuer_builder *eb = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+        eddsa = build(eb);
+        claims = issue_and_verify(eddsa, &e, v, EDDSA_HEADER_PREFIX);
+        CHECK(bytes_contain(&claims,
+                            "\"sub\":\"global:default:web:frontend:server:vault_default\""));
+        wid_bytes_free(&claims);
+        wid_issuer_free(eddsa);
+        wid_issuer_builder_free(eb);
+    }
+    /* No active RS256 key. */
+    {
+        wid_issuer_builder *rb = builder_for(kr, WID_ALG_RS256, 1, NULL);
+        wid_issuer *rs = build(rb);
+        CHECK_RC(wid_issuer_issue(rs, e.buf, e.len, NOW, &out), WID_RESULT_NO_ACTIVE_KEY);
+        CHECK(is_sentinel(&out));
+        wid_issuer_free(rs);
+        wid_issuer_builder_free(rb);
+    }
+
+    /* A path template over the Node and the Job (wid_request.h's new
+     * fields); the first issuer keeps the default path: build does not
+     * consume the builder, and changes do not reach built issuers. */
+    CHECK_OK(wid_issuer_builder_set_spiffe(
+        b, S(SPIFFE_TD), S("/pool/${node.pool}/${job.node_pool}/sa-${identity.name}")));
+    custom = build(b);
+    base_fields(&f);
+    f.node_pool = "gpu";
+    f.job_node_pool = "batch";
+    encode(&f, &e2);
+    claims = issue_and_verify(custom, &e2, v, ES256_HEADER_PREFIX);
+    CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD "/pool/gpu/batch/sa-vault_default\""));
+    wid_bytes_free(&claims);
+    /* Without the Node, the template cannot be rendered. */
+    CHECK_RC(wid_issuer_issue(custom, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Node.NodePool") != NULL);
+    claims = issue_and_verify(svid, &e2, v, ES256_HEADER_PREFIX);
+    CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD
+                                 "/global/default/web/frontend/server/vault_default\""));
+    wid_bytes_free(&claims);
+
+    /* Issuers share the keyring: a rotation after build is used at once
+     * (the new key signs, the verifier knows it), and an issuer outlives its
+     * builder (and, below, the keyring handle). */
+    CHECK_OK(wid_keyring_rotate_alg(kr, WID_ALG_ES256, NOW, NULL));
+    wid_issuer_builder_free(b);
+    claims = issue_and_verify(svid, &e, v, ES256_HEADER_PREFIX);
+    CHECK(claims.data != NULL);
+    wid_bytes_free(&claims);
+
+    /* The SPIFFE bundle: JWT authorities only (no Ed25519 key), with
+     * use jwt-svid and the refresh hint; 0 is the default, 300. */
+    CHECK_OK(wid_keyring_spiffe_bundle(kr, 60, &out));
+    CHECK(out.data != NULL && out.data[out.len] == '\0');
+    CHECK(bytes_contain(&out, "\"use\":\"jwt-svid\""));
+    CHECK(bytes_contain(&out, "\"spiffe_refresh_hint\":60"));
+    CHECK(bytes_contain(&out, "\"kid\":\"wit-es\"")); /* the rotated-out key still verifies */
+    CHECK(bytes_contain(&out, "\"kty\":\"EC\""));
+    CHECK(!bytes_contain(&out, "\"OKP\""));
+    CHECK(!bytes_contain(&out, "\"use\":\"sig\""));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_keyring_spiffe_bundle(kr, 0, &out));
+    CHECK(bytes_contain(&out, "\"spiffe_refresh_hint\":300"));
+    wid_bytes_free(&out);
+    {
+        wid_keyring *ed_only = keyring_with_key("ed-only", 82);
+        CHECK_OK(wid_keyring_spiffe_bundle(ed_only, 1, &out));
+        CHECK(bytes_eq(&out, "{\"keys\":[],\"spiffe_refresh_hint\":1}"));
+        wid_bytes_free(&out);
+        wid_keyring_free(ed_only);
+    }
+
+    wid_keyring_free(kr);
+    /* The keyring handle is gone; the issuer and the verifier hold it. */
+    claims = issue_and_verify(svid, &e, v, ES256_HEADER_PREFIX);
+    CHECK(claims.data != NULL);
+    wid_bytes_free(&claims);
+
+    wid_issuer_free(custom);
+    wid_issuer_free(svid);
+    wid_verifier_free(v);
+}
+
+/* Extra claims from a policy: required claims in every identity of the
+ * namespace, optional ones when the identity names them (ExtraClaims from
+ * wid_request.h), values rendered from Job.Meta, Job.NodePool and the Node;
+ * the verified claims carry "extra_claims":{...}. */
+static void test_extra_claims_issuance(void) {
+    wid_keyring *kr = keyring_for_wits(83);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss, *plain;
+    wid_bytes claims, out = sentinel_bytes();
+    wid_request_fields f;
+    struct encoded e;
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+    const char *policy =
+        "{\"namespaces\":{\"default\":{"
+        "\"required_extra_claims\":{\"unique_id\":\"${job.namespace}:${job.id}\","
+        "\"owner\":\"${job.meta.owner}\"},"
+        "\"optional_extra_claims\":{\"dc\":\"dc:${node.datacenter}\","
+        "\"pool\":\"${job.node_pool}\"}}}}";
+    const char *meta_keys[] = {"owner", "team"};
+    const char *meta_values[] = {"team-a", "infra"};
+    const char *want_dc[] = {"dc"};
+    const char *want_both[] = {"pool", "dc"};
+    const char *want_unknown[] = {"nope"};
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    CHECK_OK(wid_issuer_builder_set_extra_claims_policy(b, S(policy)));
+    iss = build(b);
+
+    base_fields(&f);
+    f.job_meta_keys = meta_keys;
+    f.job_meta_values = meta_values;
+    f.job_meta_count = 2;
+    f.job_node_pool = "gpu";
+    f.node_datacenter = "dc1";
+    f.node_id = "9d1e6a44-1111-2222-3333-444444444444";
+    f.extra_claims = want_dc;
+    f.extra_claims_count = 1;
+    encode(&f, &e);
+    claims = issue_and_verify(iss, &e, v, EDDSA_HEADER_PREFIX);
+    CHECK(bytes_contain(&claims, "\"extra_claims\":{\"dc\":\"dc:dc1\",\"owner\":\"team-a\","
+                                 "\"unique_id\":\"default:web\"}"));
+    CHECK(bytes_contain(&claims, "\"sub\":\"global:default:web:frontend:server:vault_default\""));
+    wid_bytes_free(&claims);
+
+    /* Both optional claims. */
+    f.extra_claims = want_both;
+    f.extra_claims_count = 2;
+    encode(&f, &e);
+    claims = issue_and_verify(iss, &e, v, NULL);
+    CHECK(bytes_contain(&claims, "\"extra_claims\":{\"dc\":\"dc:dc1\",\"owner\":\"team-a\","
+                                 "\"pool\":\"gpu\",\"unique_id\":\"default:web\"}"));
+    wid_bytes_free(&claims);
+
+    /* Only the required ones. */
+    f.extra_claims_count = 0;
+    encode(&f, &e);
+    claims = issue_and_verify(iss, &e, v, NULL);
+    CHECK(bytes_contain(&claims,
+                        "\"extra_claims\":{\"owner\":\"team-a\",\"unique_id\":\"default:web\"}"));
+    wid_bytes_free(&claims);
+
+    /* A claim the namespace does not offer; a required claim whose field the
+     * request lacks (no Job.Meta): refused naming it, nothing written. */
+    f.extra_claims = want_unknown;
+    f.extra_claims_count = 1;
+    encode(&f, &e);
+    CHECK_RC(wid_issuer_issue(iss, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "nope") != NULL);
+    f.extra_claims_count = 0;
+    f.job_meta_count = 0;
+    encode(&f, &e);
+    CHECK_RC(wid_issuer_issue(iss, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Meta") != NULL);
+    CHECK(is_sentinel(&out));
+
+    /* Another namespace: no extra claims at all. */
+    base_fields(&f);
+    f.alloc_namespace = "other";
+    encode(&f, &e);
+    claims = issue_and_verify(iss, &e, v, NULL);
+    CHECK(claims.data != NULL && !bytes_contain(&claims, "extra_claims"));
+    wid_bytes_free(&claims);
+
+    /* An issuer without a policy refuses an identity that names claims. */
+    {
+        wid_issuer_builder *pb = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+        plain = build(pb);
+        wid_issuer_builder_free(pb);
+    }
+    base_fields(&f);
+    f.extra_claims = want_dc;
+    f.extra_claims_count = 1;
+    encode(&f, &e);
+    CHECK_RC(wid_issuer_issue(plain, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Identity.ExtraClaims") != NULL);
+    CHECK(is_sentinel(&out));
+    /* wid_issue, which has no policy, refuses it too. */
+    CHECK_RC(wid_issue(kr, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    wid_issuer_free(plain);
+
+    /* SPIFFE and extra claims together, ES256. */
+    CHECK_OK(wid_issuer_builder_set_algorithm(b, WID_ALG_ES256));
+    CHECK_OK(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), S("/dc/${node.datacenter}/${task.name}")));
+    {
+        wid_issuer *both = build(b);
+        base_fields(&f);
+        f.job_meta_keys = meta_keys;
+        f.job_meta_values = meta_values;
+        f.job_meta_count = 1;
+        f.node_datacenter = "dc1";
+        f.extra_claims = want_dc;
+        f.extra_claims_count = 1;
+        encode(&f, &e);
+        claims = issue_and_verify(both, &e, v, ES256_HEADER_PREFIX);
+        CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD "/dc/dc1/server\""));
+        CHECK(bytes_contain(&claims, "\"extra_claims\":{\"dc\":\"dc:dc1\",\"owner\":\"team-a\","
+                                     "\"unique_id\":\"default:web\"}"));
+        wid_bytes_free(&claims);
+        wid_issuer_free(both);
+    }
+
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
+/* A request with a ProofKey gets a WIT from an issuer with a WIMSE trust
+ * domain (and a WIT-SVID from a SPIFFE issuer); without either it is refused. */
+static void test_issuer_wits(void) {
+    wid_keyring *kr = keyring_for_wits(84);
+    wid_workload_key *key = NULL;
+    struct proof_request req;
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_ES256, 0, NULL);
+    wid_issuer *no_td, *wimse, *spiffe;
+    wid_bytes wit = {NULL, 0}, wpt, claims = {NULL, 0}, out = sentinel_bytes();
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    CHECK_OK(wid_workload_key_generate(WID_ALG_ES256, &key));
+    proof_request_for(key, &req);
+
+    no_td = build(b);
+    CHECK_RC(wid_issuer_issue(no_td, req.buf, req.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "trust domain") != NULL);
+    CHECK(is_sentinel(&out));
+
+    CHECK_OK(wid_issuer_builder_set_wimse_trust_domain(b, S(TD)));
+    wimse = build(b);
+    CHECK_OK(wid_issuer_issue(wimse, req.buf, req.len, NOW, &wit));
+    wpt = prove(key, &wit, TARGET, NULL, 0, NOW);
+    CHECK_OK(verify_proof(v, &wit, &wpt, TARGET, NULL, &claims));
+    CHECK(bytes_contain(
+        &claims, "\"sub\":\"wimse://" TD "/global/default/web/frontend/server/vault_default\""));
+    CHECK(bytes_contain(&claims, "\"cnf\":{\"jwk\":"));
+    wid_bytes_free(&claims);
+    CHECK_RC(wid_verify(v, (const char *)wit.data, wit.len, NOW, NULL),
+             WID_RESULT_PROOF_REQUIRED);
+    wid_bytes_free(&wpt);
+    wid_bytes_free(&wit);
+
+    CHECK_OK(wid_issuer_builder_set_spiffe(b, S(SPIFFE_TD), NULL, 0));
+    spiffe = build(b);
+    CHECK_OK(wid_issuer_issue(spiffe, req.buf, req.len, NOW, &wit));
+    wpt = prove(key, &wit, TARGET, NULL, 0, NOW);
+    CHECK_OK(verify_proof(v, &wit, &wpt, TARGET, NULL, &claims));
+    CHECK(bytes_contain(&claims, "\"sub\":\"spiffe://" SPIFFE_TD
+                                 "/global/default/web/frontend/server/vault_default\""));
+    wid_bytes_free(&claims);
+    wid_bytes_free(&wpt);
+    wid_bytes_free(&wit);
+
+    wid_issuer_free(no_td);
+    wid_issuer_free(wimse);
+    wid_issuer_free(spiffe);
+    wid_issuer_builder_free(b);
+    wid_workload_key_free(key);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
+/* wid_request.h's new fields: absent, a request encodes exactly as before
+ * (no new keys); present, they reach the library (a 20-entry Meta takes a
+ * map16); a buffer too small still gives 0. */
+static void test_request_encoder_extra_fields(void) {
+    wid_keyring *kr = keyring_for_wits(85);
+    wid_request_fields f;
+    struct encoded e;
+    uint8_t small[200];
+    const char *keys[20], *values[20];
+    char key_buf[20][8], value_buf[20][8];
+    const char *extra[] = {"m19"};
+    const char *policy = "{\"namespaces\":{\"default\":{\"optional_extra_claims\":"
+                         "{\"m19\":\"${job.meta.k19}\",\"m0\":\"${job.meta.k0}\"}}}}";
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss;
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+    wid_bytes claims;
+    size_t i;
+
+    base_fields(&f);
+    encode(&f, &e);
+    CHECK(!mem_contains(e.buf, e.len, "Node"));
+    CHECK(!mem_contains(e.buf, e.len, "ExtraClaims"));
+    CHECK(!mem_contains(e.buf, e.len, "Meta"));
+    CHECK(!mem_contains(e.buf, e.len, "Job\x82") && !mem_contains(e.buf, e.len, "\xa3Job"));
+    f.parent_job_id = "web";
+    encode(&f, &e);
+    CHECK(mem_contains(e.buf, e.len, "\xa3Job\x82"));      /* ID and ParentID, as before */
+    CHECK(!mem_contains(e.buf, e.len, "NodePool"));
+
+    for (i = 0; i < 20; i++) {
+        snprintf(key_buf[i], sizeof key_buf[i], "k%u", (unsigned)i);
+        snprintf(value_buf[i], sizeof value_buf[i], "v%u", (unsigned)i);
+        keys[i] = key_buf[i];
+        values[i] = value_buf[i];
+    }
+    base_fields(&f);
+    f.job_meta_keys = keys;
+    f.job_meta_values = values;
+    f.job_meta_count = 20;
+    f.extra_claims = extra;
+    f.extra_claims_count = 1;
+    f.node_name = "client-1"; /* the other Node fields are written as "" */
+    encode(&f, &e);
+    /* map16, 20 entries (the literal holds a NUL: its size, not strlen). */
+    CHECK(mem_contains_n(e.buf, e.len, "\xa4Meta\xde\x00\x14", 8));
+    CHECK(mem_contains(e.buf, e.len, "\xa4Node\x85"));
+    CHECK(wid_encode_issue_request(&f, small, sizeof small) == 0);
+
+    CHECK_OK(wid_issuer_builder_set_extra_claims_policy(b, S(policy)));
+    iss = build(b);
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    claims = issue_and_verify(iss, &e, v, NULL);
+    CHECK(bytes_contain(&claims, "\"extra_claims\":{\"m19\":\"v19\"}"));
+    wid_bytes_free(&claims);
+
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -2242,6 +2963,11 @@ int main(void) {
     test_algorithms();
     test_proof_round_trip();
     test_proof_arguments();
+    test_issuer_builder_arguments();
+    test_spiffe_issuance();
+    test_extra_claims_issuance();
+    test_issuer_wits();
+    test_request_encoder_extra_fields();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

@@ -26,6 +26,20 @@
  * For a workload identity token (wid_issue_wit), also set the proof_key_*
  * fields to the members of the workload key's public JWK
  * (wid_workload_key_public_jwk): "alg", "crv", "kty", "x" and "y".
+ *
+ * For extra claims and SPIFFE path templates (wid_issuer_builder_*), the
+ * request may also carry the identity's ExtraClaims (the optional claims it
+ * asks for by name), the job's Meta and NodePool, and the Node:
+ *
+ *     const char *extra[] = {"dc"};
+ *     const char *meta_keys[] = {"owner"}, *meta_values[] = {"team-a"};
+ *     f.extra_claims = extra;          f.extra_claims_count = 1;
+ *     f.job_meta_keys = meta_keys;     f.job_meta_values = meta_values;
+ *     f.job_meta_count = 1;            f.job_node_pool = "gpu";
+ *     f.node_id = "9d1e6a44-...";      f.node_datacenter = "dc1";
+ *
+ * Fields left NULL (or counts 0) are not written: a request that sets none
+ * of them encodes exactly as before.
  */
 #ifndef WID_REQUEST_H
 #define WID_REQUEST_H
@@ -59,6 +73,23 @@ typedef struct wid_request_fields {
     const char *proof_key_kty;   /* ProofKey.Kty: "OKP" or "EC" */
     const char *proof_key_x;     /* ProofKey.X (base64url) */
     const char *proof_key_y;     /* ProofKey.Y (base64url; NULL or "" for Ed25519) */
+    /* Identity.ExtraClaims: the names of the optional extra claims this
+       identity asks for (0: none, and the key is not written). */
+    const char *const *extra_claims;
+    size_t extra_claims_count;
+    /* Allocation.Job.Meta: job_meta_count pairs, job_meta_keys[i] ->
+       job_meta_values[i] (0: none). */
+    const char *const *job_meta_keys;
+    const char *const *job_meta_values;
+    size_t job_meta_count;
+    const char *job_node_pool;   /* Allocation.Job.NodePool (NULL: none) */
+    /* Node: the client node the allocation runs on, written when any of
+       these is non-NULL (a NULL one is then ""); all NULL: no Node. */
+    const char *node_datacenter; /* Node.Datacenter */
+    const char *node_id;         /* Node.ID */
+    const char *node_name;       /* Node.Name */
+    const char *node_class;      /* Node.NodeClass */
+    const char *node_pool;       /* Node.NodePool */
 } wid_request_fields;
 
 typedef struct wid_mp_out {
@@ -103,6 +134,16 @@ static inline void wid_mp_str(wid_mp_out *o, const char *s) {
 
 static inline void wid_mp_map(wid_mp_out *o, uint8_t n) { wid_mp_byte(o, (uint8_t)(0x80 | n)); }
 
+/* A map of any size up to 65535 entries: fixmap or map16. */
+static inline void wid_mp_map_n(wid_mp_out *o, size_t n) {
+    if (n < 16) {
+        wid_mp_map(o, (uint8_t)n);
+    } else {
+        wid_mp_byte(o, 0xde);
+        wid_mp_be(o, n, 2);
+    }
+}
+
 static inline void wid_mp_array(wid_mp_out *o, size_t n) {
     if (n < 16) {
         wid_mp_byte(o, (uint8_t)(0x90 | n));
@@ -118,30 +159,53 @@ static inline void wid_mp_int64(wid_mp_out *o, int64_t v) {
 }
 
 /* Encodes `f` into `buf`; returns the number of bytes, or 0 when `buf` is too
-   small (or more than 65535 audiences are given). Validation (required fields,
-   the identity name, the TTL) is the library's, in wid_issue(). */
+   small (or more than 65535 audiences, extra claims or meta entries are
+   given). Validation (required fields, the identity name, the TTL) is the
+   library's, in wid_issue(). The Job map is written when a parent job ID,
+   job meta or a job node pool is given. */
 static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8_t *buf, size_t cap) {
     wid_mp_out o;
     size_t i;
-    int has_job = f->parent_job_id != NULL && f->parent_job_id[0] != '\0';
+    int has_parent = f->parent_job_id != NULL && f->parent_job_id[0] != '\0';
+    int has_meta = f->job_meta_count > 0;
+    int has_node_pool = f->job_node_pool != NULL;
+    int has_job = has_parent || has_meta || has_node_pool;
     int has_proof_key = f->proof_key_kty != NULL;
+    int has_extra = f->extra_claims_count > 0;
+    int has_node = f->node_datacenter != NULL || f->node_id != NULL || f->node_name != NULL ||
+                   f->node_class != NULL || f->node_pool != NULL;
     o.buf = buf;
     o.cap = cap;
     o.len = 0;
-    o.overflow = f->audience_count > 0xffff;
+    o.overflow = f->audience_count > 0xffff || f->extra_claims_count > 0xffff ||
+                 f->job_meta_count > 0xffff;
 
-    wid_mp_map(&o, (uint8_t)(has_proof_key ? 6 : 5));
+    wid_mp_map(&o, (uint8_t)(5 + has_proof_key + has_node));
     wid_mp_str(&o, "Allocation");
     wid_mp_map(&o, (uint8_t)(has_job ? 5 : 4));
     wid_mp_str(&o, "ID");
     wid_mp_str(&o, f->alloc_id);
     if (has_job) {
         wid_mp_str(&o, "Job");
-        wid_mp_map(&o, 2);
+        wid_mp_map(&o, (uint8_t)(1 + has_meta + has_node_pool + has_parent));
         wid_mp_str(&o, "ID");
         wid_mp_str(&o, f->job_id);
-        wid_mp_str(&o, "ParentID");
-        wid_mp_str(&o, f->parent_job_id);
+        if (has_meta) {
+            wid_mp_str(&o, "Meta");
+            wid_mp_map_n(&o, f->job_meta_count);
+            for (i = 0; i < f->job_meta_count; i++) {
+                wid_mp_str(&o, f->job_meta_keys[i]);
+                wid_mp_str(&o, f->job_meta_values[i]);
+            }
+        }
+        if (has_node_pool) {
+            wid_mp_str(&o, "NodePool");
+            wid_mp_str(&o, f->job_node_pool);
+        }
+        if (has_parent) {
+            wid_mp_str(&o, "ParentID");
+            wid_mp_str(&o, f->parent_job_id);
+        }
     }
     wid_mp_str(&o, "JobID");
     wid_mp_str(&o, f->job_id);
@@ -151,14 +215,34 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_str(&o, f->task_group);
 
     wid_mp_str(&o, "Identity");
-    wid_mp_map(&o, 3);
+    wid_mp_map(&o, (uint8_t)(3 + has_extra));
     wid_mp_str(&o, "Audience");
     wid_mp_array(&o, f->audience_count);
     for (i = 0; i < f->audience_count; i++) wid_mp_str(&o, f->audience[i]);
+    if (has_extra) {
+        wid_mp_str(&o, "ExtraClaims");
+        wid_mp_array(&o, f->extra_claims_count);
+        for (i = 0; i < f->extra_claims_count; i++) wid_mp_str(&o, f->extra_claims[i]);
+    }
     wid_mp_str(&o, "Name");
     wid_mp_str(&o, f->identity_name);
     wid_mp_str(&o, "TTL");
     wid_mp_int64(&o, f->ttl_ns);
+
+    if (has_node) {
+        wid_mp_str(&o, "Node");
+        wid_mp_map(&o, 5);
+        wid_mp_str(&o, "Datacenter");
+        wid_mp_str(&o, f->node_datacenter);
+        wid_mp_str(&o, "ID");
+        wid_mp_str(&o, f->node_id);
+        wid_mp_str(&o, "Name");
+        wid_mp_str(&o, f->node_name);
+        wid_mp_str(&o, "NodeClass");
+        wid_mp_str(&o, f->node_class);
+        wid_mp_str(&o, "NodePool");
+        wid_mp_str(&o, f->node_pool);
+    }
 
     if (has_proof_key) {
         wid_mp_str(&o, "ProofKey");

@@ -107,6 +107,39 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
         if wid_keyring_jwks(kr, &mut out) == WID_RESULT_OK {
             wid_bytes_free(&mut out);
         }
+        // The issuer builder with arbitrary settings, then the request.
+        let mut b = null_mut();
+        if wid_issuer_builder_new(kr, &mut b) == WID_RESULT_OK {
+            let (td, path, policy) = (get(19), get(20), get(21));
+            let _ = wid_issuer_builder_set_algorithm(b, u32::from(byte(22)) % 4);
+            if byte(23) & 1 == 1 {
+                let _ = wid_issuer_builder_set_spiffe(
+                    b,
+                    td.as_ptr().cast(),
+                    td.len(),
+                    path.as_ptr().cast(),
+                    path.len(),
+                );
+            }
+            if byte(23) & 2 == 2 {
+                let _ = wid_issuer_builder_set_wimse_trust_domain(b, td.as_ptr().cast(), td.len());
+            }
+            let _ =
+                wid_issuer_builder_set_extra_claims_policy(b, policy.as_ptr().cast(), policy.len());
+            let mut iss = null_mut();
+            if wid_issuer_builder_build(b, &mut iss) == WID_RESULT_OK {
+                if wid_issuer_issue(iss, req.as_ptr(), req.len(), NOW_FOR_FUZZ, &mut out)
+                    == WID_RESULT_OK
+                {
+                    wid_bytes_free(&mut out);
+                }
+                wid_issuer_free(iss);
+            }
+            wid_issuer_builder_free(b);
+        }
+        if wid_keyring_spiffe_bundle(kr, u64::from(byte(24)), &mut out) == WID_RESULT_OK {
+            wid_bytes_free(&mut out);
+        }
         let mut small = [0 as std::ffi::c_char; 8];
         let _ = wid_last_error_message(small.as_mut_ptr(), usize::from(byte(14)) % 9);
         let _ = wid_result_name(u32::from(byte(15)) * 3);

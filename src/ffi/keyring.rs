@@ -24,7 +24,8 @@ impl Castable for wid_keyring {
 
 /// Longest path accepted, in bytes.
 pub(crate) const MAX_PATH: usize = 4096;
-const MAX_JSON: usize = 1 << 20;
+/// Longest JSON document argument read, in bytes.
+pub(crate) const MAX_JSON: usize = 1 << 20;
 
 /// The keyring behind handle `kr`.
 ///
@@ -286,6 +287,45 @@ pub unsafe extern "C" fn wid_keyring_jwks(
         unsafe {
             handle::out(out_json, "out_json", || {
                 wid_bytes::from_vec(keyring.jwks().to_json().into_bytes())
+            })
+        }
+    })
+}
+
+/// The default `spiffe_refresh_hint` of `wid_keyring_spiffe_bundle`, in
+/// seconds (`wid keyring jwks --format spiffe`'s).
+const DEFAULT_SPIFFE_REFRESH_HINT_SECS: u64 = 300;
+
+/// The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
+/// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
+/// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
+/// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
+/// `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+/// fetch the bundle again; 0 means the default, 300 (5 minutes).
+///
+/// # Safety
+/// `kr` must be NULL or a live handle; `out_json` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_spiffe_bundle(
+    kr: *const wid_keyring,
+    refresh_hint_secs: u64,
+    out_json: *mut wid_bytes,
+) -> wid_result {
+    call(|| {
+        // SAFETY: `kr` is NULL or a live handle (the contract).
+        let keyring = unsafe { keyring_ref(kr)? };
+        require_out(out_json, "out_json")?;
+        let hint = match refresh_hint_secs {
+            0 => DEFAULT_SPIFFE_REFRESH_HINT_SECS,
+            n => n,
+        };
+        let json = keyring
+            .jwks()
+            .to_spiffe_bundle_json(std::time::Duration::from_secs(hint));
+        // SAFETY: `out_json` is writable (checked non-NULL; the contract).
+        unsafe {
+            handle::out(out_json, "out_json", || {
+                wid_bytes::from_vec(json.into_bytes())
             })
         }
     })

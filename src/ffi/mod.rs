@@ -16,10 +16,12 @@
 //! * Outputs are written only on success.
 //! * On failure a detail message is kept per thread (`wid_last_error_message`);
 //!   it never contains key material or a whole token. Success clears it.
-//! * `wid_keyring` and `wid_verifier` are reference counted (`Arc`) and safe to
-//!   use from many threads at once; `_free` is NULL-safe. A handle of the wrong
-//!   type is detected (`WID_RESULT_INVALID_ARGUMENT`); using a handle after it was
-//!   freed is undefined behaviour and is not reliably detected.
+//! * `wid_keyring`, `wid_verifier` and `wid_issuer` are reference counted
+//!   (`Arc`) and safe to use from many threads at once; `wid_workload_key`
+//!   and `wid_issuer_builder` have one owner (`Box`); `_free` is NULL-safe. A
+//!   handle of the wrong type is detected (`WID_RESULT_INVALID_ARGUMENT`);
+//!   using a handle after it was freed is undefined behaviour and is not
+//!   reliably detected.
 //! * `wid_bytes` outputs are owned by the library until `wid_bytes_free`; their
 //!   data is always followed by a NUL byte (not counted in `len`), so text can be
 //!   used as a C string.
@@ -35,6 +37,7 @@ mod custody;
 mod fuzz;
 mod handle;
 mod issue;
+mod issuer;
 mod keyring;
 mod proof;
 mod verify;
@@ -49,11 +52,18 @@ pub use custody::{
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
 pub use issue::{wid_issue, wid_issue_alg, wid_issue_with_issuer};
+pub use issuer::{
+    wid_issuer, wid_issuer_builder, wid_issuer_builder_build, wid_issuer_builder_free,
+    wid_issuer_builder_new, wid_issuer_builder_set_algorithm,
+    wid_issuer_builder_set_extra_claims_policy, wid_issuer_builder_set_issuer,
+    wid_issuer_builder_set_spiffe, wid_issuer_builder_set_wimse_trust_domain, wid_issuer_free,
+    wid_issuer_issue,
+};
 pub use keyring::{
     wid_keyring, wid_keyring_deprecate, wid_keyring_free, wid_keyring_import_jwks,
     wid_keyring_insert, wid_keyring_insert_alg, wid_keyring_jwks, wid_keyring_load,
     wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
-    wid_keyring_rotate_alg, wid_keyring_save,
+    wid_keyring_rotate_alg, wid_keyring_save, wid_keyring_spiffe_bundle,
 };
 pub use proof::{
     wid_issue_wit, wid_verify_proof, wid_workload_key, wid_workload_key_free,

@@ -31,7 +31,7 @@ impl Castable for wid_workload_key {
 
 /// Longest trust domain argument read (a DNS name is at most 253 bytes; the
 /// library says what is wrong with a longer one up to this cap).
-const MAX_TRUST_DOMAIN: usize = 4096;
+pub(crate) const MAX_TRUST_DOMAIN: usize = 4096;
 /// Longest target URI read, in bytes (the request line limit of common
 /// servers; the query, dropped anyway, is what makes URIs long).
 const MAX_TARGET_URI: usize = 8192;

@@ -241,7 +241,7 @@ impl ExtraClaimsPolicy {
         let bad = |why: String| {
             Error::invalid(
                 "ExtraClaimsPolicy",
-                &format!(
+                format!(
                     "namespaces[{:?}].{field}[{:?}]",
                     truncate_for_message(namespace),
                     truncate_for_message(name)
@@ -339,7 +339,7 @@ impl ExtraClaimsPolicy {
                     scopes.iter().flat_map(|ns| ns.optional.keys()).collect();
                 return Err(Error::invalid(
                     "IssueRequest",
-                    &format!("Identity.ExtraClaims[{i}]"),
+                    format!("Identity.ExtraClaims[{i}]"),
                     format!(
                         "names {:?}, which the extra-claims policy does not offer namespace {:?} (it offers {})",
                         truncate_for_message(name),
@@ -375,7 +375,7 @@ impl ExtraClaimsPolicy {
             if value.len() > MAX_EXTRA_CLAIM_VALUE_BYTES {
                 return Err(Error::invalid(
                     "IssueRequest",
-                    &template.fields(req).join(", "),
+                    template.fields(req).join(", "),
                     format!(
                         "make extra claim {name:?} ({:?}) {} bytes long; a value is at most {MAX_EXTRA_CLAIM_VALUE_BYTES}",
                         template.source(),

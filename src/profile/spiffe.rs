@@ -175,7 +175,7 @@ impl SpiffeProfile {
         let refuse = |v: &super::template::Var, why: String| {
             Error::invalid(
                 "IssueRequest",
-                &v.field(req),
+                v.field(req),
                 format!(
                     "{why} ({} in the SPIFFE ID path {:?})",
                     v.name(),

@@ -19,9 +19,10 @@ type claimsBox struct {
 // usual values, each key once) takes a hand-written path that allocates only
 // the Claims (the strings are substrings of raw); anything else, whatever
 // fastClaims does not recognize exactly (an escape, a null, a cnf, a key it
-// does not know, a repeated key, a number that is not a plain int64, invalid
-// UTF-8), goes to decodeClaims, encoding/json, so the result is always what
-// json.Unmarshal into Claims gives.
+// does not know, a repeated key, a name repeated inside extra_claims, a
+// number that is not a plain int64, invalid UTF-8), goes to decodeClaims,
+// encoding/json, so the result is always what json.Unmarshal into Claims
+// gives.
 func decodeClaimsString(raw string) (*Claims, error) {
 	if c, ok := fastClaims(raw); ok {
 		return c, nil
@@ -43,10 +44,12 @@ const (
 	keyExpires
 	keyJTI
 	keyIssuer
+	keyExtraClaims
 )
 
-// fastClaims decodes a flat JSON object of the claim keys with string,
-// integer and string-array values; ok is false for anything else.
+// fastClaims decodes a JSON object of the claim keys with string, integer
+// and string-array values, and extra_claims an object of strings; ok is
+// false for anything else.
 func fastClaims(s string) (c *Claims, ok bool) {
 	if !utf8.ValidString(s) || len(s) < 2 || s[0] != '{' {
 		return nil, false
@@ -93,6 +96,8 @@ func fastClaims(s string) (c *Claims, ok bool) {
 			bit, num, numPtr = keyExpires, &box.exp, &c.Expires
 		case "aud":
 			bit = keyAudience
+		case "extra_claims":
+			bit = keyExtraClaims
 		default:
 			return nil, false
 		}
@@ -107,6 +112,12 @@ func fastClaims(s string) (c *Claims, ok bool) {
 				return nil, false
 			}
 			*str, i = v, j
+		case bit == keyExtraClaims:
+			m, j, ok := fastStringObject(s, i)
+			if !ok {
+				return nil, false
+			}
+			c.ExtraClaims, i = m, j
 		case num != nil:
 			j := i
 			if j < len(s) && s[j] == '-' {
@@ -167,6 +178,44 @@ func fastClaims(s string) (c *Claims, ok bool) {
 			return c, i+1 == len(s)
 		default:
 			return nil, false
+		}
+	}
+}
+
+// fastStringObject reads the JSON object of strings starting at s[i]
+// (which must be '{'), as fastString reads its names and values, returning
+// it and the index after its closing brace. A name given twice is refused
+// (encoding/json would keep the last value; the slow path gives that).
+// {} is an empty, non-nil map, as encoding/json makes it.
+func fastStringObject(s string, i int) (m map[string]string, next int, ok bool) {
+	if i >= len(s) || s[i] != '{' {
+		return nil, 0, false
+	}
+	i++
+	m = make(map[string]string)
+	if i < len(s) && s[i] == '}' {
+		return m, i + 1, true
+	}
+	for {
+		name, j, ok := fastString(s, i)
+		if !ok || j >= len(s) || s[j] != ':' {
+			return nil, 0, false
+		}
+		v, j, ok := fastString(s, j+1)
+		if !ok || j >= len(s) {
+			return nil, 0, false
+		}
+		if _, dup := m[name]; dup {
+			return nil, 0, false
+		}
+		m[name] = v
+		switch s[j] {
+		case ',':
+			i = j + 1
+		case '}':
+			return m, j + 1, true
+		default:
+			return nil, 0, false
 		}
 	}
 }

@@ -13,8 +13,35 @@ func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
 	if _, ok := fastClaims(library); !ok {
 		t.Fatalf("the fast path refused the library's own output: %s", library)
 	}
+	// With extra claims (an extra claims policy), as the library writes them.
+	extra := `{"nomad_namespace":"default","nomad_job_id":"web","nomad_allocation_id":"a","nomad_task":"api","sub":"spiffe://example.org/x","aud":["a","b"],"iat":1,"nbf":1,"exp":2,"jti":"j","extra_claims":{"dc":"dc:dc1","owner":"team-a"}}`
+	if c, ok := fastClaims(extra); !ok {
+		t.Fatalf("the fast path refused extra_claims: %s", extra)
+	} else if !reflect.DeepEqual(c.ExtraClaims, map[string]string{"dc": "dc:dc1", "owner": "team-a"}) {
+		t.Fatalf("fast extra_claims: %#v", c.ExtraClaims)
+	}
 	cases := []string{
 		library,
+		extra,
+		`{"extra_claims":{}}`,
+		`{"extra_claims":{"a":"x"}}`,
+		`{"extra_claims":{"a":"x","b":""},"sub":"s"}`,
+		`{"extra_claims":null}`,
+		`{"extra_claims":{"a":"x","a":"y"}}`,
+		`{"extra_claims":{"a":"x"},"extra_claims":{"b":"y"}}`,
+		`{"extra_claims":{"a":1}}`,
+		`{"extra_claims":{"a":null}}`,
+		`{"extra_claims":{"a":"\u0041"}}`,
+		`{"extra_claims":{"a":"x",}}`,
+		`{"extra_claims":{"a":"x"`,
+		`{"extra_claims":{"a" :"x"}}`,
+		`{"extra_claims":{"a":"x"}`,
+		`{"extra_claims":{,}}`,
+		`{"extra_claims":{"a"}}`,
+		`{"extra_claims":["a"]}`,
+		`{"extra_claims":"a"}`,
+		`{"Extra_Claims":{"a":"x"}}`,
+		`{"extra_claims":{"a":{"b":"c"}}}`,
 		`{}`,
 		`{"aud":["a","b"],"exp":-5}`,
 		`{"aud":[]}`,
@@ -56,6 +83,7 @@ func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
 // FuzzFastClaims: the same agreement on arbitrary input (go test -fuzz).
 func FuzzFastClaims(f *testing.F) {
 	f.Add(`{"sub":"x","aud":["a"],"exp":1}`)
+	f.Add(`{"sub":"x","extra_claims":{"a":"b","c":"d"}}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		got, gotErr := decodeClaimsString(in)
 		want, wantErr := decodeClaims([]byte(in))

@@ -29,6 +29,22 @@ type IssueRequest struct {
 	// WorkloadKey.ProofKey). nil for a bearer token: omitted from the
 	// encoding, so such requests encode exactly as before.
 	ProofKey *ProofKey `codec:",omitempty"`
+
+	// Node is the client node the allocation runs on, when the sender
+	// includes it (Nomad's Node, trimmed): extra claims and SPIFFE path
+	// templates read it as ${node.id}, ${node.name}, ${node.datacenter},
+	// ${node.pool} and ${node.class}. nil: omitted from the encoding, so
+	// requests without it encode exactly as before.
+	Node *Node `codec:",omitempty"`
+}
+
+// Node is the part of Nomad's Node an identity may name.
+type Node struct {
+	Datacenter string // ${node.datacenter}
+	ID         string // ${node.id}
+	Name       string // ${node.name}
+	NodeClass  string // ${node.class}; empty when none is set
+	NodePool   string // ${node.pool}
 }
 
 // ProofKey is a workload's public key as JWK members. In msgpack the keys
@@ -56,7 +72,9 @@ type Allocation struct {
 // Job is the part of Nomad's Job an identity needs.
 type Job struct {
 	ID       string
-	ParentID string // for a dispatched or periodic child job; else empty
+	ParentID string            // for a dispatched or periodic child job; else empty
+	Meta     map[string]string // the job's meta block: ${job.meta.<key>} in templates
+	NodePool string            // the job's node pool: ${job.node_pool}
 }
 
 // WorkloadIdentity is Nomad's identity block of a task or service.
@@ -70,6 +88,10 @@ type WorkloadIdentity struct {
 	ServiceName  string        // for a service identity
 	TTL          time.Duration // zero: no exp claim
 	Filepath     string        // custom file path; requires File
+	// ExtraClaims names the optional extra claims this identity asks for
+	// (Nomad 2.0.3's extra_claims): each must be one the issuer's extra
+	// claims policy offers the allocation's namespace (IssuerOptions).
+	ExtraClaims []string
 }
 
 // msgpackHandle is Nomad's msgpack configuration. A handle is safe for

@@ -356,6 +356,10 @@ type Claims struct {
 	// Confirmation is a WIT's cnf: the workload key its proofs must be made
 	// with (VerifyProof); nil in a bearer token.
 	Confirmation *Confirmation `json:"cnf,omitempty"`
+	// ExtraClaims are the operator's templated claims (an extra claims
+	// policy, IssuerOptions.ExtraClaimsPolicyJSON), the JSON claim
+	// extra_claims; nil when the token has none.
+	ExtraClaims map[string]string `json:"extra_claims,omitempty"`
 }
 
 // Confirmation is the cnf claim of a workload identity token.

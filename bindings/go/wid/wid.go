@@ -8,7 +8,9 @@
 // per algorithm; Keyring.Issue signs the identity an IssueRequest (Nomad's
 // structs, msgpack-encoded with go-msgpack exactly as Nomad does) asks for
 // with the active EdDSA key, Keyring.IssueAlg with the active key of another
-// algorithm. A Verifier checks tokens of every algorithm against a Keyring,
+// algorithm. An Issuer (NewIssuer) signs with a configuration checked once:
+// an iss, an algorithm, SPIFFE JWT-SVIDs, WIMSE WITs and Nomad 2.0.3 extra
+// claims. A Verifier checks tokens of every algorithm against a Keyring,
 // an audience and a StateStore that says whether the token's allocation is
 // still live; a token's alg must be the algorithm of the key its kid names.
 //
@@ -16,7 +18,7 @@
 // message; compare with errors.Is against the sentinels (ErrExpired,
 // ErrUnknownKey, ErrAllocationTerminal, ...).
 //
-// Concurrency: Keyrings and Verifiers are safe for concurrent use. A
+// Concurrency: Keyrings, Issuers and Verifiers are safe for concurrent use. A
 // Verifier calls its StateStore from whichever goroutine (and OS thread)
 // calls Verify, possibly from several at once, so a StateStore must be safe
 // for concurrent use. Close waits for calls in flight and may be called more
