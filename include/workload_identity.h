@@ -65,12 +65,22 @@ enum wid_result
   WID_RESULT_AUDIENCE_MISMATCH = 16,
   // The verifier requires an `iss` and the token's differs or lacks it.
   WID_RESULT_ISSUER_MISMATCH = 17,
+  // A node identity token where this verifier accepts allocation tokens
+  // only, or an allocation token where it accepts node tokens only
+  // (`WID_RESULT_TOKEN_KIND_REFUSED`).
+  WID_RESULT_TOKEN_KIND_REFUSED = 18,
   // The allocation named by the token does not exist.
   WID_RESULT_ALLOCATION_NOT_FOUND = 20,
   // The allocation named by the token is terminal.
   WID_RESULT_ALLOCATION_TERMINAL = 21,
   // The state store could not answer; verification failed closed.
   WID_RESULT_STORE_UNAVAILABLE = 22,
+  // The client node a node identity token names does not exist
+  // (`WID_RESULT_NODE_NOT_FOUND`).
+  WID_RESULT_NODE_NOT_FOUND = 23,
+  // The client node a node identity token names is down, or has a status
+  // Nomad does not define (`WID_RESULT_NODE_DOWN`).
+  WID_RESULT_NODE_DOWN = 24,
   // The keyring has no active key to sign with.
   WID_RESULT_NO_ACTIVE_KEY = 30,
   // A key with this ID is already in the keyring.
@@ -206,6 +216,25 @@ enum wid_alloc
 typedef uint32_t wid_alloc;
 #endif // __cplusplus
 
+// What a store knows about a client node (for node identity tokens).
+enum wid_node
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // No such node (`WID_NODE_MISSING`).
+  WID_NODE_MISSING = 0,
+  // Registered and not down: `ready`, `initializing`, or `disconnected`
+  // (a node Nomad expects back, which needs its identity to reconnect)
+  // (`WID_NODE_LIVE`).
+  WID_NODE_LIVE = 1,
+  // `down`, or a status Nomad does not define (`WID_NODE_DOWN`).
+  WID_NODE_DOWN = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_node;
+#endif // __cplusplus
+
 // A configured issuer (opaque; reference counted, immutable, safe to use
 // from many threads at once): made by `wid_issuer_builder_build`, released
 // by `wid_issuer_free`.
@@ -222,8 +251,32 @@ typedef struct wid_key_wrapper wid_key_wrapper;
 // A shared keyring (opaque; reference counted).
 typedef struct wid_keyring wid_keyring;
 
+// A remote JWKS source (opaque; reference counted, safe to use from many
+// threads at once): made by `wid_remote_jwks_builder_build`, released by
+// `wid_remote_jwks_free` (which stops its refresher).
+typedef struct wid_remote_jwks wid_remote_jwks;
+
+// A remote JWKS source being configured (opaque; one owner, not reference
+// counted): made by `wid_remote_jwks_builder_new` or
+// `wid_remote_jwks_builder_new_discover`, turned into sources by
+// `wid_remote_jwks_builder_build`, released by
+// `wid_remote_jwks_builder_free`.
+typedef struct wid_remote_jwks_builder wid_remote_jwks_builder;
+
 // A verifier (opaque; reference counted).
 typedef struct wid_verifier wid_verifier;
+
+// A verifier being configured (opaque; one owner, not reference counted):
+// made by `wid_verifier_builder_new`, turned into verifiers by
+// `wid_verifier_builder_build`, released by `wid_verifier_builder_free`.
+//
+// Setters (each may be called any number of times; the last value wins):
+// leeway, key wait, max token bytes, require exp, cache entries, issuer,
+// require proof, max proof lifetime, proof replay capacity. Node tokens
+// (node identities, not yet in this library) will get their setter here,
+// `wid_verifier_builder_set_node_tokens`, when they land; until then a
+// verifier accepts workload tokens only.
+typedef struct wid_verifier_builder wid_verifier_builder;
 
 // A workload's key pair (opaque; one owner, not reference counted): made by
 // `wid_workload_key_generate`, released by `wid_workload_key_free`. Safe to
@@ -394,6 +447,47 @@ wid_result wid_keystore_rewrap(const char *path,
                                const struct wid_key_wrapper *from,
                                const struct wid_key_wrapper *to,
                                size_t *out_keys);
+
+// Verifies `token` at `now_unix` as `wid_verify` would, recording every
+// check, and writes what happened to `*out_json`:
+// `{"accepted":false,"code":"WID_RESULT_EXPIRED","result":14,"steps":[{"detail":"...","name":"length","passed":true},...]}`.
+// `steps` are the checks run, in order (`length`, `structure`, `key`,
+// `algorithm`, `signature`, `claims`, `times`, `audience`, `issuer`,
+// `allocation`), each with `passed` and a `detail` saying what was found
+// (on failure, the error's message); the first failure ends them. `code`
+// is the name of the result `wid_verify` returns for this token (`null`
+// when accepted), `result` its number (0 when accepted): the same steps,
+// verdict and code as `wid inspect --json` prints under `verification`.
+//
+// Returns `WID_RESULT_OK` whenever the explanation was written, whatever
+// the verdict. The verified-token cache is neither read nor filled and
+// the stats do not count the verdict; an unknown key is waited for, and the
+// lookup callback called, as `wid_verify` would. A token longer than the
+// verifier's `max_token_bytes` is explained by its failed `length` step
+// without being read; a token that is not UTF-8 is
+// `WID_RESULT_MALFORMED_TOKEN` (nothing written).
+//
+// # Safety
+// `v` must be NULL or a live handle; `token` NULL or valid for `token_len`
+// bytes; `out_json` NULL or writable.
+wid_result wid_explain(const struct wid_verifier *v,
+                       const char *token,
+                       size_t token_len,
+                       int64_t now_unix,
+                       struct wid_bytes *out_json);
+
+// What verifier `v` has done so far, as JSON: `{"accepted":N,
+// "rejected":N, "consistent_fallbacks":N, "key_waits":N, "cache_hits":N,
+// "cache_entries":N}`: tokens accepted and rejected (by `wid_verify`,
+// `wid_verify_batch` and `wid_verify_proof`; `wid_explain` is not
+// counted), stale lookups that said missing and were asked again
+// consistently, unknown `kid`s waited for (`wid_explain`'s included), cache
+// hits, and tokens in the cache now. Counters only grow; members may be
+// added (node tokens will add theirs).
+//
+// # Safety
+// `v` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_verifier_stats(const struct wid_verifier *v, struct wid_bytes *out_json);
 
 // Signs the identity a msgpack `IssueRequest` (codec names, as Go's
 // go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
@@ -836,6 +930,349 @@ wid_result wid_verify_proof(const struct wid_verifier *v,
                             size_t access_token_len,
                             int64_t now_unix,
                             struct wid_bytes *out_claims_json);
+
+// Starts configuring a source that fetches the JWKS at `jwks_url`
+// (`https://...`; plain `http` only to a loopback host, and only with
+// `wid_remote_jwks_builder_set_allow_http_loopback`). The URL is checked
+// here as far as it can be without that setting (a URL, with a host, no
+// user info, fragment or whitespace, `https` or loopback `http`) and again
+// by `wid_remote_jwks_builder_build`; a bad one is
+// `WID_RESULT_INVALID_ARGUMENT` naming the problem (never the URL's query,
+// which may carry a secret). At most 8192 bytes. `*out` receives a handle
+// to free with `wid_remote_jwks_builder_free`.
+//
+// Defaults: Mozilla's root certificates, a 5 s timeout per request,
+// refreshes between 1 minute and 1 day apart (1 hour when the response has
+// no `Cache-Control: max-age`), 15 s between fetches started by unknown
+// kids, bodies up to 512 KiB, up to 100 keys.
+//
+// Without the cargo feature `remote-jwks` (see bindings/c/README.md) this
+// and every other `wid_remote_jwks_*` function returns
+// `WID_RESULT_INVALID_ARGUMENT`, the message naming the feature.
+//
+// # Safety
+// `jwks_url` must be NULL or valid for `len` bytes; `out` NULL or writable.
+wid_result wid_remote_jwks_builder_new(const char *jwks_url,
+                                       size_t len,
+                                       struct wid_remote_jwks_builder **out);
+
+// Like `wid_remote_jwks_builder_new`, for an OIDC issuer: the source reads
+// `<issuer>/.well-known/openid-configuration`, whose `issuer` must equal
+// `issuer` exactly, and fetches its `jwks_uri` (which must pass the same
+// URL rules). An issuer with a query is `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `issuer` must be NULL or valid for `len` bytes; `out` NULL or writable.
+wid_result wid_remote_jwks_builder_new_discover(const char *issuer,
+                                                size_t len,
+                                                struct wid_remote_jwks_builder **out);
+
+// Releases a builder (sources built from it are not affected). NULL-safe.
+//
+// # Safety
+// `b` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_remote_jwks_builder_free(struct wid_remote_jwks_builder *b);
+
+// Trusts only the certificates of this PEM bundle (one or more
+// `CERTIFICATE` blocks; other PEM items are ignored) instead of Mozilla's
+// roots: for an issuer behind a private CA. `(NULL, 0)` goes back to
+// Mozilla's roots. A bundle without a certificate, or that is not PEM, is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged. At most
+// 1 MiB.
+//
+// # Safety
+// `b` must be NULL or a live handle; `pem` NULL or valid for `len` bytes.
+wid_result wid_remote_jwks_builder_set_ca_bundle_pem(struct wid_remote_jwks_builder *b,
+                                                     const uint8_t *pem,
+                                                     size_t len);
+
+// `allow` 1: plain `http` URLs whose host is a loopback address
+// (`127.0.0.0/8`, `::1`, `localhost`) are allowed (tests, a sidecar on
+// the same machine), and no redirect is followed; 0: `https` only (the
+// default). Other `http` URLs are always refused. Any other value is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_allow_http_loopback(struct wid_remote_jwks_builder *b,
+                                                           uint32_t allow);
+
+// Sets the whole time one request may take, connection to last byte, in
+// milliseconds (default 5000). 0 or more than a week (604800000) is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_timeout_ms(struct wid_remote_jwks_builder *b, uint64_t ms);
+
+// Sets the bounds on the time between successful fetches, in
+// milliseconds, whatever the server's `max-age` says (default 60000 to
+// 86400000: a minute to a day); the minimum is also the wait before
+// retrying after a failure. `min_ms` above `max_ms`, or `max_ms` above a
+// week (604800000), is `WID_RESULT_INVALID_ARGUMENT`, and the builder is
+// unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_refresh_bounds_ms(struct wid_remote_jwks_builder *b,
+                                                         uint64_t min_ms,
+                                                         uint64_t max_ms);
+
+// Sets the time between fetches when a response has no `max-age`, in
+// milliseconds (default 3600000, an hour; clamped to the refresh bounds
+// when used). More than a week (604800000) is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_default_refresh_ms(struct wid_remote_jwks_builder *b,
+                                                          uint64_t ms);
+
+// Sets the least time between two fetches started by unknown kids, in
+// milliseconds (default 15000; 0: no limit but the single flight, one
+// fetch at a time). A verifier over the source's keyring that meets a
+// `kid` it does not hold starts a fetch at once (on a thread of the
+// library's) and waits for the key (its key wait); a flood of made-up kids
+// costs the issuer one request per cooldown. More than a week (604800000)
+// is `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(struct wid_remote_jwks_builder *b,
+                                                               uint64_t ms);
+
+// Sets the largest response body read, in bytes (default 524288, 512 KiB);
+// a larger body fails the fetch. 0 or more than 16777216 (16 MiB) is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_max_body_bytes(struct wid_remote_jwks_builder *b,
+                                                      size_t max);
+
+// Sets the most entries a JWKS may list, skipped ones included (default
+// 100); a larger set fails the fetch. 0 is `WID_RESULT_INVALID_ARGUMENT`,
+// and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_remote_jwks_builder_set_max_keys(struct wid_remote_jwks_builder *b, size_t max);
+
+// Makes a source with the builder's current settings: an empty keyring,
+// nothing fetched yet (call `wid_remote_jwks_refresh` at startup, start the
+// refresher, or let the first unknown kid fetch). `*out` receives a handle
+// to free with `wid_remote_jwks_free`. The builder is not consumed. A URL
+// that the settings do not allow (plain `http` without
+// `wid_remote_jwks_builder_set_allow_http_loopback`) is
+// `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `b` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_remote_jwks_builder_build(const struct wid_remote_jwks_builder *b,
+                                         struct wid_remote_jwks **out);
+
+// Releases a source handle (reference counted). The last reference stops
+// the refresher (after a fetch in progress, which the timeout bounds, so
+// this may block that long) and ends fetches for unknown kids; keyrings
+// from `wid_remote_jwks_keyring` keep the keys they hold but are no longer
+// refreshed. NULL-safe.
+//
+// # Safety
+// `r` must be NULL or a handle from this library not yet freed.
+void wid_remote_jwks_free(const struct wid_remote_jwks *r);
+
+// The source's keyring, as a new `wid_keyring` handle (free it with
+// `wid_keyring_free`): give it to `wid_verifier_builder_new` (or
+// `wid_verifier_new*`). It is shared with the source, not a copy: each
+// successful fetch replaces its keys (a key that left the remote set stops
+// verifying), and a verifier meeting an unknown `kid` starts a fetch while
+// it waits for the key. It belongs to the source: do not insert, rotate or
+// import keys into it. Keep the source alive while it is used: once
+// `wid_remote_jwks_free` releases the source, the keyring keeps its last
+// keys but is no longer refreshed.
+//
+// # Safety
+// `r` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_remote_jwks_keyring(const struct wid_remote_jwks *r, struct wid_keyring **out);
+
+// Fetches now, on this thread (waiting first for a fetch in flight: one
+// request at a time). On success `*out_report_json` (may be NULL)
+// receives what it did: `{"jwks_uri":"...","keys":["kid",...],
+// "added":[...],"removed":[...],"skipped":N,"max_age_ms":N or null,
+// "next_refresh_in_ms":N}` (the URL without its query). On failure the
+// keyring keeps its last good keys and the failure is counted in the
+// stats: a network or HTTP failure (down, slow past the timeout, a status
+// other than 200) is `WID_RESULT_IO_ERROR`, a body that is not an
+// acceptable JWKS (too large, too many keys, not JSON) or discovery
+// document `WID_RESULT_DECODE_ERROR`, a set the keyring refuses (a
+// private key, a weak key, a duplicate `kid`) its code
+// (`WID_RESULT_INVALID_ARGUMENT`, ...).
+//
+// # Safety
+// `r` must be NULL or a live handle; `out_report_json` NULL or writable.
+wid_result wid_remote_jwks_refresh(const struct wid_remote_jwks *r,
+                                   struct wid_bytes *out_report_json);
+
+// Starts a background thread that fetches whenever a fetch is due (at
+// once if none was made yet, then after each response's `max-age` within
+// the refresh bounds, and after the minimum bound following a failure).
+// It runs until the source is freed (`wid_remote_jwks_free` stops it and
+// waits for it). Calling it again while it runs does nothing and returns
+// `WID_RESULT_OK`. `WID_RESULT_IO_ERROR` if the thread cannot be started.
+//
+// # Safety
+// `r` must be NULL or a live handle.
+wid_result wid_remote_jwks_start_refresher(const struct wid_remote_jwks *r);
+
+// What the source has done so far, as JSON: `{"fetches":N, "failures":N,
+// "unknown_kid_fetches":N, "unknown_kid_suppressed":N, "stale":bool,
+// "last_error":"..." or null, "last_attempt_ms":N or null,
+// "last_success_ms":N or null, "next_refresh_ms":N, "jwks_uri":"..." or
+// null, "keys":N}`: fetches attempted (a discovery and its JWKS count
+// once) and failed, fetches started by unknown kids and unknown kids that
+// started none (one in flight, or the cooldown), whether the last fetch
+// failed (the keys are from an earlier one), the last failure's message,
+// when the last fetch started and the last success finished and when the
+// next fetch is due (Unix milliseconds; `next_refresh_ms` 0 before the
+// first fetch), the JWKS URL in use (without its query; null before
+// discovery), and the keys held now. Members may be added.
+//
+// # Safety
+// `r` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_remote_jwks_stats(const struct wid_remote_jwks *r, struct wid_bytes *out_json);
+
+// Starts configuring a verifier over `kr` (shared: keys inserted, rotated
+// or imported later are seen; the builder and its verifiers keep their own
+// reference) that accepts tokens for `audience` (required: 1 to 4096 bytes
+// of UTF-8) and asks `lookup` (required; see `wid_alloc_lookup_fn`) whether
+// a token's allocation is live; `userdata` is passed to `lookup` untouched
+// and must stay valid until every verifier built from this builder is
+// freed. The defaults are the Rust library's: 60 s leeway, a 1 s wait for
+// an unknown `kid`, 8192-byte tokens, `exp` optional, no cache, no issuer
+// required, bearer tokens accepted, proofs valid for at most 5 minutes and
+// a proof replay cache of 100000 entries. `*out` receives a handle to free
+// with `wid_verifier_builder_free`.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `audience` NULL or valid for
+// `audience_len` bytes; `out` NULL or writable.
+wid_result wid_verifier_builder_new(const struct wid_keyring *kr,
+                                    wid_alloc_lookup_fn lookup,
+                                    void *userdata,
+                                    const char *audience,
+                                    size_t audience_len,
+                                    struct wid_verifier_builder **out);
+
+// Releases a builder (verifiers built from it are not affected). NULL-safe.
+//
+// # Safety
+// `b` must be NULL or a handle from `wid_verifier_builder_new` not yet
+// freed, with no call using it.
+void wid_verifier_builder_free(struct wid_verifier_builder *b);
+
+// Sets the clock skew allowed on `exp`, `nbf` and `iat`, in seconds
+// (default 60): exactly `secs`, so 0 means none. Negative is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_leeway_secs(struct wid_verifier_builder *b, int64_t secs);
+
+// Sets how long a verification waits for an unknown `kid` to reach the
+// keyring, in milliseconds (default 1000): exactly `ms`, so 0 means no
+// wait (an unknown `kid` is `WID_RESULT_UNKNOWN_KEY` at once). A batch
+// shares one such wait. Negative is `WID_RESULT_INVALID_ARGUMENT`, and the
+// builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_key_wait_ms(struct wid_verifier_builder *b, int64_t ms);
+
+// Sets the longest token accepted, in bytes (default 8192); a longer
+// token is `WID_RESULT_MALFORMED_TOKEN` without being read. Larger than
+// 1048576 (1 MiB) is clamped to 1 MiB. 0 is `WID_RESULT_INVALID_ARGUMENT`
+// (no token would fit), and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_max_token_bytes(struct wid_verifier_builder *b, size_t max);
+
+// `require` 1: tokens must carry `exp` (`WID_RESULT_MALFORMED_TOKEN`
+// otherwise); 0: `exp` is optional (the default, as Nomad's default
+// identity has none). Any other value is `WID_RESULT_INVALID_ARGUMENT`,
+// and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_require_exp(struct wid_verifier_builder *b, uint32_t require);
+
+// Sets the verified-token cache's room, in tokens: 0 means no cache (the
+// default); larger than 1048576 is clamped to 1048576. Memory grows with
+// the tokens cached, not with this number. A cached token skips parsing
+// and the signature; its times, audience and allocation are checked every
+// time.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_cache_entries(struct wid_verifier_builder *b, size_t entries);
+
+// Sets the `iss` tokens must carry (`WID_RESULT_ISSUER_MISMATCH`
+// otherwise); `(NULL, 0)` or empty means none is required (the default).
+// Longer than 4096 bytes or not UTF-8 is `WID_RESULT_INVALID_ARGUMENT`,
+// and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle; `issuer` NULL or valid for `len`
+// bytes.
+wid_result wid_verifier_builder_set_issuer(struct wid_verifier_builder *b,
+                                           const char *issuer,
+                                           size_t len);
+
+// `require` 1: the verifier requires proof of possession: `wid_verify` and
+// `wid_verify_batch` refuse every token (`WID_RESULT_PROOF_REQUIRED`), and
+// only a WIT with a valid proof passes `wid_verify_proof`; 0: bearer tokens
+// are accepted (the default; a WIT is never accepted as a bearer token).
+// Any other value is `WID_RESULT_INVALID_ARGUMENT`, and the builder is
+// unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_require_proof(struct wid_verifier_builder *b, uint32_t require);
+
+// Sets the longest a proof (WPT) may be valid for, counted from now, in
+// seconds (default 300): `wid_verify_proof` refuses a proof whose `exp` is
+// further ahead (beyond the leeway) with `WID_RESULT_PROOF_INVALID`. Less
+// than 1 is `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_max_proof_lifetime_secs(struct wid_verifier_builder *b,
+                                                            int64_t secs);
+
+// Sets the room in the proof replay cache: the most proofs (by `jti`)
+// remembered at once until they expire (default 100000). When it is full
+// of unexpired proofs, new proofs are refused (`WID_RESULT_PROOF_REPLAYED`),
+// never an old one forgotten; one workload key may hold at most 1/64 of
+// it. Memory grows with the proofs remembered, not with this number. Less
+// than 16 is `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_proof_replay_capacity(struct wid_verifier_builder *b,
+                                                          size_t entries);
+
+// Makes a verifier with the builder's current settings; `*out` receives a
+// handle to free with `wid_verifier_free`, used as any other verifier
+// (`wid_verify`, `wid_verify_batch`, `wid_verify_proof`, `wid_explain`,
+// `wid_verifier_stats`). The builder is not consumed: it can be changed
+// and built again, and changes do not reach verifiers already built (each
+// has its own cache, replay cache and stats).
+//
+// # Safety
+// `b` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_verifier_builder_build(const struct wid_verifier_builder *b,
+                                      struct wid_verifier **out);
 
 // Creates a verifier over `kr` (shared: keys inserted or rotated later are
 // seen) for `audience` (required, non-empty), with exactly `leeway_secs` of

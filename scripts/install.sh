@@ -13,8 +13,8 @@
 #   <libdir>/libworkload_identity.so              -> .so.<abi> (for -lworkload_identity)
 #   <libdir>/pkgconfig/workload_identity.pc       `pkg-config --cflags --libs workload_identity`
 # --destdir stages the files under DIR (packaging); the .pc still names --prefix.
-# Unless --no-build, it first runs `cargo build --release --locked` (into
-# $CARGO_TARGET_DIR when set, as cargo does).
+# Unless --no-build, it first runs `cargo build --release --locked
+# --features remote-jwks` (into $CARGO_TARGET_DIR when set, as cargo does).
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -38,8 +38,9 @@ done
 includedir="$prefix/include"
 
 if [ "$build" = 1 ]; then
-    echo "install.sh: building the release library (cargo build --release --locked; minutes the first time)" >&2
-    (cd "$REPO_ROOT" && cargo build --release --locked --quiet)
+    echo "install.sh: building the release library (cargo build --release --locked $WID_LIB_FEATURES; minutes the first time)" >&2
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && cargo build --release --locked --quiet $WID_LIB_FEATURES)
 fi
 release="$(wid_target_dir)/release"
 header="$REPO_ROOT/include/workload_identity.h"
@@ -47,7 +48,7 @@ version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -
 abi="$(wid_abi_version)"
 [ -n "$version" ] && [ -n "$abi" ] || { echo "install.sh: cannot read the version or ABI" >&2; exit 1; }
 for f in "$release/libworkload_identity.a" "$release/libworkload_identity.so"; do
-    [ -f "$f" ] || { echo "install.sh: missing $f: build it (cargo build --release --locked) or run without --no-build" >&2; exit 1; }
+    [ -f "$f" ] || { echo "install.sh: missing $f: build it (cargo build --release --locked $WID_LIB_FEATURES) or run without --no-build" >&2; exit 1; }
 done
 
 inc="$destdir$includedir"

@@ -7,8 +7,11 @@
 #                            (the header directory): $WID_LIB_DIR when set (its
 #                            own workload_identity.h if it has one, else
 #                            include/), otherwise <target dir>/release after
-#                            `cargo build --release --locked`. NAME prefixes
-#                            its messages.
+#                            `cargo build --release --locked $WID_LIB_FEATURES`.
+#                            NAME prefixes its messages.
+#   WID_LIB_FEATURES         the cargo flags the C library is built with:
+#                            `--features remote-jwks` (the wid_remote_jwks_*
+#                            functions work; without it they refuse)
 #   wid_target_dir           where cargo builds: $CARGO_TARGET_DIR or the
 #                            build configuration's, else target/
 #   wid_abi_version          the C ABI version the header declares
@@ -16,6 +19,9 @@
 #   WID_ROOT                 the repository root
 
 WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# One place for the C library's features: every script that builds it (and
+# .ci/run) builds the same library, so cargo does not rebuild it between them.
+WID_LIB_FEATURES="--features remote-jwks"
 
 wid_apt_install() {
     local sudo=""
@@ -58,8 +64,9 @@ wid_find_lib() {
             WID_INC="$WID_ROOT/include"
         fi
     else
-        echo "$who: building the release library (cargo build --release --locked; minutes the first time)" >&2
-        (cd "$WID_ROOT" && cargo build --release --locked --quiet)
+        echo "$who: building the release library (cargo build --release --locked $WID_LIB_FEATURES; minutes the first time)" >&2
+        # shellcheck disable=SC2086
+        (cd "$WID_ROOT" && cargo build --release --locked --quiet $WID_LIB_FEATURES)
         WID_LIB="$(wid_target_dir)/release"
         WID_INC="$WID_ROOT/include"
     fi

@@ -23,8 +23,11 @@ source "$REPO_ROOT/scripts/lib.sh"
 wid_find_lib pyjwt-interop.sh
 LIB="$WID_LIB/libworkload_identity.so"
 if [ -z "${WID_POP_INTEROP:-}" ]; then
-    echo "pyjwt-interop.sh: cargo build --release --locked --example pop_interop" >&2
-    cargo build --release --locked --quiet --example pop_interop
+    # The library's features, so the build does not replace the C library
+    # wid_find_lib just built with another set.
+    echo "pyjwt-interop.sh: cargo build --release --locked $WID_LIB_FEATURES --example pop_interop" >&2
+    # shellcheck disable=SC2086
+    cargo build --release --locked --quiet $WID_LIB_FEATURES --example pop_interop
     WID_POP_INTEROP="$(wid_target_dir)/release/examples/pop_interop"
 fi
 

@@ -47,12 +47,22 @@ pub enum ResultCode {
     AudienceMismatch = 16,
     /// The verifier requires an `iss` and the token's differs or lacks it.
     IssuerMismatch = 17,
+    /// A node identity token where this verifier accepts allocation tokens
+    /// only, or an allocation token where it accepts node tokens only
+    /// (`WID_RESULT_TOKEN_KIND_REFUSED`).
+    TokenKindRefused = 18,
     /// The allocation named by the token does not exist.
     AllocationNotFound = 20,
     /// The allocation named by the token is terminal.
     AllocationTerminal = 21,
     /// The state store could not answer; verification failed closed.
     StoreUnavailable = 22,
+    /// The client node a node identity token names does not exist
+    /// (`WID_RESULT_NODE_NOT_FOUND`).
+    NodeNotFound = 23,
+    /// The client node a node identity token names is down, or has a status
+    /// Nomad does not define (`WID_RESULT_NODE_DOWN`).
+    NodeDown = 24,
     /// The keyring has no active key to sign with.
     NoActiveKey = 30,
     /// A key with this ID is already in the keyring.
@@ -287,6 +297,34 @@ pub enum Error {
         /// What the store reported.
         cause: String,
     },
+    /// The token is of a kind (node or allocation identity) this verifier
+    /// does not accept.
+    #[error("{reason}")]
+    TokenKindRefused {
+        /// What the token is and what the verifier accepts.
+        reason: String,
+    },
+    /// The node does not exist (after a consistent read).
+    #[error("node {node_id:?} not found")]
+    NodeNotFound {
+        /// The node ID from the token.
+        node_id: String,
+    },
+    /// The node is down (or its status is one Nomad does not define).
+    #[error("node {node_id:?} is down")]
+    NodeDown {
+        /// The node ID from the token.
+        node_id: String,
+    },
+    /// The state store could not answer a node lookup; the check failed
+    /// closed (`StoreUnavailable`).
+    #[error("state store unavailable while checking node {node_id:?}: {cause}")]
+    NodeStoreUnavailable {
+        /// The node ID being checked.
+        node_id: String,
+        /// What the store reported.
+        cause: String,
+    },
     /// No key of the algorithm asked for is active.
     #[error(
         "no active {algorithm} key in the keyring: insert or rotate in an {algorithm} key before signing with it"
@@ -377,7 +415,12 @@ impl Error {
             Error::IssuerMismatch { .. } => ResultCode::IssuerMismatch,
             Error::AllocationNotFound { .. } => ResultCode::AllocationNotFound,
             Error::AllocationTerminal { .. } => ResultCode::AllocationTerminal,
-            Error::StoreUnavailable { .. } => ResultCode::StoreUnavailable,
+            Error::StoreUnavailable { .. } | Error::NodeStoreUnavailable { .. } => {
+                ResultCode::StoreUnavailable
+            }
+            Error::TokenKindRefused { .. } => ResultCode::TokenKindRefused,
+            Error::NodeNotFound { .. } => ResultCode::NodeNotFound,
+            Error::NodeDown { .. } => ResultCode::NodeDown,
             Error::NoActiveKey { .. } => ResultCode::NoActiveKey,
             Error::DuplicateKey { .. } => ResultCode::DuplicateKey,
             Error::KeyringConflict { .. } => ResultCode::KeyringConflict,
@@ -473,6 +516,7 @@ mod tests {
                 expected: "https://a".into(),
                 found: "no iss".into(),
             },
+            Error::TokenKindRefused { reason: "r".into() },
             Error::AllocationNotFound {
                 alloc_id: "a".into(),
             },
@@ -483,6 +527,12 @@ mod tests {
             Error::StoreUnavailable {
                 alloc_id: "a".into(),
                 cause: "down".into(),
+            },
+            Error::NodeNotFound {
+                node_id: "n".into(),
+            },
+            Error::NodeDown {
+                node_id: "n".into(),
             },
             Error::NoActiveKey {
                 algorithm: crate::algorithm::Algorithm::Es256,
@@ -509,6 +559,16 @@ mod tests {
                 reason: "r".into(),
             },
         ]
+    }
+
+    #[test]
+    fn a_node_lookup_failure_is_store_unavailable_naming_the_node() {
+        let e = Error::NodeStoreUnavailable {
+            node_id: "n1".into(),
+            cause: "down".into(),
+        };
+        assert_eq!(e.code(), ResultCode::StoreUnavailable);
+        assert!(e.to_string().contains("checking node \"n1\""), "{e}");
     }
 
     #[test]

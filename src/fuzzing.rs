@@ -10,18 +10,23 @@ use std::time::Duration;
 
 use crate::codec::{self, WireType};
 use crate::keyring::{Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
-use crate::model::{Allocation, ConsulExposeConfig, IssueRequest, WorkloadIdentity};
+use crate::model::{
+    Allocation, ConsulExposeConfig, IssueRequest, NodeIdentityRequest, WorkloadIdentity,
+};
 use crate::{AllocState, Audience, Issuer, MemoryStore, Verifier};
 
 /// The fixed time of every target.
 const NOW: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
+const NODE: &str = "fuzz-node";
 
 struct World {
     keyring: Keyring,
     store: Arc<MemoryStore>,
     verifier: Verifier,
     cached: Verifier,
+    /// Accepts node tokens too (node `fuzz-node` is live).
+    nodes: Verifier,
 }
 
 /// The fuzz world's keys: one active key per algorithm (the RSA key is a
@@ -52,6 +57,7 @@ fn world() -> &'static World {
             .unwrap_or_else(|_| unreachable!("one active key per algorithm"));
         let store = Arc::new(MemoryStore::new());
         store.set_state(ALLOC, AllocState::Live);
+        store.set_node_state(NODE, crate::NodeState::Live);
         let audience = Audience::new("vault.io").unwrap_or_else(|_| unreachable!("non-empty"));
         let build = |cache: usize| {
             let b = Verifier::builder(keyring.clone(), store.clone(), audience.clone())
@@ -61,6 +67,10 @@ fn world() -> &'static World {
         World {
             verifier: build(0),
             cached: build(64),
+            nodes: Verifier::builder(keyring.clone(), store.clone(), audience.clone())
+                .key_wait(Duration::ZERO)
+                .node_tokens(crate::NodeTokens::Accept)
+                .build(),
             keyring,
             store,
         }
@@ -149,6 +159,22 @@ fn verdicts_agree(w: &World, token: &[u8]) -> bool {
             std::hint::black_box(format!("{step:?}"));
         }
     }
+    // The claims decide the kind: what the allocation-only verifier
+    // accepts, the verifier of both kinds accepts as an allocation token;
+    // a node token it accepts, the allocation-only verifier refuses.
+    let both = w.nodes.verify_bytes(token, NOW);
+    match (&single, &both) {
+        (Ok(a), b) => assert!(
+            b.as_ref()
+                .is_ok_and(|b| b.claims == a.claims && b.claims.node.is_none()),
+            "an allocation token changed verdict when node tokens are accepted: {b:?}"
+        ),
+        (Err(e), Ok(b)) => {
+            assert!(b.claims.node.is_some(), "{e}");
+            assert_eq!(e.code(), crate::ResultCode::TokenKindRefused, "{e}");
+        }
+        (Err(_), Err(_)) => {}
+    }
     single.is_ok()
 }
 
@@ -225,6 +251,7 @@ pub fn msgpack_decode(data: &[u8]) {
     round_trip::<WorkloadIdentity>(data);
     round_trip::<IssueRequest>(data);
     round_trip::<ConsulExposeConfig>(data);
+    round_trip::<crate::model::NodeIdentityRequest>(data);
     keystore_load(data);
 }
 
@@ -411,6 +438,15 @@ fn tempdir_path() -> std::io::Result<std::path::PathBuf> {
 /// Arbitrary msgpack into issuance; whatever issues must verify.
 pub fn issue_request(data: &[u8]) {
     let w = world();
+    if let Ok(req) = codec::decode::<NodeIdentityRequest>(data) {
+        let alg = Algorithm::ALL[data.len() % Algorithm::ALL.len()];
+        if let Ok(signed) = Issuer::new(w.keyring.clone()).issue_node_with(alg, &req, NOW) {
+            let claims = crate::verify::check_signature(&w.keyring, &signed.token)
+                .unwrap_or_else(|e| panic!("an issued node token must verify: {e}"));
+            assert_eq!(claims, signed.claims);
+            assert!(claims.node.is_some() && claims.allocation_id.is_empty());
+        }
+    }
     let Ok(req) = codec::decode::<IssueRequest>(data) else {
         return;
     };

@@ -400,17 +400,82 @@ impl Issuer {
                 reason: format!("cannot encode claims: {e}"),
             })?;
             let token = jwt::encode_typed(key, typ, &json)?;
-            if token.len() > jwt::DEFAULT_MAX_TOKEN_BYTES {
-                return Err(Error::invalid(
-                    "IssueRequest",
-                    "Identity",
-                    format!(
-                        "would make a token of {} bytes, over the {} that verifiers (ours included) accept by default: shorten its audiences, names or extra claims",
-                        token.len(),
-                        jwt::DEFAULT_MAX_TOKEN_BYTES
-                    ),
-                ));
-            }
+            check_size(&token)?;
+            Ok(SignedIdentity {
+                token,
+                claims,
+                kid: key.id().clone(),
+            })
+        })
+    }
+
+    /// Signs a client node's own identity (Nomad 1.11's node identity) at
+    /// `now`, with the issuer's default algorithm ([`Issuer::algorithm`]):
+    /// claims `nomad_node_id`, `nomad_node_pool`, `nomad_node_class` (when
+    /// the node has one), `nomad_node_datacenter`, `sub` =
+    /// `node:<region>:<node pool>:<node ID>:default`, `aud` (Nomad's
+    /// `nomadproject.io` unless the request names others), `iat` = `nbf` =
+    /// now, `exp` = now + TTL (24 h unless set: a node identity always
+    /// expires), `jti`, and `iss` when configured. No allocation claim, no
+    /// profile (SPIFFE, extra claims) applies. A verifier accepts it only
+    /// with [`VerifierBuilder::node_tokens`](crate::VerifierBuilder::node_tokens).
+    ///
+    /// ```
+    /// use workload_identity::model::{Node, NodeIdentityRequest};
+    /// use workload_identity::{Issuer, Keyring};
+    ///
+    /// let keyring = Keyring::new();
+    /// keyring.rotate(1_700_000_000)?;
+    /// let req = NodeIdentityRequest {
+    ///     region: "global".into(),
+    ///     node: Node {
+    ///         id: "da86421c-7de9-85e4-2f50-3b2bf95102c1".into(),
+    ///         datacenter: "dc1".into(),
+    ///         node_pool: "default".into(),
+    ///         ..Node::default()
+    ///     },
+    ///     ..NodeIdentityRequest::default()
+    /// };
+    /// let signed = Issuer::new(keyring).issue_node(&req, 1_700_000_000)?;
+    /// assert_eq!(signed.claims.subject, "node:global:default:da86421c-7de9-85e4-2f50-3b2bf95102c1:default");
+    /// assert_eq!(signed.claims.audience, ["nomadproject.io"]);
+    /// assert_eq!(signed.claims.expires_at, Some(1_700_000_000 + 24 * 3600));
+    /// # Ok::<(), workload_identity::Error>(())
+    /// ```
+    pub fn issue_node(
+        &self,
+        req: &crate::model::NodeIdentityRequest,
+        now: i64,
+    ) -> Result<SignedIdentity> {
+        self.issue_node_with(self.algorithm, req, now)
+    }
+
+    /// [`Issuer::issue_node`] with `algorithm`.
+    pub fn issue_node_with(
+        &self,
+        algorithm: Algorithm,
+        req: &crate::model::NodeIdentityRequest,
+        now: i64,
+    ) -> Result<SignedIdentity> {
+        req.validate()?;
+        let node = &req.node;
+        self.keyring.with_active(algorithm, |key| {
+            let claims = Claims {
+                node: Some(crate::claims::NodeClaims::of(node)),
+                subject: format!("node:{}:{}:{}:default", req.region, node.node_pool, node.id),
+                audience: req.audiences(),
+                issued_at: Some(now),
+                not_before: Some(now),
+                expires_at: Some(now.saturating_add(req.ttl_secs())),
+                jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+                issuer: self.issuer.clone(),
+                ..Claims::default()
+            };
+            let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
+                reason: format!("cannot encode claims: {e}"),
+            })?;
+            let token = jwt::encode_typed(key, jwt::TokenType::Jwt, &json)?;
+            check_size(&token)?;
             Ok(SignedIdentity {
                 token,
                 claims,
@@ -465,4 +530,20 @@ fn no_trust_domain() -> Error {
         "trust_domain",
         "the request carries a ProofKey (it asks for a workload identity token) but the issuer has no trust domain; call Issuer::trust_domain (or Issuer::spiffe for a WIT-SVID)",
     )
+}
+
+/// Refuses a token verifiers would refuse for its size.
+fn check_size(token: &str) -> Result<()> {
+    if token.len() > jwt::DEFAULT_MAX_TOKEN_BYTES {
+        return Err(Error::invalid(
+            "IssueRequest",
+            "Identity",
+            format!(
+                "would make a token of {} bytes, over the {} that verifiers (ours included) accept by default: shorten its audiences, names or extra claims",
+                token.len(),
+                jwt::DEFAULT_MAX_TOKEN_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }

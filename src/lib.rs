@@ -133,7 +133,7 @@ pub struct VaultDocDoctests;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use claims::{Claims, ExpectedClaims};
+pub use claims::{Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, unix_now};
 pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,
@@ -163,10 +163,10 @@ pub use remote_jwks::{
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
-pub use state::{AllocState, Consistency, MemoryStore, StateStore, StoreError};
+pub use state::{AllocState, Consistency, MemoryStore, NodeState, StateStore, StoreError};
 #[cfg(feature = "vault")]
 pub use vault_login::{DEFAULT_MIN_TTL as DEFAULT_VAULT_MIN_TTL, VaultLogin, VaultLoginBuilder};
 pub use verify::{
-    Audience, Explanation, MAX_CACHE_ENTRIES, ProofRequest, VerificationStep, VerifiedIdentity,
-    VerifiedProof, Verifier, VerifierBuilder, VerifierStats,
+    Audience, Explanation, MAX_CACHE_ENTRIES, NodeTokens, ProofRequest, VerificationStep,
+    VerifiedIdentity, VerifiedProof, Verifier, VerifierBuilder, VerifierStats,
 };

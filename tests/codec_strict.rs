@@ -378,7 +378,7 @@ prop_compose! {
         has_job in any::<bool>(),
         meta in proptest::collection::btree_map(arb_string(), arb_string(), 0..3),
         extra_claims in proptest::collection::vec(arb_string(), 0..3),
-        node in proptest::option::of(proptest::collection::vec(arb_string(), 5)),
+        node in proptest::option::of(proptest::collection::vec(arb_string(), 6)),
     ) -> IssueRequest {
         let s = |i: usize| strings[i].clone();
         IssueRequest {
@@ -395,7 +395,7 @@ prop_compose! {
             proof_key: None,
             node: node.map(|n| workload_identity::model::Node {
                 datacenter: n[0].clone(), id: n[1].clone(), name: n[2].clone(),
-                node_class: n[3].clone(), node_pool: n[4].clone(),
+                node_class: n[3].clone(), node_pool: n[4].clone(), status: n[5].clone(),
             }),
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),

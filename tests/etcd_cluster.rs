@@ -741,3 +741,79 @@ fn the_mirror_survives_cuts_compaction_freezes_kills_and_restarts() {
         "{s:?}"
     );
 }
+
+/// Node identity tokens against etcd (issue 32): `<prefix>/nodes/<ID>`
+/// records give the node's liveness, through the store and the mirror (which
+/// asks the cluster for nodes); down, missing, undecodable and unknown-status
+/// records are refused or fail closed.
+#[test]
+fn node_tokens_are_bound_to_node_records_in_etcd() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let now = workload_identity::unix_now();
+    let keyring = Keyring::new();
+    keyring.rotate(now).unwrap();
+    let mut node = workload_identity::model::Node {
+        id: "9d1e6a44-1111-2222-3333-444444444444".into(),
+        datacenter: "dc1".into(),
+        node_pool: "default".into(),
+        status: "ready".into(),
+        ..Default::default()
+    };
+    let req = workload_identity::model::NodeIdentityRequest {
+        region: "global".into(),
+        node: node.clone(),
+        ..Default::default()
+    };
+    let token = Issuer::new(keyring.clone())
+        .issue_node(&req, now)
+        .unwrap()
+        .token;
+    let store = Arc::new(EtcdStore::new(cluster.config(0, &[0, 1, 2])).unwrap());
+    let mirror = Arc::new(
+        EtcdMirror::builder(cluster.config(1, &[1, 2, 0]))
+            .start()
+            .unwrap(),
+    );
+    let verifiers: Vec<Verifier> = [
+        store.clone() as Arc<dyn StateStore>,
+        mirror.clone() as Arc<dyn StateStore>,
+    ]
+    .into_iter()
+    .map(|s| {
+        Verifier::builder(
+            keyring.clone(),
+            s,
+            Audience::new("nomadproject.io").unwrap(),
+        )
+        .node_tokens(workload_identity::NodeTokens::Only)
+        .build()
+    })
+    .collect();
+    let codes = || -> Vec<Result<(), ResultCode>> {
+        verifiers
+            .iter()
+            .map(|v| v.verify(&token, now).map(drop).map_err(|e| e.code()))
+            .collect()
+    };
+    assert_eq!(codes(), [Err(ResultCode::NodeNotFound); 2]);
+    store.put_node(&node).unwrap();
+    assert_eq!(codes(), [Ok(()); 2]);
+    node.status = "down".into();
+    store.put_node(&node).unwrap();
+    assert_eq!(codes(), [Err(ResultCode::NodeDown); 2]);
+    node.status = "hibernating".into();
+    store.put_node(&node).unwrap();
+    assert_eq!(codes(), [Err(ResultCode::StoreUnavailable); 2]);
+    store.delete_node(&node.id).unwrap();
+    assert_eq!(codes(), [Err(ResultCode::NodeNotFound); 2]);
+    // Both consistencies answer.
+    node.status = "ready".into();
+    store.put_node(&node).unwrap();
+    for c in [Consistency::Stale, Consistency::Consistent] {
+        assert_eq!(
+            mirror.node_state(&node.id, c),
+            Ok(workload_identity::NodeState::Live),
+            "{c:?}"
+        );
+    }
+}

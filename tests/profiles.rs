@@ -57,6 +57,7 @@ fn request() -> IssueRequest {
         name: "client-1".into(),
         node_class: String::new(),
         node_pool: "default".into(),
+        status: "ready".into(),
     });
     r
 }

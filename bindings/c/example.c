@@ -6,9 +6,11 @@
  *      it; here built in C with the encoder in wid_request.h (bytes straight
  *      off the Go wire, as in sample_request.h, work the same);
  *   3. print the token and the JWKS a relying party would fetch;
- *   4. verify the token for audience "vault.io", looking allocations up in a
- *      tiny in-memory table, and print the verified claims;
- *   5. mark the allocation terminal and show the token being rejected.
+ *   4. build a verifier for audience "vault.io" with wid_verifier_builder
+ *      (one setter per option), looking allocations up in a tiny in-memory
+ *      table; verify the token and print the verified claims;
+ *   5. mark the allocation terminal, show the token being rejected, and ask
+ *      the verifier why (wid_explain) and what it has done (stats).
  *
  * Build (from the repository root, after `cargo build --release`):
  *
@@ -20,8 +22,8 @@
  *   - every function returns a wid_result; outputs are written only on success;
  *   - on failure, wid_last_error_message() gives a per-thread detail message;
  *   - wid_bytes outputs are NUL-terminated (len excludes the NUL) and must be
- *     released with wid_bytes_free(); handles with wid_keyring_free() /
- *     wid_verifier_free().
+ *     released with wid_bytes_free(); handles with wid_keyring_free(),
+ *     wid_verifier_builder_free() and wid_verifier_free().
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +84,10 @@ static void die(const char *what, wid_result rc) {
 
 int main(void) {
     wid_keyring *kr = NULL;
+    wid_verifier_builder *builder = NULL;
     wid_verifier *verifier = NULL;
+    wid_bytes explanation = {NULL, 0};
+    wid_bytes stats = {NULL, 0};
     wid_bytes token = {NULL, 0};
     wid_bytes jwks = {NULL, 0};
     wid_bytes claims = {NULL, 0};
@@ -149,11 +154,26 @@ int main(void) {
     if (rc != WID_RESULT_OK) die("wid_keyring_jwks", rc);
     printf("JWKS:\n  %s\n\n", (const char *)jwks.data);
 
-    /* 4. Verify as a relying party for audience "vault.io", with exactly 60 s
-     *    of clock skew allowed. The verifier keeps its own reference to the
-     *    keyring, and `table` must outlive the verifier. */
-    rc = wid_verifier_new(kr, audience, strlen(audience), 60, lookup_alloc, &table, &verifier);
-    if (rc != WID_RESULT_OK) die("wid_verifier_new", rc);
+    /* 4. Verify as a relying party for audience "vault.io" (required, given
+     *    to wid_verifier_builder_new with the lookup). Every other option has
+     *    a setter, checked at once: a bad value is refused and leaves the
+     *    builder as it was. The builder and the verifiers it builds keep their
+     *    own reference to the keyring; `table` must outlive them. */
+    rc = wid_verifier_builder_new(kr, lookup_alloc, &table, audience, strlen(audience), &builder);
+    if (rc != WID_RESULT_OK) die("wid_verifier_builder_new", rc);
+    rc = wid_verifier_builder_set_leeway_secs(builder, 30); /* clock skew allowed (default 60) */
+    if (rc != WID_RESULT_OK) die("wid_verifier_builder_set_leeway_secs", rc);
+    rc = wid_verifier_builder_set_require_exp(builder, 1); /* no token without exp */
+    if (rc != WID_RESULT_OK) die("wid_verifier_builder_set_require_exp", rc);
+    rc = wid_verifier_builder_set_cache_entries(builder, 1024); /* skip re-checking signatures */
+    if (rc != WID_RESULT_OK) die("wid_verifier_builder_set_cache_entries", rc);
+    rc = wid_verifier_builder_set_leeway_secs(builder, -5); /* refused; builder unchanged */
+    wid_last_error_message(msg, sizeof msg);
+    printf("a negative leeway is refused: %s: %s\n\n", wid_result_name(rc), msg);
+    rc = wid_verifier_builder_build(builder, &verifier);
+    if (rc != WID_RESULT_OK) die("wid_verifier_builder_build", rc);
+    /* The builder could now be changed and built again; here it is done. */
+    wid_verifier_builder_free(builder);
     rc = wid_verify(verifier, (const char *)token.data, token.len, NOW, &claims);
     if (rc != WID_RESULT_OK) die("wid_verify", rc);
     printf("verified; claims:\n  %s\n\n", (const char *)claims.data);
@@ -170,7 +190,17 @@ int main(void) {
     printf("after the allocation stopped: rejected: %s (%u): %s\n", wid_result_name(rc),
            (unsigned)rc, msg);
 
+    /* Why, step by step (the JSON `wid inspect --json` prints): the steps
+     * run, the failed one last, and the verdict's code. */
+    if (wid_explain(verifier, (const char *)token.data, token.len, NOW, &explanation) ==
+        WID_RESULT_OK)
+        printf("\nexplained:\n  %s\n", (const char *)explanation.data);
+    if (wid_verifier_stats(verifier, &stats) == WID_RESULT_OK)
+        printf("\nverifier stats:\n  %s\n", (const char *)stats.data);
+
     /* Release everything: bytes, then handles (each is NULL-safe). */
+    wid_bytes_free(&stats);
+    wid_bytes_free(&explanation);
     wid_bytes_free(&claims);
     wid_bytes_free(&jwks);
     wid_bytes_free(&token);

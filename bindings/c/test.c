@@ -25,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "workload_identity.h"
@@ -255,12 +259,15 @@ static void test_versions_and_names(void) {
         /* Unknown codes, including gaps between the defined ones. */
         {6, "WID_RESULT_UNKNOWN"},
         {9, "WID_RESULT_UNKNOWN"},
-        {18, "WID_RESULT_UNKNOWN"},
+        {18, "WID_RESULT_TOKEN_KIND_REFUSED"},
+        {23, "WID_RESULT_NODE_NOT_FOUND"},
+        {24, "WID_RESULT_NODE_DOWN"},
+        {19, "WID_RESULT_UNKNOWN"},
+        {25, "WID_RESULT_UNKNOWN"},
         {39, "WID_RESULT_UNKNOWN"},
         {41, "WID_RESULT_UNKNOWN"},
         {49, "WID_RESULT_UNKNOWN"},
         {53, "WID_RESULT_UNKNOWN"},
-        {23, "WID_RESULT_UNKNOWN"},
         {34, "WID_RESULT_UNKNOWN"},
         {1000, "WID_RESULT_UNKNOWN"},
         {UINT32_MAX, "WID_RESULT_UNKNOWN"},
@@ -334,6 +341,9 @@ static void test_frees_are_null_safe(void) {
     wid_workload_key_free(NULL);
     wid_issuer_builder_free(NULL);
     wid_issuer_free(NULL);
+    wid_verifier_builder_free(NULL);
+    wid_remote_jwks_builder_free(NULL);
+    wid_remote_jwks_free(NULL);
     wid_bytes_free(NULL);
     wid_bytes_free(&b); /* an empty value */
     CHECK(b.data == NULL && b.len == 0);
@@ -2940,6 +2950,989 @@ static void test_request_encoder_extra_fields(void) {
     wid_keyring_free(kr);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Verifier builder, explain, stats                                         */
+/* ------------------------------------------------------------------------ */
+
+#define SENTINEL_VB ((wid_verifier_builder *)(uintptr_t)0x60)
+
+static wid_bytes empty_bytes(void) {
+    wid_bytes b = {NULL, 0};
+    return b;
+}
+#define OTHER_ISS "https://other.example.com"
+
+static wid_verifier_builder *vbuilder_for(const wid_keyring *kr, struct lookup_ctx *ctx) {
+    wid_verifier_builder *b = NULL;
+    CHECK_OK(wid_verifier_builder_new(kr, lookup, ctx, S(AUD), &b));
+    CHECK(b != NULL);
+    return b;
+}
+
+static wid_verifier *vbuild(const wid_verifier_builder *b) {
+    wid_verifier *v = NULL;
+    CHECK_OK(wid_verifier_builder_build(b, &v));
+    CHECK(v != NULL);
+    return v;
+}
+
+static wid_bytes issue_iss(const wid_keyring *kr, const char *iss, int64_t now) {
+    wid_bytes t = {NULL, 0};
+    CHECK_OK(wid_issue_with_issuer(kr, wid_sample_request, wid_sample_request_len, S(iss), now,
+                                   &t));
+    return t;
+}
+
+static wid_result verify_at(const wid_verifier *v, const wid_bytes *t, int64_t now) {
+    return wid_verify(v, (const char *)t->data, t->len, now, NULL);
+}
+
+/* wid_verifier_builder_new and every setter: NULLs, refusals that leave the
+ * builder unchanged (checked by what the verifiers built from it do),
+ * builds that do not consume the builder, wrong handle types. */
+static void test_verifier_builder_arguments(void) {
+    wid_keyring *kr = keyring_with_key("vbuilder", 30);
+    struct lookup_ctx ctx;
+    wid_verifier_builder *b = SENTINEL_VB;
+    wid_verifier *v = SENTINEL_V, *v2;
+    wid_bytes token = issue_iss(kr, WIT_ISS, NOW);
+    wid_bytes other = issue_iss(kr, OTHER_ISS, NOW);
+    wid_bytes out = sentinel_bytes();
+    char *long_str = malloc(5000);
+    char *long_token;
+
+    if (long_str == NULL) abort();
+    memset(long_str, 'a', 5000);
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+
+    /* wid_verifier_builder_new */
+    CHECK_RC(wid_verifier_builder_new(NULL, lookup, &ctx, S(AUD), &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_new(kr, NULL, &ctx, S(AUD), &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK(strstr(last_error(), "lookup") != NULL);
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, NULL, 5, &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, S(AUD), NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, NULL, 0, &b),
+             WID_RESULT_INVALID_ARGUMENT); /* the audience is required */
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, S(BAD_UTF8), &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, long_str, 5000, &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_new(kr, lookup, &ctx, AUD, SIZE_MAX, &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(b == SENTINEL_VB);
+    b = vbuilder_for(kr, &ctx);
+
+    /* A valid configuration first: every failure below must leave it. */
+    CHECK_OK(wid_verifier_builder_set_leeway_secs(b, 0));
+    CHECK_OK(wid_verifier_builder_set_key_wait_ms(b, 0));
+    CHECK_OK(wid_verifier_builder_set_max_token_bytes(b, 4096));
+    CHECK_OK(wid_verifier_builder_set_require_exp(b, 1));
+    CHECK_OK(wid_verifier_builder_set_cache_entries(b, 64));
+    CHECK_OK(wid_verifier_builder_set_issuer(b, S(WIT_ISS)));
+    CHECK_OK(wid_verifier_builder_set_require_proof(b, 0));
+    CHECK_OK(wid_verifier_builder_set_max_proof_lifetime_secs(b, 60));
+    CHECK_OK(wid_verifier_builder_set_proof_replay_capacity(b, 1000));
+
+    /* Refusals. */
+    CHECK_RC(wid_verifier_builder_set_leeway_secs(b, -1), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "-1") != NULL);
+    CHECK_RC(wid_verifier_builder_set_leeway_secs(b, INT64_MIN), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_key_wait_ms(b, -1), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_max_token_bytes(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_require_exp(b, 2), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "0 or 1") != NULL);
+    CHECK_RC(wid_verifier_builder_set_require_proof(b, UINT32_MAX), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_issuer(b, S(BAD_UTF8)), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "UTF-8") != NULL);
+    CHECK_RC(wid_verifier_builder_set_issuer(b, long_str, 5000), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_issuer(b, "x", SIZE_MAX), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_issuer(b, NULL, 3), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_max_proof_lifetime_secs(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_max_proof_lifetime_secs(b, -3),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_proof_replay_capacity(b, 15), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "16") != NULL);
+
+    /* NULL builders, whatever the value. */
+    CHECK_RC(wid_verifier_builder_set_leeway_secs(NULL, -1), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_key_wait_ms(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_max_token_bytes(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_require_exp(NULL, 9), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_cache_entries(NULL, 1), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_issuer(NULL, NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_require_proof(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_max_proof_lifetime_secs(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_proof_replay_capacity(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_build(NULL, &v), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_build(b, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK(v == SENTINEL_V);
+
+    /* The builder kept the valid configuration: no leeway, exp and the
+     * issuer required, a 4096-byte cap, a cache. */
+    v = vbuild(b);
+    CHECK_OK(verify_at(v, &token, NOW));
+    CHECK_RC(verify_at(v, &token, NOW + TTL), WID_RESULT_EXPIRED);
+    CHECK_RC(verify_at(v, &other, NOW), WID_RESULT_ISSUER_MISMATCH);
+    long_token = malloc(4097);
+    if (long_token == NULL) abort();
+    memset(long_token, 'A', 4097);
+    CHECK_RC(wid_verify(v, long_token, 4097, NOW, NULL), WID_RESULT_MALFORMED_TOKEN);
+    CHECK(strstr(last_error(), "4096") != NULL);
+    CHECK_OK(verify_at(v, &token, NOW)); /* a cache hit */
+    CHECK_OK(wid_verifier_stats(v, &out));
+    CHECK(bytes_contain(&out, "\"cache_hits\":1"));
+    CHECK(bytes_contain(&out, "\"cache_entries\":1"));
+    wid_bytes_free(&out);
+
+    /* (NULL, 0) clears the issuer; the builder is not consumed, and
+     * verifiers already built keep their settings. */
+    CHECK_OK(wid_verifier_builder_set_issuer(b, NULL, 0));
+    v2 = vbuild(b);
+    CHECK_OK(verify_at(v2, &other, NOW));
+    CHECK_RC(verify_at(v, &other, NOW), WID_RESULT_ISSUER_MISMATCH);
+
+    /* Wrong handle types: detected, outputs untouched, frees ignored. */
+    out = sentinel_bytes();
+    {
+        wid_verifier_builder *kr_as_b = (wid_verifier_builder *)(void *)kr;
+        wid_verifier_builder *v_as_b = (wid_verifier_builder *)(void *)v;
+        const wid_verifier *b_as_v = (const wid_verifier *)(const void *)b;
+        const wid_keyring *v_as_kr = (const wid_keyring *)(const void *)v;
+        const wid_keyring *b_as_kr = (const wid_keyring *)(const void *)b;
+        wid_verifier *v_out = SENTINEL_V;
+        wid_verifier_builder *b_out = SENTINEL_VB;
+        wid_verifier_builder *wrong[2];
+        size_t i;
+        wrong[0] = kr_as_b;
+        wrong[1] = v_as_b;
+        for (i = 0; i < 2; i++) {
+            CHECK_RC(wid_verifier_builder_set_leeway_secs(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_key_wait_ms(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_max_token_bytes(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_require_exp(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_cache_entries(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_issuer(wrong[i], NULL, 0),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_require_proof(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_max_proof_lifetime_secs(wrong[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_set_proof_replay_capacity(wrong[i], 16),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_verifier_builder_build(wrong[i], &v_out), WID_RESULT_INVALID_ARGUMENT);
+            wid_verifier_builder_free(wrong[i]);
+        }
+        CHECK(v_out == SENTINEL_V);
+        CHECK_RC(wid_verifier_builder_new(v_as_kr, lookup, &ctx, S(AUD), &b_out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_verifier_builder_new(b_as_kr, lookup, &ctx, S(AUD), &b_out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK(b_out == SENTINEL_VB);
+        CHECK_RC(wid_verify(b_as_v, (const char *)token.data, token.len, NOW, &out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK(is_sentinel(&out));
+        wid_verifier_free(b_as_v);
+        wid_keyring_free(b_as_kr);
+    }
+
+    /* Verifiers outlive the builder and the keyring handle. */
+    wid_verifier_builder_free(b);
+    wid_keyring_free(kr);
+    CHECK_OK(verify_at(v2, &token, NOW));
+    CHECK_OK(verify_at(v, &token, NOW));
+
+    free(long_token);
+    free(long_str);
+    wid_bytes_free(&token);
+    wid_bytes_free(&other);
+    wid_verifier_free(v);
+    wid_verifier_free(v2);
+}
+
+/* The defaults (60 s leeway, bearer tokens), the key wait, and the proof
+ * options: require proof, the proof lifetime and the replay capacity. */
+static void test_verifier_builder_options(void) {
+    wid_keyring *kr = keyring_for_wits(31);
+    struct lookup_ctx ctx;
+    wid_verifier_builder *b;
+    wid_verifier *v, *vp, *vd;
+    wid_bytes bearer = {NULL, 0}, wit = {NULL, 0}, wpt_long, wpt_short, wpt_next;
+    wid_bytes out = sentinel_bytes();
+    wid_workload_key *key = NULL;
+    struct proof_request req;
+    wid_keyring *foreign = keyring_with_key("vbuilder-foreign", 32);
+    wid_bytes foreign_token = issue(foreign, NOW);
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    CHECK_OK(wid_issue_alg(kr, WID_ALG_EDDSA, wid_sample_request, wid_sample_request_len, NULL,
+                           0, NOW, &bearer));
+    CHECK_OK(wid_workload_key_generate(WID_ALG_ES256, &key));
+    proof_request_for(key, &req);
+    CHECK_OK(wid_issue_wit(kr, WID_ALG_EDDSA, req.buf, req.len, S(WIT_ISS), S(TD), NOW, &wit));
+
+    /* The defaults. */
+    b = vbuilder_for(kr, &ctx);
+    CHECK_OK(wid_verifier_builder_set_key_wait_ms(b, 30));
+    vd = vbuild(b);
+    CHECK_OK(verify_at(vd, &bearer, NOW + TTL + 59));
+    CHECK_RC(verify_at(vd, &bearer, NOW + TTL + 60), WID_RESULT_EXPIRED);
+    CHECK_RC(verify_at(vd, &foreign_token, NOW), WID_RESULT_UNKNOWN_KEY);
+    CHECK_OK(wid_verifier_stats(vd, &out));
+    CHECK(bytes_contain(&out, "\"key_waits\":1"));
+    wid_bytes_free(&out);
+
+    /* Proof required, 30 s at most, 16 entries (so one per workload key). */
+    CHECK_OK(wid_verifier_builder_set_require_proof(b, 1));
+    CHECK_OK(wid_verifier_builder_set_max_proof_lifetime_secs(b, 30));
+    CHECK_OK(wid_verifier_builder_set_proof_replay_capacity(b, 16));
+    vp = vbuild(b);
+    out = sentinel_bytes();
+    CHECK_RC(wid_verify(vp, (const char *)bearer.data, bearer.len, NOW, &out),
+             WID_RESULT_PROOF_REQUIRED);
+    CHECK(is_sentinel(&out));
+    wpt_long = prove(key, &wit, TARGET, NULL, 200, NOW); /* past 30 s and the leeway */
+    CHECK_RC(verify_proof(vp, &wit, &wpt_long, TARGET, NULL, NULL), WID_RESULT_PROOF_INVALID);
+    wpt_short = prove(key, &wit, TARGET, NULL, 20, NOW);
+    CHECK_OK(verify_proof(vp, &wit, &wpt_short, TARGET, NULL, NULL));
+    wpt_next = prove(key, &wit, TARGET, NULL, 20, NOW);
+    CHECK_RC(verify_proof(vp, &wit, &wpt_next, TARGET, NULL, NULL), WID_RESULT_PROOF_REPLAYED);
+
+    /* The verifier built before those settings keeps its own. */
+    CHECK_OK(verify_at(vd, &bearer, NOW));
+    CHECK_OK(verify_proof(vd, &wit, &wpt_long, TARGET, NULL, NULL));
+    CHECK_OK(verify_proof(vd, &wit, &wpt_next, TARGET, NULL, NULL));
+
+    /* Set back: bearer tokens again. */
+    CHECK_OK(wid_verifier_builder_set_require_proof(b, 0));
+    v = vbuild(b);
+    CHECK_OK(verify_at(v, &bearer, NOW));
+
+    wid_bytes_free(&wpt_long);
+    wid_bytes_free(&wpt_short);
+    wid_bytes_free(&wpt_next);
+    wid_bytes_free(&wit);
+    wid_bytes_free(&bearer);
+    wid_bytes_free(&foreign_token);
+    wid_workload_key_free(key);
+    wid_verifier_free(v);
+    wid_verifier_free(vp);
+    wid_verifier_free(vd);
+    wid_verifier_builder_free(b);
+    wid_keyring_free(foreign);
+    wid_keyring_free(kr);
+}
+
+/* wid_explain and wid_verifier_stats. */
+static void test_explain_and_stats(void) {
+    wid_keyring *kr = keyring_with_key("explain", 33);
+    struct lookup_ctx ctx, missing;
+    wid_verifier_builder *b;
+    wid_verifier *v, *vm;
+    wid_bytes token = issue(kr, NOW);
+    wid_bytes out = sentinel_bytes();
+    const char *steps[] = {"length", "structure", "key",      "algorithm", "signature",
+                           "claims", "times",     "audience", "issuer",    "allocation"};
+    size_t i;
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    ctx_init(&missing, WID_ALLOC_MISSING, WID_ALLOC_MISSING);
+    b = vbuilder_for(kr, &ctx);
+    v = vbuild(b);
+    {
+        wid_verifier_builder *bm = vbuilder_for(kr, &missing);
+        vm = vbuild(bm);
+        wid_verifier_builder_free(bm);
+    }
+
+    /* Accepted: every step passed, in order. */
+    CHECK_OK(wid_explain(v, (const char *)token.data, token.len, NOW, &out));
+    CHECK(out.data != NULL && out.data[out.len] == '\0');
+    CHECK(bytes_contain(&out, "\"accepted\":true"));
+    CHECK(bytes_contain(&out, "\"code\":null"));
+    CHECK(bytes_contain(&out, "\"result\":0"));
+    CHECK(!bytes_contain(&out, "\"passed\":false"));
+    {
+        const char *at = (const char *)out.data;
+        for (i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "\"name\":\"%s\",\"passed\":true", steps[i]);
+            at = at == NULL ? NULL : strstr(at, want);
+            CHECK(at != NULL);
+        }
+    }
+    wid_bytes_free(&out);
+
+    /* Expired: the times step failed and ended it. */
+    CHECK_OK(wid_explain(v, (const char *)token.data, token.len, NOW + 2 * TTL, &out));
+    CHECK(bytes_contain(&out, "\"accepted\":false"));
+    CHECK(bytes_contain(&out, "\"code\":\"WID_RESULT_EXPIRED\""));
+    CHECK(bytes_contain(&out, "\"result\":14"));
+    CHECK(bytes_contain(&out, "\"name\":\"times\",\"passed\":false"));
+    CHECK(!bytes_contain(&out, "\"name\":\"audience\""));
+    wid_bytes_free(&out);
+
+    /* A missing allocation: the last step. */
+    CHECK_OK(wid_explain(vm, (const char *)token.data, token.len, NOW, &out));
+    CHECK(bytes_contain(&out, "\"code\":\"WID_RESULT_ALLOCATION_NOT_FOUND\""));
+    CHECK(bytes_contain(&out, "\"name\":\"allocation\",\"passed\":false"));
+    wid_bytes_free(&out);
+
+    /* Garbage is explained, not an error; so is (NULL, 0). */
+    CHECK_OK(wid_explain(v, S("not.a.token"), NOW, &out));
+    CHECK(bytes_contain(&out, "\"code\":\"WID_RESULT_MALFORMED_TOKEN\""));
+    CHECK(bytes_contain(&out, "\"name\":\"structure\",\"passed\":false"));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_explain(v, NULL, 0, NOW, &out));
+    CHECK(bytes_contain(&out, "\"accepted\":false"));
+    wid_bytes_free(&out);
+
+    /* A length over the cap: the length step alone, nothing read (valgrind
+     * would see a read past the 3-byte buffer). */
+    CHECK_OK(wid_explain(v, "abc", SIZE_MAX, NOW, &out));
+    CHECK(bytes_contain(&out, "\"code\":\"WID_RESULT_MALFORMED_TOKEN\""));
+    CHECK(bytes_contain(&out, "\"name\":\"length\",\"passed\":false"));
+    CHECK(bytes_contain(&out, "8192"));
+    CHECK(!bytes_contain(&out, "\"structure\""));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_explain(v, "abc", 8193, NOW, &out));
+    CHECK(bytes_contain(&out, "\"name\":\"length\",\"passed\":false"));
+    wid_bytes_free(&out);
+
+    /* Explain counts neither verdict nor cache. */
+    CHECK_OK(wid_verifier_stats(v, &out));
+    CHECK(bytes_contain(&out, "\"accepted\":0"));
+    CHECK(bytes_contain(&out, "\"rejected\":0"));
+    wid_bytes_free(&out);
+
+    /* Failures write nothing. */
+    out = sentinel_bytes();
+    CHECK_RC(wid_explain(v, S(BAD_UTF8), NOW, &out), WID_RESULT_MALFORMED_TOKEN);
+    CHECK(strstr(last_error(), "UTF-8") != NULL);
+    CHECK_RC(wid_explain(NULL, (const char *)token.data, token.len, NOW, &out),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_explain(v, NULL, 5, NOW, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_explain(v, (const char *)token.data, token.len, NOW, NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_explain((const wid_verifier *)(const void *)kr, (const char *)token.data,
+                         token.len, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_explain((const wid_verifier *)(const void *)b, (const char *)token.data,
+                         token.len, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+
+    /* Stats: what verification did. */
+    CHECK_OK(verify_at(v, &token, NOW));
+    CHECK_OK(verify_at(v, &token, NOW));
+    CHECK_RC(wid_verify(v, S("x.y.z"), NOW, NULL), WID_RESULT_MALFORMED_TOKEN);
+    out = empty_bytes();
+    CHECK_OK(wid_verifier_stats(v, &out));
+    CHECK(bytes_eq(&out, "{\"accepted\":2,\"cache_entries\":0,\"cache_hits\":0,"
+                         "\"consistent_fallbacks\":0,\"key_waits\":0,\"rejected\":1}"));
+    wid_bytes_free(&out);
+    CHECK_RC(verify_at(vm, &token, NOW), WID_RESULT_ALLOCATION_NOT_FOUND);
+    CHECK_OK(wid_verifier_stats(vm, &out));
+    /* Two: the explanation's consistent read counts too. */
+    CHECK(bytes_contain(&out, "\"consistent_fallbacks\":2"));
+    CHECK(bytes_contain(&out, "\"rejected\":1"));
+    wid_bytes_free(&out);
+    out = sentinel_bytes();
+    CHECK_RC(wid_verifier_stats(NULL, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_stats(v, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_stats((const wid_verifier *)(const void *)kr, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_stats((const wid_verifier *)(const void *)b, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+
+    /* The older constructors' verifiers explain and count too. */
+    {
+        wid_verifier *old = verifier_for(kr, &ctx);
+        wid_bytes o = {NULL, 0};
+        CHECK_OK(wid_explain(old, (const char *)token.data, token.len, NOW, &o));
+        CHECK(bytes_contain(&o, "\"accepted\":true"));
+        wid_bytes_free(&o);
+        CHECK_OK(verify_at(old, &token, NOW));
+        CHECK_OK(wid_verifier_stats(old, &o));
+        CHECK(bytes_contain(&o, "\"accepted\":1"));
+        wid_bytes_free(&o);
+        wid_verifier_free(old);
+    }
+
+    wid_bytes_free(&token);
+    wid_verifier_free(v);
+    wid_verifier_free(vm);
+    wid_verifier_builder_free(b);
+    wid_keyring_free(kr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Remote JWKS, against an HTTP server on loopback                          */
+/* ------------------------------------------------------------------------ */
+
+#define SENTINEL_RB ((wid_remote_jwks_builder *)(uintptr_t)0x70)
+#define SENTINEL_RJ ((wid_remote_jwks *)(uintptr_t)0x80)
+#define JWKS_PATH "/jwks.json"
+#define OIDC_PATH "/.well-known/openid-configuration"
+
+/* A one-request-per-connection HTTP/1.1 server on 127.0.0.1, answering
+ * JWKS_PATH and OIDC_PATH with what the test sets, counting requests. */
+struct http_server {
+    int fd;
+    int port;
+    char base[64];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int stop;
+    int jwks_status;
+    char *jwks_body;
+    char *oidc_body;
+    unsigned long jwks_hits, oidc_hits;
+};
+
+static char *dup_str(const char *s) {
+    char *d = malloc(strlen(s) + 1);
+    if (d == NULL) abort();
+    strcpy(d, s);
+    return d;
+}
+
+static void server_set_jwks(struct http_server *s, int status, const char *body) {
+    pthread_mutex_lock(&s->mu);
+    free(s->jwks_body);
+    s->jwks_body = dup_str(body);
+    s->jwks_status = status;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void server_set_oidc(struct http_server *s, const char *body) {
+    pthread_mutex_lock(&s->mu);
+    free(s->oidc_body);
+    s->oidc_body = dup_str(body);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static unsigned long server_jwks_hits(struct http_server *s) {
+    unsigned long n;
+    pthread_mutex_lock(&s->mu);
+    n = s->jwks_hits;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void server_answer(struct http_server *s, int conn) {
+    char req[4096];
+    size_t got = 0;
+    char path[256] = "";
+    char head[256];
+    char *body = NULL;
+    int status = 404;
+    while (got < sizeof req - 1) {
+        ssize_t n = read(conn, req + got, sizeof req - 1 - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n") != NULL) break;
+    }
+    req[got] = '\0';
+    if (sscanf(req, "%*s %255s", path) != 1) path[0] = '\0';
+    if (strchr(path, '?') != NULL) *strchr(path, '?') = '\0';
+    pthread_mutex_lock(&s->mu);
+    if (strcmp(path, JWKS_PATH) == 0 && s->jwks_body != NULL) {
+        s->jwks_hits++;
+        status = s->jwks_status;
+        body = dup_str(s->jwks_body);
+    } else if (strcmp(path, OIDC_PATH) == 0 && s->oidc_body != NULL) {
+        s->oidc_hits++;
+        status = 200;
+        body = dup_str(s->oidc_body);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (body == NULL) body = dup_str("{}");
+    snprintf(head, sizeof head,
+             "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+             "Connection: close\r\n\r\n",
+             status, strlen(body));
+    write_all(conn, head, strlen(head));
+    write_all(conn, body, strlen(body));
+    free(body);
+}
+
+static void *server_loop(void *p) {
+    struct http_server *s = p;
+    for (;;) {
+        int stop, conn = accept(s->fd, NULL, NULL);
+        pthread_mutex_lock(&s->mu);
+        stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (conn >= 0) {
+            if (!stop) server_answer(s, conn);
+            close(conn);
+        }
+        if (stop) return NULL;
+    }
+}
+
+static int server_start(struct http_server *s) {
+    struct sockaddr_in addr;
+    socklen_t len = sizeof addr;
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->jwks_status = 200;
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (s->fd < 0) return 0;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (bind(s->fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(s->fd, 16) != 0 ||
+        getsockname(s->fd, (struct sockaddr *)&addr, &len) != 0) {
+        close(s->fd);
+        return 0;
+    }
+    s->port = ntohs(addr.sin_port);
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", s->port);
+    if (pthread_create(&s->thread, NULL, server_loop, s) != 0) {
+        close(s->fd);
+        return 0;
+    }
+    return 1;
+}
+
+static void server_stop(struct http_server *s) {
+    struct sockaddr_in addr;
+    int c;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_mutex_unlock(&s->mu);
+    /* Wake the accept. */
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons((uint16_t)s->port);
+    if (c >= 0) {
+        if (connect(c, (struct sockaddr *)&addr, sizeof addr) != 0) { /* already gone */
+        }
+        close(c);
+    }
+    pthread_join(s->thread, NULL);
+    close(s->fd);
+    free(s->jwks_body);
+    free(s->oidc_body);
+    pthread_mutex_destroy(&s->mu);
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static wid_bytes jwks_of(const wid_keyring *kr) {
+    wid_bytes j = {NULL, 0};
+    CHECK_OK(wid_keyring_jwks(kr, &j));
+    return j;
+}
+
+static void serve_jwks_of(struct http_server *s, const wid_keyring *kr) {
+    wid_bytes j = jwks_of(kr);
+    server_set_jwks(s, 200, j.data == NULL ? "{}" : (const char *)j.data);
+    wid_bytes_free(&j);
+}
+
+static wid_remote_jwks_builder *remote_builder(const char *url) {
+    wid_remote_jwks_builder *b = NULL;
+    CHECK_OK(wid_remote_jwks_builder_new(S(url), &b));
+    CHECK(b != NULL);
+    CHECK_OK(wid_remote_jwks_builder_set_allow_http_loopback(b, 1));
+    return b;
+}
+
+static wid_remote_jwks *remote_build(const wid_remote_jwks_builder *b) {
+    wid_remote_jwks *r = NULL;
+    CHECK_OK(wid_remote_jwks_builder_build(b, &r));
+    CHECK(r != NULL);
+    return r;
+}
+
+/* A library built without the cargo feature: every function refuses. */
+static void check_remote_jwks_disabled(void) {
+    wid_remote_jwks_builder *b = SENTINEL_RB;
+    wid_remote_jwks *r = SENTINEL_RJ;
+    wid_keyring *kr = SENTINEL_KR;
+    wid_bytes out = sentinel_bytes();
+    printf("c tests: the library was built without `remote-jwks`: checking its refusals only\n");
+    CHECK_RC(wid_remote_jwks_builder_new_discover(S("https://issuer.example.com"), &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "remote-jwks") != NULL);
+    CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(SENTINEL_RB, NULL, 0),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_allow_http_loopback(SENTINEL_RB, 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_timeout_ms(SENTINEL_RB, 1), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_refresh_bounds_ms(SENTINEL_RB, 1, 2),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_default_refresh_ms(SENTINEL_RB, 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(SENTINEL_RB, 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_body_bytes(SENTINEL_RB, 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_keys(SENTINEL_RB, 1), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_build(SENTINEL_RB, &r), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_keyring(SENTINEL_RJ, &kr), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_refresh(SENTINEL_RJ, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_start_refresher(SENTINEL_RJ), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_stats(SENTINEL_RJ, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(b == SENTINEL_RB && r == SENTINEL_RJ && kr == SENTINEL_KR && is_sentinel(&out));
+}
+
+/* Every builder setter's checks, NULLs and wrong handles. */
+static void test_remote_jwks_arguments(void) {
+    wid_remote_jwks_builder *b = SENTINEL_RB;
+    wid_remote_jwks *r = SENTINEL_RJ, *r2;
+    wid_keyring *kr_out = SENTINEL_KR;
+    wid_keyring *kr = keyring_with_key("remote-args", 34);
+    wid_bytes out = sentinel_bytes();
+    const char *bad_urls[] = {"ftp://example.com/jwks",       "http://example.com/jwks",
+                              "https://example.com/jwks#frag", "https://u:p@example.com/jwks",
+                              "https://example.com/j wks",     "/jwks"};
+    size_t i;
+    FILE *f;
+    char pem[8192];
+    size_t pem_len = 0;
+    wid_result rc;
+
+    rc = wid_remote_jwks_builder_new(S("https://example.com/jwks"), &b);
+    if (rc != WID_RESULT_OK) {
+        /* Refused: only a build without the feature may do that. */
+        CHECK_RC(rc, WID_RESULT_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`remote-jwks`") != NULL);
+        CHECK(b == SENTINEL_RB);
+        check_remote_jwks_disabled();
+        wid_keyring_free(kr);
+        return;
+    }
+    wid_remote_jwks_builder_free(b);
+    b = SENTINEL_RB;
+
+    /* wid_remote_jwks_builder_new and _new_discover */
+    for (i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++)
+        CHECK_RC(wid_remote_jwks_builder_new(S(bad_urls[i]), &b), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new(NULL, 0, &b), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new(S("http://example.com/j?secret=1"), &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "secret") == NULL); /* a query may carry one */
+    CHECK_RC(wid_remote_jwks_builder_new_discover(S("https://issuer.example.com?x=1"), &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new(NULL, 5, &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new(S(BAD_UTF8), &b), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new("x", SIZE_MAX, &b), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new(S("https://example.com/jwks"), NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_new_discover(NULL, 5, &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK(b == SENTINEL_RB);
+
+    /* Loopback http passes new, and build only once allowed. */
+    CHECK_OK(wid_remote_jwks_builder_new(S("http://127.0.0.1:9/jwks.json"), &b));
+    CHECK_RC(wid_remote_jwks_builder_build(b, &r), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "http") != NULL);
+    CHECK(r == SENTINEL_RJ);
+
+    /* A valid configuration, then every refusal. */
+    CHECK_OK(wid_remote_jwks_builder_set_allow_http_loopback(b, 1));
+    CHECK_OK(wid_remote_jwks_builder_set_timeout_ms(b, 2000));
+    CHECK_OK(wid_remote_jwks_builder_set_refresh_bounds_ms(b, 1000, 2000));
+    CHECK_OK(wid_remote_jwks_builder_set_default_refresh_ms(b, 1500));
+    CHECK_OK(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, 0));
+    CHECK_OK(wid_remote_jwks_builder_set_max_body_bytes(b, 65536));
+    CHECK_OK(wid_remote_jwks_builder_set_max_keys(b, 3));
+    CHECK_RC(wid_remote_jwks_builder_set_allow_http_loopback(b, 2), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_timeout_ms(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_timeout_ms(b, 604800001), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_refresh_bounds_ms(b, 10, 5),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_refresh_bounds_ms(b, 0, UINT64_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_default_refresh_ms(b, UINT64_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, UINT64_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_body_bytes(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_body_bytes(b, (16u << 20) + 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_keys(b, 0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(b, (const uint8_t *)"not pem", 7),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "ca_bundle_pem") != NULL);
+    CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(b, NULL, 3), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(b, (const uint8_t *)"x", SIZE_MAX),
+             WID_RESULT_INVALID_ARGUMENT);
+    /* A real bundle (the repository's test CA), then (NULL, 0): Mozilla's. */
+    f = fopen("tests/vectors/tls/ca.pem", "rb");
+    if (f != NULL) {
+        pem_len = fread(pem, 1, sizeof pem, f);
+        fclose(f);
+        CHECK_OK(wid_remote_jwks_builder_set_ca_bundle_pem(b, (const uint8_t *)pem, pem_len));
+    }
+    CHECK_OK(wid_remote_jwks_builder_set_ca_bundle_pem(b, NULL, 0));
+
+    /* NULL builders. */
+    CHECK_RC(wid_remote_jwks_builder_set_allow_http_loopback(NULL, 5), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_timeout_ms(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_refresh_bounds_ms(NULL, 5, 1), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_default_refresh_ms(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(NULL, 0),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_body_bytes(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_max_keys(NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(NULL, NULL, 0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_build(NULL, &r), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_builder_build(b, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK(r == SENTINEL_RJ);
+
+    /* The builder kept loopback allowed: it builds, twice. */
+    r = remote_build(b);
+    r2 = remote_build(b);
+
+    /* The source's functions: NULLs, and a failed fetch (nothing listens on
+     * port 9) leaves the output untouched. */
+    CHECK_RC(wid_remote_jwks_keyring(NULL, &kr_out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_keyring(r, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_refresh(NULL, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_start_refresher(NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_stats(NULL, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_stats(r, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_remote_jwks_refresh(r, &out), WID_RESULT_IO_ERROR);
+    CHECK(is_sentinel(&out));
+    CHECK(kr_out == SENTINEL_KR);
+
+    /* Wrong handle types. */
+    {
+        wid_remote_jwks_builder *wrong_b[2];
+        const wid_remote_jwks *wrong_r[2];
+        wid_remote_jwks *r_out = SENTINEL_RJ;
+        wrong_b[0] = (wid_remote_jwks_builder *)(void *)r;
+        wrong_b[1] = (wid_remote_jwks_builder *)(void *)kr;
+        wrong_r[0] = (const wid_remote_jwks *)(const void *)b;
+        wrong_r[1] = (const wid_remote_jwks *)(const void *)kr;
+        for (i = 0; i < 2; i++) {
+            CHECK_RC(wid_remote_jwks_builder_set_ca_bundle_pem(wrong_b[i], NULL, 0),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_allow_http_loopback(wrong_b[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_timeout_ms(wrong_b[i], 10),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_refresh_bounds_ms(wrong_b[i], 1, 2),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_default_refresh_ms(wrong_b[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(wrong_b[i], 1),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_max_body_bytes(wrong_b[i], 10),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_set_max_keys(wrong_b[i], 10),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_builder_build(wrong_b[i], &r_out),
+                     WID_RESULT_INVALID_ARGUMENT);
+            wid_remote_jwks_builder_free(wrong_b[i]);
+            CHECK_RC(wid_remote_jwks_keyring(wrong_r[i], &kr_out), WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_refresh(wrong_r[i], &out), WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_start_refresher(wrong_r[i]), WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_remote_jwks_stats(wrong_r[i], &out), WID_RESULT_INVALID_ARGUMENT);
+            wid_remote_jwks_free(wrong_r[i]);
+        }
+        /* A source is not a keyring. */
+        CHECK_RC(wid_keyring_jwks((const wid_keyring *)(const void *)r, &out),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK(is_sentinel(&out));
+        CHECK(kr_out == SENTINEL_KR);
+        CHECK(r_out == SENTINEL_RJ);
+    }
+    /* Everything still works after the wrong frees. */
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, "\"failures\":1"));
+    wid_bytes_free(&out);
+
+    wid_remote_jwks_free(r);
+    wid_remote_jwks_free(r2);
+    wid_remote_jwks_builder_free(b);
+    wid_keyring_free(kr);
+}
+
+/* Verification through a remote keyring: refresh, rotation through an
+ * unknown kid, the last good set kept on failure, discovery, stats, the
+ * refresher stopping with the handle. */
+static void test_remote_jwks_flows(void) {
+    struct http_server server;
+    struct lookup_ctx ctx;
+    char url[128], oidc[512];
+    wid_keyring *issuer = keyring_with_key("remote-1", 35);
+    wid_remote_jwks_builder *b;
+    wid_remote_jwks *r;
+    wid_keyring *rkr = NULL;
+    wid_verifier_builder *vb;
+    wid_verifier *v;
+    wid_bytes token, rotated, out = {NULL, 0};
+    wid_bytes kid = {NULL, 0};
+    unsigned long hits;
+    int waited;
+
+    {
+        /* Only with the feature (test_remote_jwks_arguments checked both). */
+        wid_remote_jwks_builder *probe = NULL;
+        if (wid_remote_jwks_builder_new(S("https://example.com/jwks"), &probe) !=
+            WID_RESULT_OK) {
+            wid_keyring_free(issuer);
+            return;
+        }
+        wid_remote_jwks_builder_free(probe);
+    }
+    if (!server_start(&server)) {
+        CHECK(!"could not start the loopback server");
+        wid_keyring_free(issuer);
+        return;
+    }
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    snprintf(url, sizeof url, "%s" JWKS_PATH, server.base);
+    serve_jwks_of(&server, issuer);
+
+    b = remote_builder(url);
+    CHECK_OK(wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, 0));
+    r = remote_build(b);
+    CHECK_OK(wid_remote_jwks_keyring(r, &rkr));
+    CHECK(rkr != NULL);
+    /* Generous: under valgrind the fetch thread is slow. */
+    vb = vbuilder_for(rkr, &ctx);
+    CHECK_OK(wid_verifier_builder_set_key_wait_ms(vb, 20000));
+    v = vbuild(vb);
+
+    /* Nothing fetched yet. */
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, "\"fetches\":0"));
+    CHECK(bytes_contain(&out, "\"keys\":0"));
+    wid_bytes_free(&out);
+
+    /* Refresh: the report. */
+    CHECK_OK(wid_remote_jwks_refresh(r, &out));
+    CHECK(out.data != NULL && out.data[out.len] == '\0');
+    CHECK(bytes_contain(&out, "\"keys\":[\"remote-1\"]"));
+    CHECK(bytes_contain(&out, "\"added\":[\"remote-1\"]"));
+    CHECK(bytes_contain(&out, "\"removed\":[]"));
+    CHECK(bytes_contain(&out, "\"max_age_ms\":null"));
+    CHECK(bytes_contain(&out, "\"next_refresh_in_ms\":3600000"));
+    CHECK(bytes_contain(&out, url));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_remote_jwks_refresh(r, NULL)); /* the report may be NULL */
+    CHECK(server_jwks_hits(&server) == 2);
+
+    token = issue(issuer, NOW);
+    CHECK_OK(verify_at(v, &token, NOW));
+
+    /* A rotation: the unknown kid starts a fetch while the verifier waits. */
+    CHECK_OK(wid_keyring_rotate(issuer, NOW + 1, &kid));
+    serve_jwks_of(&server, issuer);
+    rotated = issue(issuer, NOW);
+    CHECK_OK(verify_at(v, &rotated, NOW));
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, "\"unknown_kid_fetches\":1"));
+    CHECK(bytes_contain(&out, "\"keys\":2"));
+    CHECK(bytes_contain(&out, "\"stale\":false"));
+    wid_bytes_free(&out);
+
+    /* A failure keeps the last good set. */
+    server_set_jwks(&server, 500, "{}");
+    out = sentinel_bytes();
+    CHECK_RC(wid_remote_jwks_refresh(r, &out), WID_RESULT_IO_ERROR);
+    CHECK(strstr(last_error(), "500") != NULL);
+    CHECK(is_sentinel(&out));
+    out = empty_bytes();
+    server_set_jwks(&server, 200, "not json");
+    CHECK_RC(wid_remote_jwks_refresh(r, NULL), WID_RESULT_DECODE_ERROR);
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, "\"failures\":2"));
+    CHECK(bytes_contain(&out, "\"stale\":true"));
+    CHECK(bytes_contain(&out, "\"keys\":2"));
+    wid_bytes_free(&out);
+    CHECK_OK(verify_at(v, &token, NOW));
+    CHECK_OK(verify_at(v, &rotated, NOW));
+
+    /* The keyring outlives the source, no longer refreshed. */
+    wid_remote_jwks_free(r);
+    wid_remote_jwks_builder_free(b);
+    CHECK_OK(verify_at(v, &rotated, NOW));
+    wid_verifier_free(v);
+    wid_verifier_builder_free(vb);
+    wid_keyring_free(rkr);
+
+    /* Discovery. */
+    serve_jwks_of(&server, issuer);
+    snprintf(oidc, sizeof oidc, "{\"issuer\":\"%s\",\"jwks_uri\":\"%s\"}", server.base, url);
+    server_set_oidc(&server, oidc);
+    b = NULL;
+    CHECK_OK(wid_remote_jwks_builder_new_discover(S(server.base), &b));
+    CHECK_OK(wid_remote_jwks_builder_set_allow_http_loopback(b, 1));
+    r = remote_build(b);
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, "\"jwks_uri\":null"));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_remote_jwks_refresh(r, &out));
+    CHECK(bytes_contain(&out, "\"keys\":[\"remote-1\""));
+    wid_bytes_free(&out);
+    CHECK_OK(wid_remote_jwks_stats(r, &out));
+    CHECK(bytes_contain(&out, url));
+    wid_bytes_free(&out);
+    rkr = NULL;
+    CHECK_OK(wid_remote_jwks_keyring(r, &rkr));
+    vb = vbuilder_for(rkr, &ctx);
+    v = vbuild(vb);
+    CHECK_OK(verify_at(v, &rotated, NOW));
+    wid_verifier_free(v);
+    wid_verifier_builder_free(vb);
+    wid_keyring_free(rkr);
+    wid_remote_jwks_free(r);
+    wid_remote_jwks_builder_free(b);
+
+    /* The refresher: refetches until the handle is freed. */
+    b = remote_builder(url);
+    CHECK_OK(wid_remote_jwks_builder_set_refresh_bounds_ms(b, 20, 50));
+    CHECK_OK(wid_remote_jwks_builder_set_default_refresh_ms(b, 20));
+    r = remote_build(b);
+    hits = server_jwks_hits(&server);
+    CHECK_OK(wid_remote_jwks_start_refresher(r));
+    CHECK_OK(wid_remote_jwks_start_refresher(r)); /* running: nothing more */
+    for (waited = 0; server_jwks_hits(&server) < hits + 3 && waited < 30000; waited += 10)
+        sleep_ms(10);
+    CHECK(server_jwks_hits(&server) >= hits + 3);
+    wid_remote_jwks_free(r); /* stops and joins the refresher */
+    hits = server_jwks_hits(&server);
+    sleep_ms(300);
+    CHECK(server_jwks_hits(&server) == hits);
+    wid_remote_jwks_builder_free(b);
+
+    wid_bytes_free(&kid);
+    wid_bytes_free(&token);
+    wid_bytes_free(&rotated);
+    wid_keyring_free(issuer);
+    server_stop(&server);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -2968,6 +3961,11 @@ int main(void) {
     test_extra_claims_issuance();
     test_issuer_wits();
     test_request_encoder_extra_fields();
+    test_verifier_builder_arguments();
+    test_verifier_builder_options();
+    test_explain_and_stats();
+    test_remote_jwks_arguments();
+    test_remote_jwks_flows();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

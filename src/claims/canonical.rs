@@ -177,6 +177,7 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
         jwt_id,
         issuer,
         confirmation,
+        node: None,
         extra_claims: extra_claims.unwrap_or_default(),
     })
 }
@@ -236,6 +237,7 @@ mod tests {
                             x,
                             y,
                         }),
+                        node: None,
                         extra_claims,
                     }
                 },

@@ -64,10 +64,42 @@ pub struct Claims {
     /// token (WIT) only. Checked for form when parsed; whether it is a usable
     /// key is checked when a proof is verified against it.
     pub confirmation: Option<crate::model::ProofKey>,
+    /// The node claims of a node identity token (`nomad_node_id`, ...):
+    /// `Some` exactly when the token carries any of them. A node token has
+    /// none of the allocation claims above (the verifier refuses a token
+    /// with both kinds).
+    pub node: Option<NodeClaims>,
     /// `extra_claims`: the operator's templated claims (Nomad 2.0.3's form,
     /// an object of strings), empty when the token has none. See
     /// [`ExtraClaimsPolicy`](crate::profile::ExtraClaimsPolicy).
     pub extra_claims: BTreeMap<String, String>,
+}
+
+/// The claims of a client node's identity token, with Nomad 1.11's names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct NodeClaims {
+    /// `nomad_node_id`.
+    pub node_id: String,
+    /// `nomad_node_pool`.
+    pub node_pool: String,
+    /// `nomad_node_class`; empty (and left out of the token) when the node
+    /// has none.
+    pub node_class: String,
+    /// `nomad_node_datacenter`.
+    pub datacenter: String,
+}
+
+impl NodeClaims {
+    /// The claims of `node`.
+    pub fn of(node: &crate::model::Node) -> NodeClaims {
+        NodeClaims {
+            node_id: node.id.clone(),
+            node_pool: node.node_pool.clone(),
+            node_class: node.node_class.clone(),
+            datacenter: node.datacenter.clone(),
+        }
+    }
 }
 
 /// What the manager expects of a token it did not sign itself: the `sub` and
@@ -197,6 +229,7 @@ impl Claims {
             jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
             issuer: issuer.map(str::to_string),
             confirmation: None,
+            node: None,
             extra_claims: BTreeMap::new(),
         }
     }
@@ -348,9 +381,25 @@ impl Claims {
 impl Serialize for Claims {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("nomad_namespace", &self.namespace)?;
-        m.serialize_entry("nomad_job_id", &self.job_id)?;
-        m.serialize_entry("nomad_allocation_id", &self.allocation_id)?;
+        // A node token has no allocation claims (unless a malformed one had
+        // both: then both are written back, as read).
+        let allocation = self.node.is_none()
+            || !(self.namespace.is_empty()
+                && self.job_id.is_empty()
+                && self.allocation_id.is_empty());
+        if allocation {
+            m.serialize_entry("nomad_namespace", &self.namespace)?;
+            m.serialize_entry("nomad_job_id", &self.job_id)?;
+            m.serialize_entry("nomad_allocation_id", &self.allocation_id)?;
+        }
+        if let Some(n) = &self.node {
+            m.serialize_entry("nomad_node_id", &n.node_id)?;
+            m.serialize_entry("nomad_node_pool", &n.node_pool)?;
+            if !n.node_class.is_empty() {
+                m.serialize_entry("nomad_node_class", &n.node_class)?;
+            }
+            m.serialize_entry("nomad_node_datacenter", &n.datacenter)?;
+        }
         if let Some(t) = &self.task {
             m.serialize_entry("nomad_task", t)?;
         }
@@ -513,6 +562,10 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
         let mut iss = None;
         let mut cnf = None;
         let mut extra: Option<ExtraClaims> = None;
+        let mut node_id = None;
+        let mut node_pool = None;
+        let mut node_class = None;
+        let mut node_dc = None;
         let mut others: Vec<String> = Vec::new();
         // Numeric dates: integers only (a float or a string is an error).
         fn date<'de, A: MapAccess<'de>>(map: &mut A, name: &str) -> Result<i64, A::Error> {
@@ -530,6 +583,10 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
                 "nomad_allocation_id" => set(&mut alloc, k, map.next_value::<String>()?)?,
                 "nomad_task" => set(&mut task, k, map.next_value::<String>()?)?,
                 "nomad_service" => set(&mut service, k, map.next_value::<String>()?)?,
+                "nomad_node_id" => set(&mut node_id, k, map.next_value::<String>()?)?,
+                "nomad_node_pool" => set(&mut node_pool, k, map.next_value::<String>()?)?,
+                "nomad_node_class" => set(&mut node_class, k, map.next_value::<String>()?)?,
+                "nomad_node_datacenter" => set(&mut node_dc, k, map.next_value::<String>()?)?,
                 "sub" => set(&mut sub, k, map.next_value::<String>()?)?,
                 "aud" => set(&mut aud, k, map.next_value::<Aud>()?)?,
                 "iat" => set(&mut iat, k, date(&mut map, k)?)?,
@@ -580,6 +637,16 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
             jwt_id: jti.unwrap_or_default(),
             issuer: iss,
             confirmation: cnf,
+            node: (node_id.is_some()
+                || node_pool.is_some()
+                || node_class.is_some()
+                || node_dc.is_some())
+            .then(|| NodeClaims {
+                node_id: node_id.unwrap_or_default(),
+                node_pool: node_pool.unwrap_or_default(),
+                node_class: node_class.unwrap_or_default(),
+                datacenter: node_dc.unwrap_or_default(),
+            }),
             extra_claims: extra.map(|e| e.0).unwrap_or_default(),
         })
     }
@@ -708,11 +775,53 @@ mod tests {
             jwt_id: "j".into(),
             issuer: Some("https://x".into()),
             confirmation: None,
+            node: None,
             extra_claims: [("unique_id".to_string(), "default:web".to_string())]
                 .into_iter()
                 .collect(),
         };
         assert_eq!(parse(&c.to_json()).unwrap(), c);
+    }
+
+    #[test]
+    fn node_tokens_round_trip_without_allocation_claims() {
+        let c = Claims {
+            node: Some(NodeClaims {
+                node_id: "n1".into(),
+                node_pool: "default".into(),
+                node_class: String::new(),
+                datacenter: "dc1".into(),
+            }),
+            subject: "node:global:default:n1:default".into(),
+            audience: vec!["nomadproject.io".into()],
+            jwt_id: "j".into(),
+            ..Claims::default()
+        };
+        let json = c.to_json();
+        assert!(
+            json.starts_with(r#"{"nomad_node_id":"n1","nomad_node_pool":"default","nomad_node_datacenter":"dc1","sub":"#),
+            "{json}"
+        );
+        assert!(!json.contains("nomad_namespace") && !json.contains("nomad_node_class"));
+        assert_eq!(parse(&json).unwrap(), c);
+        assert_eq!(
+            canonical::parse(json.as_bytes()),
+            None,
+            "node tokens take serde"
+        );
+        // Any node claim makes it a node token's claims.
+        assert!(
+            parse(r#"{"nomad_node_class":"gpu"}"#)
+                .unwrap()
+                .node
+                .is_some()
+        );
+        assert!(
+            parse(r#"{"nomad_allocation_id":"a"}"#)
+                .unwrap()
+                .node
+                .is_none()
+        );
     }
 
     #[test]

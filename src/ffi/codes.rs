@@ -16,7 +16,7 @@
 
 use crate::ResultCode;
 use crate::keyring::{Algorithm, KeyDerivation, KeyState};
-use crate::state::{AllocState, Consistency};
+use crate::state::{AllocState, Consistency, NodeState};
 
 macro_rules! c_numbers {
     ($(
@@ -80,9 +80,12 @@ c_numbers! {
         NotYetValid => WID_RESULT_NOT_YET_VALID,
         AudienceMismatch => WID_RESULT_AUDIENCE_MISMATCH,
         IssuerMismatch => WID_RESULT_ISSUER_MISMATCH,
+        TokenKindRefused => WID_RESULT_TOKEN_KIND_REFUSED,
         AllocationNotFound => WID_RESULT_ALLOCATION_NOT_FOUND,
         AllocationTerminal => WID_RESULT_ALLOCATION_TERMINAL,
         StoreUnavailable => WID_RESULT_STORE_UNAVAILABLE,
+        NodeNotFound => WID_RESULT_NODE_NOT_FOUND,
+        NodeDown => WID_RESULT_NODE_DOWN,
         NoActiveKey => WID_RESULT_NO_ACTIVE_KEY,
         DuplicateKey => WID_RESULT_DUPLICATE_KEY,
         KeyringConflict => WID_RESULT_KEYRING_CONFLICT,
@@ -117,5 +120,10 @@ c_numbers! {
         Missing => WID_ALLOC_MISSING,
         Live => WID_ALLOC_LIVE,
         Terminal => WID_ALLOC_TERMINAL,
+    }
+    NodeState {
+        Missing => WID_NODE_MISSING,
+        Live => WID_NODE_LIVE,
+        Down => WID_NODE_DOWN,
     }
 }

@@ -102,7 +102,71 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
                 NOW_FOR_FUZZ,
                 results.as_mut_ptr(),
             );
+            if wid_explain(
+                v,
+                token.as_ptr().cast(),
+                token.len(),
+                NOW_FOR_FUZZ,
+                &mut out,
+            ) == WID_RESULT_OK
+            {
+                wid_bytes_free(&mut out);
+            }
+            if wid_verifier_stats(v, &mut out) == WID_RESULT_OK {
+                wid_bytes_free(&mut out);
+            }
             wid_verifier_free(v);
+        }
+        // The verifier builder with arbitrary settings (never a key wait).
+        let mut vb = null_mut();
+        if wid_verifier_builder_new(
+            kr,
+            Some(lookup),
+            &cfg as *const _ as *mut c_void,
+            aud.as_ptr().cast(),
+            aud.len(),
+            &mut vb,
+        ) == WID_RESULT_OK
+        {
+            let wide = |i: usize| {
+                let b = get(i);
+                let mut w = [0u8; 8];
+                w[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+                i64::from_le_bytes(w)
+            };
+            let iss = get(26);
+            let _ = wid_verifier_builder_set_key_wait_ms(vb, 0);
+            let _ = wid_verifier_builder_set_leeway_secs(vb, wide(25));
+            let _ = wid_verifier_builder_set_max_token_bytes(vb, wide(27) as usize);
+            let _ = wid_verifier_builder_set_require_exp(vb, u32::from(byte(28)));
+            let _ = wid_verifier_builder_set_cache_entries(vb, usize::from(byte(29) % 4));
+            let _ = wid_verifier_builder_set_issuer(vb, iss.as_ptr().cast(), iss.len());
+            let _ = wid_verifier_builder_set_require_proof(vb, u32::from(byte(30)));
+            let _ = wid_verifier_builder_set_max_proof_lifetime_secs(vb, wide(31));
+            let _ = wid_verifier_builder_set_proof_replay_capacity(vb, wide(32) as usize);
+            let mut v = null_mut();
+            if wid_verifier_builder_build(vb, &mut v) == WID_RESULT_OK {
+                let token = get(12);
+                let _ = wid_verify(
+                    v,
+                    token.as_ptr().cast(),
+                    token.len(),
+                    NOW_FOR_FUZZ,
+                    null_mut(),
+                );
+                if wid_explain(
+                    v,
+                    token.as_ptr().cast(),
+                    token.len(),
+                    NOW_FOR_FUZZ,
+                    &mut out,
+                ) == WID_RESULT_OK
+                {
+                    wid_bytes_free(&mut out);
+                }
+                wid_verifier_free(v);
+            }
+            wid_verifier_builder_free(vb);
         }
         if wid_keyring_jwks(kr, &mut out) == WID_RESULT_OK {
             wid_bytes_free(&mut out);

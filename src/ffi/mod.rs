@@ -16,9 +16,11 @@
 //! * Outputs are written only on success.
 //! * On failure a detail message is kept per thread (`wid_last_error_message`);
 //!   it never contains key material or a whole token. Success clears it.
-//! * `wid_keyring`, `wid_verifier` and `wid_issuer` are reference counted
-//!   (`Arc`) and safe to use from many threads at once; `wid_workload_key`
-//!   and `wid_issuer_builder` have one owner (`Box`); `_free` is NULL-safe. A
+//! * `wid_keyring`, `wid_verifier`, `wid_issuer` and `wid_remote_jwks` are
+//!   reference counted (`Arc`) and safe to use from many threads at once;
+//!   `wid_workload_key` and the builders (`wid_issuer_builder`,
+//!   `wid_verifier_builder`, `wid_remote_jwks_builder`) have one owner
+//!   (`Box`); `_free` is NULL-safe. A
 //!   handle of the wrong type is detected (`WID_RESULT_INVALID_ARGUMENT`);
 //!   using a handle after it was freed is undefined behaviour and is not
 //!   reliably detected.
@@ -33,6 +35,7 @@ mod boundary;
 mod bytes;
 mod codes;
 mod custody;
+mod explain;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
 mod handle;
@@ -40,6 +43,8 @@ mod issue;
 mod issuer;
 mod keyring;
 mod proof;
+mod remote_jwks;
+mod verifier_builder;
 mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
@@ -49,6 +54,7 @@ pub use custody::{
     wid_key_wrapper, wid_key_wrapper_free, wid_key_wrapper_kek_file, wid_key_wrapper_transit,
     wid_keyring_load_wrapped, wid_keyring_save_wrapped, wid_keystore_rewrap,
 };
+pub use explain::{wid_explain, wid_verifier_stats};
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
 pub use issue::{wid_issue, wid_issue_alg, wid_issue_with_issuer};
@@ -68,6 +74,25 @@ pub use keyring::{
 pub use proof::{
     wid_issue_wit, wid_verify_proof, wid_workload_key, wid_workload_key_free,
     wid_workload_key_generate, wid_workload_key_prove, wid_workload_key_public_jwk,
+};
+pub use remote_jwks::{
+    wid_remote_jwks, wid_remote_jwks_builder, wid_remote_jwks_builder_build,
+    wid_remote_jwks_builder_free, wid_remote_jwks_builder_new,
+    wid_remote_jwks_builder_new_discover, wid_remote_jwks_builder_set_allow_http_loopback,
+    wid_remote_jwks_builder_set_ca_bundle_pem, wid_remote_jwks_builder_set_default_refresh_ms,
+    wid_remote_jwks_builder_set_max_body_bytes, wid_remote_jwks_builder_set_max_keys,
+    wid_remote_jwks_builder_set_refresh_bounds_ms, wid_remote_jwks_builder_set_timeout_ms,
+    wid_remote_jwks_builder_set_unknown_kid_cooldown_ms, wid_remote_jwks_free,
+    wid_remote_jwks_keyring, wid_remote_jwks_refresh, wid_remote_jwks_start_refresher,
+    wid_remote_jwks_stats,
+};
+pub use verifier_builder::{
+    wid_verifier_builder, wid_verifier_builder_build, wid_verifier_builder_free,
+    wid_verifier_builder_new, wid_verifier_builder_set_cache_entries,
+    wid_verifier_builder_set_issuer, wid_verifier_builder_set_key_wait_ms,
+    wid_verifier_builder_set_leeway_secs, wid_verifier_builder_set_max_proof_lifetime_secs,
+    wid_verifier_builder_set_max_token_bytes, wid_verifier_builder_set_proof_replay_capacity,
+    wid_verifier_builder_set_require_exp, wid_verifier_builder_set_require_proof,
 };
 pub use verify::{
     wid_alloc_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,

@@ -77,13 +77,25 @@ const DEFAULT_OPTIONS: wid_verifier_options = wid_verifier_options {
     issuer_len: 0,
 };
 
-const MAX_AUDIENCE: usize = 4096;
+/// Longest audience or issuer read, in bytes.
+pub(super) const MAX_AUDIENCE: usize = 4096;
 /// Largest batch accepted by `wid_verify_batch`.
 const MAX_BATCH: usize = 1 << 16;
 
-struct CallbackStore {
+pub(super) struct CallbackStore {
     lookup: unsafe extern "C" fn(*mut c_void, *const u8, usize, u32, *mut u32) -> wid_result,
     userdata: *mut c_void,
+}
+
+impl CallbackStore {
+    /// The store over a caller's `lookup` (required) and its `userdata`.
+    pub(super) fn new(
+        lookup: wid_alloc_lookup_fn,
+        userdata: *mut c_void,
+    ) -> Result<CallbackStore, Error> {
+        let lookup = lookup.ok_or_else(|| null("lookup"))?;
+        Ok(CallbackStore { lookup, userdata })
+    }
 }
 
 // SAFETY: the documented contract of wid_alloc_lookup_fn is that the callback
@@ -129,7 +141,7 @@ impl StateStore for CallbackStore {
 ///
 /// # Safety
 /// `v` must be NULL or a live handle from this library.
-unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Verifier, Error> {
+pub(super) unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Verifier, Error> {
     // SAFETY: `v` is NULL or a live handle (this function's contract).
     unsafe { handle::borrow(v, "v") }
 }
@@ -230,7 +242,7 @@ unsafe fn new_verifier(
         let keyring = unsafe { keyring_ref(kr)? };
         let audience = unsafe { str_in(audience, audience_len, "audience", MAX_AUDIENCE)? };
         let issuer = unsafe { str_in(o.issuer, o.issuer_len, "options.issuer", MAX_AUDIENCE)? };
-        let lookup = lookup.ok_or_else(|| null("lookup"))?;
+        let store = Arc::new(CallbackStore::new(lookup, userdata)?);
         require_out(out, "out")?;
         let leeway = leeway_of(o.leeway_secs, exact_leeway)?;
         if o.key_wait_ms < -1 {
@@ -239,7 +251,6 @@ unsafe fn new_verifier(
                 format!("must be >= -1, got {}", o.key_wait_ms),
             ));
         }
-        let store = Arc::new(CallbackStore { lookup, userdata });
         let mut b = Verifier::builder(keyring.clone(), store, Audience::new(audience)?);
         if let Some(leeway) = leeway {
             b = b.leeway(leeway);
@@ -300,7 +311,11 @@ pub unsafe extern "C" fn wid_verifier_free(v: *const wid_verifier) {
 ///
 /// # Safety
 /// `ptr` must be NULL or valid for `len` bytes.
-unsafe fn token_in<'a>(ptr: *const c_char, len: usize, max: usize) -> Result<&'a [u8], Error> {
+pub(super) unsafe fn token_in<'a>(
+    ptr: *const c_char,
+    len: usize,
+    max: usize,
+) -> Result<&'a [u8], Error> {
     if len > max {
         return Err(Error::MalformedToken {
             reason: format!("token is {len} bytes, longer than the {max}-byte limit"),

@@ -20,5 +20,9 @@ wire_struct! {
         pub node_class: String => "NodeClass",
         /// The node pool.
         pub node_pool: String => "NodePool",
+        /// What Nomad reports: `initializing`, `ready`, `down` or
+        /// `disconnected` (read by state stores deciding whether a node
+        /// identity is honoured; see [`NodeState::of`](crate::NodeState::of)).
+        pub status: String => "Status",
     }
 }

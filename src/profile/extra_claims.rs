@@ -103,8 +103,8 @@ struct NamespaceClaims {
 /// `optional_extra_claims` (in an identity whose
 /// [`extra_claims`](crate::model::WorkloadIdentity::extra_claims) names
 /// them). The namespace [`EVERY_NAMESPACE`] (`"*"`) gives its claims to
-/// every namespace, beside the namespace's own. Values are templates over the request (see the
-/// [module docs](crate::profile)). Following Nomad, a token carries them
+/// every namespace, beside the namespace's own. Values are templates over the request (the
+/// variables are listed in [`profile`](crate::profile)). Following Nomad, a token carries them
 /// in one claim, `extra_claims`, an object of strings (a relying party reads
 /// `/extra_claims/<name>`).
 ///

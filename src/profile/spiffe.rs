@@ -119,8 +119,8 @@ impl SpiffeProfile {
     }
 
     /// The path template: `/` then segments separated by `/`, each made of
-    /// literal segment characters (`[A-Za-z0-9._-]`) and variables (see the
-    /// [module docs](crate::profile) for the list). Refused when it does not
+    /// literal segment characters (`[A-Za-z0-9._-]`) and variables (listed in
+    /// [`profile`](crate::profile)). Refused when it does not
     /// start with `/`, ends with `/`, has an empty, `.` or `..` segment, a
     /// character a SPIFFE ID cannot hold, or an unknown variable.
     pub fn path(mut self, template: &str) -> Result<SpiffeProfile> {

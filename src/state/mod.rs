@@ -1,4 +1,5 @@
-//! Where allocations live: the `StateStore` trait and the in-memory store.
+//! Where allocations (and client nodes) live: the `StateStore` trait and the
+//! in-memory store.
 //!
 //! Verification asks the store whether the allocation a token names exists and
 //! is not terminal. Stores answer at two consistency levels, because replicas lag
@@ -50,6 +51,38 @@ impl AllocState {
         } else {
             AllocState::Live
         }
+    }
+}
+
+/// What a store knows about a client node (for node identity tokens).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeState {
+    /// No such node (`WID_NODE_MISSING`).
+    Missing = 0,
+    /// Registered and not down: `ready`, `initializing`, or `disconnected`
+    /// (a node Nomad expects back, which needs its identity to reconnect)
+    /// (`WID_NODE_LIVE`).
+    Live = 1,
+    /// `down`, or a status Nomad does not define (`WID_NODE_DOWN`).
+    Down = 2,
+}
+
+impl NodeState {
+    /// The state of a node whose Nomad status is `status`: `ready`,
+    /// `initializing` and `disconnected` are live, `down` is down, and so is
+    /// any status Nomad does not define (fail closed).
+    pub fn of_status(status: &str) -> NodeState {
+        match status {
+            "ready" | "initializing" | "disconnected" => NodeState::Live,
+            _ => NodeState::Down,
+        }
+    }
+
+    /// The state of `node` by its `Status`.
+    pub fn of(node: &crate::model::Node) -> NodeState {
+        NodeState::of_status(&node.status)
     }
 }
 
@@ -126,6 +159,17 @@ pub trait StateStore: Send + Sync {
         let _ = alloc_id;
         None
     }
+
+    /// The state of client node `node_id` at the requested consistency, for
+    /// node identity tokens (read as allocations are: `Stale` first, then
+    /// `Consistent` on missing). The default answers with an error, so a
+    /// store that does not know nodes fails closed (`StoreUnavailable`).
+    fn node_state(&self, node_id: &str, consistency: Consistency) -> Result<NodeState, StoreError> {
+        let _ = (node_id, consistency);
+        Err(StoreError::new(
+            "this state store does not answer node lookups (StateStore::node_state), so node identity tokens cannot be verified against it",
+        ))
+    }
 }
 
 #[derive(Default)]
@@ -139,6 +183,9 @@ struct Views {
     /// Client statuses Nomad does not define, by allocation: they count as
     /// terminal, and the error says why.
     unknown_status: HashMap<String, String>,
+    /// Nodes, in the leader's view and the local replica's.
+    nodes: HashMap<String, NodeState>,
+    nodes_stale: HashMap<String, NodeState>,
 }
 
 /// One shard of the allocations, alone on its cache lines. `lagging` and
@@ -232,12 +279,40 @@ impl MemoryStore {
         set_state(&mut write(self.shard(alloc_id)), alloc_id, state);
     }
 
+    /// Records a node by its `Status` (see [`NodeState::of`]).
+    pub fn upsert_node(&self, node: &crate::model::Node) {
+        self.set_node_state(&node.id, NodeState::of(node));
+    }
+
+    /// Records a node's state directly (`Missing` removes the node); like
+    /// allocations, while lagging only the consistent view sees it.
+    pub fn set_node_state(&self, node_id: &str, state: NodeState) {
+        let mut v = write(self.shard(node_id));
+        let lagging = v.lagging;
+        let Views {
+            nodes, nodes_stale, ..
+        } = &mut *v;
+        let views = if lagging {
+            vec![nodes]
+        } else {
+            vec![nodes, nodes_stale]
+        };
+        for view in views {
+            if state == NodeState::Missing {
+                view.remove(node_id);
+            } else {
+                view.insert(node_id.to_string(), state);
+            }
+        }
+    }
+
     /// Starts (true) or stops (false, catching up) modelling a lagging replica.
     pub fn set_lagging(&self, lagging: bool) {
         for mut v in self.write_all() {
             v.lagging = lagging;
             if !lagging {
                 v.stale = v.consistent.clone();
+                v.nodes_stale = v.nodes.clone();
             }
         }
     }
@@ -246,6 +321,7 @@ impl MemoryStore {
     pub fn catch_up(&self) {
         for mut v in self.write_all() {
             v.stale = v.consistent.clone();
+            v.nodes_stale = v.nodes.clone();
         }
     }
 
@@ -304,6 +380,23 @@ impl StateStore for MemoryStore {
         Ok(view.get(alloc_id).copied().unwrap_or(AllocState::Missing))
     }
 
+    fn node_state(&self, node_id: &str, consistency: Consistency) -> Result<NodeState, StoreError> {
+        let counter = match consistency {
+            Consistency::Stale => &self.stale_reads,
+            Consistency::Consistent => &self.consistent_reads,
+        };
+        counter.bump();
+        let v = read(self.shard(node_id));
+        if let Some(msg) = &v.unavailable {
+            return Err(StoreError::new(msg.clone()));
+        }
+        let view = match consistency {
+            Consistency::Stale => &v.nodes_stale,
+            Consistency::Consistent => &v.nodes,
+        };
+        Ok(view.get(node_id).copied().unwrap_or(NodeState::Missing))
+    }
+
     fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
         let v = read(self.shard(alloc_id));
         v.unknown_status.get(alloc_id).map(|status| {
@@ -326,6 +419,10 @@ impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
 
     fn terminal_detail(&self, alloc_id: &str) -> Option<String> {
         (**self).terminal_detail(alloc_id)
+    }
+
+    fn node_state(&self, node_id: &str, consistency: Consistency) -> Result<NodeState, StoreError> {
+        (**self).node_state(node_id, consistency)
     }
 }
 

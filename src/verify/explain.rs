@@ -116,11 +116,13 @@ impl Verifier {
         steps.record("signature", check_sig(&key, &parsed), |()| {
             format!("valid under key {}", key.id())
         })?;
-        let claims = steps.record("claims", decode_claims(&parsed.payload), |c| {
-            format!(
+        let decoded = decode_claims(&parsed.payload).and_then(|c| self.check_kind(&c).map(|()| c));
+        let claims = steps.record("claims", decoded, |c| match &c.node {
+            Some(node) => format!("strict JSON; node {:?}, sub {:?}", node.node_id, c.subject),
+            None => format!(
                 "strict JSON; allocation {:?}, sub {:?}",
                 c.allocation_id, c.subject
-            )
+            ),
         })?;
         let leeway = inner.options.leeway_secs;
         steps.record("times", self.check_times(&claims, now), |()| {
@@ -155,11 +157,14 @@ impl Verifier {
                 None => "no issuer required".to_string(),
             }
         })?;
-        steps.record(
-            "allocation",
-            self.check_allocation(&claims.allocation_id),
-            |()| format!("allocation {:?} is live", claims.allocation_id),
-        )?;
+        match &claims.node {
+            Some(node) => steps.record("node", self.check_bound(&claims), |()| {
+                format!("node {:?} is live", node.node_id)
+            })?,
+            None => steps.record("allocation", self.check_bound(&claims), |()| {
+                format!("allocation {:?} is live", claims.allocation_id)
+            })?,
+        }
         Ok(VerifiedIdentity {
             kid: key.id().clone(),
             claims,

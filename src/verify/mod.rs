@@ -40,6 +40,7 @@
 
 mod cache;
 mod explain;
+mod explain_json;
 mod proof;
 mod rules;
 
@@ -65,7 +66,7 @@ enum SigStage {
     /// ES256 or RS256: already checked, and valid.
     Checked,
 }
-use crate::state::{AllocState, Consistency, StateStore};
+use crate::state::{AllocState, Consistency, NodeState, StateStore};
 use curve25519_dalek::edwards::EdwardsPoint;
 
 pub use cache::MAX_CACHE_ENTRIES;
@@ -148,6 +149,25 @@ struct Options {
     key_wait: Duration,
     require_proof: bool,
     max_proof_lifetime_secs: i64,
+    node_tokens: NodeTokens,
+}
+
+/// Which kinds of identity token a verifier accepts: allocation (workload)
+/// tokens, client node tokens, or both. The claims decide a token's kind: a
+/// node token carries `nomad_node_id` and none of the allocation claims; a
+/// token with both kinds of claims is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NodeTokens {
+    /// Allocation tokens only (the default): a node token is refused
+    /// (`TokenKindRefused`).
+    #[default]
+    Refuse,
+    /// Both: allocation tokens bound to their allocation, node tokens to
+    /// their node ([`StateStore::node_state`](crate::StateStore::node_state)).
+    Accept,
+    /// Node tokens only: an allocation token is refused (`TokenKindRefused`).
+    Only,
 }
 
 /// Builds a [`Verifier`]; the keyring, store and audience are required.
@@ -231,6 +251,15 @@ impl VerifierBuilder {
     /// nothing until it is used.
     pub fn cache(mut self, entries: usize) -> VerifierBuilder {
         self.cache_capacity = Some(entries);
+        self
+    }
+
+    /// Which token kinds to accept (default [`NodeTokens::Refuse`]:
+    /// allocation tokens only). A node token passes only when its node is
+    /// live in the state store (read `Stale`, then `Consistent` on missing; a
+    /// missing node is `NodeNotFound`, a down one `NodeDown`).
+    pub fn node_tokens(mut self, accept: NodeTokens) -> VerifierBuilder {
+        self.options.node_tokens = accept;
         self
     }
 
@@ -337,6 +366,7 @@ impl Verifier {
                 key_wait: Duration::from_secs(1),
                 require_proof: false,
                 max_proof_lifetime_secs: 300,
+                node_tokens: NodeTokens::Refuse,
             },
             cache_capacity: None,
             proof_replay_capacity: 100_000,
@@ -492,7 +522,7 @@ impl Verifier {
                     let claims = &identity.claims;
                     let checked = self
                         .check_claims(claims, now)
-                        .and_then(|()| self.check_allocation(&claims.allocation_id));
+                        .and_then(|()| self.check_bound(claims));
                     if checked.is_err() {
                         cache.remove(hash);
                     }
@@ -526,7 +556,7 @@ impl Verifier {
     ) -> Result<VerifiedIdentity> {
         let claims = decode_claims(payload)?;
         self.check_claims(&claims, now)?;
-        self.check_allocation(&claims.allocation_id)?;
+        self.check_bound(&claims)?;
         let verified = VerifiedIdentity {
             claims,
             kid: key.id().clone(),

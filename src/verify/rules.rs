@@ -14,23 +14,68 @@ impl Verifier {
     }
 
     pub(super) fn check_claims(&self, c: &Claims, now: i64) -> Result<()> {
+        self.check_kind(c)?;
         self.check_times(c, now)?;
         self.check_audience(c)?;
         self.check_issuer(c)
     }
 
-    /// The allocation ID is present; `exp`, `nbf` and `iat` within the leeway
+    /// The token is one kind (allocation or node identity), names what it
+    /// binds to, and is of a kind this verifier accepts.
+    pub(super) fn check_kind(&self, c: &Claims) -> Result<()> {
+        let accept = self.inner.options.node_tokens;
+        match &c.node {
+            Some(node) => {
+                if !(c.allocation_id.is_empty()
+                    && c.namespace.is_empty()
+                    && c.job_id.is_empty()
+                    && c.task.is_none()
+                    && c.service.is_none())
+                {
+                    return Err(Error::MalformedToken {
+                        reason: "the token carries both node claims (nomad_node_*) and allocation claims (nomad_allocation_id, ...): it is neither a node nor an allocation identity".into(),
+                    });
+                }
+                if node.node_id.is_empty() {
+                    return Err(Error::MalformedToken {
+                        reason: "the node token has no nomad_node_id claim".into(),
+                    });
+                }
+                if accept == NodeTokens::Refuse {
+                    return Err(Error::TokenKindRefused {
+                        reason: format!(
+                            "node {:?}'s identity token (it carries nomad_node_id), but this verifier accepts allocation identity tokens only (VerifierBuilder::node_tokens)",
+                            truncate_for_message(&node.node_id)
+                        ),
+                    });
+                }
+            }
+            None => {
+                if c.allocation_id.is_empty() {
+                    return Err(Error::MalformedToken {
+                        reason: "the token has no nomad_allocation_id claim".into(),
+                    });
+                }
+                if accept == NodeTokens::Only {
+                    return Err(Error::TokenKindRefused {
+                        reason: format!(
+                            "allocation {:?}'s identity token, but this verifier accepts node identity tokens only (VerifierBuilder::node_tokens)",
+                            truncate_for_message(&c.allocation_id)
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `exp`, `nbf` and `iat` within the leeway
     /// (compared in 128 bits: a signed token's times may be anywhere in i64,
     /// and no sum of two of them overflows or saturates there).
     pub(super) fn check_times(&self, c: &Claims, now: i64) -> Result<()> {
         let o = &self.inner.options;
         let leeway = o.leeway_secs;
         let leeway_secs = leeway as u64;
-        if c.allocation_id.is_empty() {
-            return Err(Error::MalformedToken {
-                reason: "the token has no nomad_allocation_id claim".into(),
-            });
-        }
         match c.expires_at {
             Some(exp) if wide(now) >= wide(exp) + wide(leeway) => {
                 return Err(Error::Expired {
@@ -86,6 +131,47 @@ impl Verifier {
             }
         }
         Ok(())
+    }
+
+    /// What the token binds to is live: its node for a node token, else
+    /// its allocation ([`Verifier::check_kind`] ran first).
+    pub(super) fn check_bound(&self, c: &Claims) -> Result<()> {
+        match &c.node {
+            Some(node) => self.check_node(&node.node_id),
+            None => self.check_allocation(&c.allocation_id),
+        }
+    }
+
+    /// The node is live: read `Stale`, and `Consistent` only on missing, as
+    /// allocations are; a store error fails closed.
+    pub(super) fn check_node(&self, node_id: &str) -> Result<()> {
+        let store = &self.inner.store;
+        let unavailable = |e: crate::state::StoreError| Error::NodeStoreUnavailable {
+            node_id: truncate_for_message(node_id),
+            cause: e.message,
+        };
+        let state = match store
+            .node_state(node_id, Consistency::Stale)
+            .map_err(unavailable)?
+        {
+            NodeState::Missing => {
+                bump(&self.inner.counters.consistent_fallbacks);
+                log::debug!("node {node_id:?} missing from a stale read; reading consistently");
+                store
+                    .node_state(node_id, Consistency::Consistent)
+                    .map_err(unavailable)?
+            }
+            other => other,
+        };
+        match state {
+            NodeState::Live => Ok(()),
+            NodeState::Down => Err(Error::NodeDown {
+                node_id: truncate_for_message(node_id),
+            }),
+            NodeState::Missing => Err(Error::NodeNotFound {
+                node_id: truncate_for_message(node_id),
+            }),
+        }
     }
 
     pub(super) fn check_allocation(&self, alloc_id: &str) -> Result<()> {

@@ -86,7 +86,7 @@ pub fn issue_request_service() -> IssueRequest {
 /// The task request with the Nomad 2.0.3 fields set (Go's
 /// `extraIssueRequest` view): the job's `Meta` (one entry, so Go's bytes are
 /// deterministic) and `NodePool`, the identity's `ExtraClaims`, and the `Node`
-/// (Go also sends `HTTPAddr` and `Status`, which the view ignores).
+/// (Go also sends `HTTPAddr`, which the view ignores).
 pub fn issue_request_extra() -> IssueRequest {
     let mut r = issue_request_task();
     let job = r.allocation.job.as_mut().expect("the sample has a Job");
@@ -98,6 +98,7 @@ pub fn issue_request_extra() -> IssueRequest {
         name: "client-gpu-1".into(),
         node_class: "gpu-a100".into(),
         node_pool: "gpu".into(),
+        status: "ready".into(),
     });
     r
 }

@@ -27,9 +27,12 @@ const (
 	ResultNotYetValid          Result = C.WID_RESULT_NOT_YET_VALID         // the token is not valid yet
 	ResultAudienceMismatch     Result = C.WID_RESULT_AUDIENCE_MISMATCH     // the token is not for this audience
 	ResultIssuerMismatch       Result = C.WID_RESULT_ISSUER_MISMATCH       // the token's iss is not the required issuer
+	ResultTokenKindRefused     Result = C.WID_RESULT_TOKEN_KIND_REFUSED    // a node token where allocation tokens are accepted, or the reverse
 	ResultAllocationNotFound   Result = C.WID_RESULT_ALLOCATION_NOT_FOUND  // the allocation does not exist
 	ResultAllocationTerminal   Result = C.WID_RESULT_ALLOCATION_TERMINAL   // the allocation is terminal
 	ResultStoreUnavailable     Result = C.WID_RESULT_STORE_UNAVAILABLE     // the state store could not answer (failed closed)
+	ResultNodeNotFound         Result = C.WID_RESULT_NODE_NOT_FOUND        // the node a node token names does not exist
+	ResultNodeDown             Result = C.WID_RESULT_NODE_DOWN             // the node a node token names is down
 	ResultNoActiveKey          Result = C.WID_RESULT_NO_ACTIVE_KEY         // no key is active
 	ResultDuplicateKey         Result = C.WID_RESULT_DUPLICATE_KEY         // a key with this ID already exists
 	ResultKeyringConflict      Result = C.WID_RESULT_KEYRING_CONFLICT      // a replicated keyring changed under the plan (plan again)
@@ -129,9 +132,12 @@ var (
 	ErrNotYetValid          = &Error{Code: ResultNotYetValid}
 	ErrAudienceMismatch     = &Error{Code: ResultAudienceMismatch}
 	ErrIssuerMismatch       = &Error{Code: ResultIssuerMismatch}
+	ErrTokenKindRefused     = &Error{Code: ResultTokenKindRefused}
 	ErrAllocationNotFound   = &Error{Code: ResultAllocationNotFound}
 	ErrAllocationTerminal   = &Error{Code: ResultAllocationTerminal}
 	ErrStoreUnavailable     = &Error{Code: ResultStoreUnavailable}
+	ErrNodeNotFound         = &Error{Code: ResultNodeNotFound}
+	ErrNodeDown             = &Error{Code: ResultNodeDown}
 	ErrNoActiveKey          = &Error{Code: ResultNoActiveKey}
 	ErrDuplicateKey         = &Error{Code: ResultDuplicateKey}
 	ErrKeyringConflict      = &Error{Code: ResultKeyringConflict}

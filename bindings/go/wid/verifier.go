@@ -56,6 +56,85 @@ type VerifierOptions struct {
 	CacheEntries int
 	// Issuer, when set, is the iss claim tokens must carry.
 	Issuer string
+	// RequireProof makes the verifier require proof of possession: Verify
+	// and VerifyBatch refuse every token (ErrProofRequired), and only a WIT
+	// with a valid proof passes VerifyProof. (A WIT is never accepted as a
+	// bearer token, whatever this says.)
+	RequireProof bool
+	// MaxProofLifetime is the longest a proof (WPT) may be valid for,
+	// counted from now: VerifyProof refuses one whose exp is further ahead
+	// (beyond the leeway) with ErrProofInvalid (0: the default, 5 minutes;
+	// negative is invalid). It is rounded up to whole seconds.
+	MaxProofLifetime time.Duration
+	// ProofReplayCapacity is the room in the proof replay cache: the most
+	// proofs remembered at once until they expire (0: the default, 100000;
+	// else at least 16). When it is full of unexpired proofs new ones are
+	// refused (ErrProofReplayed); one workload key may hold 1/64 of it.
+	ProofReplayCapacity int
+}
+
+// builderSteps are the wid_verifier_builder setters these options call on
+// b: one per option that is not its zero value, so the library's defaults
+// stay the defaults. Values the library would read differently from these
+// fields' documented meaning are translated or refused here.
+func (o *VerifierOptions) builderSteps(b *C.wid_verifier_builder) ([]func() C.wid_result, error) {
+	var steps []func() C.wid_result
+	switch {
+	case o.LeewaySecs == -1: // none
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_leeway_secs(b, 0) })
+	case o.LeewaySecs < -1:
+		return nil, &Error{Code: ResultInvalidArgument, Message: fmt.Sprintf(
+			"wid: VerifierOptions.LeewaySecs must be >= -1 (0: the default 60 s, -1: none), got %d", o.LeewaySecs)}
+	case o.LeewaySecs > 0:
+		secs := C.int64_t(o.LeewaySecs)
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_leeway_secs(b, secs) })
+	}
+	if o.KeyWait != 0 {
+		ms := C.int64_t(0) // negative: no wait
+		if o.KeyWait > 0 {
+			ms = C.int64_t(o.keyWaitMillis())
+		}
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_key_wait_ms(b, ms) })
+	}
+	if o.MaxTokenBytes > 0 {
+		n := C.size_t(o.MaxTokenBytes)
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_max_token_bytes(b, n) })
+	}
+	if o.RequireExp {
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_require_exp(b, 1) })
+	}
+	if o.CacheEntries > 0 {
+		n := C.size_t(o.CacheEntries)
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_cache_entries(b, n) })
+	}
+	if o.Issuer != "" {
+		steps = append(steps, func() C.wid_result {
+			p, n := strIn(o.Issuer)
+			return C.wid_verifier_builder_set_issuer(b, p, n)
+		})
+	}
+	if o.RequireProof {
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_require_proof(b, 1) })
+	}
+	if o.MaxProofLifetime < 0 {
+		return nil, &Error{Code: ResultInvalidArgument,
+			Message: "wid: VerifierOptions.MaxProofLifetime is negative (" + o.MaxProofLifetime.String() + ")"}
+	}
+	if o.MaxProofLifetime > 0 {
+		secs := int64((o.MaxProofLifetime + time.Second - 1) / time.Second)
+		steps = append(steps, func() C.wid_result {
+			return C.wid_verifier_builder_set_max_proof_lifetime_secs(b, C.int64_t(secs))
+		})
+	}
+	if o.ProofReplayCapacity != 0 {
+		if o.ProofReplayCapacity < 0 {
+			return nil, &Error{Code: ResultInvalidArgument, Message: fmt.Sprintf(
+				"wid: VerifierOptions.ProofReplayCapacity is negative (%d)", o.ProofReplayCapacity)}
+		}
+		n := C.size_t(o.ProofReplayCapacity)
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_proof_replay_capacity(b, n) })
+	}
+	return steps, nil
 }
 
 // keyWaitMillis converts KeyWait to the ABI's key_wait_ms.
@@ -109,7 +188,9 @@ func (s *lookupState) claim() []error {
 
 // NewVerifier creates a verifier over kr (keys inserted, rotated or imported
 // into kr later are seen) for audience (required), asking store whether
-// allocations are live. opts nil means the defaults.
+// allocations are live. opts nil means the defaults. It is built with the
+// library's wid_verifier_builder, one setter per option set: a bad value
+// fails with ErrInvalidArgument naming it.
 func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierOptions) (*Verifier, error) {
 	if kr == nil {
 		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil *Keyring"}
@@ -125,19 +206,7 @@ func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierO
 	}
 	state := &lookupState{store: store, failures: make(map[uintptr][]error)}
 	h := cgo.NewHandle(state)
-	var v *C.wid_verifier
-	requireExp := C.uint32_t(0)
-	if opts.RequireExp {
-		requireExp = 1
-	}
-	err := kr.with(func(krp *C.wid_keyring) C.wid_result {
-		aud, audLen := strIn(audience)
-		iss, issLen := strIn(opts.Issuer)
-		return C.wid_go_verifier_new(krp, aud, audLen,
-			C.int64_t(opts.LeewaySecs), C.int64_t(opts.keyWaitMillis()),
-			C.size_t(opts.MaxTokenBytes), requireExp, C.size_t(opts.CacheEntries),
-			iss, issLen, C.uintptr_t(h), &v)
-	})
+	v, err := buildVerifier(kr, audience, h, opts)
 	if err != nil {
 		h.Delete()
 		return nil, err
@@ -145,6 +214,34 @@ func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierO
 	vf := &Verifier{v: v, handle: h, state: state}
 	runtime.SetFinalizer(vf, (*Verifier).Close)
 	return vf, nil
+}
+
+// buildVerifier makes the wid_verifier through a wid_verifier_builder: the
+// audience, the lookup trampoline with h as userdata, then one setter per
+// option.
+func buildVerifier(kr *Keyring, audience string, h cgo.Handle, opts *VerifierOptions) (*C.wid_verifier, error) {
+	var b *C.wid_verifier_builder
+	if err := kr.with(func(krp *C.wid_keyring) C.wid_result {
+		aud, audLen := strIn(audience)
+		return C.wid_go_verifier_builder_new(krp, aud, audLen, C.uintptr_t(h), &b)
+	}); err != nil {
+		return nil, err
+	}
+	defer C.wid_verifier_builder_free(b)
+	steps, err := opts.builderSteps(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range steps {
+		if err := call(step); err != nil {
+			return nil, err
+		}
+	}
+	var v *C.wid_verifier
+	if err := call(func() C.wid_result { return C.wid_verifier_builder_build(b, &v) }); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Close releases the verifier after the calls in flight. It is idempotent;

@@ -13,6 +13,10 @@
 // claims. A Verifier checks tokens of every algorithm against a Keyring,
 // an audience and a StateStore that says whether the token's allocation is
 // still live; a token's alg must be the algorithm of the key its kid names.
+// Verifier.Explain says step by step why a token is accepted or refused, and
+// Verifier.Stats what a verifier has done. A RemoteJWKS keeps a keyring in
+// step with an issuer's remote JWKS (or OIDC discovery document), for
+// verifying tokens this process did not issue.
 //
 // Every failure is an *Error carrying the library's result code and detail
 // message; compare with errors.Is against the sentinels (ErrExpired,

@@ -23,23 +23,12 @@ static wid_result wid_go_lookup(void *userdata, const uint8_t *alloc_id,
                        out_state);
 }
 
-wid_result wid_go_verifier_new(const wid_keyring *kr,
-                               const char *audience, size_t audience_len,
-                               int64_t leeway_secs, int64_t key_wait_ms,
-                               size_t max_token_bytes, uint32_t require_exp,
-                               size_t cache_entries,
-                               const char *issuer, size_t issuer_len,
-                               uintptr_t handle, wid_verifier **out) {
-    wid_verifier_options o;
-    o.leeway_secs = leeway_secs;
-    o.key_wait_ms = key_wait_ms;
-    o.max_token_bytes = max_token_bytes;
-    o.require_exp = require_exp;
-    o.cache_entries = cache_entries;
-    o.issuer = issuer;
-    o.issuer_len = issuer_len;
-    return wid_verifier_new_with_options(kr, audience, audience_len, &o,
-                                         wid_go_lookup, (void *)handle, out);
+wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
+                                       const char *audience, size_t audience_len,
+                                       uintptr_t handle,
+                                       wid_verifier_builder **out) {
+    return wid_verifier_builder_new(kr, wid_go_lookup, (void *)handle, audience,
+                                    audience_len, out);
 }
 
 wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,

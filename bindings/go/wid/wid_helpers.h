@@ -9,16 +9,12 @@
 
 #include "workload_identity.h"
 
-/* wid_verifier_new_with_options with the options given field by field (so
- * that no Go memory holds a Go pointer), the C trampoline as the lookup and
- * the cgo.Handle value `handle` as userdata. */
-wid_result wid_go_verifier_new(const wid_keyring *kr,
-                               const char *audience, size_t audience_len,
-                               int64_t leeway_secs, int64_t key_wait_ms,
-                               size_t max_token_bytes, uint32_t require_exp,
-                               size_t cache_entries,
-                               const char *issuer, size_t issuer_len,
-                               uintptr_t handle, wid_verifier **out);
+/* wid_verifier_builder_new with the C trampoline as the lookup and the
+ * cgo.Handle value `handle` as userdata (so that C keeps no Go pointer). */
+wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
+                                       const char *audience, size_t audience_len,
+                                       uintptr_t handle,
+                                       wid_verifier_builder **out);
 
 /* wid_verify_batch over `count` tokens laid end to end in `buf`
  * (`lens[i]` bytes each). The pointer array lives in C memory. */

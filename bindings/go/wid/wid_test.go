@@ -182,8 +182,8 @@ func TestVersionAndResultNames(t *testing.T) {
 	}
 	sentinels := []*Error{ErrNullArgument, ErrInvalidArgument, ErrDecodeError, ErrIOError, ErrPanic,
 		ErrMalformedToken, ErrUnsupportedAlgorithm, ErrUnknownKey, ErrBadSignature, ErrExpired,
-		ErrNotYetValid, ErrAudienceMismatch, ErrIssuerMismatch, ErrAllocationNotFound,
-		ErrAllocationTerminal, ErrStoreUnavailable, ErrNoActiveKey, ErrDuplicateKey,
+		ErrNotYetValid, ErrAudienceMismatch, ErrIssuerMismatch, ErrTokenKindRefused, ErrAllocationNotFound,
+		ErrAllocationTerminal, ErrStoreUnavailable, ErrNodeNotFound, ErrNodeDown, ErrNoActiveKey, ErrDuplicateKey,
 		ErrKeyringConflict, ErrKeyringUnavailable, ErrTokenExchangeFailed, ErrProofRequired, ErrProofInvalid, ErrProofReplayed, ErrKeyCustodyFailed}
 	if len(sentinels) != len(Results())-1 {
 		t.Fatalf("%d sentinels for %d failure codes", len(sentinels), len(Results())-1)

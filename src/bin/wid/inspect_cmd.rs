@@ -83,16 +83,17 @@ pub(crate) fn run(a: &InspectArgs, ctx: &Ctx) -> Result<(), CliError> {
 
     if ctx.json {
         let verification = explanation.as_ref().map(|(aud, from_token, basis, x)| {
-            json!({
-                "audience": aud,
-                "audience_from_token": from_token,
-                "allocation": basis.to_json(),
-                "steps": x.steps.iter().map(|s| json!({
-                    "name": s.name, "passed": s.passed, "detail": s.detail,
-                })).collect::<Vec<_>>(),
-                "accepted": x.result.is_ok(),
-                "code": x.result.as_ref().err().map(|e| e.code().name()),
-            })
+            let mut v = serde_json::Map::new();
+            v.insert("audience".into(), json!(aud));
+            v.insert("audience_from_token".into(), json!(from_token));
+            v.insert("allocation".into(), basis.to_json());
+            // The steps, the verdict and its code: the library's own rendering
+            // (`Explanation::to_json`, which `wid_explain` gives C callers).
+            // It is always a JSON object; anything else would be dropped.
+            if let Ok(Value::Object(steps)) = serde_json::from_str::<Value>(&x.to_json()) {
+                v.extend(steps);
+            }
+            Value::Object(v)
         });
         outln!(
             "{}",

@@ -136,6 +136,9 @@ impl Exit {
             | ResultCode::IssuerMismatch
             | ResultCode::AllocationNotFound
             | ResultCode::AllocationTerminal
+            | ResultCode::TokenKindRefused
+            | ResultCode::NodeNotFound
+            | ResultCode::NodeDown
             | ResultCode::StoreUnavailable => Exit::Rejected,
             _ => Exit::Internal,
         }

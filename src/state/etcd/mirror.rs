@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use super::view::{Counters, Settings, Shared, View};
 use super::{EtcdConfig, EtcdStore};
 use crate::error::{Error, Result};
-use crate::state::{AllocState, Consistency, StateStore, StoreError};
+use crate::state::{AllocState, Consistency, NodeState, StateStore, StoreError};
 
 /// A [`StateStore`] that answers `Stale` reads from an in-memory mirror of
 /// `<prefix>/allocations/`, fed by an etcd watch, at memory speed.
@@ -313,5 +313,14 @@ impl StateStore for EtcdMirror {
             Shared::count(&s.counters.from_cluster);
         }
         s.store.consistent(alloc_id)
+    }
+
+    /// Not mirrored: asked of the cluster as [`EtcdStore`] asks it.
+    fn node_state(
+        &self,
+        node_id: &str,
+        consistency: Consistency,
+    ) -> std::result::Result<NodeState, StoreError> {
+        self.shared.store.node_lookup(node_id, consistency)
     }
 }

@@ -1,7 +1,8 @@
 //! etcd-backed [`StateStore`]s (cargo feature `etcd`).
 //!
 //! Allocations are msgpack records (codec names, see [`crate::codec`]) under
-//! `<prefix>/allocations/<ID>`, read over etcd's v3 JSON gateway (`/v3/kv/range`,
+//! `<prefix>/allocations/<ID>`, client nodes (for node identity tokens) under
+//! `<prefix>/nodes/<ID>` (a `Node` with its `Status`), read over etcd's v3 JSON gateway (`/v3/kv/range`,
 //! `/v3/kv/put`, `/v3/kv/txn`, `/v3/watch`) over TLS, optionally with a client
 //! certificate and etcd's username/password auth ([`EtcdConfig`]).
 //!
@@ -14,7 +15,9 @@
 //! * [`EtcdMirror`] answers `Stale` reads from an in-memory copy of
 //!   `<prefix>/allocations/`, kept current by a watch, and only while that copy
 //!   is proven current within a bound; `Consistent` reads go to the cluster
-//!   exactly as [`EtcdStore`]'s do.
+//!   exactly as [`EtcdStore`]'s do. Node lookups are not mirrored (a node
+//!   token is checked once per heartbeat, not per request): they go to the
+//!   cluster as [`EtcdStore`]'s do.
 //!
 //! Everything that is not a clear answer fails closed: an unreachable member, a
 //! timeout, a refused certificate or token, an etcd error status, an
@@ -35,11 +38,11 @@ pub use config::EtcdConfig;
 pub use mirror::{EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats};
 
 use self::client::Client;
-use self::record::{RangeResponse, b64, decode_record, unb64};
-use super::{AllocState, Consistency, StateStore, StoreError};
+use self::record::{RangeResponse, b64, decode_node_record, decode_record, unb64};
+use super::{AllocState, Consistency, NodeState, StateStore, StoreError};
 use crate::codec;
 use crate::error::Result;
-use crate::model::Allocation;
+use crate::model::{Allocation, Node};
 
 /// The etcd store: every read asks the cluster. Cheap to share (`Arc`); safe
 /// to call from many threads.
@@ -114,6 +117,71 @@ impl EtcdStore {
         decode_record(alloc_id, &bytes).map_err(StoreError::new)
     }
 
+    fn node_key(&self, node_id: &str) -> String {
+        format!("{}/nodes/{node_id}", self.client.config.prefix)
+    }
+
+    fn node_range(
+        &self,
+        endpoint: &str,
+        node_id: &str,
+        serializable: bool,
+    ) -> std::result::Result<NodeState, StoreError> {
+        let body = serde_json::json!({
+            "key": b64(self.node_key(node_id)),
+            "serializable": serializable,
+        });
+        let text = self.client.post(endpoint, "/v3/kv/range", &body)?;
+        let resp: RangeResponse = serde_json::from_str(&text).map_err(|e| {
+            StoreError::new(format!("etcd {endpoint}: malformed range answer: {e}"))
+        })?;
+        let Some(kv) = resp.kvs.first() else {
+            return Ok(NodeState::Missing);
+        };
+        let shown = crate::error::truncate_for_message(node_id);
+        let bytes = unb64("the record", &kv.value)
+            .map_err(|e| StoreError::new(format!("record of node {shown:?}: {e}")))?;
+        decode_node_record(node_id, &bytes).map_err(StoreError::new)
+    }
+
+    /// A node lookup: `Stale` a serializable read of the local member,
+    /// `Consistent` a linearizable read through the first member that
+    /// answers.
+    pub(crate) fn node_lookup(
+        &self,
+        node_id: &str,
+        consistency: Consistency,
+    ) -> std::result::Result<NodeState, StoreError> {
+        match consistency {
+            Consistency::Stale => {
+                self.node_range(&self.client.config.local_endpoint, node_id, true)
+            }
+            Consistency::Consistent => self
+                .client
+                .each_endpoint(|ep| self.node_range(ep, node_id, false)),
+        }
+    }
+
+    /// Writes (or replaces) a node's record (`<prefix>/nodes/<ID>`, a
+    /// msgpack `Node` with its `Status`) through the first member that
+    /// accepts it: a helper for hosts and tests.
+    pub fn put_node(&self, node: &Node) -> std::result::Result<(), StoreError> {
+        let value = codec::encode(node).map_err(|e| StoreError::new(e.to_string()))?;
+        let body = serde_json::json!({
+            "key": b64(self.node_key(&node.id)),
+            "value": b64(value),
+        });
+        self.client
+            .each_endpoint(|ep| self.client.post(ep, "/v3/kv/put", &body).map(drop))
+    }
+
+    /// Removes a node's record through the first member that accepts it.
+    pub fn delete_node(&self, node_id: &str) -> std::result::Result<(), StoreError> {
+        let body = serde_json::json!({ "key": b64(self.node_key(node_id)) });
+        self.client
+            .each_endpoint(|ep| self.client.post(ep, "/v3/kv/deleterange", &body).map(drop))
+    }
+
     /// A linearizable read through the first member that answers.
     fn consistent(&self, alloc_id: &str) -> std::result::Result<AllocState, StoreError> {
         self.client
@@ -168,5 +236,13 @@ impl StateStore for EtcdStore {
             Consistency::Stale => self.range(&self.client.config.local_endpoint, alloc_id, true),
             Consistency::Consistent => self.consistent(alloc_id),
         }
+    }
+
+    fn node_state(
+        &self,
+        node_id: &str,
+        consistency: Consistency,
+    ) -> std::result::Result<NodeState, StoreError> {
+        self.node_lookup(node_id, consistency)
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::codec;
 use crate::model::Allocation;
-use crate::state::AllocState;
+use crate::state::{AllocState, NodeState};
 
 /// An int64 as protobuf JSON writes it: a string, or (leniently) a number.
 pub(crate) fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
@@ -91,6 +91,28 @@ pub(crate) fn decode_record(alloc_id: &str, value: &[u8]) -> Result<AllocState, 
     })
 }
 
+/// The state a record stored under node `node_id` gives, or why it gives
+/// none (the caller fails closed for that node): a `Node` (codec names) whose
+/// `ID` is `node_id` and whose `Status` Nomad defines.
+pub(crate) fn decode_node_record(node_id: &str, value: &[u8]) -> Result<NodeState, String> {
+    let shown = crate::error::truncate_for_message(node_id);
+    let node: crate::model::Node =
+        codec::decode(value).map_err(|e| format!("record of node {shown:?}: {e}"))?;
+    if node.id != node_id {
+        return Err(format!(
+            "record under node {shown:?} is for {:?}",
+            crate::error::truncate_for_message(&node.id)
+        ));
+    }
+    match node.status.as_str() {
+        "ready" | "initializing" | "disconnected" | "down" => Ok(NodeState::of(&node)),
+        other => Err(format!(
+            "record of node {shown:?}: unknown status {:?}: expected one of initializing, ready, down, disconnected",
+            crate::error::truncate_for_message(other)
+        )),
+    }
+}
+
 /// The first key after every key that starts with `prefix` (etcd's
 /// `range_end` for a prefix read).
 pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
@@ -125,6 +147,31 @@ mod tests {
         let h: Header = serde_json::from_str(r#"{}"#).unwrap();
         assert_eq!(h.revision, 0);
         assert!(serde_json::from_str::<Header>(r#"{"revision":"4x"}"#).is_err());
+    }
+
+    #[test]
+    fn node_records_give_their_state_and_fail_closed_otherwise() {
+        let mut n = crate::model::Node {
+            id: "n1".into(),
+            status: "ready".into(),
+            ..Default::default()
+        };
+        let enc = |n: &crate::model::Node| codec::encode(n).unwrap();
+        assert_eq!(decode_node_record("n1", &enc(&n)), Ok(NodeState::Live));
+        for (status, state) in [
+            ("initializing", NodeState::Live),
+            ("disconnected", NodeState::Live),
+            ("down", NodeState::Down),
+        ] {
+            n.status = status.into();
+            assert_eq!(decode_node_record("n1", &enc(&n)), Ok(state), "{status}");
+        }
+        let e = decode_node_record("n2", &enc(&n)).unwrap_err();
+        assert!(e.contains("is for \"n1\""), "{e}");
+        n.status = "Ready".into();
+        let e = decode_node_record("n1", &enc(&n)).unwrap_err();
+        assert!(e.contains("unknown status \"Ready\""), "{e}");
+        assert!(decode_node_record("n1", b"\xc1").is_err());
     }
 
     #[test]

@@ -75,15 +75,15 @@ type WorkloadIdentity struct {
 }
 
 // Node is the client node an allocation runs on (Nomad's Node, trimmed): the
-// five fields the Rust view knows, plus Go-only ones it must ignore.
+// six fields the Rust view knows, plus a Go-only one it must ignore.
 type Node struct {
 	ID         string
 	Name       string
 	Datacenter string
 	NodeClass  string
 	NodePool   string
+	Status     string
 	HTTPAddr   string // extra
-	Status     string // extra
 }
 
 type IssueRequest struct {
@@ -222,10 +222,10 @@ func sampleNode(full bool) *Node {
 		Datacenter: "dc1",
 		NodeClass:  "gpu-a100",
 		NodePool:   "gpu",
+		Status:     "ready",
 	}
 	if full {
 		n.HTTPAddr = "10.0.0.7:4646"
-		n.Status = "ready"
 	}
 	return n
 }

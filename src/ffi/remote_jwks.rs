@@ -1,0 +1,800 @@
+//! `wid_remote_jwks`: a verify-only keyring that follows a remote JWKS (a
+//! URL, or an OIDC issuer's discovery document), over the Rust
+//! `RemoteJwks` (cargo feature `remote-jwks`): its cooldown, single flight,
+//! last-good-set and HTTPS rules, a background refresher, and its stats.
+//!
+//! The symbols are the same in every build: without the feature every
+//! function here returns `WID_RESULT_INVALID_ARGUMENT` and says why, and the
+//! `_free` functions do nothing (no handle can exist).
+
+use std::ffi::c_char;
+
+use super::boundary::{call, call_void};
+use super::keyring::wid_keyring;
+use super::{wid_bytes, wid_result};
+
+/// A remote JWKS source being configured (opaque; one owner, not reference
+/// counted): made by `wid_remote_jwks_builder_new` or
+/// `wid_remote_jwks_builder_new_discover`, turned into sources by
+/// `wid_remote_jwks_builder_build`, released by
+/// `wid_remote_jwks_builder_free`.
+pub struct wid_remote_jwks_builder {
+    _private: [u8; 0],
+}
+
+/// A remote JWKS source (opaque; reference counted, safe to use from many
+/// threads at once): made by `wid_remote_jwks_builder_build`, released by
+/// `wid_remote_jwks_free` (which stops its refresher).
+pub struct wid_remote_jwks {
+    _private: [u8; 0],
+}
+
+/// Runs `$imp` (an expression over the `imp` module) in a build with the
+/// feature; without it, fails naming the feature (the arguments listed are
+/// only there to be used).
+macro_rules! with_feature {
+    (($($arg:expr),*) => $imp:expr) => {{
+        #[cfg(feature = "remote-jwks")]
+        let result = $imp;
+        #[cfg(not(feature = "remote-jwks"))]
+        let result = {
+            let _ = ($($arg,)*);
+            Err(disabled())
+        };
+        result
+    }};
+}
+
+/// The error of every function here in a build without `remote-jwks`.
+#[cfg(not(feature = "remote-jwks"))]
+fn disabled() -> crate::error::Error {
+    super::boundary::invalid(
+        "wid_remote_jwks",
+        "this library was built without the cargo feature `remote-jwks`: build it with \
+         `cargo build --release --features remote-jwks` to follow a remote JWKS",
+    )
+}
+
+/// Starts configuring a source that fetches the JWKS at `jwks_url`
+/// (`https://...`; plain `http` only to a loopback host, and only with
+/// `wid_remote_jwks_builder_set_allow_http_loopback`). The URL is checked
+/// here as far as it can be without that setting (a URL, with a host, no
+/// user info, fragment or whitespace, `https` or loopback `http`) and again
+/// by `wid_remote_jwks_builder_build`; a bad one is
+/// `WID_RESULT_INVALID_ARGUMENT` naming the problem (never the URL's query,
+/// which may carry a secret). At most 8192 bytes. `*out` receives a handle
+/// to free with `wid_remote_jwks_builder_free`.
+///
+/// Defaults: Mozilla's root certificates, a 5 s timeout per request,
+/// refreshes between 1 minute and 1 day apart (1 hour when the response has
+/// no `Cache-Control: max-age`), 15 s between fetches started by unknown
+/// kids, bodies up to 512 KiB, up to 100 keys.
+///
+/// Without the cargo feature `remote-jwks` (see bindings/c/README.md) this
+/// and every other `wid_remote_jwks_*` function returns
+/// `WID_RESULT_INVALID_ARGUMENT`, the message naming the feature.
+///
+/// # Safety
+/// `jwks_url` must be NULL or valid for `len` bytes; `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_new(
+    jwks_url: *const c_char,
+    len: usize,
+    out: *mut *mut wid_remote_jwks_builder,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(
+        || with_feature!((jwks_url, len, out) => unsafe { imp::builder_new(jwks_url, len, false, out) }),
+    )
+}
+
+/// Like `wid_remote_jwks_builder_new`, for an OIDC issuer: the source reads
+/// `<issuer>/.well-known/openid-configuration`, whose `issuer` must equal
+/// `issuer` exactly, and fetches its `jwks_uri` (which must pass the same
+/// URL rules). An issuer with a query is `WID_RESULT_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `issuer` must be NULL or valid for `len` bytes; `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_new_discover(
+    issuer: *const c_char,
+    len: usize,
+    out: *mut *mut wid_remote_jwks_builder,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(
+        || with_feature!((issuer, len, out) => unsafe { imp::builder_new(issuer, len, true, out) }),
+    )
+}
+
+/// Releases a builder (sources built from it are not affected). NULL-safe.
+///
+/// # Safety
+/// `b` must be NULL or a handle from this library not yet freed, with no
+/// call using it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_free(b: *mut wid_remote_jwks_builder) {
+    #[cfg(feature = "remote-jwks")]
+    // SAFETY: `b` is NULL or a live builder handle the caller gives up.
+    call_void(|| unsafe { super::handle::free_owned(b) });
+    #[cfg(not(feature = "remote-jwks"))]
+    call_void(|| {
+        let _ = b;
+    });
+}
+
+/// Trusts only the certificates of this PEM bundle (one or more
+/// `CERTIFICATE` blocks; other PEM items are ignored) instead of Mozilla's
+/// roots: for an issuer behind a private CA. `(NULL, 0)` goes back to
+/// Mozilla's roots. A bundle without a certificate, or that is not PEM, is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged. At most
+/// 1 MiB.
+///
+/// # Safety
+/// `b` must be NULL or a live handle; `pem` NULL or valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_ca_bundle_pem(
+    b: *mut wid_remote_jwks_builder,
+    pem: *const u8,
+    len: usize,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, pem, len) => unsafe { imp::set_ca_bundle_pem(b, pem, len) }))
+}
+
+/// `allow` 1: plain `http` URLs whose host is a loopback address
+/// (`127.0.0.0/8`, `::1`, `localhost`) are allowed (tests, a sidecar on
+/// the same machine), and no redirect is followed; 0: `https` only (the
+/// default). Other `http` URLs are always refused. Any other value is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_allow_http_loopback(
+    b: *mut wid_remote_jwks_builder,
+    allow: u32,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, allow) => unsafe { imp::set_allow_http_loopback(b, allow) }))
+}
+
+/// Sets the whole time one request may take, connection to last byte, in
+/// milliseconds (default 5000). 0 or more than a week (604800000) is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_timeout_ms(
+    b: *mut wid_remote_jwks_builder,
+    ms: u64,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, ms) => unsafe { imp::set_timeout_ms(b, ms) }))
+}
+
+/// Sets the bounds on the time between successful fetches, in
+/// milliseconds, whatever the server's `max-age` says (default 60000 to
+/// 86400000: a minute to a day); the minimum is also the wait before
+/// retrying after a failure. `min_ms` above `max_ms`, or `max_ms` above a
+/// week (604800000), is `WID_RESULT_INVALID_ARGUMENT`, and the builder is
+/// unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_refresh_bounds_ms(
+    b: *mut wid_remote_jwks_builder,
+    min_ms: u64,
+    max_ms: u64,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(
+        || with_feature!((b, min_ms, max_ms) => unsafe { imp::set_refresh_bounds_ms(b, min_ms, max_ms) }),
+    )
+}
+
+/// Sets the time between fetches when a response has no `max-age`, in
+/// milliseconds (default 3600000, an hour; clamped to the refresh bounds
+/// when used). More than a week (604800000) is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_default_refresh_ms(
+    b: *mut wid_remote_jwks_builder,
+    ms: u64,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, ms) => unsafe { imp::set_default_refresh_ms(b, ms) }))
+}
+
+/// Sets the least time between two fetches started by unknown kids, in
+/// milliseconds (default 15000; 0: no limit but the single flight, one
+/// fetch at a time). A verifier over the source's keyring that meets a
+/// `kid` it does not hold starts a fetch at once (on a thread of the
+/// library's) and waits for the key (its key wait); a flood of made-up kids
+/// costs the issuer one request per cooldown. More than a week (604800000)
+/// is `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(
+    b: *mut wid_remote_jwks_builder,
+    ms: u64,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, ms) => unsafe { imp::set_unknown_kid_cooldown_ms(b, ms) }))
+}
+
+/// Sets the largest response body read, in bytes (default 524288, 512 KiB);
+/// a larger body fails the fetch. 0 or more than 16777216 (16 MiB) is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_max_body_bytes(
+    b: *mut wid_remote_jwks_builder,
+    max: usize,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, max) => unsafe { imp::set_max_body_bytes(b, max) }))
+}
+
+/// Sets the most entries a JWKS may list, skipped ones included (default
+/// 100); a larger set fails the fetch. 0 is `WID_RESULT_INVALID_ARGUMENT`,
+/// and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_set_max_keys(
+    b: *mut wid_remote_jwks_builder,
+    max: usize,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, max) => unsafe { imp::set_max_keys(b, max) }))
+}
+
+/// Makes a source with the builder's current settings: an empty keyring,
+/// nothing fetched yet (call `wid_remote_jwks_refresh` at startup, start the
+/// refresher, or let the first unknown kid fetch). `*out` receives a handle
+/// to free with `wid_remote_jwks_free`. The builder is not consumed. A URL
+/// that the settings do not allow (plain `http` without
+/// `wid_remote_jwks_builder_set_allow_http_loopback`) is
+/// `WID_RESULT_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `b` must be NULL or a live handle; `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_builder_build(
+    b: *const wid_remote_jwks_builder,
+    out: *mut *mut wid_remote_jwks,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((b, out) => unsafe { imp::build(b, out) }))
+}
+
+/// Releases a source handle (reference counted). The last reference stops
+/// the refresher (after a fetch in progress, which the timeout bounds, so
+/// this may block that long) and ends fetches for unknown kids; keyrings
+/// from `wid_remote_jwks_keyring` keep the keys they hold but are no longer
+/// refreshed. NULL-safe.
+///
+/// # Safety
+/// `r` must be NULL or a handle from this library not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_free(r: *const wid_remote_jwks) {
+    #[cfg(feature = "remote-jwks")]
+    // SAFETY: `r` is NULL or a live source handle the caller gives up.
+    call_void(|| unsafe { super::handle::free(r) });
+    #[cfg(not(feature = "remote-jwks"))]
+    call_void(|| {
+        let _ = r;
+    });
+}
+
+/// The source's keyring, as a new `wid_keyring` handle (free it with
+/// `wid_keyring_free`): give it to `wid_verifier_builder_new` (or
+/// `wid_verifier_new*`). It is shared with the source, not a copy: each
+/// successful fetch replaces its keys (a key that left the remote set stops
+/// verifying), and a verifier meeting an unknown `kid` starts a fetch while
+/// it waits for the key. It belongs to the source: do not insert, rotate or
+/// import keys into it. Keep the source alive while it is used: once
+/// `wid_remote_jwks_free` releases the source, the keyring keeps its last
+/// keys but is no longer refreshed.
+///
+/// # Safety
+/// `r` must be NULL or a live handle; `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_keyring(
+    r: *const wid_remote_jwks,
+    out: *mut *mut wid_keyring,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((r, out) => unsafe { imp::keyring(r, out) }))
+}
+
+/// Fetches now, on this thread (waiting first for a fetch in flight: one
+/// request at a time). On success `*out_report_json` (may be NULL)
+/// receives what it did: `{"jwks_uri":"...","keys":["kid",...],
+/// "added":[...],"removed":[...],"skipped":N,"max_age_ms":N or null,
+/// "next_refresh_in_ms":N}` (the URL without its query). On failure the
+/// keyring keeps its last good keys and the failure is counted in the
+/// stats: a network or HTTP failure (down, slow past the timeout, a status
+/// other than 200) is `WID_RESULT_IO_ERROR`, a body that is not an
+/// acceptable JWKS (too large, too many keys, not JSON) or discovery
+/// document `WID_RESULT_DECODE_ERROR`, a set the keyring refuses (a
+/// private key, a weak key, a duplicate `kid`) its code
+/// (`WID_RESULT_INVALID_ARGUMENT`, ...).
+///
+/// # Safety
+/// `r` must be NULL or a live handle; `out_report_json` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_refresh(
+    r: *const wid_remote_jwks,
+    out_report_json: *mut wid_bytes,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((r, out_report_json) => unsafe { imp::refresh(r, out_report_json) }))
+}
+
+/// Starts a background thread that fetches whenever a fetch is due (at
+/// once if none was made yet, then after each response's `max-age` within
+/// the refresh bounds, and after the minimum bound following a failure).
+/// It runs until the source is freed (`wid_remote_jwks_free` stops it and
+/// waits for it). Calling it again while it runs does nothing and returns
+/// `WID_RESULT_OK`. `WID_RESULT_IO_ERROR` if the thread cannot be started.
+///
+/// # Safety
+/// `r` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_start_refresher(r: *const wid_remote_jwks) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((r) => unsafe { imp::start_refresher(r) }))
+}
+
+/// What the source has done so far, as JSON: `{"fetches":N, "failures":N,
+/// "unknown_kid_fetches":N, "unknown_kid_suppressed":N, "stale":bool,
+/// "last_error":"..." or null, "last_attempt_ms":N or null,
+/// "last_success_ms":N or null, "next_refresh_ms":N, "jwks_uri":"..." or
+/// null, "keys":N}`: fetches attempted (a discovery and its JWKS count
+/// once) and failed, fetches started by unknown kids and unknown kids that
+/// started none (one in flight, or the cooldown), whether the last fetch
+/// failed (the keys are from an earlier one), the last failure's message,
+/// when the last fetch started and the last success finished and when the
+/// next fetch is due (Unix milliseconds; `next_refresh_ms` 0 before the
+/// first fetch), the JWKS URL in use (without its query; null before
+/// discovery), and the keys held now. Members may be added.
+///
+/// # Safety
+/// `r` must be NULL or a live handle; `out_json` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_remote_jwks_stats(
+    r: *const wid_remote_jwks,
+    out_json: *mut wid_bytes,
+) -> wid_result {
+    // SAFETY: the contract, passed on.
+    call(|| with_feature!((r, out_json) => unsafe { imp::stats(r, out_json) }))
+}
+
+#[cfg(feature = "remote-jwks")]
+mod imp {
+    use std::ffi::c_char;
+    use std::sync::{Mutex, PoisonError};
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::boundary::{bytes_in, invalid, str_in};
+    use super::super::handle::{self, Castable, out_optional, require_out};
+    use super::super::keyring::{MAX_JSON, wid_keyring};
+    use super::super::wid_bytes;
+    use super::{wid_remote_jwks, wid_remote_jwks_builder};
+    use crate::error::Error;
+    use crate::{MAX_JWKS_BODY_LIMIT, Refresher, RemoteJwks, RemoteJwksBuilder};
+
+    /// Longest URL or issuer read, in bytes.
+    const MAX_URL: usize = 8192;
+    /// The longest timeout or interval accepted: a week (the Rust builder's
+    /// saturation point, refused here rather than silently shortened).
+    const LONGEST_MS: u64 = 7 * 24 * 3600 * 1000;
+
+    /// Where the keys come from.
+    #[derive(Clone)]
+    enum Source {
+        Jwks(String),
+        Issuer(String),
+    }
+
+    /// What a builder holds (`None`: the Rust builder's default).
+    pub(crate) struct Settings {
+        source: Source,
+        ca_bundle_pem: Option<Vec<u8>>,
+        allow_http_loopback: bool,
+        timeout: Option<Duration>,
+        refresh_bounds: Option<(Duration, Duration)>,
+        default_refresh: Option<Duration>,
+        unknown_kid_cooldown: Option<Duration>,
+        max_body_bytes: Option<usize>,
+        max_keys: Option<usize>,
+    }
+
+    impl Settings {
+        fn builder(&self) -> RemoteJwksBuilder {
+            let mut b = match &self.source {
+                Source::Jwks(url) => RemoteJwks::builder(url),
+                Source::Issuer(issuer) => RemoteJwks::discover(issuer),
+            };
+            b = b.allow_http_loopback(self.allow_http_loopback);
+            if let Some(pem) = &self.ca_bundle_pem {
+                b = b.ca_bundle_pem(pem);
+            }
+            if let Some(t) = self.timeout {
+                b = b.timeout(t);
+            }
+            if let Some((min, max)) = self.refresh_bounds {
+                b = b.refresh_bounds(min, max);
+            }
+            if let Some(d) = self.default_refresh {
+                b = b.default_refresh(d);
+            }
+            if let Some(c) = self.unknown_kid_cooldown {
+                b = b.unknown_kid_cooldown(c);
+            }
+            if let Some(n) = self.max_body_bytes {
+                b = b.max_body_bytes(n);
+            }
+            if let Some(n) = self.max_keys {
+                b = b.max_keys(n);
+            }
+            b
+        }
+    }
+
+    /// What a source handle holds: the source, and its refresher once
+    /// started (dropped with the last reference, which stops it).
+    pub(crate) struct Remote {
+        jwks: RemoteJwks,
+        refresher: Mutex<Option<Refresher>>,
+    }
+
+    impl Castable for wid_remote_jwks_builder {
+        // A lock: setters change the settings behind a shared reference.
+        type Rust = Mutex<Settings>;
+        const TAG: u64 = 0x5749_445f_5242_0001; // "WID_RB" v1
+        const NAME: &'static str = "wid_remote_jwks_builder";
+        const OWNED: bool = true;
+    }
+
+    impl Castable for wid_remote_jwks {
+        type Rust = Remote;
+        const TAG: u64 = 0x5749_445f_524a_0001; // "WID_RJ" v1
+        const NAME: &'static str = "wid_remote_jwks";
+    }
+
+    /// # Safety
+    /// `b` must be NULL or a live handle from this library.
+    unsafe fn builder_ref<'a>(
+        b: *const wid_remote_jwks_builder,
+    ) -> Result<&'a Mutex<Settings>, Error> {
+        // SAFETY: `b` is NULL or a live handle (this function's contract).
+        unsafe { handle::borrow(b, "builder") }
+    }
+
+    /// # Safety
+    /// `r` must be NULL or a live handle from this library.
+    unsafe fn remote_ref<'a>(r: *const wid_remote_jwks) -> Result<&'a Remote, Error> {
+        // SAFETY: `r` is NULL or a live handle (this function's contract).
+        unsafe { handle::borrow(r, "r") }
+    }
+
+    /// Applies `change` to the settings of `b` (checked values only).
+    ///
+    /// # Safety
+    /// `b` must be NULL or a live handle from this library.
+    unsafe fn update(
+        b: *const wid_remote_jwks_builder,
+        change: impl FnOnce(&mut Settings),
+    ) -> Result<(), Error> {
+        // SAFETY: `b` is NULL or a live handle (this function's contract).
+        let builder = unsafe { builder_ref(b)? };
+        // Settings are plain values assigned whole: a poisoned lock still
+        // holds consistent ones.
+        change(&mut builder.lock().unwrap_or_else(PoisonError::into_inner));
+        Ok(())
+    }
+
+    /// A duration in milliseconds, refused above a week (or below `least`).
+    fn millis_in(ms: u64, name: &'static str, least: u64) -> Result<Duration, Error> {
+        if ms < least || ms > LONGEST_MS {
+            return Err(invalid(
+                name,
+                format!("must be {least} to {LONGEST_MS} ms (a week), got {ms}"),
+            ));
+        }
+        Ok(Duration::from_millis(ms))
+    }
+
+    fn millis_out(d: Duration) -> u64 {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// # Safety
+    /// `url` NULL or valid for `len` bytes; `out` NULL or writable.
+    pub(super) unsafe fn builder_new(
+        url: *const c_char,
+        len: usize,
+        discover: bool,
+        out: *mut *mut wid_remote_jwks_builder,
+    ) -> Result<(), Error> {
+        let name = if discover { "issuer" } else { "jwks_url" };
+        // SAFETY: `url` is NULL or valid for `len` bytes (the contract).
+        let url = unsafe { str_in(url, len, name, MAX_URL)? };
+        require_out(out, "out")?;
+        let source = if discover {
+            Source::Issuer(url.to_string())
+        } else {
+            Source::Jwks(url.to_string())
+        };
+        let settings = Settings {
+            source,
+            ca_bundle_pem: None,
+            allow_http_loopback: false,
+            timeout: None,
+            refresh_bounds: None,
+            default_refresh: None,
+            unknown_kid_cooldown: None,
+            max_body_bytes: None,
+            max_keys: None,
+        };
+        // The URL rules, as far as they hold whatever the loopback setting
+        // (the build checks them again with it): a source built and dropped
+        // here fetches nothing.
+        settings.builder().allow_http_loopback(true).build()?;
+        // SAFETY: `out` is writable (checked non-NULL; the contract).
+        unsafe {
+            handle::out(out, "out", || {
+                handle::into_raw_owned::<wid_remote_jwks_builder>(Mutex::new(settings))
+            })
+        }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle; `pem` NULL or valid for `len` bytes.
+    pub(super) unsafe fn set_ca_bundle_pem(
+        b: *mut wid_remote_jwks_builder,
+        pem: *const u8,
+        len: usize,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle; `pem` NULL or
+        // valid for `len` bytes (the contract).
+        unsafe { builder_ref(b)? };
+        let pem = unsafe { bytes_in(pem, len, "pem", MAX_JSON)? };
+        let pem = if pem.is_empty() {
+            None
+        } else {
+            crate::tls_pem::certificates(pem, "RemoteJwks", "ca_bundle_pem")?;
+            Some(pem.to_vec())
+        };
+        unsafe { update(b, |s| s.ca_bundle_pem = pem) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_allow_http_loopback(
+        b: *mut wid_remote_jwks_builder,
+        allow: u32,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        let allow = match allow {
+            0 => false,
+            1 => true,
+            n => return Err(invalid("allow", format!("must be 0 or 1, got {n}"))),
+        };
+        unsafe { update(b, |s| s.allow_http_loopback = allow) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_timeout_ms(
+        b: *mut wid_remote_jwks_builder,
+        ms: u64,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        let t = millis_in(ms, "ms", 1)?;
+        unsafe { update(b, |s| s.timeout = Some(t)) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_refresh_bounds_ms(
+        b: *mut wid_remote_jwks_builder,
+        min_ms: u64,
+        max_ms: u64,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        let max = millis_in(max_ms, "max_ms", 0)?;
+        if min_ms > max_ms {
+            return Err(invalid(
+                "min_ms",
+                format!("must not exceed max_ms ({max_ms}), got {min_ms}"),
+            ));
+        }
+        let min = Duration::from_millis(min_ms);
+        unsafe { update(b, |s| s.refresh_bounds = Some((min, max))) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_default_refresh_ms(
+        b: *mut wid_remote_jwks_builder,
+        ms: u64,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        let d = millis_in(ms, "ms", 0)?;
+        unsafe { update(b, |s| s.default_refresh = Some(d)) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_unknown_kid_cooldown_ms(
+        b: *mut wid_remote_jwks_builder,
+        ms: u64,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        let d = millis_in(ms, "ms", 0)?;
+        unsafe { update(b, |s| s.unknown_kid_cooldown = Some(d)) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_max_body_bytes(
+        b: *mut wid_remote_jwks_builder,
+        max: usize,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        if max == 0 || max > MAX_JWKS_BODY_LIMIT {
+            return Err(invalid(
+                "max",
+                format!("must be 1 to {MAX_JWKS_BODY_LIMIT} bytes (16 MiB), got {max}"),
+            ));
+        }
+        unsafe { update(b, |s| s.max_body_bytes = Some(max)) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle.
+    pub(super) unsafe fn set_max_keys(
+        b: *mut wid_remote_jwks_builder,
+        max: usize,
+    ) -> Result<(), Error> {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { builder_ref(b)? };
+        if max == 0 {
+            return Err(invalid("max", "must be at least 1 key, got 0"));
+        }
+        unsafe { update(b, |s| s.max_keys = Some(max)) }
+    }
+
+    /// # Safety
+    /// `b` NULL or a live handle; `out` NULL or writable.
+    pub(super) unsafe fn build(
+        b: *const wid_remote_jwks_builder,
+        out: *mut *mut wid_remote_jwks,
+    ) -> Result<(), Error> {
+        // SAFETY: `b` is NULL or a live handle (the contract).
+        let builder = unsafe { builder_ref(b)? };
+        require_out(out, "out")?;
+        let jwks = builder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .builder()
+            .build()?;
+        let remote = Remote {
+            jwks,
+            refresher: Mutex::new(None),
+        };
+        // SAFETY: `out` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out, "out", || handle::into_raw::<wid_remote_jwks>(remote)) }
+    }
+
+    /// # Safety
+    /// `r` NULL or a live handle; `out` NULL or writable.
+    pub(super) unsafe fn keyring(
+        r: *const wid_remote_jwks,
+        out: *mut *mut wid_keyring,
+    ) -> Result<(), Error> {
+        // SAFETY: `r` is NULL or a live handle (the contract).
+        let remote = unsafe { remote_ref(r)? };
+        let keyring = remote.jwks.keyring().clone();
+        // SAFETY: `out` is NULL or writable (the contract).
+        unsafe { handle::out(out, "out", || handle::into_raw::<wid_keyring>(keyring)) }
+    }
+
+    /// # Safety
+    /// `r` NULL or a live handle; `out` NULL or writable.
+    pub(super) unsafe fn refresh(
+        r: *const wid_remote_jwks,
+        out: *mut wid_bytes,
+    ) -> Result<(), Error> {
+        // SAFETY: `r` is NULL or a live handle (the contract).
+        let remote = unsafe { remote_ref(r)? };
+        let report = remote.jwks.refresh()?;
+        let ids = |ids: &[crate::KeyId]| {
+            ids.iter()
+                .map(|k| k.as_str().to_string())
+                .collect::<Vec<_>>()
+        };
+        // SAFETY: `out` is NULL or writable (the contract).
+        unsafe {
+            out_optional(out, || {
+                let json = json!({
+                    "jwks_uri": report.jwks_uri,
+                    "keys": ids(&report.keys),
+                    "added": ids(&report.added),
+                    "removed": ids(&report.removed),
+                    "skipped": report.skipped,
+                    "max_age_ms": report.max_age.map(millis_out),
+                    "next_refresh_in_ms": millis_out(report.next_refresh_in),
+                });
+                wid_bytes::from_vec(json.to_string().into_bytes())
+            })
+        };
+        Ok(())
+    }
+
+    /// # Safety
+    /// `r` NULL or a live handle.
+    pub(super) unsafe fn start_refresher(r: *const wid_remote_jwks) -> Result<(), Error> {
+        // SAFETY: `r` is NULL or a live handle (the contract).
+        let remote = unsafe { remote_ref(r)? };
+        // A panic while the lock was held left `None` or a running refresher.
+        let mut running = remote
+            .refresher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if running.is_none() {
+            *running = Some(remote.jwks.spawn_refresher()?);
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `r` NULL or a live handle; `out` NULL or writable.
+    pub(super) unsafe fn stats(
+        r: *const wid_remote_jwks,
+        out: *mut wid_bytes,
+    ) -> Result<(), Error> {
+        // SAFETY: `r` is NULL or a live handle (the contract).
+        let remote = unsafe { remote_ref(r)? };
+        require_out(out, "out_json")?;
+        let s = remote.jwks.stats();
+        let json = json!({
+            "fetches": s.fetches,
+            "failures": s.failures,
+            "unknown_kid_fetches": s.unknown_kid_fetches,
+            "unknown_kid_suppressed": s.unknown_kid_suppressed,
+            "stale": s.stale,
+            "last_error": s.last_error,
+            "last_attempt_ms": s.last_attempt_ms,
+            "last_success_ms": s.last_success_ms,
+            "next_refresh_ms": s.next_refresh_ms,
+            "jwks_uri": s.jwks_uri,
+            "keys": s.keys,
+        })
+        .to_string();
+        // SAFETY: `out` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out, "out_json", || wid_bytes::from_vec(json.into_bytes())) }
+    }
+}

@@ -1,0 +1,352 @@
+//! The node identity manager: a client node's own identity token (Nomad
+//! 1.11), renewed at two thirds of its life, and loud before it can lapse.
+//!
+//! Nomad's users met the failure that matters (Nomad #27763): renewals
+//! stopped and every client went down when its 24 h token expired. Here a
+//! failed renewal is retried with a backoff while the current token is
+//! still valid, and every failure says, at warn level and in
+//! [`NodeIdentityStats`], how long the token has left and whether it will
+//! expire before the next attempt.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::renewal::{Jitter, OsJitter};
+use super::{IdentityDb, IdentityId, IdentityToken, PersistedState};
+use crate::error::{Error, Result};
+use crate::issue::{Issuer, SignedIdentity};
+use crate::keyring::Keyring;
+use crate::model::NodeIdentityRequest;
+
+/// How node identities are signed: the in-process [`Issuer`], or the host's
+/// RPC to its servers.
+pub trait NodeSigner: Send + Sync {
+    /// Signs `request` at `now` (Unix seconds).
+    fn sign_node(&self, request: &NodeIdentityRequest, now: i64) -> Result<SignedIdentity>;
+}
+
+impl NodeSigner for Issuer {
+    fn sign_node(&self, request: &NodeIdentityRequest, now: i64) -> Result<SignedIdentity> {
+        self.issue_node(request, now)
+    }
+}
+
+/// The first retry after a failed renewal; it doubles per failure...
+const BACKOFF_BASE_MS: i64 = 1_000;
+/// ...up to a minute: a node identity that is about to lapse is worth trying
+/// often.
+const BACKOFF_CAP_MS: i64 = 60_000;
+/// Renewal is due at two thirds of the life, minus up to this fraction of
+/// the life as jitter (so a fleet started together does not renew together).
+const JITTER_FRACTION: f64 = 0.05;
+
+/// What a node identity manager has done, and whether its token is at risk.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct NodeIdentityStats {
+    /// Tokens signed (the first included).
+    pub signed: u64,
+    /// Renewal attempts that failed.
+    pub failures: u64,
+    /// Failures since the last success (0 when the last attempt succeeded).
+    pub consecutive_failures: u32,
+    /// The current token's `exp` (Unix seconds), if there is a token.
+    pub expires_at: Option<i64>,
+    /// When the next renewal attempt is due (Unix milliseconds).
+    pub next_attempt_ms: Option<i64>,
+    /// Renewals are failing and the token expires before the next attempt:
+    /// unless something changes, this node loses its identity.
+    pub expires_before_next_attempt: bool,
+    /// The last failure's message (never a token).
+    pub last_error: Option<String>,
+}
+
+struct State {
+    token: Option<IdentityToken>,
+    next_attempt_ms: Option<i64>,
+    stats: NodeIdentityStats,
+}
+
+/// Keeps one client node's identity token: renewed at two thirds of its
+/// life, retried with a backoff, loud before it lapses.
+///
+/// ```
+/// use std::sync::Arc;
+/// use workload_identity::manager::{MemoryIdentityDb, NodeIdentityManager};
+/// use workload_identity::model::{Node, NodeIdentityRequest};
+/// use workload_identity::{Issuer, Keyring};
+///
+/// let keyring = Keyring::new();
+/// keyring.rotate(1_700_000_000)?;
+/// let req = NodeIdentityRequest {
+///     region: "global".into(),
+///     node: Node { id: "n1".into(), datacenter: "dc1".into(), node_pool: "default".into(), ..Node::default() },
+///     ..NodeIdentityRequest::default()
+/// };
+/// let m = NodeIdentityManager::new(req, Arc::new(Issuer::new(keyring.clone())), Arc::new(MemoryIdentityDb::default()), keyring);
+/// let t0 = 1_700_000_000_000;
+/// m.start(t0)?;
+/// // Due at two thirds of 24 h (16 h), less up to 5 % of 24 h (72 min) as jitter.
+/// let due = m.next_due_ms().unwrap();
+/// assert!(due >= t0 + 14 * 3600 * 1000 + 48 * 60 * 1000 && due <= t0 + 16 * 3600 * 1000);
+/// m.tick(due)?; // renews
+/// assert_eq!(m.stats().signed, 2);
+/// # Ok::<(), workload_identity::Error>(())
+/// ```
+pub struct NodeIdentityManager {
+    request: NodeIdentityRequest,
+    signer: Arc<dyn NodeSigner>,
+    db: Arc<dyn IdentityDb>,
+    keyring: Keyring,
+    jitter: Arc<dyn Jitter>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for NodeIdentityManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeIdentityManager")
+            .field("node", &self.request.node.id)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeIdentityManager {
+    /// A manager for `request`'s node, signing with `signer`, saving to `db`
+    /// (under `node-<node ID>`), checking restored tokens against `keyring`.
+    pub fn new(
+        request: NodeIdentityRequest,
+        signer: Arc<dyn NodeSigner>,
+        db: Arc<dyn IdentityDb>,
+        keyring: Keyring,
+    ) -> NodeIdentityManager {
+        NodeIdentityManager {
+            request,
+            signer,
+            db,
+            keyring,
+            jitter: Arc::new(OsJitter),
+            state: Mutex::new(State {
+                token: None,
+                next_attempt_ms: None,
+                stats: NodeIdentityStats::default(),
+            }),
+        }
+    }
+
+    /// Replaces the jitter source (tests make it fixed).
+    pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> NodeIdentityManager {
+        self.jitter = jitter;
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn db_key(&self) -> String {
+        format!("node-{}", self.request.node.id)
+    }
+
+    fn identity_id() -> IdentityId {
+        IdentityId::new("node", "default")
+    }
+
+    /// When a token signed at `iat` and expiring at `exp` is due for
+    /// renewal: two thirds of its life, less up to 5 % of it as jitter.
+    fn due_ms(&self, iat: i64, exp: i64) -> i64 {
+        let life_ms = i128::from(exp - iat).max(0) * 1000;
+        let jitter =
+            (life_ms as f64 * JITTER_FRACTION * self.jitter.draw().clamp(0.0, 1.0)) as i128;
+        let due = i128::from(iat) * 1000 + life_ms * 2 / 3 - jitter;
+        i64::try_from(due).unwrap_or(i64::MAX)
+    }
+
+    /// Signs a first token and saves it.
+    pub fn start(&self, now_ms: i64) -> Result<IdentityToken> {
+        self.renew(now_ms)
+    }
+
+    /// After a restart: reuses the saved token if it still verifies against
+    /// the keyring, is this node's (its claims are what signing the request
+    /// gives, but for the times and `jti`) and is not yet due for renewal;
+    /// else signs a new one. `Ok(true)` when the saved token was reused.
+    pub fn restore(&self, now_ms: i64) -> Result<bool> {
+        match self.saved(now_ms) {
+            Ok(token) => {
+                let due = self.due_ms(token.issued_at, token.expires_at.unwrap_or(token.issued_at));
+                let mut st = self.lock();
+                st.stats.expires_at = token.expires_at;
+                st.next_attempt_ms = Some(due);
+                st.stats.next_attempt_ms = Some(due);
+                st.token = Some(token);
+                Ok(true)
+            }
+            Err(why) => {
+                log::info!(
+                    "node identity of {:?} re-signed on restore: {why}",
+                    self.request.node.id
+                );
+                self.renew(now_ms).map(|_| false)
+            }
+        }
+    }
+
+    /// The saved token, if it may be reused at `now_ms`; else why not.
+    fn saved(&self, now_ms: i64) -> std::result::Result<IdentityToken, String> {
+        let state = self
+            .db
+            .load(&self.db_key())
+            .map_err(|e| format!("saved state unreadable: {e}"))?
+            .ok_or("no saved state")?;
+        let [token] = <[IdentityToken; 1]>::try_from(state.identities)
+            .map_err(|v| format!("the saved state holds {} identities, not one", v.len()))?;
+        let claims = crate::verify::check_signature(&self.keyring, &token.token)
+            .map_err(|e| format!("the saved token no longer verifies: {e}"))?;
+        // What signing the request gives, but for the times, jti and iss
+        // (nothing is signed to find out).
+        let r = &self.request;
+        let want_sub = format!(
+            "node:{}:{}:{}:default",
+            r.region, r.node.node_pool, r.node.id
+        );
+        if claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&r.node))
+            || claims.subject != want_sub
+            || claims.audience != r.audiences()
+        {
+            return Err(
+                "the saved token is not this node's identity as configured (node claims, sub or aud differ)".into(),
+            );
+        }
+        if claims.jwt_id != token.jwt_id || claims.expires_at != token.expires_at {
+            return Err(
+                "the saved token does not match its saved record (jti or exp differ)".into(),
+            );
+        }
+        let Some(exp) = token.expires_at else {
+            return Err("the saved token has no exp".into());
+        };
+        if now_ms >= self.due_ms(token.issued_at, exp) {
+            return Err("the saved token is due for renewal".into());
+        }
+        Ok(token)
+    }
+
+    /// Signs, saves and installs a new token now.
+    fn renew(&self, now_ms: i64) -> Result<IdentityToken> {
+        let now = now_ms.div_euclid(1000);
+        let attempt = self.signer.sign_node(&self.request, now).and_then(|s| {
+            if s.claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&self.request.node)) {
+                return Err(Error::invalid(
+                    "NodeSigner",
+                    "claims",
+                    "the signer returned a token that is not this node's identity (its nomad_node_* claims differ)",
+                ));
+            }
+            if s.claims.expires_at.is_none() {
+                return Err(Error::invalid(
+                    "NodeSigner",
+                    "claims",
+                    "the signer returned a node identity without exp",
+                ));
+            }
+            let token = IdentityToken::from_signed(Self::identity_id(), s, None);
+            self.db.store(
+                &self.db_key(),
+                &PersistedState {
+                    identities: vec![token.clone()],
+                    secrets: Vec::new(),
+                },
+            )?;
+            Ok(token)
+        });
+        let mut st = self.lock();
+        match attempt {
+            Ok(token) => {
+                let exp = token.expires_at.unwrap_or(token.issued_at);
+                let due = self.due_ms(token.issued_at, exp);
+                st.stats.signed += 1;
+                st.stats.consecutive_failures = 0;
+                st.stats.expires_at = token.expires_at;
+                st.stats.expires_before_next_attempt = false;
+                st.stats.last_error = None;
+                st.next_attempt_ms = Some(due);
+                st.stats.next_attempt_ms = Some(due);
+                st.token = Some(token.clone());
+                Ok(token)
+            }
+            Err(e) => {
+                st.stats.failures += 1;
+                st.stats.consecutive_failures = st.stats.consecutive_failures.saturating_add(1);
+                let n = st.stats.consecutive_failures;
+                let delay = (BACKOFF_BASE_MS << n.saturating_sub(1).min(16)).min(BACKOFF_CAP_MS);
+                let next = now_ms.saturating_add(delay);
+                st.next_attempt_ms = Some(next);
+                st.stats.next_attempt_ms = Some(next);
+                st.stats.last_error = Some(e.to_string());
+                let exp_ms = st
+                    .token
+                    .as_ref()
+                    .and_then(|t| t.expires_at)
+                    .map(|exp| exp.saturating_mul(1000));
+                st.stats.expires_before_next_attempt = exp_ms.is_some_and(|x| x <= next);
+                match exp_ms {
+                    Some(x) if x > now_ms => log::warn!(
+                        "node identity of {:?}: renewal failed {n} time(s) in a row ({e}); the current token expires in {} s{}; next attempt in {} s",
+                        self.request.node.id,
+                        (x - now_ms) / 1000,
+                        if x <= next {
+                            ", BEFORE the next attempt: the node will lose its identity"
+                        } else {
+                            ""
+                        },
+                        delay / 1000
+                    ),
+                    Some(_) => log::warn!(
+                        "node identity of {:?}: renewal failed {n} time(s) in a row ({e}) and the token HAS EXPIRED: the node has no valid identity; next attempt in {} s",
+                        self.request.node.id,
+                        delay / 1000
+                    ),
+                    None => log::warn!(
+                        "node identity of {:?}: signing failed {n} time(s) in a row ({e}); the node has no identity yet; next attempt in {} s",
+                        self.request.node.id,
+                        delay / 1000
+                    ),
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Renews when due (two thirds of the life, or the retry after a
+    /// failure). A failure keeps the current token and is returned; the next
+    /// attempt is backed off (1 s doubling to 60 s).
+    pub fn tick(&self, now_ms: i64) -> Result<()> {
+        let due = self.lock().next_attempt_ms;
+        match due {
+            Some(due) if now_ms < due => Ok(()),
+            _ => self.renew(now_ms).map(drop),
+        }
+    }
+
+    /// When [`NodeIdentityManager::tick`] next has work (Unix milliseconds).
+    pub fn next_due_ms(&self) -> Option<i64> {
+        self.lock().next_attempt_ms
+    }
+
+    /// The current token, while it has not expired.
+    pub fn current(&self, now_ms: i64) -> Option<IdentityToken> {
+        let st = self.lock();
+        st.token
+            .as_ref()
+            .filter(|t| {
+                t.expires_at
+                    .is_some_and(|exp| exp.saturating_mul(1000) > now_ms)
+            })
+            .cloned()
+    }
+
+    /// The counters and the risk (see [`NodeIdentityStats`]).
+    pub fn stats(&self) -> NodeIdentityStats {
+        self.lock().stats.clone()
+    }
+}
