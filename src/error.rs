@@ -60,8 +60,10 @@ pub enum ResultCode {
     /// The client node a node identity token names does not exist
     /// (`WID_RESULT_NODE_NOT_FOUND`).
     NodeNotFound = 23,
-    /// The client node a node identity token names is down, or has a status
-    /// Nomad does not define (`WID_RESULT_NODE_DOWN`).
+    /// The client node a node identity token names is down (the store's
+    /// answer: `MemoryStore` also counts a status Nomad does not define as
+    /// down, where `EtcdStore` fails closed with `StoreUnavailable`)
+    /// (`WID_RESULT_NODE_DOWN`).
     NodeDown = 24,
     /// The keyring has no active key to sign with.
     NoActiveKey = 30,
@@ -310,7 +312,7 @@ pub enum Error {
         /// The node ID from the token.
         node_id: String,
     },
-    /// The node is down (or its status is one Nomad does not define).
+    /// The node is down (as the store answers).
     #[error("node {node_id:?} is down")]
     NodeDown {
         /// The node ID from the token.

@@ -266,6 +266,30 @@ fn allocation_and_node_tokens_are_never_confused() {
             assert_eq!(e.code(), ResultCode::MalformedToken, "{payload}: {e}");
         }
     }
+    // Every path decides the same: batch and explain, without a cache.
+    let plain = Verifier::builder(
+        keyring(),
+        store.clone(),
+        Audience::new("nomadproject.io").unwrap(),
+    )
+    .key_wait(Duration::ZERO)
+    .build();
+    let batch = plain.verify_batch(&[&node, &alloc], NOW);
+    assert_eq!(
+        batch[0].as_ref().unwrap_err().code(),
+        ResultCode::TokenKindRefused
+    );
+    assert!(batch[1].is_ok());
+    let x = plain.explain(&node, NOW);
+    assert_eq!(x.result.unwrap_err().code(), ResultCode::TokenKindRefused);
+    // A node token without exp is malformed.
+    let no_exp = signed(&format!(
+        r#"{{"nomad_node_id":"{NODE}","sub":"x","aud":"nomadproject.io","iat":{NOW},"jti":"j"}}"#
+    ));
+    assert_eq!(
+        both.verify(&no_exp, NOW).unwrap_err().code(),
+        ResultCode::MalformedToken
+    );
     // The hand-signed path is sound: the node token's own claims pass.
     let good = signed(&format!(r#"{{"nomad_node_id":"{NODE}",{common}}}"#));
     assert!(only_nodes.verify(&good, NOW).is_ok());
@@ -407,18 +431,31 @@ fn a_restarted_manager_reuses_a_valid_saved_token_and_re_signs_otherwise() {
     assert!(m.restore(t0 + 3_600_000).unwrap());
     assert_eq!(m.current(t0 + 3_600_000).unwrap().jwt_id, first.jwt_id);
     assert_eq!(m.stats().signed, 0);
-    // Due for renewal: re-signed.
+    // Due for renewal: taken back, and renewed at once.
     let m = manager(request());
-    assert!(!m.restore(t0 + 20 * 3_600_000).unwrap());
+    assert!(m.restore(t0 + 20 * 3_600_000).unwrap());
+    assert_eq!(m.stats().signed, 1);
     let second = m.current(t0 + 20 * 3_600_000).unwrap();
     assert_ne!(second.jwt_id, first.jwt_id);
+    // Expired: re-signed.
+    let m = manager(request());
+    assert!(m.restore(t0 + 21 * 3_600_000).unwrap(), "the renewed one is current");
+    let m2 = manager(request());
+    assert!(!m2.restore(t0 + 60 * 3_600_000).unwrap());
     // The node moved to another pool: its saved token is not reused.
     let mut moved = request();
     moved.node.node_pool = "gpu".into();
     let m = manager(moved);
     assert!(!m.restore(t0 + 20 * 3_600_000 + 1_000).unwrap());
-    // A key that is gone: the saved token no longer verifies, re-signed with
-    // the new one.
+    // A key that is gone: the saved token (this node's, current) no longer
+    // verifies, re-signed with the new one.
+    let m = manager(request());
+    let t1 = t0 + 21 * 3_600_000;
+    m.start(t1).unwrap();
+    assert!(
+        manager(request()).restore(t1 + 1_000).unwrap(),
+        "reusable as is"
+    );
     let other = Keyring::new();
     other.rotate(NOW).unwrap();
     let m = NodeIdentityManager::new(
@@ -427,5 +464,72 @@ fn a_restarted_manager_reuses_a_valid_saved_token_and_re_signs_otherwise() {
         db.clone(),
         other,
     );
-    assert!(!m.restore(t0 + 20 * 3_600_000 + 2_000).unwrap());
+    assert!(!m.restore(t1 + 2_000).unwrap());
+}
+
+/// A restart while the servers are unreachable keeps a saved token that is
+/// due but still valid; a signer that hands back the current token (a
+/// server that declined to renew) is a failure, not a renewal; a stalled
+/// tick shows in health(); any node ID is a safe file name.
+#[test]
+fn the_manager_keeps_good_tokens_refuses_non_renewals_and_shows_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db: Arc<dyn IdentityDb> = Arc::new(workload_identity::manager::FileIdentityDb::new(
+        dir.path().to_path_buf(),
+    ));
+    let flaky = Arc::new(Flaky {
+        issuer: Issuer::new(keyring()),
+        fail: AtomicBool::new(false),
+    });
+    let mut r = request();
+    r.node.id = "../../weird id/ünïcode".into();
+    let manager = || {
+        NodeIdentityManager::new(r.clone(), flaky.clone(), db.clone(), keyring())
+            .with_jitter(Arc::new(FixedJitter(0.0)))
+    };
+    let t0 = NOW * 1000;
+    let first = manager().start(t0).unwrap();
+    // Due (past two thirds), servers down: the saved token is kept.
+    flaky.fail.store(true, Ordering::SeqCst);
+    let late = t0 + 20 * 3_600_000;
+    let m = manager();
+    assert!(m.restore(late).unwrap());
+    assert_eq!(m.current(late).unwrap().jwt_id, first.jwt_id);
+    assert_eq!(m.stats().consecutive_failures, 1);
+    let h = m.health(late);
+    assert!(h.at_risk && h.expires_in_ms == Some(4 * 3_600_000), "{h:?}");
+    // A signer that returns the same token every time (a server that
+    // declined to renew): the first is taken, the repeat is a failure.
+    struct Same(SignedIdentity);
+    impl NodeSigner for Same {
+        fn sign_node(&self, _: &NodeIdentityRequest, _: i64) -> Result<SignedIdentity, Error> {
+            Ok(self.0.clone())
+        }
+    }
+    let once = Issuer::new(keyring()).issue_node(&request(), NOW).unwrap();
+    let same = NodeIdentityManager::new(
+        request(),
+        Arc::new(Same(once)),
+        Arc::new(MemoryIdentityDb::default()),
+        keyring(),
+    )
+    .with_jitter(Arc::new(FixedJitter(0.0)));
+    same.start(t0).unwrap();
+    let due = same.next_due_ms().unwrap();
+    assert!(same.tick(due).is_err());
+    let st = same.stats();
+    assert_eq!((st.signed, st.consecutive_failures), (1, 1));
+    assert!(
+        st.last_error.unwrap().contains("already due"),
+        "refused as no renewal"
+    );
+    // Nothing calls tick: health says the renewal is overdue.
+    flaky.fail.store(false, Ordering::SeqCst);
+    let m = manager();
+    assert!(!m.restore(t0 + 23 * 3_600_000).unwrap() || m.stats().signed == 1);
+    let due = m.next_due_ms().unwrap();
+    let h = m.health(due + 10 * 60_000);
+    assert_eq!(h.renewal_overdue_ms, 10 * 60_000);
+    assert!(h.at_risk);
+    assert!(!m.health(due - 1).at_risk);
 }

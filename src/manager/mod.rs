@@ -38,7 +38,7 @@ use crate::model::IssueRequest;
 
 pub use db::{FileIdentityDb, IdentityDb, MemoryIdentityDb, PersistedState};
 pub use exchange::{Derived, ExchangeError, RefreshReason, Refreshed, TokenExchange};
-pub use node::{NodeIdentityManager, NodeIdentityStats, NodeSigner};
+pub use node::{NodeIdentityHealth, NodeIdentityManager, NodeIdentityStats, NodeSigner};
 pub use renewal::{Jitter, OsJitter, RenewalPolicy};
 pub use runner::Runner;
 pub use types::{

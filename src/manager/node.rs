@@ -60,9 +60,30 @@ pub struct NodeIdentityStats {
     pub last_error: Option<String>,
 }
 
+/// [`NodeIdentityManager::health`]: the counters and what the clock says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeIdentityHealth {
+    /// Milliseconds until the current token expires (negative: expired);
+    /// `None` without a token.
+    pub expires_in_ms: Option<i64>,
+    /// How long past due the next renewal attempt is (0 when it is not due).
+    pub renewal_overdue_ms: i64,
+    /// Renewals are failing, a renewal is more than a minute overdue, or
+    /// there is no valid token: someone should look.
+    pub at_risk: bool,
+    /// The counters.
+    pub stats: NodeIdentityStats,
+}
+
+/// A renewal more than this late means whatever calls `tick` stalled.
+const OVERDUE_WARN_MS: i64 = 60_000;
+
 struct State {
     token: Option<IdentityToken>,
     next_attempt_ms: Option<i64>,
+    /// The current token's renewal time.
+    due_ms: Option<i64>,
     stats: NodeIdentityStats,
 }
 
@@ -99,6 +120,8 @@ pub struct NodeIdentityManager {
     keyring: Keyring,
     jitter: Arc<dyn Jitter>,
     state: Mutex<State>,
+    /// Held for a whole renewal: one at a time.
+    renewing: Mutex<()>,
 }
 
 impl std::fmt::Debug for NodeIdentityManager {
@@ -112,7 +135,8 @@ impl std::fmt::Debug for NodeIdentityManager {
 
 impl NodeIdentityManager {
     /// A manager for `request`'s node, signing with `signer`, saving to `db`
-    /// (under `node-<node ID>`), checking restored tokens against `keyring`.
+    /// (under `node.<hash of the node ID>`), checking restored and newly
+    /// signed tokens against `keyring`.
     pub fn new(
         request: NodeIdentityRequest,
         signer: Arc<dyn NodeSigner>,
@@ -128,8 +152,10 @@ impl NodeIdentityManager {
             state: Mutex::new(State {
                 token: None,
                 next_attempt_ms: None,
+                due_ms: None,
                 stats: NodeIdentityStats::default(),
             }),
+            renewing: Mutex::new(()),
         }
     }
 
@@ -143,8 +169,13 @@ impl NodeIdentityManager {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `node.<hex of SHA-256 of the node ID, 16 bytes>`: a safe file name
+    /// whatever the ID holds, and never an allocation ID's form.
     fn db_key(&self) -> String {
-        format!("node-{}", self.request.node.id)
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(self.request.node.id.as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("node.{hex}")
     }
 
     fn identity_id() -> IdentityId {
@@ -166,19 +197,31 @@ impl NodeIdentityManager {
         self.renew(now_ms)
     }
 
-    /// After a restart: reuses the saved token if it still verifies against
-    /// the keyring, is this node's (its claims are what signing the request
-    /// gives, but for the times and `jti`) and is not yet due for renewal;
-    /// else signs a new one. `Ok(true)` when the saved token was reused.
+    /// After a restart: takes the saved token back if it still verifies
+    /// against the keyring, is this node's (node claims, `sub`, `aud` as the
+    /// request gives them), matches its saved record (`jti`, `iat`, `exp`)
+    /// and has not expired. If it is already due for renewal it is renewed
+    /// at once, and kept in use when that fails (retried with the backoff):
+    /// a restart while the servers are unreachable never costs the node a
+    /// token that is still good. Anything else signs a new one. `Ok(true)`
+    /// when the saved token was taken back.
     pub fn restore(&self, now_ms: i64) -> Result<bool> {
         match self.saved(now_ms) {
             Ok(token) => {
-                let due = self.due_ms(token.issued_at, token.expires_at.unwrap_or(token.issued_at));
-                let mut st = self.lock();
-                st.stats.expires_at = token.expires_at;
-                st.next_attempt_ms = Some(due);
-                st.stats.next_attempt_ms = Some(due);
-                st.token = Some(token);
+                let exp = token.expires_at.unwrap_or(token.issued_at);
+                let due = self.due_ms(token.issued_at, exp);
+                {
+                    let mut st = self.lock();
+                    st.stats.expires_at = token.expires_at;
+                    st.next_attempt_ms = Some(due);
+                    st.stats.next_attempt_ms = Some(due);
+                    st.due_ms = Some(due);
+                    st.token = Some(token);
+                }
+                if now_ms >= due {
+                    // Logged and backed off by renew; the saved token stays.
+                    let _ = self.renew(now_ms);
+                }
                 Ok(true)
             }
             Err(why) => {
@@ -191,7 +234,32 @@ impl NodeIdentityManager {
         }
     }
 
-    /// The saved token, if it may be reused at `now_ms`; else why not.
+    /// `sub` as signing the request gives it.
+    fn expected_subject(&self) -> String {
+        let r = &self.request;
+        format!(
+            "node:{}:{}:{}:default",
+            r.region, r.node.node_pool, r.node.id
+        )
+    }
+
+    /// Why `claims` are not this node's identity as configured, if they are
+    /// not (node claims, `sub`, `aud`; times, `jti` and `iss` aside).
+    fn not_ours(&self, claims: &crate::Claims) -> Option<&'static str> {
+        let r = &self.request;
+        if claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&r.node)) {
+            return Some("its nomad_node_* claims are not this node's");
+        }
+        if claims.subject != self.expected_subject() {
+            return Some("its sub is not this node's");
+        }
+        if claims.audience != r.audiences() {
+            return Some("its aud is not the request's");
+        }
+        None
+    }
+
+    /// The saved token, if it may be taken back at `now_ms`; else why not.
     fn saved(&self, now_ms: i64) -> std::result::Result<IdentityToken, String> {
         let state = self
             .db
@@ -202,62 +270,93 @@ impl NodeIdentityManager {
             .map_err(|v| format!("the saved state holds {} identities, not one", v.len()))?;
         let claims = crate::verify::check_signature(&self.keyring, &token.token)
             .map_err(|e| format!("the saved token no longer verifies: {e}"))?;
-        // What signing the request gives, but for the times, jti and iss
-        // (nothing is signed to find out).
-        let r = &self.request;
-        let want_sub = format!(
-            "node:{}:{}:{}:default",
-            r.region, r.node.node_pool, r.node.id
-        );
-        if claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&r.node))
-            || claims.subject != want_sub
-            || claims.audience != r.audiences()
+        if let Some(why) = self.not_ours(&claims) {
+            return Err(format!(
+                "the saved token is not this node's identity as configured: {why}"
+            ));
+        }
+        if claims.jwt_id != token.jwt_id
+            || claims.expires_at != token.expires_at
+            || claims.issued_at != Some(token.issued_at)
         {
             return Err(
-                "the saved token is not this node's identity as configured (node claims, sub or aud differ)".into(),
-            );
-        }
-        if claims.jwt_id != token.jwt_id || claims.expires_at != token.expires_at {
-            return Err(
-                "the saved token does not match its saved record (jti or exp differ)".into(),
+                "the saved token does not match its saved record (jti, iat or exp differ)".into(),
             );
         }
         let Some(exp) = token.expires_at else {
             return Err("the saved token has no exp".into());
         };
-        if now_ms >= self.due_ms(token.issued_at, exp) {
-            return Err("the saved token is due for renewal".into());
+        if now_ms >= exp.saturating_mul(1000) {
+            return Err("the saved token has expired".into());
         }
         Ok(token)
     }
 
-    /// Signs, saves and installs a new token now.
+    /// Why `s` cannot be this node's next token at `now_ms`, if it cannot.
+    fn refuse_signed(&self, s: &SignedIdentity, now_ms: i64) -> Option<String> {
+        let claims = match crate::verify::check_signature(&self.keyring, &s.token) {
+            Ok(c) => c,
+            Err(e) => {
+                return Some(format!(
+                    "its token does not verify against the keyring: {e}"
+                ));
+            }
+        };
+        if claims != s.claims {
+            return Some("the claims it reports differ from its token's".into());
+        }
+        if let Some(why) = self.not_ours(&claims) {
+            return Some(why.into());
+        }
+        let (Some(iat), Some(exp)) = (claims.issued_at, claims.expires_at) else {
+            return Some("its token lacks iat or exp (a node identity must expire)".into());
+        };
+        if exp.saturating_mul(1000) <= now_ms || exp <= iat {
+            return Some(format!(
+                "its token expires at {exp}, not after now and its iat"
+            ));
+        }
+        if self.due_ms(iat, exp) <= now_ms {
+            return Some("its token is already due for renewal (not a fresh token)".into());
+        }
+        let current_exp = self.lock().token.as_ref().and_then(|t| t.expires_at);
+        if current_exp.is_some_and(|c| exp <= c) {
+            return Some(
+                "its token does not outlive the current one (the signer did not renew)".into(),
+            );
+        }
+        None
+    }
+
+    /// Signs, installs and saves a new token now. One renewal at a time; a
+    /// token that cannot be saved is still used (and the failure logged).
     fn renew(&self, now_ms: i64) -> Result<IdentityToken> {
+        let _one = self.renewing.lock().unwrap_or_else(PoisonError::into_inner);
         let now = now_ms.div_euclid(1000);
         let attempt = self.signer.sign_node(&self.request, now).and_then(|s| {
-            if s.claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&self.request.node)) {
+            if let Some(why) = self.refuse_signed(&s, now_ms) {
                 return Err(Error::invalid(
                     "NodeSigner",
-                    "claims",
-                    "the signer returned a token that is not this node's identity (its nomad_node_* claims differ)",
+                    "token",
+                    format!("the signer returned a token that cannot be this node's next identity: {why}"),
                 ));
             }
-            if s.claims.expires_at.is_none() {
-                return Err(Error::invalid(
-                    "NodeSigner",
-                    "claims",
-                    "the signer returned a node identity without exp",
-                ));
-            }
-            let token = IdentityToken::from_signed(Self::identity_id(), s, None);
-            self.db.store(
+            Ok(IdentityToken::from_signed(Self::identity_id(), s, None))
+        });
+        let attempt = attempt.inspect(|token| {
+            let saved = self.db.store(
                 &self.db_key(),
                 &PersistedState {
                     identities: vec![token.clone()],
                     secrets: Vec::new(),
                 },
-            )?;
-            Ok(token)
+            );
+            if let Err(e) = saved {
+                log::warn!(
+                    "node identity of {:?}: the new token is in use but could not be saved ({e}); a restart will sign again",
+                    self.request.node.id
+                );
+            }
         });
         let mut st = self.lock();
         match attempt {
@@ -271,6 +370,7 @@ impl NodeIdentityManager {
                 st.stats.last_error = None;
                 st.next_attempt_ms = Some(due);
                 st.stats.next_attempt_ms = Some(due);
+                st.due_ms = Some(due);
                 st.token = Some(token.clone());
                 Ok(token)
             }
@@ -324,7 +424,42 @@ impl NodeIdentityManager {
         let due = self.lock().next_attempt_ms;
         match due {
             Some(due) if now_ms < due => Ok(()),
-            _ => self.renew(now_ms).map(drop),
+            Some(due) => {
+                if now_ms - due > OVERDUE_WARN_MS {
+                    log::warn!(
+                        "node identity of {:?}: the renewal due {} s ago is only being tried now: whatever calls tick() was stalled",
+                        self.request.node.id,
+                        (now_ms - due) / 1000
+                    );
+                }
+                self.renew(now_ms).map(drop)
+            }
+            None => self.renew(now_ms).map(drop),
+        }
+    }
+
+    /// What [`NodeIdentityManager::stats`] says, plus what only the time
+    /// can tell: how long the token has left and how late its renewal is.
+    /// Call it from a health check or a metrics scrape: it sees a renewal
+    /// that is not happening because nothing calls
+    /// [`NodeIdentityManager::tick`] (a stalled loop, Nomad #27763's
+    /// failure), which no failure would report.
+    pub fn health(&self, now_ms: i64) -> NodeIdentityHealth {
+        let st = self.lock();
+        let exp_ms = st
+            .token
+            .as_ref()
+            .and_then(|t| t.expires_at)
+            .map(|e| e.saturating_mul(1000));
+        NodeIdentityHealth {
+            expires_in_ms: exp_ms.map(|x| x - now_ms),
+            renewal_overdue_ms: st.next_attempt_ms.map(|d| (now_ms - d).max(0)).unwrap_or(0),
+            at_risk: st.stats.consecutive_failures > 0
+                || st
+                    .next_attempt_ms
+                    .is_some_and(|d| now_ms - d > OVERDUE_WARN_MS)
+                || exp_ms.is_none_or(|x| x <= now_ms),
+            stats: st.stats.clone(),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::jwt;
 #[non_exhaustive]
 pub struct VerificationStep {
     /// What was checked: `length`, `structure`, `key`, `algorithm`,
-    /// `signature`, `claims`, `times`, `audience`, `issuer` or `allocation`.
+    /// `signature`, `claims`, `times`, `audience`, `issuer`, `allocation` or `node` (for a node token).
     pub name: &'static str,
     /// Whether it passed.
     pub passed: bool,
@@ -67,7 +67,7 @@ impl Verifier {
     /// check in order: length, structure (segments, base64url, header), key,
     /// algorithm (the key's, and the signature's size), signature, claims
     /// (strict JSON), times (`exp`, `nbf`, `iat` with the leeway), audience,
-    /// issuer, allocation. It stops at the first failure. The token cache is
+    /// issuer, allocation (or node). It stops at the first failure. The token cache is
     /// neither read nor filled, and the stats do not count it; an unknown key
     /// is waited for as `verify` would.
     pub fn explain(&self, token: &str, now: i64) -> Explanation {

@@ -41,6 +41,11 @@ impl Verifier {
                         reason: "the node token has no nomad_node_id claim".into(),
                     });
                 }
+                if c.expires_at.is_none() {
+                    return Err(Error::MalformedToken {
+                        reason: "the node token has no exp: a node identity must expire".into(),
+                    });
+                }
                 if accept == NodeTokens::Refuse {
                     return Err(Error::TokenKindRefused {
                         reason: format!(
