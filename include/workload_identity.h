@@ -78,8 +78,10 @@ enum wid_result
   // The client node a node identity token names does not exist
   // (`WID_RESULT_NODE_NOT_FOUND`).
   WID_RESULT_NODE_NOT_FOUND = 23,
-  // The client node a node identity token names is down, or has a status
-  // Nomad does not define (`WID_RESULT_NODE_DOWN`).
+  // The client node a node identity token names is down (the store's
+  // answer: `MemoryStore` also counts a status Nomad does not define as
+  // down, where `EtcdStore` fails closed with `StoreUnavailable`)
+  // (`WID_RESULT_NODE_DOWN`).
   WID_RESULT_NODE_DOWN = 24,
   // The keyring has no active key to sign with.
   WID_RESULT_NO_ACTIVE_KEY = 30,
@@ -235,6 +237,32 @@ enum wid_node
 typedef uint32_t wid_node;
 #endif // __cplusplus
 
+// Which kinds of identity token a verifier accepts
+// (`wid_verifier_builder_set_node_tokens`), as C numbers: the C face of
+// `NodeTokens` (Rust). The claims decide a token's kind: a node token
+// carries `nomad_node_id` and none of the allocation claims; a token with
+// both kinds of claims, or a node token without `exp`, is
+// `WID_RESULT_MALFORMED_TOKEN`.
+enum wid_node_tokens
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Allocation tokens only (the default): a node token is
+  // `WID_RESULT_TOKEN_KIND_REFUSED` (`WID_NODE_TOKENS_REFUSE`).
+  WID_NODE_TOKENS_REFUSE = 0,
+  // Both kinds: allocation tokens bound to their allocation (the
+  // allocation lookup), node tokens to their node (the node lookup)
+  // (`WID_NODE_TOKENS_ACCEPT`).
+  WID_NODE_TOKENS_ACCEPT = 1,
+  // Node tokens only: an allocation token is
+  // `WID_RESULT_TOKEN_KIND_REFUSED` (`WID_NODE_TOKENS_ONLY`).
+  WID_NODE_TOKENS_ONLY = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_node_tokens;
+#endif // __cplusplus
+
 // A configured issuer (opaque; reference counted, immutable, safe to use
 // from many threads at once): made by `wid_issuer_builder_build`, released
 // by `wid_issuer_free`.
@@ -272,10 +300,8 @@ typedef struct wid_verifier wid_verifier;
 //
 // Setters (each may be called any number of times; the last value wins):
 // leeway, key wait, max token bytes, require exp, cache entries, issuer,
-// require proof, max proof lifetime, proof replay capacity. Node tokens
-// (node identities, not yet in this library) will get their setter here,
-// `wid_verifier_builder_set_node_tokens`, when they land; until then a
-// verifier accepts workload tokens only.
+// require proof, max proof lifetime, proof replay capacity, node tokens
+// (which token kinds the verifier accepts) and the node lookup.
 typedef struct wid_verifier_builder wid_verifier_builder;
 
 // A workload's key pair (opaque; one owner, not reference counted): made by
@@ -309,6 +335,21 @@ typedef wid_result (*wid_alloc_lookup_fn)(void *userdata,
                                           size_t alloc_id_len,
                                           uint32_t consistency,
                                           uint32_t *out_state);
+
+// Looks up a client node, for node identity tokens: writes its state
+// (`WID_NODE_MISSING`, `LIVE` or `DOWN`) to `*out_state` and returns
+// `WID_RESULT_OK`, or returns an error code. Called as `wid_alloc_lookup_fn`
+// is (from whichever thread verifies, possibly from several at once;
+// `WID_CONSISTENCY_STALE` first and `WID_CONSISTENCY_CONSISTENT` only when
+// the stale answer was missing). An error code, or a state other than 0, 1
+// or 2, fails closed (`WID_RESULT_STORE_UNAVAILABLE`). `node_id` is not
+// NUL-terminated and is valid only during the call. Set with
+// `wid_verifier_builder_set_node_lookup`.
+typedef wid_result (*wid_node_lookup_fn)(void *userdata,
+                                         const uint8_t *node_id,
+                                         size_t node_id_len,
+                                         uint32_t consistency,
+                                         uint32_t *out_state);
 
 // Verifier options for `wid_verifier_new_with_options`. Zero values mean the
 // defaults (so `{0}` is all defaults; note that `wid_verifier_new`'s own
@@ -453,7 +494,7 @@ wid_result wid_keystore_rewrap(const char *path,
 // `{"accepted":false,"code":"WID_RESULT_EXPIRED","result":14,"steps":[{"detail":"...","name":"length","passed":true},...]}`.
 // `steps` are the checks run, in order (`length`, `structure`, `key`,
 // `algorithm`, `signature`, `claims`, `times`, `audience`, `issuer`,
-// `allocation`), each with `passed` and a `detail` saying what was found
+// `allocation`, or `node` for a node token), each with `passed` and a `detail` saying what was found
 // (on failure, the error's message); the first failure ends them. `code`
 // is the name of the result `wid_verify` returns for this token (`null`
 // when accepted), `result` its number (0 when accepted): the same steps,
@@ -527,6 +568,41 @@ wid_result wid_issue_alg(const struct wid_keyring *kr,
                          size_t issuer_len,
                          int64_t now_unix,
                          struct wid_bytes *out_token);
+
+// Signs a client node's own identity (Nomad 1.11's node identity) from a
+// msgpack `NodeIdentityRequest` (codec names, as Go's go-msgpack writes it:
+// `Region`, `Node` with `ID`, `Name`, `Datacenter`, `NodeClass`,
+// `NodePool`, `Status`, `Audience`, `TTL` in nanoseconds; other keys
+// ignored; at most 4 MiB, nesting at most 32) at `now_unix`, with the
+// active key of `alg` (a `WID_ALG_*`); `*out_token` receives the JWT. The
+// token carries `nomad_node_id`, `nomad_node_pool`, `nomad_node_class`
+// (when the node has one), `nomad_node_datacenter`, `sub` =
+// `node:<region>:<node pool>:<node ID>:default`, `aud` (`nomadproject.io`
+// when `Audience` is empty), `iat` = `nbf` = now, `exp` = now + `TTL` (24 h
+// when `TTL` is 0: a node identity always expires), `jti`, and `iss` when
+// `issuer` is not `(NULL, 0)` or empty; never an allocation claim. Only a
+// verifier built with `wid_verifier_builder_set_node_tokens` accepts it.
+//
+// A request missing `Region`, `Node.ID`, `Node.Datacenter` or
+// `Node.NodePool`, with a `:` in `Region`, `Node.ID` or `Node.NodePool`,
+// an empty audience, or a `TTL` that is negative or under one second is
+// `WID_RESULT_INVALID_ARGUMENT` naming every problem; bytes that are not
+// such a map `WID_RESULT_DECODE_ERROR`; an unknown `alg`
+// `WID_RESULT_INVALID_ARGUMENT`; no active key of `alg`
+// `WID_RESULT_NO_ACTIVE_KEY`.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `request_msgpack` NULL or valid for
+// `len` bytes; `issuer` NULL or valid for `issuer_len` bytes; `out_token`
+// NULL or writable.
+wid_result wid_issue_node(const struct wid_keyring *kr,
+                          wid_alg alg,
+                          const uint8_t *request_msgpack,
+                          size_t len,
+                          const char *issuer,
+                          size_t issuer_len,
+                          int64_t now_unix,
+                          struct wid_bytes *out_token);
 
 // Starts configuring an issuer that signs with `kr`'s keys (shared: keys
 // inserted or rotated later are used; the builder and its issuers keep
@@ -672,6 +748,26 @@ wid_result wid_issuer_issue(const struct wid_issuer *iss,
                             size_t len,
                             int64_t now_unix,
                             struct wid_bytes *out_token);
+
+// Signs a client node's own identity from a msgpack `NodeIdentityRequest`
+// (decoded as `wid_issue_node` decodes it) at `now_unix`, with the
+// issuer's algorithm and `iss`: the token `wid_issue_node` makes with
+// those. The issuer's SPIFFE profile, WIMSE trust domain and extra claims
+// policy do not apply to node identities (their `sub` is always
+// `node:<region>:<node pool>:<node ID>:default`). `*out_token` receives
+// the token. Errors are `wid_issue_node`'s: an invalid request is
+// `WID_RESULT_INVALID_ARGUMENT` naming every problem, bytes that are not
+// such a map `WID_RESULT_DECODE_ERROR`, no active key of the issuer's
+// algorithm `WID_RESULT_NO_ACTIVE_KEY`.
+//
+// # Safety
+// `iss` must be NULL or a live handle; `request_msgpack` NULL or valid for
+// `len` bytes; `out_token` NULL or writable.
+wid_result wid_issuer_issue_node(const struct wid_issuer *iss,
+                                 const uint8_t *request_msgpack,
+                                 size_t len,
+                                 int64_t now_unix,
+                                 struct wid_bytes *out_token);
 
 // Creates an empty keyring; `*out` receives a handle to free with
 // `wid_keyring_free`.
@@ -1074,9 +1170,12 @@ wid_result wid_remote_jwks_builder_build(const struct wid_remote_jwks_builder *b
 
 // Releases a source handle (reference counted). The last reference stops
 // the refresher (after a fetch in progress, which the timeout bounds, so
-// this may block that long) and ends fetches for unknown kids; keyrings
-// from `wid_remote_jwks_keyring` keep the keys they hold but are no longer
-// refreshed. NULL-safe.
+// this may block that long); a fetch for an unknown kid already started
+// (on a thread of its own) is not waited for: it may still finish, within
+// the timeout, and put the keys it fetched into the keyring. Keyrings from
+// `wid_remote_jwks_keyring` keep the keys they hold but are no longer
+// refreshed. Do not unload the library within the timeout of a free.
+// NULL-safe.
 //
 // # Safety
 // `r` must be NULL or a handle from this library not yet freed.
@@ -1261,6 +1360,41 @@ wid_result wid_verifier_builder_set_max_proof_lifetime_secs(struct wid_verifier_
 // `b` must be NULL or a live handle.
 wid_result wid_verifier_builder_set_proof_replay_capacity(struct wid_verifier_builder *b,
                                                           size_t entries);
+
+// Sets which kinds of identity token the verifiers accept (a
+// `WID_NODE_TOKENS_*`): `WID_NODE_TOKENS_REFUSE` (the default) allocation
+// tokens only, a node token (`wid_issue_node`) being
+// `WID_RESULT_TOKEN_KIND_REFUSED`; `WID_NODE_TOKENS_ACCEPT` both kinds;
+// `WID_NODE_TOKENS_ONLY` node tokens only, an allocation token being
+// `WID_RESULT_TOKEN_KIND_REFUSED`. A node token passes only when the node
+// lookup (`wid_verifier_builder_set_node_lookup`) says its node is live: a
+// missing node is `WID_RESULT_NODE_NOT_FOUND`, a down one
+// `WID_RESULT_NODE_DOWN`, and without a node lookup every node token fails
+// closed (`WID_RESULT_STORE_UNAVAILABLE`). Any other `mode` is
+// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+//
+// # Safety
+// `b` must be NULL or a live handle.
+wid_result wid_verifier_builder_set_node_tokens(struct wid_verifier_builder *b, uint32_t mode);
+
+// Sets the node lookup (required: NULL is `WID_RESULT_NULL_ARGUMENT`, and
+// the builder is unchanged): asked whether a node token's node is live,
+// as the allocation lookup is asked about allocations (see
+// `wid_node_lookup_fn`: `WID_CONSISTENCY_STALE` first, `CONSISTENT` only on
+// missing; an error code or an unknown state fails closed,
+// `WID_RESULT_STORE_UNAVAILABLE`). `userdata` is passed to `lookup`
+// untouched and must stay valid until every verifier built with it is
+// freed. Without a node lookup (the default) node tokens fail closed
+// (`WID_RESULT_STORE_UNAVAILABLE`); it matters only for verifiers that
+// accept node tokens (`wid_verifier_builder_set_node_tokens`). Setting it
+// again replaces it for verifiers built afterwards.
+//
+// # Safety
+// `b` must be NULL or a live handle; `lookup` NULL or a function that
+// keeps `wid_node_lookup_fn`'s contract with `userdata`.
+wid_result wid_verifier_builder_set_node_lookup(struct wid_verifier_builder *b,
+                                                wid_node_lookup_fn lookup,
+                                                void *userdata);
 
 // Makes a verifier with the builder's current settings; `*out` receives a
 // handle to free with `wid_verifier_free`, used as any other verifier

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use workload_identity::ResultCode;
 use workload_identity::codec::{self, WireType};
 use workload_identity::model::{
-    Allocation, ConsulExposeConfig, GoDuration, IssueRequest, Job, Workload, WorkloadIdentity,
+    Allocation, ConsulExposeConfig, GoDuration, IssueRequest, Job, NodeIdentityRequest, Workload,
+    WorkloadIdentity,
 };
 
 fn decode_go<T: WireType>(name: &str) -> T {
@@ -124,6 +125,39 @@ fn go_extra_request_decodes_exactly() {
     assert_eq!(codec::decode::<IssueRequest>(&ours).unwrap(), r);
 }
 
+/// The node identity request (Nomad 1.11's node identities): every field of
+/// the view, exactly; the Go-only keys (the request's AuthToken, the node's
+/// HTTPAddr) are ignored.
+#[test]
+fn go_node_identity_request_decodes_exactly() {
+    let r: NodeIdentityRequest = decode_go("node_identity_request.msgpack");
+    assert_eq!(r, common::node_identity_request());
+    assert_eq!(r.region, "global");
+    assert_eq!(r.audience, ["nomadproject.io", "consul.io"]);
+    assert_eq!(r.ttl, GoDuration::from_nanos(12 * 3_600_000_000_000));
+    assert_eq!(r.ttl_secs(), 12 * 3600);
+    assert_eq!(r.node.id, common::NODE_ID);
+    assert_eq!(r.node.name, "client-gpu-1");
+    assert_eq!(r.node.datacenter, "dc1");
+    assert_eq!(r.node.node_class, "gpu-a100");
+    assert_eq!(r.node.node_pool, "gpu");
+    assert_eq!(r.node.status, "ready");
+    r.validate().unwrap();
+
+    // Go did send the keys the view drops.
+    let go = common::go_vector("node_identity_request.msgpack");
+    for key in [&b"\xa9AuthToken"[..], b"\xa8HTTPAddr"] {
+        assert!(go.windows(key.len()).any(|w| w == key), "{key:?}");
+    }
+
+    // Ours decodes back to the same request; it is Go's bytes without the
+    // Go-only keys (same key order, integer and string forms).
+    let ours = codec::encode(&r).unwrap();
+    assert_eq!(codec::decode::<NodeIdentityRequest>(&ours).unwrap(), r);
+    assert!(ours.len() < go.len());
+    assert!(!ours.windows(9).any(|w| w == b"AuthToken"));
+}
+
 #[test]
 fn duplicate_job_meta_keys_are_refused() {
     // {"Meta": {"k": "a", "k": "b"}}: Go would keep the last value; we refuse.
@@ -217,7 +251,7 @@ fn long_strings_use_go_old_spec_raw_form() {
 fn write_rust_encodings_for_go() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rust-msgpack");
     std::fs::create_dir_all(&dir).unwrap();
-    let files: [(&str, Vec<u8>); 7] = [
+    let files: [(&str, Vec<u8>); 8] = [
         (
             "allocation.msgpack",
             codec::encode(&common::allocation()).unwrap(),
@@ -245,6 +279,10 @@ fn write_rust_encodings_for_go() {
         (
             "issue_request_extra.msgpack",
             codec::encode(&common::issue_request_extra()).unwrap(),
+        ),
+        (
+            "node_identity_request.msgpack",
+            codec::encode(&common::node_identity_request()).unwrap(),
         ),
     ];
     for (name, bytes) in files {

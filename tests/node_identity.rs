@@ -439,7 +439,10 @@ fn a_restarted_manager_reuses_a_valid_saved_token_and_re_signs_otherwise() {
     assert_ne!(second.jwt_id, first.jwt_id);
     // Expired: re-signed.
     let m = manager(request());
-    assert!(m.restore(t0 + 21 * 3_600_000).unwrap(), "the renewed one is current");
+    assert!(
+        m.restore(t0 + 21 * 3_600_000).unwrap(),
+        "the renewed one is current"
+    );
     let m2 = manager(request());
     assert!(!m2.restore(t0 + 60 * 3_600_000).unwrap());
     // The node moved to another pool: its saved token is not reused.

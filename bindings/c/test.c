@@ -3933,6 +3933,484 @@ static void test_remote_jwks_flows(void) {
     server_stop(&server);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Node identities                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define NODE_ID "da86421c-7de9-85e4-2f50-3b2bf95102c1"
+#define NODE_AUD "nomadproject.io"
+#define NODE_SUB "node:global:default:" NODE_ID ":default"
+
+/* The node of the node tests: Nomad's defaults for audience and TTL. */
+static void node_fields(wid_node_request_fields *n) {
+    memset(n, 0, sizeof *n);
+    n->region = "global";
+    n->node_id = NODE_ID;
+    n->node_name = "client-1";
+    n->node_datacenter = "dc1";
+    n->node_class = "gpu";
+    n->node_pool = "default";
+    n->node_status = "ready";
+}
+
+static void encode_node(const wid_node_request_fields *n, struct encoded *e) {
+    e->len = wid_encode_node_identity_request(n, e->buf, sizeof e->buf);
+    CHECK(e->len > 0);
+}
+
+/* A lookup table for node `id` (the allocation lookup serves as the node
+ * lookup: both have wid_node_lookup_fn's shape, and MISSING is 0 in both). */
+static void node_ctx_init(struct lookup_ctx *c, uint32_t stale, uint32_t consistent) {
+    ctx_init(c, stale, consistent);
+    c->alloc_id = NODE_ID;
+}
+
+/* A verifier for `aud` accepting `mode`, with `nodes` as its node lookup
+ * (NULL: none). */
+static wid_verifier *node_verifier_for(const wid_keyring *kr, const char *aud, uint32_t mode,
+                                       struct lookup_ctx *allocs, struct lookup_ctx *nodes) {
+    wid_verifier_builder *b = NULL;
+    wid_verifier *v;
+    CHECK_OK(wid_verifier_builder_new(kr, lookup, allocs, S(aud), &b));
+    CHECK_OK(wid_verifier_builder_set_key_wait_ms(b, 0));
+    CHECK_OK(wid_verifier_builder_set_node_tokens(b, mode));
+    if (nodes != NULL) CHECK_OK(wid_verifier_builder_set_node_lookup(b, lookup, nodes));
+    v = vbuild(b);
+    wid_verifier_builder_free(b);
+    return v;
+}
+
+static wid_bytes issue_node_token(const wid_keyring *kr, wid_alg alg,
+                                  const wid_node_request_fields *n, const char *iss) {
+    struct encoded e;
+    wid_bytes t = {NULL, 0};
+    encode_node(n, &e);
+    CHECK_OK(wid_issue_node(kr, alg, e.buf, e.len, iss, iss ? strlen(iss) : 0, NOW, &t));
+    return t;
+}
+
+/* wid_encode_node_identity_request: Go's key order, fields as given,
+ * overflow. */
+static void test_node_request_encoder(void) {
+    wid_node_request_fields n;
+    struct encoded e;
+    uint8_t small[64];
+    const char *auds[] = {"consul.io"};
+    size_t full;
+
+    node_fields(&n);
+    encode_node(&n, &e);
+    full = e.len;
+    /* A map of 4: Audience (empty), Node (a map of 6), Region, TTL. */
+    CHECK(e.buf[0] == 0x84);
+    CHECK(mem_contains_n(e.buf, e.len, "\xa8" "Audience\x90\xa4Node\x86\xaa" "Datacenter", 27));
+    CHECK(mem_contains(e.buf, e.len, "\xa6Region\xa6global\xa3TTL\xd3"));
+    CHECK(mem_contains(e.buf, e.len, "\xa6Status\xa5ready"));
+    CHECK(mem_contains(e.buf, e.len, "\xa9NodeClass\xa3gpu"));
+    CHECK(mem_contains_n(e.buf, e.len, "\xa2ID\xda\x00\x24" NODE_ID, 42)); /* str16, as Go */
+    /* NULL strings are written as "". */
+    n.node_class = NULL;
+    n.node_status = NULL;
+    n.audience = auds;
+    n.audience_count = 1;
+    n.ttl_ns = WID_TTL_SECONDS(3600);
+    encode_node(&n, &e);
+    CHECK(mem_contains(e.buf, e.len, "\xa9NodeClass\xa0\xa8NodePool"));
+    CHECK(mem_contains_n(e.buf, e.len, "\xa6Status\xa0\xa6Region", 15));
+    CHECK(mem_contains(e.buf, e.len, "\xa8" "Audience\x91\xa9" "consul.io"));
+    CHECK(mem_contains_n(e.buf, e.len, "\xa3TTL\xd3\x00\x00\x03\x46\x30\xb8\xa0\x00", 13));
+    /* Too small for it, exactly large enough, too many audiences. */
+    node_fields(&n);
+    CHECK(wid_encode_node_identity_request(&n, small, sizeof small) == 0);
+    CHECK(wid_encode_node_identity_request(&n, e.buf, full - 1) == 0);
+    CHECK(wid_encode_node_identity_request(&n, e.buf, full) == full);
+    n.audience = auds;
+    n.audience_count = 0x10000;
+    CHECK(wid_encode_node_identity_request(&n, e.buf, sizeof e.buf) == 0);
+}
+
+/* wid_issue_node and wid_issuer_issue_node: NULLs, bad lengths and values,
+ * invalid requests (every problem named), outputs untouched, wrong
+ * handles. */
+static void test_node_issue_arguments(void) {
+    wid_keyring *kr = keyring_for_wits(90);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss = build(b);
+    wid_node_request_fields n;
+    struct encoded e, bad;
+    wid_bytes out = sentinel_bytes();
+    const char *empty_aud[] = {""};
+    uint8_t garbage[] = {0x93, 1, 2, 3};
+    uint8_t trailing[4096 + 1];
+
+    node_fields(&n);
+    encode_node(&n, &e);
+
+    /* wid_issue_node */
+    CHECK_RC(wid_issue_node(NULL, WID_ALG_EDDSA, e.buf, e.len, NULL, 0, NOW, &out),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, NULL, 5, NULL, 0, NOW, &out),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, e.len, NULL, 3, NOW, &out),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, e.len, NULL, 0, NOW, NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, 0, e.buf, e.len, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "alg") != NULL);
+    CHECK_RC(wid_issue_node(kr, 4, e.buf, e.len, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, SIZE_MAX, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT); /* past the cap: never read */
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, e.len, "x", SIZE_MAX, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, e.len, S(BAD_UTF8), NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "UTF-8") != NULL);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, NULL, 0, NULL, 0, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, e.buf, e.len - 1, NULL, 0, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    memcpy(trailing, e.buf, e.len);
+    trailing[e.len] = 0xc0;
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, trailing, e.len + 1, NULL, 0, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, garbage, sizeof garbage, NULL, 0, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    /* Every problem named at once. */
+    memset(&n, 0, sizeof n);
+    n.region = "a:b";
+    n.audience = empty_aud;
+    n.audience_count = 1;
+    n.ttl_ns = 3600; /* nanoseconds: under a second */
+    encode_node(&n, &bad);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, bad.buf, bad.len, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Node.ID") != NULL);
+    CHECK(strstr(last_error(), "Node.Datacenter") != NULL);
+    CHECK(strstr(last_error(), "Node.NodePool") != NULL);
+    CHECK(strstr(last_error(), "Region") != NULL);
+    CHECK(strstr(last_error(), "Audience[0]") != NULL);
+    CHECK(strstr(last_error(), "TTL") != NULL);
+    node_fields(&n);
+    n.node_pool = "a:b";
+    encode_node(&n, &bad);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, bad.buf, bad.len, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "Node.NodePool") != NULL);
+    node_fields(&n);
+    n.ttl_ns = -1;
+    encode_node(&n, &bad);
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, bad.buf, bad.len, NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    /* An allocation request is no node request, and the reverse. */
+    CHECK_RC(wid_issue_node(kr, WID_ALG_EDDSA, wid_sample_request, wid_sample_request_len, NULL,
+                            0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issue(kr, e.buf, e.len, NOW, &out), WID_RESULT_INVALID_ARGUMENT);
+    /* No active RS256 key. */
+    CHECK_RC(wid_issue_node(kr, WID_ALG_RS256, e.buf, e.len, NULL, 0, NOW, &out),
+             WID_RESULT_NO_ACTIVE_KEY);
+    CHECK(is_sentinel(&out));
+
+    /* wid_issuer_issue_node */
+    CHECK_RC(wid_issuer_issue_node(NULL, e.buf, e.len, NOW, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue_node(iss, NULL, 1, NOW, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue_node(iss, e.buf, e.len, NOW, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_issuer_issue_node(iss, e.buf, SIZE_MAX, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_issue_node(iss, garbage, sizeof garbage, NOW, &out),
+             WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_issuer_issue_node(iss, bad.buf, bad.len, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_OK(wid_issuer_builder_set_algorithm(b, WID_ALG_RS256));
+    {
+        wid_issuer *rs = build(b);
+        CHECK_RC(wid_issuer_issue_node(rs, e.buf, e.len, NOW, &out), WID_RESULT_NO_ACTIVE_KEY);
+        wid_issuer_free(rs);
+    }
+    CHECK(is_sentinel(&out));
+
+    /* Wrong handle types. */
+    CHECK_RC(wid_issuer_issue_node((const wid_issuer *)(const void *)kr, e.buf, e.len, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issuer_issue_node((const wid_issuer *)(const void *)b, e.buf, e.len, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_issue_node((const wid_keyring *)(const void *)iss, WID_ALG_EDDSA, e.buf, e.len,
+                            NULL, 0, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    wid_keyring_free(kr);
+}
+
+/* wid_verifier_builder_set_node_tokens and _set_node_lookup: NULLs, bad
+ * values (the builder unchanged), wrong handles. */
+static void test_node_setter_arguments(void) {
+    wid_keyring *kr = keyring_for_wits(91);
+    struct lookup_ctx allocs, nodes;
+    wid_verifier_builder *b;
+    wid_verifier *v;
+    wid_node_request_fields n;
+    wid_bytes node_token, alloc_token;
+    wid_issuer_builder *ib;
+
+    ctx_init(&allocs, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    node_fields(&n);
+    node_token = issue_node_token(kr, WID_ALG_EDDSA, &n, NULL);
+    alloc_token = issue(kr, NOW);
+
+    CHECK_OK(wid_verifier_builder_new(kr, lookup, &allocs, S(NODE_AUD), &b));
+    CHECK_OK(wid_verifier_builder_set_key_wait_ms(b, 0));
+    CHECK_OK(wid_verifier_builder_set_node_tokens(b, WID_NODE_TOKENS_ONLY));
+    CHECK_OK(wid_verifier_builder_set_node_lookup(b, lookup, &nodes));
+
+    CHECK_RC(wid_verifier_builder_set_node_tokens(NULL, 99), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_node_lookup(NULL, NULL, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_node_lookup(NULL, lookup, &nodes), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_node_tokens(b, 3), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "got 3") != NULL);
+    CHECK_RC(wid_verifier_builder_set_node_tokens(b, UINT32_MAX), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verifier_builder_set_node_lookup(b, NULL, &nodes), WID_RESULT_NULL_ARGUMENT);
+    CHECK(strstr(last_error(), "lookup") != NULL);
+    CHECK_RC(wid_verifier_builder_set_node_lookup(b, NULL, NULL), WID_RESULT_NULL_ARGUMENT);
+    {
+        wid_verifier_builder *kr_as_b = (wid_verifier_builder *)(void *)kr;
+        CHECK_OK(wid_issuer_builder_new(kr, &ib));
+        CHECK_RC(wid_verifier_builder_set_node_tokens(kr_as_b, WID_NODE_TOKENS_ACCEPT),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_verifier_builder_set_node_lookup(kr_as_b, lookup, &nodes),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_verifier_builder_set_node_tokens((wid_verifier_builder *)(void *)ib,
+                                                      WID_NODE_TOKENS_ACCEPT),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_verifier_builder_set_node_lookup((wid_verifier_builder *)(void *)ib, lookup,
+                                                      &nodes),
+                 WID_RESULT_INVALID_ARGUMENT);
+        wid_issuer_builder_free(ib);
+    }
+
+    /* Still node tokens only, with the node lookup. */
+    v = vbuild(b);
+    CHECK_OK(verify_at(v, &node_token, NOW));
+    CHECK(nodes.nseen == 1 && nodes.seen[0] == WID_CONSISTENCY_STALE);
+    CHECK(!nodes.wrong_id);
+    wid_verifier_free(v);
+
+    wid_bytes_free(&node_token);
+    wid_bytes_free(&alloc_token);
+    wid_verifier_builder_free(b);
+    wid_keyring_free(kr);
+}
+
+/* Node tokens issued from C verify only where node tokens are accepted, and
+ * only while the node lookup says the node is live. */
+static void test_node_verify_flows(void) {
+    wid_keyring *kr = keyring_for_wits(92);
+    struct lookup_ctx allocs, nodes;
+    wid_verifier *v;
+    wid_verifier_builder *b;
+    wid_node_request_fields n;
+    wid_bytes node_token, es_token, alloc_token, vault_node_token, claims = {NULL, 0};
+    wid_bytes out = sentinel_bytes();
+    const char *vault_aud[] = {AUD};
+    char want[256];
+
+    ctx_init(&allocs, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    node_fields(&n);
+    node_token = issue_node_token(kr, WID_ALG_EDDSA, &n, WIT_ISS);
+    CHECK(strncmp((const char *)node_token.data, EDDSA_HEADER_PREFIX,
+                  strlen(EDDSA_HEADER_PREFIX)) == 0);
+    es_token = issue_node_token(kr, WID_ALG_ES256, &n, NULL);
+    CHECK(strncmp((const char *)es_token.data, ES256_HEADER_PREFIX,
+                  strlen(ES256_HEADER_PREFIX)) == 0);
+    n.audience = vault_aud;
+    n.audience_count = 1;
+    vault_node_token = issue_node_token(kr, WID_ALG_EDDSA, &n, NULL);
+    alloc_token = issue(kr, NOW);
+
+    /* Accepted, with Nomad's node claims and no allocation claim. */
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    CHECK_OK(wid_verify(v, (const char *)node_token.data, node_token.len, NOW, &claims));
+    CHECK(bytes_contain(&claims, "\"nomad_node_id\":\"" NODE_ID "\""));
+    CHECK(bytes_contain(&claims, "\"nomad_node_pool\":\"default\""));
+    CHECK(bytes_contain(&claims, "\"nomad_node_class\":\"gpu\""));
+    CHECK(bytes_contain(&claims, "\"nomad_node_datacenter\":\"dc1\""));
+    CHECK(bytes_contain(&claims, "\"sub\":\"" NODE_SUB "\""));
+    CHECK(bytes_contain(&claims, "\"aud\":\"" NODE_AUD "\""));
+    snprintf(want, sizeof want, "\"exp\":%lld", (long long)(NOW + 24 * 3600));
+    CHECK(bytes_contain(&claims, want));
+    CHECK(bytes_contain(&claims, "\"iss\":\"" WIT_ISS "\""));
+    CHECK(!bytes_contain(&claims, "nomad_allocation_id"));
+    CHECK(!bytes_contain(&claims, "nomad_namespace"));
+    wid_bytes_free(&claims);
+    CHECK(nodes.nseen == 1 && !nodes.wrong_id);
+    CHECK(allocs.nseen == 0);
+    CHECK_OK(verify_at(v, &es_token, NOW));
+    CHECK_RC(verify_at(v, &node_token, NOW + 24 * 3600 + 61), WID_RESULT_EXPIRED);
+    /* Explained step by step, the node checked. */
+    CHECK_OK(wid_explain(v, (const char *)node_token.data, node_token.len, NOW, &out));
+    CHECK(bytes_contain(&out, "\"accepted\":true"));
+    CHECK(bytes_contain(&out, "\"name\":\"node\",\"passed\":true"));
+    wid_bytes_free(&out);
+    wid_verifier_free(v);
+
+    /* A lagging replica: missing when stale, live when consistent. */
+    node_ctx_init(&nodes, WID_NODE_MISSING, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ONLY, &allocs, &nodes);
+    CHECK_OK(verify_at(v, &node_token, NOW));
+    CHECK(nodes.nseen == 2 && nodes.seen[0] == WID_CONSISTENCY_STALE &&
+          nodes.seen[1] == WID_CONSISTENCY_CONSISTENT);
+    wid_verifier_free(v);
+
+    /* Missing everywhere: NODE_NOT_FOUND, outputs untouched. */
+    node_ctx_init(&nodes, WID_NODE_MISSING, WID_NODE_MISSING);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    out = sentinel_bytes();
+    CHECK_RC(wid_verify(v, (const char *)node_token.data, node_token.len, NOW, &out),
+             WID_RESULT_NODE_NOT_FOUND);
+    CHECK(strstr(last_error(), NODE_ID) != NULL);
+    CHECK(is_sentinel(&out));
+    CHECK(nodes.nseen == 2);
+    wid_verifier_free(v);
+
+    /* Down. */
+    node_ctx_init(&nodes, WID_NODE_DOWN, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    CHECK_RC(wid_verify(v, (const char *)node_token.data, node_token.len, NOW, &out),
+             WID_RESULT_NODE_DOWN);
+    CHECK(is_sentinel(&out));
+    CHECK(nodes.nseen == 1);
+    wid_verifier_free(v);
+
+    /* The callback fails, reports a state that is none, or writes nothing:
+     * STORE_UNAVAILABLE (fail closed). */
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    nodes.rc = WID_RESULT_IO_ERROR;
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    CHECK_RC(verify_at(v, &node_token, NOW), WID_RESULT_STORE_UNAVAILABLE);
+    CHECK(strstr(last_error(), "WID_RESULT_IO_ERROR") != NULL);
+    wid_verifier_free(v);
+    node_ctx_init(&nodes, 3, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    CHECK_RC(verify_at(v, &node_token, NOW), WID_RESULT_STORE_UNAVAILABLE);
+    CHECK(strstr(last_error(), "state 3") != NULL);
+    wid_verifier_free(v);
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    nodes.write_state = 0;
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, &nodes);
+    CHECK_RC(verify_at(v, &node_token, NOW), WID_RESULT_STORE_UNAVAILABLE);
+    wid_verifier_free(v);
+
+    /* No node lookup: node tokens fail closed. */
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, NULL);
+    CHECK_RC(verify_at(v, &node_token, NOW), WID_RESULT_STORE_UNAVAILABLE);
+    CHECK(strstr(last_error(), "wid_verifier_builder_set_node_lookup") != NULL);
+    wid_verifier_free(v);
+
+    /* The kinds: a default verifier refuses node tokens, an Only verifier
+     * allocation tokens, both before any lookup; Accept takes both. */
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    ctx_init(&allocs, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    b = vbuilder_for(kr, &allocs);
+    CHECK_OK(wid_verifier_builder_set_node_lookup(b, lookup, &nodes));
+    v = vbuild(b);
+    out = sentinel_bytes();
+    CHECK_RC(wid_verify(v, (const char *)vault_node_token.data, vault_node_token.len, NOW, &out),
+             WID_RESULT_TOKEN_KIND_REFUSED);
+    CHECK(strstr(last_error(), NODE_ID) != NULL);
+    CHECK(is_sentinel(&out));
+    CHECK_OK(verify_at(v, &alloc_token, NOW));
+    wid_verifier_free(v);
+    CHECK_OK(wid_verifier_builder_set_node_tokens(b, WID_NODE_TOKENS_ONLY));
+    v = vbuild(b);
+    CHECK_RC(wid_verify(v, (const char *)alloc_token.data, alloc_token.len, NOW, &out),
+             WID_RESULT_TOKEN_KIND_REFUSED);
+    CHECK(strstr(last_error(), ALLOC_ID) != NULL);
+    CHECK(is_sentinel(&out));
+    CHECK_OK(verify_at(v, &vault_node_token, NOW));
+    wid_verifier_free(v);
+    CHECK_OK(wid_verifier_builder_set_node_tokens(b, WID_NODE_TOKENS_ACCEPT));
+    v = vbuild(b);
+    CHECK_OK(verify_at(v, &alloc_token, NOW));
+    CHECK_OK(verify_at(v, &vault_node_token, NOW));
+    CHECK(nodes.nseen == 2 && allocs.nseen == 2);
+    {
+        const char *toks[3];
+        size_t lens[3];
+        wid_result results[3] = {99, 99, 99};
+        toks[0] = (const char *)alloc_token.data;
+        lens[0] = alloc_token.len;
+        toks[1] = (const char *)vault_node_token.data;
+        lens[1] = vault_node_token.len;
+        toks[2] = (const char *)node_token.data; /* for nomadproject.io */
+        lens[2] = node_token.len;
+        CHECK_OK(wid_verify_batch(v, toks, lens, 3, NOW, results));
+        CHECK(results[0] == WID_RESULT_OK);
+        CHECK(results[1] == WID_RESULT_OK);
+        CHECK(results[2] == WID_RESULT_AUDIENCE_MISMATCH);
+    }
+    wid_verifier_free(v);
+    /* The older constructor: allocation tokens only. */
+    v = verifier_for(kr, &allocs);
+    CHECK_RC(verify_at(v, &vault_node_token, NOW), WID_RESULT_TOKEN_KIND_REFUSED);
+    wid_verifier_free(v);
+    wid_verifier_builder_free(b);
+
+    wid_bytes_free(&node_token);
+    wid_bytes_free(&es_token);
+    wid_bytes_free(&vault_node_token);
+    wid_bytes_free(&alloc_token);
+    wid_keyring_free(kr);
+}
+
+/* An issuer handle signs node identities with its algorithm and iss. */
+static void test_issuer_node_identities(void) {
+    wid_keyring *kr = keyring_for_wits(93);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_ES256, 1, NULL); /* SPIFFE: not for nodes */
+    wid_issuer *iss;
+    struct lookup_ctx allocs, nodes;
+    wid_verifier *v;
+    wid_node_request_fields n;
+    struct encoded e;
+    wid_bytes token = {NULL, 0}, claims = {NULL, 0};
+
+    CHECK_OK(wid_issuer_builder_set_issuer(b, S(WIT_ISS)));
+    iss = build(b);
+    node_fields(&n);
+    n.node_class = NULL;
+    n.ttl_ns = WID_TTL_SECONDS(600);
+    encode_node(&n, &e);
+    CHECK_OK(wid_issuer_issue_node(iss, e.buf, e.len, NOW, &token));
+    CHECK(token.data != NULL && token.data[token.len] == '\0');
+    CHECK(strncmp((const char *)token.data, ES256_HEADER_PREFIX, strlen(ES256_HEADER_PREFIX)) ==
+          0);
+    ctx_init(&allocs, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ONLY, &allocs, &nodes);
+    CHECK_OK(wid_verify(v, (const char *)token.data, token.len, NOW, &claims));
+    CHECK(bytes_contain(&claims, "\"iss\":\"" WIT_ISS "\""));
+    CHECK(bytes_contain(&claims, "\"sub\":\"" NODE_SUB "\""));
+    CHECK(!bytes_contain(&claims, "nomad_node_class")); /* none set */
+    CHECK(!bytes_contain(&claims, "spiffe://"));
+    wid_bytes_free(&claims);
+    CHECK_RC(verify_at(v, &token, NOW + 600 + 61), WID_RESULT_EXPIRED);
+
+    /* The issuer outlives its builder and keyring handle. */
+    wid_issuer_builder_free(b);
+    wid_keyring_free(kr);
+    wid_bytes_free(&token);
+    CHECK_OK(wid_issuer_issue_node(iss, e.buf, e.len, NOW, &token));
+    CHECK_OK(verify_at(v, &token, NOW));
+    wid_bytes_free(&token);
+    wid_issuer_free(iss);
+    wid_verifier_free(v);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -3966,6 +4444,11 @@ int main(void) {
     test_explain_and_stats();
     test_remote_jwks_arguments();
     test_remote_jwks_flows();
+    test_node_request_encoder();
+    test_node_issue_arguments();
+    test_node_setter_arguments();
+    test_node_verify_flows();
+    test_issuer_node_identities();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

@@ -1,5 +1,6 @@
 /*
- * wid_request.h: encode an IssueRequest as msgpack from C, without Go.
+ * wid_request.h: encode an IssueRequest (and a NodeIdentityRequest) as
+ * msgpack from C, without Go.
  *
  * wid_issue() takes the request as msgpack, the way Nomad's Go code sends it
  * (hashicorp/go-msgpack, MsgpackHandle{RawToString: true}). A C caller that
@@ -40,6 +41,18 @@
  *
  * Fields left NULL (or counts 0) are not written: a request that sets none
  * of them encodes exactly as before.
+ *
+ * A client node's own identity (wid_issue_node, wid_issuer_issue_node) takes
+ * a NodeIdentityRequest, built the same way with wid_node_request_fields:
+ *
+ *     wid_node_request_fields n = {0};
+ *     n.region = "global";
+ *     n.node_id = "da86421c-...";   n.node_name = "client-1";
+ *     n.node_datacenter = "dc1";    n.node_pool = "default";
+ *     n.node_status = "ready";      // n.node_class: NULL for none
+ *     // audience 0: Nomad's "nomadproject.io"; ttl_ns 0: Nomad's 24 h
+ *     len = wid_encode_node_identity_request(&n, buf, sizeof buf);
+ *     rc = wid_issue_node(kr, WID_ALG_EDDSA, buf, len, NULL, 0, now, &token);
  */
 #ifndef WID_REQUEST_H
 #define WID_REQUEST_H
@@ -265,6 +278,61 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_str(&o, f->service);
     wid_mp_str(&o, "Task");
     wid_mp_str(&o, f->task);
+    return o.overflow ? 0 : o.len;
+}
+
+/* A NodeIdentityRequest (Nomad 1.11's node identities): the node whose own
+   identity wid_issue_node / wid_issuer_issue_node sign. */
+typedef struct wid_node_request_fields {
+    const char *region;          /* Region (required) */
+    const char *node_datacenter; /* Node.Datacenter (required) */
+    const char *node_id;         /* Node.ID (required) */
+    const char *node_name;       /* Node.Name (NULL: "") */
+    const char *node_class;      /* Node.NodeClass (NULL or "": none, no nomad_node_class claim) */
+    const char *node_pool;       /* Node.NodePool (required) */
+    const char *node_status;     /* Node.Status: "ready", "initializing", "down", ... (NULL: "") */
+    const char *const *audience; /* Audience (0: Nomad's "nomadproject.io") */
+    size_t audience_count;
+    int64_t ttl_ns;              /* TTL, nanoseconds (0: Nomad's 24 h; a node identity always expires) */
+} wid_node_request_fields;
+
+/* Encodes `f` into `buf` as Go's go-msgpack writes a NodeIdentityRequest
+   (keys sorted by name: Audience, Node{Datacenter, ID, Name, NodeClass,
+   NodePool, Status}, Region, TTL); returns the number of bytes, or 0 when
+   `buf` is too small (or more than 65535 audiences are given). Validation
+   (required fields, ':' in Region, Node.ID or Node.NodePool, empty
+   audiences, the TTL) is the library's, in wid_issue_node(). */
+static inline size_t wid_encode_node_identity_request(const wid_node_request_fields *f, uint8_t *buf,
+                                                      size_t cap) {
+    wid_mp_out o;
+    size_t i;
+    o.buf = buf;
+    o.cap = cap;
+    o.len = 0;
+    o.overflow = f->audience_count > 0xffff;
+
+    wid_mp_map(&o, 4);
+    wid_mp_str(&o, "Audience");
+    wid_mp_array(&o, f->audience_count);
+    for (i = 0; i < f->audience_count && !o.overflow; i++) wid_mp_str(&o, f->audience[i]);
+    wid_mp_str(&o, "Node");
+    wid_mp_map(&o, 6);
+    wid_mp_str(&o, "Datacenter");
+    wid_mp_str(&o, f->node_datacenter);
+    wid_mp_str(&o, "ID");
+    wid_mp_str(&o, f->node_id);
+    wid_mp_str(&o, "Name");
+    wid_mp_str(&o, f->node_name);
+    wid_mp_str(&o, "NodeClass");
+    wid_mp_str(&o, f->node_class);
+    wid_mp_str(&o, "NodePool");
+    wid_mp_str(&o, f->node_pool);
+    wid_mp_str(&o, "Status");
+    wid_mp_str(&o, f->node_status);
+    wid_mp_str(&o, "Region");
+    wid_mp_str(&o, f->region);
+    wid_mp_str(&o, "TTL");
+    wid_mp_int64(&o, f->ttl_ns);
     return o.overflow ? 0 : o.len;
 }
 

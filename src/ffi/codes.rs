@@ -2,9 +2,11 @@
 //!
 //! The numbers are written once, as the enums' discriminants (`ResultCode` in
 //! `error.rs`, `KeyState`, `KeyDerivation` and `Algorithm` in the keyring,
-//! `Consistency` and `AllocState` in `state`). cbindgen exports those enums to
-//! the header as `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_alg`,
-//! `wid_consistency` and `wid_alloc` with their `WID_*` enumerators (see `cbindgen.toml`). This file
+//! `Consistency`, `AllocState` and `NodeState` in `state`, `NodeTokenMode` in
+//! `ffi::verifier_builder`). cbindgen exports those enums to the header as
+//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_alg`,
+//! `wid_consistency`, `wid_alloc`, `wid_node` and `wid_node_tokens` with their
+//! `WID_*` enumerators (see `cbindgen.toml`). This file
 //! gives each variant its C name once, and from that list derives what Rust
 //! needs: the `WID_*` constants (for Rust callers of the C ABI), each enum's
 //! `ALL`, `from_u32` and `c_name`. Adding a code takes one variant and one line
@@ -17,6 +19,8 @@
 use crate::ResultCode;
 use crate::keyring::{Algorithm, KeyDerivation, KeyState};
 use crate::state::{AllocState, Consistency, NodeState};
+
+use super::verifier_builder::NodeTokenMode;
 
 macro_rules! c_numbers {
     ($(
@@ -125,5 +129,10 @@ c_numbers! {
         Missing => WID_NODE_MISSING,
         Live => WID_NODE_LIVE,
         Down => WID_NODE_DOWN,
+    }
+    NodeTokenMode {
+        Refuse => WID_NODE_TOKENS_REFUSE,
+        Accept => WID_NODE_TOKENS_ACCEPT,
+        Only => WID_NODE_TOKENS_ONLY,
     }
 }

@@ -26,7 +26,7 @@ fn explanation_json(x: &Explanation) -> Vec<u8> {
 /// `{"accepted":false,"code":"WID_RESULT_EXPIRED","result":14,"steps":[{"detail":"...","name":"length","passed":true},...]}`.
 /// `steps` are the checks run, in order (`length`, `structure`, `key`,
 /// `algorithm`, `signature`, `claims`, `times`, `audience`, `issuer`,
-/// `allocation`), each with `passed` and a `detail` saying what was found
+/// `allocation`, or `node` for a node token), each with `passed` and a `detail` saying what was found
 /// (on failure, the error's message); the first failure ends them. `code`
 /// is the name of the result `wid_verify` returns for this token (`null`
 /// when accepted), `result` its number (0 when accepted): the same steps,

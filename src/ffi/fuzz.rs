@@ -117,6 +117,23 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
             }
             wid_verifier_free(v);
         }
+        // The request as a NodeIdentityRequest, with any algorithm and
+        // issuer; a node token made is verified by the builder's verifier.
+        let node_iss = get(26);
+        let mut node_token = wid_bytes {
+            data: null_mut(),
+            len: 0,
+        };
+        let _ = wid_issue_node(
+            kr,
+            u32::from(byte(35)) % 4,
+            req.as_ptr(),
+            req.len(),
+            node_iss.as_ptr().cast(),
+            node_iss.len(),
+            NOW_FOR_FUZZ,
+            &mut node_token,
+        );
         // The verifier builder with arbitrary settings (never a key wait).
         let mut vb = null_mut();
         if wid_verifier_builder_new(
@@ -144,6 +161,17 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
             let _ = wid_verifier_builder_set_require_proof(vb, u32::from(byte(30)));
             let _ = wid_verifier_builder_set_max_proof_lifetime_secs(vb, wide(31));
             let _ = wid_verifier_builder_set_proof_replay_capacity(vb, wide(32) as usize);
+            // Node tokens: any mode (3 is refused); the node lookup is the
+            // same table (its answers are node states too) unless byte 34
+            // leaves it out, so node tokens fail closed.
+            let _ = wid_verifier_builder_set_node_tokens(vb, u32::from(byte(33)) % 4);
+            if byte(34) & 1 == 1 {
+                let _ = wid_verifier_builder_set_node_lookup(
+                    vb,
+                    Some(lookup),
+                    &cfg as *const _ as *mut c_void,
+                );
+            }
             let mut v = null_mut();
             if wid_verifier_builder_build(vb, &mut v) == WID_RESULT_OK {
                 let token = get(12);
@@ -154,6 +182,17 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
                     NOW_FOR_FUZZ,
                     null_mut(),
                 );
+                if !node_token.data.is_null()
+                    && wid_verify(
+                        v,
+                        node_token.data.cast(),
+                        node_token.len,
+                        NOW_FOR_FUZZ,
+                        &mut out,
+                    ) == WID_RESULT_OK
+                {
+                    wid_bytes_free(&mut out);
+                }
                 if wid_explain(
                     v,
                     token.as_ptr().cast(),
@@ -168,6 +207,7 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
             }
             wid_verifier_builder_free(vb);
         }
+        wid_bytes_free(&mut node_token);
         if wid_keyring_jwks(kr, &mut out) == WID_RESULT_OK {
             wid_bytes_free(&mut out);
         }
@@ -193,6 +233,11 @@ pub(crate) fn fuzz_entry(data: &[u8]) {
             let mut iss = null_mut();
             if wid_issuer_builder_build(b, &mut iss) == WID_RESULT_OK {
                 if wid_issuer_issue(iss, req.as_ptr(), req.len(), NOW_FOR_FUZZ, &mut out)
+                    == WID_RESULT_OK
+                {
+                    wid_bytes_free(&mut out);
+                }
+                if wid_issuer_issue_node(iss, req.as_ptr(), req.len(), NOW_FOR_FUZZ, &mut out)
                     == WID_RESULT_OK
                 {
                     wid_bytes_free(&mut out);

@@ -15,7 +15,7 @@ use super::{wid_alg, wid_bytes, wid_result};
 use crate::codec::{self, DecodeLimits};
 use crate::error::Error;
 use crate::issue::Issuer;
-use crate::model::IssueRequest;
+use crate::model::{IssueRequest, NodeIdentityRequest};
 use crate::profile::{ExtraClaimsPolicy, SpiffeProfile};
 
 /// Longest SPIFFE path template read, in bytes (a rendered SPIFFE ID is at
@@ -345,6 +345,44 @@ pub unsafe extern "C" fn wid_issuer_issue(
         require_out(out_token, "out_token")?;
         let req: IssueRequest = codec::decode_with(request, &limits)?;
         let signed = issuer.issue(&req, now_unix)?;
+        let token = wid_bytes::from_vec(signed.token.into_bytes());
+        // SAFETY: `out_token` is writable (checked non-NULL; the contract).
+        unsafe { handle::out(out_token, "out_token", || token) }
+    })
+}
+
+/// Signs a client node's own identity from a msgpack `NodeIdentityRequest`
+/// (decoded as `wid_issue_node` decodes it) at `now_unix`, with the
+/// issuer's algorithm and `iss`: the token `wid_issue_node` makes with
+/// those. The issuer's SPIFFE profile, WIMSE trust domain and extra claims
+/// policy do not apply to node identities (their `sub` is always
+/// `node:<region>:<node pool>:<node ID>:default`). `*out_token` receives
+/// the token. Errors are `wid_issue_node`'s: an invalid request is
+/// `WID_RESULT_INVALID_ARGUMENT` naming every problem, bytes that are not
+/// such a map `WID_RESULT_DECODE_ERROR`, no active key of the issuer's
+/// algorithm `WID_RESULT_NO_ACTIVE_KEY`.
+///
+/// # Safety
+/// `iss` must be NULL or a live handle; `request_msgpack` NULL or valid for
+/// `len` bytes; `out_token` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_issuer_issue_node(
+    iss: *const wid_issuer,
+    request_msgpack: *const u8,
+    len: usize,
+    now_unix: i64,
+    out_token: *mut wid_bytes,
+) -> wid_result {
+    call(|| {
+        // SAFETY (this block): `iss` is NULL or a live handle,
+        // `request_msgpack` NULL or valid for `len` bytes (the contract).
+        let issuer = unsafe { handle::borrow::<wid_issuer>(iss, "iss")? };
+        let limits = DecodeLimits::default();
+        let request =
+            unsafe { bytes_in(request_msgpack, len, "request_msgpack", limits.max_bytes)? };
+        require_out(out_token, "out_token")?;
+        let req: NodeIdentityRequest = codec::decode_with(request, &limits)?;
+        let signed = issuer.issue_node(&req, now_unix)?;
         let token = wid_bytes::from_vec(signed.token.into_bytes());
         // SAFETY: `out_token` is writable (checked non-NULL; the contract).
         unsafe { handle::out(out_token, "out_token", || token) }

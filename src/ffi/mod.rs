@@ -57,13 +57,13 @@ pub use custody::{
 pub use explain::{wid_explain, wid_verifier_stats};
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
-pub use issue::{wid_issue, wid_issue_alg, wid_issue_with_issuer};
+pub use issue::{wid_issue, wid_issue_alg, wid_issue_node, wid_issue_with_issuer};
 pub use issuer::{
     wid_issuer, wid_issuer_builder, wid_issuer_builder_build, wid_issuer_builder_free,
     wid_issuer_builder_new, wid_issuer_builder_set_algorithm,
     wid_issuer_builder_set_extra_claims_policy, wid_issuer_builder_set_issuer,
     wid_issuer_builder_set_spiffe, wid_issuer_builder_set_wimse_trust_domain, wid_issuer_free,
-    wid_issuer_issue,
+    wid_issuer_issue, wid_issuer_issue_node,
 };
 pub use keyring::{
     wid_keyring, wid_keyring_deprecate, wid_keyring_free, wid_keyring_import_jwks,
@@ -87,15 +87,16 @@ pub use remote_jwks::{
     wid_remote_jwks_stats,
 };
 pub use verifier_builder::{
-    wid_verifier_builder, wid_verifier_builder_build, wid_verifier_builder_free,
+    NodeTokenMode, wid_verifier_builder, wid_verifier_builder_build, wid_verifier_builder_free,
     wid_verifier_builder_new, wid_verifier_builder_set_cache_entries,
     wid_verifier_builder_set_issuer, wid_verifier_builder_set_key_wait_ms,
     wid_verifier_builder_set_leeway_secs, wid_verifier_builder_set_max_proof_lifetime_secs,
-    wid_verifier_builder_set_max_token_bytes, wid_verifier_builder_set_proof_replay_capacity,
+    wid_verifier_builder_set_max_token_bytes, wid_verifier_builder_set_node_lookup,
+    wid_verifier_builder_set_node_tokens, wid_verifier_builder_set_proof_replay_capacity,
     wid_verifier_builder_set_require_exp, wid_verifier_builder_set_require_proof,
 };
 pub use verify::{
-    wid_alloc_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,
+    wid_alloc_lookup_fn, wid_node_lookup_fn, wid_verifier, wid_verifier_free, wid_verifier_new,
     wid_verifier_new_with_options, wid_verifier_options, wid_verify, wid_verify_batch,
 };
 

@@ -281,9 +281,12 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_build(
 
 /// Releases a source handle (reference counted). The last reference stops
 /// the refresher (after a fetch in progress, which the timeout bounds, so
-/// this may block that long) and ends fetches for unknown kids; keyrings
-/// from `wid_remote_jwks_keyring` keep the keys they hold but are no longer
-/// refreshed. NULL-safe.
+/// this may block that long); a fetch for an unknown kid already started
+/// (on a thread of its own) is not waited for: it may still finish, within
+/// the timeout, and put the keys it fetched into the keyring. Keyrings from
+/// `wid_remote_jwks_keyring` keep the keys they hold but are no longer
+/// refreshed. Do not unload the library within the timeout of a free.
+/// NULL-safe.
 ///
 /// # Safety
 /// `r` must be NULL or a handle from this library not yet freed.

@@ -9,18 +9,52 @@ use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::boundary::{call, call_void, invalid, str_in};
+use super::boundary::{call, call_void, invalid, null, str_in};
 use super::handle::{self, Castable, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
-use super::verify::{CallbackStore, MAX_AUDIENCE, wid_alloc_lookup_fn, wid_verifier};
+use super::verify::{
+    CallbackStore, MAX_AUDIENCE, wid_alloc_lookup_fn, wid_node_lookup_fn, wid_verifier,
+};
 use super::wid_result;
 use crate::error::Error;
 use crate::keyring::Keyring;
-use crate::{Audience, Verifier};
+use crate::{Audience, NodeTokens, Verifier};
 
 /// The least `wid_verifier_builder_set_proof_replay_capacity` accepts (the
 /// Rust builder's floor).
 const MIN_REPLAY_CAPACITY: usize = 16;
+
+/// Which kinds of identity token a verifier accepts
+/// (`wid_verifier_builder_set_node_tokens`), as C numbers: the C face of
+/// `NodeTokens` (Rust). The claims decide a token's kind: a node token
+/// carries `nomad_node_id` and none of the allocation claims; a token with
+/// both kinds of claims, or a node token without `exp`, is
+/// `WID_RESULT_MALFORMED_TOKEN`.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeTokenMode {
+    /// Allocation tokens only (the default): a node token is
+    /// `WID_RESULT_TOKEN_KIND_REFUSED` (`WID_NODE_TOKENS_REFUSE`).
+    Refuse = 0,
+    /// Both kinds: allocation tokens bound to their allocation (the
+    /// allocation lookup), node tokens to their node (the node lookup)
+    /// (`WID_NODE_TOKENS_ACCEPT`).
+    Accept = 1,
+    /// Node tokens only: an allocation token is
+    /// `WID_RESULT_TOKEN_KIND_REFUSED` (`WID_NODE_TOKENS_ONLY`).
+    Only = 2,
+}
+
+impl From<NodeTokenMode> for NodeTokens {
+    fn from(mode: NodeTokenMode) -> NodeTokens {
+        match mode {
+            NodeTokenMode::Refuse => NodeTokens::Refuse,
+            NodeTokenMode::Accept => NodeTokens::Accept,
+            NodeTokenMode::Only => NodeTokens::Only,
+        }
+    }
+}
 
 /// A verifier being configured (opaque; one owner, not reference counted):
 /// made by `wid_verifier_builder_new`, turned into verifiers by
@@ -28,10 +62,8 @@ const MIN_REPLAY_CAPACITY: usize = 16;
 ///
 /// Setters (each may be called any number of times; the last value wins):
 /// leeway, key wait, max token bytes, require exp, cache entries, issuer,
-/// require proof, max proof lifetime, proof replay capacity. Node tokens
-/// (node identities, not yet in this library) will get their setter here,
-/// `wid_verifier_builder_set_node_tokens`, when they land; until then a
-/// verifier accepts workload tokens only.
+/// require proof, max proof lifetime, proof replay capacity, node tokens
+/// (which token kinds the verifier accepts) and the node lookup.
 pub struct wid_verifier_builder {
     _private: [u8; 0],
 }
@@ -40,7 +72,7 @@ pub struct wid_verifier_builder {
 /// (`None`: the library's default).
 pub(crate) struct Settings {
     keyring: Keyring,
-    store: Arc<CallbackStore>,
+    store: CallbackStore,
     audience: Audience,
     leeway: Option<Duration>,
     key_wait: Option<Duration>,
@@ -51,6 +83,7 @@ pub(crate) struct Settings {
     require_proof: bool,
     max_proof_lifetime: Option<Duration>,
     proof_replay_capacity: Option<usize>,
+    node_tokens: NodeTokens,
 }
 
 impl Castable for wid_verifier_builder {
@@ -127,7 +160,7 @@ pub unsafe extern "C" fn wid_verifier_builder_new(
         // SAFETY: `kr` is NULL or a live handle; `audience` NULL or valid for
         // `audience_len` bytes (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
-        let store = Arc::new(CallbackStore::new(lookup, userdata)?);
+        let store = CallbackStore::new(lookup, userdata)?;
         let audience = unsafe { str_in(audience, audience_len, "audience", MAX_AUDIENCE)? };
         require_out(out, "out")?;
         let settings = Mutex::new(Settings {
@@ -143,6 +176,7 @@ pub unsafe extern "C" fn wid_verifier_builder_new(
             require_proof: false,
             max_proof_lifetime: None,
             proof_replay_capacity: None,
+            node_tokens: NodeTokens::Refuse,
         });
         // SAFETY: `out` is writable (checked non-NULL; the contract).
         unsafe { handle::out(out, "out", || handle::into_raw_owned(settings)) }
@@ -364,6 +398,69 @@ pub unsafe extern "C" fn wid_verifier_builder_set_proof_replay_capacity(
     })
 }
 
+/// Sets which kinds of identity token the verifiers accept (a
+/// `WID_NODE_TOKENS_*`): `WID_NODE_TOKENS_REFUSE` (the default) allocation
+/// tokens only, a node token (`wid_issue_node`) being
+/// `WID_RESULT_TOKEN_KIND_REFUSED`; `WID_NODE_TOKENS_ACCEPT` both kinds;
+/// `WID_NODE_TOKENS_ONLY` node tokens only, an allocation token being
+/// `WID_RESULT_TOKEN_KIND_REFUSED`. A node token passes only when the node
+/// lookup (`wid_verifier_builder_set_node_lookup`) says its node is live: a
+/// missing node is `WID_RESULT_NODE_NOT_FOUND`, a down one
+/// `WID_RESULT_NODE_DOWN`, and without a node lookup every node token fails
+/// closed (`WID_RESULT_STORE_UNAVAILABLE`). Any other `mode` is
+/// `WID_RESULT_INVALID_ARGUMENT`, and the builder is unchanged.
+///
+/// # Safety
+/// `b` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verifier_builder_set_node_tokens(
+    b: *mut wid_verifier_builder,
+    mode: u32,
+) -> wid_result {
+    call(|| {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { check_builder(b)? };
+        let mode = NodeTokenMode::from_u32(mode).ok_or_else(|| {
+            invalid(
+                "mode",
+                format!(
+                    "must be WID_NODE_TOKENS_REFUSE (0), WID_NODE_TOKENS_ACCEPT (1) or WID_NODE_TOKENS_ONLY (2), got {mode}"
+                ),
+            )
+        })?;
+        unsafe { update(b, |s| s.node_tokens = mode.into()) }
+    })
+}
+
+/// Sets the node lookup (required: NULL is `WID_RESULT_NULL_ARGUMENT`, and
+/// the builder is unchanged): asked whether a node token's node is live,
+/// as the allocation lookup is asked about allocations (see
+/// `wid_node_lookup_fn`: `WID_CONSISTENCY_STALE` first, `CONSISTENT` only on
+/// missing; an error code or an unknown state fails closed,
+/// `WID_RESULT_STORE_UNAVAILABLE`). `userdata` is passed to `lookup`
+/// untouched and must stay valid until every verifier built with it is
+/// freed. Without a node lookup (the default) node tokens fail closed
+/// (`WID_RESULT_STORE_UNAVAILABLE`); it matters only for verifiers that
+/// accept node tokens (`wid_verifier_builder_set_node_tokens`). Setting it
+/// again replaces it for verifiers built afterwards.
+///
+/// # Safety
+/// `b` must be NULL or a live handle; `lookup` NULL or a function that
+/// keeps `wid_node_lookup_fn`'s contract with `userdata`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_verifier_builder_set_node_lookup(
+    b: *mut wid_verifier_builder,
+    lookup: wid_node_lookup_fn,
+    userdata: *mut c_void,
+) -> wid_result {
+    call(|| {
+        // SAFETY (this block): `b` is NULL or a live handle (the contract).
+        unsafe { check_builder(b)? };
+        let lookup = lookup.ok_or_else(|| null("lookup"))?;
+        unsafe { update(b, |s| s.store = s.store.with_node_lookup(lookup, userdata)) }
+    })
+}
+
 /// Makes a verifier with the builder's current settings; `*out` receives a
 /// handle to free with `wid_verifier_free`, used as any other verifier
 /// (`wid_verify`, `wid_verify_batch`, `wid_verify_proof`, `wid_explain`,
@@ -385,9 +482,12 @@ pub unsafe extern "C" fn wid_verifier_builder_build(
         let verifier = {
             // As in `update`: a poisoned lock still holds consistent settings.
             let s = builder.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut v = Verifier::builder(s.keyring.clone(), s.store.clone(), s.audience.clone())
+            // Each verifier gets its own copy of the callbacks: a node lookup
+            // set later does not reach verifiers already built.
+            let mut v = Verifier::builder(s.keyring.clone(), Arc::new(s.store), s.audience.clone())
                 .require_exp(s.require_exp)
-                .require_proof(s.require_proof);
+                .require_proof(s.require_proof)
+                .node_tokens(s.node_tokens);
             if let Some(leeway) = s.leeway {
                 v = v.leeway(leeway);
             }

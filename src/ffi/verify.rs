@@ -1,4 +1,5 @@
-//! `wid_verifier`: verification with a caller-supplied allocation lookup.
+//! `wid_verifier`: verification with caller-supplied allocation (and node)
+//! lookups.
 
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use super::handle::{self, Castable, out_optional, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
 use super::{WID_RESULT_OK, wid_bytes, wid_result};
 use crate::error::Error;
-use crate::state::{AllocState, Consistency, StateStore, StoreError};
+use crate::state::{AllocState, Consistency, NodeState, StateStore, StoreError};
 use crate::{Audience, Verifier};
 
 /// A verifier (opaque; reference counted).
@@ -82,9 +83,70 @@ pub(super) const MAX_AUDIENCE: usize = 4096;
 /// Largest batch accepted by `wid_verify_batch`.
 const MAX_BATCH: usize = 1 << 16;
 
-pub(super) struct CallbackStore {
-    lookup: unsafe extern "C" fn(*mut c_void, *const u8, usize, u32, *mut u32) -> wid_result,
+/// Looks up a client node, for node identity tokens: writes its state
+/// (`WID_NODE_MISSING`, `LIVE` or `DOWN`) to `*out_state` and returns
+/// `WID_RESULT_OK`, or returns an error code. Called as `wid_alloc_lookup_fn`
+/// is (from whichever thread verifies, possibly from several at once;
+/// `WID_CONSISTENCY_STALE` first and `WID_CONSISTENCY_CONSISTENT` only when
+/// the stale answer was missing). An error code, or a state other than 0, 1
+/// or 2, fails closed (`WID_RESULT_STORE_UNAVAILABLE`). `node_id` is not
+/// NUL-terminated and is valid only during the call. Set with
+/// `wid_verifier_builder_set_node_lookup`.
+pub type wid_node_lookup_fn = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        node_id: *const u8,
+        node_id_len: usize,
+        consistency: u32,
+        out_state: *mut u32,
+    ) -> wid_result,
+>;
+
+/// The shape both lookup callbacks share.
+pub(super) type LookupFn =
+    unsafe extern "C" fn(*mut c_void, *const u8, usize, u32, *mut u32) -> wid_result;
+
+/// A caller's lookup callback and its userdata.
+#[derive(Clone, Copy)]
+pub(super) struct Callback {
+    lookup: LookupFn,
     userdata: *mut c_void,
+}
+
+impl Callback {
+    /// Asks the callback about `id`: the state number it wrote, or why it
+    /// failed (`what` names the callback in the message).
+    fn ask(&self, id: &str, consistency: Consistency, what: &str) -> Result<u32, StoreError> {
+        // A sentinel: a callback that returns OK without writing fails closed.
+        let mut state = u32::MAX;
+        // SAFETY: the callback's contract; `id` outlives the call.
+        let rc = unsafe {
+            (self.lookup)(
+                self.userdata,
+                id.as_ptr(),
+                id.len(),
+                consistency as u32,
+                &mut state,
+            )
+        };
+        if rc != WID_RESULT_OK {
+            let name = crate::ResultCode::from_u32(rc)
+                .map_or("WID_RESULT_UNKNOWN", crate::ResultCode::name);
+            return Err(StoreError::new(format!(
+                "the {what} callback returned {name} ({rc})"
+            )));
+        }
+        Ok(state)
+    }
+}
+
+/// The state store over a caller's callbacks: the allocation lookup
+/// (required) and the node lookup (optional: without it node lookups fail
+/// closed, as `StateStore::node_state`'s default does).
+#[derive(Clone, Copy)]
+pub(super) struct CallbackStore {
+    alloc: Callback,
+    node: Option<Callback>,
 }
 
 impl CallbackStore {
@@ -94,12 +156,25 @@ impl CallbackStore {
         userdata: *mut c_void,
     ) -> Result<CallbackStore, Error> {
         let lookup = lookup.ok_or_else(|| null("lookup"))?;
-        Ok(CallbackStore { lookup, userdata })
+        Ok(CallbackStore {
+            alloc: Callback { lookup, userdata },
+            node: None,
+        })
+    }
+
+    /// This store with node lookups answered by `lookup` and its `userdata`
+    /// (a `wid_node_lookup_fn` checked non-NULL by the caller).
+    pub(super) fn with_node_lookup(self, lookup: LookupFn, userdata: *mut c_void) -> CallbackStore {
+        CallbackStore {
+            node: Some(Callback { lookup, userdata }),
+            ..self
+        }
     }
 }
 
-// SAFETY: the documented contract of wid_alloc_lookup_fn is that the callback
-// and its userdata may be used from any thread that calls wid_verify, at once.
+// SAFETY: the documented contract of wid_alloc_lookup_fn and
+// wid_node_lookup_fn is that the callbacks and their userdata may be used
+// from any thread that calls wid_verify, at once.
 unsafe impl Send for CallbackStore {}
 // SAFETY: as above.
 unsafe impl Sync for CallbackStore {}
@@ -110,28 +185,24 @@ impl StateStore for CallbackStore {
         alloc_id: &str,
         consistency: Consistency,
     ) -> Result<AllocState, StoreError> {
-        // A sentinel: a callback that returns OK without writing fails closed.
-        let mut state = u32::MAX;
-        // SAFETY: the callback's contract; alloc_id outlives the call.
-        let rc = unsafe {
-            (self.lookup)(
-                self.userdata,
-                alloc_id.as_ptr(),
-                alloc_id.len(),
-                consistency as u32,
-                &mut state,
-            )
-        };
-        if rc != WID_RESULT_OK {
-            let name = crate::ResultCode::from_u32(rc)
-                .map_or("WID_RESULT_UNKNOWN", crate::ResultCode::name);
-            return Err(StoreError::new(format!(
-                "the lookup callback returned {name} ({rc})"
-            )));
-        }
+        let state = self.alloc.ask(alloc_id, consistency, "lookup")?;
         AllocState::from_u32(state).ok_or_else(|| {
             StoreError::new(format!(
                 "the lookup callback reported state {state}: expected WID_ALLOC_MISSING (0), LIVE (1) or TERMINAL (2)"
+            ))
+        })
+    }
+
+    fn node_state(&self, node_id: &str, consistency: Consistency) -> Result<NodeState, StoreError> {
+        let Some(node) = &self.node else {
+            return Err(StoreError::new(
+                "this verifier has no node lookup (wid_verifier_builder_set_node_lookup), so node identity tokens fail closed",
+            ));
+        };
+        let state = node.ask(node_id, consistency, "node lookup")?;
+        NodeState::from_u32(state).ok_or_else(|| {
+            StoreError::new(format!(
+                "the node lookup callback reported state {state}: expected WID_NODE_MISSING (0), LIVE (1) or DOWN (2)"
             ))
         })
     }

@@ -7,7 +7,7 @@ pub mod identity;
 
 use workload_identity::model::{
     Allocation, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job, Node,
-    WorkloadIdentity,
+    NodeIdentityRequest, WorkloadIdentity,
 };
 
 pub const ALLOC_ID: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
@@ -92,15 +92,32 @@ pub fn issue_request_extra() -> IssueRequest {
     let job = r.allocation.job.as_mut().expect("the sample has a Job");
     job.node_pool = "gpu".into();
     r.identity.extra_claims = vec!["dc".into(), "owner".into()];
-    r.node = Some(Node {
+    r.node = Some(sample_node());
+    r
+}
+
+/// The node of the extra request (Go's `sampleNode` view).
+pub fn sample_node() -> Node {
+    Node {
         datacenter: "dc1".into(),
         id: NODE_ID.into(),
         name: "client-gpu-1".into(),
         node_class: "gpu-a100".into(),
         node_pool: "gpu".into(),
         status: "ready".into(),
-    });
-    r
+    }
+}
+
+/// The node identity request (Go's `nodeIdentityRequest` view): the sample
+/// node, two audiences, a 12-hour TTL (Go also sends `AuthToken` and the
+/// node's `HTTPAddr`, which the view ignores).
+pub fn node_identity_request() -> NodeIdentityRequest {
+    NodeIdentityRequest {
+        audience: vec!["nomadproject.io".into(), "consul.io".into()],
+        node: sample_node(),
+        region: "global".into(),
+        ttl: GoDuration::from_secs(12 * 3600),
+    }
 }
 
 pub fn consul_expose() -> ConsulExposeConfig {

@@ -51,3 +51,32 @@ func (s *lookupState) allocID(b []byte) string {
 	s.lastID.Store(&id)
 	return id
 }
+
+// widGoNodeLookup is the node lookup of a Verifier with
+// VerifierOptions.NodeLookup, called as widGoLookup is.
+//
+//export widGoNodeLookup
+func widGoNodeLookup(handle C.uintptr_t, thread C.uintptr_t, nodeID *C.uint8_t, nodeIDLen C.size_t,
+	consistency C.uint32_t, outState *C.uint32_t) (rc C.wid_result) {
+	st := cgo.Handle(handle).Value().(*lookupState)
+	defer func() {
+		if r := recover(); r != nil {
+			st.fail(uintptr(thread), fmt.Errorf("wid: NodeLookup panicked: %v", r))
+			rc = C.WID_RESULT_STORE_UNAVAILABLE
+		}
+	}()
+	id := string(unsafe.Slice((*byte)(unsafe.Pointer(nodeID)), int(nodeIDLen)))
+	state, err := st.nodeLookup(id, Consistency(consistency))
+	if err != nil {
+		st.fail(uintptr(thread), err)
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
+	switch state {
+	case NodeMissing, NodeLive, NodeDown:
+	default:
+		st.fail(uintptr(thread), fmt.Errorf("wid: NodeLookup returned %v for node %q", state, id))
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
+	*outState = C.uint32_t(state)
+	return C.WID_RESULT_OK
+}

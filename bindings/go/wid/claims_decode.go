@@ -45,11 +45,15 @@ const (
 	keyJTI
 	keyIssuer
 	keyExtraClaims
+	keyNodeID
+	keyNodePool
+	keyNodeClass
+	keyNodeDatacenter
 )
 
-// fastClaims decodes a JSON object of the claim keys with string, integer
-// and string-array values, and extra_claims an object of strings; ok is
-// false for anything else.
+// fastClaims decodes a JSON object of the claim keys (a node token's
+// nomad_node_* included) with string, integer and string-array values, and
+// extra_claims an object of strings; ok is false for anything else.
 func fastClaims(s string) (c *Claims, ok bool) {
 	if !utf8.ValidString(s) || len(s) < 2 || s[0] != '{' {
 		return nil, false
@@ -88,6 +92,14 @@ func fastClaims(s string) (c *Claims, ok bool) {
 			bit, str = keyJTI, &c.JTI
 		case "iss":
 			bit, str = keyIssuer, &c.Issuer
+		case "nomad_node_id":
+			bit, str = keyNodeID, &c.NodeID
+		case "nomad_node_pool":
+			bit, str = keyNodePool, &c.NodePool
+		case "nomad_node_class":
+			bit, str = keyNodeClass, &c.NodeClass
+		case "nomad_node_datacenter":
+			bit, str = keyNodeDatacenter, &c.NodeDatacenter
 		case "iat":
 			bit, num, numPtr = keyIssuedAt, &box.iat, &c.IssuedAt
 		case "nbf":

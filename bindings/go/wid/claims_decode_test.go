@@ -20,9 +20,27 @@ func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
 	} else if !reflect.DeepEqual(c.ExtraClaims, map[string]string{"dc": "dc:dc1", "owner": "team-a"}) {
 		t.Fatalf("fast extra_claims: %#v", c.ExtraClaims)
 	}
+	// A node token's claims, as the library writes them.
+	node := `{"nomad_node_id":"da86421c-7de9-85e4-2f50-3b2bf95102c1","nomad_node_pool":"default","nomad_node_class":"gpu","nomad_node_datacenter":"dc1","sub":"node:global:default:da86421c-7de9-85e4-2f50-3b2bf95102c1:default","aud":"nomadproject.io","iat":1700000000,"nbf":1700000000,"exp":1700086400,"jti":"j"}`
+	if c, ok := fastClaims(node); !ok {
+		t.Fatalf("the fast path refused a node token's claims: %s", node)
+	} else if !c.IsNode() || c.NodeID != "da86421c-7de9-85e4-2f50-3b2bf95102c1" || c.NodePool != "default" ||
+		c.NodeClass != "gpu" || c.NodeDatacenter != "dc1" || c.AllocationID != "" {
+		t.Fatalf("fast node claims: %+v", c)
+	}
 	cases := []string{
 		library,
 		extra,
+		node,
+		`{"nomad_node_id":"n1","nomad_node_pool":"default","nomad_node_datacenter":"dc1","sub":"node:global:default:n1:default"}`,
+		`{"nomad_node_id":"n1","nomad_node_id":"n2"}`,
+		`{"nomad_node_class":"gpu"}`,
+		`{"nomad_node_id":null}`,
+		`{"nomad_node_id":1}`,
+		`{"nomad_node_pool":"\u0041"}`,
+		`{"nomad_node_datacenter":["dc1"]}`,
+		`{"nomad_node_id":"n1","nomad_allocation_id":"a1"}`,
+		`{"Nomad_Node_ID":"n1"}`,
 		`{"extra_claims":{}}`,
 		`{"extra_claims":{"a":"x"}}`,
 		`{"extra_claims":{"a":"x","b":""},"sub":"s"}`,
@@ -84,6 +102,7 @@ func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
 func FuzzFastClaims(f *testing.F) {
 	f.Add(`{"sub":"x","aud":["a"],"exp":1}`)
 	f.Add(`{"sub":"x","extra_claims":{"a":"b","c":"d"}}`)
+	f.Add(`{"nomad_node_id":"n","nomad_node_pool":"p","nomad_node_class":"c","nomad_node_datacenter":"d"}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		got, gotErr := decodeClaimsString(in)
 		want, wantErr := decodeClaims([]byte(in))

@@ -16,7 +16,7 @@ type Explanation struct {
 	// Code is the result Verify returns for it (ResultOK when accepted).
 	Code Result `json:"result"`
 	// Steps are the checks run, in order (length, structure, key,
-	// algorithm, signature, claims, times, audience, issuer, allocation);
+	// algorithm, signature, claims, times, audience, issuer, allocation, or node for a node token);
 	// the first that failed is the last.
 	Steps []VerificationStep `json:"steps"`
 }

@@ -161,6 +161,36 @@ func (i *Issuer) IssueMsgpack(request []byte, now int64) (string, error) {
 	return takeString(&out), nil
 }
 
+// IssueNode signs the identity of the client node req names at now (Unix
+// seconds) with the issuer's algorithm and iss: the token Keyring.IssueNode
+// makes with those. The SPIFFE profile, WIMSE trust domain and extra claims
+// policy do not apply to node identities. Errors are Keyring.IssueNode's.
+func (i *Issuer) IssueNode(req *NodeIdentityRequest, now int64) (string, error) {
+	b, err := encodeNodeRequest(req)
+	if err != nil {
+		return "", err
+	}
+	return i.IssueNodeMsgpack(b, now)
+}
+
+// IssueNodeMsgpack is IssueNode for a NodeIdentityRequest already
+// msgpack-encoded.
+func (i *Issuer) IssueNodeMsgpack(request []byte, now int64) (string, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	if i.iss == nil {
+		return "", errClosed("Issuer")
+	}
+	var out C.wid_bytes
+	if err := call(func() C.wid_result {
+		r, rLen := bytesIn(request)
+		return C.wid_issuer_issue_node(i.iss, (*C.uint8_t)(ptr(r)), rLen, C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
 // SpiffeBundle returns the keyring's keys as a SPIFFE trust bundle's JWT
 // authorities: {"keys":[...],"spiffe_refresh_hint":<seconds>}, the ES256
 // and RS256 keys of the JWKS with "use":"jwt-svid" (a JWT-SVID cannot be

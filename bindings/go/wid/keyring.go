@@ -15,6 +15,10 @@ import (
 type Keyring struct {
 	mu sync.RWMutex // held for reading by calls, for writing by Close
 	kr *C.wid_keyring
+	// source keeps a RemoteJWKS reachable while a keyring it feeds is:
+	// without it the garbage collector could close the source (and stop
+	// its refresher) under a keyring still in use.
+	source *RemoteJWKS
 }
 
 func wrapKeyring(kr *C.wid_keyring) *Keyring {

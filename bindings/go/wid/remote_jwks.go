@@ -195,7 +195,9 @@ func (r *RemoteJWKS) Keyring() (*Keyring, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return wrapKeyring(kr), nil
+	k := wrapKeyring(kr)
+	k.source = r
+	return k, nil
 }
 
 // RefreshReport is what one successful fetch did.

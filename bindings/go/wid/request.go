@@ -38,13 +38,32 @@ type IssueRequest struct {
 	Node *Node `codec:",omitempty"`
 }
 
-// Node is the part of Nomad's Node an identity may name.
+// Node is the part of Nomad's Node an identity may name: the node an
+// allocation runs on (IssueRequest.Node), or the node whose own identity a
+// NodeIdentityRequest asks for.
 type Node struct {
-	Datacenter string // ${node.datacenter}
-	ID         string // ${node.id}
+	Datacenter string // ${node.datacenter}; nomad_node_datacenter
+	ID         string // ${node.id}; nomad_node_id
 	Name       string // ${node.name}
-	NodeClass  string // ${node.class}; empty when none is set
-	NodePool   string // ${node.pool}
+	NodeClass  string // ${node.class}; nomad_node_class; empty when none is set
+	NodePool   string // ${node.pool}; nomad_node_pool
+	// Status is Nomad's node status ("initializing", "ready", "down",
+	// "disconnected"). Omitted from the encoding when empty, so requests
+	// that do not set it encode exactly as before.
+	Status string `codec:",omitempty"`
+}
+
+// NodeIdentityRequest asks for a client node's own identity (Nomad 1.11's
+// node identities; Keyring.IssueNode, Issuer.IssueNode): a token with the
+// claims nomad_node_id, nomad_node_pool, nomad_node_class (when set) and
+// nomad_node_datacenter, sub "node:<Region>:<NodePool>:<ID>:default", and
+// never an allocation claim. As IssueRequest, its Go field names are its
+// msgpack wire names.
+type NodeIdentityRequest struct {
+	Audience []string      // the token's aud; empty: Nomad's "nomadproject.io"
+	Node     *Node         // the node: ID, Datacenter and NodePool required
+	Region   string        // the region, part of the token's sub
+	TTL      time.Duration // the token's lifetime; zero: Nomad's 24 h (a node identity always expires)
 }
 
 // ProofKey is a workload's public key as JWK members. In msgpack the keys
@@ -170,6 +189,74 @@ func (k *Keyring) issue(alg Alg, request []byte, issuer string, now int64) (stri
 		r, rLen := bytesIn(request)
 		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
 		return C.wid_issue_alg(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
+// EncodeNodeIdentityRequest encodes req as Nomad's codec does (go-msgpack,
+// MsgpackHandle{RawToString: true}): the bytes Keyring.IssueNodeMsgpack
+// takes.
+func EncodeNodeIdentityRequest(req *NodeIdentityRequest) ([]byte, error) {
+	if req == nil {
+		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil *NodeIdentityRequest"}
+	}
+	var out []byte
+	if err := codec.NewEncoderBytes(&out, msgpackHandle).Encode(req); err != nil {
+		return nil, fmt.Errorf("wid: encoding the NodeIdentityRequest: %w", err)
+	}
+	return out, nil
+}
+
+// DecodeNodeIdentityRequest decodes msgpack written by Nomad (or
+// EncodeNodeIdentityRequest) into a NodeIdentityRequest; fields this struct
+// does not have are skipped.
+func DecodeNodeIdentityRequest(b []byte) (*NodeIdentityRequest, error) {
+	var req NodeIdentityRequest
+	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// encodeNodeRequest is EncodeNodeIdentityRequest refusing a request without
+// a Node (the library would only say that its fields are missing).
+func encodeNodeRequest(req *NodeIdentityRequest) ([]byte, error) {
+	if req != nil && req.Node == nil {
+		return nil, &Error{Code: ResultInvalidArgument,
+			Message: "wid: NodeIdentityRequest.Node is nil: a node identity names its node (ID, Datacenter, NodePool)"}
+	}
+	return EncodeNodeIdentityRequest(req)
+}
+
+// IssueNode signs the identity of the client node req names at now (Unix
+// seconds) with the active key of alg, with an iss claim (none when issuer
+// is empty), and returns the JWT: Nomad 1.11's node identity claims, sub
+// "node:<region>:<node pool>:<node ID>:default", aud (nomadproject.io
+// unless req.Audience names others), iat = nbf = now, exp = now + TTL (24 h
+// when TTL is zero), jti. Only a Verifier with VerifierOptions.NodeTokens
+// accepts it. An invalid request (a required field missing, a ':' in
+// Region, Node.ID or Node.NodePool, an empty audience, a TTL that is
+// negative or under one second) fails with ErrInvalidArgument naming every
+// problem; an unknown alg with ErrInvalidArgument; an alg without an active
+// key with ErrNoActiveKey.
+func (k *Keyring) IssueNode(alg Alg, req *NodeIdentityRequest, issuer string, now int64) (string, error) {
+	b, err := encodeNodeRequest(req)
+	if err != nil {
+		return "", err
+	}
+	return k.IssueNodeMsgpack(alg, b, issuer, now)
+}
+
+// IssueNodeMsgpack is IssueNode for a NodeIdentityRequest already
+// msgpack-encoded (as Nomad's go-msgpack writes it).
+func (k *Keyring) IssueNodeMsgpack(alg Alg, request []byte, issuer string, now int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		r, rLen := bytesIn(request)
+		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
+		return C.wid_issue_node(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
 	}); err != nil {
 		return "", err
 	}

@@ -71,6 +71,22 @@ type VerifierOptions struct {
 	// else at least 16). When it is full of unexpired proofs new ones are
 	// refused (ErrProofReplayed); one workload key may hold 1/64 of it.
 	ProofReplayCapacity int
+	// NodeTokens says which kinds of identity token the verifier accepts:
+	// the zero value, NodeTokensRefuse, allocation tokens only (a node
+	// token fails with ErrTokenKindRefused); NodeTokensAccept both;
+	// NodeTokensOnly node tokens only. A node token passes only while
+	// NodeLookup says its node is live (ErrNodeNotFound, ErrNodeDown).
+	NodeTokens NodeTokens
+	// NodeLookup tells the verifier whether a node token's node is live, as
+	// the StateStore does for allocations: it is asked with Stale first and
+	// with Consistent only when the stale answer was NodeMissing, from
+	// whichever goroutine verifies, possibly from several at once (it must
+	// be safe for concurrent use and must not call back into the
+	// Verifier). An error, a panic, or a state other than NodeMissing,
+	// NodeLive and NodeDown fails closed with ErrStoreUnavailable, the
+	// error being the *Error's Cause. nil: node tokens fail closed with
+	// ErrStoreUnavailable.
+	NodeLookup func(nodeID string, c Consistency) (NodeState, error)
 }
 
 // builderSteps are the wid_verifier_builder setters these options call on
@@ -134,6 +150,10 @@ func (o *VerifierOptions) builderSteps(b *C.wid_verifier_builder) ([]func() C.wi
 		n := C.size_t(o.ProofReplayCapacity)
 		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_proof_replay_capacity(b, n) })
 	}
+	if o.NodeTokens != NodeTokensRefuse {
+		mode := C.uint32_t(o.NodeTokens)
+		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_node_tokens(b, mode) })
+	}
 	return steps, nil
 }
 
@@ -161,6 +181,9 @@ type Verifier struct {
 // lookupState is what the lookup callback reaches through the cgo.Handle.
 type lookupState struct {
 	store StateStore
+	// nodeLookup answers node lookups (VerifierOptions.NodeLookup); nil
+	// when none was given (the library then has no node lookup at all).
+	nodeLookup func(nodeID string, c Consistency) (NodeState, error)
 	// lastID is the last allocation ID looked up (see allocID).
 	lastID atomic.Pointer[string]
 
@@ -204,7 +227,7 @@ func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierO
 	if opts.MaxTokenBytes < 0 || opts.CacheEntries < 0 {
 		return nil, &Error{Code: ResultInvalidArgument, Message: "wid: MaxTokenBytes and CacheEntries must be >= 0"}
 	}
-	state := &lookupState{store: store, failures: make(map[uintptr][]error)}
+	state := &lookupState{store: store, nodeLookup: opts.NodeLookup, failures: make(map[uintptr][]error)}
 	h := cgo.NewHandle(state)
 	v, err := buildVerifier(kr, audience, h, opts)
 	if err != nil {
@@ -232,6 +255,11 @@ func buildVerifier(kr *Keyring, audience string, h cgo.Handle, opts *VerifierOpt
 	if err != nil {
 		return nil, err
 	}
+	if opts.NodeLookup != nil {
+		steps = append(steps, func() C.wid_result {
+			return C.wid_go_verifier_builder_set_node_lookup(b, C.uintptr_t(h))
+		})
+	}
 	for _, step := range steps {
 		if err := call(step); err != nil {
 			return nil, err
@@ -258,8 +286,10 @@ func (v *Verifier) Close() {
 }
 
 // Verify checks token at now (Unix seconds): signature, key, time window,
-// audience (and issuer, exp as configured), then the allocation through the
-// StateStore. It returns the verified claims, or an *Error.
+// audience (and issuer, exp as configured), the token's kind
+// (VerifierOptions.NodeTokens), then the allocation through the StateStore
+// (or, for a node token, the node through VerifierOptions.NodeLookup). It
+// returns the verified claims, or an *Error.
 //
 // One cgo crossing on success: the token is passed without copying, the
 // library's claims are copied into a pooled buffer by the C glue (which frees
@@ -457,7 +487,19 @@ type Claims struct {
 	// policy, IssuerOptions.ExtraClaimsPolicyJSON), the JSON claim
 	// extra_claims; nil when the token has none.
 	ExtraClaims map[string]string `json:"extra_claims,omitempty"`
+
+	// The claims of a node identity token (Keyring.IssueNode), empty in an
+	// allocation token; a node token has none of the allocation claims
+	// above (Namespace, JobID, AllocationID, Task, Service). See IsNode.
+	NodeID         string `json:"nomad_node_id,omitempty"`
+	NodePool       string `json:"nomad_node_pool,omitempty"`
+	NodeClass      string `json:"nomad_node_class,omitempty"` // empty when the node has none
+	NodeDatacenter string `json:"nomad_node_datacenter,omitempty"`
 }
+
+// IsNode reports whether these are a node identity token's claims (it
+// names a node: nomad_node_id), not an allocation's.
+func (c *Claims) IsNode() bool { return c.NodeID != "" }
 
 // Confirmation is the cnf claim of a workload identity token.
 type Confirmation struct {

@@ -153,3 +153,59 @@ func (s AllocState) String() string {
 	}
 	return "AllocState(" + strconv.FormatUint(uint64(s), 10) + ")"
 }
+
+// NodeState is a client node's state as a Verifier's node lookup reports it
+// (VerifierOptions.NodeLookup), for node identity tokens.
+type NodeState uint32
+
+// Node states.
+const (
+	NodeMissing NodeState = C.WID_NODE_MISSING // no such node
+	NodeLive    NodeState = C.WID_NODE_LIVE    // ready, initializing or disconnected
+	NodeDown    NodeState = C.WID_NODE_DOWN    // down (or a status Nomad does not define)
+)
+
+// String returns "missing", "live" or "down".
+func (s NodeState) String() string {
+	switch s {
+	case NodeMissing:
+		return "missing"
+	case NodeLive:
+		return "live"
+	case NodeDown:
+		return "down"
+	}
+	return "NodeState(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+// NodeTokens says which kinds of identity token a Verifier accepts
+// (VerifierOptions.NodeTokens). The claims decide a token's kind: a node
+// token (Keyring.IssueNode) carries nomad_node_id and none of the allocation
+// claims.
+type NodeTokens uint32
+
+// Token kinds a Verifier accepts.
+const (
+	// NodeTokensRefuse: allocation tokens only (the default); a node token
+	// fails with ErrTokenKindRefused.
+	NodeTokensRefuse NodeTokens = C.WID_NODE_TOKENS_REFUSE
+	// NodeTokensAccept: both kinds, node tokens bound to their node through
+	// VerifierOptions.NodeLookup.
+	NodeTokensAccept NodeTokens = C.WID_NODE_TOKENS_ACCEPT
+	// NodeTokensOnly: node tokens only; an allocation token fails with
+	// ErrTokenKindRefused.
+	NodeTokensOnly NodeTokens = C.WID_NODE_TOKENS_ONLY
+)
+
+// String returns "refuse", "accept" or "only".
+func (n NodeTokens) String() string {
+	switch n {
+	case NodeTokensRefuse:
+		return "refuse"
+	case NodeTokensAccept:
+		return "accept"
+	case NodeTokensOnly:
+		return "only"
+	}
+	return "NodeTokens(" + strconv.FormatUint(uint64(n), 10) + ")"
+}

@@ -31,6 +31,21 @@ wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
                                     audience_len, out);
 }
 
+// The wid_node_lookup_fn handed to the library, as wid_go_lookup.
+static wid_result wid_go_node_lookup(void *userdata, const uint8_t *node_id,
+                                     size_t node_id_len, uint32_t consistency,
+                                     uint32_t *out_state) {
+    return widGoNodeLookup((uintptr_t)userdata, wid_go_thread_key(),
+                           (uint8_t *)node_id, node_id_len, consistency,
+                           out_state);
+}
+
+wid_result wid_go_verifier_builder_set_node_lookup(wid_verifier_builder *b,
+                                                   uintptr_t handle) {
+    return wid_verifier_builder_set_node_lookup(b, wid_go_node_lookup,
+                                                (void *)handle);
+}
+
 wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,
                                const size_t *lens, size_t count,
                                int64_t now_unix, wid_result *out_results) {

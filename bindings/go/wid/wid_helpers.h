@@ -16,6 +16,11 @@ wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
                                        uintptr_t handle,
                                        wid_verifier_builder **out);
 
+/* wid_verifier_builder_set_node_lookup with the C trampoline of
+ * widGoNodeLookup and the cgo.Handle value `handle` as userdata. */
+wid_result wid_go_verifier_builder_set_node_lookup(wid_verifier_builder *b,
+                                                   uintptr_t handle);
+
 /* wid_verify_batch over `count` tokens laid end to end in `buf`
  * (`lens[i]` bytes each). The pointer array lives in C memory. */
 wid_result wid_go_verify_batch(const wid_verifier *v, const char *buf,

@@ -100,6 +100,17 @@ type IssueRequest struct {
 	Node *Node `codec:",omitempty"`
 }
 
+// NodeIdentityRequest asks for a client node's own identity (Nomad 1.11's
+// node identities): the four fields the Rust view knows, plus a Go-only one
+// it must ignore.
+type NodeIdentityRequest struct {
+	Region    string
+	Node      *Node
+	Audience  []string
+	TTL       time.Duration
+	AuthToken string // extra (the RPC's write-request token; never in the view)
+}
+
 // ProofKey is the workload's public key a request for a workload identity
 // token (WIT) carries: JWK members under Go field names.
 type ProofKey struct {
@@ -239,6 +250,22 @@ func extraIssueRequest(alloc *Allocation, full bool) *IssueRequest {
 	return r
 }
 
+// nodeIdentityRequest is the node request: the sample node (with its Go-only
+// HTTPAddr and the request's Go-only AuthToken when full), two audiences and
+// a 12-hour TTL.
+func nodeIdentityRequest(full bool) *NodeIdentityRequest {
+	r := &NodeIdentityRequest{
+		Region:   "global",
+		Node:     sampleNode(full),
+		Audience: []string{"nomadproject.io", "consul.io"},
+		TTL:      12 * time.Hour,
+	}
+	if full {
+		r.AuthToken = "2f1c1f0e-5b6a-4e53-9d2c-0d1e2f3a4b5c"
+	}
+	return r
+}
+
 func taskIssueRequest(alloc *Allocation) *IssueRequest {
 	return &IssueRequest{
 		Region:     "global",
@@ -307,6 +334,7 @@ func vectors() []vector {
 		{"consul_expose.msgpack", sampleConsulExpose(), sampleConsulExpose()},
 		{"issue_request_proof_key.msgpack", proofKeyIssueRequest(fullAllocation()), proofKeyIssueRequest(viewAllocation())},
 		{"issue_request_extra.msgpack", extraIssueRequest(fullAllocation(), true), extraIssueRequest(viewAllocation(), false)},
+		{"node_identity_request.msgpack", nodeIdentityRequest(true), nodeIdentityRequest(false)},
 	}
 }
 
