@@ -279,6 +279,11 @@ typedef struct wid_key_wrapper wid_key_wrapper;
 // A shared keyring (opaque; reference counted).
 typedef struct wid_keyring wid_keyring;
 
+// A node identity manager (opaque; reference counted, safe to use from many
+// threads at once): made by `wid_node_identity_manager_new`, released by
+// `wid_node_identity_manager_free`.
+typedef struct wid_node_identity_manager wid_node_identity_manager;
+
 // A remote JWKS source (opaque; reference counted, safe to use from many
 // threads at once): made by `wid_remote_jwks_builder_build`, released by
 // `wid_remote_jwks_free` (which stops its refresher).
@@ -912,6 +917,113 @@ wid_result wid_keyring_save(const struct wid_keyring *kr, const char *path, size
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
 wid_result wid_keyring_load(const char *path, size_t path_len, struct wid_keyring **out);
+
+// Makes a manager for the node a msgpack `NodeIdentityRequest` describes
+// (decoded as `wid_issue_node` decodes it, and checked at once: an invalid
+// request is `WID_RESULT_INVALID_ARGUMENT` naming every problem, bytes that
+// are not such a map `WID_RESULT_DECODE_ERROR`). Tokens are signed by `iss`
+// (its algorithm and `iss`, as `wid_issuer_issue_node`), checked against
+// `kr` (a token that does not verify against it, restored or newly signed,
+// is never used: normally the keyring `iss` was built from) and saved in
+// the directory `state_dir` (UTF-8, at most 4096 bytes; it must exist: a
+// missing one, or a path that is not a directory, is
+// `WID_RESULT_IO_ERROR`; empty is `WID_RESULT_INVALID_ARGUMENT`). The
+// manager keeps its own references to the issuer and the keyring. Nothing
+// is signed yet: call `wid_node_identity_manager_start` (a fresh node) or
+// `wid_node_identity_manager_restore` (after a restart). `*out` receives a
+// handle to free with `wid_node_identity_manager_free`.
+//
+// # Safety
+// `iss` and `kr` must be NULL or live handles; `request_msgpack` NULL or
+// valid for `len` bytes; `state_dir` NULL or valid for `state_dir_len`
+// bytes; `out` NULL or writable.
+wid_result wid_node_identity_manager_new(const struct wid_issuer *iss,
+                                         const struct wid_keyring *kr,
+                                         const uint8_t *request_msgpack,
+                                         size_t len,
+                                         const char *state_dir,
+                                         size_t state_dir_len,
+                                         struct wid_node_identity_manager **out);
+
+// Releases a manager handle (reference counted). The saved state stays in
+// its directory for a later `wid_node_identity_manager_restore`. NULL-safe.
+//
+// # Safety
+// `m` must be NULL or a handle from this library not yet freed.
+void wid_node_identity_manager_free(const struct wid_node_identity_manager *m);
+
+// Signs a first token at `now_ms` (Unix milliseconds) and saves it (a token
+// that cannot be saved is still used; the failure is logged). A signing
+// failure is its code (`WID_RESULT_NO_ACTIVE_KEY`,
+// `WID_RESULT_INVALID_ARGUMENT`, ...); the next attempt is then backed off
+// and made by `wid_node_identity_manager_tick`.
+//
+// # Safety
+// `m` must be NULL or a live handle.
+wid_result wid_node_identity_manager_start(const struct wid_node_identity_manager *m,
+                                           int64_t now_ms);
+
+// After a restart: takes the saved token back if it still verifies against
+// the keyring, is this node's identity as the request gives it, matches its
+// saved record and has not expired at `now_ms` (renewing at once when it is
+// already due, and keeping it when that fails); anything else signs a new
+// one (a failure of that is its code). `*out_reused` (may be NULL) receives
+// 1 when the saved token was taken back, 0 when a new one was signed.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_reused` NULL or writable.
+wid_result wid_node_identity_manager_restore(const struct wid_node_identity_manager *m,
+                                             int64_t now_ms,
+                                             uint32_t *out_reused);
+
+// Renews when due at `now_ms` (two thirds of the token's life, less up to
+// 5 % of it as jitter, or the retry after a failure); before that it does
+// nothing and returns `WID_RESULT_OK`. A failed renewal is its code
+// (`WID_RESULT_NO_ACTIVE_KEY`, ...): the current token is kept while it is
+// valid, and the next attempt backed off (1 s doubling to 60 s; see
+// `wid_node_identity_manager_next_due_ms`). Call it at least as often as
+// the due time says, e.g. from a timer.
+//
+// # Safety
+// `m` must be NULL or a live handle.
+wid_result wid_node_identity_manager_tick(const struct wid_node_identity_manager *m,
+                                          int64_t now_ms);
+
+// `*out` receives when `wid_node_identity_manager_tick` next has work (Unix
+// milliseconds). Before the first `_start` or `_restore` nothing is
+// scheduled: `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_node_identity_manager_next_due_ms(const struct wid_node_identity_manager *m,
+                                                 int64_t *out);
+
+// `*out_token` receives the current token (the compact JWS) while it has not
+// expired at `now_ms`. Without one (never signed, or expired while renewals
+// failed) the result is `WID_RESULT_INVALID_ARGUMENT` with the message "no
+// valid node identity ..." and `*out_token` is not written.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_token` NULL or writable.
+wid_result wid_node_identity_manager_current(const struct wid_node_identity_manager *m,
+                                             int64_t now_ms,
+                                             struct wid_bytes *out_token);
+
+// `*out_json` receives the manager's health at `now_ms` as a JSON object:
+// `expires_in_ms` (until the token expires, negative once it has; `null`
+// without a token), `renewal_overdue_ms` (how late the next attempt is, 0
+// when not due), `at_risk` (renewals failing, a renewal more than a minute
+// overdue, or no valid token), `signed`, `failures`,
+// `consecutive_failures`, `expires_at` (Unix seconds or `null`),
+// `next_attempt_ms` (Unix milliseconds or `null`),
+// `expires_before_next_attempt` and `last_error` (the last failure's
+// message, `null` after a success; never a token).
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_node_identity_manager_health_json(const struct wid_node_identity_manager *m,
+                                                 int64_t now_ms,
+                                                 struct wid_bytes *out_json);
 
 // Makes a fresh key pair for a workload from the OS's CSPRNG: `alg`
 // `WID_ALG_EDDSA` (Ed25519) or `WID_ALG_ES256` (P-256, the algorithm the

@@ -536,3 +536,30 @@ fn the_manager_keeps_good_tokens_refuses_non_renewals_and_shows_stalls() {
     assert!(h.at_risk);
     assert!(!m.health(due - 1).at_risk);
 }
+
+/// Threads ticking at the due time together renew once.
+#[test]
+fn concurrent_ticks_renew_once() {
+    let m = Arc::new(
+        NodeIdentityManager::new(
+            request(),
+            Arc::new(Issuer::new(keyring())),
+            Arc::new(MemoryIdentityDb::default()),
+            keyring(),
+        )
+        .with_jitter(Arc::new(FixedJitter(0.0))),
+    );
+    m.start(NOW * 1000).unwrap();
+    let due = m.next_due_ms().unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || m.tick(due))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    let st = m.stats();
+    assert_eq!((st.signed, st.failures), (2, 0));
+}

@@ -344,6 +344,7 @@ static void test_frees_are_null_safe(void) {
     wid_verifier_builder_free(NULL);
     wid_remote_jwks_builder_free(NULL);
     wid_remote_jwks_free(NULL);
+    wid_node_identity_manager_free(NULL);
     wid_bytes_free(NULL);
     wid_bytes_free(&b); /* an empty value */
     CHECK(b.data == NULL && b.len == 0);
@@ -4411,6 +4412,264 @@ static void test_issuer_node_identities(void) {
     wid_verifier_free(v);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The node identity manager                                                */
+/* ------------------------------------------------------------------------ */
+
+#define NM_T0 ((int64_t)1700000000000) /* Unix milliseconds */
+#define NM_DAY_MS ((int64_t)24 * 3600 * 1000)
+#define SENTINEL_NM ((wid_node_identity_manager *)(uintptr_t)0x10)
+
+static wid_node_identity_manager *nm_new(const wid_issuer *iss, const wid_keyring *kr,
+                                         const struct encoded *e, const char *dir) {
+    wid_node_identity_manager *m = NULL;
+    CHECK_OK(wid_node_identity_manager_new(iss, kr, e->buf, e->len, S(dir), &m));
+    CHECK(m != NULL);
+    return m;
+}
+
+static int nm_health_has(const wid_node_identity_manager *m, int64_t now, const char *needle) {
+    wid_bytes j = {NULL, 0};
+    int found;
+    CHECK_OK(wid_node_identity_manager_health_json(m, now, &j));
+    found = bytes_contain(&j, needle);
+    wid_bytes_free(&j);
+    return found;
+}
+
+/* NULLs, wrong handles, bad values: nothing written. */
+static void test_node_manager_arguments(void) {
+    char dir[] = "/tmp/wid-c-nm-XXXXXX";
+    char missing[256], file[256];
+    wid_keyring *kr = keyring_for_wits(61);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss = build(b);
+    wid_node_identity_manager *m = SENTINEL_NM, *real;
+    const wid_node_identity_manager *wrong = (const wid_node_identity_manager *)kr;
+    wid_node_request_fields n;
+    struct encoded e;
+    wid_bytes out = {(uint8_t *)"x", 77};
+    int64_t due = -7;
+    uint32_t reused = 99;
+    FILE *f;
+
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+        g_checks++;
+        g_failed++;
+        wid_issuer_builder_free(b);
+        wid_issuer_free(iss);
+        wid_keyring_free(kr);
+        return;
+    }
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    snprintf(file, sizeof file, "%s/file", dir);
+    f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f != NULL) fclose(f);
+    node_fields(&n);
+    encode_node(&n, &e);
+
+    CHECK_RC(wid_node_identity_manager_new(NULL, kr, e.buf, e.len, S(dir), &m),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, NULL, e.buf, e.len, S(dir), &m),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, NULL, 5, S(dir), &m), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, NULL, 4, &m),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, S(dir), NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new((const wid_issuer *)kr, kr, e.buf, e.len, S(dir), &m),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, (const wid_keyring *)iss, e.buf, e.len, S(dir), &m),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, (const uint8_t *)"\xc1", 1, S(dir), &m),
+             WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, "", 0, &m),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, S(missing), &m),
+             WID_RESULT_IO_ERROR);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, S(file), &m),
+             WID_RESULT_IO_ERROR);
+    n.node_id = ""; /* an invalid request */
+    encode_node(&n, &e);
+    CHECK_RC(wid_node_identity_manager_new(iss, kr, e.buf, e.len, S(dir), &m),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(m == SENTINEL_NM);
+    node_fields(&n);
+    encode_node(&n, &e);
+
+    CHECK_RC(wid_node_identity_manager_start(NULL, NM_T0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_start(wrong, NM_T0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_restore(NULL, NM_T0, &reused), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_restore(wrong, NM_T0, &reused), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(reused == 99);
+    CHECK_RC(wid_node_identity_manager_tick(NULL, NM_T0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_tick(wrong, NM_T0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_next_due_ms(NULL, &due), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_next_due_ms(wrong, &due), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(due == -7);
+    CHECK_RC(wid_node_identity_manager_current(NULL, NM_T0, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_current(wrong, NM_T0, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_health_json(NULL, NM_T0, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_health_json(wrong, NM_T0, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(out.len == 77);
+    wid_node_identity_manager_free(NULL);
+    wid_node_identity_manager_free(wrong); /* a wrong handle type is ignored */
+
+    real = nm_new(iss, kr, &e, dir);
+    /* Nothing signed yet: no token, nothing scheduled. */
+    CHECK_RC(wid_node_identity_manager_current(real, NM_T0, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "no valid node identity") != NULL);
+    CHECK_RC(wid_node_identity_manager_next_due_ms(real, &due), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(out.len == 77 && due == -7);
+    CHECK_RC(wid_node_identity_manager_current(real, NM_T0, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_next_due_ms(real, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_node_identity_manager_health_json(real, NM_T0, NULL), WID_RESULT_NULL_ARGUMENT);
+    /* A manager is not a keyring. */
+    CHECK_RC(wid_keyring_jwks((const wid_keyring *)real, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(out.len == 77);
+
+    /* No active key of the issuer's algorithm: the signer's code. */
+    {
+        wid_keyring *empty = NULL;
+        wid_issuer_builder *eb;
+        wid_issuer *eiss;
+        wid_node_identity_manager *em;
+        CHECK_OK(wid_keyring_new(&empty));
+        eb = builder_for(empty, WID_ALG_EDDSA, 0, NULL);
+        eiss = build(eb);
+        em = nm_new(eiss, empty, &e, dir);
+        CHECK_RC(wid_node_identity_manager_start(em, NM_T0), WID_RESULT_NO_ACTIVE_KEY);
+        CHECK_RC(wid_node_identity_manager_restore(em, NM_T0, &reused), WID_RESULT_NO_ACTIVE_KEY);
+        CHECK(reused == 99);
+        CHECK(nm_health_has(em, NM_T0, "\"at_risk\":true"));
+        CHECK(nm_health_has(em, NM_T0, "\"failures\":2"));
+        CHECK(nm_health_has(em, NM_T0, "\"expires_in_ms\":null"));
+        CHECK_RC(wid_node_identity_manager_current(em, NM_T0, &out), WID_RESULT_INVALID_ARGUMENT);
+        CHECK(out.len == 77);
+        wid_node_identity_manager_free(em);
+        wid_issuer_free(eiss);
+        wid_issuer_builder_free(eb);
+        wid_keyring_free(empty);
+    }
+
+    wid_node_identity_manager_free(real);
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    wid_keyring_free(kr);
+    remove(file);
+    rmdir(dir);
+}
+
+/* Start, tick before due, a "restart" with a new handle on the same
+ * directory taking the token back, renewal when due, the health JSON. */
+static void test_node_manager_flows(void) {
+    char dir[] = "/tmp/wid-c-nm-XXXXXX";
+    wid_keyring *kr = keyring_for_wits(62);
+    wid_issuer_builder *b = builder_for(kr, WID_ALG_ES256, 0, NULL);
+    wid_issuer *iss = build(b);
+    wid_node_identity_manager *m, *m2;
+    wid_node_request_fields n;
+    struct encoded e;
+    wid_bytes first = {NULL, 0}, again = {NULL, 0}, renewed = {NULL, 0}, j = {NULL, 0};
+    struct lookup_ctx allocs, nodes;
+    wid_verifier *v;
+    int64_t due = 0, due2 = 0;
+    uint32_t reused = 99;
+    char expect_exp[64];
+
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+        g_checks++;
+        g_failed++;
+        wid_issuer_builder_free(b);
+        wid_issuer_free(iss);
+        wid_keyring_free(kr);
+        return;
+    }
+    node_fields(&n);
+    encode_node(&n, &e);
+    m = nm_new(iss, kr, &e, dir);
+    CHECK_OK(wid_node_identity_manager_start(m, NM_T0));
+    CHECK_OK(wid_node_identity_manager_current(m, NM_T0, &first));
+    CHECK(first.data != NULL && first.data[first.len] == '\0');
+    CHECK(strncmp((const char *)first.data, ES256_HEADER_PREFIX, strlen(ES256_HEADER_PREFIX)) == 0);
+    ctx_init(&allocs, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    node_ctx_init(&nodes, WID_NODE_LIVE, WID_NODE_LIVE);
+    v = node_verifier_for(kr, NODE_AUD, WID_NODE_TOKENS_ONLY, &allocs, &nodes);
+    CHECK_OK(wid_verify(v, (const char *)first.data, first.len, NM_T0 / 1000, NULL));
+
+    CHECK_OK(wid_node_identity_manager_next_due_ms(m, &due));
+    CHECK(due >= NM_T0 + NM_DAY_MS * 2 / 3 - NM_DAY_MS / 20 && due <= NM_T0 + NM_DAY_MS * 2 / 3);
+    /* Before due: nothing happens. */
+    CHECK_OK(wid_node_identity_manager_tick(m, due - 1));
+    CHECK(nm_health_has(m, due - 1, "\"signed\":1"));
+    CHECK_OK(wid_node_identity_manager_current(m, due - 1, &again));
+    CHECK(again.len == first.len && memcmp(again.data, first.data, first.len) == 0);
+    wid_bytes_free(&again);
+
+    /* The health JSON. */
+    CHECK_OK(wid_node_identity_manager_health_json(m, NM_T0 + 1000, &j));
+    CHECK(j.data != NULL && j.data[j.len] == '\0');
+    CHECK(bytes_contain(&j, "\"expires_in_ms\":86399000"));
+    CHECK(bytes_contain(&j, "\"renewal_overdue_ms\":0"));
+    CHECK(bytes_contain(&j, "\"at_risk\":false"));
+    CHECK(bytes_contain(&j, "\"signed\":1"));
+    CHECK(bytes_contain(&j, "\"failures\":0"));
+    CHECK(bytes_contain(&j, "\"consecutive_failures\":0"));
+    snprintf(expect_exp, sizeof expect_exp, "\"expires_at\":%lld",
+             (long long)(NM_T0 / 1000 + 86400));
+    CHECK(bytes_contain(&j, expect_exp));
+    CHECK(bytes_contain(&j, "\"next_attempt_ms\":"));
+    CHECK(bytes_contain(&j, "\"expires_before_next_attempt\":false"));
+    CHECK(bytes_contain(&j, "\"last_error\":null"));
+    wid_bytes_free(&j);
+
+    /* A "restart": a new handle on the same directory takes it back. */
+    wid_node_identity_manager_free(m);
+    m2 = nm_new(iss, kr, &e, dir);
+    CHECK_OK(wid_node_identity_manager_restore(m2, NM_T0 + 60000, &reused));
+    CHECK(reused == 1);
+    CHECK_OK(wid_node_identity_manager_restore(m2, NM_T0 + 60000, NULL)); /* NULL: not wanted */
+    CHECK_OK(wid_node_identity_manager_current(m2, NM_T0 + 60000, &again));
+    CHECK(again.len == first.len && memcmp(again.data, first.data, first.len) == 0);
+    wid_bytes_free(&again);
+    CHECK(nm_health_has(m2, NM_T0 + 60000, "\"signed\":0"));
+
+    /* Due: renewed, and the new token verifies. The manager outlives the
+     * issuer and keyring handles it was made from. */
+    wid_issuer_free(iss);
+    wid_issuer_builder_free(b);
+    CHECK_OK(wid_node_identity_manager_next_due_ms(m2, &due2));
+    CHECK_OK(wid_node_identity_manager_tick(m2, due2));
+    CHECK_OK(wid_node_identity_manager_current(m2, due2, &renewed));
+    CHECK(renewed.len > 0 && !(renewed.len == first.len &&
+                               memcmp(renewed.data, first.data, first.len) == 0));
+    CHECK_OK(wid_verify(v, (const char *)renewed.data, renewed.len, due2 / 1000, NULL));
+    CHECK(nm_health_has(m2, due2, "\"signed\":1"));
+    CHECK_OK(wid_node_identity_manager_next_due_ms(m2, &due));
+    CHECK(due > due2 + NM_DAY_MS / 2);
+
+    /* Once expired (nothing renewed it), there is no valid identity. */
+    CHECK_RC(wid_node_identity_manager_current(m2, due2 + NM_DAY_MS, &again),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(again.data == NULL);
+    CHECK(nm_health_has(m2, due2 + NM_DAY_MS, "\"at_risk\":true"));
+
+    wid_bytes_free(&first);
+    wid_bytes_free(&renewed);
+    wid_node_identity_manager_free(m2);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+    {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        CHECK(system(cmd) == 0);
+    }
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -4449,6 +4708,8 @@ int main(void) {
     test_node_setter_arguments();
     test_node_verify_flows();
     test_issuer_node_identities();
+    test_node_manager_arguments();
+    test_node_manager_flows();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

@@ -16,8 +16,8 @@
 //! * Outputs are written only on success.
 //! * On failure a detail message is kept per thread (`wid_last_error_message`);
 //!   it never contains key material or a whole token. Success clears it.
-//! * `wid_keyring`, `wid_verifier`, `wid_issuer` and `wid_remote_jwks` are
-//!   reference counted (`Arc`) and safe to use from many threads at once;
+//! * `wid_keyring`, `wid_verifier`, `wid_issuer`, `wid_remote_jwks` and
+//!   `wid_node_identity_manager` are reference counted (`Arc`) and safe to use from many threads at once;
 //!   `wid_workload_key` and the builders (`wid_issuer_builder`,
 //!   `wid_verifier_builder`, `wid_remote_jwks_builder`) have one owner
 //!   (`Box`); `_free` is NULL-safe. A
@@ -42,6 +42,7 @@ mod handle;
 mod issue;
 mod issuer;
 mod keyring;
+mod node_manager;
 mod proof;
 mod remote_jwks;
 mod verifier_builder;
@@ -70,6 +71,12 @@ pub use keyring::{
     wid_keyring_insert, wid_keyring_insert_alg, wid_keyring_jwks, wid_keyring_load,
     wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
     wid_keyring_rotate_alg, wid_keyring_save, wid_keyring_spiffe_bundle,
+};
+pub use node_manager::{
+    wid_node_identity_manager, wid_node_identity_manager_current, wid_node_identity_manager_free,
+    wid_node_identity_manager_health_json, wid_node_identity_manager_new,
+    wid_node_identity_manager_next_due_ms, wid_node_identity_manager_restore,
+    wid_node_identity_manager_start, wid_node_identity_manager_tick,
 };
 pub use proof::{
     wid_issue_wit, wid_verify_proof, wid_workload_key, wid_workload_key_free,

@@ -332,6 +332,11 @@ impl NodeIdentityManager {
     /// token that cannot be saved is still used (and the failure logged).
     fn renew(&self, now_ms: i64) -> Result<IdentityToken> {
         let _one = self.renewing.lock().unwrap_or_else(PoisonError::into_inner);
+        self.renew_locked(now_ms)
+    }
+
+    /// [`NodeIdentityManager::renew`] with the renewal lock held.
+    fn renew_locked(&self, now_ms: i64) -> Result<IdentityToken> {
         let now = now_ms.div_euclid(1000);
         let attempt = self.signer.sign_node(&self.request, now).and_then(|s| {
             if let Some(why) = self.refuse_signed(&s, now_ms) {
@@ -421,6 +426,9 @@ impl NodeIdentityManager {
     /// failure). A failure keeps the current token and is returned; the next
     /// attempt is backed off (1 s doubling to 60 s).
     pub fn tick(&self, now_ms: i64) -> Result<()> {
+        // Decided and done under the renewal lock: two threads ticking at
+        // the due time renew once.
+        let _one = self.renewing.lock().unwrap_or_else(PoisonError::into_inner);
         let due = self.lock().next_attempt_ms;
         match due {
             Some(due) if now_ms < due => Ok(()),
@@ -432,9 +440,9 @@ impl NodeIdentityManager {
                         (now_ms - due) / 1000
                     );
                 }
-                self.renew(now_ms).map(drop)
+                self.renew_locked(now_ms).map(drop)
             }
-            None => self.renew(now_ms).map(drop),
+            None => self.renew_locked(now_ms).map(drop),
         }
     }
 
