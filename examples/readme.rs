@@ -1,4 +1,4 @@
-//! The README's "Using it" example, verbatim (tests/readme.rs checks they are
+//! The README's "A short example", verbatim (tests/readme.rs checks they are
 //! the same text). It uses only the public API and no repository files, so it
 //! compiles in any crate that depends on workload-identity.
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The README's identity-manager example, verbatim (tests/readme.rs checks they
+//! docs/rust.md's identity-manager example, verbatim (tests/readme.rs checks they
 //! are the same text): a client keeping one allocation's identity renewed and
 //! persisted, restored after a restart. Public API only, no repository files.
 use std::sync::Arc;

@@ -37,7 +37,7 @@ done
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 flags="$(pkg-config --cflags --libs workload_identity)"
 # shellcheck disable=SC2086
-# The README's recipe: the run-time path from the .pc itself.
+# docs/c.md's recipe: the run-time path from the .pc itself.
 gcc -std=c11 -Wall -Wextra -Werror -pedantic bindings/c/example.c $flags \
     -Wl,-rpath,"$(pkg-config --variable=libdir workload_identity)" -o "$work/example"
 # The binary asks for the SONAME, found in the installed lib/.

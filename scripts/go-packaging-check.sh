@@ -3,9 +3,12 @@
 #   1. sourcing scripts/go-env.sh installs nothing, exports nothing (no
 #      GO111MODULE=off leaking into the user's shell) and gives each checkout
 #      its own GOPATH;
-#   2. the binding builds in module mode from bindings/go/go.mod through a
-#      replace directive, offline, in a scratch module outside the repository.
-# Needs the release static library (cargo build --release) and Debian Go.
+#   2. module mode, offline, exactly as bindings/go/README.md's marked blocks
+#      say: a plugin module (replace directives) built with -tags
+#      wid_pkgconfig against a scripts/install.sh prefix and run without
+#      LD_LIBRARY_PATH; and the binding's own `go test ./wid` through the
+#      go.work scripts/go-work.sh writes.
+# Needs the release libraries (cargo build --release), Debian Go, pkg-config.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -52,24 +55,44 @@ if [ "$other" = "$mine" ]; then
 fi
 echo "go-packaging-check: go-env.sh installs nothing, exports nothing, GOPATH per checkout"
 
-# --- 2. module mode -----------------------------------------------------------
+# --- 2. module mode, as bindings/go/README.md writes it ----------------------
+# The README's marked blocks are run as written (paths substituted), so the
+# recipe and this check cannot drift apart.
+readme="$REPO_ROOT/bindings/go/README.md"
+block() {
+    awk -v m="<!-- go-module:$1 -->" '
+        $0 == m { armed = 1; next }
+        armed && /^```/ { if (inside) exit; inside = 1; next }
+        inside { print }
+    ' "$readme"
+}
+for name in go.mod offline build self; do
+    [ -n "$(block "$name")" ] || { echo "go-packaging-check: $readme lost its go-module:$name block" >&2; exit 1; }
+done
+
 # shellcheck source=lib.sh
 source "$REPO_ROOT/scripts/lib.sh"
-lib="$(wid_target_dir)/release/libworkload_identity.a"
-[ -f "$lib" ] || { echo "go-packaging-check: missing $lib (cargo build --release)" >&2; exit 1; }
+command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
+# The libraries go-tests.sh used (WID_LIB_DIR), else this checkout's release build.
+libdir="${WID_LIB_DIR:-$(wid_target_dir)/release}"
+[ -f "$libdir/libworkload_identity.a" ] && [ -f "$libdir/libworkload_identity.so" ] ||
+    { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release, or WID_LIB_DIR)" >&2; exit 1; }
+# install.sh installs from <target>/release: a scratch target naming libdir.
+mkdir -p "$work/target"
+ln -s "$libdir" "$work/target/release"
+
+# Go's own settings for the runs below: scratch caches, nothing inherited.
+goenv=(env -u LD_LIBRARY_PATH -u CGO_CFLAGS -u CGO_LDFLAGS -u GOFLAGS -u GOWORK -u PKG_CONFIG_PATH
+    GO111MODULE=on GOPROXY=off GOPATH="$work/gopath" GOCACHE="$work/cache" CGO_ENABLED=1)
+
+# 2a. A plugin module: the README's go.mod and offline replace, the library
+# installed by scripts/install.sh, built with -tags wid_pkgconfig and no cgo
+# flags, run without LD_LIBRARY_PATH.
+prefix="$work/prefix"
+CARGO_TARGET_DIR="$work/target" "$REPO_ROOT/scripts/install.sh" --no-build --prefix "$prefix" >/dev/null 2>"$work/install.err" ||
+    { cat "$work/install.err" >&2; exit 1; }
 mkdir -p "$work/plugin"
-cat > "$work/plugin/go.mod" <<MOD
-module example.com/plugin
-
-go 1.19
-
-require workload-identity v0.0.0
-
-replace workload-identity => $REPO_ROOT/bindings/go
-
-// Offline here: Debian's copy of Nomad's codec (a real build gets it from the proxy).
-replace github.com/hashicorp/go-msgpack => /usr/share/gocode/src/github.com/hashicorp/go-msgpack
-MOD
+{ block go.mod | sed "s|/path/to/workload-identity|$REPO_ROOT|"; echo; block offline; } > "$work/plugin/go.mod"
 cat > "$work/plugin/main.go" <<'GO'
 package main
 
@@ -100,7 +123,30 @@ func main() {
 	fmt.Printf("module mode: library %s issued a %d-byte token\n", wid.Version(), len(tok))
 }
 GO
-(cd "$work/plugin" &&
-    env GO111MODULE=on GOFLAGS=-mod=mod GOPROXY=off GOPATH="$work/gopath" GOCACHE="$work/cache" \
-        CGO_ENABLED=1 CGO_CFLAGS="-I$REPO_ROOT/include" CGO_LDFLAGS="$lib -lpthread -ldl -lm" \
-        go run .)
+block build | sed "s|/opt/wid|$prefix|g" > "$work/build.sh"
+(cd "$work/plugin" && "${goenv[@]}" bash -euo pipefail "$work/build.sh") > "$work/plugin.out" ||
+    { echo "go-packaging-check: the README's module recipe failed (script: $work/build.sh)" >&2; exit 1; }
+grep -q "^module mode: library .* issued a" "$work/plugin.out" ||
+    { echo "go-packaging-check: the plugin printed: $(cat "$work/plugin.out")" >&2; exit 1; }
+# It really is the shared library, found through the recorded path alone.
+ldd "$work/plugin/plugin" | grep -q "libworkload_identity.so.1 => $prefix/lib/" ||
+    { echo "go-packaging-check: the plugin does not load $prefix/lib/libworkload_identity.so.1:" >&2; ldd "$work/plugin/plugin" >&2; exit 1; }
+echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo flags, no LD_LIBRARY_PATH)"
+
+# 2b. The binding's own tests in module mode, offline: the README's block in a
+# copy of the checkout's Go files (go-work.sh writes go.work there, never in
+# the checkout CI runs from).
+copy="$work/checkout"
+mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors"
+cp "$REPO_ROOT/scripts/go-work.sh" "$copy/scripts/"
+cp -R "$REPO_ROOT/bindings/go" "$copy/bindings/go"
+rm -f "$copy/bindings/go/go.work" "$copy/bindings/go/go.work.sum"
+cp -R "$REPO_ROOT/include" "$copy/include"
+cp -R "$REPO_ROOT/tests/vectors/msgpack" "$copy/tests/vectors/msgpack"
+ln -s "$work/target" "$copy/target"
+block self > "$work/self.sh"
+(cd "$copy" && "${goenv[@]}" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
+    { cat "$work/self.out" >&2; echo "go-packaging-check: go test ./wid in module mode failed" >&2; exit 1; }
+grep -Eq "^ok[[:space:]]+workload-identity/wid" "$work/self.out" ||
+    { cat "$work/self.out" >&2; echo "go-packaging-check: no 'ok workload-identity/wid' from go test" >&2; exit 1; }
+echo "go-packaging-check: module mode: $(grep "^ok" "$work/self.out")"

@@ -89,6 +89,6 @@ if [ "${WID_GO_BENCH:-0}" = "1" ]; then
 fi
 
 echo "== go packaging: go-env.sh hygiene, module mode via bindings/go/go.mod"
-"$SCRIPT_DIR/go-packaging-check.sh"
+WID_LIB_DIR="$lib_dir" "$SCRIPT_DIR/go-packaging-check.sh"
 
 echo "go-tests.sh: OK: vet + race tests (static) passed for ${pkgs[*]}; dynamic link: $dynamic; bench: $bench"

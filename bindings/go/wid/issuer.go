@@ -25,8 +25,8 @@ type IssuerOptions struct {
 	// SpiffePath is the SPIFFE ID path template ("" for the default,
 	// /${job.region}/${job.namespace}/${job.id}/${group.name}/${workload.name}/${identity.name}):
 	// it starts with '/', its segments hold letters, digits, '.', '-', '_'
-	// and variables over the request (see the README). Needs
-	// SpiffeTrustDomain.
+	// and variables over the request (bindings/go/README.md, "Token
+	// profiles", lists them). Needs SpiffeTrustDomain.
 	SpiffePath string
 	// WimseTrustDomain is the WIMSE trust domain (e.g. "nomad.example.com")
 	// of the WIT issued for a request with a ProofKey (as Keyring.IssueWIT's

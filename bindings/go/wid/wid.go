@@ -29,8 +29,9 @@
 // than once.
 //
 // Building: cgo needs the header and the library, given through CGO_CFLAGS
-// and CGO_LDFLAGS (see bindings/go/README.md); this package adds
-// -lpthread -ldl -lm itself.
+// and CGO_LDFLAGS, or, with the build tag wid_pkgconfig, from the installed
+// library's workload_identity.pc (see bindings/go/README.md); this package
+// adds -lpthread -ldl -lm itself.
 package wid
 
 // #cgo LDFLAGS: -lpthread -ldl -lm

@@ -39,7 +39,7 @@ use workload_identity::{Error, ResultCode};
 
 use output::Ctx;
 
-/// What `wid --help` says about exit statuses and errors; the README repeats it.
+/// What `wid --help` says about exit statuses and errors; docs/wid.md repeats it.
 const EXIT_CODES: &str = "\
 Exit status:
   0  success (verify: the token was accepted)
@@ -234,7 +234,7 @@ fn main() -> ExitCode {
 }
 
 /// clap's refusal of the command line: as JSON on stderr when `--json` was
-/// among the arguments (the README promises JSON errors with it), else as
+/// among the arguments (docs/wid.md promises JSON errors with it), else as
 /// clap prints it. Help and version requests print as usual.
 fn usage_error(e: clap::Error) -> ExitCode {
     let wants_json = std::env::args_os().skip(1).any(|a| a == "--json");

@@ -4,7 +4,9 @@
 //! claims and the JWKS, verify it, then mark the allocation terminal and show the
 //! rejection.
 //!
-//! Run with `cargo run --example quickstart`.
+//! Run with `cargo run --locked -p quickstart` from the repository root: its
+//! own package, so the build compiles the library and its dependencies only,
+//! none of the library's dev-dependencies (benchmarks, test tools).
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use workload_identity::unix_now;
 use workload_identity::{Algorithm, Audience, Issuer, Keyring, MemoryStore, Verifier};
 
 /// Bytes written by `tests/go/msgpack/main.go` with `MsgpackHandle{RawToString: true}`.
-const GO_REQUEST: &[u8] = include_bytes!("../tests/vectors/msgpack/issue_request_task.msgpack");
+const GO_REQUEST: &[u8] = include_bytes!("../../tests/vectors/msgpack/issue_request_task.msgpack");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. The request, as a Go host would send it.
