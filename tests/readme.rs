@@ -85,8 +85,23 @@ fn the_readme_is_short_and_its_map_leads_somewhere() {
             "the README's map does not link {page}"
         );
     }
+    // Each command, and how long it takes, in the comment just above it.
+    let lines: Vec<&str> = README.lines().collect();
     for command in ["cargo run --locked -p quickstart", "bash .ci/run"] {
-        assert!(README.contains(command), "the README lacks `{command}`");
+        let at = lines
+            .iter()
+            .position(|l| *l == command)
+            .unwrap_or_else(|| panic!("the README lacks `{command}` on a line of its own"));
+        let comment: Vec<&str> = lines[..at]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with('#'))
+            .copied()
+            .collect();
+        assert!(
+            comment.iter().any(|l| l.contains("minute")),
+            "the README does not say how long `{command}` takes"
+        );
     }
 }
 
