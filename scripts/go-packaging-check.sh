@@ -8,7 +8,8 @@
 #      wid_pkgconfig against a scripts/install.sh prefix and run without
 #      LD_LIBRARY_PATH; and the binding's own `go test ./wid` through the
 #      go.work scripts/go-work.sh writes.
-# Needs the release libraries (cargo build --release), Debian Go, pkg-config.
+# Needs the release libraries (cargo build --release --locked --features
+# remote-jwks, or WID_LIB_DIR), Debian Go, pkg-config.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -76,14 +77,20 @@ command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
 # The libraries go-tests.sh used (WID_LIB_DIR), else this checkout's release build.
 libdir="${WID_LIB_DIR:-$(wid_target_dir)/release}"
 [ -f "$libdir/libworkload_identity.a" ] && [ -f "$libdir/libworkload_identity.so" ] ||
-    { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release, or WID_LIB_DIR)" >&2; exit 1; }
+    { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release --locked $WID_LIB_FEATURES, or WID_LIB_DIR)" >&2; exit 1; }
+libdir="$(cd "$libdir" && pwd)"
+# The blocks are pasted into go.mod and shell text as they are written.
+case "$REPO_ROOT$work$libdir" in
+    *[[:space:]\&\|]*) echo "go-packaging-check: a path holds a space, & or |: $REPO_ROOT, $work, $libdir" >&2; exit 1 ;;
+esac
 # install.sh installs from <target>/release: a scratch target naming libdir.
 mkdir -p "$work/target"
 ln -s "$libdir" "$work/target/release"
 
-# Go's own settings for the runs below: scratch caches, nothing inherited.
+# Go's own settings for the runs below: scratch caches, nothing inherited
+# (GOENV=off: no `go env -w` settings either).
 goenv=(env -u LD_LIBRARY_PATH -u CGO_CFLAGS -u CGO_LDFLAGS -u GOFLAGS -u GOWORK -u PKG_CONFIG_PATH
-    GO111MODULE=on GOPROXY=off GOPATH="$work/gopath" GOCACHE="$work/cache" CGO_ENABLED=1)
+    GOENV=off GO111MODULE=on GOPROXY=off GOPATH="$work/gopath" GOCACHE="$work/cache" CGO_ENABLED=1)
 
 # 2a. A plugin module: the README's go.mod and offline replace, the library
 # installed by scripts/install.sh, built with -tags wid_pkgconfig and no cgo
@@ -125,12 +132,14 @@ func main() {
 GO
 block build | sed "s|/opt/wid|$prefix|g" > "$work/build.sh"
 (cd "$work/plugin" && "${goenv[@]}" bash -euo pipefail "$work/build.sh") > "$work/plugin.out" ||
-    { echo "go-packaging-check: the README's module recipe failed (script: $work/build.sh)" >&2; exit 1; }
+    { echo "go-packaging-check: the README's module recipe failed; it ran:" >&2; cat "$work/build.sh" >&2; exit 1; }
 grep -q "^module mode: library .* issued a" "$work/plugin.out" ||
     { echo "go-packaging-check: the plugin printed: $(cat "$work/plugin.out")" >&2; exit 1; }
 # It really is the shared library, found through the recorded path alone.
-ldd "$work/plugin/plugin" | grep -q "libworkload_identity.so.1 => $prefix/lib/" ||
-    { echo "go-packaging-check: the plugin does not load $prefix/lib/libworkload_identity.so.1:" >&2; ldd "$work/plugin/plugin" >&2; exit 1; }
+soname="libworkload_identity.so.$(wid_abi_version)"
+deps="$(env -u LD_LIBRARY_PATH ldd "$work/plugin/plugin")"
+grep -q "$soname => $prefix/lib/" <<<"$deps" ||
+    { echo "go-packaging-check: the plugin does not load $prefix/lib/$soname:" >&2; echo "$deps" >&2; exit 1; }
 echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo flags, no LD_LIBRARY_PATH)"
 
 # 2b. The binding's own tests in module mode, offline: the README's block in a

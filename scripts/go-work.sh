@@ -5,10 +5,11 @@
 #
 #   cd bindings/go && GOPROXY=off go test ./wid
 #
-# works with no module proxy (set CGO_CFLAGS/CGO_LDFLAGS, or -tags
-# wid_pkgconfig with an installed library; see bindings/go/README.md).
-# With a proxy you need none of this: `go mod tidy` in bindings/go fetches
-# the same version. (The interop checks, a module of their own needing go-jose
+# works with no module proxy (set CGO_CFLAGS/CGO_LDFLAGS; or -tags
+# wid_pkgconfig with an installed library, which a test binary finds at run
+# time through ldconfig, an rpath (-ldflags "-r <prefix>/lib") or
+# LD_LIBRARY_PATH; see bindings/go/README.md). With a proxy you need none of
+# this: bindings/go/go.sum pins the same version. (The interop checks, a module of their own needing go-jose
 # and x/crypto, run in GOPATH mode: scripts/go-tests.sh.) Remove the file (or GOWORK=off) to leave workspace mode.
 # Run scripts/go-deps.sh first for the Debian packages.
 set -euo pipefail

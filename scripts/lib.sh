@@ -49,6 +49,15 @@ wid_soname() {
 # configuration's, else target/ in the repository.
 wid_target_dir() {
     local dir
+    # Set: what cargo uses, even where no cargo is installed (a relative one
+    # is taken from the repository root, where these scripts run cargo).
+    if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+        case "$CARGO_TARGET_DIR" in
+            /*) echo "$CARGO_TARGET_DIR" ;;
+            *) echo "$WID_ROOT/$CARGO_TARGET_DIR" ;;
+        esac
+        return
+    fi
     dir="$(cd "$WID_ROOT" && cargo metadata --format-version 1 --no-deps 2>/dev/null \
         | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
     echo "${dir:-$WID_ROOT/target}"

@@ -8,8 +8,9 @@
 // module", has the whole recipe). Package wid needs go-msgpack alone; the
 // interop checks are a module of their own (interop/go.mod), so a plugin's
 // module graph never names go-jose or x/crypto. GOPATH mode
-// (GO111MODULE=off, what CI and scripts/go-env.sh use) ignores this file and
-// finds the same import paths.
+// (GO111MODULE=off: scripts/go-env.sh and CI's tests) ignores this file and
+// finds the same import paths; CI checks module mode offline as well
+// (scripts/go-packaging-check.sh).
 module workload-identity
 
 go 1.19
