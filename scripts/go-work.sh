@@ -5,13 +5,14 @@
 #
 #   cd bindings/go && GOPROXY=off go test ./wid
 #
-# works with no module proxy (set CGO_CFLAGS/CGO_LDFLAGS; or -tags
-# wid_pkgconfig with an installed library, which a test binary finds at run
-# time through ldconfig, an rpath (-ldflags "-r <prefix>/lib") or
-# LD_LIBRARY_PATH; see bindings/go/README.md). With a proxy you need none of
-# this: bindings/go/go.sum pins the same version. (The interop checks, a module of their own needing go-jose
-# and x/crypto, run in GOPATH mode: scripts/go-tests.sh.) Remove the file (or GOWORK=off) to leave workspace mode.
-# Run scripts/go-deps.sh first for the Debian packages.
+# works with no module proxy. Set CGO_CFLAGS/CGO_LDFLAGS, or use -tags
+# wid_pkgconfig with an installed library (found at run time through
+# ldconfig, an rpath (-ldflags "-r <prefix>/lib") or LD_LIBRARY_PATH); see
+# bindings/go/README.md. With a proxy none of this is needed: bindings/go/go.sum
+# pins the same version. The interop checks (a module of their own, needing
+# go-jose and x/crypto) run in GOPATH mode: scripts/go-tests.sh. Remove the
+# file (or set GOWORK=off) to leave workspace mode. Run scripts/go-deps.sh
+# first for the Debian packages.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
