@@ -327,13 +327,14 @@ pub enum Error {
         /// What the store reported.
         cause: String,
     },
-    /// No key of the algorithm asked for is active.
-    #[error(
-        "no active {algorithm} key in the keyring: insert or rotate in an {algorithm} key before signing with it"
-    )]
+    /// No key of the algorithm and purpose asked for is active.
+    #[error("{}", no_active_key_message(*algorithm, *purpose))]
     NoActiveKey {
         /// The algorithm that has no active key.
         algorithm: crate::algorithm::Algorithm,
+        /// The purpose asked for: a WIT needs a `wit` key, a bearer token a
+        /// `bearer` key.
+        purpose: crate::keyring::KeyPurpose,
     },
     /// A key with this ID already exists.
     #[error("duplicate key ID {kid:?}: a key with this ID is already in the keyring")]
@@ -453,6 +454,21 @@ impl Error {
 
 /// Shortens a caller-supplied value for quoting in an error message (64 bytes at
 /// most, cut at a character boundary).
+fn no_active_key_message(
+    algorithm: crate::algorithm::Algorithm,
+    purpose: crate::keyring::KeyPurpose,
+) -> String {
+    match purpose {
+        crate::keyring::KeyPurpose::Bearer => format!(
+            "no active {algorithm} key in the keyring: insert or rotate in an {algorithm} key before signing with it"
+        ),
+        _ => format!(
+            "no active {algorithm} {purpose} key in the keyring: {} are signed only by keys made for them, never by a bearer key (whose JWKS relying parties trust); make one with `wid keyring rotate --purpose {purpose} --alg {algorithm}` (Keyring::rotate_purpose, wid_keyring_rotate_purpose)",
+            purpose.signs()
+        ),
+    }
+}
+
 pub(crate) fn truncate_for_message(s: &str) -> String {
     const MAX: usize = 64;
     if s.len() <= MAX {
@@ -538,6 +554,7 @@ mod tests {
             },
             Error::NoActiveKey {
                 algorithm: crate::algorithm::Algorithm::Es256,
+                purpose: crate::keyring::KeyPurpose::Wit,
             },
             Error::DuplicateKey { kid: "k".into() },
             Error::KeyringConflict {

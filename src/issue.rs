@@ -3,7 +3,7 @@
 use crate::claims::Claims;
 use crate::error::{Error, Result};
 use crate::jwt;
-use crate::keyring::{Algorithm, KeyId, Keyring};
+use crate::keyring::{Algorithm, KeyId, KeyPurpose, Keyring};
 use crate::model::IssueRequest;
 use crate::profile::{ExtraClaimsPolicy, SpiffeProfile};
 
@@ -190,8 +190,9 @@ impl Issuer {
         }
         let subject = match (&self.spiffe, &req.proof_key, &self.trust_domain) {
             (Some(p), proof_key, _) => {
-                if proof_key.is_none() {
-                    self.check_jwt_svid(self.algorithm_of(req), req)?;
+                match proof_key {
+                    None => self.check_jwt_svid(self.algorithm_of(req), req)?,
+                    Some(k) => check_wit_svid(self.algorithm_of(req), k)?,
                 }
                 p.id_for(req)?
             }
@@ -373,17 +374,25 @@ impl Issuer {
         let extra_claims = self.extra_claims_for(req)?;
         let spiffe_id = match &self.spiffe {
             Some(p) => {
-                if req.proof_key.is_none() {
-                    self.check_jwt_svid(algorithm, req)?;
+                match &req.proof_key {
+                    None => self.check_jwt_svid(algorithm, req)?,
+                    Some(proof_key) => check_wit_svid(algorithm, proof_key)?,
                 }
                 Some(p.id_for(req)?)
             }
             None => None,
         };
+        // A WIT is signed only by a WIT key, a bearer token only by a bearer
+        // key: a WIT is shown to every service its workload calls, so its
+        // key must never verify where bearer tokens are accepted.
+        let purpose = match req.proof_key {
+            Some(_) => KeyPurpose::Wit,
+            None => KeyPurpose::Bearer,
+        };
         // The key is borrowed, not cloned: signers on other threads share it,
         // and a lock or a reference count written on every signature would
         // be a cache line moving between their cores (issue 27).
-        self.keyring.with_active(algorithm, |key| {
+        self.keyring.with_active(purpose, algorithm, |key| {
             let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
             claims.extra_claims = extra_claims.clone();
             if let Some(id) = &spiffe_id {
@@ -459,7 +468,7 @@ impl Issuer {
     ) -> Result<SignedIdentity> {
         req.validate()?;
         let node = &req.node;
-        self.keyring.with_active(algorithm, |key| {
+        self.keyring.with_active(KeyPurpose::Bearer, algorithm, |key| {
             let claims = Claims {
                 node: Some(crate::claims::NodeClaims::of(node)),
                 subject: format!("node:{}:{}:{}:default", req.region, node.node_pool, node.id),
@@ -485,8 +494,10 @@ impl Issuer {
     }
 
     /// Turns bearer claims into a WIT's: `sub` the workload identifier URI
-    /// (kept when it is already a SPIFFE ID), `exp` required and at most
-    /// `max_wit_ttl` away, `cnf.jwk` the workload's checked public key.
+    /// (kept when it is already a SPIFFE ID), no `aud` (the WPT carries each
+    /// request's audience; a WIT is no bearer token for anyone), `exp`
+    /// required and at most `max_wit_ttl` away, `cnf.jwk` the workload's
+    /// checked public key.
     fn make_wit(
         &self,
         req: &IssueRequest,
@@ -510,10 +521,38 @@ impl Issuer {
         if let Some(td) = td {
             claims.subject = crate::claims::workload_uri(td, req)?;
         }
+        claims.audience.clear();
         claims.expires_at = Some(now.saturating_add(ttl));
         claims.confirmation = Some(proof_key.clone());
         Ok(())
     }
+}
+
+/// The WIT-SVID rules: the token's `alg` and the workload key's
+/// `cnf.jwk.alg` from the RS, ES and PS families only (the SPIFFE WIT-SVID
+/// draft, as JWT-SVIDs: no EdDSA).
+fn check_wit_svid(algorithm: Algorithm, proof_key: &crate::model::ProofKey) -> Result<()> {
+    if algorithm == Algorithm::EdDsa {
+        return Err(Error::invalid(
+            "Issuer",
+            "algorithm",
+            "is EdDSA, but a SPIFFE WIT-SVID must be signed with an RS, ES or PS algorithm (the WIT-SVID draft allows no EdDSA): sign it with ES256 or RS256 (Issuer::algorithm, wid issue --alg ES256) and a WIT key of that algorithm",
+        ));
+    }
+    if !(proof_key.alg.starts_with("ES")
+        || proof_key.alg.starts_with("RS")
+        || proof_key.alg.starts_with("PS"))
+    {
+        return Err(Error::invalid(
+            "IssueRequest",
+            "ProofKey.Alg",
+            format!(
+                "is {:?}, but a SPIFFE WIT-SVID's cnf.jwk.alg must be an RS, ES or PS algorithm (the WIT-SVID draft allows no EdDSA): give the workload an ES256 (P-256) proof key",
+                crate::error::truncate_for_message(&proof_key.alg)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn wit_without_ttl() -> Error {

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use etcd_support::{Cluster, Options, Proxy, Security, eventually};
 use workload_identity::{
-    Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyState, KeyWrapper, Keyring,
+    Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyPurpose, KeyState, KeyWrapper,
+    Keyring,
     MemoryStore, ResultCode, RotationPolicy, Rotator, RotatorOptions, Verifier, unix_now,
 };
 
@@ -708,7 +709,7 @@ fn a_cut_off_issuer_signs_until_the_planned_end() {
     eventually(
         "the key stops signing at its planned end",
         Duration::from_secs(60),
-        || issuer_kr.stats().stood_down == [Algorithm::EdDsa],
+        || issuer_kr.stats().stood_down == [(KeyPurpose::Bearer, Algorithm::EdDsa)],
     );
     assert!(unix_now() >= created + 4);
     let e = issuer

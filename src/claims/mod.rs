@@ -331,14 +331,24 @@ impl Claims {
                 }
             }
         }
-        if self.audience != req.identity.audience {
+        // A WIT carries no aud (the WPT names each request's audience).
+        let expected_aud: &[String] = match req.proof_key {
+            Some(_) => &[],
+            None => &req.identity.audience,
+        };
+        if self.audience != expected_aud {
             return Some(format!(
-                "its aud is {:?}, the request's is {:?}",
+                "its aud is {:?}, expected {:?}{}",
                 self.audience
                     .iter()
                     .map(|x| crate::error::truncate_for_message(x))
                     .collect::<Vec<_>>(),
-                req.identity.audience
+                expected_aud,
+                if req.proof_key.is_some() {
+                    " (a WIT carries no aud)"
+                } else {
+                    ""
+                }
             ));
         }
         None

@@ -14,7 +14,7 @@ use crate::codec::{self, Bin};
 use crate::custody::{KeyWrapper, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::keyring::{
-    Algorithm, KeyId, KeyState, Keyring, RootKey, RsaKeySize, StoredKey, stored_aad,
+    Algorithm, KeyId, KeyPurpose, KeyState, Keyring, RootKey, RsaKeySize, StoredKey, stored_aad,
 };
 use crate::state::StoreError;
 use crate::state::etcd::record::{Header, RangeResponse, b64, prefix_end, unb64};
@@ -26,18 +26,25 @@ pub(crate) struct Plan {
     wrapping_revision: i64,
 }
 
+/// Whether a stored key is of the (`purpose`, `alg`) pair (a record naming an
+/// unknown purpose is of none).
+fn of_pair(k: &StoredKey, purpose: KeyPurpose, alg: Algorithm) -> bool {
+    k.algorithm == alg.name()
+        && crate::keyring::purpose_of(k.purpose.as_deref()).is_ok_and(|p| p == purpose)
+}
+
 impl Plan {
-    pub(crate) fn active(&self, alg: Algorithm) -> Option<&StoredKey> {
+    pub(crate) fn active(&self, purpose: KeyPurpose, alg: Algorithm) -> Option<&StoredKey> {
         self.keys
             .values()
             .map(|(_, k)| k)
-            .find(|k| k.state == KeyState::Active.name() && k.algorithm == alg.name())
+            .find(|k| k.state == KeyState::Active.name() && of_pair(k, purpose, alg))
     }
 
-    /// The write that makes the active key of `alg` (if any) inactive, as
-    /// of `now`.
-    fn retire_active(&self, alg: Algorithm, now: i64) -> Option<Write> {
-        self.active(alg).map(|active| {
+    /// The write that makes the active key of the (`purpose`, `alg`) pair
+    /// (if any) inactive, as of `now`.
+    fn retire_active(&self, purpose: KeyPurpose, alg: Algorithm, now: i64) -> Option<Write> {
+        self.active(purpose, alg).map(|active| {
             let mut old = active.clone();
             old.state = KeyState::Inactive.name().into();
             old.retired_time = now;
@@ -350,19 +357,20 @@ impl Shared {
     pub(crate) fn rotate(
         &self,
         fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
+        purpose: KeyPurpose,
         alg: Algorithm,
         now: i64,
         lease: Option<i64>,
     ) -> Result<KeyId> {
         let plan = self.plan();
-        if plan.active(alg).is_none() {
-            return self.rotate_now_planned(&plan, fresh, alg, now, lease);
+        if plan.active(purpose, alg).is_none() {
+            return self.rotate_now_planned(&plan, fresh, purpose, alg, now, lease);
         }
         if let Some(pending) = plan
             .keys
             .values()
             .map(|(_, k)| k)
-            .find(|k| k.algorithm == alg.name() && k.state == KeyState::Prepublished.name())
+            .find(|k| of_pair(k, purpose, alg) && k.state == KeyState::Prepublished.name())
         {
             return KeyId::new(&pending.id);
         }
@@ -375,16 +383,22 @@ impl Shared {
         &self,
         plan: &Plan,
         fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
+        purpose: KeyPurpose,
         alg: Algorithm,
         now: i64,
         lease: Option<i64>,
     ) -> Result<KeyId> {
-        let key = fresh(KeyState::Active, now)?;
+        let key = fresh(KeyState::Active, now)?.with_purpose(purpose);
         let id = key.id().clone();
         let mut writes = Vec::new();
-        writes.extend(plan.retire_active(alg, now));
+        writes.extend(plan.retire_active(purpose, alg, now));
         writes.push(Write::Create(self.new_record(&key)?));
-        self.commit(plan, writes, lease, &format!("rotating {alg} to {id} now"))?;
+        self.commit(
+            plan,
+            writes,
+            lease,
+            &format!("rotating {alg} {purpose} to {id} now"),
+        )?;
         Ok(id)
     }
 
@@ -410,11 +424,12 @@ impl Shared {
         let key = fresh(KeyState::Prepublished, now)?.with_publish_time(publish_at);
         let id = key.id().clone();
         let alg = key.algorithm();
+        let purpose = key.purpose();
         self.commit(
             plan,
             vec![Write::Create(self.new_record(&key)?)],
             lease,
-            &format!("prepublishing {alg} key {id} for {publish_at}"),
+            &format!("prepublishing {alg} {purpose} key {id} for {publish_at}"),
         )?;
         Ok(id)
     }
@@ -476,8 +491,11 @@ impl Shared {
                 ),
             )
         })?;
+        let purpose = crate::keyring::purpose_of(k.purpose.as_deref()).map_err(|why| {
+            Error::invalid("EtcdKeyring", "Purpose", format!("cannot promote {kid}: {why}"))
+        })?;
         let mut writes = Vec::new();
-        writes.extend(plan.retire_active(alg, now));
+        writes.extend(plan.retire_active(purpose, alg, now));
         let mut new = k.clone();
         new.state = KeyState::Active.name().into();
         new.retired_time = 0;
@@ -516,8 +534,11 @@ impl Shared {
     }
 }
 
-fn generator(alg: Algorithm) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
-    move |state, now| RootKey::generate_for(alg, state, now)
+fn generator(
+    purpose: KeyPurpose,
+    alg: Algorithm,
+) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
+    move |state, now| Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
 }
 
 impl EtcdKeyring {
@@ -530,13 +551,31 @@ impl EtcdKeyring {
     /// Returns the new (or pending) key's ID. `KeyringConflict` when another
     /// writer changed the keys first (nothing was written; call again).
     pub fn rotate(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
-        self.shared().rotate(generator(alg), alg, now, None)
+        self.rotate_purpose(KeyPurpose::Bearer, alg, now)
+    }
+
+    /// [`EtcdKeyring::rotate`] for the keys of the (`purpose`, `alg`) pair:
+    /// `KeyPurpose::Wit` makes the keys WITs are signed with.
+    pub fn rotate_purpose(&self, purpose: KeyPurpose, alg: Algorithm, now: i64) -> Result<KeyId> {
+        self.shared()
+            .rotate(generator(purpose, alg), purpose, alg, now, None)
     }
 
     /// [`EtcdKeyring::rotate`] for RS256 with an RSA key of `size`.
     pub fn rotate_rsa(&self, size: RsaKeySize, now: i64) -> Result<KeyId> {
+        self.rotate_rsa_purpose(KeyPurpose::Bearer, size, now)
+    }
+
+    /// [`EtcdKeyring::rotate_purpose`] for RS256 with an RSA key of `size`.
+    pub fn rotate_rsa_purpose(
+        &self,
+        purpose: KeyPurpose,
+        size: RsaKeySize,
+        now: i64,
+    ) -> Result<KeyId> {
         self.shared().rotate(
-            move |state, now| RootKey::generate_rsa(size, state, now),
+            move |state, now| Ok(RootKey::generate_rsa(size, state, now)?.with_purpose(purpose)),
+            purpose,
             Algorithm::Rs256,
             now,
             None,
@@ -551,9 +590,19 @@ impl EtcdKeyring {
     /// wait, 1 s by default). Racing writers: one wins, the others get
     /// `KeyringConflict`.
     pub fn rotate_now(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
+        self.rotate_now_purpose(KeyPurpose::Bearer, alg, now)
+    }
+
+    /// [`EtcdKeyring::rotate_now`] for the (`purpose`, `alg`) pair.
+    pub fn rotate_now_purpose(
+        &self,
+        purpose: KeyPurpose,
+        alg: Algorithm,
+        now: i64,
+    ) -> Result<KeyId> {
         let s = self.shared();
         let plan = s.plan();
-        s.rotate_now_planned(&plan, generator(alg), alg, now, None)
+        s.rotate_now_planned(&plan, generator(purpose, alg), purpose, alg, now, None)
     }
 
     /// [`EtcdKeyring::rotate_now`] fenced by an etcd lease: the change holds
@@ -563,19 +612,37 @@ impl EtcdKeyring {
     pub fn rotate_now_fenced(&self, alg: Algorithm, now: i64, lease: i64) -> Result<KeyId> {
         let s = self.shared();
         let plan = s.plan();
-        s.rotate_now_planned(&plan, generator(alg), alg, now, Some(lease))
+        s.rotate_now_planned(
+            &plan,
+            generator(KeyPurpose::Bearer, alg),
+            KeyPurpose::Bearer,
+            alg,
+            now,
+            Some(lease),
+        )
     }
 
     /// Adds a new key of `alg` that becomes active at `publish_at`, which
     /// must be at least the lead time after `now` (`InvalidArgument`
     /// otherwise).
     pub fn prepublish(&self, alg: Algorithm, now: i64, publish_at: i64) -> Result<KeyId> {
-        let s = self.shared();
-        let plan = s.plan();
-        s.prepublish_planned(&plan, generator(alg), now, publish_at, None)
+        self.prepublish_purpose(KeyPurpose::Bearer, alg, now, publish_at)
     }
 
-    /// Makes `kid` the active key of its algorithm (the previous active key
+    /// [`EtcdKeyring::prepublish`] for the (`purpose`, `alg`) pair.
+    pub fn prepublish_purpose(
+        &self,
+        purpose: KeyPurpose,
+        alg: Algorithm,
+        now: i64,
+        publish_at: i64,
+    ) -> Result<KeyId> {
+        let s = self.shared();
+        let plan = s.plan();
+        s.prepublish_planned(&plan, generator(purpose, alg), now, publish_at, None)
+    }
+
+    /// Makes `kid` the active key of its (purpose, algorithm) pair (the previous active key
     /// becomes inactive), in one transaction. A prepublished key may be
     /// promoted only once the lead time has passed since it was published.
     pub fn promote(&self, kid: &str, now: i64) -> Result<()> {

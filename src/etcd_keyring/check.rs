@@ -95,18 +95,19 @@ fn enforce_planned_end(shared: &Shared) {
     let threshold =
         i64::try_from(shared.settings.policy.rotation_threshold.as_secs()).unwrap_or(i64::MAX);
     for info in shared.keyring.keys() {
-        if info.state != KeyState::Active || view.stood_down.contains(&info.algorithm) {
+        let pair = (info.purpose, info.algorithm);
+        if info.state != KeyState::Active || view.stood_down.contains(&pair) {
             continue;
         }
         let planned_end = info
             .create_time
             .max(info.publish_time)
             .saturating_add(threshold);
-        if now >= planned_end && shared.keyring.stand_down(info.algorithm, now) {
-            view.stood_down.push(info.algorithm);
+        if now >= planned_end && shared.keyring.stand_down(info.purpose, info.algorithm, now) {
+            view.stood_down.push(pair);
             view.note(format!(
-                "cut off from etcd past the planned end of {} key {} ({planned_end}): it no longer signs here until etcd answers",
-                info.algorithm, info.kid
+                "cut off from etcd past the planned end of {} {} key {} ({planned_end}): it no longer signs here until etcd answers",
+                info.algorithm, info.purpose, info.kid
             ));
         }
     }

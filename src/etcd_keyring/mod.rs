@@ -97,8 +97,10 @@ impl Drop for Owner {
         // checks nothing would stop it signing with a key etcd replaced, so
         // it stops signing now (it still verifies the keys it holds).
         let now = crate::clock::unix_now();
-        for alg in Algorithm::ALL {
-            self.shared.keyring.stand_down(*alg, now);
+        for purpose in crate::keyring::KeyPurpose::ALL {
+            for alg in Algorithm::ALL {
+                self.shared.keyring.stand_down(*purpose, *alg, now);
+            }
         }
         self.shared.stop();
         let threads =
@@ -417,9 +419,9 @@ pub struct EtcdKeyringStats {
     /// with the active keys it knows (until their planned end) and may miss
     /// changes.
     pub cut_off: bool,
-    /// Algorithms whose active key stopped signing here because the copy was
-    /// cut off past the key's planned end.
-    pub stood_down: Vec<Algorithm>,
+    /// The (purpose, algorithm) pairs whose active key stopped signing here
+    /// because the copy was cut off past the key's planned end.
+    pub stood_down: Vec<(crate::keyring::KeyPurpose, Algorithm)>,
     /// Records under `keys/` that could not be used (undecodable, under
     /// another ID, not unwrapping): left out of the copy.
     pub bad_records: usize,

@@ -404,9 +404,9 @@ impl State {
             }
             let plan = s.plan();
             let done = match &action {
-                RotationAction::Rotate { algorithm } => {
-                    let alg = *algorithm;
-                    if plan.active(alg).is_some() {
+                RotationAction::Rotate { algorithm, purpose } => {
+                    let (alg, purpose) = (*algorithm, *purpose);
+                    if plan.active(purpose, alg).is_some() {
                         // The records hold an active key the keyring does
                         // not (yet): nothing to do.
                         continue;
@@ -414,6 +414,7 @@ impl State {
                     s.rotate_now_planned(
                         &plan,
                         move |state, now| RootKey::generate_for(alg, state, now),
+                        purpose,
                         alg,
                         now,
                         Some(lease),
@@ -422,13 +423,16 @@ impl State {
                 }
                 RotationAction::Prepublish {
                     algorithm,
+                    purpose,
                     publish_at,
                 } => {
-                    let alg = *algorithm;
+                    let (alg, purpose) = (*algorithm, *purpose);
                     let earliest = now.saturating_add(s.lead_secs());
                     s.prepublish_planned(
                         &plan,
-                        move |state, now| RootKey::generate_for(alg, state, now),
+                        move |state, now| {
+                            Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
+                        },
                         now,
                         (*publish_at).max(earliest),
                         Some(lease),

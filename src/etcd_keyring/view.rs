@@ -57,7 +57,7 @@ pub(crate) struct View {
     /// changes are refused until it is put right.
     pub(crate) wrapping_mismatch: Option<String>,
     pub(crate) proven_at: Option<Instant>,
-    pub(crate) stood_down: Vec<Algorithm>,
+    pub(crate) stood_down: Vec<(crate::keyring::KeyPurpose, Algorithm)>,
     pub(crate) bad_records: usize,
     pub(crate) last_error: Option<String>,
     last_problem_reported: Option<String>,
@@ -481,8 +481,8 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         view.stood_down.clear();
     } else {
         let stamp = crate::clock::unix_now();
-        for alg in view.stood_down.clone() {
-            shared.keyring.stand_down(alg, stamp);
+        for (purpose, alg) in view.stood_down.clone() {
+            shared.keyring.stand_down(purpose, alg, stamp);
         }
     }
     view.bad_records = problems.len();

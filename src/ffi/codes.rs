@@ -1,10 +1,10 @@
 //! Every number C sees, from one source: the `#[repr(u32)]` enums themselves.
 //!
 //! The numbers are written once, as the enums' discriminants (`ResultCode` in
-//! `error.rs`, `KeyState`, `KeyDerivation` and `Algorithm` in the keyring,
+//! `error.rs`, `KeyState`, `KeyDerivation`, `KeyPurpose` and `Algorithm` in the keyring,
 //! `Consistency`, `AllocState` and `NodeState` in `state`, `NodeTokenMode` in
 //! `ffi::verifier_builder`). cbindgen exports those enums to the header as
-//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_alg`,
+//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_key_purpose`, `wid_alg`,
 //! `wid_consistency`, `wid_alloc`, `wid_node` and `wid_node_tokens` with their
 //! `WID_*` enumerators (see `cbindgen.toml`). This file
 //! gives each variant its C name once, and from that list derives what Rust
@@ -17,7 +17,7 @@
 //! header twice.)
 
 use crate::ResultCode;
-use crate::keyring::{Algorithm, KeyDerivation, KeyState};
+use crate::keyring::{Algorithm, KeyDerivation, KeyPurpose, KeyState};
 use crate::state::{AllocState, Consistency, NodeState};
 
 use super::verifier_builder::NodeTokenMode;
@@ -115,6 +115,10 @@ c_numbers! {
         EdDsa => WID_ALG_EDDSA,
         Es256 => WID_ALG_ES256,
         Rs256 => WID_ALG_RS256,
+    }
+    KeyPurpose {
+        Bearer => WID_KEY_PURPOSE_BEARER,
+        Wit => WID_KEY_PURPOSE_WIT,
     }
     Consistency {
         Stale => WID_CONSISTENCY_STALE,

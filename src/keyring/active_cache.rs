@@ -28,8 +28,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use super::{ActiveKey, Algorithm, Inner, KeyEntry, Keyring, Signing};
-use crate::algorithm::ALGORITHM_COUNT;
+use super::{ActiveKey, Algorithm, Inner, KeyEntry, KeyPurpose, Keyring, PAIR_COUNT, Signing, pair_index};
 use crate::error::{Error, Result};
 
 /// The cell holding the current snapshot, if one was made since the last
@@ -40,10 +39,11 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 pub(super) struct ActiveCache(ArcSwapOption<Snapshot>);
 
-/// The active key of each algorithm at one generation of the keyring.
+/// The active key of each (purpose, algorithm) pair at one generation of the
+/// keyring.
 pub(super) struct Snapshot {
     generation: u64,
-    active: [Option<ActiveKey>; ALGORITHM_COUNT],
+    active: [Option<ActiveKey>; PAIR_COUNT],
 }
 
 impl ActiveCache {
@@ -82,22 +82,32 @@ impl Snapshot {
         }
     }
 
-    fn with<R>(&self, alg: Algorithm, f: impl FnOnce(&ActiveKey) -> Result<R>) -> Result<R> {
-        match &self.active[alg.index()] {
+    fn with<R>(
+        &self,
+        purpose: KeyPurpose,
+        alg: Algorithm,
+        f: impl FnOnce(&ActiveKey) -> Result<R>,
+    ) -> Result<R> {
+        match &self.active[pair_index(purpose, alg)] {
             Some(key) => f(key),
-            None => Err(Error::NoActiveKey { algorithm: alg }),
+            None => Err(Error::NoActiveKey {
+                algorithm: alg,
+                purpose,
+            }),
         }
     }
 }
 
 impl Keyring {
-    /// Runs `f` with the active key of `alg` (or fails with `NoActiveKey`),
+    /// Runs `f` with the active key of the (`purpose`, `alg`) pair (or fails
+    /// with `NoActiveKey`),
     /// borrowed: while the keyring does not change, no lock is taken and no
     /// reference count is written. The key is the one active when this is
     /// called, exactly as [`Keyring::active_for`] would return it; `f` runs
     /// with no lock held.
     pub(crate) fn with_active<R>(
         &self,
+        purpose: KeyPurpose,
         alg: Algorithm,
         f: impl FnOnce(&ActiveKey) -> Result<R>,
     ) -> Result<R> {
@@ -105,7 +115,7 @@ impl Keyring {
             let current = self.shared.active_cache.0.load();
             if let Some(snapshot) = current.as_deref() {
                 if snapshot.generation == self.generation() {
-                    return snapshot.with(alg, f);
+                    return snapshot.with(purpose, alg, f);
                 }
             }
         }
@@ -122,7 +132,7 @@ impl Keyring {
                 .store(Some(Arc::clone(&snapshot)));
             snapshot
         };
-        fresh.with(alg, f)
+        fresh.with(purpose, alg, f)
     }
 }
 
@@ -147,7 +157,9 @@ mod tests {
     /// The entry of the active EdDSA key, weakly (so holding it keeps no key
     /// alive).
     fn active_entry(kr: &Keyring) -> Weak<KeyEntry> {
-        kr.with_active(Algorithm::EdDsa, |k| Ok(Arc::downgrade(&k.entry)))
+        kr.with_active(KeyPurpose::Bearer, Algorithm::EdDsa, |k| {
+            Ok(Arc::downgrade(&k.entry))
+        })
             .unwrap()
     }
 
@@ -180,11 +192,14 @@ mod tests {
     fn no_active_key_is_an_error_and_is_cached_as_such() {
         let kr = Keyring::from_keys([key("a", 1, KeyState::Inactive)]).unwrap();
         for _ in 0..2 {
-            let err = kr.with_active(Algorithm::EdDsa, |_| Ok(())).unwrap_err();
+            let err = kr
+                .with_active(KeyPurpose::Bearer, Algorithm::EdDsa, |_| Ok(()))
+                .unwrap_err();
             assert!(matches!(
                 err,
                 Error::NoActiveKey {
-                    algorithm: Algorithm::EdDsa
+                    algorithm: Algorithm::EdDsa,
+                    purpose: KeyPurpose::Bearer,
                 }
             ));
         }
@@ -203,7 +218,7 @@ mod tests {
         kr.shared.active_cache.0.store(Some(stale));
         assert_eq!(kr.active().unwrap().id(), &b);
         let mut token_kid = None;
-        kr.with_active(Algorithm::EdDsa, |k| {
+        kr.with_active(KeyPurpose::Bearer, Algorithm::EdDsa, |k| {
             token_kid = Some(k.id().clone());
             Ok(())
         })
@@ -249,7 +264,7 @@ mod tests {
                         while !done.load(Ordering::Acquire) {
                             let seen = published.load(Ordering::Acquire);
                             let used = kr
-                                .with_active(Algorithm::EdDsa, |k| {
+                                .with_active(KeyPurpose::Bearer, Algorithm::EdDsa, |k| {
                                     k.sign(b"m")?;
                                     Ok(number(k.id()))
                                 })

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::{KeyEntry, KeyId, KeyState, Keyring, Meta, PublicKey, bad_key_error};
+use super::{KeyEntry, KeyId, KeyPurpose, KeyState, Keyring, Meta, PublicKey, bad_key_error};
 use crate::error::Result;
 use crate::keyring::public_key::Checker;
 
@@ -22,13 +22,22 @@ pub trait ExternalSigner: Send + Sync + fmt::Debug {
     /// Where the key lives, for [`crate::KeyInfo::external`] and messages
     /// (never a secret), e.g. `transit:transit/wid-es256 v2`.
     fn describe(&self) -> String;
+
+    /// What the key signs (bearer tokens unless the signer says otherwise):
+    /// a KMS key kept for WITs answers [`KeyPurpose::Wit`], and the keyring
+    /// then publishes it only in the WIT key set.
+    fn purpose(&self) -> KeyPurpose {
+        KeyPurpose::Bearer
+    }
 }
 
 impl Keyring {
     /// Inserts a key held by an external signer: `public` is its public key
     /// (its algorithm is the key's), `signer` signs with it. States work as
     /// for local keys (a prepublished key signs from `publish_time`; at most
-    /// one active key per algorithm). Such keys are published in the JWKS and
+    /// one active key per (purpose, algorithm) pair; the purpose is the
+    /// signer's [`ExternalSigner::purpose`]). Such keys are published in the
+    /// JWKS (or, WIT keys, the WIT key set) and
     /// verify locally; [`Keyring::save`] leaves them out (they live in the
     /// KMS; whatever synchronizes them, such as `TransitSigner::sync`, brings
     /// them back).
@@ -44,6 +53,7 @@ impl Keyring {
         let check = Checker::new(public).map_err(|why| bad_key_error(&id, why))?;
         let entry = KeyEntry {
             id,
+            purpose: signer.purpose(),
             check,
             secret: None,
             external: Some(signer),

@@ -31,6 +31,11 @@ impl ActiveKey {
         self.entry.check.algorithm()
     }
 
+    /// What the key signs: bearer tokens or WITs.
+    pub fn purpose(&self) -> KeyPurpose {
+        self.entry.purpose
+    }
+
     /// Signs `message` with the key's algorithm: Ed25519 (RFC 8032), ECDSA
     /// P-256 with SHA-256 as `r || s` (RFC 7518 3.4), or RSASSA-PKCS1-v1_5 with
     /// SHA-256. Only a failure inside the crypto library is an error.
@@ -88,6 +93,11 @@ impl VerifyingHandle {
     /// The key's state when it was looked up.
     pub fn state(&self) -> KeyState {
         self.state
+    }
+
+    /// What the key signs: bearer tokens or WITs.
+    pub fn purpose(&self) -> KeyPurpose {
+        self.entry.purpose
     }
 
     /// The key's algorithm.

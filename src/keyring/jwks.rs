@@ -2,15 +2,19 @@
 //!
 //! Third parties — Vault's JWT auth method, Consul, cloud IAM — read our public
 //! keys from a JWKS URL or an OIDC discovery document (seed 003). The JWKS holds
-//! active, prepublished and inactive keys (deprecated keys are left out), ordered
-//! by create time then key ID, so the document is deterministic.
+//! active, prepublished and inactive bearer keys (deprecated keys are left
+//! out), ordered by create time then key ID, so the document is deterministic.
+//! WIT keys are published apart, in the WIT key set ([`Keyring::jwks_for`]),
+//! so no relying party that trusts the JWKS ever accepts a WIT (see
+//! [`KeyPurpose`]).
 //!
 //! # Import rules (verify-only keyrings)
 //!
 //! [`Keyring::from_jwks`] and [`Keyring::import_jwks`] accept a JWKS and are all
 //! or nothing:
-//! * an entry whose `use` is present and not `sig`, or whose `kty` is not `OKP`,
-//!   `EC` or `RSA`, is **skipped** and listed in the [`ImportReport`];
+//! * an entry whose `use` is present and not `sig` (nor a SPIFFE bundle's
+//!   `jwt-svid` or `wit-svid`: bearer and WIT keys), or whose `kty` is not
+//!   `OKP`, `EC` or `RSA`, is **skipped** and listed in the [`ImportReport`];
 //! * an entry of a known `kty` is **rejected** (the whole import fails) when it
 //!   carries a private member (`d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`), its
 //!   `alg` is present and not its key type's (`EdDSA` for `OKP`, `ES256` for
@@ -32,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::policy::{RotationPolicy, jwks_max_age};
 use super::public_key::{Checker, check_rsa_modulus};
-use super::{Algorithm, KeyId, Keyring, PublicKey};
+use super::{Algorithm, KeyId, KeyPurpose, Keyring, PublicKey};
 use crate::error::{DecodeError, Error, Result, truncate_for_message};
 
 /// One public key in a JWKS: `{"kty":"OKP","crv":"Ed25519","x",...}`,
@@ -120,22 +124,31 @@ impl Jwks {
     /// RS256 keys (a JWT-SVID cannot be EdDSA, so Ed25519 keys are left
     /// out), each with `"use":"jwt-svid"`, and `spiffe_refresh_hint` (how
     /// often, in seconds, a validator should fetch the bundle again; at
-    /// least 1).
+    /// least 1). For a bundle with WIT keys too, see
+    /// [`Jwks::to_spiffe_bundle_json_with_wit`].
     pub fn to_spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
+        self.to_spiffe_bundle_json_with_wit(&Jwks { keys: Vec::new() }, refresh_hint)
+    }
+
+    /// [`Jwks::to_spiffe_bundle_json`] with `self` as the bearer (JWT-SVID)
+    /// keys and `wit` as the WIT key set: its ES256 and RS256 keys follow as
+    /// entries with `"use":"wit-svid"` (the SPIFFE WIT-SVID draft keeps WIT
+    /// keys apart from JWT-SVID keys; EdDSA is no WIT-SVID algorithm either).
+    pub fn to_spiffe_bundle_json_with_wit(&self, wit: &Jwks, refresh_hint: Duration) -> String {
         #[derive(Serialize)]
         struct Bundle {
             keys: Vec<Jwk>,
             spiffe_refresh_hint: u64,
         }
-        let keys = self
-            .keys
-            .iter()
-            .filter(|k| k.kty != "OKP")
-            .map(|k| Jwk {
-                use_: "jwt-svid",
-                ..k.clone()
-            })
-            .collect();
+        let entries = |set: &Jwks, use_: &'static str| -> Vec<Jwk> {
+            set.keys
+                .iter()
+                .filter(|k| k.kty != "OKP")
+                .map(|k| Jwk { use_, ..k.clone() })
+                .collect()
+        };
+        let mut keys = entries(self, "jwt-svid");
+        keys.extend(entries(wit, "wit-svid"));
         serde_json::to_string(&Bundle {
             keys,
             spiffe_refresh_hint: refresh_hint.as_secs().max(1),
@@ -371,7 +384,7 @@ fn decode_x(x: &str, path: &str) -> Result<VerifyingKey> {
 }
 
 /// Keys read from a JWKS, in document order.
-type PublicKeys = Vec<(KeyId, PublicKey)>;
+type PublicKeys = Vec<(KeyId, PublicKey, KeyPurpose)>;
 
 /// A required member's value.
 fn required<'a>(value: &'a Option<String>, path: String, what: &str) -> Result<&'a str> {
@@ -433,8 +446,23 @@ fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Resul
     Ok(public)
 }
 
-/// Parses a JWKS into the keys to import and the entries skipped.
-fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
+/// The purpose a JWK's `use` gives its key: a SPIFFE bundle's `jwt-svid`
+/// entries are bearer keys and its `wit-svid` entries WIT keys; `sig` (or no
+/// `use`) leaves it to the source (`default`). `None` for an entry that is no
+/// signing key (`enc`, or an unknown use).
+fn purpose_of_use(use_: Option<&str>, default: KeyPurpose) -> Option<KeyPurpose> {
+    match use_ {
+        None | Some("sig") => Some(default),
+        Some("jwt-svid") => Some(KeyPurpose::Bearer),
+        Some("wit-svid") => Some(KeyPurpose::Wit),
+        Some(_) => None,
+    }
+}
+
+/// Parses a JWKS (or a SPIFFE bundle) into the keys to import, with the
+/// purpose each gets (`default` for plain `sig` keys), and the entries
+/// skipped.
+fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
     let raw: RawJwks = serde_json::from_str(json)
         .map_err(|e| jwks_error(String::new(), format!("{e}; expected {{\"keys\":[...]}}")))?;
     let mut keys: PublicKeys = Vec::new();
@@ -446,10 +474,13 @@ fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
             kid: jwk.kid.clone(),
             reason,
         };
-        if let Some(u) = jwk.use_.as_deref().filter(|u| *u != "sig") {
-            skipped.push(skip(format!("use is {u:?}, not \"sig\"")));
+        let Some(purpose) = purpose_of_use(jwk.use_.as_deref(), default) else {
+            skipped.push(skip(format!(
+                "use is {:?}, not \"sig\" (or a SPIFFE bundle's \"jwt-svid\" or \"wit-svid\")",
+                jwk.use_.as_deref().map(truncate_for_message)
+            )));
             continue;
-        }
+        };
         let alg = match jwk.kty.as_deref() {
             Some("OKP") => Algorithm::EdDsa,
             Some("EC") => Algorithm::Es256,
@@ -483,32 +514,48 @@ fn parse_jwks(json: &str) -> Result<(PublicKeys, Vec<SkippedJwk>)> {
             return Err(jwks_error(at("kid"), "missing: every key needs a kid"));
         };
         let kid = KeyId::new(kid).map_err(|e| jwks_error(at("kid"), e.to_string()))?;
-        if keys.iter().any(|(k, _)| *k == kid) {
+        if keys.iter().any(|(k, _, _)| *k == kid) {
             return Err(Error::DuplicateKey {
                 kid: kid.to_string(),
             });
         }
-        keys.push((kid, entry_key(&jwk, alg, &at)?));
+        keys.push((kid, entry_key(&jwk, alg, &at)?, purpose));
     }
     Ok((keys, skipped))
 }
 
 impl Keyring {
-    /// The JWKS of the keys that verify (active, prepublished, inactive), of
-    /// every algorithm.
+    /// The JWKS relying parties trust: the bearer keys that verify (active,
+    /// prepublished, inactive), of every algorithm. WIT keys are never in it
+    /// (see [`KeyPurpose`]); [`Keyring::jwks_for`] gives the WIT key set.
     pub fn jwks(&self) -> Jwks {
+        self.jwks_for(KeyPurpose::Bearer)
+    }
+
+    /// The key set of `purpose`: the keys of that purpose that verify.
+    /// `jwks_for(KeyPurpose::Wit)` is the WIT key set, for receivers of WITs
+    /// only (`/wit/jwks.json`); never serve it where bearer tokens are checked.
+    pub fn jwks_for(&self, purpose: KeyPurpose) -> Jwks {
         Jwks {
             keys: self
                 .keys()
                 .into_iter()
-                .filter(|k| k.state.verifies())
+                .filter(|k| k.state.verifies() && k.purpose == purpose)
                 .map(|k| Jwk::new(&k.kid, &k.public_key))
                 .collect(),
         }
     }
 
+    /// The SPIFFE trust bundle of this keyring: its ES256/RS256 bearer keys
+    /// as `jwt-svid` entries and its ES256/RS256 WIT keys as `wit-svid`
+    /// entries (see [`Jwks::to_spiffe_bundle_json_with_wit`]).
+    pub fn spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
+        self.jwks_for(KeyPurpose::Bearer)
+            .to_spiffe_bundle_json_with_wit(&self.jwks_for(KeyPurpose::Wit), refresh_hint)
+    }
+
     /// The OIDC discovery document for `issuer`, listing the algorithms of the
-    /// published keys (EdDSA when there are none yet).
+    /// published bearer keys (EdDSA when there are none yet).
     pub fn oidc_discovery(&self, issuer: &str) -> Result<OidcDiscovery> {
         OidcDiscovery::with_algorithms(issuer, &self.algorithms())
     }
@@ -529,36 +576,54 @@ impl Keyring {
 
     /// A verify-only keyring holding the keys of a JWKS: OKP Ed25519, EC P-256
     /// and RSA (2048 to 8192 bits, e = 65537) keys with `use` absent or `sig`
-    /// become inactive keys; `use: enc` entries and unknown key types are
-    /// skipped (and reported); a private member, an off-curve or small-order
-    /// point, a duplicate `kid` or an `alg` that does not match the key
-    /// refuses the whole set.
+    /// become inactive bearer keys (a SPIFFE bundle's `jwt-svid` entries
+    /// too, and its `wit-svid` entries WIT keys); `use: enc` entries and
+    /// unknown key types are skipped (and reported); a private member, an
+    /// off-curve or small-order point, a duplicate `kid` or an `alg` that does
+    /// not match the key refuses the whole set.
     pub fn from_jwks(json: &str) -> Result<(Keyring, ImportReport)> {
+        Keyring::from_jwks_as(json, KeyPurpose::Bearer)
+    }
+
+    /// [`Keyring::from_jwks`] for a key set of `purpose`: the WIT key set
+    /// (`/wit/jwks.json`, `wid keyring jwks --purpose wit`) is imported with
+    /// `KeyPurpose::Wit`, so its keys verify WITs only, never bearer tokens.
+    pub fn from_jwks_as(json: &str, purpose: KeyPurpose) -> Result<(Keyring, ImportReport)> {
         let kr = Keyring::new();
-        let report = kr.import_jwks(json)?;
+        let report = kr.import_jwks_as(json, purpose)?;
         Ok((kr, report))
     }
 
-    /// Adds the keys of a JWKS as verify-only (inactive) keys: all or nothing.
+    /// Adds the keys of a JWKS as verify-only (inactive) bearer keys (or as
+    /// a SPIFFE bundle's entries say): all or nothing.
     pub fn import_jwks(&self, json: &str) -> Result<ImportReport> {
-        let (keys, skipped) = parse_jwks(json)?;
+        self.import_jwks_as(json, KeyPurpose::Bearer)
+    }
+
+    /// [`Keyring::import_jwks`] for a key set of `purpose`. A kid already
+    /// held with the same public key but another purpose is refused
+    /// (`DuplicateKey`): one key never serves both.
+    pub fn import_jwks_as(&self, json: &str, purpose: KeyPurpose) -> Result<ImportReport> {
+        let (keys, skipped) = parse_jwks(json, purpose)?;
         let mut report = ImportReport {
             skipped,
             ..ImportReport::default()
         };
-        let mut new = Vec::new();
-        for (kid, public) in keys {
+        let mut new: Vec<(KeyId, PublicKey, KeyPurpose)> = Vec::new();
+        for (kid, public, purpose) in keys {
             match self.key_info(kid.as_str()) {
-                Some(info) if info.public_key == public => report.unchanged.push(kid),
+                Some(info) if info.public_key == public && info.purpose == purpose => {
+                    report.unchanged.push(kid)
+                }
                 Some(_) => {
                     return Err(Error::DuplicateKey {
                         kid: kid.to_string(),
                     });
                 }
-                None => new.push((kid, public)),
+                None => new.push((kid, public, purpose)),
             }
         }
-        report.imported = new.iter().map(|(k, _)| k.clone()).collect();
+        report.imported = new.iter().map(|(k, _, _)| k.clone()).collect();
         self.insert_public_keys(new)?;
         Ok(report)
     }
@@ -587,12 +652,12 @@ impl Keyring {
     /// replace an active key (one the caller inserted to sign with; it
     /// cannot be removed), changes nothing. An active key absent from the set
     /// is kept, as `remove` would refuse it.
-    pub(crate) fn mirror_jwks(&self, json: &str) -> Result<MirrorReport> {
-        let (keys, skipped) = parse_jwks(json)?;
+    pub(crate) fn mirror_jwks(&self, json: &str, purpose: KeyPurpose) -> Result<MirrorReport> {
+        let (keys, skipped) = parse_jwks(json, purpose)?;
         // Checked outside the lock; the expensive part.
         let mut entries = Vec::with_capacity(keys.len());
-        for (id, public) in keys {
-            entries.push(super::KeyEntry::public_only(id, public)?);
+        for (id, public, purpose) in keys {
+            entries.push(super::KeyEntry::public_only(id, purpose, public)?);
         }
         let mut report = MirrorReport {
             keys: entries.iter().map(|e| e.id.clone()).collect(),
@@ -603,10 +668,9 @@ impl Keyring {
             let mut inner = self.write();
             // Plan first: nothing changes unless everything can.
             for e in &entries {
-                let replaced = inner
-                    .keys
-                    .get(&e.id)
-                    .is_some_and(|held| held.entry.public_key() != e.public_key());
+                let replaced = inner.keys.get(&e.id).is_some_and(|held| {
+                    held.entry.public_key() != e.public_key() || held.entry.purpose != e.purpose
+                });
                 if replaced && inner.is_active(e.id.as_str()) {
                     return Err(Error::DuplicateKey {
                         kid: e.id.to_string(),
@@ -636,7 +700,12 @@ impl Keyring {
             for e in entries {
                 match inner.keys.get(&e.id) {
                     // Kept as it is: its verification table may be built.
-                    Some(held) if held.entry.public_key() == e.public_key() => continue,
+                    Some(held)
+                        if held.entry.public_key() == e.public_key()
+                            && held.entry.purpose == e.purpose =>
+                    {
+                        continue;
+                    }
                     Some(_) => report.removed.push(e.id.clone()),
                     None => {}
                 }

@@ -13,7 +13,9 @@
 //! `04 || x || y`, or the RSA modulus, whose exponent is always 65537),
 //! `Derivation` (`hkdf-v1`, `nomad-raw-seed` or `pkcs8`; empty for a
 //! verify-only key), `State`, `CreateTime`, `PublishTime` and `RetiredTime`
-//! (Unix seconds).
+//! (Unix seconds), and `Purpose` (`wit` for a key that signs WITs only;
+//! absent for a bearer key, as in every keystore written before purposes
+//! existed, which therefore loads unchanged; any other value is refused).
 //!
 //! # Version 3: wrapped keys
 //!
@@ -52,7 +54,8 @@ use std::path::Path;
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    Algorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyState, Keyring, Meta, PublicKey,
+    Algorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyPurpose, KeyState, Keyring, Meta,
+    PublicKey,
 };
 use crate::codec::{Bin, wire_struct};
 use crate::custody::{KeyWrapper, WrapItem, Wrapping, associated_data};
@@ -110,7 +113,29 @@ wire_struct! {
         /// The material wrapped by the body's KEK (version 3 only).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub(crate) wrapped: Option<Bin> => "Wrapped",
+        /// `wit` for a WIT key; absent (or `bearer`) for a bearer key.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) purpose: Option<String> => "Purpose",
     }
+}
+
+/// The purpose a stored key's `Purpose` names (absent: bearer).
+pub(crate) fn purpose_of(stored: Option<&str>) -> std::result::Result<KeyPurpose, String> {
+    match stored {
+        None => Ok(KeyPurpose::Bearer),
+        Some(name) => KeyPurpose::from_name(name).ok_or_else(|| {
+            format!(
+                "unknown key purpose {:?}: expected \"bearer\" or \"wit\" (or none, for a bearer key)",
+                truncate_for_message(name)
+            )
+        }),
+    }
+}
+
+/// How a key's purpose is stored: absent for a bearer key, so bodies of
+/// bearer keys are exactly what they were before purposes existed.
+pub(crate) fn stored_purpose(purpose: KeyPurpose) -> Option<String> {
+    (purpose != KeyPurpose::Bearer).then(|| purpose.name().to_string())
 }
 
 /// How [`Keyring::load_with`] treats the keystore file.
@@ -218,6 +243,7 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
             )
         })?,
     };
+    let purpose = purpose_of(k.purpose.as_deref()).map_err(|why| corrupt(at("Purpose"), why))?;
     let public =
         public_of(alg, k.public_key.as_slice()).map_err(|why| corrupt(at("PublicKey"), why))?;
     let meta = Meta {
@@ -236,7 +262,7 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
                 ),
             ));
         }
-        let entry = KeyEntry::public_only(id, public)
+        let entry = KeyEntry::public_only(id, purpose, public)
             .map_err(|e| corrupt(at("PublicKey"), e.to_string()))?;
         return Ok((entry, meta));
     }
@@ -254,6 +280,7 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
     let root = super::RootKey {
         id,
         alg,
+        purpose,
         material,
         derivation,
         state,
@@ -293,6 +320,7 @@ pub(crate) fn stored_key(info: &super::KeyInfo, material: Option<&KeyMaterial>) 
         retired_time: info.retired_time,
         state: info.state.name().into(),
         wrapped: None,
+        purpose: stored_purpose(info.purpose),
     }
 }
 

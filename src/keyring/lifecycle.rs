@@ -32,13 +32,38 @@ impl Keyring {
         self.rotate_to(RootKey::generate_rsa(size, KeyState::Inactive, now)?, now)
     }
 
+    /// Rotates the keys of the (`purpose`, `alg`) pair: a new key of that
+    /// purpose becomes the pair's active key, and the previous one becomes
+    /// inactive. `rotate_purpose(KeyPurpose::Wit, Algorithm::Es256, now)` makes
+    /// the key WITs of ES256 are signed with. In memory only, as
+    /// [`Keyring::rotate`]: save the keyring afterwards.
+    pub fn rotate_purpose(&self, purpose: KeyPurpose, alg: Algorithm, now: i64) -> Result<KeyId> {
+        self.rotate_to(
+            RootKey::generate_for(alg, KeyState::Inactive, now)?.with_purpose(purpose),
+            now,
+        )
+    }
+
+    /// [`Keyring::rotate_purpose`] for RS256 with a fresh RSA key of `size`.
+    pub fn rotate_rsa_purpose(
+        &self,
+        purpose: KeyPurpose,
+        size: RsaKeySize,
+        now: i64,
+    ) -> Result<KeyId> {
+        self.rotate_to(
+            RootKey::generate_rsa(size, KeyState::Inactive, now)?.with_purpose(purpose),
+            now,
+        )
+    }
+
     fn rotate_to(&self, key: RootKey, now: i64) -> Result<KeyId> {
         self.refuse_if_replica()?;
         let id = key.id.clone();
         let entry = KeyEntry::from_root(&key)?;
         {
             let mut inner = self.write();
-            inner.check_insert(&id, key.alg, KeyState::Inactive)?;
+            inner.check_insert(&id, key.purpose, key.alg, KeyState::Inactive)?;
             inner.put(
                 entry,
                 Meta {
@@ -70,6 +95,37 @@ impl Keyring {
         )
     }
 
+    /// [`Keyring::prepublish_alg`] for a key of `purpose`: at `publish_at` it
+    /// replaces the active key of the (`purpose`, `alg`) pair.
+    pub fn prepublish_purpose(
+        &self,
+        purpose: KeyPurpose,
+        alg: Algorithm,
+        now: i64,
+        publish_at: i64,
+    ) -> Result<KeyId> {
+        check_publish_at(now, publish_at)?;
+        self.insert_prepublished(
+            RootKey::generate_for(alg, KeyState::Prepublished, now)?.with_purpose(purpose),
+            publish_at,
+        )
+    }
+
+    /// [`Keyring::prepublish_purpose`] for RS256 with a fresh RSA key of `size`.
+    pub fn prepublish_rsa_purpose(
+        &self,
+        purpose: KeyPurpose,
+        size: RsaKeySize,
+        now: i64,
+        publish_at: i64,
+    ) -> Result<KeyId> {
+        check_publish_at(now, publish_at)?;
+        self.insert_prepublished(
+            RootKey::generate_rsa(size, KeyState::Prepublished, now)?.with_purpose(purpose),
+            publish_at,
+        )
+    }
+
     /// [`Keyring::prepublish_alg`] for RS256 with a fresh RSA key of `size`.
     pub fn prepublish_rsa(&self, size: RsaKeySize, now: i64, publish_at: i64) -> Result<KeyId> {
         check_publish_at(now, publish_at)?;
@@ -86,9 +142,9 @@ impl Keyring {
         Ok(id)
     }
 
-    /// Makes `kid` the active key of its algorithm now (a prepublished key
-    /// early, or an inactive one back); the previous active key of that
-    /// algorithm becomes inactive.
+    /// Makes `kid` the active key of its (purpose, algorithm) pair now (a
+    /// prepublished key early, or an inactive one back); the previous active
+    /// key of that pair becomes inactive.
     pub fn promote(&self, kid: &str, now: i64) -> Result<()> {
         self.refuse_if_replica()?;
         {
@@ -120,7 +176,8 @@ impl Keyring {
     }
 
     /// Promotes every prepublished key whose publish time has come, earliest
-    /// first (ties by ID), so the latest due key of each algorithm ends up
+    /// first (ties by ID), so the latest due key of each (purpose, algorithm)
+    /// pair ends up
     /// active. Returns the IDs promoted, in order. The copy of a replicated
     /// keyring promotes nothing (its source's rotator does).
     pub fn promote_due(&self, now: i64) -> Vec<KeyId> {

@@ -10,11 +10,17 @@ impl Keyring {
         self.active_for(Algorithm::EdDsa)
     }
 
-    /// The active key of `alg`, or `NoActiveKey`.
+    /// The active bearer key of `alg`, or `NoActiveKey`.
     pub fn active_for(&self, alg: Algorithm) -> Result<ActiveKey> {
+        self.active_for_purpose(KeyPurpose::Bearer, alg)
+    }
+
+    /// The active key of the (`purpose`, `alg`) pair, or `NoActiveKey` (whose
+    /// message says how to make one).
+    pub fn active_for_purpose(&self, purpose: KeyPurpose, alg: Algorithm) -> Result<ActiveKey> {
         // Insertion refuses an active key that cannot sign; if one ever could
         // not, there is nothing to sign with and this is `NoActiveKey`.
-        self.with_active(alg, |key| Ok(key.clone()))
+        self.with_active(purpose, alg, |key| Ok(key.clone()))
     }
 
     /// The key `kid` if it verifies (active, prepublished or inactive); one hash
@@ -109,23 +115,35 @@ impl Keyring {
         self.active_id_for(Algorithm::EdDsa)
     }
 
-    /// The ID of the active key of `alg`, if any.
+    /// The ID of the active bearer key of `alg`, if any.
     pub fn active_id_for(&self, alg: Algorithm) -> Option<KeyId> {
-        self.read().active[alg.index()].clone()
+        self.active_id_for_purpose(KeyPurpose::Bearer, alg)
     }
 
-    /// The algorithms of the keys that verify (in the JWKS), in
-    /// [`Algorithm`] order.
+    /// The ID of the active key of the (`purpose`, `alg`) pair, if any.
+    pub fn active_id_for_purpose(&self, purpose: KeyPurpose, alg: Algorithm) -> Option<KeyId> {
+        self.read().active[pair_index(purpose, alg)].clone()
+    }
+
+    /// The algorithms of the bearer keys that verify (in the JWKS and the
+    /// discovery document), in [`Algorithm`] order.
     pub fn algorithms(&self) -> Vec<Algorithm> {
+        self.algorithms_for(KeyPurpose::Bearer)
+    }
+
+    /// The algorithms of the keys of `purpose` that verify, in
+    /// [`Algorithm`] order.
+    pub fn algorithms_for(&self, purpose: KeyPurpose) -> Vec<Algorithm> {
         let inner = self.read();
         Algorithm::ALL
             .iter()
             .copied()
             .filter(|alg| {
-                inner
-                    .keys
-                    .values()
-                    .any(|s| s.meta.state.verifies() && s.entry.algorithm() == *alg)
+                inner.keys.values().any(|s| {
+                    s.meta.state.verifies()
+                        && s.entry.algorithm() == *alg
+                        && s.entry.purpose == purpose
+                })
             })
             .collect()
     }

@@ -20,6 +20,7 @@ mod lifecycle;
 mod lookup;
 mod policy;
 mod public_key;
+mod purpose;
 #[cfg(feature = "etcd")]
 mod replica;
 mod root_key;
@@ -39,7 +40,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-use crate::algorithm::ALGORITHM_COUNT;
 pub use crate::algorithm::{Algorithm, RsaKeySize};
 pub use external::ExternalSigner;
 pub(crate) use handles::KeyRef;
@@ -52,10 +52,14 @@ pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
 };
 #[cfg(feature = "etcd")]
-pub(crate) use keystore::{StoredKey, stored_aad};
-pub use policy::{RotationAction, RotationPolicy, plan_rotation, plan_rotation_for};
+pub(crate) use keystore::{StoredKey, purpose_of, stored_aad};
+pub use policy::{
+    RotationAction, RotationPolicy, plan_rotation, plan_rotation_for, plan_rotation_for_purpose,
+};
 pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
+pub use purpose::KeyPurpose;
+use purpose::{PAIR_COUNT, pair_index};
 #[cfg(feature = "etcd")]
 pub(crate) use replica::ReplicaKey;
 pub use root_key::{
@@ -73,6 +77,8 @@ impl Borrow<str> for KeyId {
 /// A key as the keyring holds it: the key pair, made once on insert.
 pub(crate) struct KeyEntry {
     pub(crate) id: KeyId,
+    /// What it signs (bearer tokens or WITs), fixed when the key is made.
+    purpose: KeyPurpose,
     /// The public key, checked and ready to verify with.
     check: Checker,
     /// `None` for verify-only keys (imported from a JWKS). In an allocation of
@@ -121,8 +127,8 @@ struct Slot {
 #[derive(Default)]
 struct Inner {
     keys: HashMap<KeyId, Slot>,
-    /// The active key of each algorithm, by [`Algorithm::index`].
-    active: [Option<KeyId>; ALGORITHM_COUNT],
+    /// The active key of each (purpose, algorithm) pair, by [`pair_index`].
+    active: [Option<KeyId>; PAIR_COUNT],
 }
 
 struct Shared {
@@ -184,6 +190,8 @@ pub struct KeyInfo {
     pub kid: KeyId,
     /// The key's algorithm.
     pub algorithm: Algorithm,
+    /// What it signs: bearer tokens or WITs (and so where it is published).
+    pub purpose: KeyPurpose,
     /// Its state.
     pub state: KeyState,
     /// How its seed was derived; `None` for verify-only keys.
@@ -255,6 +263,7 @@ impl KeyEntry {
             })?;
         Ok(KeyEntry {
             id: key.id.clone(),
+            purpose: key.purpose,
             check: Checker::new(public).map_err(|why| bad_key_error(&key.id, why))?,
             secret: Some(Arc::new(Secret {
                 signer,
@@ -265,10 +274,11 @@ impl KeyEntry {
         })
     }
 
-    fn public_only(id: KeyId, public: PublicKey) -> Result<KeyEntry> {
+    fn public_only(id: KeyId, purpose: KeyPurpose, public: PublicKey) -> Result<KeyEntry> {
         let check = Checker::new(public).map_err(|why| bad_key_error(&id, why))?;
         Ok(KeyEntry {
             id,
+            purpose,
             check,
             secret: None,
             external: None,
@@ -282,6 +292,11 @@ impl KeyEntry {
 
     pub(crate) fn algorithm(&self) -> Algorithm {
         self.check.algorithm()
+    }
+
+    /// Its (purpose, algorithm) pair's place in per-pair tables.
+    fn pair(&self) -> usize {
+        pair_index(self.purpose, self.algorithm())
     }
 
     pub(crate) fn public_key(&self) -> &PublicKey {
@@ -302,6 +317,7 @@ impl Slot {
         KeyInfo {
             kid: self.entry.id.clone(),
             algorithm: self.entry.algorithm(),
+            purpose: self.entry.purpose,
             state: self.meta.state,
             derivation: self.entry.secret.as_ref().map(|s| s.derivation),
             create_time: self.meta.create_time,
@@ -317,6 +333,7 @@ impl Slot {
         Some(RootKey {
             id: self.entry.id.clone(),
             alg: self.entry.algorithm(),
+            purpose: self.entry.purpose,
             material: secret.material.clone(),
             derivation: secret.derivation,
             state: self.meta.state,
@@ -328,19 +345,25 @@ impl Slot {
 }
 
 impl Inner {
-    fn check_insert(&self, id: &KeyId, alg: Algorithm, state: KeyState) -> Result<()> {
+    fn check_insert(
+        &self,
+        id: &KeyId,
+        purpose: KeyPurpose,
+        alg: Algorithm,
+        state: KeyState,
+    ) -> Result<()> {
         if self.keys.contains_key(id) {
             return Err(Error::DuplicateKey {
                 kid: id.to_string(),
             });
         }
         if state == KeyState::Active {
-            if let Some(active) = &self.active[alg.index()] {
+            if let Some(active) = &self.active[pair_index(purpose, alg)] {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
                     format!(
-                        "cannot insert {id} as a second active {alg} key: {active} is active; insert it as inactive or prepublished, or rotate"
+                        "cannot insert {id} as a second active {alg} {purpose} key: {active} is active; insert it as inactive or prepublished, or rotate"
                     ),
                 ));
             }
@@ -351,7 +374,7 @@ impl Inner {
     fn put(&mut self, entry: KeyEntry, meta: Meta) {
         let id = entry.id.clone();
         if meta.state == KeyState::Active {
-            self.active[entry.algorithm().index()] = Some(id.clone());
+            self.active[entry.pair()] = Some(id.clone());
         }
         self.keys.insert(
             id,
@@ -362,13 +385,13 @@ impl Inner {
         );
     }
 
-    /// Makes `id` the active key of its algorithm; the previous active key of
-    /// that algorithm becomes inactive.
+    /// Makes `id` the active key of its (purpose, algorithm) pair; the
+    /// previous active key of that pair becomes inactive.
     fn activate(&mut self, id: &KeyId, now: i64) {
-        let Some(alg) = self.keys.get(id).map(|s| s.entry.algorithm()) else {
+        let Some(pair) = self.keys.get(id).map(|s| s.entry.pair()) else {
             return;
         };
-        if let Some(prev) = self.active[alg.index()].take() {
+        if let Some(prev) = self.active[pair].take() {
             if let Some(slot) = self.keys.get_mut(&prev) {
                 slot.meta.state = KeyState::Inactive;
                 slot.meta.retired_time = now;
@@ -377,7 +400,7 @@ impl Inner {
         if let Some(slot) = self.keys.get_mut(id) {
             slot.meta.state = KeyState::Active;
             slot.meta.retired_time = 0;
-            self.active[alg.index()] = Some(id.clone());
+            self.active[pair] = Some(id.clone());
         }
     }
 
@@ -492,8 +515,9 @@ impl Keyring {
         self.insert_entries(entries)
     }
 
-    /// Adds verify-only keys (public keys only; they can never sign), inactive.
-    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, PublicKey)>) -> Result<()> {
+    /// Adds verify-only keys, each of its purpose (public keys only; they can
+    /// never sign), inactive.
+    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, PublicKey, KeyPurpose)>) -> Result<()> {
         let meta = Meta {
             state: KeyState::Inactive,
             create_time: 0,
@@ -502,7 +526,7 @@ impl Keyring {
         };
         let entries = keys
             .into_iter()
-            .map(|(id, public)| Ok((KeyEntry::public_only(id, public)?, meta)))
+            .map(|(id, public, purpose)| Ok((KeyEntry::public_only(id, purpose, public)?, meta)))
             .collect::<Result<Vec<_>>>()?;
         self.insert_entries(entries)
     }
@@ -514,10 +538,10 @@ impl Keyring {
         {
             let mut inner = self.write();
             let mut seen: Vec<&KeyId> = Vec::with_capacity(entries.len());
-            let mut new_active: [Option<&KeyId>; ALGORITHM_COUNT] = Default::default();
+            let mut new_active: [Option<&KeyId>; PAIR_COUNT] = Default::default();
             for (entry, meta) in &entries {
                 let alg = entry.algorithm();
-                inner.check_insert(&entry.id, alg, meta.state)?;
+                inner.check_insert(&entry.id, entry.purpose, alg, meta.state)?;
                 if !entry.can_sign() && meta.state.signs_or_will() {
                     return Err(Error::invalid(
                         "Keyring",
@@ -536,17 +560,17 @@ impl Keyring {
                 }
                 seen.push(&entry.id);
                 if meta.state == KeyState::Active {
-                    if let Some(first) = new_active[alg.index()] {
+                    if let Some(first) = new_active[entry.pair()] {
                         return Err(Error::invalid(
                             "Keyring",
                             "state",
                             format!(
-                                "cannot insert two active {alg} keys ({first} and {})",
-                                entry.id
+                                "cannot insert two active {alg} {} keys ({first} and {})",
+                                entry.purpose, entry.id
                             ),
                         ));
                     }
-                    new_active[alg.index()] = Some(&entry.id);
+                    new_active[entry.pair()] = Some(&entry.id);
                 }
             }
             for (entry, meta) in entries {

@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use super::{Algorithm, KeyId, KeyInfo, KeyState};
+use super::{Algorithm, KeyId, KeyInfo, KeyPurpose, KeyState};
 
 /// Thresholds for [`plan_rotation`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,15 +77,21 @@ fn secs(d: Duration) -> i64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RotationAction {
-    /// No key of `algorithm` is active: make a new active key now.
+    /// No key of the (`purpose`, `algorithm`) pair is active: make a new
+    /// active key now.
     Rotate {
         /// The algorithm that needs a key.
         algorithm: Algorithm,
+        /// The purpose the new key must have.
+        purpose: KeyPurpose,
     },
-    /// Add a successor of `algorithm` that becomes active at `publish_at`.
+    /// Add a successor of the (`purpose`, `algorithm`) pair that becomes
+    /// active at `publish_at`.
     Prepublish {
         /// The algorithm of the successor.
         algorithm: Algorithm,
+        /// The purpose of the successor.
+        purpose: KeyPurpose,
         /// When the successor becomes active.
         publish_at: i64,
     },
@@ -102,32 +108,48 @@ pub enum RotationAction {
 }
 
 /// What to do now, given the keys (as [`crate::keyring::Keyring::keys`] returns
-/// them) and the policy, for every algorithm that has a key (EdDSA when there
-/// are none): the plans of [`plan_rotation_for`], in [`Algorithm`] order.
-/// Pure: the same inputs always give the same plan.
+/// them) and the policy, for every (purpose, algorithm) pair that has a key
+/// (bearer EdDSA when there are none): the plans of
+/// [`plan_rotation_for_purpose`], bearer pairs first, each in [`Algorithm`]
+/// order. Pure: the same inputs always give the same plan.
 pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec<RotationAction> {
-    let mut algs: Vec<Algorithm> = keys.iter().map(|k| k.algorithm).collect();
-    algs.sort();
-    algs.dedup();
-    if algs.is_empty() {
-        algs.push(Algorithm::EdDsa);
+    let mut pairs: Vec<(KeyPurpose, Algorithm)> =
+        keys.iter().map(|k| (k.purpose, k.algorithm)).collect();
+    pairs.sort();
+    pairs.dedup();
+    if pairs.is_empty() {
+        pairs.push((KeyPurpose::Bearer, Algorithm::EdDsa));
     }
-    algs.into_iter()
-        .flat_map(|alg| plan_rotation_for(keys, alg, now, policy))
+    pairs
+        .into_iter()
+        .flat_map(|(purpose, alg)| plan_rotation_for_purpose(keys, purpose, alg, now, policy))
         .collect()
 }
 
-/// What to do now for the keys of `alg` (keys of other algorithms are
-/// ignored; with none of `alg`, the plan is to rotate one in). Pure.
+/// What to do now for the bearer keys of `alg` (see
+/// [`plan_rotation_for_purpose`]). Pure.
 pub fn plan_rotation_for(
     keys: &[KeyInfo],
     alg: Algorithm,
     now: i64,
     policy: &RotationPolicy,
 ) -> Vec<RotationAction> {
+    plan_rotation_for_purpose(keys, KeyPurpose::Bearer, alg, now, policy)
+}
+
+/// What to do now for the keys of the (`purpose`, `alg`) pair (keys of other
+/// pairs are ignored; with none of the pair, the plan is to rotate one in).
+/// Pure.
+pub fn plan_rotation_for_purpose(
+    keys: &[KeyInfo],
+    purpose: KeyPurpose,
+    alg: Algorithm,
+    now: i64,
+    policy: &RotationPolicy,
+) -> Vec<RotationAction> {
     let keys: Vec<KeyInfo> = keys
         .iter()
-        .filter(|k| k.algorithm == alg)
+        .filter(|k| k.algorithm == alg && k.purpose == purpose)
         .cloned()
         .collect();
     let keys = keys.as_slice();
@@ -152,13 +174,17 @@ pub fn plan_rotation_for(
             .map(|k| RotationAction::Promote { kid: k.kid.clone() }),
     );
     match signer {
-        None => plan.push(RotationAction::Rotate { algorithm: alg }),
+        None => plan.push(RotationAction::Rotate {
+            algorithm: alg,
+            purpose,
+        }),
         Some(signer) if !pending => {
             let threshold = policy.threshold_secs();
             let born = signing_since(signer);
             if now.saturating_sub(born) > threshold / 2 {
                 plan.push(RotationAction::Prepublish {
                     algorithm: alg,
+                    purpose,
                     publish_at: born.saturating_add(threshold).max(now),
                 });
             }
@@ -206,8 +232,11 @@ pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) 
 /// prepublished key's publish time, else the soonest time an active key's
 /// successor takes over; `None` when there is no key.
 pub(crate) fn next_key_switch(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Option<i64> {
-    let next_for = |alg: Algorithm| {
-        let of_alg = || keys.iter().filter(move |k| k.algorithm == alg);
+    let next_for = |(purpose, alg): (KeyPurpose, Algorithm)| {
+        let of_alg = || {
+            keys.iter()
+                .filter(move |k| k.algorithm == alg && k.purpose == purpose)
+        };
         of_alg()
             .filter(|k| k.state == KeyState::Prepublished && k.publish_time > now)
             .map(|k| k.publish_time)
@@ -218,5 +247,9 @@ pub(crate) fn next_key_switch(keys: &[KeyInfo], now: i64, policy: &RotationPolic
                     .map(|k| signing_since(k).saturating_add(policy.threshold_secs()))
             })
     };
-    Algorithm::ALL.iter().filter_map(|a| next_for(*a)).min()
+    KeyPurpose::ALL
+        .iter()
+        .flat_map(|p| Algorithm::ALL.iter().map(|a| (*p, *a)))
+        .filter_map(next_for)
+        .min()
 }

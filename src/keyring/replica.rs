@@ -7,8 +7,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::keystore::{KEYSTORE_PLAINTEXT_VERSION, StoredKey, entry_of, stored_key};
-use super::{Algorithm, Inner, KeyId, KeyMaterial, KeyState, Keyring, Meta, Slot};
+use super::keystore::{KEYSTORE_PLAINTEXT_VERSION, StoredKey, entry_of, purpose_of, stored_key};
+use super::{
+    Algorithm, Inner, KeyId, KeyMaterial, KeyPurpose, KeyState, Keyring, Meta, Slot, pair_index,
+};
 use crate::error::{Error, Result};
 
 fn bad(field: &str, why: String) -> Error {
@@ -38,11 +40,16 @@ fn known_meta(k: &StoredKey) -> Result<Meta> {
     })
 }
 
-/// The stored algorithm name of `id` among `keys`.
-fn stored_alg<'a>(keys: &'a [ReplicaKey], id: &KeyId) -> &'a str {
+/// The stored algorithm name and purpose of `id` among `keys`.
+fn stored_alg<'a>(keys: &'a [ReplicaKey], id: &KeyId) -> (&'a str, Option<KeyPurpose>) {
     keys.iter()
         .find(|k| k.stored.id == id.as_str())
-        .map_or("", |k| k.stored.algorithm.as_str())
+        .map_or(("", None), |k| {
+            (
+                k.stored.algorithm.as_str(),
+                purpose_of(k.stored.purpose.as_deref()).ok(),
+            )
+        })
 }
 
 /// One key of a replicated keyring, as its source stores it.
@@ -109,12 +116,15 @@ impl Keyring {
                 }
                 let entry = if known {
                     match inner.keys.get(&id) {
-                        Some(slot) if slot.entry.algorithm().name() == stored_alg(keys, &id) => {
+                        Some(slot)
+                            if stored_alg(keys, &id)
+                                == (slot.entry.algorithm().name(), Some(slot.entry.purpose)) =>
+                        {
                             Arc::clone(&slot.entry)
                         }
                         _ => {
                             problems.push(format!(
-                                "key {id} left out: marked known, but this keyring does not hold it with that algorithm"
+                                "key {id} left out: marked known, but this keyring does not hold it with that algorithm and purpose"
                             ));
                             continue;
                         }
@@ -140,17 +150,19 @@ impl Keyring {
                     continue;
                 }
                 let alg = entry.algorithm();
+                let pair = pair_index(entry.purpose, alg);
                 if meta.state == KeyState::Active {
-                    if let Some(other) = &next.active[alg.index()] {
+                    if let Some(other) = &next.active[pair] {
                         return Err(Error::invalid(
                             "replicated keyring",
                             "State",
                             format!(
-                                "two active {alg} keys: {other} and {id}; the previous keys stay until the source holds one"
+                                "two active {alg} {} keys: {other} and {id}; the previous keys stay until the source holds one",
+                                entry.purpose
                             ),
                         ));
                     }
-                    next.active[alg.index()] = Some(id.clone());
+                    next.active[pair] = Some(id.clone());
                 }
                 next.keys.insert(id, Slot { entry, meta });
             }
@@ -178,14 +190,15 @@ impl Keyring {
         Some(stored_key(&slot.info(), material.as_ref()))
     }
 
-    /// Stops signing with the active key of `alg` here (it becomes inactive
-    /// in this process only): a replica cut off from its source past the
-    /// key's planned end must not go on signing with a key its source may
-    /// long have replaced. `false` when no key of `alg` was active.
-    pub(crate) fn stand_down(&self, alg: Algorithm, now: i64) -> bool {
+    /// Stops signing with the active key of the (`purpose`, `alg`) pair
+    /// here (it becomes inactive in this process only): a replica cut off
+    /// from its source past the key's planned end must not go on signing
+    /// with a key its source may long have replaced. `false` when no key of
+    /// that pair was active.
+    pub(crate) fn stand_down(&self, purpose: KeyPurpose, alg: Algorithm, now: i64) -> bool {
         let stood_down = {
             let mut inner = self.write();
-            match inner.active[alg.index()].take() {
+            match inner.active[pair_index(purpose, alg)].take() {
                 Some(id) => {
                     if let Some(slot) = inner.keys.get_mut(&id) {
                         slot.meta.state = KeyState::Inactive;

@@ -9,7 +9,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::{Algorithm, KeyId, PublicKey, RsaKeySize};
+use super::{Algorithm, KeyId, KeyPurpose, PublicKey, RsaKeySize};
 use crate::error::{Error, Result};
 
 /// Length of root key material, in bytes.
@@ -246,6 +246,7 @@ impl KeyState {
 pub struct RootKey {
     pub(crate) id: KeyId,
     pub(crate) alg: Algorithm,
+    pub(crate) purpose: KeyPurpose,
     pub(crate) material: KeyMaterial,
     pub(crate) derivation: KeyDerivation,
     pub(crate) state: KeyState,
@@ -288,6 +289,7 @@ impl RootKey {
         RootKey {
             id,
             alg,
+            purpose: KeyPurpose::Bearer,
             material,
             derivation,
             state,
@@ -336,6 +338,13 @@ impl RootKey {
         ))
     }
 
+    /// Sets the key's purpose (bearer unless set): a `Wit` key signs only
+    /// workload identity tokens and is published only in the WIT key set.
+    pub fn with_purpose(mut self, purpose: KeyPurpose) -> RootKey {
+        self.purpose = purpose;
+        self
+    }
+
     /// Sets the publish time (when a prepublished key becomes active).
     pub fn with_publish_time(mut self, publish_time: i64) -> RootKey {
         self.publish_time = publish_time;
@@ -350,6 +359,11 @@ impl RootKey {
     /// The algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.alg
+    }
+
+    /// What it signs: bearer tokens or WITs.
+    pub fn purpose(&self) -> KeyPurpose {
+        self.purpose
     }
 
     /// The secret material.
@@ -396,6 +410,7 @@ impl fmt::Debug for RootKey {
         f.debug_struct("RootKey")
             .field("id", &self.id)
             .field("algorithm", &self.alg)
+            .field("purpose", &self.purpose)
             .field("material", &self.material)
             .field("derivation", &self.derivation)
             .field("state", &self.state)

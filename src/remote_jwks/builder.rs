@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{Config, RemoteJwks, Shared, Source, State, without_query};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::Keyring;
+use crate::keyring::{KeyPurpose, Keyring};
 
 /// The largest body [`RemoteJwksBuilder::max_body_bytes`] accepts: 16 MiB.
 pub const MAX_JWKS_BODY_LIMIT: usize = 16 << 20;
@@ -52,6 +52,7 @@ impl RemoteJwksBuilder {
                 unknown_kid_cooldown: Duration::from_secs(15),
                 max_body_bytes: 512 << 10,
                 max_keys: 100,
+                purpose: None,
             },
             ca_bundle_pem: None,
             timeout: Duration::from_secs(5),
@@ -124,6 +125,16 @@ impl RemoteJwksBuilder {
     /// clock), so tests need not sleep.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> RemoteJwksBuilder {
         self.clock = clock;
+        self
+    }
+
+    /// The purpose of the set's keys. Unset, it is learned from the source:
+    /// a JWKS URL whose path ends in `/wit/jwks.json` (the WIT key set `wid
+    /// serve` publishes) holds WIT keys, which verify WITs only; any other
+    /// URL, and an issuer's discovered `jwks_uri`, bearer keys. A SPIFFE
+    /// bundle's entries carry their own (`jwt-svid`, `wit-svid`).
+    pub fn purpose(mut self, purpose: KeyPurpose) -> RemoteJwksBuilder {
+        self.config.purpose = Some(purpose);
         self
     }
 

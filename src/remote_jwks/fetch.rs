@@ -144,7 +144,7 @@ impl Shared {
     /// Checks the whole set, then brings the keyring in step with it, in one
     /// write: a refused set changes nothing.
     fn apply(&self, body: &str) -> Result<RefreshReport> {
-        let m = self.keyring.mirror_jwks(body)?;
+        let m = self.keyring.mirror_jwks(body, self.config.purpose())?;
         Ok(RefreshReport {
             jwks_uri: String::new(),
             keys: m.keys,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::keyring::{KeyId, Keyring};
+use crate::keyring::{KeyId, KeyPurpose, Keyring};
 
 mod builder;
 mod fetch;
@@ -178,6 +178,27 @@ struct Config {
     unknown_kid_cooldown: Duration,
     max_body_bytes: usize,
     max_keys: usize,
+    /// The purpose of the set's keys; `None`: learned from the source (a
+    /// WIT key set's URL, `.../wit/jwks.json`, holds WIT keys; anything
+    /// else bearer keys; a SPIFFE bundle's entries say theirs).
+    purpose: Option<KeyPurpose>,
+}
+
+impl Config {
+    /// The purpose of the fetched set's plain (`use` `sig`) keys.
+    fn purpose(&self) -> KeyPurpose {
+        match (self.purpose, &self.source) {
+            (Some(p), _) => p,
+            (None, Source::Jwks(url)) if is_wit_key_set_url(url) => KeyPurpose::Wit,
+            _ => KeyPurpose::Bearer,
+        }
+    }
+}
+
+/// Whether `url`'s path is a WIT key set's (`/wit/jwks.json`, as `wid serve`
+/// publishes it).
+fn is_wit_key_set_url(url: &str) -> bool {
+    without_query(url).ends_with("/wit/jwks.json")
 }
 
 #[derive(Default)]

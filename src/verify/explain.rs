@@ -103,8 +103,17 @@ impl Verifier {
             self.key(
                 parsed.kid.as_str(),
                 &mut KeyWait::new(inner.options.key_wait),
-            ),
-            |k| format!("{} key {}, {}", k.algorithm(), k.id(), k.state().name()),
+            )
+            .and_then(|k| super::check_bearer_key(&k).map(|()| k)),
+            |k| {
+                format!(
+                    "{} {} key {}, {}",
+                    k.algorithm(),
+                    k.purpose(),
+                    k.id(),
+                    k.state().name()
+                )
+            },
         )?;
         steps.record("algorithm", check_alg(&key, &parsed), |()| {
             format!(

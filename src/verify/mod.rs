@@ -44,7 +44,10 @@ mod explain_json;
 mod proof;
 mod rules;
 
-use rules::{KeyWait, bad_signature, check_alg, check_bearer, check_sig, decode_claims};
+use rules::{
+    KeyWait, bad_signature, check_alg, check_bearer, check_bearer_key, check_sig, check_wit_key,
+    decode_claims,
+};
 pub(crate) use rules::{check_signature, decode_unverified};
 
 pub use explain::{Explanation, VerificationStep};
@@ -57,7 +60,7 @@ use crate::claims::Claims;
 use crate::counter::Counter;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::jwt;
-use crate::keyring::{KeyId, KeyState, Keyring, PublicKey, VerifyingHandle, sigcheck};
+use crate::keyring::{KeyId, KeyPurpose, KeyState, Keyring, PublicKey, VerifyingHandle, sigcheck};
 
 /// Where a batch token's signature check stands after stage 1.
 enum SigStage {
@@ -408,6 +411,7 @@ impl Verifier {
                 let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
                 check_bearer(&parsed)?;
                 let key = self.key(parsed.kid.as_str(), &mut waits)?;
+                check_bearer_key(&key)?;
                 check_alg(&key, &parsed)?;
                 let Some(ed) = key.ed25519() else {
                     check_sig(&key, &parsed)?;
@@ -541,6 +545,7 @@ impl Verifier {
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),
         )?;
+        check_bearer_key(&key)?;
         check_alg(&key, &parsed)?;
         check_sig(&key, &parsed)?;
         self.finish(&parsed.payload, key, now, hash)
@@ -565,6 +570,23 @@ impl Verifier {
             cache.insert(hash, verified.clone(), key.key_ref());
         }
         Ok(verified)
+    }
+
+    /// A WIT's steps after the signature: its claims (no audience) and the
+    /// allocation. Never cached: each presentation comes with a new proof.
+    fn finish_wit(
+        &self,
+        payload: &[u8],
+        key: VerifyingHandle,
+        now: i64,
+    ) -> Result<VerifiedIdentity> {
+        let claims = decode_claims(payload)?;
+        self.check_wit_claims(&claims, now)?;
+        self.check_bound(&claims)?;
+        Ok(VerifiedIdentity {
+            claims,
+            kid: key.id().clone(),
+        })
     }
 
     /// Refuses every bearer token when this verifier requires proof.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{KeyWait, VerifiedIdentity, Verifier, check_alg, check_sig};
+use super::{KeyWait, VerifiedIdentity, Verifier, check_alg, check_sig, check_wit_key};
 use crate::error::{Result, truncate_for_message};
 use crate::jwt::{self, TokenType};
 use crate::pop::wpt::{self, invalid};
@@ -68,9 +68,11 @@ impl Verifier {
     /// Verifies a workload identity token (`wit`, typ `wit+jwt`) and the
     /// workload proof token (`wpt`) that came with one request, at `now`:
     ///
-    /// 1. the WIT through the whole pipeline: structure, key, algorithm,
-    ///    signature, times, audience, issuer, live allocation; it must carry
-    ///    `exp` and `cnf.jwk`;
+    /// 1. the WIT through the whole pipeline: structure, key (a WIT key: a
+    ///    bearer key's token is refused, `UNKNOWN_KEY`), algorithm,
+    ///    signature, times, issuer, live allocation (no audience: a WIT has
+    ///    none, the WPT's `aud` is checked instead); it must carry `exp` and
+    ///    `cnf.jwk`;
     /// 2. the WPT: typ `wpt+jwt`, its `alg` the `cnf.jwk`'s, its signature by
     ///    that key, `aud` the request's target, `exp` not past and not further
     ///    ahead than the maximum proof lifetime (both with the leeway), a `jti`,
@@ -112,9 +114,10 @@ impl Verifier {
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),
         )?;
+        check_wit_key(&key)?;
         check_alg(&key, &parsed)?;
         check_sig(&key, &parsed)?;
-        let identity = self.finish(&parsed.payload, key, now, None)?;
+        let identity = self.finish_wit(&parsed.payload, key, now)?;
         let Some(cnf) = identity.claims.confirmation.as_ref() else {
             return Err(invalid(
                 "the WIT has no cnf.jwk: there is no key to check the proof with",

@@ -20,6 +20,14 @@ impl Verifier {
         self.check_issuer(c)
     }
 
+    /// A WIT's claims: as a bearer token's, but no audience is expected (a
+    /// WIT has none; the WPT's `aud` names the request's target instead).
+    pub(super) fn check_wit_claims(&self, c: &Claims, now: i64) -> Result<()> {
+        self.check_kind(c)?;
+        self.check_times(c, now)?;
+        self.check_issuer(c)
+    }
+
     /// The token is one kind (allocation or node identity), names what it
     /// binds to, and is of a kind this verifier accepts.
     pub(super) fn check_kind(&self, c: &Claims) -> Result<()> {
@@ -222,6 +230,13 @@ impl Verifier {
 pub(crate) fn check_signature(keyring: &Keyring, token: &str) -> Result<Claims> {
     let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
     let key = KeyWait::new(Duration::ZERO).find(keyring, parsed.kid.as_str(), || {})?;
+    // A saved WIT is usable only if a WIT key signed it (one signed before
+    // keys had purposes, by a bearer key, is re-signed), a bearer token only
+    // if a bearer key did.
+    match parsed.typ {
+        jwt::TokenType::Wit => check_wit_key(&key)?,
+        _ => check_bearer_key(&key)?,
+    }
     check_alg(&key, &parsed)?;
     check_sig(&key, &parsed)?;
     decode_claims(&parsed.payload)
@@ -289,6 +304,40 @@ impl KeyWait {
             .get_or_insert_with(|| crate::deadline::deadline_after(wait));
         keyring.wait_for_key_until(kid, deadline).ok_or_else(after)
     }
+}
+
+/// Only a bearer key verifies a bearer token: a WIT key's signature is never
+/// accepted by `verify`, whatever the token's `typ` says (a WIT key's tokens
+/// are shown to every service their workload calls).
+pub(super) fn check_bearer_key(key: &VerifyingHandle) -> Result<()> {
+    if key.purpose() != KeyPurpose::Bearer {
+        return Err(Error::UnknownKey {
+            kid: key.id().to_string(),
+            reason: format!(
+                "key {} is a {} key: it signs only {}, which verify only with a proof (verify_proof), never as bearer tokens; bearer keys are the JWKS's",
+                key.id(),
+                key.purpose(),
+                key.purpose().signs()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Only a WIT key verifies a WIT (`verify_proof`): a bearer key's tokens are
+/// no workload identity tokens, whatever their `typ` says.
+pub(super) fn check_wit_key(key: &VerifyingHandle) -> Result<()> {
+    if key.purpose() != KeyPurpose::Wit {
+        return Err(Error::UnknownKey {
+            kid: key.id().to_string(),
+            reason: format!(
+                "key {} is a {} key, not a WIT key: a WIT must be signed by a key made for WITs (published in the WIT key set, wid keyring jwks --purpose wit), never by a key of the JWKS",
+                key.id(),
+                key.purpose()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// A WIT is never a bearer token.

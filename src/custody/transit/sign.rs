@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::client::{TransitClient, check_key_name};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{Algorithm, ExternalSigner, KeyId, KeyState, Keyring, PublicKey};
+use crate::keyring::{Algorithm, ExternalSigner, KeyId, KeyPurpose, KeyState, Keyring, PublicKey};
 
 /// The DER prefix of a P-256 SubjectPublicKeyInfo (id-ecPublicKey,
 /// prime256v1, an uncompressed point of 65 bytes follows).
@@ -33,6 +33,7 @@ const P256_SPKI_PREFIX: [u8; 26] = [
 pub struct TransitSigner {
     client: TransitClient,
     key: String,
+    purpose: KeyPurpose,
 }
 
 impl fmt::Debug for TransitSigner {
@@ -40,6 +41,7 @@ impl fmt::Debug for TransitSigner {
         f.debug_struct("TransitSigner")
             .field("addr", &self.client.addr())
             .field("key", &format_args!("{}/{}", self.client.mount(), self.key))
+            .field("purpose", &self.purpose)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +70,7 @@ struct VersionSigner {
     key: String,
     version: u32,
     alg: Algorithm,
+    purpose: KeyPurpose,
 }
 
 impl fmt::Debug for VersionSigner {
@@ -121,6 +124,10 @@ impl ExternalSigner for VersionSigner {
             })
     }
 
+    fn purpose(&self) -> KeyPurpose {
+        self.purpose
+    }
+
     fn describe(&self) -> String {
         format!(
             "transit:{}/{} v{}",
@@ -139,7 +146,17 @@ impl TransitSigner {
         Ok(TransitSigner {
             client,
             key: key.to_string(),
+            purpose: KeyPurpose::Bearer,
         })
+    }
+
+    /// The purpose of this Transit key's versions (bearer unless set): a
+    /// Transit key kept for WITs (`KeyPurpose::Wit`) signs WITs only and is
+    /// published only in the WIT key set. Keep one Transit key per purpose:
+    /// a key's versions all share its purpose.
+    pub fn with_purpose(mut self, purpose: KeyPurpose) -> TransitSigner {
+        self.purpose = purpose;
+        self
     }
 
     /// Our key ID for `version`: `transit.<name>.v<version>`.
@@ -250,13 +267,23 @@ impl TransitSigner {
                         kid: kid.to_string(),
                     });
                 }
+                if info.purpose != self.purpose {
+                    return Err(Error::invalid(
+                        "TransitSigner",
+                        "purpose",
+                        format!(
+                            "key {kid} is in the keyring as a {} key, but this signer's purpose is {}: keep one Transit key per purpose",
+                            info.purpose, self.purpose
+                        ),
+                    ));
+                }
                 continue;
             }
             let newest = *version == report.latest_version;
             let publish_at = publish_at(*created);
             let (state, publish_time) = if !newest {
                 (KeyState::Inactive, 0)
-            } else if keyring.active_id_for(alg).is_none() {
+            } else if keyring.active_id_for_purpose(self.purpose, alg).is_none() {
                 (KeyState::Active, 0)
             } else if publish_at > now {
                 (KeyState::Prepublished, publish_at)
@@ -268,6 +295,7 @@ impl TransitSigner {
                 key: self.key.clone(),
                 version: *version,
                 alg,
+                purpose: self.purpose,
             });
             keyring.insert_external(
                 kid.clone(),
@@ -311,7 +339,7 @@ impl TransitSigner {
             .into_iter()
             .filter(|k| k.kid.as_str().starts_with(&prefix))
             .collect();
-        let plan = crate::plan_rotation_for(&ours, alg, now, policy);
+        let plan = crate::plan_rotation_for_purpose(&ours, self.purpose, alg, now, policy);
         // The sync may already have promoted a version whose time came.
         let mut done: Vec<RotationAction> = report
             .promoted
@@ -324,7 +352,7 @@ impl TransitSigner {
                     self.rotate()?;
                     let latest = self.latest_kid()?;
                     self.sync(keyring, now, 0)?;
-                    if keyring.active_id_for(alg).as_ref() != Some(&latest) {
+                    if keyring.active_id_for_purpose(self.purpose, alg).as_ref() != Some(&latest) {
                         keyring.promote(latest.as_str(), now)?;
                     }
                 }
