@@ -553,13 +553,15 @@ fn rotation_plans_are_per_algorithm() {
         plan,
         vec![RotationAction::Prepublish {
             algorithm: Algorithm::EdDsa,
+            purpose: workload_identity::KeyPurpose::Bearer,
             publish_at: 720 * HOUR
         }]
     );
     assert_eq!(
         plan_rotation_for(&kr.keys(), Algorithm::Rs256, 361 * HOUR, &policy),
         vec![RotationAction::Rotate {
-            algorithm: Algorithm::Rs256
+            algorithm: Algorithm::Rs256,
+            purpose: workload_identity::KeyPurpose::Bearer,
         }]
     );
     assert!(plan_rotation_for(&kr.keys(), Algorithm::Es256, 361 * HOUR, &policy).is_empty());

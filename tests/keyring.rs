@@ -9,7 +9,7 @@ use ed25519_dalek::Verifier;
 use serde_json::{Value, json};
 use workload_identity::ResultCode;
 use workload_identity::{
-    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyState, Keyring, OidcDiscovery, RootKey,
+    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyPurpose, KeyState, Keyring, OidcDiscovery, RootKey,
     RotationPolicy,
 };
 
@@ -536,6 +536,7 @@ fn waiting_for_a_key_sees_it_arrive_and_gives_up_at_the_bound() {
 fn info(id: &str, state: KeyState, create: i64, publish: i64, retired: i64) -> KeyInfo {
     let k = key(id, id.len() as u8, state, create);
     KeyInfo {
+        purpose: KeyPurpose::Bearer,
         kid: k.id().clone(),
         algorithm: workload_identity::Algorithm::EdDsa,
         state,
@@ -561,6 +562,7 @@ fn rotation_policy_timeline_with_defaults() {
         plan_rotation(std::slice::from_ref(&a), 361 * HOUR, &policy),
         vec![A::Prepublish {
             algorithm: workload_identity::Algorithm::EdDsa,
+            purpose: KeyPurpose::Bearer,
             publish_at: 720 * HOUR
         }]
     );
@@ -587,6 +589,7 @@ fn rotation_policy_timeline_with_defaults() {
         plan_rotation(std::slice::from_ref(&b_on), 1081 * HOUR, &policy),
         vec![A::Prepublish {
             algorithm: workload_identity::Algorithm::EdDsa,
+            purpose: KeyPurpose::Bearer,
             publish_at: 1440 * HOUR
         }]
     );
@@ -603,13 +606,15 @@ fn rotation_policy_timeline_with_defaults() {
     assert_eq!(
         plan_rotation(&[], 5, &policy),
         vec![A::Rotate {
-            algorithm: workload_identity::Algorithm::EdDsa
+            algorithm: workload_identity::Algorithm::EdDsa,
+            purpose: KeyPurpose::Bearer,
         }]
     );
     assert_eq!(
         plan_rotation(std::slice::from_ref(&a), 900 * HOUR, &policy),
         vec![A::Prepublish {
             algorithm: workload_identity::Algorithm::EdDsa,
+            purpose: KeyPurpose::Bearer,
             publish_at: 900 * HOUR
         }]
     );

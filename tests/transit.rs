@@ -85,6 +85,7 @@ fn rotation_policy(bao: &Bao) {
             done.as_slice(),
             [RotationAction::Prepublish {
                 algorithm: Algorithm::EdDsa,
+                purpose: workload_identity::KeyPurpose::Bearer,
                 ..
             }]
         ),

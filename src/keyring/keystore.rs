@@ -780,6 +780,7 @@ mod tests {
                 retired_time: 0,
                 state: state.into(),
                 wrapped: None,
+                purpose: None,
             }],
             wrapping: None,
         };
@@ -827,7 +828,7 @@ mod tests {
         .key_info("k2")
         .unwrap()
         .public_key;
-        let entry = KeyEntry::public_only(KeyId::new("k2").unwrap(), vk).unwrap();
+        let entry = KeyEntry::public_only(KeyId::new("k2").unwrap(), KeyPurpose::Bearer, vk).unwrap();
         let meta = Meta {
             state: KeyState::Active,
             create_time: 0,

@@ -373,8 +373,8 @@ mod tests {
         replica
             .replace_with_replica(&[with_state(stored(&source, &a), KeyState::Active, false)])
             .unwrap();
-        assert!(replica.stand_down(Algorithm::EdDsa, now + 5));
-        assert!(!replica.stand_down(Algorithm::EdDsa, now + 5));
+        assert!(replica.stand_down(KeyPurpose::Bearer, Algorithm::EdDsa, now + 5));
+        assert!(!replica.stand_down(KeyPurpose::Bearer, Algorithm::EdDsa, now + 5));
         assert_eq!(
             replica.active().unwrap_err().code(),
             crate::ResultCode::NoActiveKey

@@ -113,19 +113,25 @@ pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
         if code != ResultCode::NoActiveKey {
             return err;
         }
+        // A request with a ProofKey asks for a WIT, which only a WIT key
+        // signs.
+        let purpose = match req.proof_key {
+            Some(_) => workload_identity::KeyPurpose::Wit,
+            None => workload_identity::KeyPurpose::Bearer,
+        };
         let active: Vec<&str> = [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
             .into_iter()
-            .filter(|alg| keyring.active_id_for(*alg).is_some())
+            .filter(|alg| keyring.active_id_for_purpose(purpose, *alg).is_some())
             .map(Algorithm::name)
             .collect();
         if active.is_empty() {
             err.hint(format!(
-                "make one with `wid keyring rotate {source} --alg {}`",
+                "make one with `wid keyring rotate {source} --alg {} --purpose {purpose}`",
                 a.alg
             ))
         } else {
             err.hint(format!(
-                "this keyring has active keys for {}: pass --alg, or `wid keyring rotate {source} --alg {}`",
+                "this keyring has active {purpose} keys for {}: pass --alg, or `wid keyring rotate {source} --alg {} --purpose {purpose}`",
                 active.join(", "),
                 a.alg
             ))

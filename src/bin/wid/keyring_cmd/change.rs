@@ -2,7 +2,9 @@
 //! keystore file first (a replicated change is committed already).
 
 use serde_json::{Value, json};
-use workload_identity::{Algorithm, KeyId};
+use workload_identity::KeyId;
+
+use super::flags::Pair;
 
 use crate::CliError;
 use crate::etcd_args::Opened;
@@ -14,24 +16,24 @@ pub(super) enum Change {
     /// A key became active; `previous` (if any) became inactive.
     Activated {
         kid: KeyId,
-        alg: Algorithm,
+        alg: Pair,
         previous: Option<KeyId>,
         how: &'static str,
     },
     /// A key was added that signs from `publish_at`.
     Prepublished {
         kid: KeyId,
-        alg: Algorithm,
+        alg: Pair,
         publish_at: i64,
     },
     /// A successor was already waiting; nothing was added.
     Pending {
         kid: KeyId,
-        alg: Algorithm,
+        alg: Pair,
         publish_at: i64,
     },
     /// A key left the JWKS.
-    Deprecated { kid: KeyId, alg: Algorithm },
+    Deprecated { kid: KeyId, alg: Pair },
 }
 
 impl Change {
@@ -54,7 +56,8 @@ impl Change {
                 alg,
                 publish_at,
             } => format!(
-                "prepublished {alg}: key {kid} is in the JWKS now and signs from {}",
+                "prepublished {alg}: key {kid} is in the {} now and signs from {}",
+                published_in(alg),
                 when(*publish_at, now)
             ),
             Change::Pending {
@@ -66,7 +69,10 @@ impl Change {
                 when(*publish_at, now)
             ),
             Change::Deprecated { kid, alg } => {
-                format!("deprecated {alg}: key {kid} left the JWKS and verifies no more")
+                format!(
+                    "deprecated {alg}: key {kid} left the {} and verifies no more",
+                    published_in(alg)
+                )
             }
         }
     }
@@ -78,28 +84,36 @@ impl Change {
                 alg,
                 previous,
                 how,
-            } => json!({"action": how, "algorithm": alg.name(), "kid": kid.as_str(),
+            } => json!({"action": how, "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
                         "state": "active", "previous": previous.as_ref().map(KeyId::as_str)}),
             Change::Prepublished {
                 kid,
                 alg,
                 publish_at,
-            } => json!({"action": "prepublished", "algorithm": alg.name(), "kid": kid.as_str(),
+            } => json!({"action": "prepublished", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
                         "state": "prepublished", "publish_time": publish_at}),
             Change::Pending {
                 kid,
                 alg,
                 publish_at,
-            } => json!({"action": "already-pending", "algorithm": alg.name(), "kid": kid.as_str(),
+            } => json!({"action": "already-pending", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
                         "state": "prepublished", "publish_time": publish_at}),
             Change::Deprecated { kid, alg } => json!({"action": "deprecated",
-                        "algorithm": alg.name(), "kid": kid.as_str(), "state": "deprecated"}),
+                        "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(), "state": "deprecated"}),
         }
     }
 
     /// Whether the keyring changed.
     fn changed(&self) -> bool {
         !matches!(self, Change::Pending { .. })
+    }
+}
+
+/// Where keys of `pair`'s purpose are published.
+fn published_in(pair: &Pair) -> &'static str {
+    match pair.purpose {
+        workload_identity::KeyPurpose::Bearer => "JWKS",
+        _ => "WIT key set",
     }
 }
 

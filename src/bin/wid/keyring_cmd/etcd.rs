@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use workload_identity::{Algorithm, EtcdKeyring, KeyId, KeyInfo, KeyState, ResultCode, RsaKeySize};
 
 use super::change::Change;
-use super::flags::RsaArgs;
+use super::flags::{Pair, RsaArgs};
 use crate::CliError;
 use crate::output::{Ctx, span};
 use crate::sources::bad_flag;
@@ -32,22 +32,22 @@ pub(super) fn refuse_held_keys(r: &EtcdKeyring) -> Result<(), CliError> {
 /// a successor prepublished for the lead time (or the one already waiting).
 pub(super) fn rotate(
     r: &EtcdKeyring,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
     how: &'static str,
 ) -> Result<Change, CliError> {
     let kr = r.keyring();
-    let previous = kr.active_id_for(alg);
+    let previous = kr.active_id_for_purpose(alg.purpose, alg.alg);
     let pending_before: Vec<KeyId> = kr
         .keys()
         .into_iter()
-        .filter(|k| k.algorithm == alg && k.state == KeyState::Prepublished)
+        .filter(|k| Pair::of(k) == alg && k.state == KeyState::Prepublished)
         .map(|k| k.kid)
         .collect();
-    let kid = match alg {
-        Algorithm::Rs256 => r.rotate_rsa(rsa.size()?, now)?,
-        other => r.rotate(other, now)?,
+    let kid = match alg.alg {
+        Algorithm::Rs256 => r.rotate_rsa_purpose(alg.purpose, rsa.size()?, now)?,
+        other => r.rotate_purpose(alg.purpose, other, now)?,
     };
     // The change is committed: say what it was from what `rotate` does
     // (first key active at once, else a successor prepublished for the lead
@@ -84,13 +84,13 @@ pub(super) fn rotate(
 /// `alg` at once (`EtcdKeyring::rotate_now`).
 pub(super) fn rotate_now(
     r: &EtcdKeyring,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
 ) -> Result<Change, CliError> {
-    default_rsa_only(alg, rsa, "rotate --immediate")?;
-    let previous = r.keyring().active_id_for(alg);
-    let kid = r.rotate_now(alg, now)?;
+    default_rsa_only(alg.alg, rsa, "rotate --immediate")?;
+    let previous = r.keyring().active_id_for_purpose(alg.purpose, alg.alg);
+    let kid = r.rotate_now_purpose(alg.purpose, alg.alg, now)?;
     Ok(Change::Activated {
         kid,
         alg,
@@ -103,14 +103,14 @@ pub(super) fn rotate_now(
 /// before it signs (later than `publish_at` if the plan said sooner).
 pub(super) fn prepublish(
     r: &EtcdKeyring,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
     publish_at: i64,
 ) -> Result<Change, CliError> {
-    default_rsa_only(alg, rsa, "plan --apply (prepublish)")?;
+    default_rsa_only(alg.alg, rsa, "plan --apply (prepublish)")?;
     let at = publish_at.max(now.saturating_add(lead_secs(r)));
-    let kid = r.prepublish(alg, now, at)?;
+    let kid = r.prepublish_purpose(alg.purpose, alg.alg, now, at)?;
     Ok(Change::Prepublished {
         kid,
         alg,

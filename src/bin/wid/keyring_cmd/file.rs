@@ -5,22 +5,25 @@ use std::path::Path;
 
 use workload_identity::{Algorithm, Keyring};
 
+use super::flags::Pair;
+
 use super::change::Change;
 use super::flags::RsaArgs;
 use crate::CliError;
 
-/// A new active key of `alg`; the previous one becomes inactive.
+/// A new active key of `alg` (a purpose and an algorithm); the previous one
+/// becomes inactive.
 pub(super) fn rotate(
     keyring: &Keyring,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
     how: &'static str,
 ) -> Result<Change, CliError> {
-    let previous = keyring.active_id_for(alg);
-    let kid = match alg {
-        Algorithm::Rs256 => keyring.rotate_rsa(rsa.size()?, now)?,
-        other => keyring.rotate_alg(other, now)?,
+    let previous = keyring.active_id_for_purpose(alg.purpose, alg.alg);
+    let kid = match alg.alg {
+        Algorithm::Rs256 => keyring.rotate_rsa_purpose(alg.purpose, rsa.size()?, now)?,
+        other => keyring.rotate_purpose(alg.purpose, other, now)?,
     };
     Ok(Change::Activated {
         kid,
@@ -33,14 +36,16 @@ pub(super) fn rotate(
 /// A successor of `alg` in the JWKS now, signing from `publish_at`.
 pub(super) fn prepublish(
     keyring: &Keyring,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
     publish_at: i64,
 ) -> Result<Change, CliError> {
-    let kid = match alg {
-        Algorithm::Rs256 => keyring.prepublish_rsa(rsa.size()?, now, publish_at)?,
-        other => keyring.prepublish_alg(other, now, publish_at)?,
+    let kid = match alg.alg {
+        Algorithm::Rs256 => {
+            keyring.prepublish_rsa_purpose(alg.purpose, rsa.size()?, now, publish_at)?
+        }
+        other => keyring.prepublish_purpose(alg.purpose, other, now, publish_at)?,
     };
     Ok(Change::Prepublished {
         kid,

@@ -1,10 +1,11 @@
 //! The flags several commands share: the size of new RSA keys (`init`,
-//! `rotate`, `plan --apply`) and the rotation policy (`plan`, `wid serve`).
+//! `rotate`, `plan --apply`), the rotation policy (`plan`, `wid serve`) and
+//! the keys' purpose (`init`, `rotate`, `list`, `jwks`, `plan`).
 
 use std::time::Duration;
 
 use clap::Args;
-use workload_identity::{RotationPolicy, RsaKeySize};
+use workload_identity::{Algorithm, KeyPurpose, RotationPolicy, RsaKeySize};
 
 use crate::CliError;
 use crate::output::parse_duration;
@@ -42,5 +43,50 @@ pub(crate) struct PolicyArgs {
 impl PolicyArgs {
     pub(crate) fn policy(&self) -> RotationPolicy {
         RotationPolicy::new(self.longest_ttl).rotation_threshold(self.rotation_threshold)
+    }
+}
+
+/// `--purpose bearer|wit`: which keys a command makes, lists or publishes.
+#[derive(Debug, Args)]
+pub(super) struct PurposeArgs {
+    /// The keys' purpose: `bearer` (tokens relying parties verify with the
+    /// JWKS) or `wit` (workload identity tokens, verified only with a proof;
+    /// published apart, in the WIT key set). A key's purpose is fixed when it
+    /// is made.
+    #[arg(long, value_name = "bearer|wit", value_parser = parse_purpose, default_value = "bearer")]
+    pub(super) purpose: KeyPurpose,
+}
+
+/// A key purpose by name (`bearer` or `wit`, any case).
+pub(crate) fn parse_purpose(name: &str) -> Result<KeyPurpose, String> {
+    KeyPurpose::from_name(&name.to_ascii_lowercase())
+        .ok_or_else(|| format!("unknown key purpose {name:?}: expected bearer or wit"))
+}
+
+/// The keys a change is about: a purpose and an algorithm (each pair has
+/// its own active key). Printed as `ES256` for bearer keys and `ES256 wit`
+/// for WIT keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pair {
+    pub(super) purpose: KeyPurpose,
+    pub(super) alg: Algorithm,
+}
+
+impl Pair {
+    pub(super) fn new(purpose: KeyPurpose, alg: Algorithm) -> Pair {
+        Pair { purpose, alg }
+    }
+
+    pub(super) fn of(info: &workload_identity::KeyInfo) -> Pair {
+        Pair::new(info.purpose, info.algorithm)
+    }
+}
+
+impl std::fmt::Display for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.purpose {
+            KeyPurpose::Bearer => write!(f, "{}", self.alg),
+            other => write!(f, "{} {other}", self.alg),
+        }
     }
 }

@@ -7,11 +7,11 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 use workload_identity::{
-    Algorithm, KeyId, KeyState, Keyring, ResultCode, RotationAction, plan_rotation,
+    Algorithm, KeyId, KeyPurpose, KeyState, Keyring, ResultCode, RotationAction, plan_rotation,
 };
 
 use super::change::{Change, report};
-use super::flags::{PolicyArgs, RsaArgs};
+use super::flags::{Pair, PolicyArgs, PurposeArgs, RsaArgs, parse_purpose};
 use super::{etcd, file};
 use crate::etcd_args::{Opened, StoreArgs};
 use crate::output::{Ctx, span, utc, when};
@@ -27,6 +27,8 @@ pub(crate) struct InitArgs {
     algs: Vec<Algorithm>,
     #[command(flatten)]
     rsa: RsaArgs,
+    #[command(flatten)]
+    purpose: PurposeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -38,6 +40,8 @@ pub(crate) struct RotateArgs {
     alg: Algorithm,
     #[command(flatten)]
     rsa: RsaArgs,
+    #[command(flatten)]
+    purpose: PurposeArgs,
     /// With --etcd: replace the active key at once instead of prepublishing
     /// its successor for the lead time (for a compromised key). Servers sign
     /// with the new key as soon as the watch brings it; a verifier that has
@@ -59,6 +63,10 @@ pub(crate) struct PlanArgs {
     apply: bool,
     #[command(flatten)]
     rsa: RsaArgs,
+    /// Plan for the keys of this purpose only (`bearer` or `wit`; default:
+    /// every purpose that has keys, as the elected rotator does).
+    #[arg(long, value_name = "bearer|wit", value_parser = parse_purpose)]
+    purpose: Option<KeyPurpose>,
 }
 
 #[derive(Debug, Args)]
@@ -103,7 +111,15 @@ pub(super) fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
     };
     let result = algs
         .iter()
-        .map(|&alg| rotate_key(&opened, alg, &a.rsa, now, "created"))
+        .map(|&alg| {
+            rotate_key(
+                &opened,
+                Pair::new(a.purpose.purpose, alg),
+                &a.rsa,
+                now,
+                "created",
+            )
+        })
         .collect::<Result<Vec<_>, _>>()
         .and_then(|changes| report(&opened, &a.store.custody, &changes, ctx));
     if let (Err(_), Opened::File { path, .. }) = (&result, &opened) {
@@ -122,9 +138,10 @@ pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
     }
     let opened = a.store.open(ctx)?;
     let now = ctx.now();
+    let pair = Pair::new(a.purpose.purpose, a.alg);
     let change = match &opened {
-        Opened::Etcd(r) if a.immediate => etcd::rotate_now(r, a.alg, &a.rsa, now)?,
-        _ => rotate_key(&opened, a.alg, &a.rsa, now, "rotated")?,
+        Opened::Etcd(r) if a.immediate => etcd::rotate_now(r, pair, &a.rsa, now)?,
+        _ => rotate_key(&opened, pair, &a.rsa, now, "rotated")?,
     };
     report(&opened, &a.store.custody, &[change], ctx)
 }
@@ -134,7 +151,21 @@ pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
     let keyring = opened.keyring();
     let now = ctx.now();
     let policy = a.policy.policy();
-    let actions = plan_rotation(&keyring.keys(), now, &policy);
+    let keys: Vec<workload_identity::KeyInfo> = keyring
+        .keys()
+        .into_iter()
+        .filter(|k| a.purpose.is_none_or(|p| k.purpose == p))
+        .collect();
+    let mut actions = plan_rotation(&keys, now, &policy);
+    if let Some(purpose) = a.purpose {
+        // With no key of the purpose the plan is for a bearer EdDSA key; a
+        // first WIT key is the operator's to make (its algorithm is theirs).
+        actions.retain(|x| match x {
+            RotationAction::Rotate { purpose: p, .. }
+            | RotationAction::Prepublish { purpose: p, .. } => *p == purpose,
+            _ => true,
+        });
+    }
     let described: Vec<(String, Value)> = actions.iter().map(|x| describe(x, now)).collect();
     let mut human = vec![format!(
         "plan at {} (rotation threshold {}, longest token TTL {}):",
@@ -180,20 +211,27 @@ pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
 /// A planned action, for people and for scripts.
 fn describe(action: &RotationAction, now: i64) -> (String, Value) {
     match action {
-        RotationAction::Rotate { algorithm } => (
-            format!("rotate {algorithm}: no active {algorithm} key; make one now"),
-            json!({"action": "rotate", "algorithm": algorithm.name()}),
-        ),
+        RotationAction::Rotate { algorithm, purpose } => {
+            let pair = Pair::new(*purpose, *algorithm);
+            (
+                format!("rotate {pair}: no active {pair} key; make one now"),
+                json!({"action": "rotate", "algorithm": algorithm.name(), "purpose": purpose.name()}),
+            )
+        }
         RotationAction::Prepublish {
             algorithm,
+            purpose,
             publish_at,
-        } => (
-            format!(
-                "prepublish {algorithm}: a successor, in the JWKS now, signing from {}",
-                when(*publish_at, now)
-            ),
-            json!({"action": "prepublish", "algorithm": algorithm.name(), "publish_at": publish_at}),
-        ),
+        } => {
+            let pair = Pair::new(*purpose, *algorithm);
+            (
+                format!(
+                    "prepublish {pair}: a successor, published now, signing from {}",
+                    when(*publish_at, now)
+                ),
+                json!({"action": "prepublish", "algorithm": algorithm.name(), "purpose": purpose.name(), "publish_at": publish_at}),
+            )
+        }
         RotationAction::Promote { kid } => (
             format!("promote {kid}: its publish time has come"),
             json!({"action": "promote", "kid": kid.as_str()}),
@@ -221,18 +259,22 @@ fn apply(
     ctx: &Ctx,
 ) -> Result<Option<Change>, CliError> {
     let change = match action {
-        RotationAction::Rotate { algorithm } => {
-            rotate_key(opened, *algorithm, rsa, now, "rotated")?
+        RotationAction::Rotate { algorithm, purpose } => {
+            rotate_key(opened, Pair::new(*purpose, *algorithm), rsa, now, "rotated")?
         }
         RotationAction::Prepublish {
             algorithm,
+            purpose,
             publish_at,
-        } => match opened {
-            Opened::File { keyring, .. } => {
-                file::prepublish(keyring, *algorithm, rsa, now, *publish_at)?
+        } => {
+            let pair = Pair::new(*purpose, *algorithm);
+            match opened {
+                Opened::File { keyring, .. } => {
+                    file::prepublish(keyring, pair, rsa, now, *publish_at)?
+                }
+                Opened::Etcd(r) => etcd::prepublish(r, pair, rsa, now, *publish_at)?,
             }
-            Opened::Etcd(r) => etcd::prepublish(r, *algorithm, rsa, now, *publish_at)?,
-        },
+        }
         RotationAction::Promote { kid } => {
             if let Opened::Etcd(r) = opened {
                 if !etcd::ready_to_promote(r, kid, now, ctx) {
@@ -265,7 +307,12 @@ pub(super) fn promote(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
     let seen = Instant::now();
     let keyring = opened.keyring();
     let alg = alg_of(&keyring, &a.kid)?;
-    if keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str()) {
+    if keyring
+        .active_id_for_purpose(alg.purpose, alg.alg)
+        .as_ref()
+        .map(KeyId::as_str)
+        == Some(a.kid.as_str())
+    {
         ctx.note(&format!("{} is already the active {alg} key", a.kid));
         return report(&opened, &a.store.custody, &[], ctx);
     }
@@ -344,7 +391,11 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
         ctx.note(&format!("{} is already deprecated", a.kid));
         return report(&opened, &a.store.custody, &[], ctx);
     }
-    let is_active = keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str());
+    let is_active = keyring
+        .active_id_for_purpose(alg.purpose, alg.alg)
+        .as_ref()
+        .map(KeyId::as_str)
+        == Some(a.kid.as_str());
     if let (false, false, Some(info)) = (d.force, is_active, keyring.key_info(&a.kid)) {
         if let Some(why) = deprecation_hazard(&info, d.longest_ttl, ctx.now()) {
             let unknown = info.retired_time <= 0;
@@ -361,10 +412,12 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
     }
     deprecate_key(&opened, &a.kid, ctx.now()).map_err(|e| {
         let err = CliError::from(e);
-        if keyring.active_id_for(alg).as_ref().map(KeyId::as_str) == Some(a.kid.as_str()) {
+        if is_active {
             err.hint(format!(
-                "rotate first (`wid keyring rotate {} --alg {alg}`), then deprecate the old key once its tokens have expired",
-                a.store.flags()
+                "rotate first (`wid keyring rotate {} --alg {} --purpose {}`), then deprecate the old key once its tokens have expired",
+                a.store.flags(),
+                alg.alg,
+                alg.purpose
             ))
         } else {
             err
@@ -377,8 +430,8 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
     report(&opened, &a.store.custody, &[change], ctx)
 }
 
-fn alg_of(keyring: &Keyring, kid: &str) -> Result<Algorithm, CliError> {
-    keyring.key_info(kid).map(|k| k.algorithm).ok_or_else(|| {
+fn alg_of(keyring: &Keyring, kid: &str) -> Result<Pair, CliError> {
+    keyring.key_info(kid).map(|k| Pair::of(&k)).ok_or_else(|| {
         CliError::new(
             ResultCode::UnknownKey,
             format!("no key {kid:?} in the keystore"),
@@ -388,11 +441,12 @@ fn alg_of(keyring: &Keyring, kid: &str) -> Result<Algorithm, CliError> {
     })
 }
 
-/// A new key of `alg`: in a keystore's keyring active at once; through
-/// etcd the way `EtcdKeyring::rotate` makes it (see `etcd::rotate`).
+/// A new key of `alg` (a purpose and an algorithm): in a keystore's keyring
+/// active at once; through etcd the way `EtcdKeyring::rotate` makes it (see
+/// `etcd::rotate`).
 fn rotate_key(
     opened: &Opened,
-    alg: Algorithm,
+    alg: Pair,
     rsa: &RsaArgs,
     now: i64,
     how: &'static str,
@@ -416,13 +470,13 @@ fn promote_key(
     let alg = alg_of(&opened.keyring(), kid)?;
     let previous = match opened {
         Opened::File { keyring, .. } => {
-            let previous = keyring.active_id_for(alg);
+            let previous = keyring.active_id_for_purpose(alg.purpose, alg.alg);
             keyring.promote(kid, now)?;
             previous
         }
         Opened::Etcd(r) => {
             etcd::wait_out_lead_time(r, kid, seen, ctx);
-            let previous = r.keyring().active_id_for(alg);
+            let previous = r.keyring().active_id_for_purpose(alg.purpose, alg.alg);
             r.promote(kid, ctx.now())?;
             previous
         }

@@ -27,7 +27,6 @@ mod show;
 use clap::Subcommand;
 
 use crate::CliError;
-use crate::etcd_args::StoreArgs;
 use crate::output::Ctx;
 
 pub(crate) use flags::PolicyArgs;
@@ -43,8 +42,9 @@ pub(crate) enum KeyringCommand {
     /// active at once and later ones are prepublished for the lead time
     /// first (--immediate: at once).
     Rotate(lifecycle::RotateArgs),
-    /// Show every key: ID, algorithm, state and times.
-    List(StoreArgs),
+    /// Show every key (or, with --purpose, those of one purpose): ID,
+    /// algorithm, purpose, state and times.
+    List(show::ListArgs),
     /// Show what the rotation policy says to do now (--apply does it).
     Plan(lifecycle::PlanArgs),
     /// Make a key the active key of its algorithm now.
@@ -54,7 +54,8 @@ pub(crate) enum KeyringCommand {
     /// --longest-ttl to let wid check) unless --force.
     Deprecate(lifecycle::DeprecateArgs),
     /// Print the JWKS relying parties fetch (/.well-known/jwks.json), or
-    /// with --format pem each key as a PEM public key.
+    /// with --format pem each key as a PEM public key; with --purpose wit the
+    /// WIT key set (/wit/jwks.json) instead, for receivers of WITs only.
     Jwks(show::JwksArgs),
     /// Write the documents `wid serve` serves as static files under --dir
     /// (.well-known/jwks.json and, with --issuer,

@@ -3,7 +3,9 @@
 
 use clap::Args;
 use serde_json::{Value, json};
-use workload_identity::KeyInfo;
+use workload_identity::{KeyInfo, KeyPurpose};
+
+use super::flags::{PurposeArgs, parse_purpose};
 
 use crate::CliError;
 use crate::etcd_args::StoreArgs;
@@ -24,6 +26,22 @@ pub(crate) struct JwksArgs {
     /// again (spiffe_refresh_hint), e.g. 5m (the default).
     #[arg(long, value_name = "DURATION", value_parser = crate::output::parse_duration)]
     refresh_hint: Option<std::time::Duration>,
+    /// `bearer`: the JWKS relying parties trust; `wit`: the WIT key set
+    /// (`/wit/jwks.json`), for receivers of workload identity tokens only,
+    /// never for a relying party that accepts bearer tokens. With --format
+    /// spiffe, bearer prints the whole bundle (jwt-svid and wit-svid
+    /// entries) and wit its wit-svid entries only.
+    #[command(flatten)]
+    purpose: PurposeArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only the keys of this purpose (`bearer` or `wit`; default: all).
+    #[arg(long, value_name = "bearer|wit", value_parser = parse_purpose)]
+    purpose: Option<KeyPurpose>,
 }
 
 /// The forms `wid keyring jwks` prints.
@@ -46,9 +64,14 @@ pub(crate) struct OidcArgs {
     issuer: String,
 }
 
-pub(super) fn list(a: &StoreArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let opened = a.open(ctx)?;
-    let keys = opened.keyring().keys();
+pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let opened = a.store.open(ctx)?;
+    let keys: Vec<KeyInfo> = opened
+        .keyring()
+        .keys()
+        .into_iter()
+        .filter(|k| a.purpose.is_none_or(|p| k.purpose == p))
+        .collect();
     if ctx.json {
         let mut doc = opened.json_fields();
         doc.insert(
@@ -66,6 +89,7 @@ pub(super) fn list(a: &StoreArgs, ctx: &Ctx) -> Result<(), CliError> {
     let mut rows = vec![[
         "KID".to_string(),
         "ALG".into(),
+        "PURPOSE".into(),
         "STATE".into(),
         "CREATED".into(),
         "SIGNS FROM".into(),
@@ -83,13 +107,14 @@ pub(super) fn list(a: &StoreArgs, ctx: &Ctx) -> Result<(), CliError> {
         rows.push([
             k.kid.to_string(),
             alg,
+            k.purpose.name().to_string(),
             state,
             when(k.create_time, now),
             when(k.publish_time, now),
             when(k.retired_time, now),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     for row in &rows {
@@ -108,6 +133,7 @@ fn key_json(k: &KeyInfo) -> Value {
     json!({
         "kid": k.kid.as_str(),
         "algorithm": k.algorithm.name(),
+        "purpose": k.purpose.name(),
         "state": k.state.name(),
         "create_time": k.create_time,
         "publish_time": nonzero(k.publish_time),
@@ -120,7 +146,8 @@ fn key_json(k: &KeyInfo) -> Value {
 pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
     let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
-    let jwks = keyring.jwks();
+    let purpose = a.purpose.purpose;
+    let jwks = keyring.jwks_for(purpose);
     if a.refresh_hint.is_some() && a.format != JwksFormat::Spiffe {
         return Err(CliError::new(
             workload_identity::ResultCode::InvalidArgument,
@@ -133,9 +160,20 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
             let hint = a
                 .refresh_hint
                 .unwrap_or(std::time::Duration::from_secs(300));
-            let bundle = jwks.to_spiffe_bundle_json(hint);
-            if !jwks.keys.iter().any(|k| k.kty != "OKP") {
-                ctx.note("the bundle is empty: it holds ES256 and RS256 keys only (a JWT-SVID cannot be EdDSA); make one with `wid keyring rotate --alg ES256`");
+            let (bundle, held) = match purpose {
+                KeyPurpose::Bearer => {
+                    let wit = keyring.jwks_for(KeyPurpose::Wit);
+                    let held = jwks.keys.iter().chain(&wit.keys).any(|k| k.kty != "OKP");
+                    (jwks.to_spiffe_bundle_json_with_wit(&wit, hint), held)
+                }
+                _ => (
+                    workload_identity::Jwks { keys: Vec::new() }
+                        .to_spiffe_bundle_json_with_wit(&jwks, hint),
+                    jwks.keys.iter().any(|k| k.kty != "OKP"),
+                ),
+            };
+            if !held {
+                ctx.note(&format!("the bundle is empty: it holds ES256 and RS256 keys only (a JWT-SVID or WIT-SVID cannot be EdDSA); make one with `wid keyring rotate --alg ES256 --purpose {purpose}`"));
             }
             ctx.print_json(&to_value(&bundle))
         }

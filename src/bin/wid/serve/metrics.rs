@@ -38,6 +38,7 @@ pub(super) struct Gauges {
 pub(super) fn route_label(path: &str) -> &'static str {
     match path {
         "/.well-known/jwks.json" => "jwks",
+        "/wit/jwks.json" => "wit_jwks",
         "/.well-known/openid-configuration" => "discovery",
         "/health" => "health",
         "/metrics" => "metrics",

@@ -2,7 +2,7 @@
 //!
 //! hyper's HTTP/1.1 server on tokio (`net.rs`), TLS with rustls
 //! (`tls.rs`: reloaded when the certificate files change; client
-//! certificates required on every route but the two documents when
+//! certificates required on every route but the key sets and discovery document when
 //! `--tls-client-ca` is given), the answers and their HTTP rules
 //! (`respond.rs`: GET/HEAD, `ETag` and `If-None-Match`, `Cache-Control`),
 //! and `/metrics` (`metrics.rs`). Requests are bounded (head size, a
@@ -51,7 +51,11 @@ use respond::{Response, etag_of};
 
 pub(crate) const AFTER_HELP: &str = "\
 Routes (GET or HEAD):
-  /.well-known/jwks.json               the keys that verify
+  /.well-known/jwks.json               the bearer keys that verify (what
+                                       relying parties trust)
+  /wit/jwks.json                       the WIT key set: the keys that verify
+                                       workload identity tokens, for their
+                                       receivers only (never a bearer JWKS)
   /.well-known/openid-configuration    the discovery document (needs --issuer)
   /health                              200 when the keystore is loaded and
                                        current, 503 when a reload failed
@@ -65,7 +69,7 @@ rotation policy (half the time to the next planned key switch, at least
 keep-alive; HTTPS with --tls-cert and --tls-key (PEM; reloaded when the
 files change, so certificates rotate without a restart). --tls-client-ca
 requires a client certificate signed by that CA on /health and /metrics;
-the JWKS and discovery document stay open to relying parties without one.
+the JWKS, the WIT key set and the discovery document stay open to relying parties without one.
 The issuer must be https, except that an http issuer on a loopback host is
 allowed when the listener is loopback too (for testing OIDC clients on one
 machine). The first line on stdout names the address (useful with --listen
@@ -162,6 +166,9 @@ struct Docs {
     generation: (u64, u64),
     jwks: Bytes,
     jwks_etag: HeaderValue,
+    /// The WIT key set (`/wit/jwks.json`).
+    wit_jwks: Bytes,
+    wit_jwks_etag: HeaderValue,
     /// `None` without --issuer; `Err` when the document cannot be made.
     discovery: Option<Result<(Bytes, HeaderValue), String>>,
     keys_served: usize,
@@ -341,6 +348,8 @@ impl Server {
                 generation,
                 jwks: d.jwks.clone(),
                 jwks_etag: d.jwks_etag.clone(),
+                wit_jwks: d.wit_jwks.clone(),
+                wit_jwks_etag: d.wit_jwks_etag.clone(),
                 discovery: d.discovery.clone(),
                 keys_served: d.keys_served,
                 at: now,
@@ -349,6 +358,11 @@ impl Server {
             _ => {
                 let jwks = keyring.jwks();
                 let jwks_body = Bytes::from(jwks.to_json());
+                let wit_body = Bytes::from(
+                    keyring
+                        .jwks_for(workload_identity::KeyPurpose::Wit)
+                        .to_json(),
+                );
                 let discovery = self.discovery(&keyring).map(|doc| {
                     doc.map(|doc| {
                         let body = Bytes::from(doc.to_json());
@@ -360,6 +374,8 @@ impl Server {
                     generation,
                     jwks_etag: etag_of(&jwks_body),
                     jwks: jwks_body,
+                    wit_jwks_etag: etag_of(&wit_body),
+                    wit_jwks: wit_body,
                     discovery,
                     keys_served: jwks.keys.len(),
                     at: now,
@@ -644,6 +660,14 @@ fn route(server: &Server, path: &str) -> Response {
         "/.well-known/jwks.json" => {
             let (docs, _) = server.docs(now);
             Response::document(docs.jwks.clone(), docs.jwks_etag.clone(), docs.timing.0)
+        }
+        "/wit/jwks.json" => {
+            let (docs, _) = server.docs(now);
+            Response::document(
+                docs.wit_jwks.clone(),
+                docs.wit_jwks_etag.clone(),
+                docs.timing.0,
+            )
         }
         "/.well-known/openid-configuration" => {
             let (docs, _) = server.docs(now);

@@ -372,7 +372,7 @@ fn answer(
     let method = req.method();
     let response = if method != Method::GET && method != Method::HEAD {
         Response::method_not_allowed()
-    } else if !authenticated && !matches!(label, "jwks" | "discovery") {
+    } else if !authenticated && !matches!(label, "jwks" | "wit_jwks" | "discovery") {
         Response::json(
             StatusCode::FORBIDDEN,
             r#"{"error":"a client certificate is required for this route: only the JWKS and the discovery document are served without one"}"#,
