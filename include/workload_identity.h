@@ -161,6 +161,25 @@ enum wid_key_derivation
 typedef uint32_t wid_key_derivation;
 #endif // __cplusplus
 
+// A key's purpose (`wid_key_purpose` in C).
+enum wid_key_purpose
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Signs bearer tokens (`typ` `JWT`): published in the JWKS, the OIDC
+  // discovery document and the SPIFFE bundle's `jwt-svid` entries. Every
+  // key made before purposes existed is a bearer key.
+  WID_KEY_PURPOSE_BEARER = 1,
+  // Signs WIMSE workload identity tokens (`typ` `wit+jwt`) only: published
+  // in the WIT key set (`wid keyring jwks --purpose wit`, `/wit/jwks.json`,
+  // SPIFFE bundle entries with `use` `wit-svid`), never in the JWKS.
+  WID_KEY_PURPOSE_WIT = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_key_purpose;
+#endif // __cplusplus
+
 // A signing algorithm (its JOSE name is `Algorithm::name`).
 //
 // Which to use: `EdDSA` where the relying party accepts it (Vault, Consul):
@@ -804,7 +823,7 @@ wid_result wid_keyring_insert(const struct wid_keyring *kr,
                               uint32_t state,
                               int64_t create_time_unix);
 
-// Inserts a key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
+// Inserts a bearer key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
 // material with HKDF_V1 or NOMAD_RAW_SEED, ES256 32 bytes with HKDF_V1, RS256 a
 // PKCS#8 DER private key (2048 to 8192 bits, e = 65537) with
 // `WID_KEY_DERIVATION_PKCS8`. Any other pairing, an RSA key under 2048 bits
@@ -823,6 +842,25 @@ wid_result wid_keyring_insert_alg(const struct wid_keyring *kr,
                                   uint32_t state,
                                   int64_t create_time_unix);
 
+// `wid_keyring_insert_alg` for a key of `purpose` (a `WID_KEY_PURPOSE_*`):
+// `WID_KEY_PURPOSE_WIT` inserts a key that signs WITs only
+// (`wid_issue_wit`) and is published only in the WIT key set
+// (`wid_keyring_jwks_purpose`). One active key per (purpose, algorithm); an
+// unknown `purpose` is `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// Pointers must be NULL or valid for their lengths.
+wid_result wid_keyring_insert_purpose(const struct wid_keyring *kr,
+                                      wid_key_purpose purpose,
+                                      wid_alg alg,
+                                      const char *key_id,
+                                      size_t key_id_len,
+                                      const uint8_t *material,
+                                      size_t material_len,
+                                      uint32_t derivation,
+                                      uint32_t state,
+                                      int64_t create_time_unix);
+
 // Rotates EdDSA: a fresh key becomes active and the previous one inactive;
 // `*out_key_id` (may be NULL) receives the new key ID.
 //
@@ -832,10 +870,10 @@ wid_result wid_keyring_rotate(const struct wid_keyring *kr,
                               int64_t now_unix,
                               struct wid_bytes *out_key_id);
 
-// Rotates the keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit RSA key
-// for RS256) becomes the active key of `alg` and the previous one inactive;
-// other algorithms' keys are untouched. `*out_key_id` (may be NULL) receives
-// the new key ID.
+// Rotates the bearer keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit
+// RSA key for RS256) becomes the active bearer key of `alg` and the previous
+// one inactive; other keys are untouched. `*out_key_id` (may be NULL)
+// receives the new key ID.
 //
 // # Safety
 // `out_key_id` must be NULL or writable.
@@ -843,6 +881,20 @@ wid_result wid_keyring_rotate_alg(const struct wid_keyring *kr,
                                   wid_alg alg,
                                   int64_t now_unix,
                                   struct wid_bytes *out_key_id);
+
+// Rotates the keys of the (`purpose`, `alg`) pair: a fresh key of that
+// purpose becomes the pair's active key and the previous one inactive.
+// `WID_KEY_PURPOSE_WIT` makes the key `wid_issue_wit` signs with (WITs are
+// never signed by a bearer key). `*out_key_id` (may be NULL) receives the
+// new key ID. An unknown `purpose` or `alg` is `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `out_key_id` NULL or writable.
+wid_result wid_keyring_rotate_purpose(const struct wid_keyring *kr,
+                                      wid_key_purpose purpose,
+                                      wid_alg alg,
+                                      int64_t now_unix,
+                                      struct wid_bytes *out_key_id);
 
 // Adds a prepublished key that becomes active at `publish_at_unix` (see
 // wid_keyring_promote_due); `*out_key_id` (may be NULL) receives its ID.
@@ -873,17 +925,30 @@ wid_result wid_keyring_deprecate(const struct wid_keyring *kr,
                                  size_t key_id_len,
                                  int64_t now_unix);
 
-// The JWKS (`{"keys":[...]}`) of the keys that verify, as JSON.
+// The JWKS (`{"keys":[...]}`) relying parties trust, as JSON: the bearer
+// keys that verify. WIT keys are never in it (see
+// `wid_keyring_jwks_purpose`).
 //
 // # Safety
 // `out_json` must be NULL or writable.
 wid_result wid_keyring_jwks(const struct wid_keyring *kr, struct wid_bytes *out_json);
 
+// The key set of `purpose` that verifies, as JSON: `WID_KEY_PURPOSE_BEARER`
+// is `wid_keyring_jwks`'s JWKS, `WID_KEY_PURPOSE_WIT` the WIT key set (what
+// `wid serve` serves at `/wit/jwks.json`), for receivers of WITs only: never
+// give it to a relying party that accepts bearer tokens.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_keyring_jwks_purpose(const struct wid_keyring *kr,
+                                    wid_key_purpose purpose,
+                                    struct wid_bytes *out_json);
+
 // The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
-// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
-// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
-// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
-// `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each bearer key a JWK of
+// the JWKS with `"use":"jwt-svid"`, then each WIT key with
+// `"use":"wit-svid"`. Only ES256 and RS256 keys are listed (neither SVID
+// can be EdDSA), so a keyring of EdDSA keys gives `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
 // fetch the bundle again; 0 means the default, 300 (5 minutes).
 //
 // # Safety
@@ -892,11 +957,12 @@ wid_result wid_keyring_spiffe_bundle(const struct wid_keyring *kr,
                                      uint64_t refresh_hint_secs,
                                      struct wid_bytes *out_json);
 
-// Imports the keys of a JWKS as verify-only keys (all or nothing): OKP
-// Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use` absent
-// or `sig`; `use: enc` entries and unknown key types are skipped; a private
-// member, an unusable point, a duplicate `kid` or an `alg` that does not
-// match the key refuses the whole set;
+// Imports the keys of a JWKS as verify-only bearer keys (all or nothing):
+// OKP Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use`
+// absent or `sig` (a SPIFFE bundle's `jwt-svid` entries as bearer keys, its
+// `wit-svid` entries as WIT keys); `use: enc` entries and unknown key types
+// are skipped; a private member, an unusable point, a duplicate `kid` or an
+// `alg` that does not match the key refuses the whole set;
 // `*out_imported` (may be NULL) receives how many were added.
 //
 // # Safety
@@ -905,6 +971,19 @@ wid_result wid_keyring_import_jwks(const struct wid_keyring *kr,
                                    const char *jwks_json,
                                    size_t len,
                                    size_t *out_imported);
+
+// `wid_keyring_import_jwks` for a key set of `purpose`: import the WIT key
+// set (`/wit/jwks.json`) with `WID_KEY_PURPOSE_WIT`, so its keys verify
+// WITs (`wid_verify_proof`) and never bearer tokens (`wid_verify`).
+//
+// # Safety
+// `kr` must be NULL or a live handle; `jwks_json` NULL or valid for `len`
+// bytes; `out_imported` NULL or writable.
+wid_result wid_keyring_import_jwks_purpose(const struct wid_keyring *kr,
+                                           wid_key_purpose purpose,
+                                           const char *jwks_json,
+                                           size_t len,
+                                           size_t *out_imported);
 
 // Saves the keyring to `path` (mode 0600, crash-safe replace).
 //
@@ -1079,16 +1158,22 @@ wid_result wid_workload_key_prove(const struct wid_workload_key *key,
                                   struct wid_bytes *out_wpt);
 
 // Signs a WIMSE workload identity token (WIT, typ `wit+jwt`) with the
-// active key of `alg` (a `WID_ALG_*`) for a msgpack `IssueRequest` that
+// active WIT key of `alg` (a `WID_ALG_*`; a key of purpose
+// `WID_KEY_PURPOSE_WIT`, made with `wid_keyring_rotate_purpose`: a WIT is
+// never signed by a bearer key, whose JWKS relying parties trust) for a
+// msgpack `IssueRequest` that
 // carries the workload's public key (`ProofKey`, as
 // `wid_workload_key_public_jwk` gives it): `sub` is
 // `wimse://<trust_domain>/<region>/<namespace>/<job>/<group>/<task or service>/<identity>`,
-// `exp` the identity's TTL (required; at most 1 hour), `cnf.jwk` the key.
+// `exp` the identity's TTL (required; at most 1 hour), `cnf.jwk` the key,
+// no `aud` (each proof names its audience).
 // `trust_domain` is required (a DNS name: lower-case letters, digits, `-`
 // and `.`); `issuer` NULL or empty means no `iss`. A request without
 // `ProofKey` (use `wid_issue_alg` for a bearer token), an unusable key, a TTL
 // of 0 or a bad trust domain is `WID_RESULT_INVALID_ARGUMENT`; an unknown
-// `alg` too; an `alg` without an active key `WID_RESULT_NO_ACTIVE_KEY`.
+// `alg` too; an `alg` without an active WIT key `WID_RESULT_NO_ACTIVE_KEY`
+// (the message names the fix; before keys had purposes any active key of
+// `alg` signed WITs: a deliberate tightening).
 // `*out_token` receives the WIT. A WIT is never a bearer token: `wid_verify`
 // refuses it (`WID_RESULT_PROOF_REQUIRED`); check it with `wid_verify_proof`.
 //
@@ -1109,8 +1194,9 @@ wid_result wid_issue_wit(const struct wid_keyring *kr,
 
 // Verifies a WIT and the WPT that came with one request, at `now_unix`:
 // the WIT through the whole pipeline (`wid_verify`'s checks: signature,
-// times, audience, issuer, live allocation; it must be typ `wit+jwt` with
-// `exp` and `cnf.jwk`), then the WPT (typ `wpt+jwt`, `alg` the `cnf.jwk`'s,
+// times, issuer, live allocation, but no audience: a WIT has none; it must
+// be typ `wit+jwt` with `exp` and `cnf.jwk`, signed by a WIT key: one
+// signed by a bearer key is `WID_RESULT_UNKNOWN_KEY`), then the WPT (typ `wpt+jwt`, `alg` the `cnf.jwk`'s,
 // signed by that key, `aud` the request's `target_uri` without query or
 // fragment, `exp` neither past nor too far ahead, `wth` this WIT's hash,
 // `ath` present exactly when `access_token` (NULL or empty: none) is given

@@ -385,8 +385,14 @@ impl Issuer {
         // A WIT is signed only by a WIT key, a bearer token only by a bearer
         // key: a WIT is shown to every service its workload calls, so its
         // key must never verify where bearer tokens are accepted.
-        let purpose = match req.proof_key {
-            Some(_) => KeyPurpose::Wit,
+        let purpose = match &req.proof_key {
+            Some(proof_key) => {
+                // The request's and the issuer's faults are named before a
+                // missing key is.
+                self.wit_trust_domain(spiffe_id.is_some())?;
+                check_wit_request(req, proof_key)?;
+                KeyPurpose::Wit
+            }
             None => KeyPurpose::Bearer,
         };
         // The key is borrowed, not cloned: signers on other threads share it,
@@ -468,29 +474,30 @@ impl Issuer {
     ) -> Result<SignedIdentity> {
         req.validate()?;
         let node = &req.node;
-        self.keyring.with_active(KeyPurpose::Bearer, algorithm, |key| {
-            let claims = Claims {
-                node: Some(crate::claims::NodeClaims::of(node)),
-                subject: format!("node:{}:{}:{}:default", req.region, node.node_pool, node.id),
-                audience: req.audiences(),
-                issued_at: Some(now),
-                not_before: Some(now),
-                expires_at: Some(now.saturating_add(req.ttl_secs())),
-                jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
-                issuer: self.issuer.clone(),
-                ..Claims::default()
-            };
-            let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
-                reason: format!("cannot encode claims: {e}"),
-            })?;
-            let token = jwt::encode_typed(key, jwt::TokenType::Jwt, &json)?;
-            check_size(&token)?;
-            Ok(SignedIdentity {
-                token,
-                claims,
-                kid: key.id().clone(),
+        self.keyring
+            .with_active(KeyPurpose::Bearer, algorithm, |key| {
+                let claims = Claims {
+                    node: Some(crate::claims::NodeClaims::of(node)),
+                    subject: format!("node:{}:{}:{}:default", req.region, node.node_pool, node.id),
+                    audience: req.audiences(),
+                    issued_at: Some(now),
+                    not_before: Some(now),
+                    expires_at: Some(now.saturating_add(req.ttl_secs())),
+                    jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+                    issuer: self.issuer.clone(),
+                    ..Claims::default()
+                };
+                let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
+                    reason: format!("cannot encode claims: {e}"),
+                })?;
+                let token = jwt::encode_typed(key, jwt::TokenType::Jwt, &json)?;
+                check_size(&token)?;
+                Ok(SignedIdentity {
+                    token,
+                    claims,
+                    kid: key.id().clone(),
+                })
             })
-        })
     }
 
     /// Turns bearer claims into a WIT's: `sub` the workload identifier URI
@@ -506,17 +513,9 @@ impl Issuer {
         now: i64,
         spiffe: bool,
     ) -> Result<()> {
-        let td = match (&self.trust_domain, spiffe) {
-            (_, true) => None,
-            (Some(td), false) => Some(td),
-            (None, false) => return Err(no_trust_domain()),
-        };
-        crate::keyring::proof_key_checker(proof_key, "ProofKey")
-            .map_err(|why| Error::invalid("IssueRequest", "ProofKey", why))?;
+        let td = self.wit_trust_domain(spiffe)?;
+        check_wit_request(req, proof_key)?;
         let ttl = req.identity.ttl.as_secs();
-        if ttl <= 0 {
-            return Err(wit_without_ttl());
-        }
         let ttl = ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX));
         if let Some(td) = td {
             claims.subject = crate::claims::workload_uri(td, req)?;
@@ -526,6 +525,28 @@ impl Issuer {
         claims.confirmation = Some(proof_key.clone());
         Ok(())
     }
+}
+
+impl Issuer {
+    /// The trust domain of a WIT's `wimse://` subject (`None` for a SPIFFE
+    /// issuer's WIT-SVID), or why there is none.
+    fn wit_trust_domain(&self, spiffe: bool) -> Result<Option<&String>> {
+        match (&self.trust_domain, spiffe) {
+            (_, true) => Ok(None),
+            (Some(td), false) => Ok(Some(td)),
+            (None, false) => Err(no_trust_domain()),
+        }
+    }
+}
+
+/// What a request for a WIT must carry: a usable workload key and a TTL.
+fn check_wit_request(req: &IssueRequest, proof_key: &crate::model::ProofKey) -> Result<()> {
+    crate::keyring::proof_key_checker(proof_key, "ProofKey")
+        .map_err(|why| Error::invalid("IssueRequest", "ProofKey", why))?;
+    if req.identity.ttl.as_secs() <= 0 {
+        return Err(wit_without_ttl());
+    }
+    Ok(())
 }
 
 /// The WIT-SVID rules: the token's `alg` and the workload key's

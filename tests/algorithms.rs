@@ -452,7 +452,10 @@ fn one_active_key_per_algorithm_and_rotation_per_algorithm() {
         .insert(key(Algorithm::Es256, "es-x", KeyState::Active))
         .unwrap_err();
     assert_eq!(e.code(), ResultCode::InvalidArgument);
-    assert!(e.to_string().contains("second active ES256 key"), "{e}");
+    assert!(
+        e.to_string().contains("second active ES256 bearer key"),
+        "{e}"
+    );
     // Active keys cannot be deprecated or removed, whatever their algorithm.
     for kid in [&ed, &es2, &rs] {
         assert_eq!(

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use etcd_support::{Cluster, Options, Proxy, Security, eventually};
 use workload_identity::{
-    Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyPurpose, KeyState, KeyWrapper,
-    Keyring,
-    MemoryStore, ResultCode, RotationPolicy, Rotator, RotatorOptions, Verifier, unix_now,
+    Algorithm, Audience, EtcdConfig, EtcdKeyring, Issuer, KekFile, KeyPurpose, KeyState,
+    KeyWrapper, Keyring, MemoryStore, ResultCode, RotationPolicy, Rotator, RotatorOptions,
+    Verifier, unix_now,
 };
 
 fn kek() -> Arc<dyn KeyWrapper> {

@@ -466,6 +466,13 @@ fn wit_and_key(kr: *const wid_keyring) -> (*mut wid_workload_key, String) {
     });
     let req = codec::encode(&req).unwrap();
     let td = "nomad.example.com";
+    // WITs are signed only by WIT keys.
+    expect(
+        unsafe {
+            wid_keyring_rotate_purpose(kr, WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, NOW, null_mut())
+        },
+        WID_RESULT_OK,
+    );
     let rc = unsafe {
         wid_issue_wit(
             kr,

@@ -59,15 +59,23 @@ fn take(b: &mut wid_bytes) -> String {
     s
 }
 
-/// A keyring with an active EdDSA key ("ed") and an active ES256 key ("es").
+/// A keyring with active EdDSA and ES256 bearer keys ("ed", "es") and WIT
+/// keys ("wit-ed", "wit-es").
 fn keyring() -> *mut wid_keyring {
     let mut kr = null_mut();
     expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    for (alg, kid, byte) in [(WID_ALG_EDDSA, "ed", 7u8), (WID_ALG_ES256, "es", 8)] {
+    // Bearer keys, and WIT keys (WITs are signed only by those).
+    for (purpose, alg, kid, byte) in [
+        (WID_KEY_PURPOSE_BEARER, WID_ALG_EDDSA, "ed", 7u8),
+        (WID_KEY_PURPOSE_BEARER, WID_ALG_ES256, "es", 8),
+        (WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, "wit-ed", 9),
+        (WID_KEY_PURPOSE_WIT, WID_ALG_ES256, "wit-es", 10),
+    ] {
         let m = [byte; 32];
         let rc = unsafe {
-            wid_keyring_insert_alg(
+            wid_keyring_insert_purpose(
                 kr,
+                purpose,
                 alg,
                 kid.as_ptr().cast(),
                 kid.len(),
@@ -379,15 +387,34 @@ fn a_proof_key_request_gets_a_wit_with_a_trust_domain() {
         "wimse://nomad.example.com/global/default/web/frontend/server/vault_default"
     );
     assert_eq!(claims["cnf"]["jwk"], jwk);
-    // With a SPIFFE profile too, a WIT-SVID.
+    // With a SPIFFE profile too, a WIT-SVID: never EdDSA (the WIT-SVID
+    // draft allows RS, ES and PS only), so the issuer's EdDSA is refused.
     expect(set_spiffe(b, TD, None), WID_RESULT_OK);
+    let ed_svid = build(b);
+    expect(issue(ed_svid, &r).unwrap_err(), WID_RESULT_INVALID_ARGUMENT);
+    assert!(last_error().contains("WIT-SVID"), "{}", last_error());
+    expect(
+        unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
+        WID_RESULT_OK,
+    );
     let svid = build(b);
     let wit = issue(svid, &r).unwrap();
+    let header = common::identity::decode_segment(&wit, 0);
     assert_eq!(
-        common::identity::decode_segment(&wit, 1)["sub"],
+        (&header["alg"], &header["kid"]),
+        (&"ES256".into(), &"wit-es".into())
+    );
+    let claims = common::identity::decode_segment(&wit, 1);
+    assert_eq!(
+        claims["sub"],
         "spiffe://example.org/global/default/web/frontend/server/vault_default"
     );
+    assert!(
+        claims.get("aud").is_none(),
+        "a WIT carries no aud: {claims}"
+    );
     unsafe {
+        wid_issuer_free(ed_svid);
         wid_issuer_free(no_td);
         wid_issuer_free(wimse);
         wid_issuer_free(svid);
@@ -728,8 +755,11 @@ fn the_spiffe_bundle_lists_jwt_authorities() {
     let b = bundle(kr, 60);
     assert_eq!(b["spiffe_refresh_hint"], 60);
     let keys = b["keys"].as_array().unwrap();
-    assert_eq!(keys.len(), 1, "the Ed25519 key is left out: {b}");
+    assert_eq!(keys.len(), 2, "the Ed25519 keys are left out: {b}");
     assert_eq!(keys[0]["use"], "jwt-svid");
+    // The WIT key is a WIT-SVID authority, never a JWT-SVID one.
+    assert_eq!(keys[1]["use"], "wit-svid");
+    assert_eq!(keys[1]["kid"], "wit-es");
     assert_eq!(keys[0]["kid"], "es");
     assert_eq!(keys[0]["kty"], "EC");
     assert_eq!(keys[0]["alg"], "ES256");

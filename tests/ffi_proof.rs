@@ -59,15 +59,22 @@ fn take(b: &mut wid_bytes) -> String {
     s
 }
 
-/// A keyring with an active EdDSA key ("ed") and an active ES256 key ("es").
+/// A keyring with active EdDSA and ES256 bearer keys ("ed", "es") and WIT
+/// keys ("wit-ed", "wit-es"): WITs are signed only by WIT keys.
 fn keyring() -> *mut wid_keyring {
     let mut kr = null_mut();
     expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    for (alg, kid, byte) in [(WID_ALG_EDDSA, "ed", 7u8), (WID_ALG_ES256, "es", 8)] {
+    for (purpose, alg, kid, byte) in [
+        (WID_KEY_PURPOSE_BEARER, WID_ALG_EDDSA, "ed", 7u8),
+        (WID_KEY_PURPOSE_BEARER, WID_ALG_ES256, "es", 8),
+        (WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, "wit-ed", 9),
+        (WID_KEY_PURPOSE_WIT, WID_ALG_ES256, "wit-es", 10),
+    ] {
         let m = [byte; 32];
         let rc = unsafe {
-            wid_keyring_insert_alg(
+            wid_keyring_insert_purpose(
                 kr,
+                purpose,
                 alg,
                 kid.as_ptr().cast(),
                 kid.len(),

@@ -9,8 +9,8 @@ use ed25519_dalek::Verifier;
 use serde_json::{Value, json};
 use workload_identity::ResultCode;
 use workload_identity::{
-    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyPurpose, KeyState, Keyring, OidcDiscovery, RootKey,
-    RotationPolicy,
+    KeyDerivation, KeyId, KeyInfo, KeyMaterial, KeyPurpose, KeyState, Keyring, OidcDiscovery,
+    RootKey, RotationPolicy,
 };
 
 const HOUR: i64 = 3600;
@@ -200,7 +200,7 @@ fn bad_input_is_a_distinct_error_and_leaves_the_keyring_unchanged() {
     assert_eq!(e.code(), ResultCode::InvalidArgument);
     assert!(
         e.to_string()
-            .contains("second active EdDSA key: k1 is active"),
+            .contains("second active EdDSA bearer key: k1 is active"),
         "{e}"
     );
     let e = kr

@@ -49,7 +49,12 @@ impl IdentitySigner for CountingSigner {
 }
 
 fn world() -> World {
-    let keyring = Keyring::from_keys([root_key("key-1", 1, KeyState::Active)]).unwrap();
+    // A bearer key and a WIT key: WITs are signed only by the latter.
+    let keyring = Keyring::from_keys([
+        root_key("key-1", 1, KeyState::Active),
+        root_key("wit-1", 2, KeyState::Active).with_purpose(workload_identity::KeyPurpose::Wit),
+    ])
+    .unwrap();
     let store = Arc::new(MemoryStore::new());
     store.upsert(&common::allocation());
     let verifier =

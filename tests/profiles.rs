@@ -12,8 +12,8 @@ use workload_identity::manager::{IdentityManager, MemoryIdentityDb};
 use workload_identity::model::{GoDuration, IssueRequest, Node};
 use workload_identity::profile::{ExtraClaimsPolicy, SpiffeProfile, spiffe_id_problem};
 use workload_identity::{
-    Algorithm, AllocState, Audience, Issuer, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring,
-    MemoryStore, ResultCode, RootKey, Verifier, WorkloadKey,
+    Algorithm, AllocState, Audience, Issuer, KeyDerivation, KeyId, KeyMaterial, KeyPurpose,
+    KeyState, Keyring, MemoryStore, ResultCode, RootKey, Verifier, WorkloadKey,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -36,6 +36,24 @@ fn keyring() -> Keyring {
             KeyState::Active,
             NOW - 100,
         ),
+        // WITs are signed only by WIT keys.
+        RootKey::new(
+            KeyId::new("wit-ed-1").unwrap(),
+            KeyMaterial::from_slice(&[3; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            NOW - 100,
+        )
+        .with_purpose(KeyPurpose::Wit),
+        RootKey::for_algorithm(
+            Algorithm::Es256,
+            KeyId::new("wit-es-1").unwrap(),
+            KeyMaterial::from_slice(&[4; 32]).unwrap(),
+            KeyDerivation::HkdfV1,
+            KeyState::Active,
+            NOW - 100,
+        )
+        .with_purpose(KeyPurpose::Wit),
     ])
     .unwrap()
 }
@@ -135,20 +153,50 @@ fn jwt_svid_rules_are_enforced_at_issue() {
     refused(&issuer, &r, "Allocation.TaskGroup");
 }
 
+/// `issuer` refuses `req` as an invalid argument whose message has `needle`.
+fn refused_at_issue(issuer: &Issuer, req: &IssueRequest, needle: &str) {
+    let e = issuer.issue(req, NOW).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains(needle), "{needle}: {e}");
+}
+
 #[test]
 fn wits_of_a_spiffe_issuer_are_wit_svids() {
     let kr = keyring();
     let key = WorkloadKey::generate(Algorithm::Es256).unwrap();
     let mut r = request();
     r.proof_key = Some(key.proof_key().clone());
-    // No WIMSE trust domain needed; EdDSA stays allowed for a WIT.
+    // No WIMSE trust domain needed; but a WIT-SVID is never EdDSA (the
+    // WIT-SVID draft allows RS, ES and PS only), nor its cnf.jwk.
     let issuer = Issuer::new(kr.clone()).spiffe(SpiffeProfile::new(TD).unwrap());
+    refused_at_issue(
+        &issuer,
+        &r,
+        "WIT-SVID must be signed with an RS, ES or PS algorithm",
+    );
+    let issuer = issuer.algorithm(Algorithm::Es256);
     let wit = issuer.issue(&r, NOW).unwrap();
     assert_eq!(
         wit.claims.subject,
         "spiffe://prod.example.org/global/default/web/frontend/server/vault_default"
     );
     assert_eq!(wit.claims.confirmation.as_ref(), Some(key.proof_key()));
+    assert_eq!(wit.kid.as_str(), "wit-es-1", "signed by the ES256 WIT key");
+    assert!(wit.claims.audience.is_empty(), "a WIT carries no aud");
+    let ed_key = WorkloadKey::generate(Algorithm::EdDsa).unwrap();
+    let mut ed_req = request();
+    ed_req.proof_key = Some(ed_key.proof_key().clone());
+    refused_at_issue(
+        &issuer,
+        &ed_req,
+        "cnf.jwk.alg must be an RS, ES or PS algorithm",
+    );
+    // A plain WIMSE WIT may still be EdDSA, with an EdDSA workload key.
+    let wimse_ed = Issuer::new(kr.clone()).trust_domain(TD).unwrap();
+    assert_eq!(
+        wimse_ed.issue(&ed_req, NOW).unwrap().kid.as_str(),
+        "wit-ed-1"
+    );
     // Without SPIFFE the same request is a wimse:// WIT, and needs a domain.
     let plain = Issuer::new(kr.clone());
     assert!(

@@ -38,6 +38,19 @@ fn world() -> World {
                 NOW - 10,
             ))
             .unwrap();
+        // WITs are signed only by WIT keys.
+        keyring
+            .insert(
+                common::alg_key(
+                    alg,
+                    &format!("wit-{i}"),
+                    17 + i as u8,
+                    KeyState::Active,
+                    NOW - 10,
+                )
+                .with_purpose(workload_identity::KeyPurpose::Wit),
+            )
+            .unwrap();
     }
     let issuer = Issuer::new(keyring.clone())
         .issuer("https://nomad.example.com")

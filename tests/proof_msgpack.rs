@@ -101,13 +101,10 @@ fn the_go_vector_decodes_to_the_request_with_its_proof_key() {
 fn the_go_request_signs_a_wit_bound_to_its_key() {
     let keyring = Keyring::new();
     keyring
-        .insert(common::alg_key(
-            Algorithm::EdDsa,
-            "k-ed",
-            7,
-            KeyState::Active,
-            1_700_000_000,
-        ))
+        .insert(
+            common::alg_key(Algorithm::EdDsa, "k-ed", 7, KeyState::Active, 1_700_000_000)
+                .with_purpose(workload_identity::KeyPurpose::Wit),
+        )
         .unwrap();
     let r: IssueRequest = codec::decode(&common::go_vector(VECTOR)).unwrap();
     let issuer = Issuer::new(keyring)

@@ -492,7 +492,11 @@ impl Shared {
             )
         })?;
         let purpose = crate::keyring::purpose_of(k.purpose.as_deref()).map_err(|why| {
-            Error::invalid("EtcdKeyring", "Purpose", format!("cannot promote {kid}: {why}"))
+            Error::invalid(
+                "EtcdKeyring",
+                "Purpose",
+                format!("cannot promote {kid}: {why}"),
+            )
         })?;
         let mut writes = Vec::new();
         writes.extend(plan.retire_active(purpose, alg, now));
@@ -534,10 +538,7 @@ impl Shared {
     }
 }
 
-fn generator(
-    purpose: KeyPurpose,
-    alg: Algorithm,
-) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
+fn generator(purpose: KeyPurpose, alg: Algorithm) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
     move |state, now| Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
 }
 

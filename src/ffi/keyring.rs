@@ -4,11 +4,11 @@ use std::ffi::c_char;
 
 use super::boundary::{bytes_in, call, call_void, invalid, str_in};
 use super::handle::{self, Castable, out_optional, require_out};
-use super::{wid_alg, wid_bytes, wid_result};
+use super::{wid_alg, wid_bytes, wid_key_purpose, wid_result};
 use crate::error::Error;
 use crate::keyring::{
-    Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, MAX_KEY_ID_LEN, MAX_PKCS8_LEN,
-    RootKey,
+    Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyPurpose, KeyState, Keyring, MAX_KEY_ID_LEN,
+    MAX_PKCS8_LEN, RootKey,
 };
 
 /// A shared keyring (opaque; reference counted).
@@ -104,7 +104,17 @@ pub(crate) fn alg_in(alg: u32) -> Result<Algorithm, Error> {
     })
 }
 
-/// Inserts a key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
+/// The purpose a `wid_key_purpose` names, or `WID_RESULT_INVALID_ARGUMENT`.
+pub(crate) fn purpose_in(purpose: u32) -> Result<KeyPurpose, Error> {
+    KeyPurpose::from_u32(purpose).ok_or_else(|| {
+        invalid(
+            "purpose",
+            format!("{purpose} is not a WID_KEY_PURPOSE_* value (1 bearer, 2 wit)"),
+        )
+    })
+}
+
+/// Inserts a bearer key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
 /// material with HKDF_V1 or NOMAD_RAW_SEED, ES256 32 bytes with HKDF_V1, RS256 a
 /// PKCS#8 DER private key (2048 to 8192 bits, e = 65537) with
 /// `WID_KEY_DERIVATION_PKCS8`. Any other pairing, an RSA key under 2048 bits
@@ -125,7 +135,46 @@ pub unsafe extern "C" fn wid_keyring_insert_alg(
     state: u32,
     create_time_unix: i64,
 ) -> wid_result {
+    // SAFETY: the same contract, for a bearer key.
+    unsafe {
+        wid_keyring_insert_purpose(
+            kr,
+            KeyPurpose::Bearer.as_u32(),
+            alg,
+            key_id,
+            key_id_len,
+            material,
+            material_len,
+            derivation,
+            state,
+            create_time_unix,
+        )
+    }
+}
+
+/// `wid_keyring_insert_alg` for a key of `purpose` (a `WID_KEY_PURPOSE_*`):
+/// `WID_KEY_PURPOSE_WIT` inserts a key that signs WITs only
+/// (`wid_issue_wit`) and is published only in the WIT key set
+/// (`wid_keyring_jwks_purpose`). One active key per (purpose, algorithm); an
+/// unknown `purpose` is `WID_RESULT_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their lengths.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_insert_purpose(
+    kr: *const wid_keyring,
+    purpose: wid_key_purpose,
+    alg: wid_alg,
+    key_id: *const c_char,
+    key_id_len: usize,
+    material: *const u8,
+    material_len: usize,
+    derivation: u32,
+    state: u32,
+    create_time_unix: i64,
+) -> wid_result {
     call(|| {
+        let purpose = purpose_in(purpose)?;
         // SAFETY: `kr` is NULL or a live handle; `key_id` and `material` are
         // NULL or valid for their lengths (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
@@ -155,7 +204,8 @@ pub unsafe extern "C" fn wid_keyring_insert_alg(
             derivation,
             state,
             create_time_unix,
-        );
+        )
+        .with_purpose(purpose);
         keyring.insert(key)
     })
 }
@@ -175,10 +225,10 @@ pub unsafe extern "C" fn wid_keyring_rotate(
     unsafe { wid_keyring_rotate_alg(kr, Algorithm::EdDsa.as_u32(), now_unix, out_key_id) }
 }
 
-/// Rotates the keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit RSA key
-/// for RS256) becomes the active key of `alg` and the previous one inactive;
-/// other algorithms' keys are untouched. `*out_key_id` (may be NULL) receives
-/// the new key ID.
+/// Rotates the bearer keys of `alg` (a `WID_ALG_*`): a fresh key (a 2048-bit
+/// RSA key for RS256) becomes the active bearer key of `alg` and the previous
+/// one inactive; other keys are untouched. `*out_key_id` (may be NULL)
+/// receives the new key ID.
 ///
 /// # Safety
 /// `out_key_id` must be NULL or writable.
@@ -189,10 +239,32 @@ pub unsafe extern "C" fn wid_keyring_rotate_alg(
     now_unix: i64,
     out_key_id: *mut wid_bytes,
 ) -> wid_result {
+    // SAFETY: the same contract, for bearer keys.
+    unsafe {
+        wid_keyring_rotate_purpose(kr, KeyPurpose::Bearer.as_u32(), alg, now_unix, out_key_id)
+    }
+}
+
+/// Rotates the keys of the (`purpose`, `alg`) pair: a fresh key of that
+/// purpose becomes the pair's active key and the previous one inactive.
+/// `WID_KEY_PURPOSE_WIT` makes the key `wid_issue_wit` signs with (WITs are
+/// never signed by a bearer key). `*out_key_id` (may be NULL) receives the
+/// new key ID. An unknown `purpose` or `alg` is `WID_RESULT_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `kr` must be NULL or a live handle; `out_key_id` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_rotate_purpose(
+    kr: *const wid_keyring,
+    purpose: wid_key_purpose,
+    alg: wid_alg,
+    now_unix: i64,
+    out_key_id: *mut wid_bytes,
+) -> wid_result {
     call(|| {
         // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
-        let id = keyring.rotate_alg(alg_in(alg)?, now_unix)?;
+        let id = keyring.rotate_purpose(purpose_in(purpose)?, alg_in(alg)?, now_unix)?;
         // SAFETY: `out_key_id` is NULL or writable (the contract).
         unsafe {
             out_optional(out_key_id, || {
@@ -271,7 +343,9 @@ pub unsafe extern "C" fn wid_keyring_deprecate(
     })
 }
 
-/// The JWKS (`{"keys":[...]}`) of the keys that verify, as JSON.
+/// The JWKS (`{"keys":[...]}`) relying parties trust, as JSON: the bearer
+/// keys that verify. WIT keys are never in it (see
+/// `wid_keyring_jwks_purpose`).
 ///
 /// # Safety
 /// `out_json` must be NULL or writable.
@@ -280,13 +354,31 @@ pub unsafe extern "C" fn wid_keyring_jwks(
     kr: *const wid_keyring,
     out_json: *mut wid_bytes,
 ) -> wid_result {
+    // SAFETY: the same contract, for bearer keys.
+    unsafe { wid_keyring_jwks_purpose(kr, KeyPurpose::Bearer.as_u32(), out_json) }
+}
+
+/// The key set of `purpose` that verifies, as JSON: `WID_KEY_PURPOSE_BEARER`
+/// is `wid_keyring_jwks`'s JWKS, `WID_KEY_PURPOSE_WIT` the WIT key set (what
+/// `wid serve` serves at `/wit/jwks.json`), for receivers of WITs only: never
+/// give it to a relying party that accepts bearer tokens.
+///
+/// # Safety
+/// `kr` must be NULL or a live handle; `out_json` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_jwks_purpose(
+    kr: *const wid_keyring,
+    purpose: wid_key_purpose,
+    out_json: *mut wid_bytes,
+) -> wid_result {
     call(|| {
         // SAFETY: `kr` is NULL or a live handle (the contract).
         let keyring = unsafe { keyring_ref(kr)? };
+        let purpose = purpose_in(purpose)?;
         // SAFETY: `out_json` is NULL or writable (the contract).
         unsafe {
             handle::out(out_json, "out_json", || {
-                wid_bytes::from_vec(keyring.jwks().to_json().into_bytes())
+                wid_bytes::from_vec(keyring.jwks_for(purpose).to_json().into_bytes())
             })
         }
     })
@@ -297,10 +389,10 @@ pub unsafe extern "C" fn wid_keyring_jwks(
 const DEFAULT_SPIFFE_REFRESH_HINT_SECS: u64 = 300;
 
 /// The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
-/// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
-/// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
-/// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
-/// `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+/// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each bearer key a JWK of
+/// the JWKS with `"use":"jwt-svid"`, then each WIT key with
+/// `"use":"wit-svid"`. Only ES256 and RS256 keys are listed (neither SVID
+/// can be EdDSA), so a keyring of EdDSA keys gives `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
 /// fetch the bundle again; 0 means the default, 300 (5 minutes).
 ///
 /// # Safety
@@ -319,9 +411,7 @@ pub unsafe extern "C" fn wid_keyring_spiffe_bundle(
             0 => DEFAULT_SPIFFE_REFRESH_HINT_SECS,
             n => n,
         };
-        let json = keyring
-            .jwks()
-            .to_spiffe_bundle_json(std::time::Duration::from_secs(hint));
+        let json = keyring.spiffe_bundle_json(std::time::Duration::from_secs(hint));
         // SAFETY: `out_json` is writable (checked non-NULL; the contract).
         unsafe {
             handle::out(out_json, "out_json", || {
@@ -331,11 +421,12 @@ pub unsafe extern "C" fn wid_keyring_spiffe_bundle(
     })
 }
 
-/// Imports the keys of a JWKS as verify-only keys (all or nothing): OKP
-/// Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use` absent
-/// or `sig`; `use: enc` entries and unknown key types are skipped; a private
-/// member, an unusable point, a duplicate `kid` or an `alg` that does not
-/// match the key refuses the whole set;
+/// Imports the keys of a JWKS as verify-only bearer keys (all or nothing):
+/// OKP Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use`
+/// absent or `sig` (a SPIFFE bundle's `jwt-svid` entries as bearer keys, its
+/// `wit-svid` entries as WIT keys); `use: enc` entries and unknown key types
+/// are skipped; a private member, an unusable point, a duplicate `kid` or an
+/// `alg` that does not match the key refuses the whole set;
 /// `*out_imported` (may be NULL) receives how many were added.
 ///
 /// # Safety
@@ -353,6 +444,34 @@ pub unsafe extern "C" fn wid_keyring_import_jwks(
         let keyring = unsafe { keyring_ref(kr)? };
         let json = unsafe { str_in(jwks_json, len, "jwks_json", MAX_JSON)? };
         let report = keyring.import_jwks(json)?;
+        // SAFETY: `out_imported` is NULL or writable (the contract).
+        unsafe { out_optional(out_imported, || report.imported.len()) };
+        Ok(())
+    })
+}
+
+/// `wid_keyring_import_jwks` for a key set of `purpose`: import the WIT key
+/// set (`/wit/jwks.json`) with `WID_KEY_PURPOSE_WIT`, so its keys verify
+/// WITs (`wid_verify_proof`) and never bearer tokens (`wid_verify`).
+///
+/// # Safety
+/// `kr` must be NULL or a live handle; `jwks_json` NULL or valid for `len`
+/// bytes; `out_imported` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_keyring_import_jwks_purpose(
+    kr: *const wid_keyring,
+    purpose: wid_key_purpose,
+    jwks_json: *const c_char,
+    len: usize,
+    out_imported: *mut usize,
+) -> wid_result {
+    call(|| {
+        // SAFETY: `kr` is NULL or a live handle; `jwks_json` NULL or valid for
+        // `len` bytes (the contract).
+        let keyring = unsafe { keyring_ref(kr)? };
+        let purpose = purpose_in(purpose)?;
+        let json = unsafe { str_in(jwks_json, len, "jwks_json", MAX_JSON)? };
+        let report = keyring.import_jwks_as(json, purpose)?;
         // SAFETY: `out_imported` is NULL or writable (the contract).
         unsafe { out_optional(out_imported, || report.imported.len()) };
         Ok(())

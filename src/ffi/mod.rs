@@ -68,9 +68,11 @@ pub use issuer::{
 };
 pub use keyring::{
     wid_keyring, wid_keyring_deprecate, wid_keyring_free, wid_keyring_import_jwks,
-    wid_keyring_insert, wid_keyring_insert_alg, wid_keyring_jwks, wid_keyring_load,
+    wid_keyring_import_jwks_purpose, wid_keyring_insert, wid_keyring_insert_alg,
+    wid_keyring_insert_purpose, wid_keyring_jwks, wid_keyring_jwks_purpose, wid_keyring_load,
     wid_keyring_new, wid_keyring_prepublish, wid_keyring_promote_due, wid_keyring_rotate,
-    wid_keyring_rotate_alg, wid_keyring_save, wid_keyring_spiffe_bundle,
+    wid_keyring_rotate_alg, wid_keyring_rotate_purpose, wid_keyring_save,
+    wid_keyring_spiffe_bundle,
 };
 pub use node_manager::{
     wid_node_identity_manager, wid_node_identity_manager_current, wid_node_identity_manager_free,
@@ -115,6 +117,11 @@ pub type wid_result = u32;
 /// `WID_ALG_RS256 3`; see `Algorithm` (Rust).
 /// cbindgen:ignore
 pub type wid_alg = u32;
+
+/// Key purposes (`wid_key_purpose`): `WID_KEY_PURPOSE_BEARER 1`,
+/// `WID_KEY_PURPOSE_WIT 2`; see `KeyPurpose` (Rust).
+/// cbindgen:ignore
+pub type wid_key_purpose = u32;
 
 /// The ABI version this library implements.
 pub const WID_ABI_VERSION: u32 = 1;

@@ -202,16 +202,22 @@ pub unsafe extern "C" fn wid_workload_key_prove(
 }
 
 /// Signs a WIMSE workload identity token (WIT, typ `wit+jwt`) with the
-/// active key of `alg` (a `WID_ALG_*`) for a msgpack `IssueRequest` that
+/// active WIT key of `alg` (a `WID_ALG_*`; a key of purpose
+/// `WID_KEY_PURPOSE_WIT`, made with `wid_keyring_rotate_purpose`: a WIT is
+/// never signed by a bearer key, whose JWKS relying parties trust) for a
+/// msgpack `IssueRequest` that
 /// carries the workload's public key (`ProofKey`, as
 /// `wid_workload_key_public_jwk` gives it): `sub` is
 /// `wimse://<trust_domain>/<region>/<namespace>/<job>/<group>/<task or service>/<identity>`,
-/// `exp` the identity's TTL (required; at most 1 hour), `cnf.jwk` the key.
+/// `exp` the identity's TTL (required; at most 1 hour), `cnf.jwk` the key,
+/// no `aud` (each proof names its audience).
 /// `trust_domain` is required (a DNS name: lower-case letters, digits, `-`
 /// and `.`); `issuer` NULL or empty means no `iss`. A request without
 /// `ProofKey` (use `wid_issue_alg` for a bearer token), an unusable key, a TTL
 /// of 0 or a bad trust domain is `WID_RESULT_INVALID_ARGUMENT`; an unknown
-/// `alg` too; an `alg` without an active key `WID_RESULT_NO_ACTIVE_KEY`.
+/// `alg` too; an `alg` without an active WIT key `WID_RESULT_NO_ACTIVE_KEY`
+/// (the message names the fix; before keys had purposes any active key of
+/// `alg` signed WITs: a deliberate tightening).
 /// `*out_token` receives the WIT. A WIT is never a bearer token: `wid_verify`
 /// refuses it (`WID_RESULT_PROOF_REQUIRED`); check it with `wid_verify_proof`.
 ///
@@ -271,8 +277,9 @@ pub unsafe extern "C" fn wid_issue_wit(
 
 /// Verifies a WIT and the WPT that came with one request, at `now_unix`:
 /// the WIT through the whole pipeline (`wid_verify`'s checks: signature,
-/// times, audience, issuer, live allocation; it must be typ `wit+jwt` with
-/// `exp` and `cnf.jwk`), then the WPT (typ `wpt+jwt`, `alg` the `cnf.jwk`'s,
+/// times, issuer, live allocation, but no audience: a WIT has none; it must
+/// be typ `wit+jwt` with `exp` and `cnf.jwk`, signed by a WIT key: one
+/// signed by a bearer key is `WID_RESULT_UNKNOWN_KEY`), then the WPT (typ `wpt+jwt`, `alg` the `cnf.jwk`'s,
 /// signed by that key, `aud` the request's `target_uri` without query or
 /// fragment, `exp` neither past nor too far ahead, `wth` this WIT's hash,
 /// `ath` present exactly when `access_token` (NULL or empty: none) is given

@@ -28,7 +28,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use super::{ActiveKey, Algorithm, Inner, KeyEntry, KeyPurpose, Keyring, PAIR_COUNT, Signing, pair_index};
+use super::{
+    ActiveKey, Algorithm, Inner, KeyEntry, KeyPurpose, Keyring, PAIR_COUNT, Signing, pair_index,
+};
 use crate::error::{Error, Result};
 
 /// The cell holding the current snapshot, if one was made since the last
@@ -160,7 +162,7 @@ mod tests {
         kr.with_active(KeyPurpose::Bearer, Algorithm::EdDsa, |k| {
             Ok(Arc::downgrade(&k.entry))
         })
-            .unwrap()
+        .unwrap()
     }
 
     fn cached(kr: &Keyring) -> bool {

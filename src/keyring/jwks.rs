@@ -477,7 +477,7 @@ fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<Skippe
         let Some(purpose) = purpose_of_use(jwk.use_.as_deref(), default) else {
             skipped.push(skip(format!(
                 "use is {:?}, not \"sig\" (or a SPIFFE bundle's \"jwt-svid\" or \"wit-svid\")",
-                jwk.use_.as_deref().map(truncate_for_message)
+                truncate_for_message(jwk.use_.as_deref().unwrap_or_default())
             )));
             continue;
         };

@@ -828,7 +828,8 @@ mod tests {
         .key_info("k2")
         .unwrap()
         .public_key;
-        let entry = KeyEntry::public_only(KeyId::new("k2").unwrap(), KeyPurpose::Bearer, vk).unwrap();
+        let entry =
+            KeyEntry::public_only(KeyId::new("k2").unwrap(), KeyPurpose::Bearer, vk).unwrap();
         let meta = Meta {
             state: KeyState::Active,
             create_time: 0,

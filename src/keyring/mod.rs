@@ -517,7 +517,10 @@ impl Keyring {
 
     /// Adds verify-only keys, each of its purpose (public keys only; they can
     /// never sign), inactive.
-    pub(crate) fn insert_public_keys(&self, keys: Vec<(KeyId, PublicKey, KeyPurpose)>) -> Result<()> {
+    pub(crate) fn insert_public_keys(
+        &self,
+        keys: Vec<(KeyId, PublicKey, KeyPurpose)>,
+    ) -> Result<()> {
         let meta = Meta {
             state: KeyState::Inactive,
             create_time: 0,

@@ -100,6 +100,60 @@ func (k *Keyring) InsertAlg(alg Alg, keyID string, material []byte, d Derivation
 	})
 }
 
+// InsertPurpose is InsertAlg for a key of purpose p: PurposeWIT inserts a
+// key that signs WITs only (IssueWIT) and is published only in the WIT key
+// set (JWKSPurpose(PurposeWIT)).
+func (k *Keyring) InsertPurpose(p KeyPurpose, alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+	return k.with(func(kr *C.wid_keyring) C.wid_result {
+		id, idLen := strIn(keyID)
+		m, mLen := bytesIn(material)
+		return C.wid_keyring_insert_purpose(kr, C.wid_key_purpose(p), C.wid_alg(alg), id, idLen,
+			(*C.uint8_t)(ptr(m)), mLen, C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+	})
+}
+
+// RotatePurpose makes a fresh key of purpose p and algorithm alg the
+// active key of that pair (the previous one becomes inactive) and returns
+// its ID. RotatePurpose(PurposeWIT, AlgES256, now) makes the key IssueWIT
+// signs ES256 WITs with: WITs are never signed by a bearer key.
+func (k *Keyring) RotatePurpose(p KeyPurpose, alg Alg, now int64) (string, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_rotate_purpose(kr, C.wid_key_purpose(p), C.wid_alg(alg), C.int64_t(now), &out)
+	}); err != nil {
+		return "", err
+	}
+	return takeString(&out), nil
+}
+
+// JWKSPurpose returns the key set of purpose p: PurposeBearer is JWKS,
+// PurposeWIT the WIT key set (what wid serve serves at /wit/jwks.json), for
+// receivers of WITs only; never give it to a relying party that accepts
+// bearer tokens.
+func (k *Keyring) JWKSPurpose(p KeyPurpose) ([]byte, error) {
+	var out C.wid_bytes
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		return C.wid_keyring_jwks_purpose(kr, C.wid_key_purpose(p), &out)
+	}); err != nil {
+		return nil, err
+	}
+	return takeBytes(&out), nil
+}
+
+// ImportJWKSPurpose is ImportJWKS for a key set of purpose p: import the
+// WIT key set with PurposeWIT, so its keys verify WITs (VerifyProof) and
+// never bearer tokens (Verify).
+func (k *Keyring) ImportJWKSPurpose(p KeyPurpose, jwks []byte) (int, error) {
+	var n C.size_t
+	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
+		jp, l := bytesIn(jwks)
+		return C.wid_keyring_import_jwks_purpose(kr, C.wid_key_purpose(p), jp, l, &n)
+	}); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
 // Rotate makes a fresh EdDSA key active (the previous active EdDSA key
 // becomes inactive: it still verifies) and returns its ID. It is
 // RotateAlg(AlgEdDSA, now).

@@ -31,13 +31,86 @@ func newWITKeyring(t testing.TB) *Keyring {
 		t.Fatalf("NewKeyring: %v", err)
 	}
 	t.Cleanup(kr.Close)
-	if err := kr.InsertAlg(AlgEdDSA, "wit-ed", material(11), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	// WITs are signed only by WIT keys, bearer tokens only by bearer keys.
+	if err := kr.InsertPurpose(PurposeWIT, AlgEdDSA, "wit-ed", material(11), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+		t.Fatalf("InsertPurpose EdDSA: %v", err)
+	}
+	if err := kr.InsertPurpose(PurposeWIT, AlgES256, "wit-es", material(12), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+		t.Fatalf("InsertPurpose ES256: %v", err)
+	}
+	if err := kr.InsertAlg(AlgEdDSA, "bearer-ed", material(13), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
 		t.Fatalf("InsertAlg EdDSA: %v", err)
 	}
-	if err := kr.InsertAlg(AlgES256, "wit-es", material(12), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgES256, "bearer-es", material(14), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
 		t.Fatalf("InsertAlg ES256: %v", err)
 	}
 	return kr
+}
+
+// WIT keys are published apart from the JWKS, sign WITs only, and a
+// verifier that imported only the JWKS cannot accept a WIT.
+func TestWITKeysArePublishedApart(t *testing.T) {
+	kr := newWITKeyring(t)
+	jwks, err := kr.JWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	witSet, err := kr.JWKSPurpose(PurposeWIT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(jwks), "wit-") || !strings.Contains(string(jwks), "bearer-ed") {
+		t.Fatalf("JWKS %s", jwks)
+	}
+	if !strings.Contains(string(witSet), `"kid":"wit-es"`) || strings.Contains(string(witSet), "bearer-") {
+		t.Fatalf("WIT key set %s", witSet)
+	}
+	if _, err := kr.JWKSPurpose(KeyPurpose(7)); err == nil {
+		t.Fatal("JWKSPurpose(7) succeeded")
+	}
+	key := newWorkloadKey(t, AlgES256)
+	wit := issueWIT(t, kr, AlgES256, witRequest(t, key))
+	if h := segment(t, wit, 0); h["kid"] != "wit-es" {
+		t.Fatalf("WIT signed by %v, want wit-es", h["kid"])
+	}
+	if c := segment(t, wit, 1); c["aud"] != nil {
+		t.Fatalf("a WIT carries aud %v", c["aud"])
+	}
+	wpt := prove(t, key, wit, "https://svc.example.com/x", "", time.Minute, nowTime)
+	for _, tc := range []struct {
+		purpose KeyPurpose
+		set     []byte
+		want    error
+	}{{PurposeBearer, jwks, ErrUnknownKey}, {PurposeWIT, witSet, nil}} {
+		rp, err := NewKeyring()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rp.Close()
+		if n, err := rp.ImportJWKSPurpose(tc.purpose, tc.set); err != nil || n != 2 {
+			t.Fatalf("ImportJWKSPurpose: %d, %v", n, err)
+		}
+		v := newVerifier(t, rp, aud, liveStore(), &VerifierOptions{KeyWait: -1, Issuer: witIssuer})
+		_, err = v.VerifyProof(wit, wpt, "https://svc.example.com/x", "", nowTime)
+		if tc.want == nil && err != nil {
+			t.Fatalf("the WIT key set's verifier refused: %v", err)
+		}
+		if tc.want != nil {
+			wantCode(t, err, tc.want)
+		}
+	}
+	// A keyring with bearer keys only signs no WIT, and says how to fix it.
+	bearerOnly := newKeyring(t)
+	_, err = bearerOnly.IssueWIT(AlgEdDSA, witRequest(t, key), "", trustDomain, nowTime)
+	if e := wantCode(t, err, ErrNoActiveKey); !strings.Contains(e.Message, "--purpose wit") {
+		t.Fatalf("message %q does not name the fix", e.Message)
+	}
+	if _, err := bearerOnly.RotatePurpose(PurposeWIT, AlgEdDSA, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bearerOnly.IssueWIT(AlgEdDSA, witRequest(t, key), "", trustDomain, nowTime); err != nil {
+		t.Fatalf("IssueWIT after RotatePurpose: %v", err)
+	}
 }
 
 func newWorkloadKey(t testing.TB, alg Alg) *WorkloadKey {

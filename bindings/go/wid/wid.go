@@ -69,6 +69,19 @@ const (
 	AlgRS256 Alg = C.WID_ALG_RS256 // RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 3.3)
 )
 
+// KeyPurpose is what a key signs, fixed when the key is made: bearer tokens
+// (published in the JWKS relying parties trust) or WIMSE workload identity
+// tokens (WITs, published only in the WIT key set). A WIT is shown to every
+// service its workload calls, so a key that signs WITs must never verify
+// where bearer tokens are accepted.
+type KeyPurpose uint32
+
+// Key purposes (the C ABI's WID_KEY_PURPOSE_* values).
+const (
+	PurposeBearer KeyPurpose = C.WID_KEY_PURPOSE_BEARER // bearer tokens; every key made before purposes existed
+	PurposeWIT    KeyPurpose = C.WID_KEY_PURPOSE_WIT    // workload identity tokens only (IssueWIT, VerifyProof)
+)
+
 // String returns the JOSE name ("EdDSA", "ES256", "RS256").
 func (a Alg) String() string {
 	switch a {

@@ -84,20 +84,26 @@ impl Change {
                 alg,
                 previous,
                 how,
-            } => json!({"action": how, "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
-                        "state": "active", "previous": previous.as_ref().map(KeyId::as_str)}),
+            } => {
+                json!({"action": how, "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
+                        "state": "active", "previous": previous.as_ref().map(KeyId::as_str)})
+            }
             Change::Prepublished {
                 kid,
                 alg,
                 publish_at,
-            } => json!({"action": "prepublished", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
-                        "state": "prepublished", "publish_time": publish_at}),
+            } => {
+                json!({"action": "prepublished", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
+                        "state": "prepublished", "publish_time": publish_at})
+            }
             Change::Pending {
                 kid,
                 alg,
                 publish_at,
-            } => json!({"action": "already-pending", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
-                        "state": "prepublished", "publish_time": publish_at}),
+            } => {
+                json!({"action": "already-pending", "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(),
+                        "state": "prepublished", "publish_time": publish_at})
+            }
             Change::Deprecated { kid, alg } => json!({"action": "deprecated",
                         "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(), "state": "deprecated"}),
         }
