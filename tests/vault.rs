@@ -259,13 +259,18 @@ impl World {
 
     /// `bao write auth/jwt/login`: the client token, or OpenBao's refusal.
     fn login(&self, jwt: &str) -> Result<String, String> {
+        self.login_as(ROLE, jwt)
+    }
+
+    /// [`World::login`] with role `role`.
+    fn login_as(&self, role: &str, jwt: &str) -> Result<String, String> {
         let o = self.bao.try_cmd_as(
             "",
             &[
                 "write",
                 "-field=token",
                 "auth/jwt/login",
-                &format!("role={ROLE}"),
+                &format!("role={role}"),
                 &format!("jwt={jwt}"),
             ],
         );
@@ -333,7 +338,7 @@ impl World {
             .as_array()
             .unwrap()
             .iter()
-            .find(|k| k["algorithm"] == alg && k["state"] == "active")
+            .find(|k| k["algorithm"] == alg && k["state"] == "active" && k["purpose"] == "bearer")
             .unwrap_or_else(|| panic!("no active {alg} key: {list}"))["kid"]
             .as_str()
             .unwrap()
@@ -888,4 +893,146 @@ fn an_extra_claim_names_one_entity_per_job_across_namespaces() {
         !o.status.success(),
         "a token without extra_claims logged in"
     );
+}
+
+/// Security round 3 (issue 40): a WIT is never a bearer token anywhere. A
+/// real OpenBao that trusts our JWKS logs the bearer token in and refuses
+/// the WIT (a WIT-SVID of the same workload, audience and algorithm): with
+/// the role that binds the audience, and with one that binds none (a WIT
+/// carries no aud, so only its key keeps it out). The control: configured
+/// (wrongly) with the WIT key set, OpenBao would take the WIT, as it does
+/// not look at typ; so the refusal comes from the keys being apart.
+#[test]
+fn a_wit_never_logs_in_where_bearer_tokens_do() {
+    let w = World::new();
+    // The WIT key, as an operator makes it.
+    let rotated = wid_ok(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &w.keystore,
+        "--alg",
+        "ES256",
+        "--purpose",
+        "wit",
+        "--json",
+    ]);
+    let wit_kid = serde_json::from_str::<Value>(&rotated).unwrap()["changes"][0]["kid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let key =
+        workload_identity::WorkloadKey::generate(workload_identity::Algorithm::Es256).unwrap();
+    let pk = key.proof_key();
+    let req = json!({
+        "Region": "global",
+        "Allocation": {
+            "ID": ALLOC, "Namespace": "default", "JobID": "web",
+            "TaskGroup": "frontend", "ClientStatus": "running",
+        },
+        "Task": "server",
+        "Identity": {"Name": "vault_default", "Audience": ["vault.io"], "TTL": "1h"},
+        "ProofKey": {"Alg": pk.alg, "Crv": pk.crv, "Kty": pk.kty, "X": pk.x, "Y": pk.y},
+    });
+    let path = w.file("wit-request.json", &req.to_string());
+    let spiffe = [
+        "issue",
+        "--keystore",
+        &w.keystore,
+        "--request",
+        &path,
+        "--alg",
+        "ES256",
+        "--issuer",
+        &w.issuer,
+        "--spiffe-trust-domain",
+        "example.org",
+    ];
+    let wit = wid_ok(&spiffe).trim().to_string();
+    let header = segment(&wit, 0);
+    let claims = segment(&wit, 1);
+    assert_eq!(header["typ"], "wit+jwt");
+    assert_eq!(header["kid"], wit_kid.as_str(), "signed by the WIT key");
+    assert!(
+        claims.get("aud").is_none(),
+        "a WIT carries no aud: {claims}"
+    );
+    // The same workload's bearer JWT-SVID, same algorithm.
+    let bearer_path = w.file("bearer-request.json", &{
+        let mut r = req.clone();
+        r.as_object_mut().unwrap().remove("ProofKey");
+        r.to_string()
+    });
+    let mut bearer_args = spiffe;
+    bearer_args[4] = &bearer_path;
+    let bearer = wid_ok(&bearer_args).trim().to_string();
+
+    // wid serve publishes the WIT key in the WIT key set only.
+    eventually_served(&w, "/wit/jwks.json", &wit_kid);
+    assert!(!w.served_kids().contains(&wit_kid), "a WIT key in the JWKS");
+    let discovery = w
+        .served
+        .get("/.well-known/openid-configuration")
+        .json()
+        .to_string();
+    assert!(!discovery.contains(&wit_kid), "{discovery}");
+
+    // A role that binds no audience (a WIT has none), only the claims.
+    let mut any_aud: Value = serde_json::from_str(&doc_block("role")).unwrap();
+    any_aud.as_object_mut().unwrap().remove("bound_audiences");
+    let path = w.file("role-any-aud.json", &any_aud.to_string());
+    w.bao
+        .cmd(&["write", "auth/jwt/role/any-aud", &format!("@{path}")]);
+    for source in [KeySource::JwksUrl, KeySource::Discovery, KeySource::Pem] {
+        w.configure(source);
+        w.login(&bearer)
+            .unwrap_or_else(|e| panic!("{source:?}: the bearer token must log in: {e}"));
+        for role in [ROLE, "any-aud"] {
+            let refused = w
+                .login_as(role, &wit)
+                .expect_err("OpenBao took the WIT as a bearer token");
+            eprintln!("OpenBao ({source:?}, role {role}) on the WIT: {refused}");
+            assert!(
+                refused.contains("no known key") || refused.contains("failed to verify"),
+                "{source:?} {role}: refused for another reason than its key: {refused}"
+            );
+        }
+    }
+    // The control: OpenBao does not look at typ; only the keys keep the WIT
+    // out. Never configure a relying party this way.
+    let wit_set = w
+        .served
+        .jwks_url()
+        .replace("/.well-known/jwks.json", "/wit/jwks.json");
+    w.bao.cmd(&[
+        "write",
+        "auth/jwt/config",
+        &format!("jwks_url={wit_set}"),
+        &format!("bound_issuer={}", w.issuer),
+    ]);
+    w.login_as("any-aud", &wit)
+        .expect("with the WIT key set as its JWKS, OpenBao takes the WIT: the control");
+    w.configure(KeySource::JwksUrl);
+}
+
+/// A segment of a compact JWS, decoded.
+fn segment(token: &str, i: usize) -> Value {
+    use base64::Engine;
+    let part = token.split('.').nth(i).unwrap();
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part)
+        .unwrap();
+    serde_json::from_slice(&raw).unwrap()
+}
+
+/// Waits until wid serve's `path` lists `kid` (it re-reads the keystore).
+fn eventually_served(w: &World, path: &str, kid: &str) {
+    let start = Instant::now();
+    while !w.served.get(path).kids().iter().any(|k| k == kid) {
+        assert!(
+            start.elapsed() < LIMIT,
+            "wid serve never served {kid} at {path}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
