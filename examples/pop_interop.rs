@@ -12,10 +12,10 @@
 //!
 //! ```text
 //! {"op":"emit","key":"EdDSA"|"ES256","signer":"EdDSA"|"ES256"|"RS256","target":URI}
-//!   -> {"wit":..,"wpt":..,"jwks":..,"target":..,"now":..}
+//!   -> {"wit":..,"wpt":..,"jwks":..,"wit_jwks":..,"target":..,"now":..}
 //!      a WIT for a fresh WorkloadKey, signed by the keyring's `signer` key,
 //!      one WPT for `target` made with that workload key, and the JWKS
-//! {"op":"jwks"} -> {"jwks":..}   the keyring's public keys
+//! {"op":"jwks"} -> {"jwks":..,"wit_jwks":..}   the JWKS and the WIT key set
 //! {"op":"issue","jwk":{"kty":..,"crv":..,"x":..,"y":..,"alg":..},"signer":ALG}
 //!   -> {"wit":..}   a WIT whose cnf.jwk is the caller's public key
 //! {"op":"verify_proof","wit":..,"wpt":..,"target":..}
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, ProofKey, WorkloadIdentity};
 use workload_identity::{
-    Algorithm, Audience, Issuer, Keyring, MemoryStore, ProofOptions, ProofRequest, Verifier,
+    Algorithm, Audience, Issuer, KeyPurpose, Keyring, MemoryStore, ProofOptions, ProofRequest, Verifier,
     WorkloadKey, unix_now,
 };
 
@@ -76,6 +76,10 @@ fn world() -> Result<World, String> {
         keyring
             .rotate_alg(alg, now - 10)
             .map_err(|e| format!("rotate {alg}: {e}"))?;
+        // WITs are signed only by WIT keys, published apart.
+        keyring
+            .rotate_purpose(KeyPurpose::Wit, alg, now - 10)
+            .map_err(|e| format!("rotate WIT {alg}: {e}"))?;
     }
     let issuer = Issuer::new(keyring.clone())
         .issuer(ISS)
@@ -123,11 +127,15 @@ fn handle(w: &World, req: &Value) -> Result<Value, String> {
                 "wit": wit,
                 "wpt": wpt,
                 "jwks": w.keyring.jwks().to_json(),
+                "wit_jwks": w.keyring.jwks_for(KeyPurpose::Wit).to_json(),
                 "target": target,
                 "now": now,
             }))
         }
-        "jwks" => Ok(json!({ "jwks": w.keyring.jwks().to_json() })),
+        "jwks" => Ok(json!({
+            "jwks": w.keyring.jwks().to_json(),
+            "wit_jwks": w.keyring.jwks_for(KeyPurpose::Wit).to_json(),
+        })),
         "issue" => {
             let jwk = req.get("jwk").ok_or("the request has no jwk")?;
             let part = |k: &str| jwk.get(k).and_then(Value::as_str).unwrap_or("").to_string();

@@ -28,8 +28,9 @@ the latter defaults to target/release/examples/pop_interop). Needs PyPI
   f. Proof of possession, through examples/pop_interop.rs (a co-process that
      speaks JSON lines and calls the Rust API, WorkloadKey, Issuer and
      Verifier::verify_proof, directly): for workload keys EdDSA
-     and ES256 and WIT signers EdDSA, ES256 and RS256, our WIT verifies with
-     PyJWT from our JWKS (typ wit+jwt, exp, aud, iss, wimse:// sub, cnf.jwk
+     and ES256 and WIT signers EdDSA, ES256 and RS256, our WIT's key is not
+     in our JWKS (a WIT is no bearer token), and the WIT verifies with PyJWT
+     from our WIT key set (typ wit+jwt, exp, no aud, iss, wimse:// sub, cnf.jwk
      with alg) and our WPT with PyJWT under PyJWK(cnf.jwk) (typ wpt+jwt, aud =
      the target without query, exp, 128-bit jti, wth = base64url(sha256(WIT))
      by hashlib). The reverse: PyJWT WPTs signed with a `cryptography` key
@@ -347,16 +348,21 @@ def expect_raises(what, exc_type, fn):
     raise CheckError("%s did not raise %s" % (what, exc_type.__name__))
 
 
-def check_wit_with_pyjwt(wit, jwks_json, signer, key_alg, now):
-    """Verifies a WIT with PyJWT from the JWKS and checks the WIT's shape; returns
-    its claims."""
+def check_wit_with_pyjwt(wit, jwks_json, signer, key_alg, now, wit_jwks_json):
+    """Checks that PyJWT cannot verify a WIT from the JWKS relying parties
+    trust (its key is not there: a WIT is no bearer token), verifies it from
+    the WIT key set, and checks the WIT's shape; returns its claims."""
+    expect_raises("finding the WIT's key in the JWKS (a WIT key is never there)",
+                  CheckError, lambda: pyjwk_for(jwks_json, wit))
+    jwks_json = wit_jwks_json
     header = jwt.get_unverified_header(wit)
     expect(header.get("typ") == "wit+jwt", "WIT typ %r, want wit+jwt" % header.get("typ"))
     expect(header.get("alg") == signer, "WIT alg %r, want %s" % (header.get("alg"), signer))
     expect(set(header) == {"alg", "kid", "typ"}, "WIT header %r" % header)
     key = pyjwk_for(jwks_json, wit)
-    claims = jwt.decode(wit, key, algorithms=[signer], audience="vault.io", issuer=POP_ISSUER,
-                        options={"require": ["exp", "iat", "sub", "aud", "iss"]})
+    claims = jwt.decode(wit, key, algorithms=[signer], issuer=POP_ISSUER,
+                        options={"require": ["exp", "iat", "sub", "iss"]})
+    expect("aud" not in claims, "a WIT carries no aud: %r" % claims.get("aud"))
     expect(now < claims["exp"] <= now + 3600 + 5,
            "WIT exp %r not within (now, now + 1 h] (now %d)" % (claims["exp"], now))
     expect(claims["sub"].startswith("wimse://"), "WIT sub %r is not a wimse:// URI"
@@ -458,11 +464,12 @@ def pop_checks(r, state, program_path):
         out = p.call(op="emit", key=key_alg, signer=signer, target=POP_TARGET + "?role=web#x")
         now = int(time.time())
         wit, wpt = out["wit"], out["wpt"]
-        wit_claims = check_wit_with_pyjwt(wit, out["jwks"], signer, key_alg, now)
+        wit_claims = check_wit_with_pyjwt(wit, out["jwks"], signer, key_alg, now,
+                                          out["wit_jwks"])
         cnf_jwk = wit_claims["cnf"]["jwk"]
         check_wpt_with_pyjwt(wpt, wit, cnf_jwk, key_alg, POP_TARGET, now)
         # The WIT's issuer key is not the proof key: PyJWT refuses the WPT under it.
-        issuer_key = pyjwk_for(out["jwks"], wit)
+        issuer_key = pyjwk_for(out["wit_jwks"], wit)
         if issuer_key.algorithm_name == key_alg:
             expect_raises("PyJWT decode of the WPT under the WIT's signing key",
                           jwt.InvalidSignatureError,
@@ -478,8 +485,8 @@ def pop_checks(r, state, program_path):
 
     for key_alg in POP_KEY_ALGS:
         for signer in POP_SIGNERS:
-            r.run("f1 %s-signed WIT verifies with PyJWT from the JWKS (typ wit+jwt, exp, aud, "
-                  "wimse:// sub, cnf.jwk with alg); its %s WPT verifies with PyJWT under "
+            r.run("f1 %s-signed WIT: its key is not in the JWKS; it verifies with PyJWT from the "
+                  "WIT key set (typ wit+jwt, exp, no aud, wimse:// sub, cnf.jwk with alg); its %s WPT verifies with PyJWT under "
                   "PyJWK(cnf.jwk) (typ wpt+jwt, aud, exp, 128-bit jti, wth = sha256(WIT))"
                   % (signer, key_alg),
                   lambda k=key_alg, s=signer: f_ours_verify_in_pyjwt(k, s))
@@ -493,9 +500,9 @@ def pop_checks(r, state, program_path):
             expect((exported["x"], exported["y"]) == (jwk["x"], jwk["y"]),
                    "PyJWT to_jwk %r vs %r" % (exported, jwk))
         wit = p.call(op="issue", jwk=jwk, signer=signer)["wit"]
-        jwks = p.call(op="jwks")["jwks"]
+        sets = p.call(op="jwks")
         now = int(time.time())
-        claims = check_wit_with_pyjwt(wit, jwks, signer, key_alg, now)
+        claims = check_wit_with_pyjwt(wit, sets["jwks"], signer, key_alg, now, sets["wit_jwks"])
         expect(claims["cnf"]["jwk"] == jwk, "cnf.jwk %r, want the Python key %r"
                % (claims["cnf"]["jwk"], jwk))
         wpt = python_wpt(priv, key_alg, wit)
