@@ -30,8 +30,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, ProofKey, WorkloadIdentity};
 use workload_identity::{
-    Algorithm, Audience, Issuer, KeyPurpose, Keyring, MemoryStore, ProofOptions, ProofRequest, Verifier,
-    WorkloadKey, unix_now,
+    Algorithm, Audience, Issuer, KeyPurpose, Keyring, MemoryStore, ProofOptions, ProofRequest,
+    Verifier, WorkloadKey, unix_now,
 };
 
 const ISS: &str = "https://nomad.example.com";

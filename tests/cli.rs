@@ -2300,3 +2300,183 @@ fn profiles_from_the_command_line() {
     );
     assert!(stderr(&o).contains("--format spiffe"), "{}", stderr(&o));
 }
+
+/// Key purposes (issue 40) through `wid`: a WIT key made with `--purpose
+/// wit` signs the WITs `wid issue` makes from a request with a ProofKey; it
+/// is listed with its purpose, printed only by `jwks --purpose wit` (never
+/// by the default JWKS, its PEM form or the discovery document), in the
+/// SPIFFE bundle as a `wit-svid` entry, served at `/wit/jwks.json` only; and
+/// `wid verify` with the served JWKS cannot accept the WIT.
+#[test]
+fn wit_keys_are_made_listed_and_published_apart() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks, "--alg", "ES256"], 0);
+    let key = workload_identity::WorkloadKey::generate(workload_identity::Algorithm::Es256)
+        .expect("a workload key");
+    let pk = key.proof_key();
+    let mut req: Value = serde_json::from_str(&request_json(r#""1h""#)).unwrap();
+    req["ProofKey"] =
+        serde_json::json!({"Alg": pk.alg, "Crv": pk.crv, "Kty": pk.kty, "X": pk.x, "Y": pk.y});
+    let req = s.write("wit.json", req.to_string().as_bytes());
+    let issue = [
+        "issue",
+        "--keystore",
+        &ks,
+        "--request",
+        &req,
+        "--alg",
+        "ES256",
+        "--issuer",
+        "http://127.0.0.1",
+        "--spiffe-trust-domain",
+        "example.org",
+    ];
+    // No WIT key yet: refused, naming the fix.
+    let o = wid(&issue);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("--purpose wit"),
+        "the refusal names the fix: {}",
+        stderr(&o)
+    );
+    // An unknown purpose is a usage error.
+    expect(
+        &["keyring", "rotate", "--keystore", &ks, "--purpose", "both"],
+        2,
+    );
+    let rotated = json_out(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--alg",
+        "ES256",
+        "--purpose",
+        "wit",
+        "--json",
+    ]);
+    let change = &rotated["changes"][0];
+    assert_eq!(change["purpose"], "wit", "{rotated}");
+    let wit_kid = change["kid"].as_str().unwrap().to_string();
+    let wit = stdout(&expect(&issue, 0)).trim().to_string();
+    let header: Value = {
+        use base64::Engine;
+        let h = wit.split('.').next().unwrap();
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(h)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(header["kid"], wit_kid.as_str());
+    assert_eq!(header["typ"], "wit+jwt");
+
+    let list = json_out(&["keyring", "list", "--keystore", &ks, "--json"]);
+    let purposes: Vec<(&str, &str)> = list["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["purpose"].as_str().unwrap(), k["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        purposes,
+        [("bearer", "active"), ("wit", "active")],
+        "{list}"
+    );
+    let only_wit = json_out(&[
+        "keyring",
+        "list",
+        "--keystore",
+        &ks,
+        "--purpose",
+        "wit",
+        "--json",
+    ]);
+    assert_eq!(only_wit["keys"].as_array().unwrap().len(), 1, "{only_wit}");
+
+    let kids = |v: &Value| -> Vec<String> {
+        v["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let jwks = json_out(&["keyring", "jwks", "--keystore", &ks, "--json"]);
+    assert!(!kids(&jwks).contains(&wit_kid), "{jwks}");
+    let pem = stdout(&expect(
+        &["keyring", "jwks", "--keystore", &ks, "--format", "pem"],
+        0,
+    ));
+    assert!(!pem.contains(&wit_kid), "{pem}");
+    let wit_set = json_out(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--purpose",
+        "wit",
+        "--json",
+    ]);
+    assert_eq!(kids(&wit_set), [wit_kid.clone()]);
+    let bundle = json_out(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--format",
+        "spiffe",
+        "--json",
+    ]);
+    let uses: Vec<(String, String)> = bundle["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["kid"].as_str().unwrap().to_string(),
+                k["use"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        uses.contains(&(wit_kid.clone(), "wit-svid".into())),
+        "{bundle}"
+    );
+    assert!(
+        uses.iter()
+            .filter(|(_, u)| u == "jwt-svid")
+            .all(|(k, _)| *k != wit_kid)
+    );
+
+    let served = Served::start(&[
+        "--keystore",
+        &ks,
+        "--listen",
+        "127.0.0.1:0",
+        "--issuer",
+        "http://127.0.0.1",
+    ]);
+    let served_jwks = served.get("/.well-known/jwks.json");
+    assert!(!served_jwks.kids().contains(&wit_kid));
+    let served_wit = served.get("/wit/jwks.json");
+    assert_eq!(served_wit.status, 200);
+    assert_eq!(served_wit.kids(), [wit_kid.clone()]);
+    assert!(served_wit.header("ETag").is_some());
+    let discovery = served.get("/.well-known/openid-configuration").json();
+    assert!(!discovery.to_string().contains("wit"), "{discovery}");
+    // A relying party with the served JWKS cannot accept the WIT.
+    let o = wid(&[
+        "verify",
+        &wit,
+        "--aud",
+        "vault.io",
+        "--jwks",
+        &served.jwks_url(),
+        "--assume-live",
+        "--json",
+    ]);
+    assert_ne!(o.status.code(), Some(0), "wid verify accepted a WIT");
+}

@@ -788,7 +788,10 @@ fn no_wit_key_is_no_active_key_and_each_pair_has_one_active_key() {
     );
     assert!(!kids(&w.keyring.jwks()).contains(next.as_str()));
     assert!(kids(&w.keyring.jwks_for(KeyPurpose::Wit)).contains(next.as_str()));
-    assert_eq!(w.keyring.promote_due(NOW + 100), [next.clone()]);
+    assert_eq!(
+        w.keyring.promote_due(NOW + 100),
+        std::slice::from_ref(&next)
+    );
     assert_eq!(
         w.keyring
             .active_id_for_purpose(KeyPurpose::Wit, Algorithm::Es256),
@@ -940,7 +943,10 @@ fn rotation_plans_are_per_purpose() {
     let deprecate = RotationAction::Deprecate {
         kid: workload_identity::KeyId::new("wit-old").unwrap(),
     };
-    assert_eq!(plan_rotation(&keys, NOW, &policy), [deprecate.clone()]);
+    assert_eq!(
+        plan_rotation(&keys, NOW, &policy),
+        std::slice::from_ref(&deprecate)
+    );
     assert_eq!(
         plan_rotation_for_purpose(&keys, KeyPurpose::Wit, Algorithm::Es256, NOW, &policy),
         [deprecate]
