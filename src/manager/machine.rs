@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
+use super::slot_of;
 use super::{DerivedSecret, IdentityUpdate, RefreshReason, Refreshed};
 use super::{EventKind, IdentityManager, IdentityToken, PersistedState, State, TokenExchange};
 use crate::claims::Claims;
@@ -175,7 +176,7 @@ impl IdentityManager {
                 .map(|x| {
                     let has = st
                         .secrets
-                        .get(x.name())
+                        .get(&slot_of(x.as_ref()))
                         .is_some_and(|s| !s.secret.is_empty());
                     let step = if kind == EventKind::Renewed && has {
                         Step::Refresh(RefreshReason::Resigned)
@@ -311,11 +312,12 @@ impl IdentityManager {
         let mut to_release: Vec<(Arc<dyn TokenExchange>, Zeroizing<String>)> = Vec::new();
         for (x, step) in plan {
             let name = x.name();
+            let slot = slot_of(x.as_ref());
             let (token, old) = {
                 let st = self.lock();
                 let old = st
                     .secrets
-                    .get(name)
+                    .get(&slot)
                     .filter(|s| !s.secret.is_empty())
                     .map(|s| Zeroizing::new(s.secret.clone()));
                 let newest = st.tokens.get(x.identity());
@@ -347,7 +349,7 @@ impl IdentityManager {
                 Ok(Refreshed::Renewed { refresh_at_ms }) => {
                     st.exchange_failures.remove(name);
                     set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
-                    if let Some(s) = st.secrets.get_mut(name) {
+                    if let Some(s) = st.secrets.get_mut(&slot) {
                         s.derived_from.clone_from(&token.jwt_id);
                     }
                     continue;
@@ -360,13 +362,13 @@ impl IdentityManager {
                     if let Some(old) = old.filter(|o| **o != new.secret) {
                         to_release.push((x.clone(), old));
                     }
-                    if let Some(held) = st.held_back.remove(name) {
+                    if let Some(held) = st.held_back.remove(&slot) {
                         if *held != new.secret {
                             to_release.push((x.clone(), held));
                         }
                     }
                     st.secrets.insert(
-                        name.to_string(),
+                        slot,
                         DerivedSecret {
                             exchange: name.to_string(),
                             identity: x.identity().clone(),
@@ -386,8 +388,8 @@ impl IdentityManager {
             // one has been delivered.
             let hold_back = matches!(step, Step::Derive | Step::Refresh(RefreshReason::Restored));
             if let (true, Some(old)) = (hold_back, old) {
-                st.secrets.remove(name);
-                st.held_back.entry(name.to_string()).or_insert(old);
+                st.secrets.remove(&slot);
+                st.held_back.entry(slot).or_insert(old);
             }
             if kind != EventKind::Renewed {
                 // Its first delivery is still this start's or restore's.
@@ -426,7 +428,7 @@ impl IdentityManager {
                 }
                 let Some(secret) = st
                     .secrets
-                    .get(name)
+                    .get(&slot_of(x.as_ref()))
                     .filter(|s| !s.secret.is_empty())
                     .map(|s| Zeroizing::new(s.secret.clone()))
                 else {

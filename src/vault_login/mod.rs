@@ -309,7 +309,9 @@ impl TokenExchange for VaultLogin {
 impl VaultLoginBuilder {
     /// The exchange's name: where its token is saved and how
     /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
-    /// finds it (default `vault`).
+    /// finds it (default `vault`). Each exchange of a manager needs its own:
+    /// give two logins of one allocation (two tasks', say) two names, such
+    /// as `vault-<task>`; a manager refuses two of one name.
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_string();
         self
