@@ -569,3 +569,106 @@ fn a_state_file_of_the_previous_version_restores_its_secrets() {
     assert_eq!(m.secret("vault").unwrap().secret, "task-token");
     assert_eq!(vault.derived.load(Ordering::SeqCst), 0);
 }
+
+/// A signer that, once armed, tells the test each time it is entered and
+/// then waits for the test's go-ahead: a signing held open for as long as
+/// the test needs, with no sleeping.
+struct Gated {
+    issuer: Issuer,
+    calls: AtomicUsize,
+    armed: std::sync::atomic::AtomicBool,
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    go: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl IdentitySigner for Gated {
+    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.armed.load(Ordering::SeqCst) {
+            let _ = self.entered.lock().unwrap().send(());
+            let _ = self.go.lock().unwrap().recv();
+        }
+        self.issuer.sign(requests, now)
+    }
+}
+
+/// Two threads tick at the due time while the first is still signing. The
+/// second must wait for the first to finish and then find nothing due: one
+/// signing, one refresh of the old secret, one release of it, and the new
+/// secret kept (never a second login whose token is neither kept nor
+/// revoked). No timing decides the outcome: the wait for a second signing
+/// only lets the test see the defect sooner when it is there; with the
+/// renewal lock there is no second signing however long it waits.
+#[test]
+fn two_threads_ticking_at_the_due_time_renew_once() {
+    use std::sync::mpsc;
+    let s = setup();
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    let signer = Arc::new(Gated {
+        issuer: Issuer::new(s.keyring.clone()),
+        calls: AtomicUsize::new(0),
+        armed: std::sync::atomic::AtomicBool::new(false),
+        entered: Mutex::new(entered_tx),
+        go: Mutex::new(go_rx),
+    });
+    let mut req = common::issue_request_task();
+    req.identity.ttl = GoDuration::from_secs(3600);
+    let m = IdentityManager::builder(vec![req], signer.clone(), s.db.clone(), s.keyring.clone())
+        .exchange(s.lease.clone())
+        .jitter(Arc::new(Fixed))
+        .build()
+        .unwrap();
+    m.start(T0).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-1"));
+    // Half the identity's hour, no jitter: signing (and the lease) due.
+    let due = T0 + 1_800_000;
+    s.lease.set(Mode::Replace);
+    signer.armed.store(true, Ordering::SeqCst);
+
+    let first = {
+        let m = m.clone();
+        std::thread::spawn(move || m.tick(due))
+    };
+    entered.recv().unwrap();
+    let second = {
+        let m = m.clone();
+        std::thread::spawn(move || m.tick(due))
+    };
+    let second_signing = entered
+        .recv_timeout(std::time::Duration::from_secs(2))
+        .is_ok();
+    // Enough go-aheads for both, whatever happened.
+    go.send(()).unwrap();
+    go.send(()).unwrap();
+    first.join().unwrap();
+    second.join().unwrap();
+
+    assert!(
+        !second_signing,
+        "the second tick signed while the first was signing"
+    );
+    assert_eq!(
+        signer.calls.load(Ordering::SeqCst),
+        2,
+        "start, then one renewal"
+    );
+    let resigned: Vec<_> = s
+        .lease
+        .refreshes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.1 == RefreshReason::Resigned)
+        .map(|r| r.0.clone())
+        .collect();
+    assert_eq!(resigned, ["lease-1"], "the old secret refreshed once");
+    assert_eq!(
+        *s.lease.released.lock().unwrap(),
+        ["lease-1"],
+        "released once"
+    );
+    assert_eq!(s.lease.derived.load(Ordering::SeqCst), 2, "one new secret");
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"), "and it is kept");
+    assert_eq!(saved_secret(&s), "lease-2");
+}

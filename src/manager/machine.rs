@@ -71,6 +71,7 @@ impl IdentityManager {
     /// Starts a new allocation: signs every identity at once (announced as
     /// `Initial`) and derives the exchange secrets.
     pub fn start(&self, now_ms: i64) -> Result<()> {
+        let _one = self.renewal();
         {
             let mut st = self.lock();
             st.pending = EventKind::Initial;
@@ -82,7 +83,16 @@ impl IdentityManager {
     /// Does whatever is due at `now_ms` (a renewal, a retry after errors, or
     /// an exchange's refresh) and returns when to call again (Unix ms);
     /// `None` when nothing will expire.
+    ///
+    /// One at a time: a tick called while another (or a start or restore)
+    /// is running waits for it, then does only what is still due. So the
+    /// signer and the exchanges must not call back into this manager's
+    /// `start`, `restore` or `tick`.
     pub fn tick(&self, now_ms: i64) -> Option<i64> {
+        // Decided and done under the renewal lock: deciding under the state
+        // lock alone let two threads both find the renewal due, both sign
+        // and both refresh (and release) the same old secret.
+        let _one = self.renewal();
         let (sign_due, refresh_due) = {
             let st = self.lock();
             let sign_due = st.next_ms.is_some_and(|t| now_ms >= t);

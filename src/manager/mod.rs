@@ -139,6 +139,11 @@ struct Inner {
     proof_algs: Vec<Option<Algorithm>>,
     parts: IdentityManagerBuilder,
     state: Mutex<State>,
+    /// Held across a whole start, restore or tick (deciding what is due,
+    /// signing, the exchanges): two threads ticking at the due time renew
+    /// once, and no secret is refreshed or released twice. `state` is
+    /// locked only briefly inside it, never the other way round.
+    renewing: Mutex<()>,
 }
 
 impl fmt::Debug for IdentityManager {
@@ -291,6 +296,7 @@ impl IdentityManagerBuilder {
                     watchers: BTreeMap::new(),
                     last_kind: EventKind::Initial,
                 }),
+                renewing: Mutex::new(()),
             }),
         })
     }
@@ -316,6 +322,14 @@ impl IdentityManager {
             jitter: Arc::new(OsJitter),
             proof: Vec::new(),
         }
+    }
+
+    /// The renewal lock (see `Inner::renewing`).
+    fn renewal(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .renewing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

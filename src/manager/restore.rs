@@ -43,6 +43,7 @@ impl IdentityManager {
     /// On error (the signer or an exchange failing) the manager keeps retrying
     /// from [`IdentityManager::tick`].
     pub fn restore(&self, now_ms: i64) -> Result<RestoreReport> {
+        let _one = self.renewal();
         let saved = match self.inner.parts.db.load(&self.inner.alloc_id) {
             Ok(Some(saved)) => Ok(saved),
             Ok(None) => Err("no saved state".to_string()),
