@@ -15,9 +15,36 @@ use crate::error::{Error, Result, truncate_for_message};
 /// well under this).
 pub(crate) const MAX_ANSWER_BYTES: u64 = 16 << 20;
 
+/// `addr` as every message and log shows it: `scheme://host[:port]` and
+/// nothing else, even when the address is malformed. Credentials, a path, a
+/// query or a fragment may hold a secret (`https://user:pass@host`,
+/// `?token=`), so they are never repeated; a value with no scheme may be a
+/// secret itself (a token passed as the address), so none of it is shown;
+/// nor is the host when an `@` after it makes it ambiguous (a password with
+/// a raw `/`: `https://user:pa/ss@host`).
+pub(crate) fn shown_addr(addr: &str) -> String {
+    let scheme_ok = |s: &str| {
+        s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+    };
+    let Some((scheme, rest)) = addr.split_once("://").filter(|(s, _)| scheme_ok(s)) else {
+        return "[not a URL]".into();
+    };
+    let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(end);
+    if after.contains('@') {
+        return format!("{}://[host not shown]", truncate_for_message(scheme));
+    }
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    truncate_for_message(&format!("{scheme}://{host}"))
+}
+
 /// Checks `addr` is `https://host[:port]` (or `http://` to a loopback host
-/// when `allow_http_loopback`), with nothing after the authority. `why_https`
-/// says what the connection carries. Errors name `subject` and `addr`.
+/// when `allow_http_loopback`), with nothing after the authority: no path,
+/// query, fragment or credentials. `why_https` says what the connection
+/// carries. Errors name `subject` and show the address as [`shown_addr`]
+/// does.
 pub(crate) fn check_addr(
     addr: &str,
     allow_http_loopback: bool,
@@ -25,6 +52,7 @@ pub(crate) fn check_addr(
     why_https: &str,
 ) -> Result<()> {
     let bad = |why: String| Error::invalid(subject, "addr", why);
+    let shown = shown_addr(addr);
     let rest = if let Some(rest) = addr.strip_prefix("https://") {
         rest
     } else if let Some(rest) = addr.strip_prefix("http://") {
@@ -39,21 +67,24 @@ pub(crate) fn check_addr(
                 .is_ok_and(|ip| ip.is_loopback());
         if !(allow_http_loopback && loopback) {
             return Err(bad(format!(
-                "{:?} is plain http: {why_https}, so https is required (http only to a loopback host, when allowed)",
-                truncate_for_message(addr)
+                "{shown:?} is plain http: {why_https}, so https is required (http only to a loopback host, when allowed)"
             )));
         }
         rest
     } else {
         return Err(bad(format!(
-            "{:?} is not an https:// URL (e.g. https://vault.example.com:8200)",
-            truncate_for_message(addr)
+            "{shown:?} is not an https:// URL (expected e.g. https://vault.example.com:8200)"
         )));
     };
-    if rest.is_empty() || rest.contains(['?', '#', '@']) {
+    // Only the authority: anything after it could be a secret in every
+    // message that names the server, and the API paths are ours to add.
+    if rest.is_empty()
+        || rest
+            .bytes()
+            .any(|b| matches!(b, b'/' | b'?' | b'#' | b'@' | b'\\' | b' ') || b.is_ascii_control())
+    {
         return Err(bad(format!(
-            "{:?} must be scheme://host[:port] with no query, fragment or credentials",
-            truncate_for_message(addr)
+            "{shown:?} must be scheme://host[:port] with no path, query, fragment or credentials (the rest of the address is not repeated here)"
         )));
     }
     Ok(())
@@ -147,4 +178,54 @@ pub(crate) fn vault_errors(json: &Value) -> String {
         out.push_str(" (shortened)");
     }
     out
+}
+
+/// Addresses that hold secrets, for the tests of every client of this module.
+#[cfg(test)]
+pub(crate) mod test_addresses {
+    /// Addresses whose credentials, path, query or fragment hold a secret
+    /// (`s3cr3t`), and one made of a secret alone; `{port}` is a loopback
+    /// port nothing listens on.
+    pub(crate) fn secret_addresses(port: u16) -> Vec<String> {
+        [
+            "https://user:s3cr3t@vault.example.com:8200",
+            "https://vault.example.com:8200/s3cr3t",
+            "https://vault.example.com:8200?token=s3cr3t",
+            "https://vault.example.com:8200/#s3cr3t",
+            "https://vault.example.com:8200/v1/x?token=s3cr3t#s3cr3t",
+            "https://user:pa/s3cr3t@vault.example.com",
+            "https://vault.example.com/p?x=a@s3cr3t",
+            "http://user:s3cr3t@vault.example.com:8200",
+            "ftp://user:s3cr3t@vault.example.com",
+            "user:s3cr3t@vault.example.com",
+            "hvs.s3cr3t",
+            "http://user:s3cr3t@127.0.0.1:{port}",
+            "http://127.0.0.1:{port}/s3cr3t",
+            "http://127.0.0.1:{port}/v1?token=s3cr3t",
+            "http://127.0.0.1:{port}#s3cr3t",
+            "http://[::1]:{port}/s3cr3t",
+            // Nothing secret: it gets as far as the connection.
+            "http://127.0.0.1:{port}",
+        ]
+        .iter()
+        .map(|a| a.replace("{port}", &port.to_string()))
+        .collect()
+    }
+
+    /// A loopback port nothing listens on (the listener is gone; a
+    /// newcomer binding it meanwhile would only change which error comes).
+    pub(crate) fn closed_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(1)
+    }
+
+    #[track_caller]
+    pub(crate) fn assert_no_secret(addr: &str, shown: &str) {
+        assert!(
+            !shown.contains("s3cr3t") && !shown.contains("user"),
+            "{addr:?} leaks into: {shown}"
+        );
+    }
 }

@@ -522,3 +522,64 @@ fn many_threads_share_one_manager() {
         wid_keyring_free(kr);
     }
 }
+
+/// `now_ms` anywhere in `int64_t`, `INT64_MIN` and `INT64_MAX` included:
+/// never `WID_RESULT_PANIC` (an overflow in a debug build), and the health
+/// JSON's distances saturate instead of wrapping.
+#[test]
+fn extreme_times_are_answered_never_a_panic() {
+    const EDGES: [i64; 6] = [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX];
+    let not_panic = |rc: wid_result, what: &str| {
+        assert_ne!(name(rc), name(WID_RESULT_PANIC), "{what}: {}", last_error());
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kr = keyring();
+    let iss = issuer(kr);
+
+    // A token of today, looked at from either end of time.
+    let m = manager(iss, kr, dir.path());
+    expect(
+        unsafe { wid_node_identity_manager_start(m, T0) },
+        WID_RESULT_OK,
+    );
+    let h = health(m, i64::MIN);
+    assert_eq!(h["expires_in_ms"], i64::MAX, "saturated: {h}");
+    assert_eq!(h["renewal_overdue_ms"], 0, "{h}");
+    for now in EDGES {
+        let _ = health(m, now);
+        not_panic(
+            unsafe { wid_node_identity_manager_tick(m, now) },
+            &format!("tick at {now}"),
+        );
+        let _ = health(m, now);
+    }
+    // A signing far before the current token fails (the token would not
+    // outlive it), and its warning's distance to the expiry does not fit.
+    not_panic(
+        unsafe { wid_node_identity_manager_start(m, i64::MIN) },
+        "start at INT64_MIN after a token of today",
+    );
+    unsafe { wid_node_identity_manager_free(m) };
+
+    // A token signed at the start of time, looked at from its end.
+    let other = tempfile::tempdir().unwrap();
+    let m = manager(iss, kr, other.path());
+    expect(
+        unsafe { wid_node_identity_manager_start(m, i64::MIN) },
+        WID_RESULT_OK,
+    );
+    let h = health(m, i64::MAX);
+    assert_eq!(h["expires_in_ms"], i64::MIN, "saturated: {h}");
+    assert_eq!(h["renewal_overdue_ms"], i64::MAX, "saturated: {h}");
+    assert_eq!(h["at_risk"], true);
+    for now in EDGES {
+        not_panic(
+            unsafe { wid_node_identity_manager_tick(m, now) },
+            &format!("tick at {now}"),
+        );
+        let _ = health(m, now);
+    }
+    unsafe { wid_node_identity_manager_free(m) };
+    unsafe { wid_issuer_free(iss) };
+    unsafe { wid_keyring_free(kr) };
+}

@@ -503,3 +503,21 @@ fn the_runner_renews_in_real_time_and_stops_cleanly() {
         "stopped means stopped"
     );
 }
+
+/// `now_ms` anywhere in `i64`: start, tick, restore and current never
+/// overflow (debug builds panic on overflow), whatever the tokens' times.
+#[test]
+fn extreme_times_never_overflow() {
+    const EDGES: [i64; 6] = [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX];
+    for start in [T0, i64::MIN, i64::MIN + 1, -1, 0] {
+        let s = setup(Arc::new(MemoryIdentityDb::default()));
+        let m = manager(&s, 3600);
+        let _ = m.start(start);
+        for now in EDGES {
+            let _ = m.tick(now);
+            let _ = m.current(&task_key(), now);
+            let _ = m.next_due_ms();
+            let _ = manager(&s, 3600).restore(now);
+        }
+    }
+}

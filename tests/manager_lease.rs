@@ -32,6 +32,9 @@ enum Mode {
 /// A login whose secrets want a refresh every [`LEASE_MS`], scripted per
 /// call: keep, replace or fail.
 struct Lease {
+    name: &'static str,
+    /// Its secrets are `<prefix>-1`, `<prefix>-2`, ...
+    prefix: &'static str,
     key: IdentityId,
     mode: Mutex<Mode>,
     derived: AtomicUsize,
@@ -46,13 +49,13 @@ impl Lease {
     }
     fn new_secret(&self, now_ms: i64) -> Derived {
         let n = self.derived.fetch_add(1, Ordering::SeqCst) + 1;
-        Derived::new(format!("lease-{n}"), Some(now_ms + LEASE_MS))
+        Derived::new(format!("{}-{n}", self.prefix), Some(now_ms + LEASE_MS))
     }
 }
 
 impl TokenExchange for Lease {
     fn name(&self) -> &str {
-        "vault"
+        self.name
     }
     fn identity(&self) -> &IdentityId {
         &self.key
@@ -103,6 +106,20 @@ impl TokenExchange for Lease {
     }
 }
 
+/// A login named `name` for identity `key`, its secrets `<prefix>-<n>`.
+fn lease(name: &'static str, key: IdentityId, prefix: &'static str) -> Arc<Lease> {
+    Arc::new(Lease {
+        name,
+        prefix,
+        key,
+        mode: Mutex::new(Mode::Keep),
+        derived: AtomicUsize::new(0),
+        refreshes: Mutex::new(Vec::new()),
+        released: Mutex::new(Vec::new()),
+        delivered: Mutex::new(Vec::new()),
+    })
+}
+
 struct Counting {
     issuer: Issuer,
     calls: AtomicUsize,
@@ -136,14 +153,7 @@ fn setup() -> Setup {
             issuer: Issuer::new(keyring.clone()),
             calls: AtomicUsize::new(0),
         }),
-        lease: Arc::new(Lease {
-            key: IdentityId::new("server", "vault_default"),
-            mode: Mutex::new(Mode::Keep),
-            derived: AtomicUsize::new(0),
-            refreshes: Mutex::new(Vec::new()),
-            released: Mutex::new(Vec::new()),
-            delivered: Mutex::new(Vec::new()),
-        }),
+        lease: lease("vault", IdentityId::new("server", "vault_default"), "lease"),
         keyring,
         db: Arc::new(MemoryIdentityDb::default()),
     }
@@ -410,4 +420,255 @@ fn exchange_retries_back_off_at_most_a_minute() {
         Some("lease-1"),
         "kept in use meanwhile"
     );
+}
+
+/// A task's and a service's identity of one allocation (1 h each).
+fn two_requests() -> Vec<IssueRequest> {
+    let mut task = common::issue_request_task();
+    task.identity.ttl = GoDuration::from_secs(3600);
+    let mut svc = common::issue_request_service();
+    svc.region = "global".into();
+    svc.identity = workload_identity::model::WorkloadIdentity {
+        name: "consul-service_web-api".into(),
+        audience: vec!["consul.io".into()],
+        ttl: GoDuration::from_secs(3600),
+        ..Default::default()
+    };
+    vec![task, svc]
+}
+
+fn task_id() -> IdentityId {
+    IdentityId::new("server", "vault_default")
+}
+
+fn service_id() -> IdentityId {
+    IdentityId::new("web-api", "consul-service_web-api")
+}
+
+fn two_identities(s: &Setup, db: Arc<dyn IdentityDb>) -> IdentityManagerBuilder {
+    IdentityManager::builder(two_requests(), s.signer.clone(), db, s.keyring.clone())
+        .jitter(Arc::new(Fixed))
+}
+
+/// Two tasks of one allocation, each with a Vault login left at its default
+/// name: one secret slot would hand one task's Vault token to the other.
+/// Refused at build, naming the name and the fix.
+#[test]
+fn two_exchanges_with_one_name_are_refused_at_build() {
+    let s = setup();
+    let e = two_identities(&s, s.db.clone())
+        .exchange(lease("vault", task_id(), "a"))
+        .exchange(lease("vault", service_id(), "b"))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    let msg = e.to_string();
+    for says in [
+        "\"vault\"",
+        "server/vault_default",
+        "web-api/consul-service_web-api",
+        "its own name",
+        "VaultLoginBuilder::name",
+    ] {
+        assert!(msg.contains(says), "{says:?} not in: {msg}");
+    }
+    // With their own names they live side by side.
+    let m = two_identities(&s, s.db.clone())
+        .exchange(lease("vault-a", task_id(), "a"))
+        .exchange(lease("vault-b", service_id(), "b"))
+        .build()
+        .unwrap();
+    m.start(T0).unwrap();
+    let a = m.secret("vault-a").unwrap();
+    let b = m.secret("vault-b").unwrap();
+    assert_eq!((a.secret.as_str(), &a.identity), ("a-1", &task_id()));
+    assert_eq!((b.secret.as_str(), &b.identity), ("b-1", &service_id()));
+}
+
+/// A secret saved for one identity is never handed to an exchange of the
+/// same name that now consumes another (the configuration changed across
+/// the restart): not to confirm, not to release, not to deliver. That
+/// exchange derives its own; the other's is neither used nor revoked by it.
+#[test]
+fn a_saved_secret_goes_only_to_the_exchange_of_its_identity() {
+    let s = setup();
+    let first = lease("vault", task_id(), "a");
+    let m = two_identities(&s, s.db.clone())
+        .exchange(first.clone())
+        .build()
+        .unwrap();
+    m.start(T0).unwrap();
+    assert_eq!(m.secret("vault").unwrap().secret, "a-1");
+
+    let other = lease("vault", service_id(), "b");
+    let m = two_identities(&s, s.db.clone())
+        .exchange(other.clone())
+        .build()
+        .unwrap();
+    let r = m.restore(T0 + 60_000).unwrap();
+    assert!(r.reused, "{r:?}");
+    assert_eq!(r.rederived, ["vault"]);
+    let got = m.secret("vault").unwrap();
+    assert_eq!((got.secret.as_str(), &got.identity), ("b-1", &service_id()));
+    assert!(
+        other.refreshes.lock().unwrap().is_empty(),
+        "never asked to confirm another identity's secret"
+    );
+    assert!(
+        other.released.lock().unwrap().is_empty(),
+        "never revokes another identity's secret"
+    );
+    assert_eq!(
+        *other.delivered.lock().unwrap(),
+        [("b-1".to_string(), EventKind::Restored)]
+    );
+    let saved = s.db.load(common::ALLOC_ID).unwrap().unwrap().secrets;
+    assert!(
+        saved.iter().all(|x| x.secret != "a-1"),
+        "the orphan is not kept: {saved:?}"
+    );
+}
+
+/// A state file written by the previous version (its secrets keyed by
+/// exchange name alone; `tests/vectors/identities-v1.bin`: tokens of
+/// `key-1` signed at T0, the `vault` exchange's secret `task-token` derived
+/// from the task's identity) restores: the secret is found under its
+/// exchange and identity, and confirmed, not derived again.
+#[test]
+fn a_state_file_of_the_previous_version_restores_its_secrets() {
+    let s = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{}.identities", common::ALLOC_ID));
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/vectors/identities-v1.bin"
+        ),
+        &path,
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let db: Arc<dyn IdentityDb> = Arc::new(FileIdentityDb::new(dir.path()));
+    let vault = lease("vault", task_id(), "new");
+    let m = two_identities(&s, db)
+        .exchange(vault.clone())
+        .build()
+        .unwrap();
+    let r = m.restore(T0 + 60_000).unwrap();
+    assert!(r.reused && r.rederived.is_empty(), "{r:?}");
+    let refreshes = vault.refreshes.lock().unwrap().clone();
+    assert_eq!(refreshes.len(), 1, "{refreshes:?}");
+    assert_eq!(
+        (refreshes[0].0.as_str(), refreshes[0].1),
+        ("task-token", RefreshReason::Restored)
+    );
+    assert_eq!(m.secret("vault").unwrap().secret, "task-token");
+    assert_eq!(vault.derived.load(Ordering::SeqCst), 0);
+}
+
+/// A signer that, once armed, tells the test each time it is entered and
+/// then waits for the test's go-ahead: a signing held open for as long as
+/// the test needs, with no sleeping.
+struct Gated {
+    issuer: Issuer,
+    calls: AtomicUsize,
+    armed: std::sync::atomic::AtomicBool,
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    go: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl IdentitySigner for Gated {
+    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.armed.load(Ordering::SeqCst) {
+            let _ = self.entered.lock().unwrap().send(());
+            let _ = self.go.lock().unwrap().recv();
+        }
+        self.issuer.sign(requests, now)
+    }
+}
+
+/// Two threads tick at the due time while the first is still signing. The
+/// second must wait for the first to finish and then find nothing due: one
+/// signing, one refresh of the old secret, one release of it, and the new
+/// secret kept (never a second login whose token is neither kept nor
+/// revoked). No timing decides the outcome: the wait for a second signing
+/// only lets the test see the defect sooner when it is there; with the
+/// renewal lock there is no second signing however long it waits.
+#[test]
+fn two_threads_ticking_at_the_due_time_renew_once() {
+    use std::sync::mpsc;
+    let s = setup();
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    let signer = Arc::new(Gated {
+        issuer: Issuer::new(s.keyring.clone()),
+        calls: AtomicUsize::new(0),
+        armed: std::sync::atomic::AtomicBool::new(false),
+        entered: Mutex::new(entered_tx),
+        go: Mutex::new(go_rx),
+    });
+    let mut req = common::issue_request_task();
+    req.identity.ttl = GoDuration::from_secs(3600);
+    let m = IdentityManager::builder(vec![req], signer.clone(), s.db.clone(), s.keyring.clone())
+        .exchange(s.lease.clone())
+        .jitter(Arc::new(Fixed))
+        .build()
+        .unwrap();
+    m.start(T0).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-1"));
+    // Half the identity's hour, no jitter: signing (and the lease) due.
+    let due = T0 + 1_800_000;
+    s.lease.set(Mode::Replace);
+    signer.armed.store(true, Ordering::SeqCst);
+
+    let first = {
+        let m = m.clone();
+        std::thread::spawn(move || m.tick(due))
+    };
+    entered.recv().unwrap();
+    let second = {
+        let m = m.clone();
+        std::thread::spawn(move || m.tick(due))
+    };
+    let second_signing = entered
+        .recv_timeout(std::time::Duration::from_secs(2))
+        .is_ok();
+    // Enough go-aheads for both, whatever happened.
+    go.send(()).unwrap();
+    go.send(()).unwrap();
+    first.join().unwrap();
+    second.join().unwrap();
+
+    assert!(
+        !second_signing,
+        "the second tick signed while the first was signing"
+    );
+    assert_eq!(
+        signer.calls.load(Ordering::SeqCst),
+        2,
+        "start, then one renewal"
+    );
+    let resigned: Vec<_> = s
+        .lease
+        .refreshes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.1 == RefreshReason::Resigned)
+        .map(|r| r.0.clone())
+        .collect();
+    assert_eq!(resigned, ["lease-1"], "the old secret refreshed once");
+    assert_eq!(
+        *s.lease.released.lock().unwrap(),
+        ["lease-1"],
+        "released once"
+    );
+    assert_eq!(s.lease.derived.load(Ordering::SeqCst), 2, "one new secret");
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"), "and it is kept");
+    assert_eq!(saved_secret(&s), "lease-2");
 }

@@ -563,3 +563,64 @@ fn concurrent_ticks_renew_once() {
     let st = m.stats();
     assert_eq!((st.signed, st.failures), (2, 0));
 }
+
+/// Times at and next to both ends of `i64`: `health` and `tick` never
+/// overflow (these tests run in debug builds, where an overflow panics), and
+/// `health` saturates instead of wrapping.
+#[test]
+fn extreme_times_never_overflow_health_or_tick() {
+    const EDGES: [i64; 6] = [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX];
+    let make = || {
+        NodeIdentityManager::new(
+            request(),
+            Arc::new(Issuer::new(keyring())),
+            Arc::new(MemoryIdentityDb::default()),
+            keyring(),
+        )
+        .with_jitter(Arc::new(FixedJitter(0.0)))
+    };
+
+    // A token of today, looked at from either end of time.
+    let m = make();
+    let first = m.start(NOW * 1000).unwrap();
+    let exp_ms = first.expires_at.unwrap() * 1000;
+    let h = m.health(i64::MIN);
+    assert_eq!(h.expires_in_ms, Some(i64::MAX), "saturated, not wrapped");
+    assert_eq!(h.renewal_overdue_ms, 0);
+    let h = m.health(i64::MAX);
+    assert_eq!(h.expires_in_ms, Some(exp_ms - i64::MAX));
+    assert!(h.renewal_overdue_ms > 0 && h.at_risk);
+    for now in EDGES {
+        let _ = m.health(now);
+        let _ = m.tick(now);
+        let _ = m.health(now);
+    }
+
+    // A token signed at the start of time, looked at from its end: the
+    // distances do not fit in an i64.
+    let m = make();
+    let early = m.start(i64::MIN).unwrap();
+    let h = m.health(i64::MAX);
+    assert_eq!(h.expires_in_ms, Some(i64::MIN), "saturated, not wrapped");
+    assert_eq!(h.renewal_overdue_ms, i64::MAX);
+    assert!(h.at_risk);
+    assert!(
+        m.tick(i64::MAX).is_err(),
+        "a token at the end of time expires"
+    );
+    assert_eq!(m.current(i64::MIN + 1).unwrap().jwt_id, early.jwt_id);
+    for now in EDGES {
+        let _ = m.health(now);
+        let _ = m.tick(now);
+    }
+
+    // A failed renewal far before the current token: the warning's
+    // distance to its expiry does not fit either.
+    let m = make();
+    m.start(NOW * 1000).unwrap();
+    assert!(
+        m.start(i64::MIN).is_err(),
+        "a token older than the current one"
+    );
+    assert_eq!(m.stats().consecutive_failures, 1);
+}

@@ -74,12 +74,12 @@ fn rotation_policy(bao: &Bao) {
     let t0 = unix_now();
     let policy = RotationPolicy::new(Some(Duration::from_secs(100)))
         .rotation_threshold(Duration::from_secs(1000));
-    assert_eq!(s.apply_policy(&kr, &policy, t0).unwrap(), vec![]);
+    assert_eq!(s.apply_policy(&kr, &policy, t0, 60).unwrap(), vec![]);
     let v1 = KeyId::new("transit.wid-pol.v1").unwrap();
     let v2 = KeyId::new("transit.wid-pol.v2").unwrap();
     assert_eq!(kr.active_id(), Some(v1.clone()));
 
-    let done = s.apply_policy(&kr, &policy, t0 + 600).unwrap();
+    let done = s.apply_policy(&kr, &policy, t0 + 600, 60).unwrap();
     assert!(
         matches!(
             done.as_slice(),
@@ -103,7 +103,7 @@ fn rotation_policy(bao: &Bao) {
     assert_eq!(kr.active_id(), Some(v1.clone()), "v1 still signs");
 
     let at = info.publish_time;
-    let done = s.apply_policy(&kr, &policy, at).unwrap();
+    let done = s.apply_policy(&kr, &policy, at, 60).unwrap();
     assert_eq!(done, vec![RotationAction::Promote { kid: v2.clone() }]);
     assert_eq!(kr.active_id(), Some(v2.clone()));
     let t = Issuer::new(kr.clone())
@@ -111,7 +111,7 @@ fn rotation_policy(bao: &Bao) {
         .unwrap();
     assert_eq!(t.kid, v2);
 
-    let done = s.apply_policy(&kr, &policy, at + 100 + 61).unwrap();
+    let done = s.apply_policy(&kr, &policy, at + 100 + 61, 60).unwrap();
     assert_eq!(done, vec![RotationAction::Deprecate { kid: v1.clone() }]);
     assert_eq!(
         kr.key_info(v1.as_str()).unwrap().state,

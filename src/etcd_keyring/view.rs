@@ -342,44 +342,10 @@ fn prepare(
         }
         keys.push((ReplicaKey { stored: k, known }, Some(dig)));
     }
-    let mut failed = Vec::new();
-    if let Some(wrapper) = &shared.wrapper {
-        let batch = {
-            let items: Vec<WrapItem<'_>> = to_unwrap
-                .iter()
-                .map(|(i, aad)| {
-                    let k = &keys[*i].0.stored;
-                    WrapItem::new(&k.id, k.material.as_slice(), aad)
-                })
-                .collect();
-            wrapper
-                .unwrap_many(&items)
-                .ok()
-                .filter(|p| p.len() == items.len())
-        };
-        match batch {
-            Some(plain) => {
-                for ((i, _), p) in to_unwrap.iter().zip(plain) {
-                    keys[*i].0.stored.material = Bin(p);
-                }
-            }
-            None => {
-                for (i, aad) in &to_unwrap {
-                    let k = &keys[*i].0.stored;
-                    match wrapper.unwrap(k.material.as_slice(), aad) {
-                        Ok(p) if !p.is_empty() => keys[*i].0.stored.material = Bin(p),
-                        other => {
-                            let why = match other {
-                                Err(e) => e.to_string(),
-                                Ok(_) => "it unwrapped to nothing".into(),
-                            };
-                            failed.push((*i, why));
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let failed = match &shared.wrapper {
+        Some(wrapper) => unwrap_all(wrapper.as_ref(), &mut keys, &to_unwrap),
+        None => Vec::new(),
+    };
     outcome.unwrapped = to_unwrap.len() - failed.len();
     outcome.unwrap_failures = failed.len();
     for (i, why) in failed.into_iter().rev() {
@@ -411,6 +377,56 @@ fn prepare(
         problems,
         outcome,
     }
+}
+
+/// Unwraps the material of `keys[i]` for each `(i, associated data)` of
+/// `to_unwrap` (its `material` holds the wrapped bytes until then): in one
+/// batch, or key by key when the batch fails. Returns the keys that did not
+/// unwrap, in `to_unwrap`'s order, with why. An empty plaintext is a failure
+/// on either path, as when a keystore loads: no key has empty material, so
+/// the wrapper answered wrongly, and an empty key must never be taken as one.
+fn unwrap_all(
+    wrapper: &dyn crate::custody::KeyWrapper,
+    keys: &mut [(ReplicaKey, Option<[u8; 32]>)],
+    to_unwrap: &[(usize, Vec<u8>)],
+) -> Vec<(usize, String)> {
+    const EMPTY: &str = "it unwrapped to nothing: the wrapper answered wrongly";
+    let mut failed = Vec::new();
+    let batch = {
+        let items: Vec<WrapItem<'_>> = to_unwrap
+            .iter()
+            .map(|(i, aad)| {
+                let k = &keys[*i].0.stored;
+                WrapItem::new(&k.id, k.material.as_slice(), aad)
+            })
+            .collect();
+        wrapper
+            .unwrap_many(&items)
+            .ok()
+            .filter(|p| p.len() == items.len())
+    };
+    match batch {
+        Some(plain) => {
+            for ((i, _), p) in to_unwrap.iter().zip(plain) {
+                if p.is_empty() {
+                    failed.push((*i, EMPTY.to_string()));
+                } else {
+                    keys[*i].0.stored.material = Bin(p);
+                }
+            }
+        }
+        None => {
+            for (i, aad) in to_unwrap {
+                let k = &keys[*i].0.stored;
+                match wrapper.unwrap(k.material.as_slice(), aad) {
+                    Ok(p) if !p.is_empty() => keys[*i].0.stored.material = Bin(p),
+                    Ok(_) => failed.push((*i, EMPTY.to_string())),
+                    Err(e) => failed.push((*i, e.to_string())),
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// Makes the keyring match the copy's key records: new or changed records
@@ -515,4 +531,96 @@ pub(crate) fn wait_for_revision(shared: &Shared, revision: i64, timeout: Duratio
             .0;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::custody::KeyWrapper;
+
+    /// A wrapper whose "plaintext" is the wrapped bytes, except that `b"empty"`
+    /// unwraps to nothing: a KMS answering wrongly, in a batch and alone.
+    #[derive(Debug)]
+    struct Echo;
+
+    impl KeyWrapper for Echo {
+        fn kind(&self) -> &str {
+            "echo"
+        }
+        fn kek_id(&self) -> &str {
+            "echo"
+        }
+        fn wrap(&self, material: &[u8], _: &[u8]) -> Result<Vec<u8>> {
+            Ok(material.to_vec())
+        }
+        fn unwrap(&self, wrapped: &[u8], _: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+            Ok(Zeroizing::new(if wrapped == b"empty" {
+                Vec::new()
+            } else {
+                wrapped.to_vec()
+            }))
+        }
+    }
+
+    /// The same, with a batch call that always fails (so each key is
+    /// unwrapped alone).
+    #[derive(Debug)]
+    struct NoBatch;
+
+    impl KeyWrapper for NoBatch {
+        fn kind(&self) -> &str {
+            "echo"
+        }
+        fn kek_id(&self) -> &str {
+            "echo"
+        }
+        fn wrap(&self, material: &[u8], _: &[u8]) -> Result<Vec<u8>> {
+            Ok(material.to_vec())
+        }
+        fn unwrap(&self, wrapped: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+            Echo.unwrap(wrapped, aad)
+        }
+        fn unwrap_many(&self, _: &[WrapItem<'_>]) -> Result<Vec<Zeroizing<Vec<u8>>>> {
+            Err(Error::KeyCustody {
+                custodian: "echo".into(),
+                reason: "no batch".into(),
+            })
+        }
+    }
+
+    fn key(id: &str, wrapped: &[u8]) -> (ReplicaKey, Option<[u8; 32]>) {
+        let stored = StoredKey {
+            id: id.into(),
+            material: Bin(Zeroizing::new(wrapped.to_vec())),
+            ..StoredKey::default()
+        };
+        (
+            ReplicaKey {
+                stored,
+                known: false,
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn an_empty_plaintext_is_refused_in_a_batch_as_alone() {
+        for wrapper in [&Echo as &dyn KeyWrapper, &NoBatch] {
+            let mut keys = vec![key("a", b"material-a"), key("b", b"empty")];
+            let to_unwrap = vec![(0, b"aad-a".to_vec()), (1, b"aad-b".to_vec())];
+            let failed = unwrap_all(wrapper, &mut keys, &to_unwrap);
+            assert_eq!(failed.len(), 1, "{wrapper:?}: {failed:?}");
+            assert_eq!(failed[0].0, 1, "{wrapper:?}");
+            assert!(
+                failed[0].1.contains("unwrapped to nothing"),
+                "{wrapper:?}: {}",
+                failed[0].1
+            );
+            assert_eq!(keys[0].0.stored.material.as_slice(), b"material-a");
+            assert!(
+                !keys[1].0.stored.material.as_slice().is_empty(),
+                "{wrapper:?}: never taken as the key's material"
+            );
+        }
+    }
 }

@@ -118,7 +118,9 @@ pub enum Refreshed {
 /// are required; the others default to a secret that never expires and is
 /// never revoked.
 pub trait TokenExchange: Send + Sync {
-    /// A stable name, used to persist the derived secret (e.g. `consul`).
+    /// A stable name, used to persist the derived secret (e.g. `consul`);
+    /// unique among a manager's exchanges (its builder refuses two of one
+    /// name).
     fn name(&self) -> &str;
     /// The identity it consumes.
     fn identity(&self) -> &IdentityId;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
+use super::slot_of;
 use super::{DerivedSecret, IdentityUpdate, RefreshReason, Refreshed};
 use super::{EventKind, IdentityManager, IdentityToken, PersistedState, State, TokenExchange};
 use crate::claims::Claims;
@@ -70,6 +71,7 @@ impl IdentityManager {
     /// Starts a new allocation: signs every identity at once (announced as
     /// `Initial`) and derives the exchange secrets.
     pub fn start(&self, now_ms: i64) -> Result<()> {
+        let _one = self.renewal();
         {
             let mut st = self.lock();
             st.pending = EventKind::Initial;
@@ -81,7 +83,16 @@ impl IdentityManager {
     /// Does whatever is due at `now_ms` (a renewal, a retry after errors, or
     /// an exchange's refresh) and returns when to call again (Unix ms);
     /// `None` when nothing will expire.
+    ///
+    /// One at a time: a tick called while another (or a start or restore)
+    /// is running waits for it, then does only what is still due. So the
+    /// signer and the exchanges must not call back into this manager's
+    /// `start`, `restore` or `tick`.
     pub fn tick(&self, now_ms: i64) -> Option<i64> {
+        // Decided and done under the renewal lock: deciding under the state
+        // lock alone let two threads both find the renewal due, both sign
+        // and both refresh (and release) the same old secret.
+        let _one = self.renewal();
         let (sign_due, refresh_due) = {
             let st = self.lock();
             let sign_due = st.next_ms.is_some_and(|t| now_ms >= t);
@@ -175,7 +186,7 @@ impl IdentityManager {
                 .map(|x| {
                     let has = st
                         .secrets
-                        .get(x.name())
+                        .get(&slot_of(x.as_ref()))
                         .is_some_and(|s| !s.secret.is_empty());
                     let step = if kind == EventKind::Renewed && has {
                         Step::Refresh(RefreshReason::Resigned)
@@ -311,11 +322,12 @@ impl IdentityManager {
         let mut to_release: Vec<(Arc<dyn TokenExchange>, Zeroizing<String>)> = Vec::new();
         for (x, step) in plan {
             let name = x.name();
+            let slot = slot_of(x.as_ref());
             let (token, old) = {
                 let st = self.lock();
                 let old = st
                     .secrets
-                    .get(name)
+                    .get(&slot)
                     .filter(|s| !s.secret.is_empty())
                     .map(|s| Zeroizing::new(s.secret.clone()));
                 let newest = st.tokens.get(x.identity());
@@ -347,7 +359,7 @@ impl IdentityManager {
                 Ok(Refreshed::Renewed { refresh_at_ms }) => {
                     st.exchange_failures.remove(name);
                     set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
-                    if let Some(s) = st.secrets.get_mut(name) {
+                    if let Some(s) = st.secrets.get_mut(&slot) {
                         s.derived_from.clone_from(&token.jwt_id);
                     }
                     continue;
@@ -360,13 +372,13 @@ impl IdentityManager {
                     if let Some(old) = old.filter(|o| **o != new.secret) {
                         to_release.push((x.clone(), old));
                     }
-                    if let Some(held) = st.held_back.remove(name) {
+                    if let Some(held) = st.held_back.remove(&slot) {
                         if *held != new.secret {
                             to_release.push((x.clone(), held));
                         }
                     }
                     st.secrets.insert(
-                        name.to_string(),
+                        slot,
                         DerivedSecret {
                             exchange: name.to_string(),
                             identity: x.identity().clone(),
@@ -386,8 +398,8 @@ impl IdentityManager {
             // one has been delivered.
             let hold_back = matches!(step, Step::Derive | Step::Refresh(RefreshReason::Restored));
             if let (true, Some(old)) = (hold_back, old) {
-                st.secrets.remove(name);
-                st.held_back.entry(name.to_string()).or_insert(old);
+                st.secrets.remove(&slot);
+                st.held_back.entry(slot).or_insert(old);
             }
             if kind != EventKind::Renewed {
                 // Its first delivery is still this start's or restore's.
@@ -426,7 +438,7 @@ impl IdentityManager {
                 }
                 let Some(secret) = st
                     .secrets
-                    .get(name)
+                    .get(&slot_of(x.as_ref()))
                     .filter(|s| !s.secret.is_empty())
                     .map(|s| Zeroizing::new(s.secret.clone()))
                 else {

@@ -47,9 +47,21 @@ pub use types::{
 };
 pub use watch::Watcher;
 
+/// Where an exchange's secret is kept: its name and the identity it
+/// consumes. Names are unique among a manager's exchanges (checked at build);
+/// the identity is part of the key too, so a secret saved for one identity
+/// is never found by an exchange of that name that consumes another (the
+/// configuration changed across a restart).
+type Slot = (String, IdentityId);
+
+/// The slot of exchange `x`.
+fn slot_of(x: &dyn TokenExchange) -> Slot {
+    (x.name().to_string(), x.identity().clone())
+}
+
 struct State {
     tokens: BTreeMap<IdentityId, IdentityToken>,
-    secrets: BTreeMap<String, DerivedSecret>,
+    secrets: BTreeMap<Slot, DerivedSecret>,
     /// Per exchange: when it wants its secret refreshed (Unix ms), or a
     /// failed exchange retried.
     refresh_at: BTreeMap<String, i64>,
@@ -58,7 +70,7 @@ struct State {
     /// Per exchange: a secret taken out of use unconfirmed (a failed
     /// restore check or re-derivation), released once a new one is
     /// delivered.
-    held_back: BTreeMap<String, zeroize::Zeroizing<String>>,
+    held_back: BTreeMap<Slot, zeroize::Zeroizing<String>>,
     /// Per exchange: the start or restore whose delivery is still owed.
     undelivered: BTreeMap<String, EventKind>,
     /// When to sign next (Unix ms); `None` when nothing expires.
@@ -127,6 +139,11 @@ struct Inner {
     proof_algs: Vec<Option<Algorithm>>,
     parts: IdentityManagerBuilder,
     state: Mutex<State>,
+    /// Held across a whole start, restore or tick (deciding what is due,
+    /// signing, the exchanges): two threads ticking at the due time renew
+    /// once, and no secret is refreshed or released twice. `state` is
+    /// locked only briefly inside it, never the other way round.
+    renewing: Mutex<()>,
 }
 
 impl fmt::Debug for IdentityManager {
@@ -161,7 +178,9 @@ impl IdentityManagerBuilder {
         self.proof.push((identity, alg));
         self
     }
-    /// Adds a token-exchange hook.
+    /// Adds a token-exchange hook. Each needs a name of its own (checked by
+    /// [`build`](IdentityManagerBuilder::build)): its secret is saved and
+    /// found under it.
     pub fn exchange(mut self, hook: Arc<dyn TokenExchange>) -> Self {
         self.exchanges.push(hook);
         self
@@ -178,9 +197,9 @@ impl IdentityManagerBuilder {
     }
     /// The manager. Every request must be valid and for the same allocation,
     /// with distinct (workload, identity) pairs and no `proof_key` (the manager
-    /// makes workload keys itself); every exchange must consume one of them;
-    /// every proof-bound identity must be one of them, named once, with an
-    /// `EdDsa` or `Es256` key.
+    /// makes workload keys itself); every exchange must consume one of them
+    /// and have a name no other exchange has; every proof-bound identity
+    /// must be one of them, named once, with an `EdDsa` or `Es256` key.
     pub fn build(self) -> Result<IdentityManager> {
         let bad = |why: String| Error::invalid("IdentityManager", "requests", why);
         let first = self
@@ -233,13 +252,29 @@ impl IdentityManagerBuilder {
                 )));
             }
         }
-        for x in &self.exchanges {
+        for (i, x) in self.exchanges.iter().enumerate() {
             if !keys.contains(x.identity()) {
                 return Err(bad(format!(
                     "exchange {:?} consumes identity {}, which is not requested",
                     x.name(),
                     x.identity()
                 )));
+            }
+            // One name, one saved secret: two exchanges sharing a name
+            // would take, refresh and revoke each other's secrets (two
+            // tasks' Vault logins left at the default name `vault`).
+            if let Some(first) = self.exchanges[..i].iter().find(|y| y.name() == x.name()) {
+                return Err(Error::invalid(
+                    "IdentityManager",
+                    "exchanges",
+                    format!(
+                        "two exchanges are named {:?} (for identity {} and for identity {}): each exchange's secret is saved under its name, so each needs its own name; give each exchange its own name (a VaultLogin's with VaultLoginBuilder::name, e.g. \"vault-{}\")",
+                        x.name(),
+                        first.identity(),
+                        x.identity(),
+                        x.identity().workload
+                    ),
+                ));
             }
         }
         Ok(IdentityManager {
@@ -261,6 +296,7 @@ impl IdentityManagerBuilder {
                     watchers: BTreeMap::new(),
                     last_kind: EventKind::Initial,
                 }),
+                renewing: Mutex::new(()),
             }),
         })
     }
@@ -286,6 +322,14 @@ impl IdentityManager {
             jitter: Arc::new(OsJitter),
             proof: Vec::new(),
         }
+    }
+
+    /// The renewal lock (see `Inner::renewing`).
+    fn renewal(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .renewing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -334,9 +378,16 @@ impl IdentityManager {
             .cloned()
     }
 
-    /// The secret exchange `name` derived, if any.
+    /// The secret exchange `exchange` (its name) derived from the identity it
+    /// consumes, if any.
     pub fn secret(&self, exchange: &str) -> Option<DerivedSecret> {
-        self.lock().secrets.get(exchange).cloned()
+        let x = self
+            .inner
+            .parts
+            .exchanges
+            .iter()
+            .find(|x| x.name() == exchange)?;
+        self.lock().secrets.get(&slot_of(x.as_ref())).cloned()
     }
 
     /// When the next signing, or an exchange's refresh or retry, is due

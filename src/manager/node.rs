@@ -65,9 +65,11 @@ pub struct NodeIdentityStats {
 #[non_exhaustive]
 pub struct NodeIdentityHealth {
     /// Milliseconds until the current token expires (negative: expired);
-    /// `None` without a token.
+    /// `None` without a token. Saturates at the ends of `i64` (a `now` far
+    /// from the token's `exp`).
     pub expires_in_ms: Option<i64>,
-    /// How long past due the next renewal attempt is (0 when it is not due).
+    /// How long past due the next renewal attempt is (0 when it is not due;
+    /// saturates at `i64::MAX`).
     pub renewal_overdue_ms: i64,
     /// Renewals are failing, a renewal is more than a minute overdue, or
     /// there is no valid token: someone should look.
@@ -185,7 +187,8 @@ impl NodeIdentityManager {
     /// When a token signed at `iat` and expiring at `exp` is due for
     /// renewal: two thirds of its life, less up to 5 % of it as jitter.
     fn due_ms(&self, iat: i64, exp: i64) -> i64 {
-        let life_ms = i128::from(exp - iat).max(0) * 1000;
+        // In i128: a signer's iat and exp may be anywhere in i64.
+        let life_ms = (i128::from(exp) - i128::from(iat)).max(0) * 1000;
         let jitter =
             (life_ms as f64 * JITTER_FRACTION * self.jitter.draw().clamp(0.0, 1.0)) as i128;
         let due = i128::from(iat) * 1000 + life_ms * 2 / 3 - jitter;
@@ -398,7 +401,7 @@ impl NodeIdentityManager {
                     Some(x) if x > now_ms => log::warn!(
                         "node identity of {:?}: renewal failed {n} time(s) in a row ({e}); the current token expires in {} s{}; next attempt in {} s",
                         self.request.node.id,
-                        (x - now_ms) / 1000,
+                        x.saturating_sub(now_ms) / 1000,
                         if x <= next {
                             ", BEFORE the next attempt: the node will lose its identity"
                         } else {
@@ -433,11 +436,14 @@ impl NodeIdentityManager {
         match due {
             Some(due) if now_ms < due => Ok(()),
             Some(due) => {
-                if now_ms - due > OVERDUE_WARN_MS {
+                // `now_ms` is the caller's: any i64, so every distance
+                // from it saturates.
+                let overdue = now_ms.saturating_sub(due);
+                if overdue > OVERDUE_WARN_MS {
                     log::warn!(
                         "node identity of {:?}: the renewal due {} s ago is only being tried now: whatever calls tick() was stalled",
                         self.request.node.id,
-                        (now_ms - due) / 1000
+                        overdue / 1000
                     );
                 }
                 self.renew_locked(now_ms).map(drop)
@@ -459,13 +465,14 @@ impl NodeIdentityManager {
             .as_ref()
             .and_then(|t| t.expires_at)
             .map(|e| e.saturating_mul(1000));
+        // `now_ms` is the caller's: any i64, so every distance from it
+        // saturates (a distance past either end reads as that end).
+        let overdue = st.next_attempt_ms.map(|d| now_ms.saturating_sub(d));
         NodeIdentityHealth {
-            expires_in_ms: exp_ms.map(|x| x - now_ms),
-            renewal_overdue_ms: st.next_attempt_ms.map(|d| (now_ms - d).max(0)).unwrap_or(0),
+            expires_in_ms: exp_ms.map(|x| x.saturating_sub(now_ms)),
+            renewal_overdue_ms: overdue.map_or(0, |o| o.max(0)),
             at_risk: st.stats.consecutive_failures > 0
-                || st
-                    .next_attempt_ms
-                    .is_some_and(|d| now_ms - d > OVERDUE_WARN_MS)
+                || overdue.is_some_and(|o| o > OVERDUE_WARN_MS)
                 || exp_ms.is_none_or(|x| x <= now_ms),
             stats: st.stats.clone(),
         }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::machine::{Step, binding_problem};
-use super::{DerivedSecret, EventKind, RefreshReason};
+use super::{DerivedSecret, EventKind, RefreshReason, slot_of};
 use super::{IdentityId, IdentityManager, PersistedState, RestoreReport, State, TokenExchange};
 use zeroize::Zeroizing;
 
@@ -43,6 +43,7 @@ impl IdentityManager {
     /// On error (the signer or an exchange failing) the manager keeps retrying
     /// from [`IdentityManager::tick`].
     pub fn restore(&self, now_ms: i64) -> Result<RestoreReport> {
+        let _one = self.renewal();
         let saved = match self.inner.parts.db.load(&self.inner.alloc_id) {
             Ok(Some(saved)) => Ok(saved),
             Ok(None) => Err("no saved state".to_string()),
@@ -64,7 +65,19 @@ impl IdentityManager {
                         st.tokens.insert(t.key.clone(), t);
                     }
                     for s in saved.secrets {
-                        st.secrets.insert(s.exchange.clone(), s);
+                        let slot = (s.exchange.clone(), s.identity.clone());
+                        if self.exchange_of(&slot).is_some() {
+                            st.secrets.insert(slot, s);
+                        } else {
+                            // Only the exchange that derived a secret, from
+                            // its own identity, may confirm, use or revoke it.
+                            log::info!(
+                                "restoring allocation {}: the saved secret of exchange {:?} for identity {} is dropped: no exchange of that name consumes that identity now",
+                                self.inner.alloc_id,
+                                s.exchange,
+                                s.identity
+                            );
+                        }
                     }
                     st.failures = 0;
                     st.last_kind = EventKind::Restored;
@@ -84,16 +97,13 @@ impl IdentityManager {
                 // its exchange replaced (a Vault token that lookup-self refused).
                 let rederived = plan
                     .iter()
-                    .map(|(x, _)| x.name())
-                    .filter(|name| {
-                        let old = before.get(*name).map(|s| &s.secret);
-                        let new = after.get(*name).map(|s| &s.secret);
-                        old != new
-                            || plan
-                                .iter()
-                                .any(|(x, step)| x.name() == *name && *step == Step::Derive)
+                    .filter(|(x, step)| {
+                        let slot = slot_of(x.as_ref());
+                        let old = before.get(&slot).map(|s| &s.secret);
+                        let new = after.get(&slot).map(|s| &s.secret);
+                        old != new || *step == Step::Derive
                     })
-                    .map(str::to_string)
+                    .map(|(x, _)| x.name().to_string())
                     .collect();
                 Ok(RestoreReport {
                     reused: true,
@@ -244,7 +254,7 @@ impl IdentityManager {
             .iter()
             .map(|x| {
                 let token = st.tokens.get(x.identity());
-                let stale = match (st.secrets.get(x.name()), token) {
+                let stale = match (st.secrets.get(&slot_of(x.as_ref())), token) {
                     (Some(s), Some(t)) => s.secret.is_empty() || s.derived_from != t.jwt_id,
                     _ => true,
                 };
@@ -258,6 +268,15 @@ impl IdentityManager {
             .collect()
     }
 
+    /// The exchange whose secret is kept in `slot` (its name and identity).
+    fn exchange_of(&self, slot: &super::Slot) -> Option<&Arc<dyn TokenExchange>> {
+        self.inner
+            .parts
+            .exchanges
+            .iter()
+            .find(|x| x.name() == slot.0 && *x.identity() == slot.1)
+    }
+
     /// Saved secrets that are no longer the one in use: released now when a
     /// new one has replaced them (it was delivered already), held back
     /// otherwise (never handed out, released once a new one is delivered).
@@ -269,25 +288,18 @@ impl IdentityManager {
                 if old.secret.is_empty() {
                     continue;
                 }
-                let Some(x) = self
-                    .inner
-                    .parts
-                    .exchanges
-                    .iter()
-                    .find(|x| x.name() == old.exchange)
-                else {
+                // Only the exchange that derived it, from its own identity,
+                // may revoke it (another may talk to another server).
+                let slot = (old.exchange.clone(), old.identity.clone());
+                let Some(x) = self.exchange_of(&slot) else {
                     continue;
                 };
-                match st
-                    .secrets
-                    .get(&old.exchange)
-                    .filter(|s| !s.secret.is_empty())
-                {
+                match st.secrets.get(&slot).filter(|s| !s.secret.is_empty()) {
                     Some(now) if now.secret == old.secret => {}
                     Some(_) => release.push((x.clone(), Zeroizing::new(old.secret.clone()))),
                     None => {
                         st.held_back
-                            .entry(old.exchange.clone())
+                            .entry(slot)
                             .or_insert_with(|| Zeroizing::new(old.secret.clone()));
                     }
                 }

@@ -123,7 +123,10 @@ impl fmt::Debug for VaultLoginBuilder {
 
 impl VaultLogin {
     /// A builder for logging in to the server at `addr`
-    /// (`https://vault.example.com:8200`) with identity `identity`'s token,
+    /// (`https://vault.example.com:8200`: `scheme://host[:port]` only; a
+    /// path, query, fragment or credentials are refused at
+    /// [`build`](VaultLoginBuilder::build), and errors never repeat them)
+    /// with identity `identity`'s token,
     /// as role `role` of the JWT auth method (mounted at `jwt` unless
     /// [`VaultLoginBuilder::mount`] says otherwise).
     pub fn builder(addr: &str, identity: IdentityId, role: &str) -> VaultLoginBuilder {
@@ -306,7 +309,9 @@ impl TokenExchange for VaultLogin {
 impl VaultLoginBuilder {
     /// The exchange's name: where its token is saved and how
     /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
-    /// finds it (default `vault`).
+    /// finds it (default `vault`). Each exchange of a manager needs its own:
+    /// give two logins of one allocation (two tasks', say) two names, such
+    /// as `vault-<task>`; a manager refuses two of one name.
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_string();
         self
@@ -438,5 +443,57 @@ impl VaultLoginBuilder {
             },
             on_token: self.on_token,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
+
+    /// Malformed and unreachable addresses: the error (and so the logs and
+    /// the manager's `TokenExchange` error) and `Debug` never repeat
+    /// credentials, a path, a query or a fragment.
+    #[test]
+    fn login_errors_never_show_what_an_address_holds_beyond_its_host() {
+        let identity = IdentityId::new("server", "vault_default");
+        let token = IdentityToken {
+            key: identity.clone(),
+            token: "h.p.s".into(),
+            kid: "k".into(),
+            jwt_id: "j".into(),
+            issued_at: 0,
+            expires_at: None,
+            workload_key: None,
+        };
+        for addr in secret_addresses(closed_port()) {
+            let built = VaultLogin::builder(&addr, identity.clone(), "role")
+                .allow_http_loopback(true)
+                .timeout(Duration::from_secs(5))
+                .build();
+            let shown = match built {
+                Err(e) => format!("{e} {e:?}"),
+                Ok(login) => {
+                    assert_no_secret(&addr, &format!("{login:?}"));
+                    let e = login.derive(&token, 0).unwrap_err();
+                    let r = login
+                        .refresh("s", &token, RefreshReason::Restored, 0)
+                        .unwrap_err();
+                    format!("{e} {r}")
+                }
+            };
+            assert_no_secret(&addr, &shown);
+        }
+        let port = closed_port();
+        let login = VaultLogin::builder(&format!("http://127.0.0.1:{port}"), identity, "role")
+            .allow_http_loopback(true)
+            .build()
+            .unwrap();
+        let e = login.derive(&token, 0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("cannot reach Vault at http://127.0.0.1:{port}/")),
+            "{e}"
+        );
     }
 }

@@ -70,7 +70,9 @@ impl fmt::Debug for TransitClientBuilder {
 impl TransitClient {
     /// A builder for the server at `addr` (`https://vault.example.com:8200`;
     /// `http://` only to a loopback host with
-    /// [`TransitClientBuilder::allow_http_loopback`]).
+    /// [`TransitClientBuilder::allow_http_loopback`]). `scheme://host[:port]`
+    /// only: a path, query, fragment or credentials are refused at
+    /// [`build`](TransitClientBuilder::build), and errors never repeat them.
     pub fn builder(addr: &str) -> TransitClientBuilder {
         TransitClientBuilder {
             addr: addr.trim_end_matches('/').to_string(),
@@ -334,4 +336,72 @@ pub(crate) fn check_key_name(name: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault_http::shown_addr;
+    use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
+
+    #[test]
+    fn an_address_is_shown_as_scheme_host_and_port_only() {
+        for (addr, shown) in [
+            (
+                "https://vault.example.com:8200",
+                "https://vault.example.com:8200",
+            ),
+            (
+                "https://user:pass@vault.example.com:8200/a/b?token=x#f",
+                "https://vault.example.com:8200",
+            ),
+            ("http://[::1]:8200/x", "http://[::1]:8200"),
+            // An @ after the host: it may be credentials with a raw '/'.
+            ("https://host?x=a@b", "https://[host not shown]"),
+            ("https://user:pa/ss@host", "https://[host not shown]"),
+            ("user:pass@host", "[not a URL]"),
+            ("hvs.token", "[not a URL]"),
+            ("", "[not a URL]"),
+        ] {
+            assert_eq!(shown_addr(addr), shown, "{addr:?}");
+        }
+    }
+
+    /// Malformed and unreachable addresses: the error (and so the logs,
+    /// `wid_last_error_message` and the CLI's stderr) and `Debug` never
+    /// repeat credentials, a path, a query or a fragment.
+    #[test]
+    fn transit_errors_never_show_what_an_address_holds_beyond_its_host() {
+        for addr in secret_addresses(closed_port()) {
+            let built = TransitClient::builder(&addr)
+                .token("t0ken")
+                .allow_http_loopback(true)
+                .timeout(Duration::from_secs(5))
+                .build();
+            let e = match built {
+                Err(e) => e,
+                Ok(client) => {
+                    assert_no_secret(&addr, &format!("{client:?}"));
+                    let signer = crate::custody::TransitSigner::new(client.clone(), "k").unwrap();
+                    let e = signer.rotate().unwrap_err();
+                    assert_no_secret(&addr, &e.to_string());
+                    crate::custody::Transit::new(client, "k").unwrap_err()
+                }
+            };
+            assert_no_secret(&addr, &e.to_string());
+            assert_no_secret(&addr, &format!("{e:?}"));
+        }
+        let port = closed_port();
+        let client = TransitClient::builder(&format!("http://127.0.0.1:{port}"))
+            .token("t0ken")
+            .allow_http_loopback(true)
+            .build()
+            .unwrap();
+        let e = crate::custody::Transit::new(client, "k").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("cannot reach Transit at http://127.0.0.1:{port}")),
+            "{e}"
+        );
+    }
 }

@@ -234,19 +234,23 @@ impl TransitSigner {
 
     /// Brings `keyring` in step with Transit: every version not yet in it is
     /// added (older ones inactive; the newest prepublished until
-    /// `creation_time + lead_secs`, so every verifier has it before it signs,
-    /// or active at once when the keyring has no active key of its algorithm),
-    /// then prepublished keys whose time has come are promoted. A key ID
-    /// already in the keyring with another public key is refused
-    /// (`DuplicateKey`): Transit's key was replaced under the same name.
+    /// `max(creation_time, now) + lead_secs`, or active at once when the
+    /// keyring has no active key of its algorithm), then prepublished keys
+    /// whose time has come are promoted. A key ID already in the keyring
+    /// with another public key is refused (`DuplicateKey`): Transit's key
+    /// was replaced under the same name.
+    ///
+    /// The lead counts from when this keyring first publishes the version,
+    /// not from when Transit made it: a version made long before this call
+    /// (Transit's auto-rotation, an operator's `rotate`, a sync paused for
+    /// hours) is in the JWKS for `lead_secs` before it signs, so every
+    /// verifier can have it. Only `lead_secs` 0 lets it sign at once.
     pub fn sync(&self, keyring: &Keyring, now: i64, lead_secs: i64) -> Result<TransitSync> {
-        self.sync_with(keyring, now, |created| {
-            created.saturating_add(lead_secs.max(0))
-        })
+        self.sync_with(keyring, now, |created| first_signs(created, now, lead_secs))
     }
 
     /// [`TransitSigner::sync`], with the newest version's publish time
-    /// `publish_at(creation time)`.
+    /// `publish_at(creation time)` (never earlier than `now`).
     fn sync_with(
         &self,
         keyring: &Keyring,
@@ -315,10 +319,13 @@ impl TransitSigner {
 impl TransitSigner {
     /// Runs the rotation policy over this signer's keys, as `wid keyring plan
     /// --apply` does for local keys: brings the keyring in step
-    /// ([`TransitSigner::sync`]), then carries out
-    /// [`crate::plan_rotation_for`] for the key's algorithm, where a new key
-    /// is a new Transit version ([`TransitSigner::rotate`]): prepublished at
-    /// once and signing from the plan's `publish_at`. Only this key's
+    /// ([`TransitSigner::sync`] with `lead_secs`: a version made outside
+    /// this call signs only `lead_secs` after it is first published), then
+    /// carries out [`crate::plan_rotation_for`] for the key's algorithm,
+    /// where a new key is a new Transit version ([`TransitSigner::rotate`]):
+    /// prepublished at once and signing from the plan's `publish_at`, or
+    /// `lead_secs` from now if that is later (a version made because no key
+    /// is active signs at once). Only this key's
     /// versions are planned over (other keys of the algorithm are left
     /// alone). Returns the actions taken (a promotion the sync made first
     /// included).
@@ -327,9 +334,10 @@ impl TransitSigner {
         keyring: &Keyring,
         policy: &crate::RotationPolicy,
         now: i64,
+        lead_secs: i64,
     ) -> Result<Vec<crate::RotationAction>> {
         use crate::RotationAction;
-        let report = self.sync(keyring, now, 0)?;
+        let report = self.sync(keyring, now, lead_secs)?;
         let Some(alg) = report.algorithm else {
             return Ok(Vec::new());
         };
@@ -351,15 +359,19 @@ impl TransitSigner {
                 RotationAction::Rotate { .. } => {
                     self.rotate()?;
                     let latest = self.latest_kid()?;
-                    self.sync(keyring, now, 0)?;
+                    // No key signs: the new one must at once (below).
+                    self.sync(keyring, now, lead_secs)?;
                     if keyring.active_id_for_purpose(self.purpose, alg).as_ref() != Some(&latest) {
                         keyring.promote(latest.as_str(), now)?;
                     }
                 }
                 RotationAction::Prepublish { publish_at, .. } => {
                     self.rotate()?;
+                    // The plan's time, but never less than the lead.
                     let at = *publish_at;
-                    self.sync_with(keyring, now, |_| at)?;
+                    self.sync_with(keyring, now, |created| {
+                        at.max(first_signs(created, now, lead_secs))
+                    })?;
                 }
                 RotationAction::Promote { kid } => keyring.promote(kid.as_str(), now)?,
                 RotationAction::Deprecate { kid } => keyring.deprecate(kid.as_str(), now)?,
@@ -374,6 +386,14 @@ impl TransitSigner {
         let (_, versions) = self.read()?;
         self.key_id(versions.last().map_or(0, |v| v.0))
     }
+}
+
+/// When a version Transit made at `created` and this keyring first
+/// publishes at `now` may sign: `lead_secs` (at least 0) after the later of
+/// the two. Counting from `created` alone would let a version made more than
+/// the lead before it is first seen sign in the very sync that publishes it.
+fn first_signs(created: i64, now: i64, lead_secs: i64) -> i64 {
+    created.max(now).saturating_add(lead_secs.max(0))
 }
 
 /// A Transit public key: Ed25519 as standard base64 of 32 bytes; P-256 and
@@ -530,5 +550,166 @@ mod tests {
         .unwrap();
         assert_eq!(ed.algorithm(), Algorithm::EdDsa);
         assert!(public_key(Algorithm::EdDsa, "AAAA").is_err());
+    }
+
+    /// A fake Transit that answers `GET /v1/transit/keys/<any>` with an
+    /// Ed25519 key whose versions (number, creation time) the test sets;
+    /// every other request is a 404. Connections are closed after each
+    /// answer. The thread ends with the test process.
+    struct FakeTransit {
+        addr: String,
+        versions: Arc<std::sync::Mutex<Vec<(u32, &'static str)>>>,
+    }
+
+    fn public_of(version: u32) -> String {
+        let k = ed25519_dalek::SigningKey::from_bytes(&[version as u8; 32]);
+        STANDARD.encode(k.verifying_key().as_bytes())
+    }
+
+    impl FakeTransit {
+        fn start() -> FakeTransit {
+            use std::io::{BufRead, BufReader, Write};
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = format!("http://{}", listener.local_addr().unwrap());
+            let versions: Arc<std::sync::Mutex<Vec<(u32, &'static str)>>> = Arc::default();
+            let shared = versions.clone();
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut first = String::new();
+                    let _ = reader.read_line(&mut first);
+                    loop {
+                        let mut line = String::new();
+                        match reader.read_line(&mut line) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    let (status, body) = if first.starts_with("GET /v1/transit/keys/") {
+                        let keys: serde_json::Map<String, Value> = shared
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .map(|(v, created)| {
+                                (
+                                    v.to_string(),
+                                    json!({"creation_time": created, "public_key": public_of(*v)}),
+                                )
+                            })
+                            .collect();
+                        ("200 OK", json!({"data": {"type": "ed25519", "keys": keys}}))
+                    } else {
+                        ("404 Not Found", json!({"errors": []}))
+                    };
+                    let body = body.to_string();
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            });
+            FakeTransit { addr, versions }
+        }
+
+        fn signer(&self) -> TransitSigner {
+            let client = TransitClient::builder(&self.addr)
+                .token("t0ken")
+                .allow_http_loopback(true)
+                .build()
+                .unwrap();
+            TransitSigner::new(client, "wid").unwrap()
+        }
+
+        fn set(&self, versions: &[(u32, &'static str)]) {
+            *self.versions.lock().unwrap() = versions.to_vec();
+        }
+    }
+
+    /// 2023-11-14T22:13:20Z and one hour later.
+    const V1_CREATED: (&str, i64) = ("2023-11-14T22:13:20Z", 1_700_000_000);
+    const V2_CREATED: (&str, i64) = ("2023-11-14T23:13:20Z", 1_700_003_600);
+
+    /// A version Transit made long before this process first sees it (an
+    /// auto-rotation, an operator's rotation, a sync paused for hours) is
+    /// published now and signs only a lead time later: never in the call
+    /// that first publishes it.
+    #[test]
+    fn a_version_made_long_ago_is_published_first_and_signs_a_lead_time_later() {
+        let fake = FakeTransit::start();
+        let s = fake.signer();
+        let kr = Keyring::new();
+        fake.set(&[(1, V1_CREATED.0)]);
+        let report = s.sync(&kr, V1_CREATED.1, 600).unwrap();
+        assert_eq!(report.promoted, Vec::<KeyId>::new());
+        let v1 = s.key_id(1).unwrap();
+        assert_eq!(kr.active_id(), Some(v1.clone()), "the first signs at once");
+
+        // Rotated in Transit at V2_CREATED; this process syncs two hours on.
+        fake.set(&[(1, V1_CREATED.0), (2, V2_CREATED.0)]);
+        let now = V2_CREATED.1 + 7200;
+        let v2 = s.key_id(2).unwrap();
+        let report = s.sync(&kr, now, 600).unwrap();
+        assert_eq!(report.added, vec![v2.clone()]);
+        assert!(report.promoted.is_empty(), "{report:?}");
+        let info = kr.key_info(v2.as_str()).unwrap();
+        assert_eq!(info.state, KeyState::Prepublished);
+        assert_eq!(
+            info.publish_time,
+            now + 600,
+            "first seen now, plus the lead"
+        );
+        assert_eq!(kr.active_id(), Some(v1.clone()), "v1 still signs");
+        assert!(s.sync(&kr, now + 599, 600).unwrap().promoted.is_empty());
+        assert_eq!(
+            s.sync(&kr, now + 600, 600).unwrap().promoted,
+            vec![v2.clone()]
+        );
+        assert_eq!(kr.active_id(), Some(v2));
+
+        // A version seen before Transit's creation time (clocks apart):
+        // published at its creation time plus the lead.
+        fake.set(&[
+            (1, V1_CREATED.0),
+            (2, V2_CREATED.0),
+            (3, "2023-11-15T02:13:20Z"),
+        ]);
+        let v3 = s.key_id(3).unwrap();
+        s.sync(&kr, now + 601, 600).unwrap();
+        assert_eq!(
+            kr.key_info(v3.as_str()).unwrap().publish_time,
+            1_700_014_400 + 600
+        );
+    }
+
+    /// `apply_policy` syncs with the lead it is given: a version made
+    /// outside it is not promoted by the run that first publishes it.
+    #[test]
+    fn apply_policy_publishes_a_new_version_for_the_lead_time_first() {
+        let fake = FakeTransit::start();
+        let s = fake.signer();
+        let kr = Keyring::new();
+        let policy = crate::RotationPolicy::new(Some(std::time::Duration::from_secs(100)))
+            .rotation_threshold(std::time::Duration::from_secs(100_000));
+        fake.set(&[(1, V1_CREATED.0)]);
+        s.apply_policy(&kr, &policy, V1_CREATED.1, 600).unwrap();
+        fake.set(&[(1, V1_CREATED.0), (2, V2_CREATED.0)]);
+        let now = V2_CREATED.1 + 7200;
+        let done = s.apply_policy(&kr, &policy, now, 600).unwrap();
+        assert!(done.is_empty(), "{done:?}");
+        let v2 = s.key_id(2).unwrap();
+        assert_eq!(
+            kr.key_info(v2.as_str()).unwrap().state,
+            KeyState::Prepublished
+        );
+        assert_eq!(kr.active_id(), Some(s.key_id(1).unwrap()));
+        let done = s.apply_policy(&kr, &policy, now + 600, 600).unwrap();
+        assert_eq!(
+            done,
+            vec![crate::RotationAction::Promote { kid: v2.clone() }]
+        );
+        assert_eq!(kr.active_id(), Some(v2));
     }
 }
