@@ -37,6 +37,13 @@ const KIDS: [(&str, Algorithm); 3] = [
     ("fuzz-rs", Algorithm::Rs256),
 ];
 
+/// Its WIT keys (WITs are signed only by those), of the same material.
+const WIT_KIDS: [(&str, Algorithm); 3] = [
+    ("fuzz-wit-key", Algorithm::EdDsa),
+    ("fuzz-wit-es", Algorithm::Es256),
+    ("fuzz-wit-rs", Algorithm::Rs256),
+];
+
 fn world_key(kid: &str, alg: Algorithm) -> RootKey {
     let id = KeyId::new(kid).unwrap_or_else(|_| unreachable!("a valid literal"));
     let (material, derivation) = match alg {
@@ -53,8 +60,15 @@ fn world_key(kid: &str, alg: Algorithm) -> RootKey {
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let keyring = Keyring::from_keys(KIDS.map(|(kid, alg)| world_key(kid, alg)))
-            .unwrap_or_else(|_| unreachable!("one active key per algorithm"));
+        let keyring = Keyring::from_keys(
+            KIDS.map(|(kid, alg)| world_key(kid, alg))
+                .into_iter()
+                .chain(
+                    WIT_KIDS
+                        .map(|(kid, alg)| world_key(kid, alg).with_purpose(crate::KeyPurpose::Wit)),
+                ),
+        )
+        .unwrap_or_else(|_| unreachable!("one active key per (purpose, algorithm)"));
         let store = Arc::new(MemoryStore::new());
         store.set_state(ALLOC, AllocState::Live);
         store.set_node_state(NODE, crate::NodeState::Live);
@@ -281,12 +295,16 @@ pub fn keystore_load(data: &[u8]) {
 fn keystore_load_invariants(kr: &Keyring) {
     {
         let keys = kr.keys();
-        for alg in Algorithm::ALL {
-            let active = keys
-                .iter()
-                .filter(|k| k.state == KeyState::Active && k.algorithm == *alg)
-                .count();
-            assert!(active <= 1, "{active} active {alg} keys");
+        for purpose in crate::KeyPurpose::ALL {
+            for alg in Algorithm::ALL {
+                let active = keys
+                    .iter()
+                    .filter(|k| {
+                        k.state == KeyState::Active && k.algorithm == *alg && k.purpose == *purpose
+                    })
+                    .count();
+                assert!(active <= 1, "{active} active {alg} {purpose} keys");
+            }
         }
         for k in &keys {
             assert!(
@@ -585,8 +603,8 @@ fn proof_world() -> &'static ProofWorld {
                 .unwrap_or_else(|e| panic!("the fuzz WIT's claims encode: {e}"));
             let signing = w
                 .keyring
-                .active_for(signer)
-                .unwrap_or_else(|e| panic!("the fuzz world's {signer} key: {e}"));
+                .active_for_purpose(crate::KeyPurpose::Wit, signer)
+                .unwrap_or_else(|e| panic!("the fuzz world's {signer} WIT key: {e}"));
             crate::jwt::encode_typed(&signing, crate::jwt::TokenType::Wit, &json)
                 .unwrap_or_else(|e| panic!("the fuzz WIT signs: {e}"))
         };

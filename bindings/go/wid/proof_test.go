@@ -80,7 +80,7 @@ func TestWITKeysArePublishedApart(t *testing.T) {
 	for _, tc := range []struct {
 		purpose KeyPurpose
 		set     []byte
-		want    error
+		want    *Error
 	}{{PurposeBearer, jwks, ErrUnknownKey}, {PurposeWIT, witSet, nil}} {
 		rp, err := NewKeyring()
 		if err != nil {
