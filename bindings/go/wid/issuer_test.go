@@ -335,6 +335,14 @@ func TestIssuerWIT(t *testing.T) {
 	// No trust domain: a ProofKey request is refused.
 	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256}).Issue(req, now)
 	wantCode(t, err, ErrInvalidArgument)
+	// No WIT key: refused, naming the fix (a bearer key never signs a WIT).
+	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256, WimseTrustDomain: "nomad.example.com"}).Issue(req, now)
+	if e := wantCode(t, err, ErrNoActiveKey); !strings.Contains(e.Message, "--purpose wit") {
+		t.Errorf("message %q", e.Message)
+	}
+	if _, err := kr.RotatePurpose(PurposeWIT, AlgES256, now-10); err != nil {
+		t.Fatal(err)
+	}
 
 	for name, opts := range map[string]IssuerOptions{
 		"wimse://":  {Alg: AlgES256, WimseTrustDomain: "nomad.example.com"},
