@@ -308,7 +308,10 @@ mod tests {
                 with_state(stored(&source, &b), KeyState::Active, false),
             ])
             .unwrap_err();
-        assert!(e.to_string().contains("two active EdDSA bearer keys"), "{e}");
+        assert!(
+            e.to_string().contains("two active EdDSA bearer keys"),
+            "{e}"
+        );
         assert_eq!(replica.active_id(), Some(a.clone()));
         assert_eq!(replica.len(), 1);
         // A bad key is left out and named; the others are taken.
