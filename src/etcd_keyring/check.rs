@@ -26,6 +26,14 @@ pub(crate) fn check_loop(shared: &Shared) {
         let seen = shared.lock_view().revision;
         let sent_at = Instant::now();
         match check(shared, seen) {
+            Ok((revision, _, _)) if revision < seen => {
+                // The cluster went back: the copy is ahead of etcd, not
+                // current. List again at once (relist says what happened).
+                Counters::bump(&shared.counters.checks_behind);
+                if let Err(e) = relist(shared) {
+                    shared.lock_view().note(format!("listing again: {e}"));
+                }
+            }
             Ok((_, count, changed)) => {
                 Counters::bump(&shared.counters.checks);
                 let mut view = shared.lock_view();

@@ -162,6 +162,7 @@ pub(crate) struct Counters {
     pub(crate) commits: AtomicU64,
     pub(crate) conflicts: AtomicU64,
     pub(crate) compactions: AtomicU64,
+    pub(crate) revision_resets: AtomicU64,
 }
 
 impl Counters {
@@ -431,6 +432,10 @@ pub struct EtcdKeyringStats {
     /// Watches that found their start revision compacted away (each is
     /// followed by a listing).
     pub compactions: u64,
+    /// Times etcd's revision was found behind the copy's (a cluster restored
+    /// from an older snapshot without `--bump-revision`): each time the keys
+    /// were listed again from etcd as it now is, never kept as current.
+    pub revision_resets: u64,
     /// Changes applied from the watch.
     pub events: u64,
     /// Watch streams reopened.
@@ -516,6 +521,7 @@ impl EtcdKeyring {
             bad_records: v.bad_records,
             relists: c.relists.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
+            revision_resets: c.revision_resets.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
             watch_restarts: c.watch_restarts.load(Ordering::Relaxed),
             checks: c.checks.load(Ordering::Relaxed),

@@ -235,6 +235,25 @@ fn relist_checked(shared: &Shared, opening: bool) -> Result<SyncOutcome> {
     }
     {
         let mut view = shared.lock_view();
+        if revision < view.revision {
+            // A linearizable listing never goes back in one cluster: this
+            // one was restored from an older snapshot (without
+            // --bump-revision), or another cluster answers at these
+            // endpoints. Its records are what etcd holds now; the copy takes
+            // them (the previous revision would hide every change made from
+            // here on, which reuses revisions the copy has seen).
+            let before = view.revision;
+            log::warn!(
+                "replicated keyring at {}: etcd's revision went back from {before} to {revision} (a cluster restored from an older snapshot without --bump-revision, or another cluster at these endpoints): listing the keys again and following etcd as it now is; keys and changes made after the snapshot are gone from etcd",
+                shared.prefix
+            );
+            view.note(format!(
+                "etcd's revision went back from {before} to {revision}: listed again"
+            ));
+            Counters::bump(&shared.counters.revision_resets);
+            view.revision = 0;
+            view.synced = 0;
+        }
         if revision >= view.revision {
             view.revision = revision;
             view.entries = entries;

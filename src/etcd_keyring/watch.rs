@@ -45,9 +45,9 @@ pub(crate) fn watch_loop(weak: &Weak<Shared>) {
         }
         let started = Instant::now();
         let ended = match open_watch(&shared) {
-            Ok((stream, ep)) => {
+            Ok((stream, ep, start)) => {
                 drop(shared);
-                follow(weak, stream, &ep)
+                follow(weak, stream, &ep, start)
             }
             Err(ended) => {
                 drop(shared);
@@ -83,7 +83,7 @@ pub(crate) fn watch_loop(weak: &Weak<Shared>) {
     }
 }
 
-fn open_watch(shared: &Shared) -> std::result::Result<(impl Read + use<>, String), Ended> {
+fn open_watch(shared: &Shared) -> std::result::Result<(impl Read + use<>, String, i64), Ended> {
     let prefix = shared.prefix.as_bytes();
     let start = shared.lock_view().revision + 1;
     let body = serde_json::json!({"create_request": {
@@ -98,7 +98,7 @@ fn open_watch(shared: &Shared) -> std::result::Result<(impl Read + use<>, String
             return Err(Ended::Cut("the keyring was dropped".into()));
         }
         match client.open_stream(ep, "/v3/watch", &body) {
-            Ok(stream) => return Ok((stream, ep.to_string())),
+            Ok(stream) => return Ok((stream, ep.to_string(), start)),
             Err(e) => errors.push(e.message),
         }
     }
@@ -108,11 +108,11 @@ fn open_watch(shared: &Shared) -> std::result::Result<(impl Read + use<>, String
     )))
 }
 
-fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str) -> Ended {
+fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str, start: i64) -> Ended {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
-        let events = match next_events(&mut reader, &mut line, endpoint) {
+        let events = match next_events(&mut reader, &mut line, endpoint, start) {
             Err(ended) => return ended,
             Ok(None) => continue,
             Ok(Some(events)) => events,

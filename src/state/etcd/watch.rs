@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::client::Listed;
-use super::record::{Kv, b64, int64, prefix_end, unb64};
+use super::record::{Header, Kv, b64, int64, prefix_end, unb64};
 use super::view::{Entry, Shared};
 use crate::state::StoreError;
 
@@ -33,6 +33,10 @@ pub(crate) struct Message {
 /// A watch stream's result.
 #[derive(Deserialize)]
 pub(crate) struct WatchResponse {
+    /// The store's revision when the message was made (on the creation
+    /// message: the cluster's revision as the watch starts).
+    #[serde(default)]
+    pub(crate) header: Header,
     #[serde(default)]
     pub(crate) created: bool,
     #[serde(default)]
@@ -169,7 +173,7 @@ fn watch_once(shared: &Shared) -> Ended {
             return Ended::Cut("the mirror was dropped".into());
         }
         match client.open_stream(ep, "/v3/watch", &body) {
-            Ok(stream) => return follow(shared, stream, ep),
+            Ok(stream) => return follow(shared, stream, ep, start),
             Err(e) => errors.push(e.message),
         }
     }
@@ -180,11 +184,11 @@ fn watch_once(shared: &Shared) -> Ended {
 }
 
 /// Applies the messages of one watch stream.
-fn follow(shared: &Shared, stream: impl Read, endpoint: &str) -> Ended {
+fn follow(shared: &Shared, stream: impl Read, endpoint: &str, start: i64) -> Ended {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
-        match next_events(&mut reader, &mut line, endpoint) {
+        match next_events(&mut reader, &mut line, endpoint, start) {
             Err(ended) => return ended,
             Ok(None) => {}
             Ok(Some(events)) => {
@@ -197,13 +201,21 @@ fn follow(shared: &Shared, stream: impl Read, endpoint: &str) -> Ended {
 }
 
 /// Reads the next message of a watch stream (any copy of a prefix: the
-/// mirror's, the replicated keyring's): its changes, `Ok(None)` for a message
-/// that carries none, or how the stream ended (closed, oversized, malformed,
-/// an error, canceled; compacted: list again).
+/// mirror's, the replicated keyring's) that started at `start`: its
+/// changes, `Ok(None)` for a message that carries none, or how the stream
+/// ended (closed, oversized, malformed, an error, canceled; compacted, or
+/// the cluster's revision behind `start - 1`, the revision the copy has
+/// seen: list again).
+///
+/// A cluster whose revision went back (restored from an older snapshot
+/// without `--bump-revision`) would otherwise never deliver its changes to a
+/// watch that starts past its revision: they reuse revisions the copy
+/// has already seen.
 pub(crate) fn next_events(
     reader: &mut impl BufRead,
     line: &mut Vec<u8>,
     endpoint: &str,
+    start: i64,
 ) -> Result<Option<Vec<Event>>, Ended> {
     line.clear();
     match reader.take(MAX_MESSAGE_BYTES + 1).read_until(b'\n', line) {
@@ -240,6 +252,13 @@ pub(crate) fn next_events(
         return Err(Ended::Cut(format!(
             "{endpoint} canceled the watch: {}",
             crate::error::truncate_for_message(&resp.cancel_reason)
+        )));
+    }
+    let seen = start.saturating_sub(1);
+    if resp.created && resp.header.revision > 0 && resp.header.revision < seen {
+        return Err(Ended::Relist(format!(
+            "{endpoint}'s revision is {}, behind revision {seen} this copy has seen: the cluster went back (restored from an older snapshot without --bump-revision?)",
+            resp.header.revision
         )));
     }
     if resp.created || resp.events.is_empty() {
@@ -307,4 +326,41 @@ fn apply(shared: &Shared, events: Vec<Event>) -> Result<(), Ended> {
         .events
         .fetch_add(applied, std::sync::atomic::Ordering::Relaxed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first(message: &str, start: i64) -> Result<Option<Vec<Event>>, Ended> {
+        let mut reader = std::io::Cursor::new(format!("{message}\n").into_bytes());
+        next_events(&mut reader, &mut Vec::new(), "m1", start)
+    }
+
+    #[test]
+    fn a_watch_created_behind_the_copy_lists_again() {
+        // The cluster is at 7 while the copy has seen 40 (start 41): it went
+        // back (a restore without --bump-revision). Protobuf JSON writes
+        // int64 as strings.
+        let created = r#"{"result":{"header":{"revision":"7"},"created":true}}"#;
+        match first(created, 41) {
+            Err(Ended::Relist(why)) => {
+                assert!(why.contains("behind revision 40"), "{why}");
+                assert!(why.contains("--bump-revision"), "{why}");
+            }
+            Err(Ended::Cut(why)) => panic!("cut, not relisted: {why}"),
+            Ok(_) => panic!("a watch behind the copy was taken as current"),
+        }
+        // At or past what the copy has seen: an ordinary start.
+        for start in [8, 5, 1] {
+            assert!(matches!(first(created, start), Ok(None)), "start {start}");
+        }
+        // No header (or revision 0): nothing to compare, nothing concluded.
+        let bare = r#"{"result":{"created":true}}"#;
+        assert!(matches!(first(bare, 41), Ok(None)));
+        // Only the creation message is compared: a progress message's header
+        // is the revision at which it was sent, also current.
+        let progress = r#"{"result":{"header":{"revision":"7"}}}"#;
+        assert!(matches!(first(progress, 41), Ok(None)));
+    }
 }
