@@ -929,3 +929,130 @@ fn the_new_codes_have_their_names() {
     );
     assert_eq!(wid_abi_version(), 1);
 }
+
+/// The key-purpose calls (issue 40): WIT keys are only in the WIT key set;
+/// a verifier fed the JWKS cannot take a WIT, one fed the WIT key set can;
+/// a keyring without a WIT key signs no WIT and says how to make one;
+/// unknown purposes are refused and leave the outputs untouched.
+#[test]
+fn wit_keys_through_the_c_abi() {
+    let kr = keyring();
+    let jwks_of = |purpose: wid_key_purpose| -> serde_json::Value {
+        let mut out = empty();
+        expect(
+            unsafe { wid_keyring_jwks_purpose(kr, purpose, &mut out) },
+            WID_RESULT_OK,
+        );
+        serde_json::from_str(&take(&mut out)).unwrap()
+    };
+    let kids = |set: &serde_json::Value| -> Vec<String> {
+        set["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let bearer = jwks_of(WID_KEY_PURPOSE_BEARER);
+    let wit_set = jwks_of(WID_KEY_PURPOSE_WIT);
+    assert_eq!(kids(&bearer), ["ed", "es"]);
+    assert_eq!(kids(&wit_set), ["wit-ed", "wit-es"]);
+    let mut plain = empty();
+    expect(unsafe { wid_keyring_jwks(kr, &mut plain) }, WID_RESULT_OK);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&take(&mut plain)).unwrap(),
+        bearer,
+        "wid_keyring_jwks is the bearer key set"
+    );
+    // Unknown purposes: refused, outputs untouched.
+    let mut out = sentinel();
+    for bad in [0, 3, u32::MAX] {
+        expect(
+            unsafe { wid_keyring_jwks_purpose(kr, bad, &mut out) },
+            WID_RESULT_INVALID_ARGUMENT,
+        );
+        assert!(
+            last_error().contains("WID_KEY_PURPOSE_"),
+            "{}",
+            last_error()
+        );
+        expect(
+            unsafe { wid_keyring_rotate_purpose(kr, bad, WID_ALG_EDDSA, NOW, &mut out) },
+            WID_RESULT_INVALID_ARGUMENT,
+        );
+        assert!(is_sentinel(&out));
+    }
+
+    // A WIT, and verifiers fed each key set.
+    let key = generate(WID_ALG_ES256);
+    let request = request_for(&public_jwk(key));
+    let wit = issue_wit(kr, WID_ALG_ES256, &request).unwrap();
+    assert_eq!(common::identity::decode_segment(&wit, 0)["kid"], "wit-es");
+    let wpt = prove(key, &wit, TARGET, None, 60, NOW).unwrap();
+    for (purpose, set, want) in [
+        (WID_KEY_PURPOSE_BEARER, &bearer, WID_RESULT_UNKNOWN_KEY),
+        (WID_KEY_PURPOSE_WIT, &wit_set, WID_RESULT_OK),
+    ] {
+        let mut rp = null_mut();
+        expect(unsafe { wid_keyring_new(&mut rp) }, WID_RESULT_OK);
+        let json = set.to_string();
+        let mut n = 0usize;
+        expect(
+            unsafe {
+                wid_keyring_import_jwks_purpose(
+                    rp,
+                    purpose,
+                    json.as_ptr().cast(),
+                    json.len(),
+                    &mut n,
+                )
+            },
+            WID_RESULT_OK,
+        );
+        assert_eq!(n, 2);
+        let v = verifier(rp, &LIVE);
+        let got = verify_proof(v, &wit, &wpt, TARGET, None, NOW);
+        expect(got.err().unwrap_or(WID_RESULT_OK), want);
+        unsafe {
+            wid_verifier_free(v);
+            wid_keyring_free(rp);
+        }
+    }
+
+    // Bearer keys only: no WIT, and the message names the fix; then one.
+    let mut bearer_only = null_mut();
+    expect(unsafe { wid_keyring_new(&mut bearer_only) }, WID_RESULT_OK);
+    expect(
+        unsafe { wid_keyring_rotate_alg(bearer_only, WID_ALG_ES256, NOW, null_mut()) },
+        WID_RESULT_OK,
+    );
+    expect(
+        issue_wit(bearer_only, WID_ALG_ES256, &request).unwrap_err(),
+        WID_RESULT_NO_ACTIVE_KEY,
+    );
+    assert!(last_error().contains("--purpose wit"), "{}", last_error());
+    let mut kid = empty();
+    expect(
+        unsafe {
+            wid_keyring_rotate_purpose(
+                bearer_only,
+                WID_KEY_PURPOSE_WIT,
+                WID_ALG_ES256,
+                NOW,
+                &mut kid,
+            )
+        },
+        WID_RESULT_OK,
+    );
+    let kid = take(&mut kid);
+    let wit = issue_wit(bearer_only, WID_ALG_ES256, &request).unwrap();
+    assert_eq!(
+        common::identity::decode_segment(&wit, 0)["kid"],
+        kid.as_str()
+    );
+    unsafe {
+        wid_workload_key_free(key);
+        wid_keyring_free(bearer_only);
+        wid_keyring_free(kr);
+    }
+}
