@@ -1908,12 +1908,21 @@ static wid_keyring *keyring_for_wits(uint8_t start) {
     uint8_t m[32];
     fill_material(m, start);
     CHECK_OK(wid_keyring_new(&kr));
-    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_EDDSA, S("wit-ed"), m, sizeof m,
+    /* WITs are signed only by WIT keys; bearer keys beside them. */
+    CHECK_OK(wid_keyring_insert_purpose(kr, WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, S("wit-ed"), m,
+                                        sizeof m, WID_KEY_DERIVATION_HKDF_V1,
+                                        WID_KEY_STATE_ACTIVE, NOW));
+    CHECK_OK(wid_keyring_insert_purpose(kr, WID_KEY_PURPOSE_WIT, WID_ALG_ES256, S("wit-es"), m,
+                                        sizeof m, WID_KEY_DERIVATION_HKDF_V1,
+                                        WID_KEY_STATE_ACTIVE, NOW));
+    fill_material(m, (uint8_t)(start + 1));
+    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_EDDSA, S("bearer-ed"), m, sizeof m,
                                     WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW));
-    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_ES256, S("wit-es"), m, sizeof m,
+    CHECK_OK(wid_keyring_insert_alg(kr, WID_ALG_ES256, S("bearer-es"), m, sizeof m,
                                     WID_KEY_DERIVATION_HKDF_V1, WID_KEY_STATE_ACTIVE, NOW));
     return kr;
 }
+
 
 /* The sample task's request, encoded by wid_request.h, carrying the public
  * key of a workload key as its ProofKey (the members of its public JWK). */
@@ -1978,6 +1987,47 @@ static wid_result verify_proof(const wid_verifier *v, const wid_bytes *wit, cons
 /* Generate EdDSA and ES256 keys, issue WITs with both signers from a request
  * the C encoder built, prove, verify; a replay, a WIT used as a bearer
  * token, another target and a missing access token are refused. */
+/* Key purposes: WIT keys only in the WIT key set, bearer keys only in the
+ * JWKS; unknown purposes refused with the output untouched; a keyring with
+ * bearer keys only signs no WIT until a WIT key is rotated in. */
+static void test_key_purposes(void) {
+    wid_keyring *kr = keyring_for_wits(90), *bearer_only = NULL;
+    wid_workload_key *key = NULL;
+    struct proof_request req;
+    wid_bytes jwks = {NULL, 0}, wit_set = {NULL, 0}, wit = {NULL, 0}, kid = {NULL, 0};
+    wid_bytes out = sentinel_bytes();
+
+    CHECK_OK(wid_keyring_jwks(kr, &jwks));
+    CHECK_OK(wid_keyring_jwks_purpose(kr, WID_KEY_PURPOSE_WIT, &wit_set));
+    CHECK(bytes_contain(&jwks, "bearer-ed") && !bytes_contain(&jwks, "wit-"));
+    CHECK(bytes_contain(&wit_set, "\"wit-es\"") && !bytes_contain(&wit_set, "bearer-"));
+    CHECK_RC(wid_keyring_jwks_purpose(kr, 0, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_jwks_purpose(kr, 3, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_rotate_purpose(kr, 9, WID_ALG_EDDSA, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_jwks_purpose(NULL, WID_KEY_PURPOSE_WIT, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK(is_sentinel(&out));
+
+    CHECK_OK(wid_workload_key_generate(WID_ALG_ES256, &key));
+    proof_request_for(key, &req);
+    CHECK_OK(wid_keyring_new(&bearer_only));
+    CHECK_OK(wid_keyring_rotate_alg(bearer_only, WID_ALG_ES256, NOW, NULL));
+    CHECK_RC(wid_issue_wit(bearer_only, WID_ALG_ES256, req.buf, req.len, NULL, 0, S(TD), NOW, &out),
+             WID_RESULT_NO_ACTIVE_KEY);
+    CHECK(is_sentinel(&out));
+    CHECK_OK(wid_keyring_rotate_purpose(bearer_only, WID_KEY_PURPOSE_WIT, WID_ALG_ES256, NOW, &kid));
+    CHECK_OK(wid_issue_wit(bearer_only, WID_ALG_ES256, req.buf, req.len, NULL, 0, S(TD), NOW, &wit));
+    CHECK(wit.data != NULL && kid.data != NULL);
+
+    wid_bytes_free(&jwks);
+    wid_bytes_free(&wit_set);
+    wid_bytes_free(&wit);
+    wid_bytes_free(&kid);
+    wid_workload_key_free(key);
+    wid_keyring_free(bearer_only);
+    wid_keyring_free(kr);
+}
+
 static void test_proof_round_trip(void) {
     wid_keyring *kr = keyring_for_wits(60);
     struct lookup_ctx ctx;
@@ -4697,6 +4747,7 @@ int main(void) {
     test_spiffe_issuance();
     test_extra_claims_issuance();
     test_issuer_wits();
+    test_key_purposes();
     test_request_encoder_extra_fields();
     test_verifier_builder_arguments();
     test_verifier_builder_options();
