@@ -2420,7 +2420,20 @@ fn wit_keys_are_made_listed_and_published_apart() {
         "wit",
         "--json",
     ]);
-    assert_eq!(kids(&wit_set), [wit_kid.clone()]);
+    assert_eq!(kids(&wit_set), std::slice::from_ref(&wit_kid));
+    let bearer_bundle = json_out(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--format",
+        "spiffe",
+        "--json",
+    ]);
+    assert!(
+        !kids(&bearer_bundle).contains(&wit_kid),
+        "the JWT-SVID bundle holds a WIT key: {bearer_bundle}"
+    );
     let bundle = json_out(&[
         "keyring",
         "jwks",
@@ -2428,6 +2441,8 @@ fn wit_keys_are_made_listed_and_published_apart() {
         &ks,
         "--format",
         "spiffe",
+        "--purpose",
+        "wit",
         "--json",
     ]);
     let uses: Vec<(String, String)> = bundle["keys"]
@@ -2441,14 +2456,10 @@ fn wit_keys_are_made_listed_and_published_apart() {
             )
         })
         .collect();
-    assert!(
-        uses.contains(&(wit_kid.clone(), "wit-svid".into())),
+    assert_eq!(
+        uses,
+        [(wit_kid.clone(), "wit-svid".to_string())],
         "{bundle}"
-    );
-    assert!(
-        uses.iter()
-            .filter(|(_, u)| u == "jwt-svid")
-            .all(|(k, _)| *k != wit_kid)
     );
 
     let served = Served::start(&[
@@ -2463,7 +2474,7 @@ fn wit_keys_are_made_listed_and_published_apart() {
     assert!(!served_jwks.kids().contains(&wit_kid));
     let served_wit = served.get("/wit/jwks.json");
     assert_eq!(served_wit.status, 200);
-    assert_eq!(served_wit.kids(), [wit_kid.clone()]);
+    assert_eq!(served_wit.kids(), std::slice::from_ref(&wit_kid));
     assert!(served_wit.header("ETag").is_some());
     let discovery = served.get("/.well-known/openid-configuration").json();
     assert!(!discovery.to_string().contains("wit"), "{discovery}");

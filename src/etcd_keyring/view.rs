@@ -88,13 +88,16 @@ impl View {
     }
 }
 
-/// What makes a key pair: its algorithm, derivation, public key and (wrapped)
-/// material. A record whose state or times change keeps its digest, so the
-/// keyring keeps the key pair without unwrapping it again.
+/// What makes a key pair: its algorithm, purpose, derivation, public key and
+/// (wrapped) material. A record whose state or times change keeps its
+/// digest, so the keyring keeps the key pair without unwrapping it again; one
+/// whose purpose changed is looked at again (and refused: purposes are
+/// fixed).
 fn key_digest(k: &StoredKey) -> [u8; 32] {
     let mut h = Sha256::new();
     for part in [
         k.algorithm.as_bytes(),
+        k.purpose.as_deref().unwrap_or("").as_bytes(),
         k.derivation.as_bytes(),
         k.public_key.as_slice(),
         k.material.as_slice(),

@@ -66,6 +66,15 @@ pub(crate) fn watch_loop(weak: &Weak<Shared>) {
                 Counters::bump(&shared.counters.compactions);
                 need_list = true;
             }
+            Ended::WentBack(why) => {
+                // Counted (and logged) by the listing, which sees the
+                // revision go back.
+                log::info!(
+                    "replicated keyring at {}: {why}; listing again",
+                    shared.prefix
+                );
+                need_list = true;
+            }
             Ended::Cut(why) => {
                 if !shared.is_stopped() {
                     log::debug!("replicated keyring: watch ended: {why}");

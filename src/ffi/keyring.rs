@@ -389,10 +389,12 @@ pub unsafe extern "C" fn wid_keyring_jwks_purpose(
 const DEFAULT_SPIFFE_REFRESH_HINT_SECS: u64 = 300;
 
 /// The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
-/// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each bearer key a JWK of
-/// the JWKS with `"use":"jwt-svid"`, then each WIT key with
-/// `"use":"wit-svid"`. Only ES256 and RS256 keys are listed (neither SVID
-/// can be EdDSA), so a keyring of EdDSA keys gives `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+/// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
+/// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
+/// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
+/// `{"keys":[],...}`. WIT keys are never listed (some validators ignore
+/// `use`): `wid_keyring_jwks_purpose(kr, WID_KEY_PURPOSE_WIT, ...)` gives
+/// the WIT key set. `refresh_hint_secs` is how often validators should
 /// fetch the bundle again; 0 means the default, 300 (5 minutes).
 ///
 /// # Safety
@@ -411,7 +413,9 @@ pub unsafe extern "C" fn wid_keyring_spiffe_bundle(
             0 => DEFAULT_SPIFFE_REFRESH_HINT_SECS,
             n => n,
         };
-        let json = keyring.spiffe_bundle_json(std::time::Duration::from_secs(hint));
+        let json = keyring
+            .jwks()
+            .to_spiffe_bundle_json(std::time::Duration::from_secs(hint));
         // SAFETY: `out_json` is writable (checked non-NULL; the contract).
         unsafe {
             handle::out(out_json, "out_json", || {

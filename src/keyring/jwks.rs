@@ -448,14 +448,25 @@ fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Resul
 
 /// The purpose a JWK's `use` gives its key: a SPIFFE bundle's `jwt-svid`
 /// entries are bearer keys and its `wit-svid` entries WIT keys; `sig` (or no
-/// `use`) leaves it to the source (`default`). `None` for an entry that is no
-/// signing key (`enc`, or an unknown use).
-fn purpose_of_use(use_: Option<&str>, default: KeyPurpose) -> Option<KeyPurpose> {
+/// `use`) leaves it to the source (`default`). `Err` (why it is skipped) for
+/// an entry that is no signing key (`enc`, or an unknown use), and for a
+/// `jwt-svid` entry in a set read as WIT keys: a caller who asked for WIT
+/// keys never gets a key that verifies bearer tokens.
+fn purpose_of_use(
+    use_: Option<&str>,
+    default: KeyPurpose,
+) -> std::result::Result<KeyPurpose, String> {
     match use_ {
-        None | Some("sig") => Some(default),
-        Some("jwt-svid") => Some(KeyPurpose::Bearer),
-        Some("wit-svid") => Some(KeyPurpose::Wit),
-        Some(_) => None,
+        None | Some("sig") => Ok(default),
+        Some("jwt-svid") if default == KeyPurpose::Wit => {
+            Err("use is \"jwt-svid\", a JWT-SVID authority, in a set read as WIT keys".into())
+        }
+        Some("jwt-svid") => Ok(KeyPurpose::Bearer),
+        Some("wit-svid") => Ok(KeyPurpose::Wit),
+        Some(other) => Err(format!(
+            "use is {:?}, not \"sig\" (or a SPIFFE bundle's \"jwt-svid\" or \"wit-svid\")",
+            truncate_for_message(other)
+        )),
     }
 }
 
@@ -474,12 +485,12 @@ fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<Skippe
             kid: jwk.kid.clone(),
             reason,
         };
-        let Some(purpose) = purpose_of_use(jwk.use_.as_deref(), default) else {
-            skipped.push(skip(format!(
-                "use is {:?}, not \"sig\" (or a SPIFFE bundle's \"jwt-svid\" or \"wit-svid\")",
-                truncate_for_message(jwk.use_.as_deref().unwrap_or_default())
-            )));
-            continue;
+        let purpose = match purpose_of_use(jwk.use_.as_deref(), default) {
+            Ok(p) => p,
+            Err(why) => {
+                skipped.push(skip(why));
+                continue;
+            }
         };
         let alg = match jwk.kty.as_deref() {
             Some("OKP") => Algorithm::EdDsa,
@@ -546,9 +557,14 @@ impl Keyring {
         }
     }
 
-    /// The SPIFFE trust bundle of this keyring: its ES256/RS256 bearer keys
-    /// as `jwt-svid` entries and its ES256/RS256 WIT keys as `wit-svid`
-    /// entries (see [`Jwks::to_spiffe_bundle_json_with_wit`]).
+    /// The SPIFFE trust bundle of this keyring with both kinds of JWT
+    /// authority: its ES256/RS256 bearer keys as `jwt-svid` entries and its
+    /// ES256/RS256 WIT keys as `wit-svid` entries (see
+    /// [`Jwks::to_spiffe_bundle_json_with_wit`]). Give it only to validators
+    /// that honour `use`: one that ignores it would take a WIT key as a
+    /// JWT-SVID authority. `jwks().to_spiffe_bundle_json(..)` is the bundle
+    /// of JWT-SVID authorities alone, what `wid keyring jwks --format spiffe`
+    /// prints.
     pub fn spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
         self.jwks_for(KeyPurpose::Bearer)
             .to_spiffe_bundle_json_with_wit(&self.jwks_for(KeyPurpose::Wit), refresh_hint)

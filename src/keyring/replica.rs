@@ -114,6 +114,25 @@ impl Keyring {
                     ));
                     meta.state = KeyState::Deprecated;
                 }
+                // A key's purpose is fixed when it is made, and the KEK does
+                // not authenticate it: a record that changes it (someone
+                // with write access to etcd turning a WIT key into a bearer
+                // key, say) is not followed. The key is kept as it was made,
+                // deprecated (it verifies nothing, and deprecation is final
+                // here, so a later record cannot bring it back either).
+                if let Some(held) = inner.keys.get(&id) {
+                    let stored = stored_alg(keys, &id).1;
+                    if stored != Some(held.entry.purpose) && !next.keys.contains_key(&id) {
+                        problems.push(format!(
+                            "key {id} is a {} key and its record names another purpose: a key's purpose is fixed when it is made, so it is deprecated here",
+                            held.entry.purpose
+                        ));
+                        meta.state = KeyState::Deprecated;
+                        let entry = Arc::clone(&held.entry);
+                        next.keys.insert(id, Slot { entry, meta });
+                        continue;
+                    }
+                }
                 let entry = if known {
                     match inner.keys.get(&id) {
                         Some(slot)
@@ -252,6 +271,52 @@ mod tests {
 
     fn entry_ptr(kr: &Keyring, kid: &KeyId) -> *const super::super::KeyEntry {
         Arc::as_ptr(&kr.read().keys.get(kid).unwrap().entry)
+    }
+
+    #[test]
+    fn a_record_that_changes_a_keys_purpose_is_not_followed() {
+        // Someone who can write etcd (but has no KEK) drops `Purpose` from a
+        // WIT key's record: the copy must never publish the key as a bearer
+        // key, now or at any later listing.
+        let now = 1_700_000_000;
+        let source = Keyring::new();
+        let wit = source
+            .rotate_purpose(KeyPurpose::Wit, Algorithm::Es256, now)
+            .unwrap();
+        let replica = Keyring::new();
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &wit), KeyState::Active, false)])
+            .unwrap();
+        assert_eq!(
+            replica.active_id_for_purpose(KeyPurpose::Wit, Algorithm::Es256),
+            Some(wit.clone())
+        );
+        let mut flipped = stored(&source, &wit);
+        flipped.purpose = None;
+        for known in [false, true, false] {
+            let problems = replica
+                .replace_with_replica(&[with_state(flipped.clone(), KeyState::Active, known)])
+                .unwrap();
+            assert!(
+                problems.iter().any(|p| p.contains("purpose is fixed")),
+                "{problems:?}"
+            );
+            let info = replica.key_info(wit.as_str()).unwrap();
+            assert_eq!(
+                (info.purpose, info.state),
+                (KeyPurpose::Wit, KeyState::Deprecated)
+            );
+            assert!(replica.jwks().keys.is_empty(), "published as a bearer key");
+            assert!(replica.active_id_for(Algorithm::Es256).is_none());
+        }
+        // The record put back as it was: deprecation is final here.
+        replica
+            .replace_with_replica(&[with_state(stored(&source, &wit), KeyState::Active, false)])
+            .unwrap();
+        assert_eq!(
+            replica.key_info(wit.as_str()).unwrap().state,
+            KeyState::Deprecated
+        );
     }
 
     #[test]

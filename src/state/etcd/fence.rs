@@ -53,6 +53,11 @@ pub(super) fn run(shared: &Shared) {
                 if !current {
                     Shared::count(&shared.counters.checks_behind);
                 }
+                if cluster < seen {
+                    shared.note_error(format!(
+                        "etcd's revision went back from {seen} to {cluster} (a cluster restored from an older snapshot without --bump-revision?): answering from etcd, not memory, until the prefix is listed again"
+                    ));
+                }
             }
             Err(e) => {
                 Shared::count(&shared.counters.check_failures);

@@ -148,6 +148,15 @@ impl View {
         if !self.listed {
             return false;
         }
+        if cluster < seen {
+            // A linearizable read sent after the view reached `seen` cannot
+            // answer an older revision unless the cluster went back (restored
+            // from an older snapshot without --bump-revision): the view is
+            // ahead of etcd, not current. It answers nothing from memory
+            // until the watch lists the prefix again.
+            self.fresh_at = None;
+            return false;
+        }
         if self.revision >= cluster {
             self.proven(sent_at);
             return true;
@@ -313,6 +322,23 @@ mod tests {
         assert!(v.fence(10, 25, 2, 0, t1));
         assert_eq!(v.revision, 25);
         assert_eq!(v.fresh_at, Some(t1));
+    }
+
+    #[test]
+    fn a_cluster_behind_the_view_proves_nothing_and_stops_memory_answers() {
+        // The view reached 40; etcd, restored from an older snapshot, answers
+        // 12: the view is ahead of etcd, not current, even though nothing
+        // changed after 40 and the count matches.
+        let t0 = Instant::now();
+        let mut v = listed(&["a", "b"], 40, t0);
+        assert!(!v.fence(40, 12, 2, 0, t0));
+        assert_eq!(v.answer("a", t0, LAG), None);
+        assert_eq!(v.revision, 40);
+        // Listed again (the watch does it): current again.
+        let t1 = t0 + Duration::from_secs(1);
+        let mut again = listed(&["a"], 12, t1);
+        assert!(again.fence(12, 12, 1, 0, t1));
+        assert_eq!(again.answer("b", t1, LAG), Some(Ok(AllocState::Missing)));
     }
 
     #[test]

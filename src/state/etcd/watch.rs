@@ -64,6 +64,9 @@ pub(crate) enum Ended {
     /// The start revision was compacted, or the prefix outgrew the mirror:
     /// list again.
     Relist(String),
+    /// The cluster's revision is behind what the copy has seen (restored
+    /// from an older snapshot): list again.
+    WentBack(String),
     /// Cut, refused, timed out or closed: resume from the last revision.
     Cut(String),
 }
@@ -97,7 +100,7 @@ pub(super) fn run(shared: &Shared) {
         }
         let started = Instant::now();
         match watch_once(shared) {
-            Ended::Relist(why) => {
+            Ended::Relist(why) | Ended::WentBack(why) => {
                 shared.note_error(format!("{why}; listing again"));
                 need_list = true;
             }
@@ -256,7 +259,7 @@ pub(crate) fn next_events(
     }
     let seen = start.saturating_sub(1);
     if resp.created && resp.header.revision > 0 && resp.header.revision < seen {
-        return Err(Ended::Relist(format!(
+        return Err(Ended::WentBack(format!(
             "{endpoint}'s revision is {}, behind revision {seen} this copy has seen: the cluster went back (restored from an older snapshot without --bump-revision?)",
             resp.header.revision
         )));
@@ -344,11 +347,11 @@ mod tests {
         // int64 as strings.
         let created = r#"{"result":{"header":{"revision":"7"},"created":true}}"#;
         match first(created, 41) {
-            Err(Ended::Relist(why)) => {
+            Err(Ended::WentBack(why)) => {
                 assert!(why.contains("behind revision 40"), "{why}");
                 assert!(why.contains("--bump-revision"), "{why}");
             }
-            Err(Ended::Cut(why)) => panic!("cut, not relisted: {why}"),
+            Err(Ended::Cut(why) | Ended::Relist(why)) => panic!("not a reset: {why}"),
             Ok(_) => panic!("a watch behind the copy was taken as current"),
         }
         // At or past what the copy has seen: an ordinary start.

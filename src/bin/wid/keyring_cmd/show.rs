@@ -29,8 +29,9 @@ pub(crate) struct JwksArgs {
     /// `bearer`: the JWKS relying parties trust; `wit`: the WIT key set
     /// (`/wit/jwks.json`), for receivers of workload identity tokens only,
     /// never for a relying party that accepts bearer tokens. With --format
-    /// spiffe, bearer prints the whole bundle (jwt-svid and wit-svid
-    /// entries) and wit its wit-svid entries only.
+    /// spiffe, bearer prints the JWT-SVID authorities (use jwt-svid) and wit
+    /// the WIT-SVID authorities (use wit-svid), never both in one document
+    /// (a validator that ignores use would take one for the other).
     #[command(flatten)]
     purpose: PurposeArgs,
 }
@@ -160,18 +161,12 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
             let hint = a
                 .refresh_hint
                 .unwrap_or(std::time::Duration::from_secs(300));
-            let (bundle, held) = match purpose {
-                KeyPurpose::Bearer => {
-                    let wit = keyring.jwks_for(KeyPurpose::Wit);
-                    let held = jwks.keys.iter().chain(&wit.keys).any(|k| k.kty != "OKP");
-                    (jwks.to_spiffe_bundle_json_with_wit(&wit, hint), held)
-                }
-                _ => (
-                    workload_identity::Jwks { keys: Vec::new() }
-                        .to_spiffe_bundle_json_with_wit(&jwks, hint),
-                    jwks.keys.iter().any(|k| k.kty != "OKP"),
-                ),
+            let bundle = match purpose {
+                KeyPurpose::Bearer => jwks.to_spiffe_bundle_json(hint),
+                _ => workload_identity::Jwks { keys: Vec::new() }
+                    .to_spiffe_bundle_json_with_wit(&jwks, hint),
             };
+            let held = jwks.keys.iter().any(|k| k.kty != "OKP");
             if !held {
                 ctx.note(&format!("the bundle is empty: it holds ES256 and RS256 keys only (a JWT-SVID or WIT-SVID cannot be EdDSA); make one with `wid keyring rotate --alg ES256 --purpose {purpose}`"));
             }
