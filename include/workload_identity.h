@@ -945,10 +945,12 @@ wid_result wid_keyring_jwks_purpose(const struct wid_keyring *kr,
                                     struct wid_bytes *out_json);
 
 // The keyring's keys as a SPIFFE trust bundle's JWT authorities, as JSON:
-// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each bearer key a JWK of
-// the JWKS with `"use":"jwt-svid"`, then each WIT key with
-// `"use":"wit-svid"`. Only ES256 and RS256 keys are listed (neither SVID
-// can be EdDSA), so a keyring of EdDSA keys gives `{"keys":[],...}`. `refresh_hint_secs` is how often validators should
+// `{"keys":[...],"spiffe_refresh_hint":<secs>}`, each key a JWK of the
+// JWKS with `"use":"jwt-svid"`. Only ES256 and RS256 keys are listed (a
+// JWT-SVID cannot be EdDSA), so a keyring of EdDSA keys gives
+// `{"keys":[],...}`. WIT keys are never listed (some validators ignore
+// `use`): `wid_keyring_jwks_purpose(kr, WID_KEY_PURPOSE_WIT, ...)` gives
+// the WIT key set. `refresh_hint_secs` is how often validators should
 // fetch the bundle again; 0 means the default, 300 (5 minutes).
 //
 // # Safety
