@@ -715,7 +715,7 @@ fn refusals_have_their_own_codes() {
         stderr(&o)
     );
     assert!(
-        stderr(&o).contains("active keys for ES256"),
+        stderr(&o).contains("active bearer keys for ES256"),
         "{}",
         stderr(&o)
     );
@@ -817,7 +817,7 @@ fn plan_promote_deprecate() {
     ]);
     assert_eq!(
         plan["actions"],
-        serde_json::json!([{"action": "prepublish", "algorithm": "EdDSA", "publish_at": T0 + 720 * 3600}])
+        serde_json::json!([{"action": "prepublish", "algorithm": "EdDSA", "purpose": "bearer", "publish_at": T0 + 720 * 3600}])
     );
     let applied = json_out(&[
         "keyring",
@@ -2374,12 +2374,14 @@ fn wit_keys_are_made_listed_and_published_apart() {
     assert_eq!(header["typ"], "wit+jwt");
 
     let list = json_out(&["keyring", "list", "--keystore", &ks, "--json"]);
-    let purposes: Vec<(&str, &str)> = list["keys"]
+    let mut purposes: Vec<(&str, &str)> = list["keys"]
         .as_array()
         .unwrap()
         .iter()
         .map(|k| (k["purpose"].as_str().unwrap(), k["state"].as_str().unwrap()))
         .collect();
+    // Made in the same second: listed by key ID, a random UUID.
+    purposes.sort();
     assert_eq!(
         purposes,
         [("bearer", "active"), ("wit", "active")],
@@ -2490,4 +2492,51 @@ fn wit_keys_are_made_listed_and_published_apart() {
         "--json",
     ]);
     assert_ne!(o.status.code(), Some(0), "wid verify accepted a WIT");
+}
+
+/// An operator's typos in `wid issue --issuer` are refused as `wid serve`
+/// refuses them (issue 41): a token whose iss no relying party can match is
+/// never signed. No issuer at all is allowed, with a warning.
+#[test]
+fn issue_checks_the_issuer_as_serve_does() {
+    let s = Scratch::new();
+    let ks = s.path("keystore");
+    expect(&["keyring", "init", "--keystore", &ks], 0);
+    let req = s.write("req.json", request_json(r#""1h""#).as_bytes());
+    let issue = |issuer: Option<&str>| {
+        let mut a = vec!["issue", "--keystore", &ks, "--request", &req];
+        if let Some(i) = issuer {
+            a.extend(["--issuer", i]);
+        }
+        wid(&a)
+    };
+    for (bad, why) in [
+        ("htps://nomad.example.com", "must start with https://"),
+        ("nomad.example.com", "must start with https://"),
+        ("http://nomad.example.com", "http only to localhost"),
+        ("https://nomad.example.com?x=1", "must not have a query"),
+    ] {
+        let o = issue(Some(bad));
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{bad}: signed anyway");
+        assert!(stderr(&o).contains("--issuer"), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains(why), "{bad}: {}", stderr(&o));
+    }
+    for good in [
+        "https://nomad.example.com",
+        "https://nomad.example.com/tenant-a",
+        "http://127.0.0.1:4646",
+    ] {
+        let o = issue(Some(good));
+        assert_eq!(o.status.code(), Some(0), "{good}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("no --issuer"), "{}", stderr(&o));
+    }
+    let o = issue(None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no --issuer"), "{}", stderr(&o));
+    // A trailing slash is another issuer to a relying party: signed, with a
+    // warning.
+    let o = issue(Some("https://nomad.example.com/"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ends with a slash"), "{}", stderr(&o));
 }

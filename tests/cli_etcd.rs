@@ -687,6 +687,33 @@ fn refusals() {
     assert_eq!(recs.len(), 1);
     assert!(recs[0].wrapped.is_none());
 
+    // A typo in --etcd-prefix names an empty prefix: rotate, plan --apply
+    // and issue refuse it (exit 4) rather than make a second keyring or sign
+    // with nothing, and point at init.
+    let typo_prefix = "/wid-cli/refusalz/";
+    let typo = etcd_flags(std::slice::from_ref(&url), typo_prefix, &kek);
+    for a in [
+        args(&["keyring", "rotate"], &typo, &["--json"]),
+        args(&["keyring", "plan"], &typo, &["--apply", "--json"]),
+        args(&["issue"], &typo, &["--request", &req, "--json"]),
+    ] {
+        let o = expect(&a, 4);
+        let err = json_err(&o);
+        assert!(
+            err["message"].as_str().unwrap().contains(typo_prefix),
+            "{err}"
+        );
+        assert!(
+            err["hint"].as_str().unwrap().contains("wid keyring init"),
+            "{err}"
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    assert!(
+        records(&cluster, typo_prefix).is_empty(),
+        "a typo made a keyring"
+    );
+
     // A wrong KEK: refused by every command, nothing signed or served.
     let other = s.kek("other-kek");
     let wrong = etcd_flags(std::slice::from_ref(&url), prefix, &other);

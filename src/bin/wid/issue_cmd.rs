@@ -7,7 +7,7 @@ use workload_identity::{Algorithm, Issuer, ResultCode};
 
 use crate::etcd_args::StoreArgs;
 use crate::output::{Ctx, read_input, when};
-use crate::sources::parse_alg;
+use crate::sources::{bad_flag, parse_alg};
 use crate::{CliError, request};
 
 /// The largest request file read (the codec's own default limit).
@@ -59,6 +59,19 @@ const MAX_POLICY_BYTES: u64 = 1 << 20;
 fn issuer_for(a: &IssueArgs, keyring: workload_identity::Keyring) -> Result<Issuer, CliError> {
     let mut issuer = Issuer::new(keyring).algorithm(a.alg);
     if let Some(iss) = &a.issuer {
+        // The rules `wid serve --issuer` applies: a token whose iss no
+        // discovery document can name is refused by every relying party
+        // that binds an issuer, so a typo is caught here, not there.
+        if let Err(e) = workload_identity::OidcDiscovery::new(iss) {
+            let why = match e {
+                workload_identity::Error::InvalidArgument(ref inv) => inv
+                    .problems
+                    .first()
+                    .map_or_else(|| e.to_string(), |p| p.problem.clone()),
+                other => other.to_string(),
+            };
+            return Err(bad_flag("--issuer", why));
+        }
         issuer = issuer.issuer(iss);
     }
     if let Some(td) = &a.spiffe_trust_domain {
@@ -103,9 +116,19 @@ pub(crate) fn run(a: &IssueArgs, ctx: &Ctx) -> Result<(), CliError> {
     // With --etcd: opened with one linearizable read, so the copy is
     // current, and held open (watched) until the token is signed.
     let opened = a.store.open(ctx)?;
+    if let crate::etcd_args::Opened::Etcd(r) = &opened {
+        crate::keyring_cmd::refuse_empty_prefix(r, "issue")?;
+    }
     let keyring = opened.keyring();
     let source = a.store.flags();
     let issuer = issuer_for(a, keyring.clone())?;
+    match a.issuer.as_deref() {
+        None => ctx.note("no --issuer: the token carries no iss, and relying parties that bind an issuer (OpenBao's bound_issuer, AWS, GCP) refuse it"),
+        Some(iss) if iss.ends_with('/') => ctx.note(&format!(
+            "--issuer {iss:?} ends with a slash: relying parties compare iss exactly, so wid serve --issuer and every relying party must name it with the slash too"
+        )),
+        Some(_) => {}
+    }
     let now = ctx.now();
     let signed = issuer.issue(&req, now).map_err(|e| {
         let code = e.code();

@@ -28,6 +28,24 @@ pub(super) fn refuse_held_keys(r: &EtcdKeyring) -> Result<(), CliError> {
     .hint("wid keyring init never adds to a keyring that has keys: rotate it with `wid keyring rotate --etcd ...`, or choose another --etcd-prefix"))
 }
 
+/// Refuses `what` (rotate, plan --apply, issue) on an etcd prefix that holds
+/// no keyring: a typo in `--etcd-prefix` must not make a second keyring (or
+/// sign with nothing); a new one is made by `init`.
+pub(crate) fn refuse_empty_prefix(r: &EtcdKeyring, what: &str) -> Result<(), CliError> {
+    if !r.keyring().is_empty() {
+        return Ok(());
+    }
+    Err(CliError::new(
+        ResultCode::UnknownKey,
+        format!(
+            "the etcd prefix {} holds no keyring (no keys): refusing to {what}",
+            r.prefix()
+        ),
+    )
+    .hint("check --etcd-prefix (a typo names another, empty, prefix); a new replicated keyring is made with `wid keyring init --etcd ...`")
+    .exit(crate::Exit::Refused))
+}
+
 /// `EtcdKeyring::rotate`: the first key of `alg` active at once, otherwise
 /// a successor prepublished for the lead time (or the one already waiting).
 pub(super) fn rotate(

@@ -137,6 +137,9 @@ pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
         ));
     }
     let opened = a.store.open(ctx)?;
+    if let Opened::Etcd(r) = &opened {
+        etcd::refuse_empty_prefix(r, "rotate")?;
+    }
     let now = ctx.now();
     let pair = Pair::new(a.purpose.purpose, a.alg);
     let change = match &opened {
@@ -195,6 +198,9 @@ pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
             &json!({"now": now, "actions": described.iter().map(|(_, j)| j.clone()).collect::<Vec<_>>(), "applied": false, "next_key_switch": next}),
         );
         return Ok(());
+    }
+    if let Opened::Etcd(r) = &opened {
+        etcd::refuse_empty_prefix(r, "apply a plan")?;
     }
     if !ctx.json {
         outln!("{}", human.join("\n"));

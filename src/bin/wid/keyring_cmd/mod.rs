@@ -29,6 +29,7 @@ use clap::Subcommand;
 use crate::CliError;
 use crate::output::Ctx;
 
+pub(crate) use etcd::refuse_empty_prefix;
 pub(crate) use flags::PolicyArgs;
 
 #[derive(Debug, Subcommand)]
