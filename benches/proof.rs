@@ -42,16 +42,26 @@ mod common;
 const MATERIAL: [u8; 32] = [7; 32];
 const TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";
 
-/// The keyring of benches/identity.rs: one active EdDSA key (Nomad-style raw
-/// seed).
+/// The keyring of benches/identity.rs (one active EdDSA key, Nomad-style raw
+/// seed), and an EdDSA WIT key beside it: WITs are signed only by WIT keys.
 fn keyring() -> Keyring {
-    Keyring::from_keys([RootKey::new(
-        KeyId::new("bench-key").unwrap(),
-        KeyMaterial::from_slice(&MATERIAL).unwrap(),
-        KeyDerivation::NomadRawSeed,
-        KeyState::Active,
-        0,
-    )])
+    Keyring::from_keys([
+        RootKey::new(
+            KeyId::new("bench-key").unwrap(),
+            KeyMaterial::from_slice(&MATERIAL).unwrap(),
+            KeyDerivation::NomadRawSeed,
+            KeyState::Active,
+            0,
+        ),
+        RootKey::new(
+            KeyId::new("bench-wit-key").unwrap(),
+            KeyMaterial::from_slice(&MATERIAL).unwrap(),
+            KeyDerivation::NomadRawSeed,
+            KeyState::Active,
+            0,
+        )
+        .with_purpose(workload_identity::KeyPurpose::Wit),
+    ])
     .unwrap()
 }
 
