@@ -1055,3 +1055,43 @@ fn a_cluster_restored_from_an_older_snapshot_is_followed_never_served_as_current
         || actives(&kr.keyring(), Algorithm::EdDsa) == [d.to_string()],
     );
 }
+
+/// `rotate_now` (a compromised key replaced at once) cancels the successor
+/// prepublished for the replaced key (issue 41, item 5): left pending, it
+/// would take over from the new key when its time came (an operator saw the
+/// rotator promote the older pending key over the immediate one).
+#[test]
+fn an_immediate_rotation_cancels_the_pending_successor() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let url = cluster.url(0);
+    let kr = open(cluster.config_for(&url, &[&url]), "/wid-test/immediate/");
+    let now = unix_now();
+    let first = kr.rotate_now(Algorithm::Es256, now).unwrap();
+    let pending = kr.prepublish(Algorithm::Es256, now, now + 2).unwrap();
+    // A WIT key's pending successor is another pair's: left alone.
+    kr.rotate_now_purpose(KeyPurpose::Wit, Algorithm::Es256, now)
+        .unwrap();
+    let wit_pending = kr
+        .prepublish_purpose(KeyPurpose::Wit, Algorithm::Es256, now, now + 2)
+        .unwrap();
+    let replacement = kr.rotate_now(Algorithm::Es256, now).unwrap();
+    eventually("the copy holds the immediate rotation", LIMIT, || {
+        actives(&kr.keyring(), Algorithm::Es256).contains(&replacement.to_string())
+    });
+    let info = |kid: &workload_identity::KeyId| kr.keyring().key_info(kid.as_str()).unwrap();
+    assert_eq!(
+        info(&pending).state,
+        KeyState::Deprecated,
+        "the successor was not cancelled"
+    );
+    assert_eq!(info(&first).state, KeyState::Inactive);
+    assert_eq!(info(&wit_pending).state, KeyState::Prepublished);
+    // When the cancelled key's time comes, nothing replaces the new key.
+    let promoted = kr.promote_due(now + 3).unwrap_or_default();
+    assert!(!promoted.contains(&pending), "{promoted:?}");
+    assert_eq!(
+        kr.keyring().active_id_for(Algorithm::Es256),
+        Some(replacement)
+    );
+}

@@ -364,7 +364,7 @@ impl Shared {
     ) -> Result<KeyId> {
         let plan = self.plan();
         if plan.active(purpose, alg).is_none() {
-            return self.rotate_now_planned(&plan, fresh, purpose, alg, now, lease);
+            return self.rotate_now_planned(&plan, fresh, (purpose, alg), now, lease, false);
         }
         if let Some(pending) = plan
             .keys
@@ -378,27 +378,51 @@ impl Shared {
         self.prepublish_planned(&plan, fresh, now, publish_at, lease)
     }
 
-    /// See [`EtcdKeyring::rotate_now`].
+    /// See [`EtcdKeyring::rotate_now`]. With `cancel_pending`, the pair's
+    /// prepublished keys are deprecated in the same transaction (they never
+    /// signed): a key that replaces the active one at once must not itself
+    /// be replaced, when their time comes, by a successor planned for the
+    /// key it replaced.
     pub(crate) fn rotate_now_planned(
         &self,
         plan: &Plan,
         fresh: impl FnOnce(KeyState, i64) -> Result<RootKey>,
-        purpose: KeyPurpose,
-        alg: Algorithm,
+        (purpose, alg): (KeyPurpose, Algorithm),
         now: i64,
         lease: Option<i64>,
+        cancel_pending: bool,
     ) -> Result<KeyId> {
         let key = fresh(KeyState::Active, now)?.with_purpose(purpose);
         let id = key.id().clone();
         let mut writes = Vec::new();
         writes.extend(plan.retire_active(purpose, alg, now));
+        let mut cancelled = Vec::new();
+        if cancel_pending {
+            for k in plan.keys.values().map(|(_, k)| k) {
+                if of_pair(k, purpose, alg) && k.state == KeyState::Prepublished.name() {
+                    let mut gone = k.clone();
+                    gone.state = KeyState::Deprecated.name().into();
+                    gone.retired_time = now;
+                    cancelled.push(gone.id.clone());
+                    writes.push(Write::Update(gone));
+                }
+            }
+        }
         writes.push(Write::Create(self.new_record(&key)?));
-        self.commit(
-            plan,
-            writes,
-            lease,
-            &format!("rotating {alg} {purpose} to {id} now"),
-        )?;
+        let mut what = format!("rotating {alg} {purpose} to {id} now");
+        if !cancelled.is_empty() {
+            what.push_str(&format!(
+                ", cancelling the prepublished {}",
+                cancelled.join(", ")
+            ));
+        }
+        self.commit(plan, writes, lease, &what)?;
+        for kid in &cancelled {
+            log::info!(
+                "replicated keyring at {}: prepublished key {kid} cancelled (deprecated before it signed): {id} replaced the active {alg} {purpose} key at once",
+                self.prefix
+            );
+        }
         Ok(id)
     }
 
@@ -588,8 +612,10 @@ impl EtcdKeyring {
     /// compromised key out of signing now. Other processes sign with the new
     /// key as soon as the watch brings it (well under a second on a healthy
     /// cluster); a verifier that has not seen it yet waits for it (its key
-    /// wait, 1 s by default). Racing writers: one wins, the others get
-    /// `KeyringConflict`.
+    /// wait, 1 s by default). A successor of the replaced key that was still
+    /// prepublished is cancelled in the same transaction (deprecated: it
+    /// never signed), so it never takes over from the new key when its time
+    /// comes. Racing writers: one wins, the others get `KeyringConflict`.
     pub fn rotate_now(&self, alg: Algorithm, now: i64) -> Result<KeyId> {
         self.rotate_now_purpose(KeyPurpose::Bearer, alg, now)
     }
@@ -603,7 +629,14 @@ impl EtcdKeyring {
     ) -> Result<KeyId> {
         let s = self.shared();
         let plan = s.plan();
-        s.rotate_now_planned(&plan, generator(purpose, alg), purpose, alg, now, None)
+        s.rotate_now_planned(
+            &plan,
+            generator(purpose, alg),
+            (purpose, alg),
+            now,
+            None,
+            true,
+        )
     }
 
     /// [`EtcdKeyring::rotate_now`] fenced by an etcd lease: the change holds
@@ -616,10 +649,10 @@ impl EtcdKeyring {
         s.rotate_now_planned(
             &plan,
             generator(KeyPurpose::Bearer, alg),
-            KeyPurpose::Bearer,
-            alg,
+            (KeyPurpose::Bearer, alg),
             now,
             Some(lease),
+            true,
         )
     }
 

@@ -414,10 +414,10 @@ impl State {
                     s.rotate_now_planned(
                         &plan,
                         move |state, now| RootKey::generate_for(alg, state, now),
-                        purpose,
-                        alg,
+                        (purpose, alg),
                         now,
                         Some(lease),
+                        false,
                     )
                     .map(drop)
                 }

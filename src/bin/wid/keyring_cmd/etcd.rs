@@ -99,22 +99,37 @@ pub(super) fn rotate(
 }
 
 /// `wid keyring rotate --etcd --immediate`: replaces the active key of
-/// `alg` at once (`EtcdKeyring::rotate_now`).
+/// `alg` at once (`EtcdKeyring::rotate_now`), cancelling (deprecating) the
+/// successor that was prepublished for the replaced key, which never
+/// signed; both are reported.
 pub(super) fn rotate_now(
     r: &EtcdKeyring,
     alg: Pair,
     rsa: &RsaArgs,
     now: i64,
-) -> Result<Change, CliError> {
+) -> Result<Vec<Change>, CliError> {
     default_rsa_only(alg.alg, rsa, "rotate --immediate")?;
-    let previous = r.keyring().active_id_for_purpose(alg.purpose, alg.alg);
+    let kr = r.keyring();
+    let previous = kr.active_id_for_purpose(alg.purpose, alg.alg);
+    let pending: Vec<KeyId> = kr
+        .keys()
+        .into_iter()
+        .filter(|k| Pair::of(k) == alg && k.state == KeyState::Prepublished)
+        .map(|k| k.kid)
+        .collect();
     let kid = r.rotate_now_purpose(alg.purpose, alg.alg, now)?;
-    Ok(Change::Activated {
+    let mut changes = vec![Change::Activated {
         kid,
         alg,
         previous,
         how: "rotated at once",
-    })
+    }];
+    changes.extend(
+        pending
+            .into_iter()
+            .map(|kid| Change::Deprecated { kid, alg }),
+    );
+    Ok(changes)
 }
 
 /// A planned successor of `alg`, published for at least the lead time

@@ -142,11 +142,11 @@ pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
     }
     let now = ctx.now();
     let pair = Pair::new(a.purpose.purpose, a.alg);
-    let change = match &opened {
+    let changes = match &opened {
         Opened::Etcd(r) if a.immediate => etcd::rotate_now(r, pair, &a.rsa, now)?,
-        _ => rotate_key(&opened, pair, &a.rsa, now, "rotated")?,
+        _ => vec![rotate_key(&opened, pair, &a.rsa, now, "rotated")?],
     };
-    report(&opened, &a.store.custody, &[change], ctx)
+    report(&opened, &a.store.custody, &changes, ctx)
 }
 
 pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
