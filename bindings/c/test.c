@@ -2724,7 +2724,8 @@ static void test_spiffe_issuance(void) {
     CHECK(out.data != NULL && out.data[out.len] == '\0');
     CHECK(bytes_contain(&out, "\"use\":\"jwt-svid\""));
     CHECK(bytes_contain(&out, "\"spiffe_refresh_hint\":60"));
-    CHECK(bytes_contain(&out, "\"kid\":\"wit-es\"")); /* the rotated-out key still verifies */
+    CHECK(bytes_contain(&out, "\"kid\":\"bearer-es\"")); /* the rotated-out key still verifies */
+    CHECK(!bytes_contain(&out, "\"wit-es\"")); /* a WIT key is never a JWT-SVID authority */
     CHECK(bytes_contain(&out, "\"kty\":\"EC\""));
     CHECK(!bytes_contain(&out, "\"OKP\""));
     CHECK(!bytes_contain(&out, "\"use\":\"sig\""));
