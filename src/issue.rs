@@ -385,14 +385,18 @@ impl Issuer {
         // A WIT is signed only by a WIT key, a bearer token only by a bearer
         // key: a WIT is shown to every service its workload calls, so its
         // key must never verify where bearer tokens are accepted.
-        let purpose = match &req.proof_key {
+        // The request's and the issuer's faults are named before a missing
+        // key is; checked once, here.
+        let wit = match &req.proof_key {
             Some(proof_key) => {
-                // The request's and the issuer's faults are named before a
-                // missing key is.
-                self.wit_trust_domain(spiffe_id.is_some())?;
+                let td = self.wit_trust_domain(spiffe_id.is_some())?;
                 check_wit_request(req, proof_key)?;
-                KeyPurpose::Wit
+                Some((proof_key, td))
             }
+            None => None,
+        };
+        let purpose = match wit {
+            Some(_) => KeyPurpose::Wit,
             None => KeyPurpose::Bearer,
         };
         // The key is borrowed, not cloned: signers on other threads share it,
@@ -404,10 +408,10 @@ impl Issuer {
             if let Some(id) = &spiffe_id {
                 claims.subject = id.clone();
             }
-            let typ = match &req.proof_key {
+            let typ = match wit {
                 None => jwt::TokenType::Jwt,
-                Some(proof_key) => {
-                    self.make_wit(req, proof_key, &mut claims, now, spiffe_id.is_some())?;
+                Some((proof_key, td)) => {
+                    self.make_wit(req, proof_key, td, &mut claims, now)?;
                     jwt::TokenType::Wit
                 }
             };
@@ -505,16 +509,16 @@ impl Issuer {
     /// request's audience; a WIT is no bearer token for anyone), `exp`
     /// required and at most `max_wit_ttl` away, `cnf.jwk` the workload's
     /// checked public key.
+    /// `td` and the request were checked by [`Issuer::wit_trust_domain`] and
+    /// [`check_wit_request`].
     fn make_wit(
         &self,
         req: &IssueRequest,
         proof_key: &crate::model::ProofKey,
+        td: Option<&String>,
         claims: &mut Claims,
         now: i64,
-        spiffe: bool,
     ) -> Result<()> {
-        let td = self.wit_trust_domain(spiffe)?;
-        check_wit_request(req, proof_key)?;
         let ttl = req.identity.ttl.as_secs();
         let ttl = ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX));
         if let Some(td) = td {
@@ -560,10 +564,9 @@ fn check_wit_svid(algorithm: Algorithm, proof_key: &crate::model::ProofKey) -> R
             "is EdDSA, but a SPIFFE WIT-SVID must be signed with an RS, ES or PS algorithm (the WIT-SVID draft allows no EdDSA): sign it with ES256 or RS256 (Issuer::algorithm, wid issue --alg ES256) and a WIT key of that algorithm",
         ));
     }
-    if !(proof_key.alg.starts_with("ES")
-        || proof_key.alg.starts_with("RS")
-        || proof_key.alg.starts_with("PS"))
-    {
+    // Workload keys are EdDSA or ES256 (anything else is refused as an
+    // unusable ProofKey): EdDSA is the one a WIT-SVID cannot bind.
+    if proof_key.alg == Algorithm::EdDsa.name() {
         return Err(Error::invalid(
             "IssueRequest",
             "ProofKey.Alg",

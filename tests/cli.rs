@@ -2480,7 +2480,10 @@ fn wit_keys_are_made_listed_and_published_apart() {
     assert!(served_wit.header("ETag").is_some());
     let discovery = served.get("/.well-known/openid-configuration").json();
     assert!(!discovery.to_string().contains("wit"), "{discovery}");
-    // A relying party with the served JWKS cannot accept the WIT.
+    // wid verify refuses a WIT by its typ before any key is looked up (a
+    // relying party that ignores typ finds no key for it: the served JWKS
+    // holds none, asserted above; OpenBao, PyJWT and go-jose are tried in
+    // their own tests).
     let o = wid(&[
         "verify",
         &wit,
@@ -2492,6 +2495,12 @@ fn wit_keys_are_made_listed_and_published_apart() {
         "--json",
     ]);
     assert_ne!(o.status.code(), Some(0), "wid verify accepted a WIT");
+    assert_eq!(
+        json_err(&o)["code"],
+        "WID_RESULT_PROOF_REQUIRED",
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// An operator's typos in `wid issue --issuer` are refused as `wid serve`

@@ -561,9 +561,12 @@ mod tests {
     use crate::custody::KeyWrapper;
 
     /// A wrapper whose "plaintext" is the wrapped bytes, except that `b"empty"`
-    /// unwraps to nothing: a KMS answering wrongly, in a batch and alone.
+    /// unwraps to nothing: a KMS answering wrongly. Without `batch`, its
+    /// batch call always fails (so each key is unwrapped alone).
     #[derive(Debug)]
-    struct Echo;
+    struct Echo {
+        batch: bool,
+    }
 
     impl KeyWrapper for Echo {
         fn kind(&self) -> &str {
@@ -582,31 +585,17 @@ mod tests {
                 wrapped.to_vec()
             }))
         }
-    }
-
-    /// The same, with a batch call that always fails (so each key is
-    /// unwrapped alone).
-    #[derive(Debug)]
-    struct NoBatch;
-
-    impl KeyWrapper for NoBatch {
-        fn kind(&self) -> &str {
-            "echo"
-        }
-        fn kek_id(&self) -> &str {
-            "echo"
-        }
-        fn wrap(&self, material: &[u8], _: &[u8]) -> Result<Vec<u8>> {
-            Ok(material.to_vec())
-        }
-        fn unwrap(&self, wrapped: &[u8], aad: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
-            Echo.unwrap(wrapped, aad)
-        }
-        fn unwrap_many(&self, _: &[WrapItem<'_>]) -> Result<Vec<Zeroizing<Vec<u8>>>> {
-            Err(Error::KeyCustody {
-                custodian: "echo".into(),
-                reason: "no batch".into(),
-            })
+        fn unwrap_many(&self, items: &[WrapItem<'_>]) -> Result<Vec<Zeroizing<Vec<u8>>>> {
+            if !self.batch {
+                return Err(Error::KeyCustody {
+                    custodian: "echo".into(),
+                    reason: "no batch".into(),
+                });
+            }
+            items
+                .iter()
+                .map(|i| self.unwrap(i.bytes, i.associated_data))
+                .collect()
         }
     }
 
@@ -627,7 +616,10 @@ mod tests {
 
     #[test]
     fn an_empty_plaintext_is_refused_in_a_batch_as_alone() {
-        for wrapper in [&Echo as &dyn KeyWrapper, &NoBatch] {
+        for wrapper in [
+            &Echo { batch: true } as &dyn KeyWrapper,
+            &Echo { batch: false },
+        ] {
             let mut keys = vec![key("a", b"material-a"), key("b", b"empty")];
             let to_unwrap = vec![(0, b"aad-a".to_vec()), (1, b"aad-b".to_vec())];
             let failed = unwrap_all(wrapper, &mut keys, &to_unwrap);

@@ -124,37 +124,42 @@ impl Jwks {
     /// RS256 keys (a JWT-SVID cannot be EdDSA, so Ed25519 keys are left
     /// out), each with `"use":"jwt-svid"`, and `spiffe_refresh_hint` (how
     /// often, in seconds, a validator should fetch the bundle again; at
-    /// least 1). For a bundle with WIT keys too, see
-    /// [`Jwks::to_spiffe_bundle_json_with_wit`].
+    /// least 1).
     pub fn to_spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
-        self.to_spiffe_bundle_json_with_wit(&Jwks { keys: Vec::new() }, refresh_hint)
+        bundle_json(&[(self, "jwt-svid")], refresh_hint)
     }
 
-    /// [`Jwks::to_spiffe_bundle_json`] with `self` as the bearer (JWT-SVID)
-    /// keys and `wit` as the WIT key set: its ES256 and RS256 keys follow as
-    /// entries with `"use":"wit-svid"` (the SPIFFE WIT-SVID draft keeps WIT
-    /// keys apart from JWT-SVID keys; EdDSA is no WIT-SVID algorithm either).
-    pub fn to_spiffe_bundle_json_with_wit(&self, wit: &Jwks, refresh_hint: Duration) -> String {
-        #[derive(Serialize)]
-        struct Bundle {
-            keys: Vec<Jwk>,
-            spiffe_refresh_hint: u64,
-        }
-        let entries = |set: &Jwks, use_: &'static str| -> Vec<Jwk> {
+    /// The keys (a WIT key set) as a SPIFFE trust bundle's WIT-SVID
+    /// authorities: as [`Jwks::to_spiffe_bundle_json`], each with
+    /// `"use":"wit-svid"` (the SPIFFE WIT-SVID draft keeps WIT keys apart from
+    /// JWT-SVID keys; EdDSA is no WIT-SVID algorithm either).
+    pub fn to_wit_svid_bundle_json(&self, refresh_hint: Duration) -> String {
+        bundle_json(&[(self, "wit-svid")], refresh_hint)
+    }
+}
+
+/// A SPIFFE bundle of the ES256 and RS256 keys of each set, with its `use`.
+fn bundle_json(sets: &[(&Jwks, &'static str)], refresh_hint: Duration) -> String {
+    #[derive(Serialize)]
+    struct Bundle {
+        keys: Vec<Jwk>,
+        spiffe_refresh_hint: u64,
+    }
+    let keys = sets
+        .iter()
+        .flat_map(|(set, use_)| {
             set.keys
                 .iter()
                 .filter(|k| k.kty != "OKP")
                 .map(|k| Jwk { use_, ..k.clone() })
-                .collect()
-        };
-        let mut keys = entries(self, "jwt-svid");
-        keys.extend(entries(wit, "wit-svid"));
-        serde_json::to_string(&Bundle {
-            keys,
-            spiffe_refresh_hint: refresh_hint.as_secs().max(1),
         })
-        .unwrap_or_default()
-    }
+        .collect();
+    // Plain strings and an integer only: serialization cannot fail.
+    serde_json::to_string(&Bundle {
+        keys,
+        spiffe_refresh_hint: refresh_hint.as_secs().max(1),
+    })
+    .unwrap_or_default()
 }
 
 /// An OpenID Connect discovery document (`/.well-known/openid-configuration`)
@@ -560,14 +565,20 @@ impl Keyring {
     /// The SPIFFE trust bundle of this keyring with both kinds of JWT
     /// authority: its ES256/RS256 bearer keys as `jwt-svid` entries and its
     /// ES256/RS256 WIT keys as `wit-svid` entries (see
-    /// [`Jwks::to_spiffe_bundle_json_with_wit`]). Give it only to validators
+    /// [`Jwks::to_spiffe_bundle_json`], [`Jwks::to_wit_svid_bundle_json`]).
+    /// Give it only to validators
     /// that honour `use`: one that ignores it would take a WIT key as a
     /// JWT-SVID authority. `jwks().to_spiffe_bundle_json(..)` is the bundle
     /// of JWT-SVID authorities alone, what `wid keyring jwks --format spiffe`
     /// prints.
     pub fn spiffe_bundle_json(&self, refresh_hint: Duration) -> String {
-        self.jwks_for(KeyPurpose::Bearer)
-            .to_spiffe_bundle_json_with_wit(&self.jwks_for(KeyPurpose::Wit), refresh_hint)
+        bundle_json(
+            &[
+                (&self.jwks_for(KeyPurpose::Bearer), "jwt-svid"),
+                (&self.jwks_for(KeyPurpose::Wit), "wit-svid"),
+            ],
+            refresh_hint,
+        )
     }
 
     /// The OIDC discovery document for `issuer`, listing the algorithms of the

@@ -40,16 +40,9 @@ fn known_meta(k: &StoredKey) -> Result<Meta> {
     })
 }
 
-/// The stored algorithm name and purpose of `id` among `keys`.
-fn stored_alg<'a>(keys: &'a [ReplicaKey], id: &KeyId) -> (&'a str, Option<KeyPurpose>) {
-    keys.iter()
-        .find(|k| k.stored.id == id.as_str())
-        .map_or(("", None), |k| {
-            (
-                k.stored.algorithm.as_str(),
-                purpose_of(k.stored.purpose.as_deref()).ok(),
-            )
-        })
+/// A stored key's purpose (`None` for a value no purpose has).
+fn stored_purpose(k: &StoredKey) -> Option<KeyPurpose> {
+    purpose_of(k.purpose.as_deref()).ok()
 }
 
 /// One key of a replicated keyring, as its source stores it.
@@ -88,7 +81,7 @@ impl Keyring {
                 })
             };
             match built {
-                Ok((id, meta)) => metas.push((id, meta, k.known)),
+                Ok((id, meta)) => metas.push((id, meta, &k.stored, k.known)),
                 Err(e) => problems.push(format!(
                     "key {:?} left out: {e}",
                     crate::error::truncate_for_message(&k.stored.id)
@@ -98,7 +91,7 @@ impl Keyring {
         {
             let mut inner = self.write();
             let mut next = Inner::default();
-            for (id, mut meta, known) in metas {
+            for (id, mut meta, stored, known) in metas {
                 // Deprecation is final: no change of ours brings a key back,
                 // and the KEK does not authenticate a record's state, so a
                 // record that does is not followed here.
@@ -121,8 +114,9 @@ impl Keyring {
                 // deprecated (it verifies nothing, and deprecation is final
                 // here, so a later record cannot bring it back either).
                 if let Some(held) = inner.keys.get(&id) {
-                    let stored = stored_alg(keys, &id).1;
-                    if stored != Some(held.entry.purpose) && !next.keys.contains_key(&id) {
+                    if stored_purpose(stored) != Some(held.entry.purpose)
+                        && !next.keys.contains_key(&id)
+                    {
                         problems.push(format!(
                             "key {id} is a {} key and its record names another purpose: a key's purpose is fixed when it is made, so it is deprecated here",
                             held.entry.purpose
@@ -135,15 +129,14 @@ impl Keyring {
                 }
                 let entry = if known {
                     match inner.keys.get(&id) {
-                        Some(slot)
-                            if stored_alg(keys, &id)
-                                == (slot.entry.algorithm().name(), Some(slot.entry.purpose)) =>
-                        {
+                        // Its purpose matched above (a held key of another
+                        // purpose never gets here).
+                        Some(slot) if stored.algorithm == slot.entry.algorithm().name() => {
                             Arc::clone(&slot.entry)
                         }
                         _ => {
                             problems.push(format!(
-                                "key {id} left out: marked known, but this keyring does not hold it with that algorithm and purpose"
+                                "key {id} left out: marked known, but this keyring does not hold it with that algorithm"
                             ));
                             continue;
                         }

@@ -163,8 +163,7 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
                 .unwrap_or(std::time::Duration::from_secs(300));
             let bundle = match purpose {
                 KeyPurpose::Bearer => jwks.to_spiffe_bundle_json(hint),
-                _ => workload_identity::Jwks { keys: Vec::new() }
-                    .to_spiffe_bundle_json_with_wit(&jwks, hint),
+                _ => jwks.to_wit_svid_bundle_json(hint),
             };
             let held = jwks.keys.iter().any(|k| k.kty != "OKP");
             if !held {
