@@ -23,13 +23,24 @@ pub const ETCD: &str = "/usr/bin/etcd";
 pub const PREFIX: &str = "/wid-test";
 const UID_BASE: u32 = 61000;
 static CLUSTERS: AtomicU64 = AtomicU64::new(0);
+/// Held from picking a cluster's ports until its members listen on them, so
+/// two clusters starting at once in one test process never pick the same one.
+static STARTING: Mutex<()> = Mutex::new(());
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports(1)[0]
+}
+
+/// `n` distinct free loopback ports. Every listener is held until all are
+/// bound, so the kernel cannot hand the same ephemeral port out twice (a
+/// cluster once got `m1` and `m3` on one peer port and etcd refused to start).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 pub fn run(cmd: &str, args: &[&str]) -> bool {
@@ -233,12 +244,16 @@ impl Cluster {
             "https"
         };
         let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let starting = STARTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ports = free_ports(2 * size);
         let members: Vec<Member> = (1..=size as u32)
             .map(|i| Member {
                 name: format!("m{i}"),
                 uid: UID_BASE + (n as u32 % 100) * 10 + i,
-                client: free_port(),
-                peer: free_port(),
+                client: ports[2 * (i as usize - 1)],
+                peer: ports[2 * (i as usize - 1) + 1],
             })
             .collect();
         let initial = members
@@ -265,6 +280,7 @@ impl Cluster {
         for i in 0..size {
             cluster.wait_healthy(i);
         }
+        drop(starting);
         cluster
     }
 
