@@ -27,9 +27,25 @@ pub fn unix_now() -> i64 {
     SystemClock.now_ms().div_euclid(1000)
 }
 
+/// A duration as an operator writes it (and `wid`'s flags read it): `720h`,
+/// `1h30m`, `30s`, `250ms`, `0s` (see [`crate::model::GoDuration`]'s `Display`).
+pub(crate) fn span(d: std::time::Duration) -> String {
+    crate::model::GoDuration::from(d).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_as_flags_are_written() {
+        use std::time::Duration;
+        assert_eq!(span(Duration::from_secs(720 * 3600)), "720h");
+        assert_eq!(span(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(span(Duration::from_secs(30)), "30s");
+        assert_eq!(span(Duration::from_millis(250)), "250ms");
+        assert_eq!(span(Duration::ZERO), "0s");
+    }
 
     #[test]
     fn seconds_and_milliseconds_read_one_clock() {

@@ -399,6 +399,14 @@ impl Issuer {
             Some(_) => KeyPurpose::Wit,
             None => KeyPurpose::Bearer,
         };
+        // The keyring policy's longest TTL is a promise every issuer keeps.
+        let ttl = req.identity.ttl.as_secs();
+        let ttl = match wit {
+            Some(_) => Some(ttl.min(i64::try_from(self.max_wit_ttl.as_secs()).unwrap_or(i64::MAX))),
+            None => (ttl > 0).then_some(ttl),
+        };
+        self.keyring
+            .check_token_ttl(ttl, "IssueRequest", "Identity.TTL")?;
         // The key is borrowed, not cloned: signers on other threads share it,
         // and a lock or a reference count written on every signature would
         // be a cache line moving between their cores (issue 27).
@@ -477,6 +485,8 @@ impl Issuer {
         now: i64,
     ) -> Result<SignedIdentity> {
         req.validate()?;
+        self.keyring
+            .check_token_ttl(Some(req.ttl_secs()), "NodeIdentityRequest", "TTL")?;
         let node = &req.node;
         self.keyring
             .with_active(KeyPurpose::Bearer, algorithm, |key| {

@@ -167,10 +167,10 @@ pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
     ActiveKey, Algorithm, ExternalSigner, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks,
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeyDerivation, KeyId, KeyInfo,
-    KeyMaterial, KeyPurpose, KeyState, Keyring, KeystoreLoadOptions, MATERIAL_LEN, MAX_KEY_ID_LEN,
-    MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS, OidcDiscovery, PublicKey, RootKey, RotationAction,
-    RotationPolicy, RsaKeySize, SkippedJwk, VerifyingHandle, plan_rotation, plan_rotation_for,
-    plan_rotation_for_purpose,
+    KeyMaterial, KeyPurpose, KeyState, Keyring, KeyringPolicy, KeystoreLoadOptions, MATERIAL_LEN,
+    MAX_KEY_ID_LEN, MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS, OidcDiscovery, PolicyOverrides,
+    PublicKey, RootKey, RotationAction, RotationPolicy, RsaKeySize, SkippedJwk, VerifyingHandle,
+    plan_rotation, plan_rotation_for, plan_rotation_for_purpose,
 };
 pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 #[cfg(feature = "remote-jwks")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::view::{KEYS, ROTATOR, WRAPPING};
+use super::view::{KEYS, POLICY, ROTATOR, WRAPPING};
 use super::{Counters, EtcdKeyring, Shared};
 use crate::codec::{self, Bin};
 use crate::custody::{KeyWrapper, Wrapping};
@@ -24,6 +24,9 @@ pub(crate) struct Plan {
     pub(crate) revision: i64,
     pub(crate) keys: BTreeMap<String, (i64, StoredKey)>,
     wrapping_revision: i64,
+    /// The `policy` record's revision (0: none): a change planned under one
+    /// policy is not written under another.
+    policy_revision: i64,
 }
 
 /// Whether a stored key is of the (`purpose`, `alg`) pair (a record naming an
@@ -71,6 +74,8 @@ enum Write {
     Create(StoredKey),
     /// A key record removed.
     Delete(String),
+    /// The `policy` record written (its bytes).
+    Policy(Vec<u8>),
 }
 
 #[derive(Deserialize)]
@@ -140,6 +145,7 @@ impl Shared {
             revision: view.revision,
             keys: view.keys(),
             wrapping_revision: view.mod_revision(WRAPPING),
+            policy_revision: view.mod_revision(POLICY),
         }
     }
 
@@ -191,11 +197,17 @@ impl Shared {
                 "target": "MOD", "result": "LESS",
                 "mod_revision": (plan.revision + 1).to_string(),
             }),
-            // ... and the KEK is the one planned with.
+            // ... the KEK is the one planned with ...
             serde_json::json!({
                 "key": b64(self.key(WRAPPING)),
                 "target": "MOD", "result": "EQUAL",
                 "mod_revision": plan.wrapping_revision.to_string(),
+            }),
+            // ... and so is the policy.
+            serde_json::json!({
+                "key": b64(self.key(POLICY)),
+                "target": "MOD", "result": "EQUAL",
+                "mod_revision": plan.policy_revision.to_string(),
             }),
         ];
         if let Some(lease) = lease {
@@ -248,6 +260,13 @@ impl Shared {
                     success.push(serde_json::json!({"request_delete_range": {"key": b64(&key)}}));
                     deletes.push(key);
                 }
+                Write::Policy(bytes) => {
+                    let key = self.key(POLICY);
+                    success.push(serde_json::json!({"request_put": {
+                        "key": b64(&key), "value": b64(&bytes),
+                    }}));
+                    puts.push((key, zeroize::Zeroizing::new(bytes)));
+                }
             }
         }
         let body = serde_json::json!({"compare": compare, "success": success});
@@ -264,7 +283,7 @@ impl Shared {
                     ""
                 };
                 return Err(self.conflict(format!(
-                    "{what}: the keys changed after revision {}{or_lease}; nothing was written — plan again from the current keys",
+                    "{what}: the keys or the policy changed after revision {}{or_lease}; nothing was written — plan again from the current keys",
                     plan.revision
                 )));
             }
@@ -348,9 +367,14 @@ impl Shared {
         )))
     }
 
+    /// Writes the `policy` record, planned on `plan`.
+    pub(crate) fn commit_policy(&self, plan: &Plan, bytes: Vec<u8>, what: &str) -> Result<i64> {
+        self.commit(plan, vec![Write::Policy(bytes)], None, what)
+    }
+
     pub(crate) fn lead_secs(&self) -> i64 {
-        i64::try_from(self.settings.lead_time.as_secs()).unwrap_or(i64::MAX)
-            + i64::from(self.settings.lead_time.subsec_nanos() > 0)
+        i64::try_from(self.lead_time().as_secs()).unwrap_or(i64::MAX)
+            + i64::from(self.lead_time().subsec_nanos() > 0)
     }
 
     /// See [`EtcdKeyring::rotate`].
@@ -441,7 +465,7 @@ impl Shared {
                 "publish_at",
                 format!(
                     "{publish_at} is less than the lead time ({:?}) after now ({now}): every watcher must hold a key before it signs; expected {earliest} or later",
-                    self.settings.lead_time
+                    self.lead_time()
                 ),
             ));
         }
@@ -483,7 +507,7 @@ impl Shared {
                 // before a second boundary, cannot shorten the lead).
                 let since = k.create_time.saturating_add(self.lead_secs());
                 let seen_for = self.lock_view().first_seen.get(kid).map(|t| t.elapsed());
-                if now < since || seen_for.is_none_or(|d| d < self.settings.lead_time) {
+                if now < since || seen_for.is_none_or(|d| d < self.lead_time()) {
                     return Err(Error::invalid(
                         "EtcdKeyring",
                         "state",
@@ -491,7 +515,7 @@ impl Shared {
                             "cannot promote {kid} yet: it was published at {} (seen here for {:?}) and may sign only after the lead time ({:?}), when every watcher holds it; promote it at {since} or later",
                             k.create_time,
                             seen_for.unwrap_or_default(),
-                            self.settings.lead_time
+                            self.lead_time()
                         ),
                     ));
                 }
@@ -530,6 +554,24 @@ impl Shared {
         writes.push(Write::Update(new));
         self.commit(plan, writes, lease, &format!("promoting {kid}"))
             .map(drop)
+    }
+
+    pub(crate) fn remove_planned(&self, plan: &Plan, kid: &str, lease: Option<i64>) -> Result<()> {
+        let k = plan.get(kid)?;
+        if k.state == KeyState::Active.name() {
+            return Err(Error::invalid(
+                "EtcdKeyring",
+                "state",
+                format!("cannot remove {kid}: it is the active key; rotate first"),
+            ));
+        }
+        self.commit(
+            plan,
+            vec![Write::Delete(kid.to_string())],
+            lease,
+            &format!("removing {kid}"),
+        )
+        .map(drop)
     }
 
     pub(crate) fn deprecate_planned(
@@ -724,21 +766,7 @@ impl EtcdKeyring {
     pub fn remove(&self, kid: &str) -> Result<()> {
         let s = self.shared();
         let plan = s.plan();
-        let k = plan.get(kid)?;
-        if k.state == KeyState::Active.name() {
-            return Err(Error::invalid(
-                "EtcdKeyring",
-                "state",
-                format!("cannot remove {kid}: it is the active key; rotate first"),
-            ));
-        }
-        s.commit(
-            &plan,
-            vec![Write::Delete(kid.to_string())],
-            None,
-            &format!("removing {kid}"),
-        )
-        .map(drop)
+        s.remove_planned(&plan, kid, None)
     }
 
     /// Copies every key of `keyring` into an empty replicated keyring (one

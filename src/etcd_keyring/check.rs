@@ -101,7 +101,7 @@ fn enforce_planned_end(shared: &Shared) {
     }
     let now = crate::clock::unix_now();
     let threshold =
-        i64::try_from(shared.settings.policy.rotation_threshold.as_secs()).unwrap_or(i64::MAX);
+        i64::try_from(shared.rotation_policy().rotation_threshold.as_secs()).unwrap_or(i64::MAX);
     for info in shared.keyring.keys() {
         let pair = (info.purpose, info.algorithm);
         if info.state != KeyState::Active || view.stood_down.contains(&pair) {

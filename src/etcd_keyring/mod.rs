@@ -3,6 +3,7 @@
 
 mod change;
 mod check;
+mod policy;
 mod rotator;
 mod view;
 mod watch;
@@ -496,7 +497,7 @@ impl EtcdKeyring {
 
     /// The lead time a new key is published before it signs.
     pub fn lead_time(&self) -> Duration {
-        self.inner.shared.settings.lead_time
+        self.inner.shared.lead_time()
     }
 
     /// Reads the prefix again (linearizable) and makes the copy match it,

@@ -28,7 +28,10 @@ use crate::state::etcd::record::{Header, b64, int64};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RotatorOptions {
-    /// The rotation policy.
+    /// The rotation policy, for a keyring that stores none (a stored policy,
+    /// [`EtcdKeyring::set_policy`], always wins; one that contradicts a
+    /// policy given with [`RotatorOptions::new`] keeps the rotator from
+    /// starting).
     pub policy: RotationPolicy,
     /// The election lease's TTL (default 10 s; at least 2 s): how long a
     /// silent rotator keeps others from taking over.
@@ -39,10 +42,21 @@ pub struct RotatorOptions {
     /// Who this candidate is, stored in the `rotator` key (default
     /// `<hostname or "host">:<pid>`).
     pub identity: String,
+    /// The policy was given (not the stored one's stand-in).
+    policy_given: bool,
 }
 
 impl RotatorOptions {
-    /// Defaults for `policy`.
+    /// Defaults that follow the policy stored with the keyring (the
+    /// defaults of [`RotationPolicy::new`]`(None)` while none is stored).
+    pub fn stored_policy() -> RotatorOptions {
+        let mut o = RotatorOptions::new(RotationPolicy::new(None));
+        o.policy_given = false;
+        o
+    }
+
+    /// Defaults for `policy`. If the keyring stores a policy with other
+    /// thresholds, [`EtcdKeyring::start_rotator`] refuses these options.
     pub fn new(policy: RotationPolicy) -> RotatorOptions {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
@@ -54,6 +68,7 @@ impl RotatorOptions {
             lease_ttl: Duration::from_secs(10),
             interval: Duration::from_secs(1),
             identity: format!("{host}:{}", std::process::id()),
+            policy_given: true,
         }
     }
 
@@ -398,7 +413,11 @@ impl State {
             }
         }
         let keys = s.keyring.keys();
-        for action in plan_rotation(&keys, now, &self.options.policy) {
+        let policy = match s.stored_policy() {
+            Some(p) => p.rotation_policy(),
+            None => self.options.policy,
+        };
+        for action in plan_rotation(&keys, now, &policy) {
             if !self.holds() {
                 return;
             }
@@ -444,7 +463,7 @@ impl State {
                         .lock_view()
                         .first_seen
                         .get(kid.as_str())
-                        .is_some_and(|t| t.elapsed() >= s.settings.lead_time);
+                        .is_some_and(|t| t.elapsed() >= s.lead_time());
                     let ready = seen_long_enough
                         && keys.iter().any(|k| {
                             k.kid == *kid
@@ -479,15 +498,78 @@ impl State {
                 }
             }
         }
+        self.remove_retained(lease, now);
+    }
+
+    /// Removes deprecated keys the stored policy no longer keeps: every
+    /// token they signed expired (their retired time + `LongestTTL` + the
+    /// leeway) and this process has seen them deprecated for `Retention`.
+    /// Nothing without a stored policy, a known longest TTL or a known
+    /// retired time.
+    fn remove_retained(&self, lease: i64, now: i64) {
+        let s = &self.shared;
+        let Some(policy) = s.stored_policy() else {
+            return;
+        };
+        let due: Vec<String> = {
+            let v = s.lock_view();
+            s.keyring
+                .keys()
+                .into_iter()
+                .filter(|k| k.state == KeyState::Deprecated)
+                .filter(|k| {
+                    policy
+                        .deprecate_after(k.retired_time)
+                        .is_some_and(|t| t <= now)
+                })
+                .filter(|k| {
+                    v.deprecated_seen
+                        .get(k.kid.as_str())
+                        .is_some_and(|t| t.elapsed() >= policy.retention)
+                })
+                .map(|k| k.kid.as_str().to_string())
+                .collect()
+        };
+        for kid in due {
+            if !self.holds() {
+                return;
+            }
+            let plan = s.plan();
+            match s.remove_planned(&plan, &kid, Some(lease)) {
+                Ok(()) => {
+                    self.actions.fetch_add(1, Ordering::Relaxed);
+                    log::info!(
+                        "keyring rotator {}: removed deprecated key {kid}: kept for the policy's retention ({}) after every token it signed expired",
+                        self.options.identity,
+                        crate::clock::span(policy.retention)
+                    );
+                }
+                Err(e) => {
+                    self.actions_failed.fetch_add(1, Ordering::Relaxed);
+                    self.note(format!("removing {kid}: {e}"));
+                    return;
+                }
+            }
+        }
     }
 }
 
 impl EtcdKeyring {
     /// Starts a rotation candidate in this process: it campaigns for the
-    /// `rotator` key, and while elected runs `options.policy` every
-    /// interval (promotions wait for the lead time). Run one in every server
+    /// `rotator` key, and while elected runs the stored policy (or, with
+    /// none stored, `options.policy`) every interval (promotions wait for
+    /// the lead time; deprecated keys are removed after the stored policy's
+    /// retention). Refused (`InvalidArgument`, naming the values) when the
+    /// options give a policy that contradicts the stored one: use
+    /// [`RotatorOptions::stored_policy`] to follow whatever is stored. Run one in every server
     /// that may rotate; exactly one acts at a time.
     pub fn start_rotator(&self, options: RotatorOptions) -> Result<Rotator> {
+        if options.policy_given {
+            self.check_policy(
+                &crate::keyring::PolicyOverrides::of_rotation(&options.policy),
+                |field| format!("RotatorOptions policy {field}"),
+            )?;
+        }
         if options.identity.is_empty() {
             return Err(Error::invalid(
                 "RotatorOptions",

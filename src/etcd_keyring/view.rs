@@ -22,6 +22,8 @@ pub(crate) const KEYS: &str = "keys/";
 pub(crate) const WRAPPING: &str = "wrapping";
 /// The suffix of the election key.
 pub(crate) const ROTATOR: &str = "rotator";
+/// The suffix of the policy record.
+pub(crate) const POLICY: &str = "policy";
 
 /// One record under the prefix.
 #[derive(Clone)]
@@ -50,6 +52,9 @@ pub(crate) struct View {
     /// When each key ID first appeared in this copy (monotonic): a key may
     /// be promoted only a lead time after it could have reached everyone.
     pub(crate) first_seen: HashMap<String, Instant>,
+    /// When each deprecated key was first seen deprecated here (monotonic):
+    /// the rotator removes a key only a `Retention` after that.
+    pub(crate) deprecated_seen: HashMap<String, Instant>,
     /// Some record could not be unwrapped (the KMS did not answer, say):
     /// the check thread syncs again until it can.
     pub(crate) pending_retry: bool,
@@ -500,6 +505,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
             ));
         }
     }
+    super::policy::adopt(shared, view, &mut problems);
     let now = Instant::now();
     let ids: Vec<String> = view
         .entries
@@ -509,6 +515,17 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
     view.first_seen.retain(|k, _| ids.contains(k));
     for id in ids {
         view.first_seen.entry(id).or_insert(now);
+    }
+    let deprecated: Vec<String> = shared
+        .keyring
+        .keys()
+        .into_iter()
+        .filter(|k| k.state == crate::keyring::KeyState::Deprecated)
+        .map(|k| k.kid.as_str().to_string())
+        .collect();
+    view.deprecated_seen.retain(|k, _| deprecated.contains(k));
+    for id in deprecated {
+        view.deprecated_seen.entry(id).or_insert(now);
     }
     // Keys stood down while cut off stay down until the copy is proven
     // current again (a change that arrives is not proof the copy is whole).

@@ -16,6 +16,10 @@
 //! (Unix seconds), and `Purpose` (`wit` for a key that signs WITs only;
 //! absent for a bearer key, as in every keystore written before purposes
 //! existed, which therefore loads unchanged; any other value is refused).
+//! When the keyring has a policy ([`super::KeyringPolicy`]), the body also
+//! holds `Policy`: the map of the replicated keyring's `policy` record
+//! (`RotationThreshold`, `LongestTTL`, `LeadTime`, `Retention`, Go
+//! durations); a body without it loads with no policy.
 //!
 //! # Version 3: wrapped keys
 //!
@@ -86,6 +90,9 @@ wire_struct! {
         /// Which KEK wrapped the keys (version 3 only).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub(crate) wrapping: Option<Wrapping> => "Wrapping",
+        /// The keyring's policy ([`super::KeyringPolicy`]), when one is set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) policy: Option<super::PolicyRecord> => "Policy",
     }
 }
 
@@ -493,6 +500,7 @@ impl Keyring {
             Body {
                 keys,
                 wrapping: None,
+                policy: self.policy().map(super::KeyringPolicy::record),
             },
             hint,
         )
@@ -735,6 +743,11 @@ impl Keyring {
             .wrapping
             .as_ref()
             .map(|w| (w.kind.clone(), w.kek_id.clone()));
+        let policy = body
+            .policy
+            .as_ref()
+            .map(|p| super::KeyringPolicy::from_parts(p, "Policy"))
+            .transpose()?;
         let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
         let entries = body
             .keys
@@ -744,6 +757,7 @@ impl Keyring {
             .collect::<Result<Vec<_>>>()?;
         let kr = Keyring::new();
         kr.insert_entries(entries)?;
+        kr.adopt_policy(policy);
         if version >= KEYSTORE_VERSION {
             *kr.shared
                 .wrapped_by
@@ -783,6 +797,7 @@ mod tests {
                 purpose: None,
             }],
             wrapping: None,
+            policy: None,
         };
         ENVELOPE.encode_as(2, &body, 512).unwrap().to_vec()
     }

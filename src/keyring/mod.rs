@@ -27,6 +27,7 @@ mod root_key;
 pub(crate) mod sigcheck;
 mod signer;
 mod spki;
+mod stored_policy;
 mod vartime_table;
 
 use std::borrow::Borrow;
@@ -67,6 +68,8 @@ pub use root_key::{
 };
 pub use signer::HKDF_P256_SALT;
 use signer::Signer;
+pub(crate) use stored_policy::PolicyRecord;
+pub use stored_policy::{KeyringPolicy, PolicyOverrides};
 
 impl Borrow<str> for KeyId {
     fn borrow(&self) -> &str {
@@ -151,6 +154,11 @@ struct Shared {
     /// changes are refused, as the next change from the source would undo
     /// them.
     replica_of: std::sync::OnceLock<String>,
+    /// The policy stored with the keys (see [`KeyringPolicy`]).
+    policy: RwLock<Option<KeyringPolicy>>,
+    /// Its longest token TTL in seconds, read by every issue without a lock
+    /// (`u64::MAX`: no promise).
+    longest_ttl: AtomicU64,
 }
 
 /// See [`Keyring::on_unknown_key`].
@@ -428,6 +436,8 @@ impl Keyring {
                 unknown_key_hook: RwLock::new(None),
                 wrapped_by: Mutex::new(None),
                 replica_of: std::sync::OnceLock::new(),
+                policy: RwLock::new(None),
+                longest_ttl: AtomicU64::new(u64::MAX),
             }),
         }
     }

@@ -58,6 +58,34 @@ impl GoDuration {
     }
 }
 
+/// As an operator writes a duration (and `wid`'s flags read it): `720h`,
+/// `1h30m`, `30s`, `250ms`, `0s`, `-5s`; sub-millisecond remainders are left
+/// out of durations of a second or more.
+impl std::fmt::Display for GoDuration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        if n < 0 {
+            f.write_str("-")?;
+        }
+        let abs = n.unsigned_abs();
+        let secs = abs / 1_000_000_000;
+        let sub = abs % 1_000_000_000;
+        if secs == 0 {
+            return match sub {
+                0 => f.write_str("0s"),
+                s if s % 1_000_000 == 0 => write!(f, "{}ms", s / 1_000_000),
+                s => write!(f, "{s}ns"),
+            };
+        }
+        for (v, unit) in [(secs / 3600, "h"), (secs / 60 % 60, "m"), (secs % 60, "s")] {
+            if v > 0 {
+                write!(f, "{v}{unit}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl From<std::time::Duration> for GoDuration {
     fn from(d: std::time::Duration) -> GoDuration {
         GoDuration(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

@@ -380,27 +380,40 @@ impl StoreArgs {
     }
 
     /// Opens what the flags name (clap has made sure exactly one was
-    /// given); `policy` is the rotation policy whose threshold bounds how
-    /// long a replicated copy cut off from etcd keeps signing.
+    /// given); `policy` holds the rotation policy flags (the threshold bounds
+    /// how long a replicated copy cut off from etcd keeps signing). A
+    /// keyring that stores its policy refuses policy flags (and
+    /// `--etcd-lead-time`) with other values, naming each flag and the
+    /// stored value.
     pub(crate) fn open_with_policy(
         &self,
-        policy: Option<RotationPolicy>,
+        policy: Option<&crate::keyring_cmd::PolicyArgs>,
         ctx: &Ctx,
     ) -> Result<Opened, CliError> {
         self.etcd.refuse_without_etcd()?;
-        match &self.keystore {
-            Some(path) => Ok(Opened::File {
+        let rotation = policy.map(crate::keyring_cmd::PolicyArgs::policy);
+        let opened = match &self.keystore {
+            Some(path) => Opened::File {
                 path: path.clone(),
                 keyring: load_keystore(path, &self.custody)?,
-            }),
+            },
             None if self.etcd.given() => {
-                Ok(Opened::Etcd(self.etcd.open(&self.custody, policy, ctx)?))
+                Opened::Etcd(self.etcd.open(&self.custody, rotation, ctx)?)
             }
-            None => Err(bad_flag(
-                "--keystore",
-                "or --etcd is required: where the keys are",
-            )),
-        }
+            None => {
+                return Err(bad_flag(
+                    "--keystore",
+                    "or --etcd is required: where the keys are",
+                ));
+            }
+        };
+        let mut given = policy.map_or_else(
+            workload_identity::PolicyOverrides::none,
+            crate::keyring_cmd::PolicyArgs::overrides,
+        );
+        given.lead_time = self.etcd.etcd_lead_time;
+        opened.refuse_other_policy(&given)?;
+        Ok(opened)
     }
 
     /// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
@@ -413,6 +426,45 @@ impl StoreArgs {
 }
 
 impl Opened {
+    /// Refuses flags that contradict the policy stored with the keys.
+    pub(crate) fn refuse_other_policy(
+        &self,
+        given: &workload_identity::PolicyOverrides,
+    ) -> Result<(), CliError> {
+        let Some(stored) = self.keyring().policy() else {
+            return Ok(());
+        };
+        let diffs = stored.differences(given);
+        let Some((first, _)) = diffs.first() else {
+            return Ok(());
+        };
+        let named: Vec<String> = diffs
+            .iter()
+            .map(|(field, value)| {
+                format!(
+                    "{} differs from the stored {field} ({value})",
+                    crate::keyring_cmd::policy_flag(field)
+                )
+            })
+            .collect();
+        Err(bad_flag(
+            crate::keyring_cmd::policy_flag(first),
+            format!(
+                "the keyring stores its policy, and every process of it follows that policy: {}",
+                named.join("; ")
+            ),
+        )
+        .hint("drop the flag (the stored value applies), or change the policy for every process with `wid keyring policy set`; `wid keyring policy show` prints it"))
+    }
+
+    /// The rotation policy in force: the stored one, else `fallback` (the
+    /// flags').
+    pub(crate) fn rotation_policy(&self, fallback: RotationPolicy) -> RotationPolicy {
+        self.keyring()
+            .policy()
+            .map_or(fallback, |p| p.rotation_policy())
+    }
+
     /// The keyring to read, sign and verify with.
     pub(crate) fn keyring(&self) -> Keyring {
         match self {

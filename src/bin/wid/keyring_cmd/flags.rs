@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use workload_identity::{Algorithm, KeyPurpose, RotationPolicy, RsaKeySize};
+use workload_identity::{Algorithm, KeyPurpose, PolicyOverrides, RotationPolicy, RsaKeySize};
 
 use crate::CliError;
 use crate::output::parse_duration;
@@ -31,18 +31,45 @@ impl RsaArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct PolicyArgs {
-    /// How long a key signs before its successor takes over.
-    #[arg(long, value_name = "DURATION", default_value = "720h", value_parser = parse_duration)]
-    rotation_threshold: Duration,
+    /// How long a key signs before its successor takes over (default 720h).
+    /// A keyring that stores its policy (`wid keyring policy set`) refuses
+    /// another value.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rotation_threshold: Option<Duration>,
     /// The longest TTL of the tokens in use. Unset: tokens without exp may be
-    /// in use, so no key is ever planned for deprecation.
+    /// in use, so no key is ever planned for deprecation. A keyring that
+    /// stores its policy refuses another value.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     longest_ttl: Option<Duration>,
 }
 
+/// The default rotation threshold.
+pub(crate) const DEFAULT_THRESHOLD: Duration = Duration::from_secs(720 * 3600);
+
 impl PolicyArgs {
+    /// The policy the flags give (defaults for what they leave out), for a
+    /// keyring that stores none.
     pub(crate) fn policy(&self) -> RotationPolicy {
-        RotationPolicy::new(self.longest_ttl).rotation_threshold(self.rotation_threshold)
+        RotationPolicy::new(self.longest_ttl)
+            .rotation_threshold(self.rotation_threshold.unwrap_or(DEFAULT_THRESHOLD))
+    }
+
+    /// The values given, to compare with a stored policy.
+    pub(crate) fn overrides(&self) -> PolicyOverrides {
+        let mut o = PolicyOverrides::none();
+        o.rotation_threshold = self.rotation_threshold;
+        o.longest_token_ttl = self.longest_ttl.map(Some);
+        o
+    }
+}
+
+/// The flag that gives each policy field.
+pub(crate) fn policy_flag(field: &str) -> &'static str {
+    match field {
+        "RotationThreshold" => "--rotation-threshold",
+        "LongestTTL" => "--longest-ttl",
+        "LeadTime" => "--etcd-lead-time",
+        _ => "--retention",
     }
 }
 

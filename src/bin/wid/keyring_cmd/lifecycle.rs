@@ -150,10 +150,10 @@ pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let opened = a.store.open(ctx)?;
+    let opened = a.store.open_with_policy(Some(&a.policy), ctx)?;
     let keyring = opened.keyring();
     let now = ctx.now();
-    let policy = a.policy.policy();
+    let policy = opened.rotation_policy(a.policy.policy());
     let keys: Vec<workload_identity::KeyInfo> = keyring
         .keys()
         .into_iter()

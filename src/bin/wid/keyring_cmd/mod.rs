@@ -22,6 +22,7 @@ mod file;
 mod flags;
 mod lifecycle;
 mod migrate;
+mod policy;
 mod show;
 
 use clap::Subcommand;
@@ -30,7 +31,7 @@ use crate::CliError;
 use crate::output::Ctx;
 
 pub(crate) use etcd::refuse_empty_prefix;
-pub(crate) use flags::PolicyArgs;
+pub(crate) use flags::{PolicyArgs, policy_flag};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum KeyringCommand {
@@ -82,6 +83,11 @@ pub(crate) enum KeyringCommand {
     /// Make a new KEK file (32 random bytes, base64, mode 0600) for --kek-file;
     /// never replaces an existing file.
     GenerateKek(custody::GenerateKekArgs),
+    /// Show or set the policy stored with the keys (rotation threshold,
+    /// longest token TTL, lead time, retention), which every process of the
+    /// keyring follows.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
@@ -100,5 +106,6 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Unwrap(a) => custody::unwrap(&a, ctx),
         KeyringCommand::Rewrap(a) => custody::rewrap(&a, ctx),
         KeyringCommand::GenerateKek(a) => custody::generate_kek(&a, ctx),
+        KeyringCommand::Policy(c) => policy::run(&c, ctx),
     }
 }

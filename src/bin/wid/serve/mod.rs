@@ -338,9 +338,14 @@ impl Server {
                 return (Arc::clone(d), error);
             }
         }
+        // The policy stored with the keys, as it is now (it may be changed
+        // while this server runs), else the flags'.
+        let policy = keyring
+            .policy()
+            .map_or(self.policy, |p| p.rotation_policy());
         let timing = (
-            keyring.jwks_max_age(now, &self.policy).as_secs(),
-            keyring.next_key_switch(now, &self.policy),
+            keyring.jwks_max_age(now, &policy).as_secs(),
+            keyring.next_key_switch(now, &policy),
         );
         let docs = match cached.as_ref() {
             // The keys are the same: only the timing moved on.
@@ -457,8 +462,11 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             "applies with --etcd only: it rotates the replicated keyring",
         ));
     }
+    let opened = a.store.open_with_policy(Some(&a.policy), ctx)?;
+    // A policy stored with the keys wins (flags that contradict it were
+    // refused); the flags' applies to a keyring that stores none.
     let policy = a.policy.policy();
-    let opened = a.store.open_with_policy(Some(policy), ctx)?;
+    let follows_stored = opened.keyring().policy().is_some();
     let keyring = opened.keyring();
     if let Some(issuer) = &a.issuer {
         if issuer.starts_with("http://") {
@@ -525,7 +533,11 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         }
         Opened::Etcd(replicated) => {
             let rotator = if a.rotator {
-                Some(replicated.start_rotator(RotatorOptions::new(policy))?)
+                Some(replicated.start_rotator(if follows_stored {
+                    RotatorOptions::stored_policy()
+                } else {
+                    RotatorOptions::new(policy)
+                })?)
             } else {
                 None
             };

@@ -1,0 +1,104 @@
+//! The cluster's policy, stored at `<prefix>policy` (DESIGN.md "Cluster
+//! policy on etcd"): read from the copy by every process, written in one
+//! transaction with the revision compare, like keys.
+
+use std::time::Duration;
+
+use super::view::{POLICY, View};
+use super::{EtcdKeyring, LONGEST, Shared};
+use crate::error::{Error, Result};
+use crate::keyring::{KeyringPolicy, PolicyOverrides, RotationPolicy};
+
+impl Shared {
+    /// The policy stored with the keys, if any (as the copy holds it).
+    pub(crate) fn stored_policy(&self) -> Option<KeyringPolicy> {
+        self.keyring.policy()
+    }
+
+    /// The lead time in force: the stored policy's (never under the lag
+    /// bound), else this process's setting.
+    pub(crate) fn lead_time(&self) -> Duration {
+        match self.stored_policy() {
+            Some(p) => p.lead_time.min(LONGEST).max(self.settings.max_lag),
+            None => self.settings.lead_time,
+        }
+    }
+
+    /// The rotation thresholds in force: the stored policy's, else this
+    /// process's setting.
+    pub(crate) fn rotation_policy(&self) -> RotationPolicy {
+        self.stored_policy()
+            .map_or(self.settings.policy, |p| p.rotation_policy())
+    }
+}
+
+/// Takes the copy's `policy` record into the keyring (its longest TTL is
+/// then a promise every issuer of this process keeps). A record that does not
+/// decode is reported (the rotator does not act on a copy with a bad record)
+/// and the policy held before is kept.
+pub(crate) fn adopt(shared: &Shared, view: &View, problems: &mut Vec<String>) {
+    match view.entries.get(POLICY) {
+        None => shared.keyring.adopt_policy(None),
+        Some(e) => match KeyringPolicy::from_record(&e.value, "policy") {
+            Ok(p) => shared.keyring.adopt_policy(Some(p)),
+            Err(err) => problems.push(format!(
+                "the policy record at {}{POLICY} cannot be used (the policy held before is kept): {err}",
+                shared.prefix
+            )),
+        },
+    }
+}
+
+impl EtcdKeyring {
+    /// The policy stored at `<prefix>policy`, as this copy holds it (`None`:
+    /// none was ever set; each process then follows its own settings).
+    pub fn policy(&self) -> Option<KeyringPolicy> {
+        self.shared().stored_policy()
+    }
+
+    /// Stores `policy` at `<prefix>policy` (one transaction that holds only
+    /// if neither the keys nor the policy changed after this copy's
+    /// revision; `KeyringConflict` otherwise). From then on every process of
+    /// the keyring follows it: the rotator plans with it, issuers refuse
+    /// tokens longer than its `LongestTTL`, and processes given other values
+    /// refuse to start ([`EtcdKeyring::check_policy`]). Returns the revision.
+    pub fn set_policy(&self, policy: &KeyringPolicy) -> Result<i64> {
+        let s = self.shared();
+        let bytes = policy.to_record()?;
+        let plan = s.plan();
+        s.commit_policy(&plan, bytes, &format!("setting the policy ({policy:?})"))
+    }
+
+    /// Checks the values this process was given against the stored policy:
+    /// `InvalidArgument` naming each given value that differs, with the
+    /// stored value, when they disagree (a process with other rules must not
+    /// run beside the others); nothing when no policy is stored or
+    /// everything given agrees. `flag` names how each field is given
+    /// (`--rotation-threshold`, say), for the message.
+    pub fn check_policy(
+        &self,
+        given: &PolicyOverrides,
+        flag: impl Fn(&'static str) -> String,
+    ) -> Result<()> {
+        let Some(stored) = self.policy() else {
+            return Ok(());
+        };
+        let diffs = stored.differences(given);
+        if diffs.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> = diffs
+            .iter()
+            .map(|(field, value)| format!("{} (stored {field}: {value})", flag(field)))
+            .collect();
+        Err(Error::invalid(
+            "policy",
+            "flags",
+            format!(
+                "the keyring at {} stores its policy, and this process was given other values: {}; drop those flags (every process then follows the stored policy) or change the policy for all with `wid keyring policy set`",
+                self.prefix(),
+                named.join(", ")
+            ),
+        ))
+    }
+}
