@@ -1070,3 +1070,133 @@ fn credentials_and_key_material_stay_out_of_output() {
         );
     }
 }
+
+/// The operator's fourth rotation candidate: once the policy is stored with
+/// the keyring (`wid keyring policy set`), a `wid serve --rotator` started
+/// with a one-minute policy refuses to start, naming each flag and the
+/// stored value; servers without policy flags follow the stored policy; a
+/// token longer than its LongestTTL is never signed; and the elected
+/// rotator, replaced, never rejects a live token.
+#[test]
+fn a_candidate_with_another_policy_refuses_to_start() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let req = request(&s);
+    let prefix = "/wid-cli/policy/";
+    let on = |i: usize| {
+        let ordered: Vec<String> = (0..3).map(|k| urls[(i + k) % 3].clone()).collect();
+        etcd_flags(&ordered, prefix, &kek)
+    };
+    keyring_json("init", &on(2), &["--alg", "ES256", "--json"]);
+    let set = json_out(&args(
+        &["keyring", "policy", "set"],
+        &on(2),
+        &[
+            "--longest-ttl",
+            "1h",
+            "--rotation-threshold",
+            "720h",
+            "--lead-time",
+            "2s",
+            "--retention",
+            "1h",
+            "--json",
+        ],
+    ));
+    assert_eq!(set["policy"]["longest_ttl"], "1h", "{set}");
+    assert_eq!(set["previous"], Value::Null, "{set}");
+    let shown = json_out(&args(&["keyring", "policy", "show"], &on(1), &["--json"]));
+    assert_eq!(shown["policy"], set["policy"]);
+
+    let serve = |flags: &[String], extra: &[&str]| {
+        let mut a = args(
+            &[],
+            flags,
+            &["--listen", "127.0.0.1:0", "--issuer", "http://127.0.0.1"],
+        );
+        a.extend(strings(extra));
+        a
+    };
+    let a = Served::start(&serve(&on(0), &["--rotator"]));
+    let b = Served::start(&serve(&on(1), &["--rotator"]));
+    let (token, _) = issue(&on(1), &req, "ES256");
+    assert!(verifies(&token, &a.jwks_url()));
+
+    // The fourth candidate, as the operator started it.
+    let fourth = wid(&[
+        strings(&["serve"]),
+        serve(
+            &on(2),
+            &[
+                "--rotator",
+                "--rotation-threshold",
+                "1m",
+                "--longest-ttl",
+                "1m",
+                "--etcd-lead-time",
+                "5s",
+            ],
+        ),
+    ]
+    .concat());
+    assert_eq!(fourth.status.code(), Some(2), "{}", stderr(&fourth));
+    let err = stderr(&fourth);
+    for named in [
+        "--rotation-threshold differs from the stored RotationThreshold (720h)",
+        "--longest-ttl differs from the stored LongestTTL (1h)",
+        "--etcd-lead-time differs from the stored LeadTime (2s)",
+    ] {
+        assert!(err.contains(named), "{named:?} not in: {err}");
+    }
+    // The same values as stored are no contradiction.
+    let same = wid(&args(
+        &["keyring", "plan"],
+        &on(2),
+        &["--longest-ttl", "1h", "--etcd-lead-time", "2s", "--json"],
+    ));
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+
+    // No issuer of the keyring signs past the promise.
+    let long = s.write(
+        "long.json",
+        format!(
+            r#"{{"Region":"global",
+            "Allocation":{{"ID":"{ALLOC}","Namespace":"default","JobID":"web",
+                          "TaskGroup":"frontend","ClientStatus":"running"}},
+            "Task":"server",
+            "Identity":{{"Name":"vault_default","Audience":["vault.io"],"TTL":"2h"}}}}"#
+        )
+        .as_bytes(),
+    );
+    let refused = wid(&args(
+        &["issue"],
+        &on(0),
+        &["--request", &long, "--alg", "ES256", "--json"],
+    ));
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let e = json_err(&refused);
+    assert_eq!(e["code"], "WID_RESULT_INVALID_ARGUMENT");
+    assert!(
+        e["message"].as_str().unwrap().contains("LongestTTL (1h)"),
+        "{e}"
+    );
+
+    // The signing key is replaced at once; the elected rotators stop, and a
+    // new candidate without flags takes over under the stored policy: the
+    // token's key stays in the JWKS (its tokens live an hour).
+    keyring_json("rotate", &on(2), &["--immediate", "--json"]);
+    drop(a);
+    drop(b);
+    let c = Served::start(&serve(&on(2), &["--rotator"]));
+    eventually("the new candidate is elected", LIMIT, || {
+        c.get("/health").json()["etcd"]["rotator_elected"] == true
+    });
+    // A few rounds of its policy (1 s each).
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        verifies(&token, &c.jwks_url()),
+        "a live token was rejected after the rotator changed hands"
+    );
+}

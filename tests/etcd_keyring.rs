@@ -1095,3 +1095,85 @@ fn an_immediate_rotation_cancels_the_pending_successor() {
         Some(replacement)
     );
 }
+
+/// The policy stored at `<prefix>policy` rules every process of the keyring:
+/// it reaches every copy, issuers keep its longest TTL, a rotator given
+/// another policy refuses to start (one following the stored policy runs
+/// it), and a deprecated key is removed only after every token it signed
+/// expired and the retention passed.
+#[test]
+fn the_stored_policy_rules_every_process() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let url = cluster.url(0);
+    let prefix = "/wid-test/policy/";
+    let kr1 = open(cluster.config_for(&url, &[&url]), prefix);
+    let kr2 = open(cluster.config_for(&url, &[&url]), prefix);
+    assert_eq!(kr1.policy(), None);
+    let now = unix_now();
+    // A key that stopped signing two hours ago, and its successor.
+    let old = kr1.rotate_now(Algorithm::Es256, now - 10_000).unwrap();
+    let current = kr1.rotate_now(Algorithm::Es256, now - 7_200).unwrap();
+    let policy = workload_identity::KeyringPolicy::new(Some(Duration::from_secs(3600)))
+        .rotation_threshold(Duration::from_secs(24 * 3600))
+        .lead_time(Duration::from_secs(1))
+        .retention(Duration::from_secs(1));
+    kr1.set_policy(&policy).unwrap();
+    eventually("the policy reaches the other copy", LIMIT, || {
+        kr2.policy() == Some(policy)
+    });
+    assert_eq!(
+        kr2.keyring().longest_token_ttl(),
+        Some(Duration::from_secs(3600))
+    );
+
+    // Issuers of the keyring keep the promise.
+    let issuer = Issuer::new(kr2.keyring()).algorithm(Algorithm::Es256);
+    let mut req = common::issue_request_task();
+    req.identity.ttl = workload_identity::model::GoDuration::from_secs(7200);
+    let e = issuer.issue(&req, now).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument);
+    assert!(e.to_string().contains("LongestTTL (1h)"), "{e}");
+
+    // A candidate given other thresholds (the operator's fourth server with
+    // a one-minute policy) is refused, naming what differs.
+    let refused = kr2
+        .start_rotator(RotatorOptions::new(
+            RotationPolicy::new(Some(Duration::from_secs(60)))
+                .rotation_threshold(Duration::from_secs(60)),
+        ))
+        .unwrap_err();
+    assert_eq!(refused.code(), ResultCode::InvalidArgument);
+    let msg = refused.to_string();
+    assert!(
+        msg.contains("RotationThreshold: 24h") && msg.contains("LongestTTL: 1h"),
+        "{msg}"
+    );
+
+    // One that follows the stored policy deprecates the old key (its tokens
+    // expired an hour ago) and, after the retention, removes it; the
+    // current key is untouched.
+    let rotator = kr2
+        .start_rotator(
+            RotatorOptions::stored_policy()
+                .lease_ttl(Duration::from_secs(3))
+                .interval(Duration::from_millis(100)),
+        )
+        .unwrap();
+    eventually("the old key is removed after the retention", LIMIT, || {
+        kr1.keyring().key_info(old.as_str()).is_none()
+    });
+    assert_eq!(
+        kr1.keyring().active_id_for(Algorithm::Es256),
+        Some(current.clone())
+    );
+    assert!(rotator.stats().actions >= 2, "{:?}", rotator.stats());
+
+    // A change of the policy while a rotator runs is followed at once.
+    let longer = policy.retention(Duration::from_secs(3600));
+    kr1.set_policy(&longer).unwrap();
+    eventually("the copy takes the new policy", LIMIT, || {
+        kr2.policy() == Some(longer)
+    });
+    drop(rotator);
+}

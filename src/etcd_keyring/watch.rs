@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use zeroize::Zeroizing;
 
-use super::view::{Entry, KEYS, WRAPPING, relist, sync};
+use super::view::{Entry, KEYS, POLICY, WRAPPING, relist, sync};
 use super::{Counters, Shared};
 use crate::error::truncate_for_message;
 use crate::state::etcd::record::{b64, prefix_end, unb64};
@@ -179,7 +179,7 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str, start: i64) ->
             if revision <= view.revision {
                 continue;
             }
-            keys_changed |= suffix.starts_with(KEYS) || suffix == WRAPPING;
+            keys_changed |= suffix.starts_with(KEYS) || suffix == WRAPPING || suffix == POLICY;
             match change {
                 Some(value) => {
                     view.entries.insert(
@@ -199,7 +199,8 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str, start: i64) ->
         }
         view.revision = newest;
         if !keys_changed {
-            // Only the election key moved: the keyring already reflects it.
+            // Only the election key (or a server record) moved: the keyring
+            // already reflects it.
             view.synced = view.synced.max(newest);
         }
         drop(view);
