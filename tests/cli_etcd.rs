@@ -1200,3 +1200,90 @@ fn a_candidate_with_another_policy_refuses_to_start() {
         "a live token was rejected after the rotator changed hands"
     );
 }
+
+/// `wid keyring revoke` on a replicated keyring: the compromised active key
+/// is replaced and leaves the JWKS of a running server at once, `wid verify
+/// --jwks` refuses its token while the replacement's verify, and the steps
+/// for each relying party are printed; `wid keyring remove` refuses the
+/// revoked key until every token it signed has expired (the stored
+/// LongestTTL), saying when, and removes it then.
+#[test]
+fn revoke_and_remove_through_etcd() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let req = request(&s);
+    let flags = etcd_flags(&urls, "/wid-cli/revoke/", &kek);
+    keyring_json("init", &flags, &["--alg", "EdDSA", "--json"]);
+    json_out(&args(
+        &["keyring", "policy", "set"],
+        &flags,
+        &["--longest-ttl", "1h", "--json"],
+    ));
+    let a = Served::start(&args(
+        &[],
+        &flags,
+        &["--listen", "127.0.0.1:0", "--issuer", "http://127.0.0.1"],
+    ));
+    let (stolen, kid) = issue(&flags, &req, "EdDSA");
+    assert!(verifies(&stolen, &a.jwks_url()));
+
+    let revoked = json_out(&args(&["keyring", "revoke"], &flags, &[&kid, "--json"]));
+    let changes = revoked["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{revoked}");
+    assert_eq!(changes[0]["state"], "active", "{revoked}");
+    assert_eq!(changes[1]["kid"], kid.as_str());
+    assert_eq!(changes[1]["state"], "deprecated");
+    let steps = revoked["relying_parties"].to_string();
+    assert!(steps.contains("auth/jwt/config"), "{steps}");
+    eventually("the server drops the revoked key", LIMIT, || {
+        !a.jwks().kids().contains(&kid)
+    });
+    let o = wid(&[
+        "verify",
+        &stolen,
+        "--aud",
+        "vault.io",
+        "--jwks",
+        &a.jwks_url(),
+        "--issuer",
+        "http://127.0.0.1",
+        "--assume-live",
+        "--json",
+    ]);
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("UNKNOWN_KEY")
+            || stderr(&o).contains("UNKNOWN_KEY"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let (fresh, signer) = issue(&flags, &req, "EdDSA");
+    assert_ne!(signer, kid);
+    assert!(verifies(&fresh, &a.jwks_url()));
+
+    // Removal waits for the revoked key's tokens to expire.
+    let early = wid(&args(&["keyring", "remove"], &flags, &[&kid, "--json"]));
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(
+        json_err(&early)["message"]
+            .as_str()
+            .unwrap()
+            .contains("may be removed from"),
+        "{}",
+        stderr(&early)
+    );
+    let later = (workload_identity::unix_now() + 3_700).to_string();
+    let removed = json_out(&args(
+        &["keyring", "remove"],
+        &flags,
+        &["--now", &later, "--json"],
+    ));
+    assert_eq!(removed["changes"][0]["action"], "removed", "{removed}");
+    assert_eq!(removed["changes"][0]["kid"], kid.as_str());
+    let list = keyring_json("list", &flags, &["--json"]);
+    assert_eq!(state_of(&list, &kid), None, "{list}");
+    assert_eq!(state_of(&list, &signer).as_deref(), Some("active"));
+}

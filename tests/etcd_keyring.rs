@@ -1177,3 +1177,76 @@ fn the_stored_policy_rules_every_process() {
     });
     drop(rotator);
 }
+
+/// `EtcdKeyring::revoke`: the active key is replaced and deprecated in one
+/// transaction, and a verifier fed by another copy's watch (with an
+/// `EtcdMirror` as its allocation store) refuses its tokens; the new key's
+/// tokens verify; an inactive key is revoked without a replacement.
+#[test]
+fn a_revoked_key_is_refused_by_every_watcher() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let url = cluster.url(0);
+    let config = cluster.config_for(&url, &[&url]);
+    let prefix = "/wid-test/revoke/";
+    let kr1 = open(config.clone(), prefix);
+    let kr2 = open(config.clone(), prefix);
+    let now = unix_now();
+    let first = kr1.rotate_now(Algorithm::EdDsa, now - 100).unwrap();
+    let compromised = kr1.rotate_now(Algorithm::EdDsa, now).unwrap();
+    workload_identity::EtcdStore::new(config.clone())
+        .unwrap()
+        .put_allocation(&common::allocation())
+        .unwrap();
+    let mirror = Arc::new(
+        workload_identity::EtcdMirror::builder(config)
+            .start()
+            .unwrap(),
+    );
+    assert!(mirror.wait_ready(LIMIT), "{:?}", mirror.stats());
+    eventually("the copy holds the key", LIMIT, || {
+        kr2.keyring().active_id_for(Algorithm::EdDsa) == Some(compromised.clone())
+    });
+    let verifier = Verifier::builder(
+        kr2.keyring(),
+        mirror,
+        workload_identity::Audience::new("vault.io").unwrap(),
+    )
+    .build();
+    let issuer = Issuer::new(kr1.keyring());
+    let stolen = token(&issuer, now);
+    verifier.verify(&stolen, now).unwrap();
+
+    let replacement = kr1.revoke(compromised.as_str(), now).unwrap().unwrap();
+    eventually("the watcher refuses the revoked key's token", LIMIT, || {
+        verifier
+            .verify(&stolen, now)
+            .is_err_and(|e| e.code() == ResultCode::UnknownKey)
+    });
+    assert!(
+        !kr2.keyring()
+            .jwks()
+            .to_json()
+            .contains(compromised.as_str()),
+        "the revoked key is still published"
+    );
+    let kr = kr2.keyring();
+    assert_eq!(
+        kr.key_info(compromised.as_str()).unwrap().state,
+        KeyState::Deprecated
+    );
+    eventually("the replacement signs", LIMIT, || {
+        kr1.keyring().active_id_for(Algorithm::EdDsa) == Some(replacement.clone())
+    });
+    verifier.verify(&token(&issuer, now), now).unwrap();
+    // An inactive key is only deprecated; revoking it again changes nothing.
+    assert_eq!(kr1.revoke(first.as_str(), now).unwrap(), None);
+    eventually("the inactive key is deprecated", LIMIT, || {
+        kr1.keyring().key_info(first.as_str()).unwrap().state == KeyState::Deprecated
+    });
+    assert_eq!(kr1.revoke(first.as_str(), now).unwrap(), None);
+    assert_eq!(
+        kr1.keyring().active_id_for(Algorithm::EdDsa),
+        Some(replacement)
+    );
+}

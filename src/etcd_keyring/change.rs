@@ -762,6 +762,63 @@ impl EtcdKeyring {
         s.deprecate_planned(&plan, kid, now, None)
     }
 
+    /// Revokes `kid` (a compromised key) in one transaction: it is
+    /// deprecated at once (out of every JWKS, refused by every verifier fed
+    /// by this keyring or its watch), and if it was the active key of its
+    /// pair, a new key of the pair is made active in the same transaction
+    /// (the pair's prepublished successors are cancelled: they were planned
+    /// by whoever may hold the compromised key's secrets). Returns the new
+    /// key's ID when one replaced it. A key already deprecated is left as
+    /// it is (`Ok(None)`).
+    pub fn revoke(&self, kid: &str, now: i64) -> Result<Option<KeyId>> {
+        let s = self.shared();
+        let plan = s.plan();
+        let k = plan.get(kid)?.clone();
+        let state = KeyState::from_name(&k.state).unwrap_or(KeyState::Deprecated);
+        if state == KeyState::Deprecated {
+            return Ok(None);
+        }
+        let mut gone = k.clone();
+        gone.state = KeyState::Deprecated.name().into();
+        if gone.retired_time == 0 {
+            gone.retired_time = now;
+        }
+        let mut writes = vec![Write::Update(gone)];
+        let mut replacement = None;
+        if state == KeyState::Active {
+            let alg = Algorithm::from_name(&k.algorithm).ok_or_else(|| {
+                Error::invalid(
+                    "EtcdKeyring",
+                    "Algorithm",
+                    format!(
+                        "cannot replace {kid}: its record names the unknown algorithm {:?}",
+                        truncate_for_message(&k.algorithm)
+                    ),
+                )
+            })?;
+            let purpose = crate::keyring::purpose_of(k.purpose.as_deref())
+                .map_err(|why| Error::invalid("EtcdKeyring", "Purpose", why))?;
+            for p in plan.keys.values().map(|(_, k)| k) {
+                if of_pair(p, purpose, alg) && p.state == KeyState::Prepublished.name() {
+                    let mut cancelled = p.clone();
+                    cancelled.state = KeyState::Deprecated.name().into();
+                    cancelled.retired_time = now;
+                    writes.push(Write::Update(cancelled));
+                }
+            }
+            let fresh = generator(purpose, alg)(KeyState::Active, now)?;
+            replacement = Some(fresh.id().clone());
+            writes.push(Write::Create(s.new_record(&fresh)?));
+        }
+        let what = match &replacement {
+            Some(new) => format!("revoking {kid}, replaced at once by {new}"),
+            None => format!("revoking {kid}"),
+        };
+        s.commit(&plan, writes, None, &what)?;
+        log::warn!("replicated keyring at {}: {what}", s.prefix);
+        Ok(replacement)
+    }
+
     /// Removes `kid` from etcd. The active key cannot be removed.
     pub fn remove(&self, kid: &str) -> Result<()> {
         let s = self.shared();

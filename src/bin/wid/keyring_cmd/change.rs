@@ -34,6 +34,8 @@ pub(super) enum Change {
     },
     /// A key left the JWKS.
     Deprecated { kid: KeyId, alg: Pair },
+    /// A deprecated key left the keystore (or etcd).
+    Removed { kid: KeyId, alg: Pair },
 }
 
 impl Change {
@@ -74,6 +76,9 @@ impl Change {
                     published_in(alg)
                 )
             }
+            Change::Removed { kid, alg } => {
+                format!("removed {alg}: deprecated key {kid} is gone from the keyring")
+            }
         }
     }
 
@@ -106,6 +111,8 @@ impl Change {
             }
             Change::Deprecated { kid, alg } => json!({"action": "deprecated",
                         "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(), "state": "deprecated"}),
+            Change::Removed { kid, alg } => json!({"action": "removed",
+                        "algorithm": alg.alg.name(), "purpose": alg.purpose.name(), "kid": kid.as_str(), "state": Value::Null}),
         }
     }
 
@@ -130,6 +137,17 @@ pub(super) fn report(
     opened: &Opened,
     custody: &CustodyArgs,
     changes: &[Change],
+    ctx: &Ctx,
+) -> Result<(), CliError> {
+    report_with(opened, custody, changes, Vec::new(), ctx)
+}
+
+/// [`report`] with more lines for people and fields for `--json`.
+pub(super) fn report_with(
+    opened: &Opened,
+    custody: &CustodyArgs,
+    changes: &[Change],
+    extra: Vec<(String, Vec<String>, Value)>,
     ctx: &Ctx,
 ) -> Result<(), CliError> {
     let changed = changes.iter().any(Change::changed);
@@ -168,6 +186,10 @@ pub(super) fn report(
         "changes".into(),
         Value::Array(changes.iter().map(Change::json).collect()),
     );
+    for (field, lines, value) in extra {
+        human.extend(lines);
+        doc.insert(field, value);
+    }
     ctx.emit(&human.join("\n"), &Value::Object(doc));
     Ok(())
 }

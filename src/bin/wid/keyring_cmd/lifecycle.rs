@@ -403,12 +403,14 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
         .map(KeyId::as_str)
         == Some(a.kid.as_str());
     if let (false, false, Some(info)) = (d.force, is_active, keyring.key_info(&a.kid)) {
-        if let Some(why) = deprecation_hazard(&info, d.longest_ttl, ctx.now()) {
+        // A stored policy's LongestTTL is what issuers promise.
+        let longest = keyring.longest_token_ttl().or(d.longest_ttl);
+        if let Some(why) = deprecation_hazard(&info, longest, ctx.now()) {
             let unknown = info.retired_time <= 0;
             return Err(CliError::new(ResultCode::InvalidArgument, why)
                 .hint(if unknown {
                     "pass --force if no token it signed is still in use".to_string()
-                } else if d.longest_ttl.is_some() {
+                } else if longest.is_some() {
                     "wait until then (`wid keyring plan --longest-ttl ...` deprecates it when it is due), or pass --force to reject those tokens now".to_string()
                 } else {
                     "pass --longest-ttl DURATION (the longest identity TTL in use) to let wid check, or --force to reject those tokens now".to_string()

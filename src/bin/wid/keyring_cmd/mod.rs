@@ -23,6 +23,7 @@ mod flags;
 mod lifecycle;
 mod migrate;
 mod policy;
+mod retire;
 mod show;
 
 use clap::Subcommand;
@@ -88,6 +89,13 @@ pub(crate) enum KeyringCommand {
     /// keyring follows.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Remove deprecated keys whose tokens have all expired (all of them,
+    /// or the KIDs given; others are refused, saying when they may go).
+    Remove(retire::RemoveArgs),
+    /// Revoke a compromised key: out of every JWKS at once (replaced first
+    /// if it signs), refused by every verifier fed by the keyring; prints
+    /// what each relying party must do.
+    Revoke(retire::RevokeArgs),
 }
 
 pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
@@ -107,5 +115,7 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Rewrap(a) => custody::rewrap(&a, ctx),
         KeyringCommand::GenerateKek(a) => custody::generate_kek(&a, ctx),
         KeyringCommand::Policy(c) => policy::run(&c, ctx),
+        KeyringCommand::Remove(a) => retire::remove(&a, ctx),
+        KeyringCommand::Revoke(a) => retire::revoke(&a, ctx),
     }
 }
