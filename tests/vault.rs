@@ -1036,3 +1036,55 @@ fn eventually_served(w: &World, path: &str, kid: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `wid keyring revoke` and a real OpenBao: OpenBao caches the key set it
+/// fetched, so the revoked key's token still logs in until the step the
+/// command prints (write `auth/jwt/config` again) is taken; after it the
+/// token is refused and the replacement key's tokens log in.
+#[test]
+fn a_revoked_key_stops_logging_in_after_the_printed_step() {
+    let w = World::new();
+    let stolen = w.issue("web", "default", "vault.io", "ES256", &[]);
+    w.login(&stolen)
+        .expect("the token logs in before the revocation");
+    let kid = segment(&stolen, 0)["kid"].as_str().unwrap().to_string();
+
+    let out = wid_ok(&[
+        "keyring",
+        "revoke",
+        "--keystore",
+        &w.keystore,
+        &kid,
+        "--json",
+    ]);
+    let revoked: Value = serde_json::from_str(&out).unwrap();
+    let bao_step = revoked["relying_parties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["relying_party"].as_str().unwrap().contains("OpenBao"))
+        .expect("a step for OpenBao")["action"]
+        .to_string();
+    assert!(bao_step.contains("auth/jwt/config"), "{bao_step}");
+    w.await_jwks("the JWKS without the revoked key", |kids| {
+        !kids.contains(&kid)
+    });
+    // What the printed step is for: OpenBao still holds the key it cached.
+    assert!(
+        w.login(&stolen).is_ok(),
+        "OpenBao dropped its cached key by itself; the printed step would be needless"
+    );
+
+    // The step, as printed: write the config again.
+    w.configure(KeySource::JwksUrl);
+    let refused = w.login(&stolen).unwrap_err();
+    assert!(
+        refused.contains("failed to verify id token signature")
+            || refused.contains("no known key successfully validated the token signature"),
+        "{refused}"
+    );
+    let fresh = w.issue("web", "default", "vault.io", "ES256", &[]);
+    assert_ne!(segment(&fresh, 0)["kid"], kid.as_str());
+    w.login(&fresh)
+        .expect("the replacement key's token logs in");
+}
