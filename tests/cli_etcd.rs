@@ -1121,8 +1121,66 @@ fn a_candidate_with_another_policy_refuses_to_start() {
     };
     let a = Served::start(&serve(&on(0), &["--rotator"]));
     let b = Served::start(&serve(&on(1), &["--rotator"]));
-    let (token, _) = issue(&on(1), &req, "ES256");
+    let (token, kid) = issue(&on(1), &req, "ES256");
     assert!(verifies(&token, &a.jwks_url()));
+
+    // `wid keyring status`, without the KEK: both servers, the elected
+    // rotator (one of them) and since when, the policy, the keys.
+    let no_kek: Vec<String> = on(2)
+        .into_iter()
+        .take_while(|f| f != "--kek-file")
+        .collect();
+    let status = |flags: &[String]| json_out(&args(&["keyring", "status"], flags, &["--json"]));
+    eventually(
+        "status shows both servers and an elected rotator",
+        LIMIT,
+        || {
+            let st = status(&no_kek);
+            st["servers"].as_array().is_some_and(|s| s.len() == 2)
+                && st["rotator"]["elected_since"].is_i64()
+        },
+    );
+    let st = status(&no_kek);
+    assert_eq!(st["policy"], set["policy"], "{st}");
+    let servers = st["servers"].as_array().unwrap();
+    let addresses: Vec<&str> = servers
+        .iter()
+        .map(|s| s["address"].as_str().unwrap())
+        .collect();
+    for served in [&a, &b] {
+        let url = served.jwks_url();
+        assert!(
+            addresses.iter().any(|addr| url.contains(addr)),
+            "{url} not among {addresses:?}"
+        );
+    }
+    let elected = st["rotator"]["identity"].as_str().unwrap();
+    assert!(
+        servers
+            .iter()
+            .any(|s| s["id"] == elected && s["elected_since"].is_i64()),
+        "{st}"
+    );
+    assert!(
+        servers.iter().all(|s| s["issuer"] == "http://127.0.0.1"),
+        "{st}"
+    );
+    eventually("both servers have applied the keyring", LIMIT, || {
+        status(&no_kek)["servers"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|x| x["current"] == true))
+    });
+    assert_eq!(st["keys"][0]["kid"], kid.as_str(), "{st}");
+    assert_eq!(st["keys"][0]["state"], "active");
+    assert!(st["next"]["at"].as_i64().unwrap() > 0, "{st}");
+    let text = stdout(&expect(&args(&["keyring", "status"], &no_kek, &[]), 0));
+    assert!(
+        text.contains("rotator: ") && text.contains("LongestTTL        1h"),
+        "{text}"
+    );
+    // `wid keyring list` needs no KEK either.
+    let list = keyring_json("list", &no_kek, &["--json"]);
+    assert_eq!(state_of(&list, &kid).as_deref(), Some("active"));
 
     // The fourth candidate, as the operator started it.
     let fourth = wid(&[
@@ -1189,6 +1247,11 @@ fn a_candidate_with_another_policy_refuses_to_start() {
     keyring_json("rotate", &on(2), &["--immediate", "--json"]);
     drop(a);
     drop(b);
+    eventually("the stopped servers' records are gone", LIMIT, || {
+        status(&no_kek)["servers"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    });
     let c = Served::start(&serve(&on(2), &["--rotator"]));
     eventually("the new candidate is elected", LIMIT, || {
         c.get("/health").json()["etcd"]["rotator_elected"] == true

@@ -3,8 +3,11 @@
 
 mod change;
 mod check;
+mod lease;
 mod policy;
 mod rotator;
+mod servers;
+mod status;
 mod view;
 mod watch;
 
@@ -21,9 +24,20 @@ use crate::state::etcd::EtcdConfig;
 use crate::state::etcd::client::Client;
 
 pub use rotator::{Rotator, RotatorOptions, RotatorStats};
+pub use servers::{ServerPresence, ServerRecord};
+pub use status::KeyringStatus;
 
 /// The default prefix of a replicated keyring.
 pub const DEFAULT_PREFIX: &str = "/workload-identity/keyring/";
+
+/// `prefix` with a trailing `/`.
+pub(crate) fn normalized_prefix(prefix: &str) -> String {
+    let mut p = prefix.to_string();
+    if !p.ends_with('/') {
+        p.push('/');
+    }
+    p
+}
 
 /// Longest setting accepted; longer ones saturate here.
 const LONGEST: Duration = Duration::from_secs(24 * 3600);
@@ -44,7 +58,11 @@ const LONGEST: Duration = Duration::from_secs(24 * 3600);
 ///   [`crate::associated_data`]) unless the plaintext opt-in was named;
 /// * `wrapping`: the body's `Wrapping` map (`Kind`, `KekID`) naming the KEK;
 /// * `rotator`: the election key, held with an etcd lease by the elected
-///   rotator ([`Rotator`]).
+///   rotator ([`Rotator`]);
+/// * `policy`: the policy every process follows ([`EtcdKeyring::set_policy`],
+///   [`crate::KeyringPolicy`]);
+/// * `servers/<id>`: each live server's leased record
+///   ([`EtcdKeyring::announce_server`]).
 ///
 /// # How it behaves
 ///
@@ -245,11 +263,7 @@ impl EtcdKeyringBuilder {
     /// trailing `/` is added when missing. The config's own prefix (where
     /// allocations live) is not used.
     pub fn prefix(mut self, prefix: &str) -> EtcdKeyringBuilder {
-        let mut p = prefix.to_string();
-        if !p.ends_with('/') {
-            p.push('/');
-        }
-        self.prefix = p;
+        self.prefix = normalized_prefix(prefix);
         self
     }
 

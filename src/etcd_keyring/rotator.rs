@@ -121,6 +121,8 @@ struct State {
     held_until: AtomicU64,
     base: Instant,
     elections_won: AtomicU64,
+    /// When the current election was won (Unix seconds; 0: not elected).
+    elected_since: Arc<AtomicI64>,
     leases_lost: AtomicU64,
     actions: AtomicU64,
     actions_failed: AtomicU64,
@@ -144,24 +146,6 @@ impl std::fmt::Debug for Rotator {
             .field("stats", &self.stats())
             .finish()
     }
-}
-
-#[derive(Deserialize)]
-struct Granted {
-    #[serde(default, rename = "ID", deserialize_with = "int64")]
-    id: i64,
-    #[serde(default, rename = "TTL", deserialize_with = "int64")]
-    ttl: i64,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct KeptAlive {
-    #[serde(default)]
-    result: Option<Granted>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -203,18 +187,8 @@ impl State {
 
     /// A new lease: its ID and the TTL etcd granted (never more than asked).
     fn grant(&self) -> std::result::Result<(i64, Duration), StoreError> {
-        let ttl = self.ttl().as_secs();
-        let text = self.post(
-            "/v3/lease/grant",
-            &serde_json::json!({"TTL": ttl.to_string()}),
-        )?;
-        let g: Granted = serde_json::from_str(&text)
-            .map_err(|e| StoreError::new(format!("malformed lease grant answer: {e}")))?;
-        match (g.error, g.id) {
-            (Some(e), _) => Err(StoreError::new(format!("lease grant refused: {e}"))),
-            (None, id) if id != 0 => Ok((id, self.clamp_ttl(g.ttl))),
-            _ => Err(StoreError::new("the lease grant answer holds no lease ID")),
-        }
+        let (id, ttl) = super::lease::grant(&self.shared.client, self.ttl().as_secs())?;
+        Ok((id, self.clamp_ttl(ttl)))
     }
 
     /// The TTL asked for: whole seconds (etcd's unit), at least 2.
@@ -267,28 +241,11 @@ impl State {
 
     /// One keep-alive; the TTL etcd says is left (0 or less: the lease is gone).
     fn keep_alive(&self, lease: i64) -> std::result::Result<i64, StoreError> {
-        let text = self.post(
-            "/v3/lease/keepalive",
-            &serde_json::json!({"ID": lease.to_string()}),
-        )?;
-        // The gateway streams: one JSON message per line; the first answers.
-        let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        let k: KeptAlive = serde_json::from_str(line)
-            .map_err(|e| StoreError::new(format!("malformed keep-alive answer: {e}")))?;
-        if let Some(e) = k.error {
-            return Err(StoreError::new(format!(
-                "keep-alive refused: {}",
-                crate::error::truncate_for_message(&e.to_string())
-            )));
-        }
-        Ok(k.result.map_or(0, |g| g.ttl))
+        super::lease::keep_alive(&self.shared.client, lease)
     }
 
     fn revoke(&self, lease: i64) {
-        let _ = self.post(
-            "/v3/lease/revoke",
-            &serde_json::json!({"ID": lease.to_string()}),
-        );
+        super::lease::revoke(&self.shared.client, lease);
     }
 
     /// Creates the election key with `lease` if nobody holds it.
@@ -355,6 +312,8 @@ impl State {
                             self.set_held_until(Some(sent + granted.saturating_sub(interval)));
                             self.lease.store(lease, Ordering::Release);
                             self.elections_won.fetch_add(1, Ordering::Relaxed);
+                            self.elected_since
+                                .store(crate::clock::unix_now(), Ordering::Release);
                             log::info!(
                                 "keyring rotator {}: elected for {}",
                                 self.options.identity,
@@ -373,6 +332,7 @@ impl State {
             }
             if self.sleep(interval) {
                 let lease = self.lease.swap(0, Ordering::AcqRel);
+                self.elected_since.store(0, Ordering::Release);
                 self.set_held_until(None);
                 if lease != 0 {
                     self.resign(lease);
@@ -384,6 +344,7 @@ impl State {
 
     fn lost(&self, lease: i64, why: &str) {
         self.set_held_until(None);
+        self.elected_since.store(0, Ordering::Release);
         if self.lease.swap(0, Ordering::AcqRel) == lease {
             self.leases_lost.fetch_add(1, Ordering::Relaxed);
             self.note(format!("lost the rotator lease: {why}"));
@@ -585,6 +546,7 @@ impl EtcdKeyring {
             held_until: AtomicU64::new(0),
             base: Instant::now(),
             elections_won: AtomicU64::new(0),
+            elected_since: Arc::new(AtomicI64::new(0)),
             leases_lost: AtomicU64::new(0),
             actions: AtomicU64::new(0),
             actions_failed: AtomicU64::new(0),
@@ -611,6 +573,24 @@ impl Rotator {
     /// Whether this candidate is the elected rotator now.
     pub fn is_elected(&self) -> bool {
         self.state.holds()
+    }
+
+    /// Since when (Unix seconds) this candidate has been the elected
+    /// rotator; `None` when it is not.
+    pub fn elected_since(&self) -> Option<i64> {
+        let since = self.state.elected_since.load(Ordering::Acquire);
+        (since != 0 && self.is_elected()).then_some(since)
+    }
+
+    /// The cell [`Rotator::elected_since`] reads (0: not elected), for a
+    /// server's record.
+    pub(crate) fn elected_cell(&self) -> Arc<AtomicI64> {
+        Arc::clone(&self.state.elected_since)
+    }
+
+    /// This candidate's identity (its `rotator` key value while elected).
+    pub fn identity(&self) -> &str {
+        &self.state.options.identity
     }
 
     /// What it has done.

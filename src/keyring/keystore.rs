@@ -75,7 +75,7 @@ pub const KEYSTORE_VERSION: u32 = 3;
 /// The version [`Keyring::save`] writes (plaintext material).
 pub const KEYSTORE_PLAINTEXT_VERSION: u32 = 2;
 /// The keystore's envelope format.
-const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
+pub(super) const ENVELOPE: EnvelopeFormat = EnvelopeFormat {
     format: KEYSTORE_FORMAT,
     version: KEYSTORE_VERSION,
     oldest: 1,
@@ -192,7 +192,7 @@ fn corrupt(path: String, reason: impl Into<String>) -> Error {
 }
 
 /// The stored public key of a key of `alg`.
-fn public_of(alg: Algorithm, bytes: &[u8]) -> std::result::Result<PublicKey, String> {
+pub(super) fn public_of(alg: Algorithm, bytes: &[u8]) -> std::result::Result<PublicKey, String> {
     match alg {
         Algorithm::EdDsa => {
             let b: [u8; 32] = bytes

@@ -13,6 +13,7 @@
 mod active_cache;
 mod external;
 mod handles;
+mod inspect;
 mod jwks;
 mod key_id;
 mod keystore;
@@ -46,6 +47,9 @@ pub use external::ExternalSigner;
 pub(crate) use handles::KeyRef;
 use handles::Signing;
 pub use handles::{ActiveKey, VerifyingHandle};
+#[cfg(feature = "etcd")]
+pub(crate) use inspect::info_of_record;
+pub use inspect::{KeystoreSummary, inspect_keystore};
 pub(crate) use jwks::proof_key_checker;
 pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
@@ -55,7 +59,8 @@ pub use keystore::{
 #[cfg(feature = "etcd")]
 pub(crate) use keystore::{StoredKey, purpose_of, stored_aad};
 pub use policy::{
-    RotationAction, RotationPolicy, plan_rotation, plan_rotation_for, plan_rotation_for_purpose,
+    RotationAction, RotationPolicy, next_planned_change, plan_rotation, plan_rotation_for,
+    plan_rotation_for_purpose,
 };
 pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};

@@ -211,6 +211,40 @@ pub fn plan_rotation_for_purpose(
     plan
 }
 
+/// The next time after `now` the plan has something to do, and what: the
+/// plan of [`plan_rotation`] at the first moment it is not empty (keys are
+/// as they are now; each action changes them). `None` when nothing is ever
+/// planned for these keys (no successor ever due, no deprecation, e.g. an
+/// empty set, or tokens without expiry and no active key to age). Pure.
+pub fn next_planned_change(
+    keys: &[KeyInfo],
+    now: i64,
+    policy: &RotationPolicy,
+) -> Option<(i64, Vec<RotationAction>)> {
+    let threshold = policy.threshold_secs();
+    let wait = policy
+        .longest_token_ttl
+        .map(|ttl| secs(ttl).saturating_add(secs(policy.clock_skew)));
+    let mut moments: Vec<i64> = Vec::new();
+    for k in keys {
+        let born = signing_since(k);
+        // Strictly past half the threshold (plan_rotation's `>`).
+        moments.push(born.saturating_add(threshold / 2).saturating_add(1));
+        moments.push(born.saturating_add(threshold));
+        moments.push(k.publish_time);
+        if let (Some(w), true) = (wait, k.retired_time > 0) {
+            moments.push(k.retired_time.saturating_add(w));
+        }
+    }
+    moments.retain(|t| *t > now);
+    moments.sort_unstable();
+    moments.dedup();
+    moments.into_iter().find_map(|t| {
+        let plan = plan_rotation(keys, t, policy);
+        (!plan.is_empty()).then_some((t, plan))
+    })
+}
+
 /// When a key began (or begins) signing: its publish time if it was prepublished,
 /// else its create time. A key's age for rotation counts from here, so a
 /// successor signs for the full threshold, not half of it.

@@ -365,6 +365,22 @@ pub(crate) struct StoreArgs {
     pub(crate) etcd: EtcdArgs,
 }
 
+/// The keys a command looks at, read without their material (no KEK).
+pub(crate) struct Inspected {
+    /// Every key's public facts.
+    pub(crate) keys: Vec<workload_identity::KeyInfo>,
+    /// The stored policy.
+    pub(crate) policy: Option<workload_identity::KeyringPolicy>,
+    /// The replicated keyring's status (`--etcd` only).
+    pub(crate) etcd: Option<workload_identity::KeyringStatus>,
+    /// The KEK named by the keys (kind, ID).
+    pub(crate) wrapping: Option<(String, String)>,
+    /// The keystore file or the etcd prefix, for people.
+    pub(crate) describe: String,
+    /// `"keystore": FILE` or `"etcd_prefix": PREFIX`.
+    pub(crate) json_fields: serde_json::Map<String, Value>,
+}
+
 /// The keys a command works on, opened.
 pub(crate) enum Opened {
     /// A keystore file, loaded (changes are saved back to it).
@@ -414,6 +430,46 @@ impl StoreArgs {
         given.lead_time = self.etcd.etcd_lead_time;
         opened.refuse_other_policy(&given)?;
         Ok(opened)
+    }
+
+    /// Reads the keys' public facts, the policy and (with `--etcd`) the
+    /// cluster's status without unwrapping anything: no KEK is needed (one
+    /// given is not used).
+    pub(crate) fn inspect(&self) -> Result<Inspected, CliError> {
+        self.etcd.refuse_without_etcd()?;
+        let mut json_fields = serde_json::Map::new();
+        match &self.keystore {
+            Some(path) => {
+                let summary = workload_identity::inspect_keystore(path)?;
+                json_fields.insert("keystore".into(), json!(path.display().to_string()));
+                Ok(Inspected {
+                    keys: summary.keys,
+                    policy: summary.policy,
+                    etcd: None,
+                    wrapping: summary.wrapping,
+                    describe: path.display().to_string(),
+                    json_fields,
+                })
+            }
+            None if self.etcd.given() => {
+                let prefix = self.etcd.prefix();
+                let status = EtcdKeyring::status(self.etcd.config()?, &prefix)
+                    .map_err(|e| CliError::from(e).hint("check the --etcd URLs, --etcd-ca-bundle, the client certificate and the credentials"))?;
+                json_fields.insert("etcd_prefix".into(), json!(prefix));
+                Ok(Inspected {
+                    keys: status.keys.clone(),
+                    policy: status.policy,
+                    wrapping: status.wrapping.clone(),
+                    describe: format!("etcd {prefix}"),
+                    etcd: Some(status),
+                    json_fields,
+                })
+            }
+            None => Err(bad_flag(
+                "--keystore",
+                "or --etcd is required: where the keys are",
+            )),
+        }
     }
 
     /// `--keystore FILE` or `--etcd ... --etcd-prefix ...`, for hints.
@@ -470,14 +526,6 @@ impl Opened {
         match self {
             Opened::File { keyring, .. } => keyring.clone(),
             Opened::Etcd(r) => r.keyring(),
-        }
-    }
-
-    /// For people: `keystore FILE` or `etcd PREFIX`.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Opened::File { path, .. } => path.display().to_string(),
-            Opened::Etcd(r) => format!("etcd {}", r.prefix()),
         }
     }
 

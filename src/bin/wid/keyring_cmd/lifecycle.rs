@@ -215,7 +215,7 @@ pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 /// A planned action, for people and for scripts.
-fn describe(action: &RotationAction, now: i64) -> (String, Value) {
+pub(super) fn describe(action: &RotationAction, now: i64) -> (String, Value) {
     match action {
         RotationAction::Rotate { algorithm, purpose } => {
             let pair = Pair::new(*purpose, *algorithm);

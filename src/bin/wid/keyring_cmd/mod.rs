@@ -25,6 +25,7 @@ mod migrate;
 mod policy;
 mod retire;
 mod show;
+mod status;
 
 use clap::Subcommand;
 
@@ -89,6 +90,10 @@ pub(crate) enum KeyringCommand {
     /// keyring follows.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// What the keyring is doing, read without the KEK: the elected rotator
+    /// and since when, the stored policy, the next planned change, the live
+    /// servers (with --etcd) and every key's state and times.
+    Status(status::StatusArgs),
     /// Remove deprecated keys whose tokens have all expired (all of them,
     /// or the KIDs given; others are refused, saying when they may go).
     Remove(retire::RemoveArgs),
@@ -115,6 +120,7 @@ pub(crate) fn run(cmd: KeyringCommand, ctx: &Ctx) -> Result<(), CliError> {
         KeyringCommand::Rewrap(a) => custody::rewrap(&a, ctx),
         KeyringCommand::GenerateKek(a) => custody::generate_kek(&a, ctx),
         KeyringCommand::Policy(c) => policy::run(&c, ctx),
+        KeyringCommand::Status(a) => status::run(&a, ctx),
         KeyringCommand::Remove(a) => retire::remove(&a, ctx),
         KeyringCommand::Revoke(a) => retire::revoke(&a, ctx),
     }

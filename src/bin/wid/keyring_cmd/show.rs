@@ -66,15 +66,15 @@ pub(crate) struct OidcArgs {
 }
 
 pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let opened = a.store.open(ctx)?;
-    let keys: Vec<KeyInfo> = opened
-        .keyring()
-        .keys()
+    // IDs, states and times need no KEK: nothing is unwrapped.
+    let seen = a.store.inspect()?;
+    let keys: Vec<KeyInfo> = seen
+        .keys
         .into_iter()
         .filter(|k| a.purpose.is_none_or(|p| k.purpose == p))
         .collect();
     if ctx.json {
-        let mut doc = opened.json_fields();
+        let mut doc = seen.json_fields;
         doc.insert(
             "keys".into(),
             Value::Array(keys.iter().map(key_json).collect()),
@@ -83,7 +83,7 @@ pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<(), CliError> {
         return Ok(());
     }
     if keys.is_empty() {
-        outln!("{}: no keys", opened.describe());
+        outln!("{}: no keys", seen.describe);
         return Ok(());
     }
     let now = ctx.now();
@@ -129,7 +129,7 @@ pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-fn key_json(k: &KeyInfo) -> Value {
+pub(super) fn key_json(k: &KeyInfo) -> Value {
     let nonzero = |t: i64| (t != 0).then_some(t);
     json!({
         "kid": k.kid.as_str(),

@@ -213,6 +213,9 @@ enum Source {
         replicated: EtcdKeyring,
         /// The rotation candidate (`--rotator`), resigned at the stop.
         rotator: Mutex<Option<Rotator>>,
+        /// This server's leased record (`<prefix>servers/<id>`), dropped
+        /// (the record deleted) at the stop.
+        presence: Mutex<Option<workload_identity::ServerPresence>>,
     },
 }
 
@@ -542,10 +545,25 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
                 None
             };
             let revision = replicated.stats().revision;
+            // The record names this process as its rotation candidate does
+            // (host:pid), so `wid keyring status` can say since when the
+            // elected rotator holds the election.
+            let id = RotatorOptions::stored_policy().identity;
+            let presence = replicated.announce_server(
+                workload_identity::ServerRecord::new(
+                    &id,
+                    &addr.to_string(),
+                    a.issuer.as_deref(),
+                    ctx.now(),
+                ),
+                rotator.as_ref(),
+                Duration::from_secs(10),
+            )?;
             (
                 Source::Etcd {
                     replicated,
                     rotator: Mutex::new(rotator),
+                    presence: Mutex::new(Some(presence)),
                 },
                 None,
                 revision,
@@ -619,7 +637,17 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     let resign = {
         let server = Arc::clone(&server);
         move || {
-            if let Source::Etcd { rotator, .. } = &server.source {
+            if let Source::Etcd {
+                rotator, presence, ..
+            } = &server.source
+            {
+                // The server's record goes at once.
+                drop(
+                    presence
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take(),
+                );
                 // Give up the lease at once, so another candidate takes over
                 // now rather than after its TTL.
                 if let Some(r) = rotator
