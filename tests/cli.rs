@@ -1968,8 +1968,12 @@ fn wrapped_keystores_from_init_to_verify() {
         "init --kek-file writes version 3"
     );
 
-    // Without the KEK: refused with the KEK's ID and a hint (exit 3).
-    let o = expect(&["keyring", "list", "--keystore", &ks], 3);
+    // Without the KEK the keys are listed (IDs, states and times are not
+    // secret) but never used: jwks is refused with the KEK's ID and a hint
+    // (exit 3).
+    let listed = json_out(&["keyring", "list", "--keystore", &ks, "--json"]);
+    assert_eq!(listed["keys"].as_array().unwrap().len(), 2, "{listed}");
+    let o = expect(&["keyring", "jwks", "--keystore", &ks], 3);
     let err = stderr(&o);
     assert!(err.contains("WID_RESULT_KEY_CUSTODY_FAILED"), "{err}");
     assert!(err.contains(&kek_id) && err.contains("--kek-file"), "{err}");

@@ -31,9 +31,10 @@ pub struct KeystoreSummary {
 /// anything (no KEK needed): for listing and status. The envelope and
 /// checksum are checked as [`super::Keyring::load`] checks them, and every
 /// key record must be whole (a known algorithm, state and purpose, a valid
-/// public key); the material is not looked at.
+/// public key); the material is not looked at. A file others can read is
+/// refused, as [`super::Keyring::load`] refuses it.
 pub fn inspect_keystore(path: impl AsRef<Path>) -> Result<KeystoreSummary> {
-    let (version, body) = ENVELOPE.load_versioned(path.as_ref(), FileAccess::AnyMode)?;
+    let (version, body) = ENVELOPE.load_versioned(path.as_ref(), FileAccess::OwnerOnly)?;
     summary_of(version, &body, &path.as_ref().display().to_string())
 }
 

@@ -440,8 +440,46 @@ impl StoreArgs {
         let mut json_fields = serde_json::Map::new();
         match &self.keystore {
             Some(path) => {
-                let summary = workload_identity::inspect_keystore(path)?;
+                let summary = workload_identity::inspect_keystore(path).map_err(|e| {
+                    let missing = matches!(&e, workload_identity::Error::Io { error, .. }
+                        if error.kind() == std::io::ErrorKind::NotFound);
+                    let err = CliError::from(e);
+                    if missing {
+                        err.hint(format!(
+                            "create it with `wid keyring init --keystore {}`",
+                            path.display()
+                        ))
+                    } else {
+                        err
+                    }
+                })?;
                 json_fields.insert("keystore".into(), json!(path.display().to_string()));
+                // A KEK given must be the keystore's, though nothing is
+                // unwrapped: a wrong --kek-file is a mistake worth saying.
+                if let Some(w) = self.custody.wrapper()? {
+                    let named = format!("{} KEK {}", w.kind(), w.kek_id());
+                    let wrong = match summary.wrapping.as_ref() {
+                        None => Some(format!(
+                            "{} is plaintext (version {}), and {named} was given",
+                            path.display(),
+                            summary.version
+                        )),
+                        Some((kind, kek_id)) if w.kind() != kind || w.kek_id() != kek_id => {
+                            Some(format!(
+                                "{} is wrapped by {kind} KEK {kek_id}, and {named} was given",
+                                path.display()
+                            ))
+                        }
+                        Some(_) => None,
+                    };
+                    if let Some(why) = wrong {
+                        return Err(CliError::new(
+                            workload_identity::ResultCode::KeyCustodyFailed,
+                            why,
+                        )
+                        .hint("give the KEK the keystore was wrapped with (a plaintext one is wrapped with `wid keyring wrap`), or no KEK: listing needs none"));
+                    }
+                }
                 Ok(Inspected {
                     keys: summary.keys,
                     policy: summary.policy,
