@@ -566,8 +566,9 @@ fn migrate_round_trip_keeps_every_key() {
     );
     assert_eq!(keyring_json("jwks", &back_flags, &["--json"]), jwks_before);
     assert_no_plaintext(&file_records(&out), "the new keystore");
-    // Without the KEK the new file yields nothing.
-    let locked = expect(&["keyring", "list", "--keystore", &out, "--json"], 3);
+    // Without the KEK the new file yields no key (listing its IDs and
+    // states needs none).
+    let locked = expect(&["keyring", "jwks", "--keystore", &out, "--json"], 3);
     assert_eq!(json_err(&locked)["code"], "WID_RESULT_KEY_CUSTODY_FAILED");
     // An existing file is never replaced without --force.
     let bytes = std::fs::read(&out).unwrap();
@@ -656,7 +657,8 @@ fn refusals() {
 
     // No KEK, no opt-in: refused (usage, exit 2) by every command.
     for a in [
-        args(&["keyring", "list"], &no_kek, &[]),
+        args(&["keyring", "jwks"], &no_kek, &[]),
+        args(&["keyring", "rotate"], &no_kek, &[]),
         args(&["issue"], &no_kek, &["--request", &req]),
         args(&["serve"], &no_kek, &["--listen", "127.0.0.1:0"]),
     ] {

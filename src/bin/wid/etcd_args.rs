@@ -381,6 +381,42 @@ pub(crate) struct Inspected {
     pub(crate) json_fields: serde_json::Map<String, Value>,
 }
 
+/// Refuses a KEK (or the plaintext opt-in) that is not what the keys were
+/// stored with, though nothing is unwrapped: a wrong flag is a mistake worth
+/// saying. Nothing given is fine (reading IDs and states needs no KEK).
+fn check_named_kek(
+    given: Option<Arc<dyn KeyWrapper>>,
+    plaintext_opt_in: bool,
+    stored: Option<&(String, String)>,
+    what: &str,
+) -> Result<(), CliError> {
+    let wrong = match (given, stored) {
+        (None, Some((kind, kek_id))) if plaintext_opt_in => Some(format!(
+            "{what} is wrapped by {kind} KEK {kek_id}, and --etcd-insecure-plaintext-keys never reads wrapped keys"
+        )),
+        (None, _) => None,
+        (Some(w), None) => Some(format!(
+            "{what} is plaintext, and {} KEK {} was given",
+            w.kind(),
+            w.kek_id()
+        )),
+        (Some(w), Some((kind, kek_id))) if w.kind() != kind || w.kek_id() != kek_id => {
+            Some(format!(
+                "{what} is wrapped by {kind} KEK {kek_id}, and {} KEK {} was given",
+                w.kind(),
+                w.kek_id()
+            ))
+        }
+        (Some(_), Some(_)) => None,
+    };
+    match wrong {
+        None => Ok(()),
+        Some(why) => Err(CliError::new(ResultCode::KeyCustodyFailed, why).hint(
+            "give the KEK the keys were wrapped with (plaintext keys are wrapped with `wid keyring wrap`, or copied into etcd with `wid keyring migrate`), or no KEK: listing needs none",
+        )),
+    }
+}
+
 /// The keys a command works on, opened.
 pub(crate) enum Opened {
     /// A keystore file, loaded (changes are saved back to it).
@@ -456,30 +492,12 @@ impl StoreArgs {
                 json_fields.insert("keystore".into(), json!(path.display().to_string()));
                 // A KEK given must be the keystore's, though nothing is
                 // unwrapped: a wrong --kek-file is a mistake worth saying.
-                if let Some(w) = self.custody.wrapper()? {
-                    let named = format!("{} KEK {}", w.kind(), w.kek_id());
-                    let wrong = match summary.wrapping.as_ref() {
-                        None => Some(format!(
-                            "{} is plaintext (version {}), and {named} was given",
-                            path.display(),
-                            summary.version
-                        )),
-                        Some((kind, kek_id)) if w.kind() != kind || w.kek_id() != kek_id => {
-                            Some(format!(
-                                "{} is wrapped by {kind} KEK {kek_id}, and {named} was given",
-                                path.display()
-                            ))
-                        }
-                        Some(_) => None,
-                    };
-                    if let Some(why) = wrong {
-                        return Err(CliError::new(
-                            workload_identity::ResultCode::KeyCustodyFailed,
-                            why,
-                        )
-                        .hint("give the KEK the keystore was wrapped with (a plaintext one is wrapped with `wid keyring wrap`), or no KEK: listing needs none"));
-                    }
-                }
+                check_named_kek(
+                    self.custody.wrapper()?,
+                    false,
+                    summary.wrapping.as_ref(),
+                    &path.display().to_string(),
+                )?;
                 Ok(Inspected {
                     keys: summary.keys,
                     policy: summary.policy,
@@ -494,6 +512,21 @@ impl StoreArgs {
                 let status = EtcdKeyring::status(self.etcd.config()?, &prefix)
                     .map_err(|e| CliError::from(e).hint("check the --etcd URLs, --etcd-ca-bundle, the client certificate and the credentials"))?;
                 json_fields.insert("etcd_prefix".into(), json!(prefix));
+                let given = self.custody.wrapper()?;
+                if given.is_some() && self.etcd.etcd_insecure_plaintext_keys {
+                    return Err(bad_flag(
+                        "--etcd-insecure-plaintext-keys",
+                        "and a KEK (--kek-file, --transit-key) were both given: the keys in etcd are either wrapped by the KEK or in plaintext; choose one",
+                    ));
+                }
+                if !status.keys.is_empty() || status.wrapping.is_some() {
+                    check_named_kek(
+                        given,
+                        self.etcd.etcd_insecure_plaintext_keys,
+                        status.wrapping.as_ref(),
+                        &format!("the keyring at {prefix}"),
+                    )?;
+                }
                 Ok(Inspected {
                     keys: status.keys.clone(),
                     policy: status.policy,
