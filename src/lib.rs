@@ -84,6 +84,8 @@
 // namespaces users reach into (the wire types, the client-side manager, the
 // msgpack codec, the C ABI), and every public item has exactly one path.
 mod algorithm;
+#[cfg(feature = "etcd")]
+mod audit;
 mod claims;
 mod clock;
 pub mod codec;
@@ -148,6 +150,8 @@ pub struct KeysDocDoctests;
 #[cfg(doctest)]
 pub struct EtcdDocDoctests;
 
+#[cfg(feature = "etcd")]
+pub use audit::AUDIT_TARGET;
 pub use claims::{Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, unix_now};
 pub use custody::{

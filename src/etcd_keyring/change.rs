@@ -289,9 +289,15 @@ impl Shared {
             }
         };
         Counters::bump(&self.counters.commits);
-        log::debug!(
-            "replicated keyring at {}: {what} (revision {revision})",
-            self.prefix
+        crate::audit::committed(
+            &self.prefix,
+            what,
+            if lease.is_some() {
+                "by the elected rotator, as the policy plans"
+            } else {
+                "by a direct call: an operator's command or the API"
+            },
+            revision,
         );
         // This process's copy has the change before the call returns, unless
         // etcd stopped answering just after the commit: then the watch or

@@ -58,16 +58,11 @@ impl RotatorOptions {
     /// Defaults for `policy`. If the keyring stores a policy with other
     /// thresholds, [`EtcdKeyring::start_rotator`] refuses these options.
     pub fn new(policy: RotationPolicy) -> RotatorOptions {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "host".into());
         RotatorOptions {
             policy,
             lease_ttl: Duration::from_secs(10),
             interval: Duration::from_secs(1),
-            identity: format!("{host}:{}", std::process::id()),
+            identity: crate::audit::process_identity(),
             policy_given: true,
         }
     }
@@ -314,10 +309,11 @@ impl State {
                             self.elections_won.fetch_add(1, Ordering::Relaxed);
                             self.elected_since
                                 .store(crate::clock::unix_now(), Ordering::Release);
-                            log::info!(
-                                "keyring rotator {}: elected for {}",
-                                self.options.identity,
-                                self.shared.prefix
+                            crate::audit::election(
+                                &self.shared.prefix,
+                                &self.options.identity,
+                                "elected",
+                                "won the rotator key; runs the rotation policy",
                             );
                             self.act(lease);
                         }
@@ -336,6 +332,12 @@ impl State {
                 self.set_held_until(None);
                 if lease != 0 {
                     self.resign(lease);
+                    crate::audit::election(
+                        &self.shared.prefix,
+                        &self.options.identity,
+                        "resigned",
+                        "stopped; another candidate can win at once",
+                    );
                 }
                 return;
             }
@@ -347,6 +349,7 @@ impl State {
         self.elected_since.store(0, Ordering::Release);
         if self.lease.swap(0, Ordering::AcqRel) == lease {
             self.leases_lost.fetch_add(1, Ordering::Relaxed);
+            crate::audit::election(&self.shared.prefix, &self.options.identity, "lost", why);
             self.note(format!("lost the rotator lease: {why}"));
             // Best effort: if etcd still knows it, another can win at once.
             self.revoke(lease);

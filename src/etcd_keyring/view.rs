@@ -488,6 +488,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
     view.pending_retry = outcome.unwrap_failures > 0;
     view.synced = view.synced.max(view.revision);
     let (replica, digests): (Vec<ReplicaKey>, Vec<Option<[u8; 32]>>) = keys.into_iter().unzip();
+    let before = key_states(shared);
     match shared.keyring.replace_with_replica(&replica) {
         Ok(more) => {
             problems.extend(more);
@@ -505,6 +506,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
             ));
         }
     }
+    audit_changes(shared, &before, view.revision);
     super::policy::adopt(shared, view, &mut problems);
     let now = Instant::now();
     let ids: Vec<String> = view
@@ -552,6 +554,61 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         view.last_error = problems.first().cloned();
     }
     outcome
+}
+
+/// Each key's state, algorithm and purpose.
+type KeyStates = HashMap<
+    String,
+    (
+        crate::keyring::KeyState,
+        Algorithm,
+        crate::keyring::KeyPurpose,
+    ),
+>;
+
+fn key_states(shared: &Shared) -> KeyStates {
+    shared
+        .keyring
+        .keys()
+        .into_iter()
+        .map(|k| {
+            (
+                k.kid.as_str().to_string(),
+                (k.state, k.algorithm, k.purpose),
+            )
+        })
+        .collect()
+}
+
+/// Logs every key whose state changed (or that came or went) to the audit
+/// trail.
+fn audit_changes(shared: &Shared, before: &KeyStates, revision: i64) {
+    let after = key_states(shared);
+    for (kid, (state, alg, purpose)) in &after {
+        let old = before.get(kid).map(|(s, _, _)| *s);
+        if old != Some(*state) {
+            crate::audit::key_changed(
+                &shared.prefix,
+                kid,
+                (*alg, *purpose),
+                old,
+                Some(*state),
+                revision,
+            );
+        }
+    }
+    for (kid, (state, alg, purpose)) in before {
+        if !after.contains_key(kid) {
+            crate::audit::key_changed(
+                &shared.prefix,
+                kid,
+                (*alg, *purpose),
+                Some(*state),
+                None,
+                revision,
+            );
+        }
+    }
 }
 
 /// Waits until the copy reflects `revision`.
