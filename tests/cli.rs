@@ -2553,3 +2553,102 @@ fn issue_checks_the_issuer_as_serve_does() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("ends with a slash"), "{}", stderr(&o));
 }
+
+/// docs/wid.md's walk-through, run by bash as printed: keys wrapped from the
+/// start (generate-kek, --kek-file on every command), the request file as
+/// the page shows it, `wid issue`, `wid serve` and `wid inspect`. Only the
+/// directories (`/var/lib/wid`, `/run/secrets`) and the port are replaced,
+/// `wid` is the binary under test, and the server it starts is asked for
+/// its JWKS before the script ends (its trap then stops it).
+#[test]
+fn the_walkthrough_of_docs_wid_md_runs_as_printed() {
+    const MARKER: &str = "<!-- run by tests/cli.rs: walkthrough -->";
+    let page = include_str!("../docs/wid.md");
+    let after = page
+        .split_once(MARKER)
+        .unwrap_or_else(|| panic!("docs/wid.md has no {MARKER}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .expect("a ```sh block after the marker");
+    let block = &block[..block.find("\n```").expect("the block ends")];
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(WID, bin.join("wid")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let walkthrough = block
+        .replace("/var/lib/wid", &format!("{d}/var-lib-wid"))
+        .replace("/run/secrets", &format!("{d}/secrets"))
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
+    let script = format!(
+        "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n\
+         {walkthrough}\n\
+         # The test's own lines: the server's JWKS, once it listens.\n\
+         for _ in $(seq 1 300); do\n\
+         \x20   curl -sf http://127.0.0.1:{port}/.well-known/jwks.json > served-jwks.json && break\n\
+         \x20   sleep 0.1\n\
+         done\n\
+         printf '%s' \"$TOKEN\" > token\n"
+    );
+    std::fs::write(dir.path().join("walkthrough.sh"), script).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["-eu", "walkthrough.sh"])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (said, errors) = (stdout(&out), stderr(&out));
+    assert!(
+        out.status.success(),
+        "docs/wid.md's walk-through failed:\n{said}\n{errors}"
+    );
+    assert!(said.contains("verdict: accepted"), "{said}");
+
+    // The keystore holds no plaintext key: it loads only with the KEK.
+    let keystore = dir.path().join("var-lib-wid/keystore");
+    assert!(workload_identity::Keyring::load(&keystore).is_err());
+    let list = wid(&[
+        "keyring",
+        "list",
+        "--keystore",
+        keystore.to_str().unwrap(),
+        "--kek-file",
+        &format!("{d}/secrets/wid-kek"),
+        "--json",
+    ]);
+    assert!(list.status.success(), "{}", stderr(&list));
+
+    // The server served both keys, the token's among them.
+    let served: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("served-jwks.json")).unwrap())
+            .unwrap();
+    let kids: Vec<&str> = served["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids.len(), 2, "{served}");
+    let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
+    let header: Value = {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').next().unwrap())
+            .unwrap();
+        serde_json::from_slice(&raw).unwrap()
+    };
+    assert!(kids.contains(&header["kid"].as_str().unwrap()), "{header}");
+}

@@ -3,8 +3,9 @@
 //! one prefix serve one JWKS and follow a rotation made by a third `wid`;
 //! tokens from `wid issue --etcd` verify against either server; `wid keyring
 //! migrate` copies a keystore into etcd (wrapped) and back without losing a
-//! key; the refusals (no KEK, a wrong KEK, plain http) and the secrets that
-//! must never be printed.
+//! key; docs/etcd.md's backup and restore blocks, run as printed; the
+//! refusals (no KEK, a wrong KEK, plain http) and the secrets that must
+//! never be printed.
 //!
 //! Needs the `cli` and `etcd` features, Debian's `etcd-server` and root (as
 //! `tests/etcd_keyring.rs`):
@@ -1351,4 +1352,155 @@ fn revoke_and_remove_through_etcd() {
     let list = keyring_json("list", &flags, &["--json"]);
     assert_eq!(state_of(&list, &kid), None, "{list}");
     assert_eq!(state_of(&list, &signer).as_deref(), Some("active"));
+}
+
+/// A marked ```sh block of docs/etcd.md (`<!-- run by tests/cli_etcd.rs: NAME -->`).
+fn etcd_doc_block(name: &str) -> String {
+    let page = include_str!("../docs/etcd.md");
+    let marker = format!("<!-- run by tests/cli_etcd.rs: {name} -->");
+    let after = page
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("docs/etcd.md has no {marker}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .expect("a ```sh block after the marker");
+    block[..block.find("\n```").expect("the block ends")].to_string() + "\n"
+}
+
+/// Runs `script` with bash (stopping at the first failure) in `dir`, `wid`
+/// being the binary under test; its stdout.
+#[track_caller]
+fn run_doc_block(what: &str, script: &str, dir: &std::path::Path) -> String {
+    let bin = dir.join("bin");
+    if !bin.exists() {
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(WID, bin.join("wid")).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .args(["-eu", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("WID_ETCD_PASSWORD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "docs/etcd.md's {what} block failed:\n{script}\nstdout: {}\nstderr: {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// docs/etcd.md's "Backup and restore" as printed, against a TLS etcd
+/// member (only its URL, the CA, the KEK and the backup directory
+/// replaced): the backup is a wrapped, 0600 keystore of every key; after the
+/// prefix is emptied with `etcdctl` and the backup copied in, a `wid serve`
+/// started again serves the same keys, and etcd holds them wrapped.
+#[test]
+fn backup_and_restore_as_docs_etcd_md_prints_them() {
+    let cluster = Cluster::start_sized(Options::new(Security::Tls), 1);
+    let url = cluster.urls()[0].clone();
+    let ca = cluster.pki.path("ca.crt");
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let backups = s.path("backups");
+    let prefix = "/workload-identity/keyring/";
+    let flags = strings(&["--etcd", &url, "--etcd-ca-bundle", &ca, "--kek-file", &kek]);
+    keyring_json(
+        "init",
+        &flags,
+        &["--alg", "EdDSA", "--alg", "ES256", "--json"],
+    );
+    // A prepublished successor too: every key comes back in its state.
+    keyring_json("rotate", &flags, &["--json"]);
+    let states = |list: &Value| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = list["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["kid"].as_str().unwrap().to_string(),
+                    k["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = states(&keyring_json("list", &flags, &["--json"]));
+    assert_eq!(before.len(), 3, "{before:?}");
+    let serve = || {
+        Served::start(&args(
+            &[],
+            &flags,
+            &["--listen", "127.0.0.1:0", "--issuer", "http://127.0.0.1"],
+        ))
+    };
+    let served = serve();
+    let kids_before = served.jwks().kids();
+    assert_eq!(kids_before.len(), 3);
+
+    let here = |block: String| {
+        block
+            .replace(
+                "https://10.0.0.1:2379,https://10.0.0.2:2379,https://10.0.0.3:2379",
+                &url,
+            )
+            .replace("https://10.0.0.1:2379", &url)
+            .replace("/etc/etcd/ca.pem", &ca)
+            .replace("/run/secrets/wid-kek", &kek)
+    };
+
+    // Back up.
+    let backup_block = here(etcd_doc_block("backup")).replace("/var/backups/wid", &backups);
+    let listed = run_doc_block("backup", &backup_block, s.dir.path());
+    let files: Vec<String> = std::fs::read_dir(&backups)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let backup = &files[0];
+    assert_eq!(mode(backup), 0o600);
+    let in_file = file_records(backup);
+    assert_eq!(in_file.len(), 3);
+    assert_no_plaintext(&in_file, "the backup");
+    for (kid, _) in &before {
+        assert!(listed.contains(kid.as_str()), "{listed}");
+    }
+
+    // Restore, the servers stopped first (as the page says).
+    served.terminate();
+    let name = std::path::Path::new(backup)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let restore_block = here(etcd_doc_block("restore"))
+        .replace("keyring-20250101T020000Z", &name)
+        .replace("/var/backups/wid", &backups);
+    let listed = run_doc_block("restore", &restore_block, s.dir.path());
+    for (kid, _) in &before {
+        assert!(listed.contains(kid.as_str()), "{listed}");
+    }
+    assert_eq!(
+        states(&keyring_json("list", &flags, &["--json"])),
+        before,
+        "the restored keys and states"
+    );
+    let in_etcd = records(&cluster, prefix);
+    assert_eq!(in_etcd.len(), 3);
+    assert_no_plaintext(&in_etcd, "etcd");
+    let served = serve();
+    assert_eq!(served.jwks().kids(), kids_before);
 }

@@ -7,7 +7,10 @@
 //!   `bound_audiences`, `bound_claims` on `nomad_namespace`/`nomad_job_id`,
 //!   `claim_mappings`, and a templated policy under which a workload reads
 //!   only its own job's secrets; EdDSA, ES256 and RS256 tokens; what OpenBao
-//!   refuses (audience, namespace, issuer, expiry, tampering).
+//!   refuses (audience, namespace, issuer, expiry, tampering); the page's
+//!   config commands as printed, over https with a private CA
+//!   (`jwks_ca_pem`, `oidc_discovery_ca_pem`), and what OpenBao says without
+//!   the CA or with the issuer's host under another name.
 //! * seed 001: an identity manager with [`VaultLogin`] logs in and reads its
 //!   secret; restarted from its state file it reuses the saved Vault token
 //!   only while `lookup-self` accepts it, else logs in again (the old token
@@ -1087,4 +1090,202 @@ fn a_revoked_key_stops_logging_in_after_the_printed_step() {
     assert_ne!(segment(&fresh, 0)["kid"], kid.as_str());
     w.login(&fresh)
         .expect("the replacement key's token logs in");
+}
+
+/// docs/etcd.md's openssl recipe, run as printed in `dir`: a CA (`ca.pem`)
+/// and leaf certificates for 127.0.0.1 and localhost (`member1.pem`,
+/// `member1.key`).
+fn recipe_certificates(dir: &std::path::Path) {
+    let page = include_str!("../docs/etcd.md");
+    let marker = "<!-- run by tests/tls_refusals.rs: openssl recipe -->";
+    let after = page.split_once(marker).expect("docs/etcd.md's recipe").1;
+    let block = after.trim_start().strip_prefix("```sh\n").unwrap();
+    let script = &block[..block.find("\n```").unwrap()];
+    std::fs::write(dir.join("recipe.sh"), script).unwrap();
+    let out = Command::new("bash")
+        .args(["-eu", "recipe.sh"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/etcd.md's openssl recipe: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// docs/vault.md step 2 as printed, over https with a private CA: `wid
+/// serve` with a certificate from docs/etcd.md's recipe, every command of
+/// the page's config block run with the example host and files replaced,
+/// each followed by a login that must succeed. Without `jwks_ca_pem` OpenBao
+/// refuses the config (the failure issue 41 reported), and a discovery URL
+/// naming the issuer's host by another name is refused: the discovery
+/// document's `issuer` must equal it.
+#[test]
+fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
+    let bao = Bao::start();
+    let ports = bao_support::PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    recipe_certificates(dir.path());
+    let keystore = path("keystore");
+    wid_ok(&[
+        "keyring",
+        "init",
+        "--keystore",
+        &keystore,
+        "--alg",
+        "EdDSA",
+        "--alg",
+        "ES256",
+    ]);
+    let port = free_port();
+    let issuer = format!("https://127.0.0.1:{port}");
+    let _served = Served::start(&[
+        "--keystore",
+        &keystore,
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--issuer",
+        &issuer,
+        "--tls-cert",
+        &path("member1.pem"),
+        "--tls-key",
+        &path("member1.key"),
+    ]);
+    drop(ports);
+
+    // The PEM keys the last command names, as step 2 says to make them.
+    let pems: Vec<String> = wid_ok(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &keystore,
+        "--format",
+        "pem",
+    ])
+    .split("kid: ")
+    .skip(1)
+    .map(|block| block.split_once('\n').unwrap().1.to_string())
+    .collect();
+    assert_eq!(pems.len(), 2);
+    for (i, pem) in pems.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("key-{}.pem", i + 1)), pem).unwrap();
+    }
+    let request = json!({
+        "Region": "global",
+        "Allocation": {
+            "ID": ALLOC, "Namespace": "default", "JobID": "web",
+            "TaskGroup": "frontend", "ClientStatus": "running",
+        },
+        "Task": "server",
+        "Identity": {"Name": "vault_default", "Audience": ["vault.io"], "TTL": "1h"},
+    });
+    std::fs::write(dir.path().join("request.json"), request.to_string()).unwrap();
+    let token = wid_ok(&[
+        "issue",
+        "--keystore",
+        &keystore,
+        "--request",
+        &path("request.json"),
+        "--issuer",
+        &issuer,
+    ])
+    .trim()
+    .to_string();
+    let login = || {
+        bao.try_cmd_as(
+            "",
+            &[
+                "write",
+                "-field=token",
+                "auth/jwt/login",
+                &format!("role={ROLE}"),
+                &format!("jwt={token}"),
+            ],
+        )
+    };
+
+    // The block's commands, continuation lines joined, comments dropped.
+    let block = doc_block("config").replace("\\\n", " ");
+    let commands: Vec<Vec<String>> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            l.replace("https://issuer.example.com", &issuer)
+                .replace("@/etc/wid/ca.pem", &format!("@{}", path("ca.pem")))
+                .replace("@key-", &format!("@{}/key-", dir.path().display()))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    assert_eq!(commands.len(), 4, "{commands:?}");
+    let mut configs = 0;
+    for command in &commands {
+        assert_eq!(command[0], "bao", "{command:?}");
+        let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
+        bao.cmd(&args);
+        if args[..2] == ["auth", "enable"] {
+            // Step 3's role, for the logins.
+            std::fs::write(dir.path().join("role.json"), doc_block("role")).unwrap();
+            bao.cmd(&[
+                "write",
+                &format!("auth/jwt/role/{ROLE}"),
+                &format!("@{}", path("role.json")),
+            ]);
+        }
+        if args[..2] == ["write", "auth/jwt/config"] {
+            configs += 1;
+            let o = login();
+            assert!(
+                o.status.success(),
+                "login after {command:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    assert_eq!(configs, 3);
+
+    // Why the page carries jwks_ca_pem: without it OpenBao cannot check the
+    // JWKS URL and refuses the config.
+    let without_ca: Vec<&str> = commands[1][1..]
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("jwks_ca_pem="))
+        .collect();
+    assert!(without_ca.iter().any(|a| a.starts_with("jwks_url=")));
+    let o = bao.try_cmd(&without_ca);
+    assert!(!o.status.success(), "{without_ca:?} was accepted");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("error checking jwks URL"), "{said}");
+
+    // The discovery URL must name the issuer's host as the issuer does:
+    // localhost is this host too, but not the issuer's name.
+    let other_name: Vec<String> = commands[2][1..]
+        .iter()
+        .map(|a| {
+            a.replace(
+                "oidc_discovery_url=https://127.0.0.1:",
+                "oidc_discovery_url=https://localhost:",
+            )
+        })
+        .collect();
+    assert!(
+        other_name
+            .iter()
+            .any(|a| a.starts_with("oidc_discovery_url=https://localhost:"))
+    );
+    let other_name: Vec<&str> = other_name.iter().map(String::as_str).collect();
+    let o = bao.try_cmd(&other_name);
+    assert!(!o.status.success(), "{other_name:?} was accepted");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("issuer did not match the returned issuer"),
+        "{said}"
+    );
 }

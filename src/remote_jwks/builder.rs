@@ -53,6 +53,7 @@ impl RemoteJwksBuilder {
                 max_body_bytes: 512 << 10,
                 max_keys: 100,
                 purpose: None,
+                ca_bundle_given: false,
             },
             ca_bundle_pem: None,
             timeout: Duration::from_secs(5),
@@ -197,6 +198,7 @@ impl RemoteJwksBuilder {
         let shared = Arc::new(Shared {
             config: Config {
                 source,
+                ca_bundle_given: self.ca_bundle_pem.is_some(),
                 ..self.config
             },
             clock: self.clock,

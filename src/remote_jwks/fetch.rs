@@ -106,7 +106,17 @@ impl Shared {
             .get(url)
             .header("accept", "application/jwk-set+json, application/json")
             .call()
-            .map_err(|e| io_error(e.into_io()))?;
+            .map_err(|e| {
+                let trust = crate::tls_pem::TrustSettings {
+                    ca_bundle: "RemoteJwksBuilder::ca_bundle_pem (wid: --ca-bundle)",
+                    ca_bundle_given: self.config.ca_bundle_given,
+                    client_certificate: None,
+                };
+                match crate::tls_pem::explain_refusal(url, &e, &trust) {
+                    Some(plain) => io_error(io::Error::new(io::ErrorKind::InvalidData, plain)),
+                    None => io_error(e.into_io()),
+                }
+            })?;
         let status = resp.status();
         if status != 200 {
             return Err(io_error(io::Error::other(format!(

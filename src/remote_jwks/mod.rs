@@ -182,6 +182,8 @@ struct Config {
     /// WIT key set's URL, `.../wit/jwks.json`, holds WIT keys; anything
     /// else bearer keys; a SPIFFE bundle's entries say theirs).
     purpose: Option<KeyPurpose>,
+    /// Whether a CA bundle was given (for what a refused certificate means).
+    ca_bundle_given: bool,
 }
 
 impl Config {

@@ -16,6 +16,8 @@ pub(super) struct Api {
     pub(super) addr: String,
     pub(super) mount: String,
     pub(super) namespace: Option<String>,
+    /// Whether a CA bundle was given (for what a refused certificate means).
+    pub(super) ca_bundle_given: bool,
 }
 
 /// How long a token lives from now.
@@ -102,7 +104,7 @@ impl Api {
             .send(&body[..]);
         let (status, answer) = match self.read(resp) {
             Ok(x) => x,
-            Err(io) => return Err(diagnose::unreachable(&url, &io)),
+            Err(io) => return Err(diagnose::unreachable(&url, &io, self.ca_bundle_given)),
         };
         if !(200..300).contains(&status) {
             let json = serde_json::from_slice(&answer).unwrap_or(serde_json::Value::Null);
@@ -190,7 +192,7 @@ impl Api {
     ) -> Result<Zeroizing<Vec<u8>>, Refusal> {
         let (status, answer) = self
             .read(resp)
-            .map_err(|io| Refusal::Other(diagnose::unreachable(url, &io)))?;
+            .map_err(|io| Refusal::Other(diagnose::unreachable(url, &io, self.ca_bundle_given)))?;
         if (200..300).contains(&status) {
             return Ok(answer);
         }

@@ -5,8 +5,17 @@
 
 use crate::manager::ExchangeError;
 
-/// The server could not be reached (or its answer not read).
-pub(super) fn unreachable(url: &str, io: &std::io::Error) -> ExchangeError {
+/// The server could not be reached (or its answer not read); a refused TLS
+/// certificate in plain words (which check failed and what to do).
+pub(super) fn unreachable(url: &str, io: &std::io::Error, ca_bundle_given: bool) -> ExchangeError {
+    let trust = crate::tls_pem::TrustSettings {
+        ca_bundle: "VaultLoginBuilder::ca_bundle_pem or ca_bundle_file",
+        ca_bundle_given,
+        client_certificate: None,
+    };
+    if let Some(plain) = crate::tls_pem::explain_refusal(url, io, &trust) {
+        return ExchangeError(format!("cannot reach Vault at {url}: {plain}"));
+    }
     ExchangeError(format!(
         "cannot reach Vault at {url} ({io}): the network or the address is wrong, or the server is down"
     ))

@@ -440,6 +440,7 @@ impl VaultLoginBuilder {
                 addr: self.addr,
                 mount: self.mount,
                 namespace: self.namespace,
+                ca_bundle_given: self.ca_bundle_pem.is_some(),
             },
             on_token: self.on_token,
         })

@@ -32,6 +32,8 @@ pub struct TransitClient {
     addr: String,
     mount: String,
     token: std::sync::Arc<Zeroizing<String>>,
+    /// Whether a CA bundle was given (for what a refused certificate means).
+    ca_bundle_given: bool,
 }
 
 impl fmt::Debug for TransitClient {
@@ -145,14 +147,20 @@ impl TransitClient {
         what: &str,
     ) -> Result<Zeroizing<Vec<u8>>> {
         let mut resp = resp.map_err(|e| {
-            self.fail(
-                what,
-                format!(
+            let trust = crate::tls_pem::TrustSettings {
+                ca_bundle: "TransitClientBuilder::ca_bundle_pem (wid: --transit-ca-bundle)",
+                ca_bundle_given: self.ca_bundle_given,
+                client_certificate: None,
+            };
+            let reason = match crate::tls_pem::explain_refusal(&self.addr, &e, &trust) {
+                Some(plain) => format!("cannot reach Transit at {}: {plain}", self.addr),
+                None => format!(
                     "cannot reach Transit at {} ({}): check the address and that the server is up",
                     self.addr,
                     e.into_io()
                 ),
-            )
+            };
+            self.fail(what, reason)
         })?;
         let status = resp.status().as_u16();
         let body = read_zeroizing(resp.body_mut())
@@ -314,6 +322,7 @@ impl TransitClientBuilder {
             addr: self.addr,
             mount: self.mount,
             token: std::sync::Arc::new(token),
+            ca_bundle_given: self.ca_bundle_pem.is_some(),
         })
     }
 }

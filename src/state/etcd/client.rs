@@ -120,7 +120,7 @@ impl Client {
         }
         let mut resp = req
             .send(body.to_string())
-            .map_err(|e| Failure::Other(describe(url, &e)))?;
+            .map_err(|e| Failure::Other(describe(&self.config, url, &e)))?;
         let status = resp.status();
         let text = resp
             .body_mut()
@@ -167,7 +167,7 @@ impl Client {
             }
             let resp = req
                 .send(body.to_string())
-                .map_err(|e| fail(describe(&url, &e)))?;
+                .map_err(|e| fail(describe(&self.config, &url, &e)))?;
             let status = resp.status();
             if status == 200 {
                 return Ok(resp.into_body().into_reader());
@@ -240,7 +240,7 @@ impl Client {
             .post(&url)
             .header("content-type", "application/json")
             .send(body.as_bytes())
-            .map_err(|e| fail(describe(&url, &e)))?;
+            .map_err(|e| fail(describe(&self.config, &url, &e)))?;
         let status = resp.status();
         let text = Zeroizing::new(
             resp.body_mut()
@@ -406,8 +406,19 @@ impl Failure {
     }
 }
 
-/// A transport error, with a hint where the usual cause is not obvious.
-fn describe(url: &str, e: &ureq::Error) -> String {
+/// A transport error, with a hint where the usual cause is not obvious: a
+/// refused certificate in plain words (which check failed and what to do).
+fn describe(config: &EtcdConfig, url: &str, e: &ureq::Error) -> String {
+    let trust = crate::tls_pem::TrustSettings {
+        ca_bundle: "EtcdConfig::ca_bundle_pem (wid: --etcd-ca-bundle)",
+        ca_bundle_given: config.ca_bundle_pem.is_some(),
+        client_certificate: Some(
+            "EtcdConfig::client_certificate_pem (wid: --etcd-cert with --etcd-key)",
+        ),
+    };
+    if let Some(plain) = crate::tls_pem::explain_refusal(url, e, &trust) {
+        return plain;
+    }
     let text = e.to_string();
     let closed = matches!(e, ureq::Error::Io(io) if matches!(
         io.kind(),
