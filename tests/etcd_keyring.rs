@@ -1250,3 +1250,44 @@ fn a_revoked_key_is_refused_by_every_watcher() {
         Some(replacement)
     );
 }
+
+/// A prefix emptied by hand (`etcdctl del --prefix`, say, before a restore)
+/// loses its wrapping record with the keys: the first change written after
+/// it (here the elected rotator's first key) writes the record again in the
+/// same transaction, so a process given the KEK opens the keyring after it.
+#[test]
+fn an_emptied_prefix_gets_its_wrapping_record_back_with_the_first_key() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let url = cluster.url(0);
+    let config = cluster.config_for(&url, &[&url]);
+    let prefix = "/wid-test/emptied/";
+    let kr = open(config.clone(), prefix);
+    kr.rotate_now(Algorithm::EdDsa, unix_now()).unwrap();
+    // Everything under the prefix, gone.
+    let mut end = prefix.as_bytes().to_vec();
+    *end.last_mut().unwrap() += 1;
+    cluster.admin_any(
+        "/v3/kv/deleterange",
+        &serde_json::json!({"key": b64(prefix), "range_end": base64_encode(&end)}),
+    );
+    eventually("the copy sees the prefix empty", LIMIT, || kr.keyring().is_empty());
+    let rotator = kr
+        .start_rotator(
+            RotatorOptions::stored_policy()
+                .lease_ttl(Duration::from_secs(3))
+                .interval(Duration::from_millis(100)),
+        )
+        .unwrap();
+    eventually("the rotator makes a first key", LIMIT, || {
+        kr.keyring().active_id_for(Algorithm::EdDsa).is_some()
+    });
+    drop(rotator);
+    // Another process, given the KEK, opens it (it would be refused as a
+    // keyring of plaintext keys without the record).
+    let other = open(config, prefix);
+    assert_eq!(
+        other.keyring().active_id_for(Algorithm::EdDsa),
+        kr.keyring().active_id_for(Algorithm::EdDsa)
+    );
+}

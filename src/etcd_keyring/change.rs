@@ -269,6 +269,17 @@ impl Shared {
                 }
             }
         }
+        // A prefix emptied by hand (`etcdctl del --prefix`) lost its
+        // wrapping record too: the first change writes it again, in the same
+        // transaction (its compare above says it is still absent), so the
+        // keys written are never left without the KEK that names them.
+        if let (Some(w), 0) = (&self.wrapper, plan.wrapping_revision) {
+            let key = self.key(WRAPPING);
+            let value = codec::encode(&Wrapping::of(w.as_ref()))?;
+            success.push(serde_json::json!({"request_put": {
+                "key": b64(&key), "value": b64(&value),
+            }}));
+        }
         let body = serde_json::json!({"compare": compare, "success": success});
         let answer = match txn(self, &body) {
             Answer::Unknown(why) => self.read_back(&puts, &deletes, &creates, &why)?,
