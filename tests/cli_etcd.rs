@@ -1504,3 +1504,126 @@ fn backup_and_restore_as_docs_etcd_md_prints_them() {
     let served = serve();
     assert_eq!(served.jwks().kids(), kids_before);
 }
+
+/// The JSON lines `wid serve --log-format json` wrote, parsed (each must be
+/// one object with a time).
+fn log_lines(served: &Served) -> Vec<Value> {
+    served
+        .stderr()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+/// The audit trail, as it happens: an elected rotator says so, every key
+/// change is one JSON line (RFC 3339 time, key ID, algorithm, purpose, old
+/// and new state) in every server that applies it, without a request to
+/// prompt it, and the commits say which process made them and why; the
+/// metrics carry the election, the cut-off, keys per state and the timing.
+#[test]
+fn the_audit_trail_and_metrics_say_what_happened() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let flags = etcd_flags(&urls, "/wid-cli/audit/", &kek);
+    let init = keyring_json("init", &flags, &["--alg", "EdDSA", "--json"]);
+    let first = init["changes"][0]["kid"].as_str().unwrap().to_string();
+    let serve = |extra: &[&str]| {
+        let mut a = args(
+            &[],
+            &flags,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--etcd-lead-time",
+                "1s",
+                "--log-format",
+                "json",
+            ],
+        );
+        a.extend(strings(extra));
+        Served::start(&a)
+    };
+    let a = serve(&["--rotator"]);
+    let b = serve(&[]);
+    eventually("the rotator says it was elected", LIMIT, || {
+        log_lines(&a)
+            .iter()
+            .any(|l| l["event"] == "election" && l["to"] == "elected")
+    });
+
+    let rotated = keyring_json("rotate", &flags, &["--etcd-lead-time", "1s", "--json"]);
+    let next = rotated["changes"][0]["kid"].as_str().unwrap().to_string();
+    // Both servers log the new key and, after the rotator promotes it, the
+    // switch: no request is made meanwhile.
+    for served in [&a, &b] {
+        eventually("the switch is in the trail", LIMIT, || {
+            let lines = log_lines(served);
+            let has = |kid: &str, from: &str, to: &str| {
+                lines.iter().any(|l| {
+                    l["event"] == "key" && l["kid"] == kid && l["from"] == from && l["to"] == to
+                })
+            };
+            has(&next, "absent", "prepublished")
+                && has(&next, "prepublished", "active")
+                && has(&first, "active", "inactive")
+        });
+        let lines = log_lines(served);
+        let line = lines
+            .iter()
+            .find(|l| l["event"] == "key" && l["kid"] == next.as_str())
+            .unwrap();
+        assert_eq!(line["algorithm"], "EdDSA", "{line}");
+        assert_eq!(line["purpose"], "bearer", "{line}");
+        assert_eq!(line["level"], "info", "{line}");
+        let time = line["time"].as_str().unwrap();
+        assert!(
+            time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+            "not RFC 3339: {time}"
+        );
+        assert!(
+            lines.iter().any(|l| l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("now at etcd revision"))),
+            "the revision line came without a request: {lines:?}"
+        );
+    }
+    let promoted = log_lines(&a);
+    let commit = promoted
+        .iter()
+        .find(|l| l["event"] == "committed" && l["why"].as_str().is_some_and(|w| w.contains(&next)))
+        .unwrap_or_else(|| panic!("no commit line for the promotion: {promoted:?}"));
+    assert!(
+        commit["by"].as_str().unwrap().contains("elected rotator"),
+        "{commit}"
+    );
+    assert!(
+        commit["process"].as_str().unwrap().contains(':'),
+        "{commit}"
+    );
+
+    let metrics = a.get("/metrics").body;
+    for line in [
+        "wid_serve_rotator_elected 1",
+        "wid_serve_etcd_cut_off 0",
+        "wid_serve_keys{state=\"active\"} 1",
+        "wid_serve_keys{state=\"inactive\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+    for name in [
+        "wid_serve_next_key_change_seconds ",
+        "wid_serve_last_key_change_timestamp_seconds ",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(name)),
+            "{name} in\n{metrics}"
+        );
+    }
+    assert!(
+        !b.get("/metrics").body.contains("wid_serve_rotator_elected"),
+        "a server without --rotator reports no election"
+    );
+}

@@ -1271,7 +1271,9 @@ fn an_emptied_prefix_gets_its_wrapping_record_back_with_the_first_key() {
         "/v3/kv/deleterange",
         &serde_json::json!({"key": b64(prefix), "range_end": base64_encode(&end)}),
     );
-    eventually("the copy sees the prefix empty", LIMIT, || kr.keyring().is_empty());
+    eventually("the copy sees the prefix empty", LIMIT, || {
+        kr.keyring().is_empty()
+    });
     let rotator = kr
         .start_rotator(
             RotatorOptions::stored_policy()

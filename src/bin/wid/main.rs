@@ -22,6 +22,8 @@ macro_rules! outln {
     };
 }
 
+#[macro_use]
+mod logging;
 mod etcd_args;
 mod inspect_cmd;
 mod issue_cmd;
@@ -73,6 +75,10 @@ struct Cli {
         allow_negative_numbers = true
     )]
     now: Option<i64>,
+    /// How log lines on stderr are written, each stamped with its time:
+    /// `text`, or `json` (one object per line, for log collectors).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -217,6 +223,17 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let ctx = Ctx::new(cli.json, cli.now);
+    // A server logs what happens as it happens (the audit trail: elections,
+    // key changes); a one-shot command prints what it did, and only the
+    // library's warnings.
+    let level = if matches!(cli.command, Command::Serve(_)) {
+        log::LevelFilter::Info
+    } else {
+        log::LevelFilter::Warn
+    };
+    if matches!(cli.command, Command::Serve(_)) || cli.log_format == logging::LogFormat::Json {
+        logging::init(cli.log_format, level);
+    }
     let result = match cli.command {
         Command::Keyring(cmd) => keyring_cmd::run(cmd, &ctx),
         Command::Issue(args) => issue_cmd::run(&args, &ctx),

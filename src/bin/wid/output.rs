@@ -79,7 +79,9 @@ impl Ctx {
     /// A note for people on stderr (never with `--json`, which says it in the
     /// document instead).
     pub(crate) fn note(&self, text: &str) {
-        if !self.json {
+        if crate::logging::stamped() {
+            crate::logging::line(log::Level::Info, "wid", text, serde_json::Map::new());
+        } else if !self.json {
             eprintln!("wid: {text}");
         }
     }

@@ -10,6 +10,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use workload_identity::KeyState;
+
 /// The counters, shared by every connection.
 #[derive(Default)]
 pub(super) struct Metrics {
@@ -31,6 +33,68 @@ pub(super) struct Gauges {
     pub(super) current: bool,
     /// Connections open now.
     pub(super) connections: usize,
+    /// Keys by state (every state, zeros included).
+    pub(super) keys_by_state: Vec<(&'static str, usize)>,
+    /// Seconds until the policy's next planned change of any kind
+    /// (prepublish, promote, deprecate; `None`: none planned).
+    pub(super) next_change_secs: Option<i64>,
+    /// When the keys last changed here (Unix seconds).
+    pub(super) last_change: i64,
+    /// With --etcd: whether cut off from etcd.
+    pub(super) cut_off: Option<bool>,
+    /// With --rotator: whether this server's candidate is elected.
+    pub(super) rotator_elected: Option<bool>,
+}
+
+/// The gauges of `server` at `now` (`docs` and `current` as the request
+/// found them).
+pub(super) fn gauges(
+    server: &super::Server,
+    docs: &super::Docs,
+    current: bool,
+    now: i64,
+) -> Gauges {
+    let (keyring, _, _) = server.current();
+    let keys = keyring.keys();
+    // The policy stored with the keys, else the flags'.
+    let policy = keyring
+        .policy()
+        .map_or(server.policy, |p| p.rotation_policy());
+    let next_change = if workload_identity::plan_rotation(&keys, now, &policy).is_empty() {
+        workload_identity::next_planned_change(&keys, now, &policy).map(|(t, _)| t)
+    } else {
+        Some(now)
+    };
+    let keys_by_state = [
+        KeyState::Active,
+        KeyState::Prepublished,
+        KeyState::Inactive,
+        KeyState::Deprecated,
+    ]
+    .iter()
+    .map(|s| (s.name(), keys.iter().filter(|k| k.state == *s).count()))
+    .collect();
+    let (cut_off, rotator_elected) = match &server.source {
+        super::Source::Etcd { replicated, .. } => {
+            (Some(replicated.stats().cut_off), server.rotator_elected())
+        }
+        super::Source::File { .. } => (None, None),
+    };
+    Gauges {
+        keys_served: docs.keys_served,
+        next_rotation_secs: docs.timing.1.map(|t| t.saturating_sub(now)),
+        current,
+        connections: super::net::open_connections(),
+        keys_by_state,
+        next_change_secs: next_change.map(|t| t.saturating_sub(now).max(0)),
+        last_change: server
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .loaded_at,
+        cut_off,
+        rotator_elected,
+    }
 }
 
 /// The route names used as labels (a fixed set: a client asking for
@@ -132,6 +196,43 @@ impl Metrics {
             "Connections open now.",
             g.connections.to_string(),
         );
+        let _ = writeln!(
+            out,
+            "# HELP wid_serve_keys Keys by state.\n# TYPE wid_serve_keys gauge"
+        );
+        for (state, n) in &g.keys_by_state {
+            let _ = writeln!(out, "wid_serve_keys{{state=\"{state}\"}} {n}");
+        }
+        gauge(
+            &mut out,
+            "wid_serve_last_key_change_timestamp_seconds",
+            "When the keys last changed here (Unix seconds).",
+            g.last_change.to_string(),
+        );
+        if let Some(secs) = g.next_change_secs {
+            gauge(
+                &mut out,
+                "wid_serve_next_key_change_seconds",
+                "Seconds until the rotation policy's next planned change of any kind: prepublish, promote, deprecate (0: due now).",
+                secs.to_string(),
+            );
+        }
+        if let Some(cut) = g.cut_off {
+            gauge(
+                &mut out,
+                "wid_serve_etcd_cut_off",
+                "1 while this server's copy of the replicated keyring is not proven current.",
+                u8::from(cut).to_string(),
+            );
+        }
+        if let Some(elected) = g.rotator_elected {
+            gauge(
+                &mut out,
+                "wid_serve_rotator_elected",
+                "1 while this server's rotation candidate is the elected rotator.",
+                u8::from(elected).to_string(),
+            );
+        }
         if let Some(secs) = g.next_rotation_secs {
             gauge(
                 &mut out,
@@ -160,6 +261,11 @@ mod tests {
             next_rotation_secs: Some(86_400),
             current: true,
             connections: 1,
+            keys_by_state: vec![("active", 1), ("deprecated", 0)],
+            next_change_secs: Some(60),
+            last_change: 1_700_000_000,
+            cut_off: Some(false),
+            rotator_elected: Some(true),
         });
         for line in [
             "wid_serve_requests_total{route=\"jwks\",status=\"200\"} 2",
@@ -168,6 +274,12 @@ mod tests {
             "wid_serve_keys_served 3",
             "wid_serve_keys_current 1",
             "wid_serve_next_rotation_seconds 86400",
+            "wid_serve_keys{state=\"active\"} 1",
+            "wid_serve_keys{state=\"deprecated\"} 0",
+            "wid_serve_next_key_change_seconds 60",
+            "wid_serve_last_key_change_timestamp_seconds 1700000000",
+            "wid_serve_etcd_cut_off 0",
+            "wid_serve_rotator_elected 1",
             "# TYPE wid_serve_requests_total counter",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");

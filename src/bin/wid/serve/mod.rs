@@ -46,7 +46,7 @@ use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
 use crate::sources::bad_flag;
 use crate::{CliError, Exit};
-use metrics::{Gauges, Metrics};
+use metrics::Metrics;
 use respond::{Response, etag_of};
 
 pub(crate) const AFTER_HELP: &str = "\
@@ -252,7 +252,7 @@ impl Server {
         if now_stamp != l.stamp || retry {
             match Keyring::load_with(path, load_options) {
                 Ok(k) => {
-                    eprintln!("wid serve: reloaded {} ({} keys)", path.display(), k.len());
+                    serve_log!(Info, "reloaded {} ({} keys)", path.display(), k.len());
                     l.keyring = k;
                     l.loaded_at = self.now();
                     l.error = None;
@@ -268,7 +268,7 @@ impl Server {
                         self.metrics
                             .keystore_reload_failures
                             .fetch_add(1, Ordering::Relaxed);
-                        eprintln!("wid serve: reload failed, serving the last good keys: {error}");
+                        serve_log!(Info, "reload failed, serving the last good keys: {error}");
                     }
                     // A file that cannot be read (out of descriptors, a
                     // transient I/O error) is tried again each second; one
@@ -294,8 +294,9 @@ impl Server {
         // it too).
         let generation = keyring.generation();
         if generation != l.keyring_generation {
-            eprintln!(
-                "wid serve: keyring at {} now at etcd revision {} ({} keys)",
+            serve_log!(
+                Info,
+                "keyring at {} now at etcd revision {} ({} keys)",
                 replicated.prefix(),
                 stats.revision,
                 stats.keys
@@ -320,8 +321,8 @@ impl Server {
         });
         if error.is_some() != l.error.is_some() {
             match &error {
-                Some(e) => eprintln!("wid serve: {e}"),
-                None => eprintln!("wid serve: etcd answers again; the keyring is current"),
+                Some(e) => serve_log!(Info, "{e}"),
+                None => serve_log!(Info, "etcd answers again; the keyring is current"),
             }
         }
         l.error.clone_from(&error);
@@ -660,6 +661,21 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
     };
+    // Changes are logged as they happen, not when the next request comes:
+    // a keystore re-read, a new etcd revision, a cut-off and its end.
+    let watcher = {
+        let server = Arc::clone(&server);
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("wid-serve-watch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let _ = server.current();
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            })
+            .map_err(|e| CliError::new(ResultCode::IoError, format!("starting a thread: {e}")))?
+    };
     let left = net::serve(
         Arc::clone(&server),
         listener,
@@ -671,6 +687,8 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         },
         resign,
     )?;
+    stop.store(true, Ordering::Release);
+    let _ = watcher.join();
     ctx.note(&format!(
         "stopped by signal{}",
         if left > 0 {
@@ -730,6 +748,13 @@ fn route(server: &Server, path: &str) -> Response {
         }
         "/health" => {
             let (keyring, error, _) = server.current();
+            // A server with nothing in its JWKS lets no relying party verify
+            // anything: not healthy, whatever else holds.
+            let published = keyring.jwks().keys.len();
+            let error = error.or_else(|| {
+                (published == 0)
+                    .then(|| "no key is published: relying parties can verify nothing".to_string())
+            });
             let loaded_at = server
                 .loaded
                 .lock()
@@ -738,24 +763,28 @@ fn route(server: &Server, path: &str) -> Response {
             let mut body = json!({
                 "status": if error.is_some() { "degraded" } else { "ok" },
                 "keys": keyring.len(),
-                "published": keyring.jwks().keys.len(),
+                "published": published,
                 "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
                 "loaded_at": utc(loaded_at),
             });
             // The detail (the keystore's path, its mode; the prefix, the
             // members and etcd's errors) went to stderr; unauthenticated
             // clients get none, only whether the keys are current.
-            let stale = match &server.source {
+            let mut stale = match &server.source {
                 Source::File { .. } => "reload failed: serving the last good keys",
                 Source::Etcd { replicated, .. } => {
+                    let stats = replicated.stats();
                     body["etcd"] = json!({
-                        "revision": replicated.stats().revision,
-                        "cut_off": error.is_some(),
+                        "revision": stats.revision,
+                        "cut_off": stats.cut_off,
                         "rotator_elected": server.rotator_elected(),
                     });
                     "cut off from etcd: serving the keys last seen"
                 }
             };
+            if published == 0 {
+                stale = "no key is published (an empty keystore or etcd prefix): make one with `wid keyring init` or `wid keyring rotate`";
+            }
             body["reload_error"] = json!(error.as_ref().map(|_| stale));
             Response::json(
                 if error.is_some() {
@@ -769,12 +798,9 @@ fn route(server: &Server, path: &str) -> Response {
         }
         "/metrics" => {
             let (docs, error) = server.docs(now);
-            let text = server.metrics.render(&Gauges {
-                keys_served: docs.keys_served,
-                next_rotation_secs: docs.timing.1.map(|t| t.saturating_sub(now)),
-                current: error.is_none(),
-                connections: net::open_connections(),
-            });
+            let text = server
+                .metrics
+                .render(&metrics::gauges(server, &docs, error.is_none(), now));
             Response::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

@@ -167,7 +167,7 @@ pub(super) fn serve(
                     }
                     Err(e) => {
                         // EMFILE and the like: back off rather than spin.
-                        eprintln!("wid serve: accept failed: {e}");
+                        serve_log!(Info,"accept failed: {e}");
                         tokio::time::sleep(POLL).await;
                     }
                 },
@@ -397,8 +397,9 @@ fn answer(
         // The path only (a query could carry anything), and at most 200
         // characters of it: a client chooses it.
         let shown: String = path.chars().take(200).collect();
-        eprintln!(
-            "wid serve: {method} {}{} {}",
+        serve_log!(
+            Info,
+            "{method} {}{} {}",
             shown.escape_debug(),
             if shown.len() < path.len() { "..." } else { "" },
             answer.status().as_u16()

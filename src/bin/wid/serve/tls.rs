@@ -202,8 +202,9 @@ impl Tls {
                 self.resolver.current.store(Arc::new(pair));
                 metrics.tls_reloads.fetch_add(1, Ordering::Relaxed);
                 *last_error = None;
-                eprintln!(
-                    "wid serve: reloaded the TLS certificate {}",
+                serve_log!(
+                    Info,
+                    "reloaded the TLS certificate {}",
                     self.files.cert.display()
                 );
             }
@@ -215,8 +216,9 @@ impl Tls {
                 }
                 if last_error.as_deref() != Some(e.message.as_str()) {
                     metrics.tls_reload_failures.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "wid serve: TLS reload failed, serving the last good certificate: {}",
+                    serve_log!(
+                        Warn,
+                        "TLS reload failed, serving the last good certificate: {}",
                         e.message
                     );
                     *last_error = Some(e.message);
