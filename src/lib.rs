@@ -153,7 +153,7 @@ pub struct EtcdDocDoctests;
 #[cfg(feature = "etcd")]
 pub use audit::AUDIT_TARGET;
 pub use claims::{Claims, ExpectedClaims, NodeClaims};
-pub use clock::{Clock, SystemClock, unix_now};
+pub use clock::{Clock, SystemClock, rfc3339, unix_now};
 pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,
     associated_data,

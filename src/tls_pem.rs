@@ -258,27 +258,9 @@ fn san(name: &str) -> String {
     crate::error::truncate_for_message(&shown.replace(|c: char| c.is_control(), "?"))
 }
 
-/// `2024-05-01T12:00:00Z` for Unix seconds (proleptic Gregorian, UTC).
+/// `2024-05-01T12:00:00Z` for Unix seconds.
 fn utc(t: u64) -> String {
-    let t = i64::try_from(t).unwrap_or(i64::MAX);
-    let days = t.div_euclid(86_400);
-    let secs = t.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    crate::clock::rfc3339(i64::try_from(t).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

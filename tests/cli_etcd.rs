@@ -544,6 +544,24 @@ fn migrate_round_trip_keeps_every_key() {
             r.id
         );
     }
+    // The old file refuses changes from now on, saying where the keyring
+    // went; reading it still works.
+    let stale = wid(&args(&["keyring", "rotate"], &file, &["--json"]));
+    assert_eq!(stale.status.code(), Some(2), "{}", stderr(&stale));
+    let e = json_err(&stale);
+    assert!(
+        e["message"].as_str().unwrap().contains(prefix)
+            && e["message"].as_str().unwrap().contains("migrated"),
+        "{e}"
+    );
+    assert!(e["hint"].as_str().unwrap().contains(".migrated"), "{e}");
+    let policy_set = wid(&args(
+        &["keyring", "policy", "set"],
+        &file,
+        &["--longest-ttl", "1h"],
+    ));
+    assert_eq!(policy_set.status.code(), Some(2), "{}", stderr(&policy_set));
+    assert_eq!(keyring_json("list", &file, &["--json"])["keys"], before);
     // Into a prefix that holds keys: refused, nothing changed.
     let again = wid(&into);
     assert_eq!(again.status.code(), Some(4), "{}", stderr(&again));
@@ -867,6 +885,20 @@ fn promote_and_plan_apply_through_etcd() {
     );
     let list = keyring_json("list", &flags, &["--json"]);
     assert_eq!(state_of(&list, &kid3).as_deref(), Some("active"));
+
+    // A key published two lead times ago by the clock (here: --now ten
+    // seconds on) has been with every server for a lead time: a process
+    // that just opened the keyring promotes it without waiting another.
+    let rotated = keyring_json("rotate", &flags, &["--json"]);
+    let kid4 = rotated["changes"][0]["kid"].as_str().unwrap().to_string();
+    let later = (workload_identity::unix_now() + 10).to_string();
+    let o = expect(
+        &args(&["keyring", "promote"], &flags, &[&kid4, "--now", &later]),
+        0,
+    );
+    assert!(!stderr(&o).contains("waiting"), "{}", stderr(&o));
+    let list = keyring_json("list", &flags, &["--json"]);
+    assert_eq!(state_of(&list, &kid4).as_deref(), Some("active"));
 }
 
 /// Every material encoding worth looking for in output.

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::view::{KEYS, POLICY, ROTATOR, WRAPPING};
 use super::{Counters, EtcdKeyring, Shared};
+use crate::clock::rfc3339;
 use crate::codec::{self, Bin};
 use crate::custody::{KeyWrapper, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
@@ -481,8 +482,11 @@ impl Shared {
                 "EtcdKeyring",
                 "publish_at",
                 format!(
-                    "{publish_at} is less than the lead time ({:?}) after now ({now}): every watcher must hold a key before it signs; expected {earliest} or later",
-                    self.lead_time()
+                    "{} is less than the lead time ({}) after now ({}): every watcher must hold a key before it signs; expected {} or later",
+                    rfc3339(publish_at),
+                    crate::clock::span(self.lead_time()),
+                    rfc3339(now),
+                    rfc3339(earliest)
                 ),
             ));
         }
@@ -494,7 +498,10 @@ impl Shared {
             plan,
             vec![Write::Create(self.new_record(&key)?)],
             lease,
-            &format!("prepublishing {alg} {purpose} key {id} for {publish_at}"),
+            &format!(
+                "prepublishing {alg} {purpose} key {id}, signing from {}",
+                rfc3339(publish_at)
+            ),
         )?;
         Ok(id)
     }
@@ -521,18 +528,24 @@ impl Shared {
                 // Both clocks: the stored creation time by the caller's `now`,
                 // and this copy's own monotonic clock since the key first
                 // appeared here (so a caller's clock, or a key created just
-                // before a second boundary, cannot shorten the lead).
+                // before a second boundary, cannot shorten the lead). A key
+                // published two lead times ago by the stored clock has been
+                // in etcd for a lead time whatever the clocks' skew within
+                // one lead time: a process that just opened the keyring need
+                // not wait another lead time to promote it.
                 let since = k.create_time.saturating_add(self.lead_secs());
+                let long_ago = now >= since.saturating_add(self.lead_secs());
                 let seen_for = self.lock_view().first_seen.get(kid).map(|t| t.elapsed());
-                if now < since || seen_for.is_none_or(|d| d < self.lead_time()) {
+                if now < since || (!long_ago && seen_for.is_none_or(|d| d < self.lead_time())) {
                     return Err(Error::invalid(
                         "EtcdKeyring",
                         "state",
                         format!(
-                            "cannot promote {kid} yet: it was published at {} (seen here for {:?}) and may sign only after the lead time ({:?}), when every watcher holds it; promote it at {since} or later",
-                            k.create_time,
+                            "cannot promote {kid} yet: it was published at {} (seen here for {:?}) and may sign only after the lead time ({}), when every watcher holds it; promote it at {} or later",
+                            rfc3339(k.create_time),
                             seen_for.unwrap_or_default(),
-                            self.lead_time()
+                            crate::clock::span(self.lead_time()),
+                            rfc3339(since)
                         ),
                     ));
                 }

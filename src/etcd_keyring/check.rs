@@ -114,8 +114,8 @@ fn enforce_planned_end(shared: &Shared) {
         if now >= planned_end && shared.keyring.stand_down(info.purpose, info.algorithm, now) {
             view.stood_down.push(pair);
             view.note(format!(
-                "cut off from etcd past the planned end of {} {} key {} ({planned_end}): it no longer signs here until etcd answers",
-                info.algorithm, info.purpose, info.kid
+                "cut off from etcd past the planned end of {} {} key {} ({}): it no longer signs here until etcd answers",
+                info.algorithm, info.purpose, info.kid, crate::clock::rfc3339(planned_end)
             ));
         }
     }

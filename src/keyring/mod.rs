@@ -251,7 +251,11 @@ fn check_publish_at(now: i64, publish_at: i64) -> Result<()> {
         return Err(Error::invalid(
             "Keyring",
             "publish_at",
-            format!("must not be in the past: publish_at {publish_at} < now {now}"),
+            format!(
+                "must not be in the past: {} is before now ({})",
+                crate::clock::rfc3339(publish_at),
+                crate::clock::rfc3339(now)
+            ),
         ));
     }
     Ok(())

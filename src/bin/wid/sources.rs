@@ -153,6 +153,36 @@ pub(crate) fn load_keystore_with(
     })
 }
 
+/// The marker `wid keyring migrate` leaves beside a keystore file it copied
+/// into etcd: `FILE.migrated`, saying where the keyring went.
+pub(crate) fn migrated_marker(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".migrated");
+    std::path::PathBuf::from(name)
+}
+
+/// Refuses to write a keystore file whose keyring was migrated to etcd: a
+/// change made there would be lost to every server reading etcd.
+pub(crate) fn refuse_if_migrated(path: &Path) -> Result<(), CliError> {
+    let marker = migrated_marker(path);
+    match std::fs::read_to_string(&marker) {
+        Ok(to) => Err(CliError::new(
+            ResultCode::InvalidArgument,
+            format!(
+                "{} is no longer the keyring: it was migrated to {}; changes made to this file would reach no server",
+                path.display(),
+                to.trim()
+            ),
+        )
+        .hint(format!(
+            "change the keys there (`--etcd ... --etcd-prefix ...` instead of --keystore); to write this file again on purpose, remove {}",
+            marker.display()
+        ))
+        .exit(Exit::Usage)),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Saves a keystore: wrapped by the KEK the flags name (version 3), or in
 /// plaintext (version 2) when they name none.
 pub(crate) fn save_keystore(
@@ -160,6 +190,7 @@ pub(crate) fn save_keystore(
     path: &Path,
     custody: &CustodyArgs,
 ) -> Result<(), CliError> {
+    refuse_if_migrated(path)?;
     match custody.wrapper()? {
         Some(w) => keyring.save_wrapped(path, &*w)?,
         None => keyring.save(path)?,

@@ -105,6 +105,7 @@ fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliEr
             "rewrapped",
         ),
     };
+    crate::sources::refuse_if_migrated(path)?;
     let keys = Keyring::rewrap_keystore(path, &from, to.as_deref()).map_err(|e| {
         let plaintext =
             e.code() == ResultCode::KeyCustodyFailed && e.to_string().contains("plaintext");

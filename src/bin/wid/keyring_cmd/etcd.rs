@@ -172,10 +172,15 @@ pub(super) fn ready_to_promote(r: &EtcdKeyring, kid: &KeyId, now: i64, ctx: &Ctx
 /// it), measured from when this copy first saw it, which is no later than
 /// `seen`: a one-shot `wid` waits out that time first, and says so. A key
 /// published too recently by the clock is not waited for: the library
-/// refuses it at once (and says when it may be promoted).
+/// refuses it at once (and says when it may be promoted). Nor is one
+/// published two lead times ago or more: every server has had it for a lead
+/// time, and the library promotes it at once.
 pub(super) fn wait_out_lead_time(r: &EtcdKeyring, kid: &str, seen: Instant, ctx: &Ctx) {
+    let now = ctx.now();
     let due = r.keyring().key_info(kid).is_some_and(|k| {
-        k.state == KeyState::Prepublished && published_for_lead_time(r, &k, ctx.now())
+        k.state == KeyState::Prepublished
+            && published_for_lead_time(r, &k, now)
+            && k.create_time.saturating_add(2 * lead_secs(r)) > now
     });
     if !due {
         return;

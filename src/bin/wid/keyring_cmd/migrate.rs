@@ -66,15 +66,40 @@ pub(super) fn run(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
             err
         }
     })?;
+    // The file's policy goes with its keys.
+    if let Some(policy) = keyring.policy() {
+        r.set_policy(&policy)?;
+    }
+    // The file is no longer the keyring: writes to it are refused from now
+    // on, saying where it went (reading it still works: a copy of the keys
+    // as they were).
+    let went = format!(
+        "the replicated keyring ({}) on {}",
+        a.etcd.flags(),
+        crate::output::utc(ctx.now())
+    );
+    let marker = crate::sources::migrated_marker(path);
+    std::fs::write(&marker, format!("{went}\n")).map_err(|e| {
+        CliError::new(
+            ResultCode::IoError,
+            format!(
+                "the keys were copied, but {} could not be written: {e}; do not change {} any more",
+                marker.display(),
+                path.display()
+            ),
+        )
+    })?;
     let (kek, how) = kept_by(
         wrapper.as_ref(),
         "IN PLAINTEXT (--etcd-insecure-plaintext-keys)",
     );
     ctx.emit(
         &format!(
-            "copied {n} keys from {} into etcd {}, {how}",
+            "copied {n} keys from {} into etcd {}, {how}; {} now refuses changes (see {})",
             path.display(),
-            r.prefix()
+            r.prefix(),
+            path.display(),
+            marker.display()
         ),
         &json!({"from": {"keystore": path.display().to_string()},
                 "to": {"etcd_prefix": r.prefix()},
@@ -95,6 +120,8 @@ fn to_file(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
     let r = a.etcd.open_with(kek.clone(), None, ctx)?;
     let wrapper = if a.plaintext_keystore { None } else { kek };
     let keyring = r.export()?;
+    // The policy goes with the keys.
+    keyring.set_policy(r.policy())?;
     if keyring.is_empty() {
         return Err(CliError::usage(format!(
             "the replicated keyring at {} holds no keys: nothing to copy",
@@ -113,6 +140,11 @@ fn to_file(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
         Some(w) => keyring.save_wrapped(path, &**w),
         None => keyring.save(path),
     };
+    if saved.is_ok() {
+        // A fresh copy of the replicated keyring: a marker left by an
+        // earlier migration of this path no longer applies.
+        let _ = std::fs::remove_file(crate::sources::migrated_marker(path));
+    }
     if let Err(e) = saved {
         if claimed {
             // Only our empty placeholder can be there: the save renames last.
