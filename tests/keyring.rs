@@ -294,6 +294,36 @@ fn jwks_max_age_is_half_the_time_to_the_next_switch_with_a_floor() {
     );
 }
 
+/// The operator's 15 days with a 30 s lead time: bounded by the next
+/// planned change less the lead time, a cache fetches the set again before
+/// any planned key can sign unseen.
+#[test]
+fn jwks_max_age_never_outlasts_the_next_planned_change_less_the_lead_time() {
+    let policy = RotationPolicy::new(Some(Duration::from_secs(HOUR as u64)));
+    let lead = Duration::from_secs(30);
+    let kr = Keyring::from_keys([key("a", 1, KeyState::Active, 0)]).unwrap();
+    // The successor is prepublished just after 360 h: at 20 h, 340 h less
+    // the lead time (half the time to the switch would be 350 h).
+    assert_eq!(
+        kr.jwks_max_age_with_lead(20 * HOUR, &policy, lead),
+        Duration::from_secs((340 * HOUR + 1 - 30) as u64)
+    );
+    // Close to the prepublish: well under the 15-minute floor.
+    assert_eq!(
+        kr.jwks_max_age_with_lead(360 * HOUR - 60, &policy, lead),
+        Duration::from_secs(31)
+    );
+    // Due (overdue) now: nothing may be cached.
+    assert_eq!(
+        kr.jwks_max_age_with_lead(500 * HOUR, &policy, lead),
+        Duration::ZERO
+    );
+    // Far from any change, half the time to the switch still rules.
+    assert!(
+        kr.jwks_max_age_with_lead(20 * HOUR, &policy, lead) <= kr.jwks_max_age(20 * HOUR, &policy)
+    );
+}
+
 #[test]
 fn oidc_discovery_document() {
     let d = OidcDiscovery::new("https://nomad.example.com:4646").unwrap();

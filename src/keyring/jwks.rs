@@ -34,7 +34,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::VerifyingKey;
 use serde::{Deserialize, Serialize};
 
-use super::policy::{RotationPolicy, jwks_max_age};
+use super::policy::{RotationPolicy, jwks_max_age, jwks_max_age_with_lead};
 use super::public_key::{Checker, check_rsa_modulus};
 use super::{Algorithm, KeyId, KeyPurpose, Keyring, PublicKey};
 use crate::error::{DecodeError, Error, Result, truncate_for_message};
@@ -591,6 +591,21 @@ impl Keyring {
     /// time left until the next planned key switch, at least 15 minutes.
     pub fn jwks_max_age(&self, now: i64, policy: &RotationPolicy) -> Duration {
         jwks_max_age(&self.keys(), now, policy)
+    }
+
+    /// [`Keyring::jwks_max_age`] bounded by the next planned change: never
+    /// more than the time until the policy's next planned change (a key
+    /// switch, a prepublish, a promotion, a deprecation) less `lead`, the
+    /// time a new key is published before it signs; so a cache honouring it
+    /// fetches the set again before a planned key can sign unseen (0 when a
+    /// change is due within the lead time).
+    pub fn jwks_max_age_with_lead(
+        &self,
+        now: i64,
+        policy: &RotationPolicy,
+        lead: Duration,
+    ) -> Duration {
+        jwks_max_age_with_lead(&self.keys(), now, policy, lead)
     }
 
     /// When the next key switch the rotation policy plans is (Unix seconds):

@@ -262,6 +262,36 @@ pub(crate) fn jwks_max_age(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) 
     Duration::from_secs(half.max(FLOOR) as u64)
 }
 
+/// [`jwks_max_age`], never more than the time until the next planned change
+/// (a key switch, or any action of [`next_planned_change`]: a prepublish, a
+/// promotion, a deprecation) less `lead`: a cache honouring it fetches the
+/// set again before the change, so it never misses a new key before it
+/// signs (0 when the change is due within the lead time).
+pub(crate) fn jwks_max_age_with_lead(
+    keys: &[KeyInfo],
+    now: i64,
+    policy: &RotationPolicy,
+    lead: Duration,
+) -> Duration {
+    let half = jwks_max_age(keys, now, policy);
+    let due = (!plan_rotation(keys, now, policy).is_empty()).then_some(now);
+    let next = [
+        due,
+        next_key_switch(keys, now, policy),
+        next_planned_change(keys, now, policy).map(|(t, _)| t),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    match next {
+        None => half,
+        Some(t) => {
+            let left = t.saturating_sub(now).saturating_sub(secs(lead)).max(0);
+            half.min(Duration::from_secs(left.unsigned_abs()))
+        }
+    }
+}
+
 /// When the next planned key switch is (Unix seconds): the soonest
 /// prepublished key's publish time, else the soonest time an active key's
 /// successor takes over; `None` when there is no key.

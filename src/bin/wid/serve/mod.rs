@@ -239,6 +239,15 @@ impl Server {
         self.fixed_now.unwrap_or_else(workload_identity::unix_now)
     }
 
+    /// How long a new key is published before it signs, when known: the
+    /// replicated keyring's lead time, or the stored policy's.
+    fn lead_time(&self, keyring: &Keyring) -> Option<Duration> {
+        match &self.source {
+            Source::Etcd { replicated, .. } => Some(replicated.lead_time()),
+            Source::File { .. } => keyring.policy().map(|p| p.lead_time),
+        }
+    }
+
     /// The current keyring, whether it is not current (why), and its
     /// generation: re-read first when the file changed.
     fn current(&self) -> (Keyring, Option<String>, u64) {
@@ -348,7 +357,11 @@ impl Server {
             .policy()
             .map_or(self.policy, |p| p.rotation_policy());
         let timing = (
-            keyring.jwks_max_age(now, &policy).as_secs(),
+            match self.lead_time(&keyring) {
+                Some(lead) => keyring.jwks_max_age_with_lead(now, &policy, lead),
+                None => keyring.jwks_max_age(now, &policy),
+            }
+            .as_secs(),
             keyring.next_key_switch(now, &policy),
         );
         let docs = match cached.as_ref() {
