@@ -1659,3 +1659,83 @@ fn the_audit_trail_and_metrics_say_what_happened() {
         "a server without --rotator reports no election"
     );
 }
+
+/// `wid serve --etcd --etcd-snapshot FILE`: the server keeps a wrapped
+/// snapshot of the last keyring it applied; started while etcd is down, it
+/// serves that snapshot (stale: /health 503, /metrics cut off) instead of
+/// exiting, and serves the replicated keyring as soon as etcd answers.
+#[test]
+fn a_server_started_while_etcd_is_down_serves_its_snapshot() {
+    let mut cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let req = request(&s);
+    let flags = etcd_flags(&urls, "/wid-cli/snapshot/", &kek);
+    keyring_json("init", &flags, &["--alg", "ES256", "--json"]);
+    let snapshot = s.path("snapshot.keystore");
+    let serve = || {
+        Served::start(&args(
+            &[],
+            &flags,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--issuer",
+                "http://127.0.0.1",
+                "--etcd-snapshot",
+                &snapshot,
+            ],
+        ))
+    };
+    let first = serve();
+    let (token, kid) = issue(&flags, &req, "ES256");
+    eventually("the snapshot is written", LIMIT, || {
+        std::path::Path::new(&snapshot).exists()
+    });
+    assert_eq!(mode(&snapshot), 0o600);
+    // Wrapped by the KEK: no plaintext key material in the file.
+    assert_no_plaintext(&file_records(&snapshot), "the snapshot");
+    let served_before = first.jwks();
+    drop(first);
+
+    // etcd down: a server starts anyway, from the snapshot, and says so.
+    cluster.kill(0);
+    let second = serve();
+    assert_eq!(second.jwks().body, served_before.body);
+    assert!(verifies(&token, &second.jwks_url()));
+    let health = second.get("/health");
+    assert_eq!(health.status, 503, "{}", health.body);
+    assert_eq!(health.json()["etcd"]["snapshot"], true, "{}", health.body);
+    let metrics = second.get("/metrics").body;
+    assert!(
+        metrics.lines().any(|l| l == "wid_serve_etcd_cut_off 1"),
+        "{metrics}"
+    );
+    assert!(
+        second.stderr().contains("serving the snapshot"),
+        "{}",
+        second.stderr()
+    );
+    // Without --etcd-snapshot a server still refuses to start blind.
+    let blind = wid(&args(&["serve"], &flags, &["--listen", "127.0.0.1:0"]));
+    assert_ne!(blind.status.code(), Some(0), "{}", stderr(&blind));
+
+    // etcd back: the replicated keyring is served, current, without a
+    // restart; a rotation made then reaches this server.
+    cluster.restart(0);
+    eventually(
+        "the server serves the replicated keyring again",
+        LIMIT,
+        || {
+            let h = second.get("/health");
+            h.status == 200 && h.json()["etcd"]["snapshot"] == false
+        },
+    );
+    let rotated = keyring_json("rotate", &flags, &["--immediate", "--json"]);
+    let new = rotated["changes"][0]["kid"].as_str().unwrap().to_string();
+    eventually("the rotation reaches the server", LIMIT, || {
+        second.jwks().kids().contains(&new)
+    });
+    assert!(second.jwks().kids().contains(&kid));
+}

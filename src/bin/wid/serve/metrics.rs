@@ -75,9 +75,10 @@ pub(super) fn gauges(
     .map(|s| (s.name(), keys.iter().filter(|k| k.state == *s).count()))
     .collect();
     let (cut_off, rotator_elected) = match &server.source {
-        super::Source::Etcd { replicated, .. } => {
-            (Some(replicated.stats().cut_off), server.rotator_elected())
-        }
+        super::Source::Etcd(r) => (
+            Some(r.live().is_none_or(|live| live.stats().cut_off)),
+            server.rotator_elected(),
+        ),
         super::Source::File { .. } => (None, None),
     };
     Gauges {

@@ -20,6 +20,7 @@
 
 mod metrics;
 mod net;
+mod replicated;
 mod respond;
 mod tls;
 
@@ -37,8 +38,7 @@ use hyper::header::HeaderValue;
 use clap::Args;
 use serde_json::json;
 use workload_identity::{
-    EtcdKeyring, Keyring, KeystoreLoadOptions, OidcDiscovery, ResultCode, RotationPolicy, Rotator,
-    RotatorOptions,
+    EtcdKeyring, Keyring, KeystoreLoadOptions, OidcDiscovery, ResultCode, RotationPolicy,
 };
 
 use crate::etcd_args::{self, Opened, StoreArgs};
@@ -99,6 +99,13 @@ pub(crate) struct ServeArgs {
     /// off, another takes over after the lease's TTL (10s).
     #[arg(long, requires = "etcd", help_heading = etcd_args::HEADING)]
     rotator: bool,
+    /// With --etcd: keep a local snapshot of the last keyring applied in
+    /// FILE (wrapped by the KEK, mode 0600, rewritten after every change),
+    /// and serve it when etcd cannot be reached at start (stale: /health
+    /// answers 503 and /metrics says cut off) until etcd answers, instead
+    /// of exiting.
+    #[arg(long, value_name = "FILE", requires = "etcd", help_heading = etcd_args::HEADING)]
+    etcd_snapshot: Option<PathBuf>,
     /// Where to listen, e.g. 127.0.0.1:8080 (port 0: any free port).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: SocketAddr,
@@ -208,15 +215,9 @@ enum Source {
         /// The KEK of a wrapped keystore, read once at start.
         load_options: KeystoreLoadOptions,
     },
-    /// The replicated keyring, kept current by its watch.
-    Etcd {
-        replicated: EtcdKeyring,
-        /// The rotation candidate (`--rotator`), resigned at the stop.
-        rotator: Mutex<Option<Rotator>>,
-        /// This server's leased record (`<prefix>servers/<id>`), dropped
-        /// (the record deleted) at the stop.
-        presence: Mutex<Option<workload_identity::ServerPresence>>,
-    },
+    /// The replicated keyring, kept current by its watch (or, until etcd
+    /// answers, its local snapshot).
+    Etcd(replicated::Replicated),
 }
 
 /// How soon a reload that failed on I/O is tried again.
@@ -243,7 +244,7 @@ impl Server {
     /// replicated keyring's lead time, or the stored policy's.
     fn lead_time(&self, keyring: &Keyring) -> Option<Duration> {
         match &self.source {
-            Source::Etcd { replicated, .. } => Some(replicated.lead_time()),
+            Source::Etcd(r) => r.lead_time(keyring),
             Source::File { .. } => keyring.policy().map(|p| p.lead_time),
         }
     }
@@ -253,7 +254,13 @@ impl Server {
     fn current(&self) -> (Keyring, Option<String>, u64) {
         let (path, load_options) = match &self.source {
             Source::File { path, load_options } => (path, load_options),
-            Source::Etcd { replicated, .. } => return self.current_replicated(replicated),
+            Source::Etcd(r) => {
+                return match (r.live(), r.stale()) {
+                    (Some(live), _) => self.current_replicated(live),
+                    (None, Some((keyring, why))) => (keyring, Some(why), 0),
+                    (None, None) => (Keyring::new(), Some("etcd has not answered".into()), 0),
+                };
+            }
         };
         let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let now_stamp = stamp(path);
@@ -413,11 +420,7 @@ impl Server {
     /// Whether this server's rotation candidate is elected (`None`: it runs none).
     fn rotator_elected(&self) -> Option<bool> {
         match &self.source {
-            Source::Etcd { rotator, .. } => rotator
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .map(Rotator::is_elected),
+            Source::Etcd(r) => r.rotator_elected(),
             Source::File { .. } => None,
         }
     }
@@ -479,12 +482,43 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             "applies with --etcd only: it rotates the replicated keyring",
         ));
     }
-    let opened = a.store.open_with_policy(Some(&a.policy), ctx)?;
+    let snapshot = match &a.etcd_snapshot {
+        Some(path) => Some(replicated::Snapshot::new(
+            path.clone(),
+            a.store.custody.wrapper()?,
+        )),
+        None => None,
+    };
+    // With --etcd-snapshot, etcd not answering at start is no reason to
+    // stop: the snapshot of the last keyring applied is served, stale.
+    let (opened, snapshot) = match a.store.open_with_policy(Some(&a.policy), ctx) {
+        Ok(o) => (Some(o), snapshot),
+        Err(e) if e.code == ResultCode::KeyringUnavailable && snapshot.is_some() => {
+            let snap = snapshot.map(|s| s.load(e.message.clone())).transpose()?;
+            (None, snap)
+        }
+        Err(e) => return Err(e),
+    };
+    let keyring = match (&opened, &snapshot) {
+        (Some(o), _) => o.keyring(),
+        (None, Some(snap)) => {
+            let (kr, _, _) = snap.serving.as_ref().expect("loaded above");
+            // The snapshot's policy binds the flags as etcd's would.
+            let mut given = a.policy.overrides();
+            given.lead_time = a.store.etcd.etcd_lead_time;
+            Opened::File {
+                path: snap.path.clone(),
+                keyring: kr.clone(),
+            }
+            .refuse_other_policy(&given)?;
+            kr.clone()
+        }
+        (None, None) => unreachable!("an error was returned above"),
+    };
     // A policy stored with the keys wins (flags that contradict it were
     // refused); the flags' applies to a keyring that stores none.
     let policy = a.policy.policy();
-    let follows_stored = opened.keyring().policy().is_some();
-    let keyring = opened.keyring();
+    let follows_stored = keyring.policy().is_some();
     if let Some(issuer) = &a.issuer {
         if issuer.starts_with("http://") {
             if !a.listen.ip().is_loopback() {
@@ -535,9 +569,24 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         .set_nonblocking(true)
         .map_err(|e| CliError::io("configuring the listener", &e))?;
 
-    let mut described = opened.json_fields();
+    let mut described = match &opened {
+        Some(o) => o.json_fields(),
+        None => {
+            let mut m = serde_json::Map::new();
+            m.insert("etcd_prefix".into(), json!(a.store.etcd.prefix()));
+            m
+        }
+    };
+    let candidate = replicated::Candidate {
+        rotator: a.rotator,
+        follows_stored,
+        policy,
+        address: addr.to_string(),
+        issuer: a.issuer.clone(),
+        started: ctx.now(),
+    };
     let (source, file_stamp, revision) = match opened {
-        Opened::File { path, .. } => {
+        Some(Opened::File { path, .. }) => {
             let file_stamp = stamp(&path);
             (
                 Source::File {
@@ -548,39 +597,29 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
                 0,
             )
         }
-        Opened::Etcd(replicated) => {
-            let rotator = if a.rotator {
-                Some(replicated.start_rotator(if follows_stored {
-                    RotatorOptions::stored_policy()
-                } else {
-                    RotatorOptions::new(policy)
-                })?)
-            } else {
-                None
-            };
-            let revision = replicated.stats().revision;
-            // The record names this process as its rotation candidate does
-            // (host:pid), so `wid keyring status` can say since when the
-            // elected rotator holds the election.
-            let id = RotatorOptions::stored_policy().identity;
-            let presence = replicated.announce_server(
-                workload_identity::ServerRecord::new(
-                    &id,
-                    &addr.to_string(),
-                    a.issuer.as_deref(),
-                    ctx.now(),
-                ),
-                rotator.as_ref(),
-                Duration::from_secs(10),
-            )?;
+        Some(Opened::Etcd(live)) => {
+            let revision = live.stats().revision;
+            let r = replicated::Replicated::live_from_start(live, snapshot);
+            r.start(&candidate)?;
+            (Source::Etcd(r), None, revision)
+        }
+        None => {
+            let snap = snapshot.expect("loaded above");
+            let (_, saved_at, why) = snap.serving.as_ref().expect("loaded above");
+            serve_log!(
+                Warn,
+                "etcd did not answer ({why}): serving the snapshot {} saved {} until it does",
+                snap.path.display(),
+                utc(*saved_at)
+            );
+            described.insert("snapshot".into(), json!(snap.path.display().to_string()));
             (
-                Source::Etcd {
-                    replicated,
-                    rotator: Mutex::new(rotator),
-                    presence: Mutex::new(Some(presence)),
-                },
+                Source::Etcd(replicated::Replicated::from_snapshot(
+                    snap,
+                    a.store.etcd.prefix(),
+                )),
                 None,
-                revision,
+                0,
             )
         }
     };
@@ -593,12 +632,8 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         "client_certificates".into(),
         json!(tls.as_ref().is_some_and(|t| t.client_auth)),
     );
-    if let Source::Etcd { rotator, .. } = &source {
-        let running = rotator
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some();
-        described.insert("rotator".into(), json!(running));
+    if let Source::Etcd(_) = &source {
+        described.insert("rotator".into(), json!(a.rotator));
     }
     let keyring_generation = keyring.generation();
     let server = Arc::new(Server {
@@ -635,42 +670,41 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             ));
         }
     }
-    if let Source::Etcd { replicated, .. } = &server.source {
-        ctx.note(&format!(
-            "serving the replicated keyring at {} (etcd revision {revision}, {} keys){}",
-            replicated.prefix(),
-            replicated.keyring().len(),
-            if a.rotator {
-                "; running a rotation candidate"
-            } else {
-                ""
-            }
-        ));
+    if let Source::Etcd(r) = &server.source {
+        if let Some(live) = r.live() {
+            ctx.note(&format!(
+                "serving the replicated keyring at {} (etcd revision {revision}, {} keys){}",
+                live.prefix(),
+                live.keyring().len(),
+                if a.rotator {
+                    "; running a rotation candidate"
+                } else {
+                    ""
+                }
+            ));
+        } else {
+            let mut given = a.policy.overrides();
+            given.lead_time = a.store.etcd.etcd_lead_time;
+            replicated::connect_later(
+                Arc::clone(&server),
+                replicated::Retry {
+                    etcd: a.store.etcd.clone(),
+                    wrapper: a.store.custody.wrapper()?,
+                    rotation: policy,
+                    given,
+                    candidate,
+                    ctx: *ctx,
+                },
+                &stop,
+            )?;
+        }
     }
 
     let resign = {
         let server = Arc::clone(&server);
         move || {
-            if let Source::Etcd {
-                rotator, presence, ..
-            } = &server.source
-            {
-                // The server's record goes at once.
-                drop(
-                    presence
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take(),
-                );
-                // Give up the lease at once, so another candidate takes over
-                // now rather than after its TTL.
-                if let Some(r) = rotator
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take()
-                {
-                    r.resign();
-                }
+            if let Source::Etcd(r) = &server.source {
+                r.stop();
             }
         }
     };
@@ -684,6 +718,9 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             .spawn(move || {
                 while !stop.load(Ordering::Acquire) {
                     let _ = server.current();
+                    if let Source::Etcd(r) = &server.source {
+                        r.save_snapshot();
+                    }
                     std::thread::sleep(Duration::from_millis(250));
                 }
             })
@@ -785,15 +822,27 @@ fn route(server: &Server, path: &str) -> Response {
             // clients get none, only whether the keys are current.
             let mut stale = match &server.source {
                 Source::File { .. } => "reload failed: serving the last good keys",
-                Source::Etcd { replicated, .. } => {
-                    let stats = replicated.stats();
-                    body["etcd"] = json!({
-                        "revision": stats.revision,
-                        "cut_off": stats.cut_off,
-                        "rotator_elected": server.rotator_elected(),
-                    });
-                    "cut off from etcd: serving the keys last seen"
-                }
+                Source::Etcd(r) => match r.live() {
+                    Some(live) => {
+                        let stats = live.stats();
+                        body["etcd"] = json!({
+                            "revision": stats.revision,
+                            "cut_off": stats.cut_off,
+                            "rotator_elected": server.rotator_elected(),
+                            "snapshot": false,
+                        });
+                        "cut off from etcd: serving the keys last seen"
+                    }
+                    None => {
+                        body["etcd"] = json!({
+                            "revision": 0,
+                            "cut_off": true,
+                            "rotator_elected": null,
+                            "snapshot": true,
+                        });
+                        "etcd has not answered since the start: serving the local snapshot of the last keyring applied"
+                    }
+                },
             };
             if published == 0 {
                 stale = "no key is published (an empty keystore or etcd prefix): make one with `wid keyring init` or `wid keyring rotate`";
