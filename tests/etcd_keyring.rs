@@ -1104,11 +1104,11 @@ fn an_immediate_rotation_cancels_the_pending_successor() {
 #[test]
 fn the_stored_policy_rules_every_process() {
     const LIMIT: Duration = Duration::from_secs(30);
-    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
-    let url = cluster.url(0);
+    let cluster = Cluster::start(Options::new(Security::Plain));
     let prefix = "/wid-test/policy/";
-    let kr1 = open(cluster.config_for(&url, &[&url]), prefix);
-    let kr2 = open(cluster.config_for(&url, &[&url]), prefix);
+    // Two processes' copies, each through its own member.
+    let kr1 = open(cluster.config(0, &[0, 1, 2]), prefix);
+    let kr2 = open(cluster.config(1, &[1, 2, 0]), prefix);
     assert_eq!(kr1.policy(), None);
     let now = unix_now();
     // A key that stopped signing two hours ago, and its successor.

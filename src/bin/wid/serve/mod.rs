@@ -58,14 +58,17 @@ Routes (GET or HEAD):
                                        receivers only (never a bearer JWKS)
   /.well-known/openid-configuration    the discovery document (needs --issuer)
   /health                              200 when the keystore is loaded and
-                                       current, 503 when a reload failed
-                                       (--etcd: when cut off from etcd)
+                                       current, 503 when a reload failed, no
+                                       key is published (--etcd: when cut off
+                                       from etcd, or serving --etcd-snapshot)
   /metrics                             Prometheus text: requests by route and
-                                       status, reloads, keys served, seconds
-                                       to the next planned key switch
+                                       status, reloads, keys served and by
+                                       state, seconds to the next planned
+                                       change, the election, the cut-off
 The JWKS and discovery document carry Cache-Control: max-age from the
 rotation policy (half the time to the next planned key switch, at least
-15 minutes) and an ETag (If-None-Match: 304 Not Modified). HTTP/1.1 with
+15 minutes; with --etcd or a stored policy never more than the time to the
+next planned change less the lead time) and an ETag (If-None-Match: 304 Not Modified). HTTP/1.1 with
 keep-alive; HTTPS with --tls-cert and --tls-key (PEM; reloaded when the
 files change, so certificates rotate without a restart). --tls-client-ca
 requires a client certificate signed by that CA on /health and /metrics;
@@ -82,9 +85,12 @@ another server's rotator) is served without a restart, so every server on
 one prefix serves the same JWKS. /health answers 503 while this server is
 cut off from etcd (it keeps serving the keys it last saw). --rotator makes
 this server a rotation candidate: of all candidates on the prefix, one is
-elected with an etcd lease and runs the rotation policy of
---rotation-threshold and --longest-ttl (defaults 720h and unset: no key is
-ever deprecated), promoting prepublished keys after the lead time.";
+elected with an etcd lease and runs the rotation policy stored with the keys
+(`wid keyring policy set`; without one, --rotation-threshold and --longest-ttl,
+defaults 720h and unset: no key is ever deprecated), promoting prepublished
+keys after the lead time. Flags that contradict a stored policy are refused.
+Every event is logged to stderr as it happens, stamped with its time
+(--log-format json: one JSON object per line).";
 
 #[derive(Debug, Args)]
 #[command(mut_arg("keystore", |a| a.help(
