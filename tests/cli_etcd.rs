@@ -1622,11 +1622,20 @@ fn the_audit_trail_and_metrics_say_what_happened() {
             "the revision line came without a request: {lines:?}"
         );
     }
-    let promoted = log_lines(&a);
-    let commit = promoted
-        .iter()
-        .find(|l| l["event"] == "committed" && l["why"].as_str().is_some_and(|w| w.contains(&next)))
-        .unwrap_or_else(|| panic!("no commit line for the promotion: {promoted:?}"));
+    // The committing process logs its commit once etcd answered it, which
+    // may come after its own copy applied the change.
+    let commit_line = || {
+        log_lines(&a).into_iter().find(|l| {
+            l["event"] == "committed"
+                && l["why"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("promoting") && w.contains(&next))
+        })
+    };
+    eventually("the promotion's commit is in the trail", LIMIT, || {
+        commit_line().is_some()
+    });
+    let commit = commit_line().unwrap();
     assert!(
         commit["by"].as_str().unwrap().contains("elected rotator"),
         "{commit}"
