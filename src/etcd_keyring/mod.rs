@@ -8,6 +8,7 @@ mod policy;
 mod rotator;
 mod servers;
 mod status;
+mod stopper;
 mod view;
 mod watch;
 

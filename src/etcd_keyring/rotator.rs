@@ -10,7 +10,7 @@
 //! another candidate win. A new rotator takes over at most a lease TTL plus
 //! one campaign interval after the old one went silent.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -109,7 +109,7 @@ pub struct RotatorStats {
 struct State {
     shared: Arc<Shared>,
     options: RotatorOptions,
-    stop: AtomicBool,
+    stop: super::stopper::Stopper,
     /// The lease held while elected (0: none).
     lease: AtomicI64,
     /// Nanoseconds after `base` until which the lease may be held (0: not).
@@ -122,7 +122,6 @@ struct State {
     actions: AtomicU64,
     actions_failed: AtomicU64,
     last_error: Mutex<Option<String>>,
-    wake: (Mutex<()>, std::sync::Condvar),
 }
 
 /// A running rotator; dropping it (or [`Rotator::resign`]) stops it and
@@ -162,13 +161,7 @@ impl State {
     }
 
     fn sleep(&self, d: Duration) -> bool {
-        let guard = self.wake.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = self
-            .wake
-            .1
-            .wait_timeout_while(guard, d, |_| !self.stop.load(Ordering::Acquire))
-            .unwrap_or_else(PoisonError::into_inner);
-        self.stop.load(Ordering::Acquire) || self.shared.is_stopped()
+        self.stop.sleep(d) || self.shared.is_stopped()
     }
 
     fn post(
@@ -544,7 +537,7 @@ impl EtcdKeyring {
         let state = Arc::new(State {
             shared: Arc::clone(self.shared()),
             options,
-            stop: AtomicBool::new(false),
+            stop: super::stopper::Stopper::default(),
             lease: AtomicI64::new(0),
             held_until: AtomicU64::new(0),
             base: Instant::now(),
@@ -554,7 +547,6 @@ impl EtcdKeyring {
             actions: AtomicU64::new(0),
             actions_failed: AtomicU64::new(0),
             last_error: Mutex::new(None),
-            wake: (Mutex::new(()), std::sync::Condvar::new()),
         });
         let s = Arc::clone(&state);
         let thread = std::thread::Builder::new()
@@ -620,16 +612,7 @@ impl Rotator {
     }
 
     fn stop_and_join(&mut self) {
-        self.state.stop.store(true, Ordering::Release);
-        {
-            let _g = self
-                .state
-                .wake
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            self.state.wake.1.notify_all();
-        }
+        self.state.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

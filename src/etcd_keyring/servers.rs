@@ -3,8 +3,8 @@
 //! process stops or is cut off, and rewritten when what it says changes (the
 //! keyring revision it applied, whether its rotator is elected).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -140,8 +140,7 @@ struct PresenceState {
     record: ServerRecord,
     elected: Option<Arc<AtomicI64>>,
     ttl: Duration,
-    stop: AtomicBool,
-    wake: (Mutex<()>, Condvar),
+    stop: super::stopper::Stopper,
     written: AtomicBool,
 }
 
@@ -171,13 +170,7 @@ impl PresenceState {
     }
 
     fn sleep(&self, d: Duration) -> bool {
-        let guard = self.wake.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = self
-            .wake
-            .1
-            .wait_timeout_while(guard, d, |_| !self.stop.load(Ordering::Acquire))
-            .unwrap_or_else(PoisonError::into_inner);
-        self.stop.load(Ordering::Acquire) || self.shared.is_stopped()
+        self.stop.sleep(d) || self.shared.is_stopped()
     }
 
     fn run(&self) {
@@ -234,16 +227,7 @@ impl ServerPresence {
 
 impl Drop for ServerPresence {
     fn drop(&mut self) {
-        self.state.stop.store(true, Ordering::Release);
-        {
-            let _g = self
-                .state
-                .wake
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            self.state.wake.1.notify_all();
-        }
+        self.state.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -278,8 +262,7 @@ impl EtcdKeyring {
             record,
             elected: rotator.map(super::Rotator::elected_cell),
             ttl: ttl.max(Duration::from_secs(2)),
-            stop: AtomicBool::new(false),
-            wake: (Mutex::new(()), Condvar::new()),
+            stop: super::stopper::Stopper::default(),
             written: AtomicBool::new(false),
         });
         let s = Arc::clone(&state);
