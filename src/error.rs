@@ -334,7 +334,7 @@ pub enum Error {
         algorithm: crate::algorithm::Algorithm,
         /// The purpose asked for: a WIT needs a `wit` key, a bearer token a
         /// `bearer` key.
-        purpose: crate::keyring::KeyPurpose,
+        purpose: crate::purpose::KeyPurpose,
     },
     /// A key with this ID already exists.
     #[error("duplicate key ID {kid:?}: a key with this ID is already in the keyring")]
@@ -456,10 +456,10 @@ impl Error {
 /// most, cut at a character boundary).
 fn no_active_key_message(
     algorithm: crate::algorithm::Algorithm,
-    purpose: crate::keyring::KeyPurpose,
+    purpose: crate::purpose::KeyPurpose,
 ) -> String {
     match purpose {
-        crate::keyring::KeyPurpose::Bearer => format!(
+        crate::purpose::KeyPurpose::Bearer => format!(
             "no active {algorithm} key in the keyring: insert or rotate in an {algorithm} key before signing with it"
         ),
         _ => format!(
@@ -554,7 +554,7 @@ mod tests {
             },
             Error::NoActiveKey {
                 algorithm: crate::algorithm::Algorithm::Es256,
-                purpose: crate::keyring::KeyPurpose::Wit,
+                purpose: crate::purpose::KeyPurpose::Wit,
             },
             Error::DuplicateKey { kid: "k".into() },
             Error::KeyringConflict {

@@ -108,6 +108,7 @@ pub mod manager;
 pub mod model;
 mod pop;
 pub mod profile;
+mod purpose;
 #[cfg(feature = "remote-jwks")]
 mod remote_jwks;
 mod state;

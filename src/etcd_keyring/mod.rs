@@ -392,7 +392,9 @@ impl EtcdKeyringBuilder {
             stop_cv: Condvar::new(),
             counters: Counters::default(),
         });
-        view::open(&shared)?;
+        // The wrapping record is written by a transaction (change.rs), which
+        // the listing (view.rs) is handed rather than calling up to it.
+        view::open(&shared, change::create_wrapping)?;
         {
             let weak = Arc::downgrade(&shared);
             std::thread::Builder::new()

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use super::view::{POLICY, View};
 use super::{EtcdKeyring, LONGEST, Shared};
 use crate::error::{Error, Result};
 use crate::keyring::{KeyringPolicy, PolicyOverrides, RotationPolicy};
@@ -29,23 +28,6 @@ impl Shared {
     pub(crate) fn rotation_policy(&self) -> RotationPolicy {
         self.stored_policy()
             .map_or(self.settings.policy, |p| p.rotation_policy())
-    }
-}
-
-/// Takes the copy's `policy` record into the keyring (its longest TTL is
-/// then a promise every issuer of this process keeps). A record that does not
-/// decode is reported (the rotator does not act on a copy with a bad record)
-/// and the policy held before is kept.
-pub(crate) fn adopt(shared: &Shared, view: &View, problems: &mut Vec<String>) {
-    match view.entries.get(POLICY) {
-        None => shared.keyring.adopt_policy(None),
-        Some(e) => match KeyringPolicy::from_record(&e.value, "policy") {
-            Ok(p) => shared.keyring.adopt_policy(Some(p)),
-            Err(err) => problems.push(format!(
-                "the policy record at {}{POLICY} cannot be used (the policy held before is kept): {err}",
-                shared.prefix
-            )),
-        },
     }
 }
 

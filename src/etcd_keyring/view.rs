@@ -12,7 +12,7 @@ use super::{Counters, Shared};
 use crate::codec::{self, Bin};
 use crate::custody::{WrapItem, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{Algorithm, ReplicaKey, StoredKey, stored_aad};
+use crate::keyring::{Algorithm, KeyringPolicy, ReplicaKey, StoredKey, stored_aad};
 use crate::state::StoreError;
 use crate::state::etcd::client::Listed;
 
@@ -193,16 +193,20 @@ fn check_wrapping(shared: &Shared, entries: &BTreeMap<String, Entry>) -> Result<
 }
 
 /// The first listing: checks the KEK against the `wrapping` record (writing
-/// it when a KEK is given and the prefix is empty, then checking again: two
-/// servers with different KEKs may race to write it) and builds the keyring.
+/// it with `create_wrapping` when a KEK is given and the prefix is empty, then
+/// checking again: two servers with different KEKs may race to write it) and
+/// builds the keyring.
 /// Fails when no record could be unwrapped although some exist (the KMS did
 /// not answer): a server must not start with no keys. Records that cannot be
 /// used are left out and reported (`stats().bad_records`, the log).
-pub(crate) fn open(shared: &Shared) -> Result<()> {
+pub(crate) fn open(
+    shared: &Shared,
+    create_wrapping: impl FnOnce(&Shared, &dyn crate::custody::KeyWrapper) -> Result<()>,
+) -> Result<()> {
     let (_, entries, _) = list(shared).map_err(|e| shared.unavailable(e.message))?;
     check_wrapping(shared, &entries)?;
     if let (Some(w), None) = (&shared.wrapper, entries.get(WRAPPING)) {
-        super::change::create_wrapping(shared, w.as_ref())?;
+        create_wrapping(shared, w.as_ref())?;
     }
     let outcome = relist_checked(shared, true)?;
     if outcome.unwrapped == 0 && outcome.unwrap_failures > 0 {
@@ -507,7 +511,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         }
     }
     audit_changes(shared, &before, view.revision);
-    super::policy::adopt(shared, view, &mut problems);
+    adopt_policy(shared, view, &mut problems);
     let now = Instant::now();
     let ids: Vec<String> = view
         .entries
@@ -554,6 +558,23 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         view.last_error = problems.first().cloned();
     }
     outcome
+}
+
+/// Takes the copy's `policy` record into the keyring (its longest TTL is
+/// then a promise every issuer of this process keeps). A record that does not
+/// decode is reported (the rotator does not act on a copy with a bad record)
+/// and the policy held before is kept.
+fn adopt_policy(shared: &Shared, view: &View, problems: &mut Vec<String>) {
+    match view.entries.get(POLICY) {
+        None => shared.keyring.adopt_policy(None),
+        Some(e) => match KeyringPolicy::from_record(&e.value, "policy") {
+            Ok(p) => shared.keyring.adopt_policy(Some(p)),
+            Err(err) => problems.push(format!(
+                "the policy record at {}{POLICY} cannot be used (the policy held before is kept): {err}",
+                shared.prefix
+            )),
+        },
+    }
 }
 
 /// Each key's state, algorithm and purpose.

@@ -21,7 +21,6 @@ mod lifecycle;
 mod lookup;
 mod policy;
 mod public_key;
-mod purpose;
 #[cfg(feature = "etcd")]
 mod replica;
 mod root_key;
@@ -43,6 +42,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 
 pub use crate::algorithm::{Algorithm, RsaKeySize};
+pub use crate::purpose::KeyPurpose;
+use crate::purpose::{PAIR_COUNT, pair_index};
 pub use external::ExternalSigner;
 pub(crate) use handles::KeyRef;
 use handles::Signing;
@@ -64,8 +65,6 @@ pub use policy::{
 };
 pub(crate) use public_key::Checker;
 pub use public_key::{MAX_RSA_BITS, MIN_RSA_BITS, PublicKey};
-pub use purpose::KeyPurpose;
-use purpose::{PAIR_COUNT, pair_index};
 #[cfg(feature = "etcd")]
 pub(crate) use replica::ReplicaKey;
 pub use root_key::{

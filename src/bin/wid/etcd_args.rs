@@ -365,6 +365,16 @@ pub(crate) struct StoreArgs {
     pub(crate) etcd: EtcdArgs,
 }
 
+/// The flag that gives each field of the stored policy.
+pub(crate) fn policy_flag(field: &str) -> &'static str {
+    match field {
+        "RotationThreshold" => "--rotation-threshold",
+        "LongestTTL" => "--longest-ttl",
+        "LeadTime" => "--etcd-lead-time",
+        _ => "--retention",
+    }
+}
+
 /// The keys a command looks at, read without their material (no KEK).
 pub(crate) struct Inspected {
     /// Every key's public facts.
@@ -439,11 +449,11 @@ impl StoreArgs {
     /// stored value.
     pub(crate) fn open_with_policy(
         &self,
-        policy: Option<&crate::keyring_cmd::PolicyArgs>,
+        policy: Option<(RotationPolicy, workload_identity::PolicyOverrides)>,
         ctx: &Ctx,
     ) -> Result<Opened, CliError> {
         self.etcd.refuse_without_etcd()?;
-        let rotation = policy.map(crate::keyring_cmd::PolicyArgs::policy);
+        let rotation = policy.map(|(p, _)| p);
         let opened = match &self.keystore {
             Some(path) => Opened::File {
                 path: path.clone(),
@@ -459,10 +469,7 @@ impl StoreArgs {
                 ));
             }
         };
-        let mut given = policy.map_or_else(
-            workload_identity::PolicyOverrides::none,
-            crate::keyring_cmd::PolicyArgs::overrides,
-        );
+        let mut given = policy.map_or_else(workload_identity::PolicyOverrides::none, |(_, o)| o);
         given.lead_time = self.etcd.etcd_lead_time;
         opened.refuse_other_policy(&given)?;
         Ok(opened)
@@ -570,12 +577,12 @@ impl Opened {
             .map(|(field, value)| {
                 format!(
                     "{} differs from the stored {field} ({value})",
-                    crate::keyring_cmd::policy_flag(field)
+                    policy_flag(field)
                 )
             })
             .collect();
         Err(bad_flag(
-            crate::keyring_cmd::policy_flag(first),
+            policy_flag(first),
             format!(
                 "the keyring stores its policy, and every process of it follows that policy: {}",
                 named.join("; ")

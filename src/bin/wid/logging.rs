@@ -49,7 +49,7 @@ pub(crate) fn stamped() -> bool {
 fn stamp() -> String {
     use workload_identity::Clock;
     let ms = workload_identity::SystemClock.now_ms();
-    let secs = crate::output::utc(ms.div_euclid(1000));
+    let secs = workload_identity::rfc3339(ms.div_euclid(1000));
     format!("{}.{:03}Z", secs.trim_end_matches('Z'), ms.rem_euclid(1000))
 }
 

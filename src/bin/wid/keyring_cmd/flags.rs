@@ -54,22 +54,18 @@ impl PolicyArgs {
             .rotation_threshold(self.rotation_threshold.unwrap_or(DEFAULT_THRESHOLD))
     }
 
+    /// The policy and the values given, as `StoreArgs::open_with_policy`
+    /// takes them.
+    pub(crate) fn both(&self) -> (RotationPolicy, PolicyOverrides) {
+        (self.policy(), self.overrides())
+    }
+
     /// The values given, to compare with a stored policy.
     pub(crate) fn overrides(&self) -> PolicyOverrides {
         let mut o = PolicyOverrides::none();
         o.rotation_threshold = self.rotation_threshold;
         o.longest_token_ttl = self.longest_ttl.map(Some);
         o
-    }
-}
-
-/// The flag that gives each policy field.
-pub(crate) fn policy_flag(field: &str) -> &'static str {
-    match field {
-        "RotationThreshold" => "--rotation-threshold",
-        "LongestTTL" => "--longest-ttl",
-        "LeadTime" => "--etcd-lead-time",
-        _ => "--retention",
     }
 }
 

@@ -150,7 +150,7 @@ pub(super) fn rotate(a: &RotateArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 pub(super) fn plan(a: &PlanArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let opened = a.store.open_with_policy(Some(&a.policy), ctx)?;
+    let opened = a.store.open_with_policy(Some(a.policy.both()), ctx)?;
     let keyring = opened.keyring();
     let now = ctx.now();
     let policy = opened.rotation_policy(a.policy.policy());

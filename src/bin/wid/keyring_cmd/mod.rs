@@ -33,7 +33,7 @@ use crate::CliError;
 use crate::output::Ctx;
 
 pub(crate) use etcd::refuse_empty_prefix;
-pub(crate) use flags::{PolicyArgs, policy_flag};
+pub(crate) use flags::PolicyArgs;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum KeyringCommand {

@@ -47,11 +47,11 @@ pub(super) struct Gauges {
 }
 
 /// The gauges of `server` at `now` (`docs` and `current` as the request
-/// found them).
+/// found them; `connections` open now).
 pub(super) fn gauges(
     server: &super::Server,
-    docs: &super::Docs,
-    current: bool,
+    (docs, current): (&super::Docs, bool),
+    connections: usize,
     now: i64,
 ) -> Gauges {
     let (keyring, _, _) = server.current();
@@ -85,7 +85,7 @@ pub(super) fn gauges(
         keys_served: docs.keys_served,
         next_rotation_secs: docs.timing.1.map(|t| t.saturating_sub(now)),
         current,
-        connections: super::net::open_connections(),
+        connections,
         keys_by_state,
         next_change_secs: next_change.map(|t| t.saturating_sub(now).max(0)),
         last_change: server

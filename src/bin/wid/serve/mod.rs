@@ -497,7 +497,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     };
     // With --etcd-snapshot, etcd not answering at start is no reason to
     // stop: the snapshot of the last keyring applied is served, stale.
-    let (opened, snapshot) = match a.store.open_with_policy(Some(&a.policy), ctx) {
+    let (opened, snapshot) = match a.store.open_with_policy(Some(a.policy.both()), ctx) {
         Ok(o) => (Some(o), snapshot),
         Err(e) if e.code == ResultCode::KeyringUnavailable && snapshot.is_some() => {
             let snap = snapshot.map(|s| s.load(e.message.clone())).transpose()?;
@@ -866,9 +866,12 @@ fn route(server: &Server, path: &str) -> Response {
         }
         "/metrics" => {
             let (docs, error) = server.docs(now);
-            let text = server
-                .metrics
-                .render(&metrics::gauges(server, &docs, error.is_none(), now));
+            let text = server.metrics.render(&metrics::gauges(
+                server,
+                (&docs, error.is_none()),
+                net::open_connections(),
+                now,
+            ));
             Response::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",
