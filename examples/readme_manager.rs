@@ -60,6 +60,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         update.token.expires_at
     );
     let runner = Runner::spawn(manager, clock.clone())?;
+    // The running manager answers while its thread renews.
+    let current = runner.manager().current(&key, clock.now_ms());
+    assert!(current.is_some());
     runner.stop();
 
     // After a restart: reuse the saved token if it is still good, else re-sign.

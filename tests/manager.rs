@@ -489,7 +489,14 @@ fn the_runner_renews_in_real_time_and_stops_cleanly() {
     let clock = Arc::new(SystemClock);
     m.start(clock.now_ms()).unwrap();
     assert_eq!(w.try_recv().unwrap().kind, EventKind::Initial);
-    let runner = Runner::spawn(m.clone(), clock).unwrap();
+    let runner = Runner::spawn(m, clock.clone()).unwrap();
+    // The running manager is reachable through its runner.
+    assert!(
+        runner
+            .manager()
+            .current(&task_key(), clock.now_ms())
+            .is_some()
+    );
     let u = w
         .recv_timeout(Duration::from_secs(10))
         .expect("renewed by the runner");

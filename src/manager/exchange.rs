@@ -117,6 +117,28 @@ pub enum Refreshed {
 /// [`exchange`](TokenExchange::exchange) and [`deliver`](TokenExchange::deliver)
 /// are required; the others default to a secret that never expires and is
 /// never revoked.
+///
+/// # When each method runs
+///
+/// Every call is made by the thread running the manager's
+/// [`start`](super::IdentityManager::start),
+/// [`restore`](super::IdentityManager::restore) or
+/// [`tick`](super::IdentityManager::tick) (one at a time: they hold the
+/// manager's renewal lock), never while the manager's state lock is held, so
+/// a method may be slow (a network login) and may read the manager.
+///
+/// | when | call | then |
+/// |---|---|---|
+/// | `start` | [`derive`](TokenExchange::derive) (default: `exchange`) with the freshly signed token | the secret is saved to the state directory, then [`deliver`](TokenExchange::deliver)`(secret, Started)` |
+/// | `restore`, the saved identity still in use and its saved secret derived from it | [`refresh`](TokenExchange::refresh) with [`RefreshReason::Restored`]: confirm it (a Vault login's `lookup-self`) | `Kept`/`Renewed`: `deliver(secret, Restored)`; `Replaced`: the new one saved, delivered, and the old one [`release`](TokenExchange::release)d; an error: nothing is delivered (never an unconfirmed secret), the old one is held back and the confirmation retried (1 s, doubling, at most 60 s) |
+/// | `restore`, the saved secret missing, empty or derived from another token; or the identities re-signed at restore | `derive` with the token in use | saved, `deliver(secret, Restored)`, the saved one released once its successor is delivered |
+/// | `tick`, the identity re-signed (renewal window) | `refresh` with [`RefreshReason::Resigned`] and the new token (or `derive` when there is no secret yet) | `Replaced`: saved, `deliver(secret, Renewed)`, then the old one released |
+/// | `tick`, the time a previous call asked for (`refresh_at_ms`) has come, or a failed call is retried | `refresh` with [`RefreshReason::Due`] | as above |
+///
+/// A secret is always saved before it is delivered, and a replaced one is
+/// released only after its successor was saved and delivered: a crash at any
+/// point leaves a state directory whose secret either is the one delivered or
+/// is confirmed (or replaced) by the next restore.
 pub trait TokenExchange: Send + Sync {
     /// A stable name, used to persist the derived secret (e.g. `consul`);
     /// unique among a manager's exchanges (its builder refuses two of one

@@ -14,11 +14,14 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub struct Runner {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    /// The manager it drives (a clone: they share their state).
+    manager: IdentityManager,
 }
 
 impl Runner {
     /// Starts ticking `manager` (already started or restored) with `clock`.
     pub fn spawn(manager: IdentityManager, clock: Arc<dyn Clock>) -> std::io::Result<Runner> {
+        let kept = manager.clone();
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -46,7 +49,14 @@ impl Runner {
         Ok(Runner {
             stop,
             thread: Some(thread),
+            manager: kept,
         })
+    }
+
+    /// The manager it drives, to ask while it runs (its current tokens,
+    /// secrets, health): the same manager, not a copy of its state.
+    pub fn manager(&self) -> &IdentityManager {
+        &self.manager
     }
 
     /// Stops the thread and waits for it to finish its current tick.
