@@ -357,9 +357,21 @@ impl Issuer {
     /// Signs the identity `req` asks for, at `now` (Unix seconds), with the
     /// algorithm [`Issuer::algorithm_of`] picks. An invalid request is
     /// `InvalidArgument` naming every bad field; no active key of that
-    /// algorithm is `NoActiveKey`.
+    /// algorithm is `NoActiveKey`. Also `InvalidArgument`: a `now` that is
+    /// plainly milliseconds or nanoseconds (past the year 5138), an
+    /// allocation whose `ClientStatus` is terminal (`complete`, `failed`,
+    /// `lost`: a stopped workload gets no new identity; the issuer reads only
+    /// the request, so whether the allocation still runs is the verifier's
+    /// allocation store's to say), and a TTL past the keyring policy's
+    /// `LongestTTL`.
     pub fn issue(&self, req: &IssueRequest, now: i64) -> Result<SignedIdentity> {
         self.issue_with(self.algorithm_of(req), req, now)
+    }
+
+    /// [`Issuer::issue`] at the system clock's time (beside
+    /// [`Verifier::verify_now`](crate::Verifier::verify_now)).
+    pub fn issue_now(&self, req: &IssueRequest) -> Result<SignedIdentity> {
+        self.issue(req, crate::clock::unix_now())
     }
 
     /// [`Issuer::issue`] with `algorithm`, whatever the overrides say.
@@ -369,7 +381,9 @@ impl Issuer {
         req: &IssueRequest,
         now: i64,
     ) -> Result<SignedIdentity> {
+        check_now_is_seconds(now)?;
         req.validate()?;
+        refuse_terminal(req)?;
         let workload = req.workload()?;
         let extra_claims = self.extra_claims_for(req)?;
         let spiffe_id = match &self.spiffe {
@@ -484,6 +498,7 @@ impl Issuer {
         req: &crate::model::NodeIdentityRequest,
         now: i64,
     ) -> Result<SignedIdentity> {
+        check_now_is_seconds(now)?;
         req.validate()?;
         self.keyring
             .check_token_ttl(Some(req.ttl_secs()), "NodeIdentityRequest", "TTL")?;
@@ -551,6 +566,49 @@ impl Issuer {
             (None, false) => Err(no_trust_domain()),
         }
     }
+}
+
+/// The latest `now` taken as Unix seconds: the year 5138. A larger one is
+/// plainly milliseconds (today about 1.8e12) or nanoseconds (1.8e18).
+const LATEST_SECONDS: i64 = 100_000_000_000;
+
+/// Refuses a `now` that is plainly Unix milliseconds or nanoseconds: a token
+/// signed with it would carry `iat` thousands of years ahead, which relying
+/// parties reject (or, with no `exp` check, accept forever).
+fn check_now_is_seconds(now: i64) -> Result<()> {
+    if now <= LATEST_SECONDS {
+        return Ok(());
+    }
+    let (unit, per_second) = if now > 100_000_000_000_000 {
+        ("nanoseconds", 1_000_000_000)
+    } else {
+        ("milliseconds", 1_000)
+    };
+    Err(Error::invalid(
+        "Issuer",
+        "now",
+        format!(
+            "{now} is Unix {unit}, not seconds (it would be {} in seconds): pass seconds, e.g. workload_identity::unix_now(), or use issue_now()",
+            now / per_second
+        ),
+    ))
+}
+
+/// Refuses a request whose allocation has stopped on its client (Nomad's
+/// client-terminal statuses `complete`, `failed`, `lost`): a dead workload
+/// is never given a new identity, as Nomad's servers refuse to sign one.
+fn refuse_terminal(req: &IssueRequest) -> Result<()> {
+    let status = req.allocation.client_status.as_str();
+    if matches!(status, "complete" | "failed" | "lost") {
+        return Err(Error::invalid(
+            "IssueRequest",
+            "Allocation.ClientStatus",
+            format!(
+                "is {status:?}: the allocation has stopped on its client, and a stopped workload gets no new identity (statuses complete, failed and lost are refused)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What a request for a WIT must carry: a usable workload key and a TTL.

@@ -78,6 +78,9 @@
 // Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
+// docs.rs (nightly, `--cfg docsrs`) marks each feature-gated item with its
+// feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(unreachable_pub)]
 
 // The crate root is the front door: the modules below are private except the

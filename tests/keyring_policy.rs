@@ -134,3 +134,47 @@ fn given_values_that_differ_from_the_stored_policy_are_named() {
         stored
     );
 }
+
+/// A `now` that is plainly milliseconds or nanoseconds is refused, saying
+/// which; a terminal allocation gets no new identity; `issue_now` reads the
+/// system clock.
+#[test]
+fn issuers_refuse_milliseconds_and_stopped_allocations() {
+    let kr = keyring();
+    let issuer = Issuer::new(kr).algorithm(Algorithm::Es256);
+    let req = common::issue_request_task();
+    let e = issuer.issue(&req, 1_796_416_546_000).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument);
+    assert!(
+        e.to_string().contains("milliseconds") && e.to_string().contains("1796416546"),
+        "{e}"
+    );
+    let e = issuer.issue(&req, 1_796_416_546_000_000_000).unwrap_err();
+    assert!(e.to_string().contains("nanoseconds"), "{e}");
+    let e = issuer
+        .issue_node(&common::node_identity_request(), 1_796_416_546_000)
+        .unwrap_err();
+    assert!(e.to_string().contains("milliseconds"), "{e}");
+
+    for status in ["complete", "failed", "lost"] {
+        let mut stopped = req.clone();
+        stopped.allocation.client_status = status.into();
+        let e = issuer.issue(&stopped, NOW).unwrap_err();
+        assert_eq!(e.code(), ResultCode::InvalidArgument);
+        assert!(
+            e.to_string().contains("Allocation.ClientStatus") && e.to_string().contains(status),
+            "{e}"
+        );
+    }
+    let mut pending = req.clone();
+    pending.allocation.client_status = "pending".into();
+    issuer.issue(&pending, NOW).unwrap();
+
+    let before = workload_identity::unix_now();
+    let signed = issuer.issue_now(&req).unwrap();
+    let iat = signed.claims.issued_at.unwrap();
+    assert!(
+        iat >= before && iat <= workload_identity::unix_now(),
+        "{iat}"
+    );
+}
