@@ -60,8 +60,10 @@ fn removable_at(k: &KeyInfo, longest: Option<std::time::Duration>) -> Result<i64
             k.kid
         ));
     }
-    let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
-    Ok(k.retired_time.saturating_add(secs).saturating_add(60))
+    // The bound the rotator deprecates and removes by: one rule for both.
+    workload_identity::KeyringPolicy::new(Some(ttl))
+        .deprecate_after(k.retired_time)
+        .ok_or_else(|| format!("{}: its tokens' end is not known", k.kid))
 }
 
 pub(super) fn remove(a: &RemoveArgs, ctx: &Ctx) -> Result<(), CliError> {
