@@ -282,6 +282,86 @@ enum wid_node_tokens
 typedef uint32_t wid_node_tokens;
 #endif // __cplusplus
 
+// What the watcher is told about (`wid_managed` in C).
+enum wid_managed
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // A new identity token (`WID_MANAGED_IDENTITY`).
+  WID_MANAGED_IDENTITY = 1,
+  // A secret delivered by a token exchange (`WID_MANAGED_SECRET`).
+  WID_MANAGED_SECRET = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_managed;
+#endif // __cplusplus
+
+// Why a token or secret is new (`wid_event` in C): the C face of the
+// manager's `EventKind`.
+enum wid_event
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // First signed for a new allocation (`WID_EVENT_INITIAL`).
+  WID_EVENT_INITIAL = 1,
+  // Renewed (`WID_EVENT_RENEWED`).
+  WID_EVENT_RENEWED = 2,
+  // Restored after a restart, reused or re-signed (`WID_EVENT_RESTORED`).
+  WID_EVENT_RESTORED = 3,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_event;
+#endif // __cplusplus
+
+// Why a host exchange's refresh is called (`wid_refresh_reason` in C).
+enum wid_refresh_reason
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // The time it asked for has come, or a failed call is retried
+  // (`WID_REFRESH_REASON_DUE`).
+  WID_REFRESH_REASON_DUE = 1,
+  // The identity was re-signed (`WID_REFRESH_REASON_RESIGNED`).
+  WID_REFRESH_REASON_RESIGNED = 2,
+  // After a restart: confirm the saved secret
+  // (`WID_REFRESH_REASON_RESTORED`).
+  WID_REFRESH_REASON_RESTORED = 3,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_refresh_reason;
+#endif // __cplusplus
+
+// What a host exchange's refresh did (`wid_refreshed` in C).
+enum wid_refreshed
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // The secret stays in use (`WID_REFRESHED_KEPT`).
+  WID_REFRESHED_KEPT = 1,
+  // The secret was renewed with the newest token (`WID_REFRESHED_RENEWED`).
+  WID_REFRESHED_RENEWED = 2,
+  // A new secret replaces it (`WID_REFRESHED_REPLACED`).
+  WID_REFRESHED_REPLACED = 3,
+};
+#ifndef __cplusplus
+typedef uint32_t wid_refreshed;
+#endif // __cplusplus
+
+// An identity manager (opaque; reference counted, safe to use from many
+// threads at once): made by `wid_identity_manager_builder_build`, released
+// by `wid_identity_manager_free`.
+typedef struct wid_identity_manager wid_identity_manager;
+
+// An identity manager being configured (opaque; one owner, not reference
+// counted): made by `wid_identity_manager_builder_new`, turned into one
+// manager by `wid_identity_manager_builder_build`, released by
+// `wid_identity_manager_builder_free`.
+typedef struct wid_identity_manager_builder wid_identity_manager_builder;
+
 // A configured issuer (opaque; reference counted, immutable, safe to use
 // from many threads at once): made by `wid_issuer_builder_build`, released
 // by `wid_issuer_free`.
@@ -303,6 +383,11 @@ typedef struct wid_keyring wid_keyring;
 // `wid_node_identity_manager_free`.
 typedef struct wid_node_identity_manager wid_node_identity_manager;
 
+// Where a callback writes the bytes it hands back (opaque; owned by the
+// library, valid only during the callback it was passed to): filled with
+// `wid_output_set`.
+typedef struct wid_output wid_output;
+
 // A remote JWKS source (opaque; reference counted, safe to use from many
 // threads at once): made by `wid_remote_jwks_builder_build`, released by
 // `wid_remote_jwks_free` (which stops its refresher).
@@ -314,6 +399,12 @@ typedef struct wid_remote_jwks wid_remote_jwks;
 // `wid_remote_jwks_builder_build`, released by
 // `wid_remote_jwks_builder_free`.
 typedef struct wid_remote_jwks_builder wid_remote_jwks_builder;
+
+// A Vault login being configured (opaque; one owner): made by
+// `wid_vault_login_config_new`, added to a manager by
+// `wid_identity_manager_builder_add_vault_login`, released by
+// `wid_vault_login_config_free`.
+typedef struct wid_vault_login_config wid_vault_login_config;
 
 // A verifier (opaque; reference counted).
 typedef struct wid_verifier wid_verifier;
@@ -345,6 +436,72 @@ typedef struct wid_bytes {
   // Their number, without the NUL.
   size_t len;
 } wid_bytes;
+
+// A host's signer: called once per identity with its msgpack
+// `IssueRequest` (as `wid_issue` takes it; for a proof-bound identity with
+// the `ProofKey` the manager made) and the time (Unix seconds); it writes
+// the signed token (the compact JWS its servers returned) to `out_token`
+// with `wid_output_set` and returns `WID_RESULT_OK`. Any other result (its
+// message, if it set one, in `out_token`) fails the whole signing, which is
+// retried after a backoff.
+typedef wid_result (*wid_identity_sign_fn)(void *userdata,
+                                           const uint8_t *request_msgpack,
+                                           size_t request_len,
+                                           int64_t now_unix,
+                                           struct wid_output *out_token);
+
+// A host exchange's derive: trades the identity token (`token`, UTF-8) for a
+// secret at `now_ms` (Unix ms), writes it to `out_secret` (non-empty) and may
+// set `*out_refresh_at_ms` (preset to 0: refreshed only when the identity is
+// re-signed) to when it wants `refresh` called. Any result but OK (its
+// message in `out_secret`) is a failed exchange, retried after a backoff.
+typedef wid_result (*wid_exchange_derive_fn)(void *userdata,
+                                             const char *token,
+                                             size_t token_len,
+                                             int64_t now_ms,
+                                             struct wid_output *out_secret,
+                                             int64_t *out_refresh_at_ms);
+
+// A host exchange's refresh of `secret` (derived earlier from this
+// identity; `token` is the identity's newest token) for `reason` (a
+// `wid_refresh_reason`) at `now_ms`. It must write `*out_outcome` (a
+// `wid_refreshed`, preset to 0, which fails closed): `KEPT` (still good),
+// `RENEWED` (renewed with `token`) or `REPLACED` (a new secret, written to
+// `out_new_secret`); and may set `*out_refresh_at_ms` (preset to 0: only when
+// re-signed). After `WID_REFRESH_REASON_RESTORED` answer `KEPT` only when the
+// saved secret was checked and still works. Any result but OK is a failure:
+// the secret is not handed out unconfirmed, and the refresh is retried.
+typedef wid_result (*wid_exchange_refresh_fn)(void *userdata,
+                                              const char *secret,
+                                              size_t secret_len,
+                                              const char *token,
+                                              size_t token_len,
+                                              uint32_t reason,
+                                              int64_t now_ms,
+                                              uint32_t *out_outcome,
+                                              struct wid_output *out_new_secret,
+                                              int64_t *out_refresh_at_ms);
+
+// A host exchange's release of a secret that was replaced (revoke it), best
+// effort; called only after its successor was saved and delivered.
+typedef void (*wid_exchange_release_fn)(void *userdata, const char *secret, size_t secret_len);
+
+// The watcher: told of every new identity token (`what` =
+// `WID_MANAGED_IDENTITY`: `workload` and `name` name the identity, `value`
+// is the token) and every secret delivered (`WID_MANAGED_SECRET`: `name` is
+// the exchange's, `workload` its identity's workload, `value` the secret),
+// with why (`kind`, a `wid_event`). The strings are valid only during the
+// call; copy what is kept. A token is always told before the secrets
+// derived from it.
+typedef void (*wid_identity_watch_fn)(void *userdata,
+                                      uint32_t what,
+                                      const char *workload,
+                                      size_t workload_len,
+                                      const char *name,
+                                      size_t name_len,
+                                      const char *value,
+                                      size_t value_len,
+                                      uint32_t kind);
 
 // Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
 // `TERMINAL`) to `*out_state` and returns `WID_RESULT_OK`, or returns an error
@@ -553,6 +710,243 @@ wid_result wid_explain(const struct wid_verifier *v,
 // # Safety
 // `v` must be NULL or a live handle; `out_json` NULL or writable.
 wid_result wid_verifier_stats(const struct wid_verifier *v, struct wid_bytes *out_json);
+
+// Sets what a callback hands back (a signed token, a secret) to a copy of
+// `data` (UTF-8, at most 64 KiB), replacing anything set before. On a
+// callback's failure, what it set is read as its error message instead
+// (never put a secret there). `out` is valid only during the callback it
+// was passed to.
+//
+// # Safety
+// `out` must be NULL or the `wid_output` passed to a callback that is still
+// running; `data` NULL or valid for `len` bytes.
+wid_result wid_output_set(struct wid_output *out, const uint8_t *data, size_t len);
+
+// Starts configuring a manager whose tokens are checked against `kr` (the
+// keyring the signer's keys are in: a token that does not verify against
+// it, restored or newly signed, is never used) and saved in the directory
+// `state_dir` (UTF-8, at most 4096 bytes; it must exist: a missing one, or
+// a path that is not a directory, is `WID_RESULT_IO_ERROR`; its state file
+// holds tokens and secrets, mode 0600). Then add the identities
+// (`_add_identity`), one signer (`_set_issuer` or `_set_signer`), any
+// exchanges and a watcher, and build. `*out` receives a handle to free
+// with `wid_identity_manager_builder_free`.
+//
+// # Safety
+// `kr` must be NULL or a live handle; `state_dir` NULL or valid for
+// `state_dir_len` bytes; `out` NULL or writable.
+wid_result wid_identity_manager_builder_new(const struct wid_keyring *kr,
+                                            const char *state_dir,
+                                            size_t state_dir_len,
+                                            struct wid_identity_manager_builder **out);
+
+// Releases a builder (the exchanges and signer it holds stay with a manager
+// built from it). NULL-safe.
+//
+// # Safety
+// `b` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_identity_manager_builder_free(struct wid_identity_manager_builder *b);
+
+// Adds an identity: a msgpack `IssueRequest` (as `wid_issue` takes it),
+// checked at once (an invalid request is `WID_RESULT_INVALID_ARGUMENT`
+// naming every problem, bytes that are not one `WID_RESULT_DECODE_ERROR`).
+// Every identity must be of one allocation, named once (workload and
+// identity name), without a `ProofKey` (checked by `_build`).
+//
+// # Safety
+// `b` must be NULL or a live handle; `request_msgpack` NULL or valid for
+// `len` bytes.
+wid_result wid_identity_manager_builder_add_identity(struct wid_identity_manager_builder *b,
+                                                     const uint8_t *request_msgpack,
+                                                     size_t len);
+
+// Signs with `iss` in this process (its algorithm, `iss`, profiles; a
+// proof-bound identity needs its WIMSE trust domain). Replaces a signer set
+// before. The builder keeps its own reference.
+//
+// # Safety
+// `b` and `iss` must be NULL or live handles.
+wid_result wid_identity_manager_builder_set_issuer(struct wid_identity_manager_builder *b,
+                                                   const struct wid_issuer *iss);
+
+// Signs through the host: `sign` (see `wid_identity_sign_fn`) is called for
+// each identity with its request and returns the token the host's servers
+// signed; each is checked against the builder's keyring and compared with
+// its request before it is used. Replaces a signer set before. `userdata`
+// is passed to `sign` untouched; it and `sign` must stay usable, from any
+// thread that drives the manager, until the manager is freed.
+//
+// # Safety
+// `b` must be NULL or a live handle; `sign` NULL or a function of that
+// type.
+wid_result wid_identity_manager_builder_set_signer(struct wid_identity_manager_builder *b,
+                                                   wid_identity_sign_fn sign,
+                                                   void *userdata);
+
+// Adds the host's own token exchange, named `name` (unique among the
+// manager's exchanges: its secret is saved under it), consuming identity
+// (`workload`, `identity`): `derive` (required) trades the identity's token
+// for a secret; `refresh` (NULL: the secret never expires, and after a
+// restore it is derived again, as it cannot be confirmed) keeps it usable;
+// `release` (NULL: nothing) revokes a replaced one. Secrets are delivered
+// through the watcher (`WID_MANAGED_SECRET`) and readable with
+// `wid_identity_manager_secret`. The callbacks and `userdata` must stay
+// usable, from any thread that drives the manager, until it is freed.
+//
+// # Safety
+// `b` must be NULL or a live handle; the strings NULL or valid for their
+// lengths; the callbacks NULL or functions of their types.
+wid_result wid_identity_manager_builder_add_exchange(struct wid_identity_manager_builder *b,
+                                                     const char *name,
+                                                     size_t name_len,
+                                                     const char *workload,
+                                                     size_t workload_len,
+                                                     const char *identity,
+                                                     size_t identity_len,
+                                                     wid_exchange_derive_fn derive,
+                                                     wid_exchange_refresh_fn refresh,
+                                                     wid_exchange_release_fn release,
+                                                     void *userdata);
+
+// Makes identity (`workload`, `identity`) proof-bound: a WIMSE WIT bound to
+// a fresh workload key of `alg` (`WID_ALG_EDDSA` or `WID_ALG_ES256`) for
+// every WIT (the signer must sign WITs). Checked by `_build`.
+//
+// # Safety
+// `b` must be NULL or a live handle; the strings NULL or valid for their
+// lengths.
+wid_result wid_identity_manager_builder_set_proof_of_possession(struct wid_identity_manager_builder *b,
+                                                                const char *workload,
+                                                                size_t workload_len,
+                                                                const char *identity,
+                                                                size_t identity_len,
+                                                                wid_alg alg);
+
+// Sets the watcher (see `wid_identity_watch_fn`), replacing one set before:
+// told of every new token and every delivered secret, on the thread that
+// drives the manager, before `_start`, `_restore` or `_tick` returns. It
+// must not call `_start`, `_restore` or `_tick` of the same manager (they
+// wait for each other); reading (`_current`, `_secret`) is fine.
+//
+// # Safety
+// `b` must be NULL or a live handle; `watch` NULL or a function of that
+// type; it and `userdata` usable until the manager is freed.
+wid_result wid_identity_manager_builder_set_watcher(struct wid_identity_manager_builder *b,
+                                                    wid_identity_watch_fn watch,
+                                                    void *userdata);
+
+// Builds the manager (a builder builds one). Refused with
+// `WID_RESULT_INVALID_ARGUMENT`, saying why, when: no identity was added,
+// no signer was set, the identities are not of one allocation or one is
+// added twice, an exchange consumes an identity not added, two exchanges
+// share a name, or a proof-bound identity is not added. Nothing is signed
+// yet: call `wid_identity_manager_start` (a new allocation) or
+// `wid_identity_manager_restore` (after a restart). `*out` receives a
+// handle to free with `wid_identity_manager_free`.
+//
+// # Safety
+// `b` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_identity_manager_builder_build(struct wid_identity_manager_builder *b,
+                                              struct wid_identity_manager **out);
+
+// Releases a manager handle (reference counted). Its state stays in its
+// directory for a later `wid_identity_manager_restore`; no secret is
+// released (a restarted host confirms and reuses it). NULL-safe.
+//
+// # Safety
+// `m` must be NULL or a handle from this library not yet freed.
+void wid_identity_manager_free(const struct wid_identity_manager *m);
+
+// A new allocation: signs every identity at `now_ms` (Unix milliseconds),
+// saves them, then runs every exchange (its secret saved, then delivered).
+// A signing failure is its code; an exchange's failure is
+// `WID_RESULT_TOKEN_EXCHANGE_FAILED` (the identities are signed and in use;
+// the exchange is retried by `_tick` after a backoff, and its secret is
+// never handed out before it succeeds).
+//
+// # Safety
+// `m` must be NULL or a live handle.
+wid_result wid_identity_manager_start(const struct wid_identity_manager *m, int64_t now_ms);
+
+// After a restart: takes the saved identities back if they still verify,
+// are what the requests ask for and are outside their renewal window (else
+// signs anew); each exchange's saved secret is confirmed by the exchange
+// (a Vault token with `lookup-self`, a Consul token with `token/self`) and
+// reused, or derived anew: an unconfirmed or empty secret is never handed
+// out. `*out_report_json` (may be NULL) receives
+// `{"reused":bool,"reason":"...","rederived":["<exchange>",...]}`. Codes as
+// `wid_identity_manager_start`.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_report_json` NULL or writable.
+wid_result wid_identity_manager_restore(const struct wid_identity_manager *m,
+                                        int64_t now_ms,
+                                        struct wid_bytes *out_report_json);
+
+// Does whatever is due at `now_ms` (a renewal, an exchange's refresh, a
+// retry) and always returns `WID_RESULT_OK`: failures are retried after a
+// backoff and shown by `_health_json`. `*out_next_due_ms` (may be NULL)
+// receives when to tick next (Unix ms), or -1 when nothing will expire.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_next_due_ms` NULL or writable.
+wid_result wid_identity_manager_tick(const struct wid_identity_manager *m,
+                                     int64_t now_ms,
+                                     int64_t *out_next_due_ms);
+
+// `*out` receives when `_tick` next has work (Unix ms). Nothing scheduled
+// (before `_start` or `_restore`, or nothing expires) is
+// `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `m` must be NULL or a live handle; `out` NULL or writable.
+wid_result wid_identity_manager_next_due_ms(const struct wid_identity_manager *m, int64_t *out);
+
+// `*out_token` receives the token of identity (`workload`, `identity`) while
+// it is valid at `now_ms`. An identity not managed here, or one without a
+// valid token (never signed, or expired while renewals failed), is
+// `WID_RESULT_INVALID_ARGUMENT`, and `*out_token` is not written.
+//
+// # Safety
+// `m` must be NULL or a live handle; the strings NULL or valid for their
+// lengths; `out_token` NULL or writable.
+wid_result wid_identity_manager_current(const struct wid_identity_manager *m,
+                                        const char *workload,
+                                        size_t workload_len,
+                                        const char *identity,
+                                        size_t identity_len,
+                                        int64_t now_ms,
+                                        struct wid_bytes *out_token);
+
+// `*out_secret` receives the secret exchange `exchange` (its name) holds: a
+// derived or confirmed one, never one held back unconfirmed. None (no such
+// exchange, or no secret yet) is `WID_RESULT_INVALID_ARGUMENT`. Free it with
+// `wid_bytes_free` (which does not zeroize it: overwrite it first if that
+// matters).
+//
+// # Safety
+// `m` must be NULL or a live handle; `exchange` NULL or valid for
+// `exchange_len` bytes; `out_secret` NULL or writable.
+wid_result wid_identity_manager_secret(const struct wid_identity_manager *m,
+                                       const char *exchange,
+                                       size_t exchange_len,
+                                       struct wid_bytes *out_secret);
+
+// `*out_json` receives the manager's health at `now_ms` as a JSON object
+// (never a token or a secret): `alloc_id`; `identities`, each
+// `{"workload","identity","valid","expires_at" (Unix s or null),
+// "expires_in_ms" (negative once expired, or null)}`; `exchanges`, each
+// `{"name","workload","identity","has_secret","held_back","failures",
+// "next_attempt_ms","last_error"}`; `sign_failures`, `last_sign_error`,
+// `next_signing_ms` and `at_risk` (an identity without a valid token,
+// signing failing, an exchange failing or without a secret).
+//
+// # Safety
+// `m` must be NULL or a live handle; `out_json` NULL or writable.
+wid_result wid_identity_manager_health_json(const struct wid_identity_manager *m,
+                                            int64_t now_ms,
+                                            struct wid_bytes *out_json);
 
 // Signs the identity a msgpack `IssueRequest` (codec names, as Go's
 // go-msgpack writes it) asks for, at `now_unix`; `*out_token` receives the JWT.
@@ -1440,6 +1834,103 @@ wid_result wid_remote_jwks_start_refresher(const struct wid_remote_jwks *r);
 // # Safety
 // `r` must be NULL or a live handle; `out_json` NULL or writable.
 wid_result wid_remote_jwks_stats(const struct wid_remote_jwks *r, struct wid_bytes *out_json);
+
+// Starts configuring a login to the Vault or OpenBao at `addr`
+// (`https://host:port`; `http` only to a loopback host with
+// `_set_allow_http_loopback`) with the token of identity (`workload`,
+// `identity`), as JWT auth role `role`. Defaults: name `vault`, mount
+// `jwt`, no namespace, the Mozilla roots, a 10 s timeout, a least TTL of
+// 60 s. Checked when added to a manager. `*out` receives a handle to free
+// with `wid_vault_login_config_free`.
+//
+// # Safety
+// The strings NULL or valid for their lengths; `out` NULL or writable.
+wid_result wid_vault_login_config_new(const char *addr,
+                                      size_t addr_len,
+                                      const char *workload,
+                                      size_t workload_len,
+                                      const char *identity,
+                                      size_t identity_len,
+                                      const char *role,
+                                      size_t role_len,
+                                      struct wid_vault_login_config **out);
+
+// Releases a config. NULL-safe.
+//
+// # Safety
+// `cfg` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_vault_login_config_free(struct wid_vault_login_config *cfg);
+
+// Sets the exchange's name (default `vault`): where its token is saved and
+// how `wid_identity_manager_secret` finds it; each exchange of a manager
+// needs its own.
+//
+// # Safety
+// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
+wid_result wid_vault_login_config_set_name(struct wid_vault_login_config *cfg,
+                                           const char *name,
+                                           size_t len);
+
+// Sets the JWT auth method's mount path (default `jwt`).
+//
+// # Safety
+// As `wid_vault_login_config_set_name`.
+wid_result wid_vault_login_config_set_mount(struct wid_vault_login_config *cfg,
+                                            const char *mount,
+                                            size_t len);
+
+// Sets the namespace to log in to (sent as `X-Vault-Namespace`).
+//
+// # Safety
+// As `wid_vault_login_config_set_name`.
+wid_result wid_vault_login_config_set_namespace(struct wid_vault_login_config *cfg,
+                                                const char *namespace_,
+                                                size_t len);
+
+// Trusts only the certificates of this PEM bundle (default: the Mozilla
+// roots).
+//
+// # Safety
+// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
+wid_result wid_vault_login_config_set_ca_bundle_pem(struct wid_vault_login_config *cfg,
+                                                    const uint8_t *pem,
+                                                    size_t len);
+
+// Sets the time a whole request may take (default 10 000 ms; 1 to
+// 600 000).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_timeout_ms(struct wid_vault_login_config *cfg,
+                                                 uint64_t timeout_ms);
+
+// Sets the least TTL a token must have left to be kept (default 60 000 ms;
+// 0 to 600 000): a saved token after a restore, or one just renewed; keep it
+// below the role's `token_ttl`.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_min_ttl_ms(struct wid_vault_login_config *cfg,
+                                                 uint64_t min_ttl_ms);
+
+// Allows `http://` to a loopback host (1) or not (0, the default).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_allow_http_loopback(struct wid_vault_login_config *cfg,
+                                                          uint32_t allow);
+
+// Adds the login configured by `cfg` to builder `b` (checked now: the
+// address, mount, namespace, role and name; `cfg` stays the caller's to
+// free, and may be added to other builders). Its client token is delivered
+// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
+// readable with `wid_identity_manager_secret`.
+//
+// # Safety
+// `b` and `cfg` NULL or live handles.
+wid_result wid_identity_manager_builder_add_vault_login(struct wid_identity_manager_builder *b,
+                                                        const struct wid_vault_login_config *cfg);
 
 // Starts configuring a verifier over `kr` (shared: keys inserted, rotated
 // or imported later are seen; the builder and its verifiers keep their own

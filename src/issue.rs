@@ -19,6 +19,25 @@ pub struct SignedIdentity {
     pub kid: KeyId,
 }
 
+impl SignedIdentity {
+    /// A token a host's signer returned (its servers signed it, over RPC),
+    /// checked against `keyring` the way a restored token is: well formed,
+    /// signed by a key of the keyring with the purpose its type needs (a WIT
+    /// by a WIT key, any other token by a bearer key), in that key's
+    /// algorithm. Times, audience and allocation are not checked here: an
+    /// [`IdentitySigner`](crate::manager::IdentitySigner) returning it has
+    /// them compared with its request by the manager.
+    ///
+    /// For hosts whose signer is not an in-process [`Issuer`]: the manager's
+    /// C and Go faces build their host signers on it.
+    pub fn from_token(token: String, keyring: &Keyring) -> Result<SignedIdentity> {
+        let claims = crate::verify::check_signature(keyring, &token)?;
+        let parsed = jwt::parse(token.as_bytes(), jwt::DEFAULT_MAX_TOKEN_BYTES)?;
+        let kid = KeyId::new(parsed.kid.as_str())?;
+        Ok(SignedIdentity { token, claims, kid })
+    }
+}
+
 impl std::fmt::Debug for SignedIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SignedIdentity")

@@ -20,6 +20,7 @@ use crate::ResultCode;
 use crate::keyring::{Algorithm, KeyDerivation, KeyPurpose, KeyState};
 use crate::state::{AllocState, Consistency, NodeState};
 
+use super::host_callbacks::{ExchangeRefreshReason, ExchangeRefreshed, ManagedEvent, ManagedValue};
 use super::verifier_builder::NodeTokenMode;
 
 macro_rules! c_numbers {
@@ -138,5 +139,24 @@ c_numbers! {
         Refuse => WID_NODE_TOKENS_REFUSE,
         Accept => WID_NODE_TOKENS_ACCEPT,
         Only => WID_NODE_TOKENS_ONLY,
+    }
+    ManagedValue {
+        Identity => WID_MANAGED_IDENTITY,
+        Secret => WID_MANAGED_SECRET,
+    }
+    ManagedEvent {
+        Initial => WID_EVENT_INITIAL,
+        Renewed => WID_EVENT_RENEWED,
+        Restored => WID_EVENT_RESTORED,
+    }
+    ExchangeRefreshReason {
+        Due => WID_REFRESH_REASON_DUE,
+        Resigned => WID_REFRESH_REASON_RESIGNED,
+        Restored => WID_REFRESH_REASON_RESTORED,
+    }
+    ExchangeRefreshed {
+        Kept => WID_REFRESHED_KEPT,
+        Renewed => WID_REFRESHED_RENEWED,
+        Replaced => WID_REFRESHED_REPLACED,
     }
 }

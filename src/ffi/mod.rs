@@ -39,12 +39,15 @@ mod explain;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
 mod handle;
+mod host_callbacks;
+mod identity_manager;
 mod issue;
 mod issuer;
 mod keyring;
 mod node_manager;
 mod proof;
 mod remote_jwks;
+mod vault_login;
 mod verifier_builder;
 mod verify;
 
@@ -58,6 +61,21 @@ pub use custody::{
 pub use explain::{wid_explain, wid_verifier_stats};
 #[cfg(feature = "fuzzing")]
 pub(crate) use fuzz::fuzz_entry;
+pub use host_callbacks::{
+    ExchangeRefreshReason, ExchangeRefreshed, ManagedEvent, ManagedValue, wid_exchange_derive_fn,
+    wid_exchange_refresh_fn, wid_exchange_release_fn, wid_identity_sign_fn, wid_identity_watch_fn,
+    wid_output, wid_output_set,
+};
+pub use identity_manager::{
+    wid_identity_manager, wid_identity_manager_builder, wid_identity_manager_builder_add_exchange,
+    wid_identity_manager_builder_add_identity, wid_identity_manager_builder_build,
+    wid_identity_manager_builder_free, wid_identity_manager_builder_new,
+    wid_identity_manager_builder_set_issuer, wid_identity_manager_builder_set_proof_of_possession,
+    wid_identity_manager_builder_set_signer, wid_identity_manager_builder_set_watcher,
+    wid_identity_manager_current, wid_identity_manager_free, wid_identity_manager_health_json,
+    wid_identity_manager_next_due_ms, wid_identity_manager_restore, wid_identity_manager_secret,
+    wid_identity_manager_start, wid_identity_manager_tick,
+};
 pub use issue::{wid_issue, wid_issue_alg, wid_issue_node, wid_issue_with_issuer};
 pub use issuer::{
     wid_issuer, wid_issuer_builder, wid_issuer_builder_build, wid_issuer_builder_free,
@@ -94,6 +112,14 @@ pub use remote_jwks::{
     wid_remote_jwks_builder_set_unknown_kid_cooldown_ms, wid_remote_jwks_free,
     wid_remote_jwks_keyring, wid_remote_jwks_refresh, wid_remote_jwks_start_refresher,
     wid_remote_jwks_stats,
+};
+pub use vault_login::{
+    wid_identity_manager_builder_add_vault_login, wid_vault_login_config,
+    wid_vault_login_config_free, wid_vault_login_config_new,
+    wid_vault_login_config_set_allow_http_loopback, wid_vault_login_config_set_ca_bundle_pem,
+    wid_vault_login_config_set_min_ttl_ms, wid_vault_login_config_set_mount,
+    wid_vault_login_config_set_name, wid_vault_login_config_set_namespace,
+    wid_vault_login_config_set_timeout_ms,
 };
 pub use verifier_builder::{
     NodeTokenMode, wid_verifier_builder, wid_verifier_builder_build, wid_verifier_builder_free,

@@ -159,6 +159,7 @@ impl IdentityManager {
             Err(e) => {
                 let mut st = self.lock();
                 st.next_ms = Some(self.back_off(&mut st, now_ms));
+                st.sign_error = Some(e.to_string());
                 return Err(e);
             }
         };
@@ -171,6 +172,7 @@ impl IdentityManager {
                 st.tokens.insert(t.key.clone(), t);
             }
             st.failures = 0;
+            st.sign_error = None;
             st.pending = EventKind::Renewed;
             st.last_kind = kind;
             st.next_ms = self.schedule(&st, now_ms);
@@ -353,11 +355,13 @@ impl IdentityManager {
             let why = match outcome {
                 Ok(Refreshed::Kept { refresh_at_ms }) => {
                     st.exchange_failures.remove(name);
+                    st.exchange_errors.remove(name);
                     set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
                     continue;
                 }
                 Ok(Refreshed::Renewed { refresh_at_ms }) => {
                     st.exchange_failures.remove(name);
+                    st.exchange_errors.remove(name);
                     set_refresh(&mut st.refresh_at, name, refresh_at_ms, now_ms);
                     if let Some(s) = st.secrets.get_mut(&slot) {
                         s.derived_from.clone_from(&token.jwt_id);
@@ -366,6 +370,7 @@ impl IdentityManager {
                 }
                 Ok(Refreshed::Replaced(mut new)) if !new.secret.is_empty() => {
                     st.exchange_failures.remove(name);
+                    st.exchange_errors.remove(name);
                     set_refresh(&mut st.refresh_at, name, new.refresh_at_ms, now_ms);
                     // An exchange that hands back the secret it had has
                     // replaced nothing: that one is still in use.
@@ -405,6 +410,7 @@ impl IdentityManager {
                 // Its first delivery is still this start's or restore's.
                 st.undelivered.insert(name.to_string(), kind);
             }
+            st.exchange_errors.insert(name.to_string(), why.clone());
             let failures = st.exchange_failures.entry(name.to_string()).or_default();
             *failures = failures.saturating_add(1);
             let delay = self

@@ -20,6 +20,7 @@
 
 mod db;
 mod exchange;
+mod health;
 mod machine;
 mod node;
 mod renewal;
@@ -38,6 +39,7 @@ use crate::model::IssueRequest;
 
 pub use db::{FileIdentityDb, IdentityDb, MemoryIdentityDb, PersistedState};
 pub use exchange::{Derived, ExchangeError, RefreshReason, Refreshed, TokenExchange};
+pub use health::{ExchangeHealth, IdentityHealth, IdentityManagerHealth};
 pub use node::{NodeIdentityHealth, NodeIdentityManager, NodeIdentityStats, NodeSigner};
 pub use renewal::{Jitter, OsJitter, RenewalPolicy};
 pub use runner::Runner;
@@ -78,6 +80,10 @@ struct State {
     /// The kind the next signing is announced as.
     pending: EventKind,
     failures: u32,
+    /// The last signing failure's message; `None` after a success.
+    sign_error: Option<String>,
+    /// Per exchange: its last failure's message, until it succeeds again.
+    exchange_errors: BTreeMap<String, String>,
     watchers: BTreeMap<IdentityId, Vec<Arc<watch::Slot>>>,
     last_kind: EventKind,
 }
@@ -293,6 +299,8 @@ impl IdentityManagerBuilder {
                     next_ms: None,
                     pending: EventKind::Initial,
                     failures: 0,
+                    sign_error: None,
+                    exchange_errors: BTreeMap::new(),
                     watchers: BTreeMap::new(),
                     last_kind: EventKind::Initial,
                 }),

@@ -92,6 +92,7 @@ impl fmt::Debug for VaultLogin {
 }
 
 /// Builds a [`VaultLogin`].
+#[derive(Clone)]
 pub struct VaultLoginBuilder {
     addr: String,
     identity: IdentityId,
