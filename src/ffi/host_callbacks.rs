@@ -362,22 +362,7 @@ impl IdentitySigner for HostSigner {
 /// the exchanges that deliver through it.
 #[derive(Default)]
 pub(super) struct Events {
-    callback: Mutex<
-        Option<(
-            unsafe extern "C" fn(
-                *mut c_void,
-                u32,
-                *const c_char,
-                usize,
-                *const c_char,
-                usize,
-                *const c_char,
-                usize,
-                u32,
-            ),
-            Userdata,
-        )>,
-    >,
+    callback: Mutex<Option<(WatchFn, Userdata)>>,
     /// One per identity, set when the manager is built.
     watchers: OnceLock<Vec<(IdentityId, Watcher)>>,
     /// Held while telling, so tokens and secrets are told in order.
@@ -385,21 +370,7 @@ pub(super) struct Events {
 }
 
 impl Events {
-    pub(super) fn set_callback(
-        &self,
-        f: unsafe extern "C" fn(
-            *mut c_void,
-            u32,
-            *const c_char,
-            usize,
-            *const c_char,
-            usize,
-            *const c_char,
-            usize,
-            u32,
-        ),
-        userdata: Userdata,
-    ) {
+    pub(super) fn set_callback(&self, f: WatchFn, userdata: Userdata) {
         *self.callback.lock().unwrap_or_else(PoisonError::into_inner) = Some((f, userdata));
     }
 
@@ -472,6 +443,18 @@ impl Events {
     }
 }
 
+/// The watcher callback's type.
+pub(super) type WatchFn = unsafe extern "C" fn(
+    *mut c_void,
+    u32,
+    *const c_char,
+    usize,
+    *const c_char,
+    usize,
+    *const c_char,
+    usize,
+    u32,
+);
 /// The derive callback's type.
 pub(super) type DeriveFn = unsafe extern "C" fn(
     *mut c_void,
