@@ -9,9 +9,9 @@
 #   WID_LIB_DIR=dir  use an already built library: dir holds
 #                    libworkload_identity.a, libworkload_identity.so and
 #                    (optionally) workload_identity.h. Unset: runs
-#                    `cargo build --release --locked --quiet --features
-#                    remote-jwks` and uses target/release and include/ (a
-#                    library without the feature passes too: test.c then
+#                    `cargo build --release --locked --quiet $WID_LIB_FEATURES`
+#                    (scripts/lib.sh) and uses target/release and include/ (a
+#                    library without the features passes too: test.c then
 #                    checks that the wid_remote_jwks_* functions refuse).
 #   CC, CXX          compilers (default gcc, g++).
 # Installs valgrind with apt-get when it is missing.

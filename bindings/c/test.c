@@ -4721,6 +4721,420 @@ static void test_node_manager_flows(void) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The identity manager (one allocation's identities, exchanges, restore)   */
+/* ------------------------------------------------------------------------ */
+
+#define IM_T0 ((int64_t)1700000000000) /* Unix milliseconds */
+#define SENTINEL_IM ((wid_identity_manager *)(uintptr_t)0x30)
+
+/* What the callbacks saw, as one line per call. */
+struct im_log {
+    char text[4096];
+    int derived;
+    /* The next refresh: 0 fails (STORE_UNAVAILABLE), else the outcome. */
+    uint32_t refresh_outcome;
+    /* The host signer: 0 signs with `kr`, 1 fails, 2 answers nothing. */
+    int sign_mode;
+    const wid_keyring *kr;
+};
+
+static void im_say(struct im_log *log, const char *line) {
+    size_t used = strlen(log->text);
+    snprintf(log->text + used, sizeof log->text - used, "%s\n", line);
+}
+
+static void im_watch(void *userdata, uint32_t what, const char *workload, size_t workload_len,
+                     const char *name, size_t name_len, const char *value, size_t value_len,
+                     uint32_t kind) {
+    struct im_log *log = userdata;
+    char line[512];
+    if (what == WID_MANAGED_IDENTITY)
+        snprintf(line, sizeof line, "token %.*s/%.*s %s %u", (int)workload_len, workload,
+                 (int)name_len, name, memchr(value, '.', value_len) ? "jws" : "?", (unsigned)kind);
+    else
+        snprintf(line, sizeof line, "secret %.*s/%.*s %.*s %u", (int)workload_len, workload,
+                 (int)name_len, name, (int)value_len, value, (unsigned)kind);
+    im_say(log, line);
+}
+
+static wid_result im_derive(void *userdata, const char *token, size_t token_len, int64_t now_ms,
+                            wid_output *out_secret, int64_t *out_refresh_at_ms) {
+    struct im_log *log = userdata;
+    char secret[32];
+    if (token_len == 0 || memchr(token, '.', token_len) == NULL || *out_refresh_at_ms != 0)
+        return WID_RESULT_INVALID_ARGUMENT;
+    snprintf(secret, sizeof secret, "s%d", ++log->derived);
+    im_say(log, "derive");
+    *out_refresh_at_ms = now_ms + 600000;
+    return wid_output_set(out_secret, (const uint8_t *)secret, strlen(secret));
+}
+
+static wid_result im_refresh(void *userdata, const char *secret, size_t secret_len,
+                             const char *token, size_t token_len, uint32_t reason, int64_t now_ms,
+                             uint32_t *out_outcome, wid_output *out_new_secret,
+                             int64_t *out_refresh_at_ms) {
+    struct im_log *log = userdata;
+    char line[128];
+    (void)token;
+    (void)token_len;
+    (void)now_ms;
+    (void)out_refresh_at_ms;
+    snprintf(line, sizeof line, "refresh %.*s %u", (int)secret_len, secret, (unsigned)reason);
+    im_say(log, line);
+    if (*out_outcome != 0) return WID_RESULT_INVALID_ARGUMENT; /* preset to fail closed */
+    if (log->refresh_outcome == 0) {
+        static const char why[] = "the secret server is down";
+        wid_output_set(out_new_secret, (const uint8_t *)why, sizeof why - 1);
+        return WID_RESULT_STORE_UNAVAILABLE;
+    }
+    if (log->refresh_outcome == WID_REFRESHED_REPLACED) {
+        char next[32];
+        snprintf(next, sizeof next, "s%d", ++log->derived);
+        wid_output_set(out_new_secret, (const uint8_t *)next, strlen(next));
+    }
+    *out_outcome = log->refresh_outcome;
+    return WID_RESULT_OK;
+}
+
+static void im_release(void *userdata, const char *secret, size_t secret_len) {
+    char line[64];
+    snprintf(line, sizeof line, "release %.*s", (int)secret_len, secret);
+    im_say(userdata, line);
+}
+
+static wid_result im_sign(void *userdata, const uint8_t *request, size_t request_len,
+                          int64_t now_unix, wid_output *out_token) {
+    struct im_log *log = userdata;
+    wid_bytes t = {NULL, 0};
+    wid_result rc;
+    im_say(log, "sign");
+    if (log->sign_mode == 1) {
+        static const char why[] = "the servers are unreachable";
+        wid_output_set(out_token, (const uint8_t *)why, sizeof why - 1);
+        return WID_RESULT_STORE_UNAVAILABLE;
+    }
+    if (log->sign_mode == 2) return WID_RESULT_OK;
+    rc = wid_issue(log->kr, request, request_len, now_unix, &t);
+    if (rc != WID_RESULT_OK) return rc;
+    rc = wid_output_set(out_token, t.data, t.len);
+    wid_bytes_free(&t);
+    return rc;
+}
+
+/* A builder over `kr` and `dir` with the sample request (task "server",
+ * identity "vault_default", 1 h), the watcher and host exchange "x". */
+static wid_identity_manager_builder *im_builder(const wid_keyring *kr, const char *dir,
+                                                struct im_log *log) {
+    wid_identity_manager_builder *b = NULL;
+    CHECK_OK(wid_identity_manager_builder_new(kr, S(dir), &b));
+    CHECK(b != NULL);
+    CHECK_OK(wid_identity_manager_builder_add_identity(b, wid_sample_request,
+                                                       wid_sample_request_len));
+    CHECK_OK(wid_identity_manager_builder_set_watcher(b, im_watch, log));
+    CHECK_OK(wid_identity_manager_builder_add_exchange(b, S("x"), S("server"), S("vault_default"),
+                                                       im_derive, im_refresh, im_release, log));
+    return b;
+}
+
+static wid_identity_manager *im_build(wid_identity_manager_builder *b) {
+    wid_identity_manager *m = NULL;
+    CHECK_OK(wid_identity_manager_builder_build(b, &m));
+    CHECK(m != NULL);
+    wid_identity_manager_builder_free(b);
+    return m;
+}
+
+static int im_secret_is(const wid_identity_manager *m, const char *want) {
+    wid_bytes s = {NULL, 0};
+    int same;
+    if (wid_identity_manager_secret(m, S("x"), &s) != WID_RESULT_OK) return want == NULL;
+    same = want != NULL && bytes_eq(&s, want);
+    wid_bytes_free(&s);
+    return same;
+}
+
+static int im_health_has(const wid_identity_manager *m, int64_t now, const char *needle) {
+    wid_bytes j = {NULL, 0};
+    int found;
+    CHECK_OK(wid_identity_manager_health_json(m, now, &j));
+    found = bytes_contain(&j, needle);
+    wid_bytes_free(&j);
+    return found;
+}
+
+/* Start, restart and restore (the saved secret confirmed), a refresh that
+ * fails (the secret held back, never handed out, released after its
+ * successor), and a host signer checked and failing closed. */
+static void test_identity_manager_flows(void) {
+    char dir[] = "/tmp/wid-c-im-XXXXXX";
+    wid_keyring *kr = keyring_with_key("im-1", 91);
+    wid_issuer_builder *ib = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss = build(ib);
+    struct im_log log;
+    wid_identity_manager_builder *b;
+    wid_identity_manager *m;
+    wid_bytes token = {NULL, 0}, again = {NULL, 0}, report = {NULL, 0};
+    int64_t next = 0;
+    char want[512];
+
+    memset(&log, 0, sizeof log);
+    log.kr = kr;
+    log.refresh_outcome = WID_REFRESHED_KEPT;
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+        g_checks++;
+        g_failed++;
+        goto out;
+    }
+
+    b = im_builder(kr, dir, &log);
+    CHECK_OK(wid_identity_manager_builder_set_issuer(b, iss));
+    m = im_build(b);
+    CHECK(im_secret_is(m, NULL));
+    CHECK_OK(wid_identity_manager_start(m, IM_T0));
+    snprintf(want, sizeof want, "derive\ntoken server/vault_default jws %u\nsecret server/x s1 %u\n",
+             (unsigned)WID_EVENT_INITIAL, (unsigned)WID_EVENT_INITIAL);
+    CHECK(strcmp(log.text, want) == 0);
+    CHECK(im_secret_is(m, "s1"));
+    CHECK_OK(wid_identity_manager_current(m, S("server"), S("vault_default"), IM_T0, &token));
+    CHECK(im_health_has(m, IM_T0, "\"at_risk\":false"));
+    CHECK(im_health_has(m, IM_T0, "\"expires_in_ms\":3600000"));
+    CHECK(!im_health_has(m, IM_T0, "s1\""));
+    CHECK_OK(wid_identity_manager_tick(m, IM_T0 + 1000, &next));
+    CHECK(next == IM_T0 + 600000);
+    wid_identity_manager_free(m);
+
+    /* A restart: the saved token and secret, the secret confirmed. */
+    log.text[0] = '\0';
+    b = im_builder(kr, dir, &log);
+    CHECK_OK(wid_identity_manager_builder_set_issuer(b, iss));
+    m = im_build(b);
+    CHECK_OK(wid_identity_manager_restore(m, IM_T0 + 5000, &report));
+    CHECK(bytes_contain(&report, "\"reused\":true"));
+    wid_bytes_free(&report);
+    CHECK_OK(wid_identity_manager_current(m, S("server"), S("vault_default"), IM_T0 + 5000, &again));
+    CHECK(token.len == again.len && memcmp(token.data, again.data, token.len) == 0);
+    wid_bytes_free(&again);
+    snprintf(want, sizeof want, "refresh s1 %u\ntoken server/vault_default jws %u\nsecret server/x s1 %u\n",
+             (unsigned)WID_REFRESH_REASON_RESTORED, (unsigned)WID_EVENT_RESTORED,
+             (unsigned)WID_EVENT_RESTORED);
+    CHECK(strcmp(log.text, want) == 0);
+    wid_identity_manager_free(m);
+
+    /* Another restart; the confirmation fails: nothing handed out. */
+    log.text[0] = '\0';
+    log.refresh_outcome = 0;
+    b = im_builder(kr, dir, &log);
+    CHECK_OK(wid_identity_manager_builder_set_issuer(b, iss));
+    m = im_build(b);
+    again = sentinel_bytes();
+    CHECK_RC(wid_identity_manager_restore(m, IM_T0 + 6000, &again),
+             WID_RESULT_TOKEN_EXCHANGE_FAILED);
+    CHECK(strstr(last_error(), "the secret server is down") != NULL);
+    CHECK(is_sentinel(&again));
+    CHECK(strstr(log.text, "secret ") == NULL);
+    CHECK(im_secret_is(m, NULL));
+    CHECK(im_health_has(m, IM_T0 + 6000, "\"held_back\":true"));
+    CHECK(im_health_has(m, IM_T0 + 6000, "\"at_risk\":true"));
+    /* The retry derives a new one, delivers it, then releases the old. */
+    log.text[0] = '\0';
+    CHECK_OK(wid_identity_manager_next_due_ms(m, &next));
+    CHECK(next == IM_T0 + 7000);
+    CHECK_OK(wid_identity_manager_tick(m, next, NULL));
+    snprintf(want, sizeof want, "derive\nsecret server/x s2 %u\nrelease s1\n",
+             (unsigned)WID_EVENT_RESTORED);
+    CHECK(strcmp(log.text, want) == 0);
+    CHECK(im_secret_is(m, "s2"));
+    wid_identity_manager_free(m);
+
+    /* A host signer: its tokens are checked against the keyring. */
+    log.text[0] = '\0';
+    log.refresh_outcome = WID_REFRESHED_KEPT;
+    log.sign_mode = 0;
+    b = im_builder(kr, dir, &log);
+    CHECK_OK(wid_identity_manager_builder_set_signer(b, im_sign, &log));
+    m = im_build(b);
+    CHECK_OK(wid_identity_manager_start(m, IM_T0));
+    CHECK(strncmp(log.text, "sign\nderive\n", 12) == 0);
+    log.sign_mode = 1;
+    CHECK_OK(wid_identity_manager_tick(m, IM_T0 + 2100000, NULL));
+    CHECK(im_health_has(m, IM_T0 + 2100000, "the servers are unreachable"));
+    log.sign_mode = 2;
+    CHECK_OK(wid_identity_manager_tick(m, IM_T0 + 2200000, NULL));
+    CHECK(im_health_has(m, IM_T0 + 2200000, "without setting a token"));
+    /* The token in use stays in use. */
+    CHECK_OK(wid_identity_manager_current(m, S("server"), S("vault_default"), IM_T0 + 2200000, &again));
+    wid_bytes_free(&again);
+    wid_identity_manager_free(m);
+
+out:
+    wid_bytes_free(&token);
+    wid_issuer_builder_free(ib);
+    wid_issuer_free(iss);
+    wid_keyring_free(kr);
+}
+
+/* NULLs, wrong handles and bad values: refused, nothing written. */
+static void test_identity_manager_arguments(void) {
+    char dir[] = "/tmp/wid-c-ima-XXXXXX";
+    char missing[256];
+    wid_keyring *kr = keyring_with_key("im-2", 93);
+    wid_issuer_builder *ib = builder_for(kr, WID_ALG_EDDSA, 0, NULL);
+    wid_issuer *iss = build(ib);
+    struct im_log log;
+    wid_identity_manager_builder *b = NULL, *b2;
+    wid_identity_manager *m = SENTINEL_IM, *real;
+    const wid_identity_manager *wrong = (const wid_identity_manager *)kr;
+    wid_vault_login_config *cfg = NULL;
+    wid_bytes out = sentinel_bytes();
+    int64_t due = -7;
+    uint64_t not_output[4] = {0, 0, 0, 0};
+    wid_result rc;
+
+    memset(&log, 0, sizeof log);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+        g_checks++;
+        g_failed++;
+        goto out;
+    }
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+
+    CHECK_RC(wid_identity_manager_builder_new(NULL, S(dir), &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_new(kr, NULL, 3, &b), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_new(kr, S(dir), NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_new(kr, "", 0, &b), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_new(kr, S(missing), &b), WID_RESULT_IO_ERROR);
+    CHECK_RC(wid_identity_manager_builder_new((const wid_keyring *)iss, S(dir), &b),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(b == NULL);
+
+    b = im_builder(kr, dir, &log);
+    CHECK_RC(wid_identity_manager_builder_add_identity(NULL, wid_sample_request,
+                                                       wid_sample_request_len),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_add_identity(b, NULL, 4), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_add_identity(b, (const uint8_t *)"\xc1", 1),
+             WID_RESULT_DECODE_ERROR);
+    CHECK_RC(wid_identity_manager_builder_set_issuer(b, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_set_issuer(b, (const wid_issuer *)kr),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_set_signer(b, NULL, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_set_watcher(b, NULL, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_add_exchange(b, S("y"), S("server"), S("vault_default"),
+                                                       NULL, NULL, NULL, NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_add_exchange(b, "", 0, S("server"), S("vault_default"),
+                                                       im_derive, NULL, NULL, NULL),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_add_exchange(b, S("y"), S("server"), S(BAD_UTF8),
+                                                       im_derive, NULL, NULL, NULL),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_builder_set_proof_of_possession(b, S("server"),
+                                                                  S("vault_default"), 99),
+             WID_RESULT_INVALID_ARGUMENT);
+    /* No signer yet. */
+    CHECK_RC(wid_identity_manager_builder_build(b, &m), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "has no signer") != NULL);
+    CHECK(m == SENTINEL_IM);
+    CHECK_OK(wid_identity_manager_builder_set_issuer(b, iss));
+    /* An exchange of an identity not requested is refused at build. */
+    CHECK_OK(wid_identity_manager_builder_add_exchange(b, S("y"), S("server"), S("vault_nope"),
+                                                       im_derive, NULL, NULL, NULL));
+    CHECK_RC(wid_identity_manager_builder_build(b, &m), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "not requested") != NULL);
+    wid_identity_manager_builder_free(b);
+
+    b = im_builder(kr, dir, &log);
+    CHECK_OK(wid_identity_manager_builder_set_issuer(b, iss));
+    CHECK_RC(wid_identity_manager_builder_build(b, NULL), WID_RESULT_NULL_ARGUMENT);
+    real = NULL;
+    CHECK_OK(wid_identity_manager_builder_build(b, &real));
+    /* A builder builds one manager. */
+    CHECK_RC(wid_identity_manager_builder_build(b, &m), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(m == SENTINEL_IM);
+    CHECK_RC(wid_identity_manager_builder_add_identity(b, wid_sample_request,
+                                                       wid_sample_request_len),
+             WID_RESULT_INVALID_ARGUMENT);
+    wid_identity_manager_builder_free(b);
+
+    CHECK_RC(wid_identity_manager_start(NULL, IM_T0), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_start(wrong, IM_T0), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_restore(NULL, IM_T0, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_restore(wrong, IM_T0, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    CHECK_RC(wid_identity_manager_tick(NULL, IM_T0, &due), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_tick(wrong, IM_T0, &due), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(due == -7);
+    CHECK_RC(wid_identity_manager_next_due_ms(real, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_next_due_ms(real, &due), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(due == -7);
+    CHECK_RC(wid_identity_manager_current(real, S("server"), S("vault_default"), IM_T0, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    CHECK_RC(wid_identity_manager_current(real, S("server"), S("vault_default"), IM_T0, NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_current(real, S("server"), "", 0, IM_T0, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_secret(real, S("x"), &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    CHECK_RC(wid_identity_manager_secret(real, NULL, 2, &out), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_identity_manager_health_json(wrong, IM_T0, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_identity_manager_health_json(real, IM_T0, NULL), WID_RESULT_NULL_ARGUMENT);
+    CHECK(is_sentinel(&out));
+    CHECK_RC(wid_output_set(NULL, (const uint8_t *)"x", 1), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_output_set((wid_output *)not_output, (const uint8_t *)"x", 1),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_OK(wid_identity_manager_start(real, IM_T0));
+    CHECK_OK(wid_identity_manager_next_due_ms(real, &due));
+    CHECK(due == IM_T0 + 600000);
+    wid_identity_manager_free(real);
+    wid_identity_manager_free(NULL);
+    wid_identity_manager_builder_free(NULL);
+
+    /* The Vault login's config (the library is built with `vault`; without
+     * it every config is refused, naming the feature). */
+    rc = wid_vault_login_config_new(S("https://vault.example.com:8200"), S("server"),
+                                    S("vault_default"), S("nomad-workloads"), &cfg);
+    if (rc == WID_RESULT_INVALID_ARGUMENT) {
+        CHECK(strstr(last_error(), "without the cargo feature `vault`") != NULL);
+        CHECK(cfg == NULL);
+    } else {
+        CHECK_OK(rc);
+        CHECK_RC(wid_vault_login_config_set_timeout_ms(cfg, 0), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_vault_login_config_set_min_ttl_ms(cfg, 600001), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_vault_login_config_set_allow_http_loopback(cfg, 2),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_vault_login_config_set_name(NULL, S("v")), WID_RESULT_NULL_ARGUMENT);
+        CHECK_RC(wid_vault_login_config_set_mount(cfg, S(BAD_UTF8)), WID_RESULT_INVALID_ARGUMENT);
+        CHECK_RC(wid_vault_login_config_set_ca_bundle_pem(cfg, NULL, 0),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK_OK(wid_vault_login_config_set_mount(cfg, S("jwt-nomad!")));
+        CHECK_OK(wid_vault_login_config_set_name(cfg, S("vault-server")));
+        CHECK_OK(wid_vault_login_config_set_min_ttl_ms(cfg, 2000));
+        b2 = im_builder(kr, dir, &log);
+        /* Checked when added: the mount is no mount path. */
+        CHECK_RC(wid_identity_manager_builder_add_vault_login(b2, cfg),
+                 WID_RESULT_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "mount") != NULL);
+        CHECK_OK(wid_vault_login_config_set_mount(cfg, S("jwt-nomad")));
+        CHECK_OK(wid_identity_manager_builder_add_vault_login(b2, cfg));
+        CHECK_RC(wid_identity_manager_builder_add_vault_login(b2, NULL), WID_RESULT_NULL_ARGUMENT);
+        CHECK_RC(wid_identity_manager_builder_add_vault_login(
+                     b2, (const wid_vault_login_config *)kr),
+                 WID_RESULT_INVALID_ARGUMENT);
+        wid_identity_manager_builder_free(b2);
+        wid_vault_login_config_free(cfg);
+    }
+    wid_vault_login_config_free(NULL);
+
+out:
+    wid_issuer_builder_free(ib);
+    wid_issuer_free(iss);
+    wid_keyring_free(kr);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -4762,6 +5176,8 @@ int main(void) {
     test_issuer_node_identities();
     test_node_manager_arguments();
     test_node_manager_flows();
+    test_identity_manager_flows();
+    test_identity_manager_arguments();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;
