@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# C ABI tests: compiles bindings/c/example.c and bindings/c/test.c against the
+# C ABI tests: compiles bindings/c/example.c, identity_manager.c and test.c against the
 # static library with strict warnings, checks the header alone compiles as C11
 # and as C++17, runs the example and the tests under valgrind (no memory errors,
 # no definitely-lost bytes), and runs the tests once more against the shared
@@ -47,6 +47,8 @@ echo "c-tests: header compiles as C11 and C++17"
 # Both programs, statically linked.
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/example.c "${static_libs[@]}" -o "$work/example"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c "${static_libs[@]}" -o "$work/test_static"
+"$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/identity_manager.c "${static_libs[@]}" \
+    -o "$work/identity_manager"
 # The test program, dynamically linked (it asks for the SONAME, .so.<abi>).
 "$root/scripts/dev-soname-link.sh" "$lib_dir"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c -L"$lib_dir" -lworkload_identity -lpthread \
@@ -63,6 +65,32 @@ if ! "${vg[@]}" "$work/example" >"$work/example.out"; then
     exit 1
 fi
 sed 's/^/  | /' "$work/example.out" | cut -c1-160
+
+# docs/c.md's identity manager: start, a restart, restore (the saved secret
+# confirmed, not derived again), under valgrind.
+echo "c-tests: identity manager example under valgrind"
+mkdir "$work/state"
+if ! "${vg[@]}" "$work/identity_manager" "$work/state" >"$work/im.out"; then
+    cat "$work/im.out"
+    echo "c-tests: FAIL: the identity manager example failed (or valgrind found errors)" >&2
+    exit 1
+fi
+sed 's/^/  | /' "$work/im.out"
+expected_im="$(cat <<'EXPECTED'
+token server/vault_default, initial
+secret server/secrets, initial
+next tick at +600000 ms
+token server/vault_default, restored
+secret server/secrets, restored
+restore: {"reason":"","rederived":[],"reused":true}
+the workload's secret is 23 bytes
+EXPECTED
+)"
+if [ "$(cat "$work/im.out")" != "$expected_im" ]; then
+    echo "c-tests: FAIL: the identity manager example printed something else; expected:" >&2
+    echo "$expected_im" >&2
+    exit 1
+fi
 
 echo "c-tests: test program (static) under valgrind"
 "${vg[@]}" "$work/test_static" | tee "$work/static.out"
