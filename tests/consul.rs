@@ -1,0 +1,2 @@
+//! placeholder
+#![cfg(all(feature = "cli", feature = "consul"))]
