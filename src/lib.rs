@@ -138,6 +138,11 @@ mod verify;
 #[cfg(all(doctest, feature = "vault"))]
 pub struct VaultDocDoctests;
 
+/// docs/consul.md's example runs as a doctest (feature `consul`).
+#[doc = include_str!("../docs/consul.md")]
+#[cfg(all(doctest, feature = "consul"))]
+pub struct ConsulDocDoctests;
+
 /// The README's example runs as a doctest.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
