@@ -15,7 +15,8 @@
 //! * **Holding** (a client running workloads): a [`manager::IdentityManager`]
 //!   keeps an allocation's tokens renewed and persisted across restarts, and
 //!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the
-//!   Vault/OpenBao login, see docs/vault.md).
+//!   Vault/OpenBao login, see docs/vault.md; `ConsulLogin`, feature
+//!   `consul`: the Consul login, see docs/consul.md).
 //! * **From C or Go**: [`ffi`] and `include/workload_identity.h`;
 //!   `bindings/go/wid` in the repository.
 //!
@@ -92,6 +93,8 @@ mod audit;
 mod claims;
 mod clock;
 pub mod codec;
+#[cfg(feature = "consul")]
+mod consul_login;
 mod counter;
 mod custody;
 mod deadline;
@@ -120,10 +123,11 @@ mod storage;
     feature = "etcd",
     feature = "remote-jwks",
     feature = "transit",
-    feature = "vault"
+    feature = "vault",
+    feature = "consul"
 ))]
 mod tls_pem;
-#[cfg(any(feature = "transit", feature = "vault"))]
+#[cfg(any(feature = "transit", feature = "vault", feature = "consul"))]
 mod vault_http;
 #[cfg(feature = "vault")]
 mod vault_login;
@@ -133,6 +137,11 @@ mod verify;
 #[doc = include_str!("../docs/vault.md")]
 #[cfg(all(doctest, feature = "vault"))]
 pub struct VaultDocDoctests;
+
+/// docs/consul.md's example runs as a doctest (feature `consul`).
+#[doc = include_str!("../docs/consul.md")]
+#[cfg(all(doctest, feature = "consul"))]
+pub struct ConsulDocDoctests;
 
 /// The README's example runs as a doctest.
 #[doc = include_str!("../README.md")]
@@ -158,6 +167,12 @@ pub struct EtcdDocDoctests;
 pub use audit::AUDIT_TARGET;
 pub use claims::{Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, rfc3339, unix_now};
+#[cfg(feature = "consul")]
+pub use consul_login::{
+    ConsulLogin, ConsulLoginBuilder, DEFAULT_LEEWAY as DEFAULT_CONSUL_LEEWAY,
+    DEFAULT_MIN_TTL as DEFAULT_CONSUL_MIN_TTL, META_NODE_ID as CONSUL_META_NODE_ID,
+    META_REQUESTED_BY as CONSUL_META_REQUESTED_BY,
+};
 pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,
     associated_data,

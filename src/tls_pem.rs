@@ -34,7 +34,12 @@ pub(crate) fn certificates(
     Ok(certs)
 }
 
-#[cfg(any(feature = "remote-jwks", feature = "transit", feature = "vault"))]
+#[cfg(any(
+    feature = "remote-jwks",
+    feature = "transit",
+    feature = "vault",
+    feature = "consul"
+))]
 /// ureq's TLS settings for our HTTPS clients: rustls, and the certificates of
 /// `ca_bundle_pem` as the only roots when one is given (else the Mozilla
 /// roots). Errors name `subject` and `field`.

@@ -1,11 +1,12 @@
 //! What every client of a Vault/OpenBao server shares (features `transit`
-//! and `vault`): the address rule (https, or http to a loopback host when
+//! and `vault`; `consul`'s login too): the address rule (https, or http to a loopback host when
 //! allowed), the HTTP agent (rustls, no redirects: a redirect would resend
 //! the token elsewhere), answers read into zeroizing buffers, and Vault's own
 //! error texts.
 
 use std::time::Duration;
 
+#[cfg(any(feature = "transit", feature = "vault"))]
 use serde_json::Value;
 use zeroize::Zeroizing;
 
@@ -72,8 +73,13 @@ pub(crate) fn check_addr(
         }
         rest
     } else {
+        let example = if subject == "ConsulLogin" {
+            "https://consul.example.com:8501"
+        } else {
+            "https://vault.example.com:8200"
+        };
         return Err(bad(format!(
-            "{shown:?} is not an https:// URL (expected e.g. https://vault.example.com:8200)"
+            "{shown:?} is not an https:// URL (expected e.g. {example})"
         )));
     };
     // Only the authority: anything after it could be a secret in every
@@ -112,6 +118,7 @@ pub(crate) fn agent(
         .into())
 }
 
+#[cfg(any(feature = "transit", feature = "vault"))]
 /// Whether `mount` is a mount path we put into a URL (segments of letters,
 /// digits, '-', '_' and '.', none `.` or `..`).
 pub(crate) fn is_mount_path(mount: &str) -> bool {
@@ -159,6 +166,7 @@ pub(crate) fn read_zeroizing(body: &mut ureq::Body) -> std::io::Result<Zeroizing
     }
 }
 
+#[cfg(any(feature = "transit", feature = "vault"))]
 /// The server's `errors` array, joined (its messages name paths, roles,
 /// claims and keys, never secrets), shortened.
 pub(crate) fn vault_errors(json: &Value) -> String {

@@ -39,7 +39,7 @@ wire_struct! {
 /// token), how long a new key is published before it signs, and how long a
 /// deprecated key is kept before it is removed.
 ///
-/// Stored with the keys: [`crate::EtcdKeyring::set_policy`] (the
+/// Stored with the keys: `EtcdKeyring::set_policy` (feature `etcd`) (the
 /// `<prefix>policy` record) or [`crate::Keyring::set_policy`] (a keystore
 /// file's body). `wid keyring policy set` writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,7 +314,7 @@ impl Keyring {
     /// the keystore body by [`Keyring::save`], and its longest TTL a promise
     /// every issuer of this keyring keeps from now on. Refused for the copy
     /// of a replicated keyring (set it with
-    /// [`crate::EtcdKeyring::set_policy`]) and for invalid values.
+    /// `EtcdKeyring::set_policy` (feature `etcd`)) and for invalid values.
     pub fn set_policy(&self, policy: Option<KeyringPolicy>) -> Result<()> {
         self.refuse_if_replica()?;
         if let Some(p) = &policy {
