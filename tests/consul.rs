@@ -476,10 +476,8 @@ fn seed_001_with_consul_start_restart_deletion_expiry_and_resigning() {
         "the identity was re-signed"
     );
     let (fourth, kind) = client.last();
-    // Known manager issue (src/manager, not this exchange's): a restore
-    // that reuses the saved identities leaves the next signing's event kind
-    // at Initial, so this first re-signing after it is announced as Initial.
-    assert_ne!(kind, EventKind::Restored);
+    // The first re-signing after a restore is a renewal.
+    assert_eq!(kind, EventKind::Renewed);
     assert_ne!(fourth, third);
     assert!(w.consul.token_self(&third).is_err(), "logged out");
     assert!(w.consul.token_self(&fourth).is_ok());

@@ -296,7 +296,14 @@ fn restore_reuses_valid_identities_and_tells_everyone() {
         1,
         "the saved secret was reused"
     );
-    assert!(m.next_due_ms().unwrap() > T0 + 60_000);
+    let due = m.next_due_ms().unwrap();
+    assert!(due > T0 + 60_000);
+    // The first signing after a restore renews what was restored (it was
+    // announced as Initial, the kind a manager starts with).
+    m.tick(due);
+    let u = w.try_recv().unwrap();
+    assert_ne!(u.token.jwt_id, before.jwt_id);
+    assert_eq!(u.kind, EventKind::Renewed);
 }
 
 #[test]

@@ -81,6 +81,8 @@ impl IdentityManager {
                     }
                     st.failures = 0;
                     st.last_kind = EventKind::Restored;
+                    // The next signing renews what was restored.
+                    st.pending = EventKind::Renewed;
                     st.next_ms = self.schedule(&st, now_ms);
                     self.announce(&st, EventKind::Restored);
                     self.restore_plan(&st)
