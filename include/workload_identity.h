@@ -351,6 +351,12 @@ enum wid_refreshed
 typedef uint32_t wid_refreshed;
 #endif // __cplusplus
 
+// A Consul login being configured (opaque; one owner): made by
+// `wid_consul_login_config_new`, added to a manager by
+// `wid_identity_manager_builder_add_consul_login`, released by
+// `wid_consul_login_config_free`.
+typedef struct wid_consul_login_config wid_consul_login_config;
+
 // An identity manager (opaque; reference counted, safe to use from many
 // threads at once): made by `wid_identity_manager_builder_build`, released
 // by `wid_identity_manager_free`.
@@ -584,6 +590,154 @@ size_t wid_last_error_message(char *buf, size_t len);
 // # Safety
 // `b` must be NULL or point to a `wid_bytes` filled by this library (or reset).
 void wid_bytes_free(struct wid_bytes *b);
+
+// Starts configuring a login to the Consul agent or server at `addr`
+// (`https://host:port`; `http` only to a loopback host with
+// `_set_allow_http_loopback`) with the token of identity (`workload`,
+// `identity`), at JWT auth method `auth_method` (`POST /v1/acl/login`).
+// Defaults: name `consul`, Meta `requested_by` = `nomad_task_<workload>`,
+// no namespace, partition or datacenter, the Mozilla roots, a 10 s timeout,
+// a leeway of 5 s, a least TTL of 10 s. Checked when added to a manager.
+// `*out` receives a handle to free with `wid_consul_login_config_free`.
+//
+// # Safety
+// The strings NULL or valid for their lengths; `out` NULL or writable.
+wid_result wid_consul_login_config_new(const char *addr,
+                                       size_t addr_len,
+                                       const char *workload,
+                                       size_t workload_len,
+                                       const char *identity,
+                                       size_t identity_len,
+                                       const char *auth_method,
+                                       size_t auth_method_len,
+                                       struct wid_consul_login_config **out);
+
+// Releases a config. NULL-safe.
+//
+// # Safety
+// `cfg` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_consul_login_config_free(struct wid_consul_login_config *cfg);
+
+// Sets the exchange's name (default `consul`): where its token is saved and
+// how `wid_identity_manager_secret` finds it; each exchange of a manager
+// needs its own.
+//
+// # Safety
+// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_name(struct wid_consul_login_config *cfg,
+                                            const char *name,
+                                            size_t len);
+
+// Sets the Consul Enterprise namespace to log in to (the login's
+// `Namespace`, `ns` on the token calls).
+//
+// # Safety
+// `cfg` NULL or a live handle; `namespace` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_namespace(struct wid_consul_login_config *cfg,
+                                                 const char *namespace_,
+                                                 size_t len);
+
+// Sets the Consul Enterprise admin partition to log in to (the login's
+// `Partition`, `partition` on the token calls).
+//
+// # Safety
+// `cfg` NULL or a live handle; `partition` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_partition(struct wid_consul_login_config *cfg,
+                                                 const char *partition,
+                                                 size_t len);
+
+// Sets the datacenter to log in to (`dc` on every call).
+//
+// # Safety
+// `cfg` NULL or a live handle; `datacenter` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_datacenter(struct wid_consul_login_config *cfg,
+                                                  const char *datacenter,
+                                                  size_t len);
+
+// Sets the client node's ID, sent as `Meta` `node_id` (as Nomad 2.0.5 and
+// later do).
+//
+// # Safety
+// `cfg` NULL or a live handle; `node_id` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_node_id(struct wid_consul_login_config *cfg,
+                                               const char *node_id,
+                                               size_t len);
+
+// Adds `key` = `value` to the login's `Meta` (Consul puts it in the
+// token's `Description`); a key given here replaces a derived one
+// (`requested_by`, `node_id`).
+//
+// # Safety
+// `cfg` NULL or a live handle; `key` and `value` NULL or valid for their
+// lengths.
+wid_result wid_consul_login_config_set_meta(struct wid_consul_login_config *cfg,
+                                            const char *key,
+                                            size_t key_len,
+                                            const char *value,
+                                            size_t value_len);
+
+// Trusts only the certificates of this PEM bundle (default: the Mozilla
+// roots).
+//
+// # Safety
+// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_ca_bundle_pem(struct wid_consul_login_config *cfg,
+                                                     const uint8_t *pem,
+                                                     size_t len);
+
+// Whether the identity's workload is a service (1: `requested_by` =
+// `nomad_service_<workload>`) or a task (0, the default:
+// `nomad_task_<workload>`), as Nomad sends.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_service(struct wid_consul_login_config *cfg,
+                                               uint32_t service);
+
+// Sets the time a whole request may take (default 10 000 ms; 1 to
+// 600 000).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_timeout_ms(struct wid_consul_login_config *cfg,
+                                                  uint64_t timeout_ms);
+
+// Sets the least life an identity token must have left to be sent
+// (default 5 000 ms; 0 to 600 000): match the auth method's
+// `ClockSkewLeeway`.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_leeway_ms(struct wid_consul_login_config *cfg,
+                                                 uint64_t leeway_ms);
+
+// Sets the least life a Consul token must have left (default 10 000 ms;
+// 0 to 600 000): a saved one with less after a restore is replaced, and a
+// new login is made at least this long before `ExpirationTime`.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_min_ttl_ms(struct wid_consul_login_config *cfg,
+                                                  uint64_t min_ttl_ms);
+
+// Allows `http://` to a loopback host (1) or not (0, the default).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_allow_http_loopback(struct wid_consul_login_config *cfg,
+                                                           uint32_t allow);
+
+// Adds the login configured by `cfg` to builder `b` (checked now: the
+// address, names and `Meta`; `cfg` stays the caller's to free, and may be
+// added to other builders). Its Consul token (`SecretID`) is delivered
+// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
+// readable with `wid_identity_manager_secret`.
+//
+// # Safety
+// `b` and `cfg` NULL or live handles.
+wid_result wid_identity_manager_builder_add_consul_login(struct wid_identity_manager_builder *b,
+                                                         const struct wid_consul_login_config *cfg);
 
 // A wrapper whose KEK is read from a file: exactly 32 raw bytes, or 44
 // standard-base64 characters and an optional newline; a file group or

@@ -10,7 +10,7 @@
 #                            `cargo build --release --locked $WID_LIB_FEATURES`.
 #                            NAME prefixes its messages.
 #   WID_LIB_FEATURES         the cargo flags the C library is built with:
-#                            `--features remote-jwks,vault` (the wid_remote_jwks_* and wid_vault_login_config_*
+#                            `--features remote-jwks,vault,consul` (the wid_remote_jwks_*, wid_vault_login_config_* and wid_consul_login_config_*
 #                            functions work; without it they refuse)
 #   wid_target_dir           where cargo builds: $CARGO_TARGET_DIR or the
 #                            build configuration's, else target/
@@ -21,7 +21,7 @@
 WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One place for the C library's features: every script that builds it (and
 # .ci/run) builds the same library, so cargo does not rebuild it between them.
-WID_LIB_FEATURES="--features remote-jwks,vault"
+WID_LIB_FEATURES="--features remote-jwks,vault,consul"
 
 wid_apt_install() {
     local sudo=""

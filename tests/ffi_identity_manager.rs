@@ -833,3 +833,82 @@ fn a_vault_login_is_checked_when_added() {
         wid_keyring_free(kr);
     }
 }
+
+#[cfg(feature = "consul")]
+#[test]
+fn a_consul_login_is_checked_when_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    let mut cfg = null_mut();
+    let ((a, al), (w, wl), (i, il), (m, ml)) = (
+        s("http://consul.example.com:8500"),
+        s("server"),
+        s("vault_default"),
+        s("nomad-workloads"),
+    );
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, null_mut()) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_service(cfg, 2) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_leeway_ms(cfg, 600_001) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    let ((k, kl), (v, vl)) = (s("cluster"), s("east"));
+    expect(
+        unsafe { wid_consul_login_config_set_meta(cfg, k, kl, v, vl) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_meta(cfg, null(), 3, v, vl) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    let b = builder(kr, &d, &log);
+    // Plain http to a host that is not loopback carries tokens in the clear.
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, cfg) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("http"), "{}", last_error());
+    // A Vault config is not a Consul one.
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, kr.cast()) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    unsafe { wid_consul_login_config_free(cfg) };
+    let (a, al) = s("https://consul.example.com:8501");
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, cfg) },
+        WID_RESULT_OK,
+    );
+    in_process(b, kr);
+    let mgr = build(b);
+    let h = health(mgr, T0);
+    let names: Vec<_> = h["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["x", "consul"]);
+    unsafe {
+        wid_consul_login_config_free(cfg);
+        wid_identity_manager_builder_free(b);
+        wid_identity_manager_free(mgr);
+        wid_keyring_free(kr);
+    }
+}

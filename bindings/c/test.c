@@ -5129,6 +5129,47 @@ static void test_identity_manager_arguments(void) {
     }
     wid_vault_login_config_free(NULL);
 
+    /* The Consul login's config (the library is built with `consul`). */
+    {
+        wid_consul_login_config *ccfg = NULL;
+        rc = wid_consul_login_config_new(S("https://consul.example.com:8501"), S("server"),
+                                         S("vault_default"), S("nomad-workloads"), &ccfg);
+        if (rc == WID_RESULT_INVALID_ARGUMENT) {
+            CHECK(strstr(last_error(), "without the cargo feature `consul`") != NULL);
+            CHECK(ccfg == NULL);
+        } else {
+            CHECK_OK(rc);
+            CHECK_RC(wid_consul_login_config_set_service(ccfg, 7), WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_consul_login_config_set_timeout_ms(ccfg, 0), WID_RESULT_INVALID_ARGUMENT);
+            CHECK_RC(wid_consul_login_config_set_meta(ccfg, S("k"), NULL, 1),
+                     WID_RESULT_NULL_ARGUMENT);
+            CHECK_RC(wid_consul_login_config_set_namespace(ccfg, S(BAD_UTF8)),
+                     WID_RESULT_INVALID_ARGUMENT);
+            CHECK_OK(wid_consul_login_config_set_meta(ccfg, S("cluster"), S("east")));
+            CHECK_OK(wid_consul_login_config_set_node_id(ccfg, S("node-1")));
+            CHECK_OK(wid_consul_login_config_set_datacenter(ccfg, S("dc1")));
+            CHECK_OK(wid_consul_login_config_set_partition(ccfg, S("default")));
+            CHECK_OK(wid_consul_login_config_set_leeway_ms(ccfg, 5000));
+            CHECK_OK(wid_consul_login_config_set_min_ttl_ms(ccfg, 10000));
+            CHECK_OK(wid_consul_login_config_set_allow_http_loopback(ccfg, 0));
+            CHECK_RC(wid_consul_login_config_set_ca_bundle_pem(ccfg, NULL, 0),
+                     WID_RESULT_INVALID_ARGUMENT);
+            b2 = im_builder(kr, dir, &log);
+            CHECK_OK(wid_consul_login_config_set_name(ccfg, S("x")));
+            CHECK_OK(wid_identity_manager_builder_add_consul_login(b2, ccfg));
+            CHECK_OK(wid_identity_manager_builder_set_issuer(b2, iss));
+            /* Named as the host exchange: refused at build. */
+            CHECK_RC(wid_identity_manager_builder_build(b2, &m), WID_RESULT_INVALID_ARGUMENT);
+            CHECK(strstr(last_error(), "two exchanges are named") != NULL);
+            CHECK_RC(wid_identity_manager_builder_add_consul_login(
+                         b2, (const wid_consul_login_config *)kr),
+                     WID_RESULT_INVALID_ARGUMENT);
+            wid_identity_manager_builder_free(b2);
+            wid_consul_login_config_free(ccfg);
+        }
+        wid_consul_login_config_free(NULL);
+    }
+
 out:
     wid_issuer_builder_free(ib);
     wid_issuer_free(iss);

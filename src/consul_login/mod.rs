@@ -114,6 +114,7 @@ impl fmt::Debug for ConsulLogin {
 }
 
 /// Builds a [`ConsulLogin`].
+#[derive(Clone)]
 pub struct ConsulLoginBuilder {
     addr: String,
     identity: IdentityId,

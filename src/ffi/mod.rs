@@ -34,6 +34,7 @@
 mod boundary;
 mod bytes;
 mod codes;
+mod consul_login;
 mod custody;
 mod explain;
 #[cfg(feature = "fuzzing")]
@@ -44,6 +45,8 @@ mod identity_manager;
 mod issue;
 mod issuer;
 mod keyring;
+#[cfg(any(feature = "vault", feature = "consul"))]
+mod login_config;
 mod node_manager;
 mod proof;
 mod remote_jwks;
@@ -54,6 +57,16 @@ mod verify;
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
 pub use codes::*;
+pub use consul_login::{
+    wid_consul_login_config, wid_consul_login_config_free, wid_consul_login_config_new,
+    wid_consul_login_config_set_allow_http_loopback, wid_consul_login_config_set_ca_bundle_pem,
+    wid_consul_login_config_set_datacenter, wid_consul_login_config_set_leeway_ms,
+    wid_consul_login_config_set_meta, wid_consul_login_config_set_min_ttl_ms,
+    wid_consul_login_config_set_name, wid_consul_login_config_set_namespace,
+    wid_consul_login_config_set_node_id, wid_consul_login_config_set_partition,
+    wid_consul_login_config_set_service, wid_consul_login_config_set_timeout_ms,
+    wid_identity_manager_builder_add_consul_login,
+};
 pub use custody::{
     wid_key_wrapper, wid_key_wrapper_free, wid_key_wrapper_kek_file, wid_key_wrapper_transit,
     wid_keyring_load_wrapped, wid_keyring_save_wrapped, wid_keystore_rewrap,

@@ -149,7 +149,9 @@ pub unsafe extern "C" fn wid_vault_login_config_set_ca_bundle_pem(
     len: usize,
 ) -> wid_result {
     // SAFETY: the contract.
-    call(|| with_feature!((cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len) }))
+    call(
+        || with_feature!((cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
+    )
 }
 
 /// Sets the time a whole request may take (default 10 000 ms; 1 to
@@ -195,7 +197,9 @@ pub unsafe extern "C" fn wid_vault_login_config_set_allow_http_loopback(
     allow: u32,
 ) -> wid_result {
     // SAFETY: the contract.
-    call(|| with_feature!((cfg, allow) => unsafe { imp::set_flag(cfg, allow) }))
+    call(
+        || with_feature!((cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
+    )
 }
 
 /// Adds the login configured by `cfg` to builder `b` (checked now: the
@@ -218,20 +222,18 @@ pub unsafe extern "C" fn wid_identity_manager_builder_add_vault_login(
 #[cfg(feature = "vault")]
 mod imp {
     use std::ffi::c_char;
-    use std::sync::{Arc, Mutex, PoisonError};
-    use std::time::Duration;
+    use std::sync::Mutex;
 
-    use super::super::boundary::{bytes_in, invalid, str_in};
+    use super::super::boundary::str_in;
     use super::super::handle::{self, Castable, require_out};
-    use super::super::identity_manager::{identity_in, update, wid_identity_manager_builder};
+    use super::super::identity_manager::identity_in;
+    use super::super::login_config::{LoginBuilder, MAX_STR};
     use super::wid_vault_login_config;
     use crate::error::Error;
-    use crate::manager::TokenExchange;
+    use crate::manager::EventKind;
     use crate::vault_login::{VaultLogin, VaultLoginBuilder};
 
-    const MAX_STR: usize = 8192;
-    const MAX_PEM: usize = 1 << 20;
-    const MAX_MS: u64 = 600_000;
+    pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
 
     impl Castable for wid_vault_login_config {
         type Rust = Mutex<Option<VaultLoginBuilder>>;
@@ -240,19 +242,14 @@ mod imp {
         const OWNED: bool = true;
     }
 
-    /// Replaces the builder of `cfg` with `change(builder)`.
-    unsafe fn change(
-        cfg: *const wid_vault_login_config,
-        change: impl FnOnce(VaultLoginBuilder) -> VaultLoginBuilder,
-    ) -> Result<(), Error> {
-        // SAFETY: `cfg` is NULL or a live handle (the callers' contract).
-        let cell = unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        let mut slot = cell.lock().unwrap_or_else(PoisonError::into_inner);
-        let b = slot
-            .take()
-            .ok_or_else(|| invalid("cfg", "lost its settings to a panic"))?;
-        *slot = Some(change(b));
-        Ok(())
+    impl LoginBuilder for VaultLoginBuilder {
+        type Login = VaultLogin;
+        fn build_login(self) -> Result<VaultLogin, Error> {
+            self.build()
+        }
+        fn with_on_token(self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
+            self.on_token(f)
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -277,96 +274,6 @@ mod imp {
         unsafe {
             handle::out(out, "out", || {
                 handle::into_raw_owned::<wid_vault_login_config>(Mutex::new(Some(b)))
-            })
-        }
-    }
-
-    pub(super) unsafe fn set_str(
-        cfg: *mut wid_vault_login_config,
-        value: *const c_char,
-        len: usize,
-        name: &'static str,
-        set: impl FnOnce(VaultLoginBuilder, &str) -> VaultLoginBuilder,
-    ) -> Result<(), Error> {
-        // SAFETY (this block): the contract.
-        unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        let value = unsafe { str_in(value, len, name, MAX_STR)? };
-        unsafe { change(cfg, |b| set(b, value)) }
-    }
-
-    pub(super) unsafe fn set_pem(
-        cfg: *mut wid_vault_login_config,
-        pem: *const u8,
-        len: usize,
-    ) -> Result<(), Error> {
-        // SAFETY (this block): the contract.
-        unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        let pem = unsafe { bytes_in(pem, len, "pem", MAX_PEM)? };
-        if pem.is_empty() {
-            return Err(invalid("pem", "is empty (expected PEM certificates)"));
-        }
-        unsafe { change(cfg, |b| b.ca_bundle_pem(pem)) }
-    }
-
-    pub(super) unsafe fn set_ms(
-        cfg: *mut wid_vault_login_config,
-        ms: u64,
-        name: &'static str,
-        least: u64,
-        set: impl FnOnce(VaultLoginBuilder, Duration) -> VaultLoginBuilder,
-    ) -> Result<(), Error> {
-        // SAFETY (this block): the contract.
-        unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        if !(least..=MAX_MS).contains(&ms) {
-            return Err(invalid(
-                name,
-                format!("is {ms} ms: expected {least} to {MAX_MS}"),
-            ));
-        }
-        unsafe { change(cfg, |b| set(b, Duration::from_millis(ms))) }
-    }
-
-    pub(super) unsafe fn set_flag(
-        cfg: *mut wid_vault_login_config,
-        allow: u32,
-    ) -> Result<(), Error> {
-        // SAFETY (this block): the contract.
-        unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        let allow = match allow {
-            0 => false,
-            1 => true,
-            n => return Err(invalid("allow", format!("must be 0 or 1, got {n}"))),
-        };
-        unsafe { change(cfg, |b| b.allow_http_loopback(allow)) }
-    }
-
-    pub(super) unsafe fn add(
-        b: *mut wid_identity_manager_builder,
-        cfg: *const wid_vault_login_config,
-    ) -> Result<(), Error> {
-        // SAFETY (this block): `b` and `cfg` NULL or live (the contract).
-        unsafe { handle::borrow::<wid_identity_manager_builder>(b, "builder")? };
-        let cell = unsafe { handle::borrow::<wid_vault_login_config>(cfg, "cfg")? };
-        let builder = cell
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| invalid("cfg", "lost its settings to a panic"))?;
-        unsafe {
-            update(b, |s| {
-                let events = s.events.clone();
-                // Checked first, and its identity and name read for the
-                // watcher; then built again, delivering through it.
-                let checked = builder.clone().build()?;
-                let identity = checked.identity().clone();
-                let name = checked.name().to_string();
-                let login = builder
-                    .on_token(move |secret: &str, kind| {
-                        events.deliver(&identity, &name, secret, kind)
-                    })
-                    .build()?;
-                s.exchanges.push(Arc::new(login));
-                Ok(())
             })
         }
     }
