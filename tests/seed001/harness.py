@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""Seed 001 for real: a Go host on the binding, killed and restored, against
+a real OpenBao (VaultLogin) and the Consul stand-in (ConsulLogin).
+
+Seed 001 is a scheduler's client that restored its allocations after a
+restart and never logged in to Consul again: the sidecars ran with the
+anonymous token. Here the host (tests/seed001/host, built on
+bindings/go/wid's IdentityManager) runs in its own OS process with two
+identities of one allocation (tasks "server" and "worker", identity
+"vault_default"), each with its own login. It starts, logs in and uses its
+secrets; it is killed with SIGKILL at varied points; a new process restores
+from the state directory. Each round is killed at one of:
+
+  steady      after both secrets were delivered and used, a moment later
+  sign        inside the signer, after signing and before anything is saved
+              (the host kills itself: -kill-at-sign)
+  login       the server made the token, the host never got the answer
+              (the proxy below holds the answer and kills the host)
+  renew       during a renewal (Vault renew-self) or a token check (Consul
+              token/self) the same way
+  check       during the restore's confirmation of a saved secret
+  logout      while a replaced secret is revoked (after its successor was
+              delivered)
+
+A point a round does not reach within its time (a restore that needs no
+login, say) ends that round with a steady kill instead, and says so.
+
+Checked, from what the host reports (one line per delivery, written before
+anything else is done with it) and what the server holds:
+  * every secret delivered was non-empty and worked when used (the host reads
+    the Vault KV secret with it, or asks Consul's token/self);
+  * no secret was ever delivered to two identities;
+  * afterwards the server holds at most one live token per identity from the
+    host (Vault: LIST auth/token/accessors; Consul: the auth method's tokens),
+    counted after the tokens that kills orphaned could have expired. A kill
+    after the server made a token and before the host saved it orphans that
+    token: nothing can revoke a token it never received, so tokens are short
+    lived (the role's token_ttl, the auth method's MaxTokenTTL) and the count
+    waits them out while the live host keeps its own renewed.
+
+The C program bindings/c/logins.c (docs/vault.md, docs/consul.md) is run
+against the same servers first: start, then restore (the saved secret
+confirmed, the same one).
+
+Usage: harness.py --host BIN --clogins BIN --bao BIN --standin PY [--rounds N] [--only vault|consul]
+"""
+
+import argparse
+import base64
+import hashlib
+import http.client
+import http.server
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+IDENTITIES = ["server/vault_default", "worker/vault_default"]
+ROOT = "seed001-root"
+POINTS = ["steady", "sign", "login", "renew", "check", "logout"]
+
+
+def log(msg):
+    print(f"seed001: {msg}", flush=True)
+
+
+def fail(msg):
+    print(f"seed001: FAIL: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(method, url, body=None, headers=None, timeout=10):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+            return r.status, (json.loads(raw) if raw.strip() else None)
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw.decode(errors="replace")
+
+
+def wait_until(what, check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    fail(f"timed out waiting for {what}")
+
+
+def jwks_to_pem(jwks_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    key = json.load(open(jwks_path))["keys"][0]
+    x = base64.urlsafe_b64decode(key["x"] + "=" * (-len(key["x"]) % 4))
+    return Ed25519PublicKey.from_public_bytes(x).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+class Proxy:
+    """An HTTP proxy in front of the server that can kill the host in the
+    middle of a call: it forwards the request, reads the server's whole
+    answer (so the server has done the work), then, if the call is the one
+    this round kills at, kills the host and drops the answer."""
+
+    def __init__(self, upstream_port, paths):
+        self.upstream_port = upstream_port
+        self.paths = paths  # point name -> (path prefixes, calls let through first)
+        self.point = None
+        self.victim = None
+        self.killed_at = None
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                if proxy.should_kill(self.path):
+                    self.close_connection = True
+                    return
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def arm(self, point, victim):
+        with self.lock:
+            self.point, self.victim, self.killed_at, self.seen = point, victim, None, 0
+
+    def should_kill(self, path):
+        with self.lock:
+            if self.victim is None or self.point not in self.paths:
+                return False
+            prefixes, skip = self.paths[self.point]
+            if not any(path.startswith(p) for p in prefixes):
+                return False
+            self.seen += 1
+            if self.seen <= skip:
+                return False
+            self.victim.send_signal(signal.SIGKILL)
+            self.killed_at = path
+            self.victim = None
+            return True
+
+    def close(self):
+        self.server.shutdown()
+
+
+class Host:
+    """One OS process of the Go host; its report lines are read as they come."""
+
+    def __init__(self, cmd):
+        self.lines = queue.Queue()
+        self.all = []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, args=(self.proc.stdout, ""), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, "stderr: "), daemon=True).start()
+
+    def _read(self, stream, prefix):
+        for line in stream:
+            line = prefix + line.rstrip("\n")
+            self.all.append(line)
+            self.lines.put(line)
+
+    def wait_line(self, pred, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                line = self.lines.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    return None
+                continue
+            if pred(line):
+                return line
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        time.sleep(0.1)  # let the readers drain
+
+
+class Vault:
+    name = "vault"
+
+    def __init__(self, bao, work):
+        self.port = free_port()
+        self.addr = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(work, "bao.log"), "w")
+        self.proc = subprocess.Popen(
+            [bao, "server", "-dev", f"-dev-root-token-id={ROOT}", f"-dev-listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until("OpenBao", lambda: http_json("GET", f"{self.addr}/v1/sys/health")[0] == 200)
+        self.token_ttl = 15
+
+    def api(self, method, path, body=None):
+        return http_json(method, f"{self.addr}/v1/{path}", body, {"X-Vault-Token": ROOT})
+
+    def configure(self, pem):
+        for method, path, body in [
+            ("POST", "sys/auth/jwt", {"type": "jwt"}),
+            ("POST", "auth/jwt/config", {"jwt_validation_pubkeys": [pem]}),
+            ("PUT", "sys/policies/acl/seed", {"policy": 'path "secret/data/seed" { capabilities = ["read"] }'}),
+            ("POST", "auth/jwt/role/seed", {
+                "role_type": "jwt", "bound_audiences": ["vault.io"], "user_claim": "sub",
+                "claim_mappings": {"nomad_task": "task"}, "token_policies": ["seed"],
+                "token_ttl": f"{self.token_ttl}s", "token_max_ttl": "45s",
+            }),
+            ("POST", "secret/data/seed", {"data": {"value": "the allocation's secret"}}),
+        ]:
+            status, answer = self.api(method, path, body)
+            if status >= 300:
+                fail(f"OpenBao {method} {path}: {status} {answer}")
+
+    def login_name(self):
+        return "seed"
+
+    def proxy_paths(self):
+        return {
+            "login": (["/v1/auth/jwt/login"], 0),
+            "renew": (["/v1/auth/token/renew-self"], 0),
+            "check": (["/v1/auth/token/lookup-self"], 0),
+            "logout": (["/v1/auth/token/revoke-self"], 0),
+        }
+
+    def live_tokens(self):
+        """Live tokens from the JWT login, per task."""
+        status, answer = self.api("LIST", "auth/token/accessors")
+        if status != 200:
+            fail(f"OpenBao LIST auth/token/accessors: {status} {answer}")
+        per = {}
+        for accessor in answer["data"]["keys"]:
+            status, t = self.api("POST", "auth/token/lookup-accessor", {"accessor": accessor})
+            if status != 200:
+                continue  # revoked or expired meanwhile
+            d = t["data"]
+            if d.get("path") != "auth/jwt/login" or d.get("ttl", 0) <= 0:
+                continue
+            task = (d.get("meta") or {}).get("task", "?")
+            per.setdefault(f"{task}/vault_default", []).append(accessor)
+        return per
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class Consul:
+    name = "consul"
+
+    def __init__(self, standin, work):
+        self.mgmt = "seed001-management"
+        self.log = open(os.path.join(work, "consul.log"), "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, standin, "--listen", "127.0.0.1:0", "--bootstrap-token", self.mgmt],
+            stdout=subprocess.PIPE, stderr=self.log, text=True,
+        )
+        first = self.proc.stdout.readline().strip()
+        if not first.startswith("listening on "):
+            fail(f"the Consul stand-in did not start: {first!r}")
+        self.addr = first[len("listening on "):]
+        self.port = int(self.addr.rsplit(":", 1)[1])
+        self.token_ttl = 15
+
+    def api(self, method, path, body=None):
+        return http_json(method, f"{self.addr}/v1/{path}", body, {"X-Consul-Token": self.mgmt})
+
+    def configure(self, pem):
+        for method, path, body in [
+            ("PUT", "acl/auth-method", {
+                "Name": "nomad-workloads", "Type": "jwt", "MaxTokenTTL": f"{self.token_ttl}s",
+                "TokenLocality": "local",
+                "Config": {
+                    "JWTValidationPubKeys": [pem], "BoundAudiences": ["consul.io"],
+                    "ClaimMappings": {"nomad_task": "nomad_task", "nomad_namespace": "nomad_namespace"},
+                },
+            }),
+            ("PUT", "acl/binding-rule", {
+                "AuthMethod": "nomad-workloads", "BindType": "service",
+                "BindName": "${value.nomad_task}", "Selector": 'value.nomad_task != ""',
+            }),
+        ]:
+            status, answer = self.api(method, path, body)
+            if status >= 300:
+                fail(f"Consul stand-in {method} {path}: {status} {answer}")
+
+    def login_name(self):
+        return "nomad-workloads"
+
+    def proxy_paths(self):
+        # Consul tokens are not renewed: a new login replaces one when the
+        # identity is re-signed or the token's end nears, after the logins of
+        # the start or restore (one per identity).
+        return {
+            "login": (["/v1/acl/login"], 0),
+            "renew": (["/v1/acl/login"], len(IDENTITIES)),
+            "check": (["/v1/acl/token/self"], 0),
+            "logout": (["/v1/acl/logout"], 0),
+        }
+
+    def live_tokens(self):
+        status, answer = self.api("GET", "acl/tokens?authmethod=nomad-workloads")
+        if status != 200:
+            fail(f"Consul stand-in GET acl/tokens: {status} {answer}")
+        per = {}
+        for t in answer:
+            names = [s["ServiceName"] for s in t.get("ServiceIdentities") or []]
+            key = f"{names[0] if names else '?'}/vault_default"
+            per.setdefault(key, []).append(t["AccessorID"])
+        return per
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def run_c_program(clogins, server, addr, keystore, work):
+    """docs/vault.md's and docs/consul.md's C: start, then restore confirms
+    the same secret."""
+    state = tempfile.mkdtemp(prefix=f"c-{server.name}-", dir=work)
+    outs = []
+    for step in ["start", "restore"]:
+        r = subprocess.run(
+            [clogins, server.name, step, addr, server.login_name(), keystore, state],
+            capture_output=True, text=True, timeout=60,
+        )
+        if r.returncode != 0:
+            fail(f"logins.c {server.name} {step}: exit {r.returncode}: {r.stderr.strip()}")
+        outs.append(r.stdout.split())
+    (_, fp1, kind1), (_, fp2, kind2) = outs
+    if (kind1, kind2) != ("initial", "restored") or fp1 != fp2:
+        fail(f"logins.c {server.name}: expected the same secret restored, got {outs}")
+    log(f"{server.name}: C (bindings/c/logins.c): started, restarted, the saved secret confirmed and reused")
+
+
+def loop(args, server, keystore, work):
+    proxy = Proxy(server.port, server.proxy_paths())
+    addr = f"http://127.0.0.1:{proxy.port}"
+    state = tempfile.mkdtemp(prefix=f"go-{server.name}-", dir=work)
+    owner = {}  # secret fingerprint -> identity
+    delivered = 0
+    rng = random.Random(1)
+    reached = {p: 0 for p in POINTS}
+
+    def host_cmd(extra=()):
+        return [args.host, "-mode", server.name, "-addr", addr, "-use-addr", server.addr,
+                "-name", server.login_name(),
+                "-keystore", keystore, "-state", state, *extra]
+
+    def record(host):
+        nonlocal delivered
+        for line in host.all:
+            if line.startswith("FAIL"):
+                fail(f"{server.name}: the host reported: {line}")
+            if not line.startswith("deliver "):
+                continue
+            _, identity, fp, kind, used = line.split()
+            if fp == "empty":
+                fail(f"{server.name}: an empty secret was delivered to {identity}")
+            if used != "used=ok":
+                fail(f"{server.name}: a secret delivered to {identity} ({kind}) did not work: {used}")
+            if owner.setdefault(fp, identity) != identity:
+                fail(f"{server.name}: one secret was delivered to {owner[fp]} and {identity}")
+            delivered += 1
+
+    for n in range(args.rounds):
+        point = POINTS[n % len(POINTS)]
+        extra = ["-kill-at-sign", "1"] if point == "sign" else []
+        host = Host(host_cmd(extra))
+        proxy.arm(point, host.proc)
+        how = point
+        if point == "steady":
+            if host.wait_line(lambda l: l == "ready", 30) is None:
+                fail(f"{server.name}: round {n}: the host never got ready: {host.all[-10:]}")
+            time.sleep(rng.uniform(0, 2))
+            host.kill()
+        else:
+            # The point may come with a renewal (identities live 8 s, renewed
+            # half-way): wait up to 12 s for it.
+            deadline = time.monotonic() + 12
+            while host.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if host.proc.poll() is None:
+                how = f"{point} not reached; steady"
+                proxy.arm(None, None)
+                host.kill()
+            else:
+                reached[point] += 1
+        host.kill()
+        record(host)
+        log(f"{server.name}: round {n + 1}/{args.rounds}: killed at {how}"
+            + (f" ({proxy.killed_at})" if proxy.killed_at else ""))
+
+    # The last process lives: it restores, keeps its secrets renewed, and the
+    # tokens the kills orphaned run out meanwhile.
+    proxy.arm(None, None)
+    host = Host(host_cmd())
+    if host.wait_line(lambda l: l == "ready", 30) is None:
+        fail(f"{server.name}: the last host never got ready: {host.all[-10:]}")
+    wait = server.token_ttl + 10
+    log(f"{server.name}: the last host is ready; waiting {wait} s for orphaned tokens to expire")
+    time.sleep(wait)
+    if host.proc.poll() is not None:
+        fail(f"{server.name}: the last host died: {host.all[-10:]}")
+    # Counted with the host paused (SIGUSR1: it finishes the tick under way
+    # and stops ticking), so no login is between delivering a new token and
+    # revoking the one it replaces.
+    host.proc.send_signal(signal.SIGUSR1)
+    if host.wait_line(lambda l: l == "paused", 30) is None:
+        fail(f"{server.name}: the last host did not pause: {host.all[-10:]}")
+    live = server.live_tokens()
+    host.kill()
+    record(host)
+    for identity in IDENTITIES:
+        n_live = len(live.get(identity, []))
+        if n_live != 1:
+            fail(f"{server.name}: {n_live} live tokens for {identity} (expected exactly one): {live}")
+    unknown = set(live) - set(IDENTITIES)
+    if unknown:
+        fail(f"{server.name}: live tokens of no identity: {sorted(unknown)}")
+    missed = [p for p in POINTS if p != "steady" and reached[p] == 0]
+    if missed:
+        fail(f"{server.name}: no round was killed at {missed}: the loop did not test them")
+    proxy.close()
+    log(f"{server.name}: OK: {args.rounds} kills ({', '.join(f'{p} {reached[p]}' for p in POINTS if p != 'steady')}), "
+        f"{delivered} deliveries, each non-empty and working, none to two identities; "
+        f"afterwards one live token per identity")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--host", required=True)
+    p.add_argument("--clogins", required=True)
+    p.add_argument("--bao", default=shutil.which("bao"))
+    p.add_argument("--standin", required=True)
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--only", choices=["vault", "consul"])
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="wid-seed001-")
+    keystore = os.path.join(work, "keystore.json")
+    jwks = os.path.join(work, "jwks.json")
+    subprocess.run([args.clogins, "keys", keystore, jwks], check=True)
+    pem = jwks_to_pem(jwks)
+    servers = []
+    try:
+        for kind in ["vault", "consul"]:
+            if args.only not in (None, kind):
+                continue
+            server = Vault(args.bao, work) if kind == "vault" else Consul(args.standin, work)
+            servers.append(server)
+            server.configure(pem)
+            run_c_program(args.clogins, server, server.addr, keystore, work)
+            loop(args, server, keystore, work)
+    finally:
+        for s in servers:
+            s.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
