@@ -28,7 +28,7 @@ type signerState struct {
 const maxOutput = 64 * 1024
 
 // maxCallbackMessage is the most of an error message handed back (the
-// library keeps no more).
+// library keeps less: its first 64 bytes, so messages are kept short).
 const maxCallbackMessage = 1024
 
 // setOutput hands s back through out (a copy is made by the library).
@@ -105,15 +105,15 @@ func widGoSign(handle C.uintptr_t, request *C.uint8_t, requestLen C.size_t, nowU
 	raw := C.GoBytes(unsafe.Pointer(request), C.int(requestLen))
 	req, err := DecodeIssueRequest(raw)
 	if err != nil {
-		setMessage(out, "decoding the request for the Signer: "+err.Error())
+		setMessage(out, "decoding the request: "+err.Error())
 		return C.WID_RESULT_DECODE_ERROR
 	}
 	token, err := st.signer.Sign(req, time.Unix(int64(nowUnix), 0))
 	if err != nil {
-		setMessage(out, "the Signer failed: "+err.Error())
+		setMessage(out, err.Error())
 		return failCode(err, C.WID_RESULT_IO_ERROR)
 	}
-	if why := checkValue("the token the Signer returned", token); why != "" {
+	if why := checkValue("the token", token); why != "" {
 		setMessage(out, why)
 		return C.WID_RESULT_INVALID_ARGUMENT
 	}
@@ -126,17 +126,17 @@ func widGoDerive(handle C.uintptr_t, token *C.char, tokenLen C.size_t, nowMs C.i
 	e := cgo.Handle(handle).Value().(*hostExchange)
 	defer func() {
 		if r := recover(); r != nil {
-			setMessage(out, fmt.Sprintf("exchange %q: Derive panicked", e.name))
+			setMessage(out, "Derive panicked")
 			rc = C.WID_RESULT_PANIC
 		}
 	}()
 	secret, at, err := e.x.Derive(goString(token, tokenLen), time.UnixMilli(int64(nowMs)))
 	if err != nil {
-		setMessage(out, fmt.Sprintf("exchange %q: Derive failed: %v", e.name, err))
+		setMessage(out, err.Error())
 		return failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
 	}
-	if why := checkValue("the secret Derive returned", secret); why != "" {
-		setMessage(out, fmt.Sprintf("exchange %q: %s", e.name, why))
+	if why := checkValue("the secret", secret); why != "" {
+		setMessage(out, why)
 		return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
 	}
 	if rc := setOutput(out, secret); rc != C.WID_RESULT_OK {
@@ -153,28 +153,28 @@ func widGoRefresh(handle C.uintptr_t, secret *C.char, secretLen C.size_t, token 
 	e := cgo.Handle(handle).Value().(*hostExchange)
 	defer func() {
 		if r := recover(); r != nil {
-			setMessage(out, fmt.Sprintf("exchange %q: Refresh panicked", e.name))
+			setMessage(out, "Refresh panicked")
 			rc = C.WID_RESULT_PANIC
 		}
 	}()
 	res, err := e.x.Refresh(goString(secret, secretLen), goString(token, tokenLen),
 		RefreshReason(reason), time.UnixMilli(int64(nowMs)))
 	if err != nil {
-		setMessage(out, fmt.Sprintf("exchange %q: Refresh (%v) failed: %v", e.name, RefreshReason(reason), err))
+		setMessage(out, err.Error())
 		return failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
 	}
 	switch res.Outcome {
 	case SecretKept, SecretRenewed:
 	case SecretReplaced:
-		if why := checkValue("the new secret Refresh returned", res.Secret); why != "" {
-			setMessage(out, fmt.Sprintf("exchange %q: %s", e.name, why))
+		if why := checkValue("the new secret", res.Secret); why != "" {
+			setMessage(out, why)
 			return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
 		}
 		if rc := setOutput(out, res.Secret); rc != C.WID_RESULT_OK {
 			return rc
 		}
 	default:
-		setMessage(out, fmt.Sprintf("exchange %q: Refresh returned the outcome %v (expected SecretKept, SecretRenewed or SecretReplaced)", e.name, res.Outcome))
+		setMessage(out, fmt.Sprintf("Refresh returned the outcome %v", res.Outcome))
 		return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
 	}
 	*outOutcome = C.uint32_t(res.Outcome)
