@@ -555,7 +555,8 @@ type RestoreReport struct {
 // window (else signs anew); each exchange's saved secret is confirmed
 // (Exchange.Refresh with ReasonRestored; a Vault token with lookup-self)
 // and reused, or derived anew. Errors as Start's; on an error the report is
-// empty. On an empty state directory it is Start.
+// empty. With nothing saved (an empty state directory) everything is
+// signed and derived anew, told as EventRestored.
 func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
