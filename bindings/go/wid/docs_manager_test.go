@@ -278,7 +278,9 @@ func TestDocsManagerExample(t *testing.T) {
 	}
 
 	first := run()
+	vaultID := wid.IdentityID{Workload: "server", Name: "vault_default"}
 	if len(first) != 2 || first[0].What != wid.ManagedIdentity || first[1].Exchange != "vault" ||
+		first[0].Identity != vaultID || first[1].Identity != vaultID ||
 		!strings.HasPrefix(first[1].Value, "hvs.fake-") || vault.Logins() != 1 {
 		t.Fatalf("first run: %v, logins %d", kinds(first), vault.Logins())
 	}

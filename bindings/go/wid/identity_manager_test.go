@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -752,5 +753,39 @@ func TestIdentityManagerReplacedSecretIsReleasedAfterDelivery(t *testing.T) {
 	}
 	if evs := drain(events); len(evs) != 0 {
 		t.Fatalf("a bad outcome delivered %v", evs)
+	}
+}
+
+// A manager nobody closes is closed by its finalizer (its Watch channels
+// then close), its callbacks' handles with it.
+func TestIdentityManagerFinalizer(t *testing.T) {
+	kr := newKeyring(t)
+	iss := newIssuer(t, kr, IssuerOptions{})
+	events := func() <-chan ManagedEvent {
+		m, err := NewIdentityManager(kr, t.TempDir(), []*IssueRequest{imRequest("vault_default")},
+			&goSigner{iss: iss}, WithExchange(newFakeExchange("x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := m.Watch()
+		if err := m.Start(imT0); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := 0; ; n++ {
+		runtime.GC()
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+			continue
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the forgotten manager was not finalized after %d collections", n)
+		}
 	}
 }
