@@ -146,8 +146,9 @@ echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo
 # copy of the checkout's Go files (go-work.sh writes go.work there, never in
 # the checkout CI runs from).
 copy="$work/checkout"
-mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors"
+mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors" "$copy/docs"
 cp "$REPO_ROOT/scripts/go-work.sh" "$copy/scripts/"
+cp "$REPO_ROOT/docs/go.md" "$copy/docs/"   # its manager example is checked by a test
 cp -R "$REPO_ROOT/bindings/go" "$copy/bindings/go"
 rm -f "$copy/bindings/go/go.work" "$copy/bindings/go/go.work.sum"
 cp -R "$REPO_ROOT/include" "$copy/include"

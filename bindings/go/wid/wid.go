@@ -18,6 +18,12 @@
 // step with an issuer's remote JWKS (or OIDC discovery document), for
 // verifying tokens this process did not issue.
 //
+// An IdentityManager (NewIdentityManager) keeps one allocation's identities
+// signed, renewed, saved and restored after a restart, signed by an Issuer
+// (IssuerSigner) or the host's own Signer, and runs the token exchanges
+// that consume them (VaultLogin, or a host Exchange), telling every new
+// token and secret on the channels of Watch.
+//
 // Every failure is an *Error carrying the library's result code and detail
 // message; compare with errors.Is against the sentinels (ErrExpired,
 // ErrUnknownKey, ErrAllocationTerminal, ...).

@@ -86,3 +86,69 @@ wid_result wid_go_verify(uintptr_t v, const char *token,
     }
     return rc;
 }
+
+// The identity manager's callbacks: each forwards to its Go export
+// (identity_manager_callbacks.go) with the cgo.Handle value it was given as
+// userdata. They run on the thread that called wid_identity_manager_start,
+// _restore or _tick (a goroutine's, inside that cgo call).
+static wid_result wid_go_im_sign(void *userdata, const uint8_t *request,
+                                 size_t request_len, int64_t now_unix,
+                                 wid_output *out_token) {
+    return widGoSign((uintptr_t)userdata, (uint8_t *)request, request_len,
+                     now_unix, out_token);
+}
+
+static wid_result wid_go_im_derive(void *userdata, const char *token,
+                                   size_t token_len, int64_t now_ms,
+                                   wid_output *out_secret,
+                                   int64_t *out_refresh_at_ms) {
+    return widGoDerive((uintptr_t)userdata, (char *)token, token_len, now_ms,
+                       out_secret, out_refresh_at_ms);
+}
+
+static wid_result wid_go_im_refresh(void *userdata, const char *secret,
+                                    size_t secret_len, const char *token,
+                                    size_t token_len, uint32_t reason,
+                                    int64_t now_ms, uint32_t *out_outcome,
+                                    wid_output *out_new_secret,
+                                    int64_t *out_refresh_at_ms) {
+    return widGoRefresh((uintptr_t)userdata, (char *)secret, secret_len,
+                        (char *)token, token_len, reason, now_ms, out_outcome,
+                        out_new_secret, out_refresh_at_ms);
+}
+
+static void wid_go_im_release(void *userdata, const char *secret,
+                              size_t secret_len) {
+    widGoRelease((uintptr_t)userdata, (char *)secret, secret_len);
+}
+
+static void wid_go_im_watch(void *userdata, uint32_t what,
+                            const char *workload, size_t workload_len,
+                            const char *name, size_t name_len,
+                            const char *value, size_t value_len,
+                            uint32_t kind) {
+    widGoWatch((uintptr_t)userdata, what, (char *)workload, workload_len,
+               (char *)name, name_len, (char *)value, value_len, kind);
+}
+
+wid_result wid_go_identity_manager_builder_set_signer(wid_identity_manager_builder *b,
+                                                      uintptr_t handle) {
+    return wid_identity_manager_builder_set_signer(b, wid_go_im_sign,
+                                                   (void *)handle);
+}
+
+wid_result wid_go_identity_manager_builder_set_watcher(wid_identity_manager_builder *b,
+                                                       uintptr_t handle) {
+    return wid_identity_manager_builder_set_watcher(b, wid_go_im_watch,
+                                                    (void *)handle);
+}
+
+wid_result wid_go_identity_manager_builder_add_exchange(wid_identity_manager_builder *b,
+                                                        const char *name, size_t name_len,
+                                                        const char *workload, size_t workload_len,
+                                                        const char *identity, size_t identity_len,
+                                                        uintptr_t handle) {
+    return wid_identity_manager_builder_add_exchange(
+        b, name, name_len, workload, workload_len, identity, identity_len,
+        wid_go_im_derive, wid_go_im_refresh, wid_go_im_release, (void *)handle);
+}

@@ -38,6 +38,19 @@ wid_result wid_go_verify(uintptr_t v, const char *token,
                          size_t token_len, int64_t now_unix, char *buf,
                          size_t cap, size_t *out_len, wid_bytes *out_big);
 
+/* Identity manager glue: each sets the C trampoline of a Go export as the
+ * callback, with the cgo.Handle value `handle` as userdata (so that C keeps
+ * no Go pointer). See identity_manager.go. */
+wid_result wid_go_identity_manager_builder_set_signer(wid_identity_manager_builder *b,
+                                                      uintptr_t handle);
+wid_result wid_go_identity_manager_builder_set_watcher(wid_identity_manager_builder *b,
+                                                       uintptr_t handle);
+wid_result wid_go_identity_manager_builder_add_exchange(wid_identity_manager_builder *b,
+                                                        const char *name, size_t name_len,
+                                                        const char *workload, size_t workload_len,
+                                                        const char *identity, size_t identity_len,
+                                                        uintptr_t handle);
+
 /* A value unique to the calling OS thread while it lives. */
 uintptr_t wid_go_thread_key(void);
 
