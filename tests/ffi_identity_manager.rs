@@ -512,7 +512,7 @@ fn a_host_signer_is_checked_and_fails_closed() {
     for (k, (mode, why)) in [
         (
             "fail",
-            "returned WID_RESULT_STORE_UNAVAILABLE (22): the servers are unreachable",
+            "the host's signer failed: the servers are unreachable (WID_RESULT_STORE_UNAVAILABLE)",
         ),
         ("nothing", "without setting a token"),
         ("other", "is not identity server/vault_default"),

@@ -18,7 +18,7 @@ use super::boundary::{bytes_in, call, invalid, null};
 use super::codes::WID_RESULT_OK;
 use super::wid_result;
 use crate::codec;
-use crate::error::{Error, Result, truncate_for_message};
+use crate::error::{Error, Result};
 use crate::issue::SignedIdentity;
 use crate::keyring::Keyring;
 use crate::manager::{
@@ -70,16 +70,29 @@ impl OutputSlot {
             .map(|s| Zeroizing::new(s.to_string()))
     }
 
-    /// A failing callback's message, if it wrote one (cut short).
-    fn message(&self) -> String {
-        self.text()
-            .map(|m| {
-                format!(
-                    ": {}",
-                    truncate_for_message(&m[..floor(&m, MAX_CALLBACK_MESSAGE)])
-                )
-            })
-            .unwrap_or_default()
+    /// A failing callback's message, if it wrote one: at most 1 KiB, its
+    /// control characters replaced (it goes into logs and health).
+    fn message(&self) -> Option<String> {
+        let m = self.text()?;
+        let cut = &m[..floor(&m, MAX_CALLBACK_MESSAGE)];
+        let shown: String = cut
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        Some(if cut.len() < m.len() {
+            format!("{shown}…")
+        } else {
+            shown
+        })
+    }
+}
+
+/// Why a callback failed, in the host's words first: "<what> failed: <its
+/// message> (<code>)", or "<what> failed with <code>" without a message.
+fn callback_failure(what: &str, rc: wid_result, out: &OutputSlot) -> String {
+    match out.message() {
+        Some(m) if !m.trim().is_empty() => format!("{what} failed: {m} ({})", rc_name(rc)),
+        _ => format!("{what} failed with {} ({rc})", rc_name(rc)),
     }
 }
 
@@ -333,16 +346,15 @@ impl HostSigner {
                 out.as_ptr(),
             )
         };
-        let failed = |why: String| Error::invalid("wid_identity_manager", "signer callback", why);
+        let failed = |why: String| Error::invalid("wid_identity_manager", "signer", why);
         if rc != WID_RESULT_OK {
-            return Err(failed(format!(
-                "it returned {} ({rc}){}",
-                rc_name(rc),
-                out.message()
-            )));
+            return Err(failed(callback_failure("the host's signer", rc, &out)));
         }
         let token = out.text().filter(|t| !t.is_empty()).ok_or_else(|| {
-            failed("it returned WID_RESULT_OK without setting a token (wid_output_set)".into())
+            failed(
+                "the host's signer answered success without setting a token (wid_output_set)"
+                    .into(),
+            )
         })?;
         SignedIdentity::from_token(token.to_string(), &self.keyring).map_err(|e| {
             failed(format!(
@@ -498,11 +510,7 @@ fn refresh_time(ms: i64) -> Option<i64> {
 
 impl HostExchange {
     fn failed(&self, what: &str, rc: wid_result, out: &OutputSlot) -> ExchangeError {
-        ExchangeError(format!(
-            "the host exchange's {what} callback returned {} ({rc}){}",
-            rc_name(rc),
-            out.message()
-        ))
+        ExchangeError(callback_failure(&format!("its {what}"), rc, out))
     }
 
     fn secret_from(
@@ -515,7 +523,7 @@ impl HostExchange {
             .map(|s| s.to_string())
             .ok_or_else(|| {
                 ExchangeError(format!(
-                    "the host exchange's {what} callback returned WID_RESULT_OK without setting a secret (wid_output_set)"
+                    "its {what} answered success without setting a secret (wid_output_set)"
                 ))
             })
     }
@@ -608,7 +616,7 @@ impl TokenExchange for HostExchange {
                 Ok(Refreshed::Replaced(Derived::new(secret, refresh_at_ms)))
             }
             other => Err(ExchangeError(format!(
-                "the host exchange's refresh callback returned WID_RESULT_OK with outcome {other}: expected WID_REFRESHED_KEPT (1), RENEWED (2) or REPLACED (3)"
+                "its refresh answered success with outcome {other}: expected kept (WID_REFRESHED_KEPT, 1), renewed (2) or replaced (3)"
             ))),
         }
     }

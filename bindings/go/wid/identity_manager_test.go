@@ -547,6 +547,19 @@ func TestIdentityManagerOptionsAreChecked(t *testing.T) {
 		{"Vault of no identity", kr, dir, reqs, signer,
 			[]ManagerOption{VaultLogin{Addr: vault.Addr, Workload: "server", Identity: "consul", Role: "web"}},
 			ErrInvalidArgument, "consul"},
+		{"Consul over http", kr, dir, reqs, signer,
+			[]ManagerOption{ConsulLogin{Addr: "http://consul.example.com:8500", Workload: "server", Identity: "vault_default", AuthMethod: "nomad-workloads"}},
+			ErrInvalidArgument, "http"},
+		{"Consul leeway", kr, dir, reqs, signer,
+			[]ManagerOption{ConsulLogin{Addr: "https://consul.example.com:8501", Workload: "server", Identity: "vault_default", AuthMethod: "nomad-workloads", Leeway: time.Hour}},
+			ErrInvalidArgument, "Leeway"},
+		{"Consul and a host exchange of one name", kr, dir, reqs, signer,
+			[]ManagerOption{ConsulLogin{Addr: "https://consul.example.com:8501", Workload: "server", Identity: "vault_default", AuthMethod: "nomad-workloads"},
+				WithExchange(newFakeExchange("consul"))},
+			ErrInvalidArgument, `two exchanges are named "consul"`},
+		{"Consul without an auth method", kr, dir, reqs, signer,
+			[]ManagerOption{ConsulLogin{Addr: "https://consul.example.com:8501", Workload: "server", Identity: "vault_default"}},
+			ErrInvalidArgument, "auth"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := NewIdentityManager(tc.kr, tc.dir, tc.reqs, tc.sig, tc.opts...)
@@ -570,6 +583,9 @@ func TestIdentityManagerOptionsAreChecked(t *testing.T) {
 			WithExchange(newFakeExchange("consul")), WithEventBuffer(1)},
 		{VaultLogin{Addr: "http://localhost:8200", Workload: "server", Identity: "vault_default", Role: "web", AllowHTTPLoopback: true,
 			Timeout: 10 * time.Minute, MinTTL: 10 * time.Minute}},
+		{vault, ConsulLogin{Addr: "http://127.0.0.1:8500", Workload: "server", Identity: "vault_default", AuthMethod: "nomad-workloads",
+			AllowHTTPLoopback: true, Namespace: "team-a", Partition: "default", Datacenter: "dc1", NodeID: "node-1",
+			Meta: map[string]string{"cluster": "east"}, Service: true, Timeout: time.Second, Leeway: -1, MinTTL: time.Minute}},
 	} {
 		m, err := NewIdentityManager(kr, dir, reqs, signer, opts...)
 		if err != nil {
