@@ -379,6 +379,8 @@ prop_compose! {
         meta in proptest::collection::btree_map(arb_string(), arb_string(), 0..3),
         extra_claims in proptest::collection::vec(arb_string(), 0..3),
         node in proptest::option::of(proptest::collection::vec(arb_string(), 6)),
+        vault in proptest::option::of(proptest::collection::vec(arb_string(), 3)),
+        consul in proptest::option::of(arb_string()),
     ) -> IssueRequest {
         let s = |i: usize| strings[i].clone();
         IssueRequest {
@@ -397,6 +399,10 @@ prop_compose! {
                 datacenter: n[0].clone(), id: n[1].clone(), name: n[2].clone(),
                 node_class: n[3].clone(), node_pool: n[4].clone(), status: n[5].clone(),
             }),
+            vault: vault.map(|v| workload_identity::model::Vault {
+                cluster: v[0].clone(), namespace: v[1].clone(), role: v[2].clone(),
+            }),
+            consul: consul.map(|namespace| workload_identity::model::Consul { namespace }),
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),
                 env, file, service_name: s(0), ttl: workload_identity::model::GoDuration::from_nanos(ttl),

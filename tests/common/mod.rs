@@ -62,6 +62,8 @@ pub fn issue_request_task() -> IssueRequest {
         service: String::new(),
         proof_key: None,
         node: None,
+        vault: None,
+        consul: None,
         identity: workload_identity(),
     }
 }
@@ -74,6 +76,8 @@ pub fn issue_request_service() -> IssueRequest {
         service: "web-api".into(),
         proof_key: None,
         node: None,
+        vault: None,
+        consul: None,
         identity: WorkloadIdentity {
             name: "consul-service_web-api".into(),
             audience: vec!["consul.io".into()],
