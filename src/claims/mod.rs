@@ -819,6 +819,45 @@ mod tests {
     }
 
     #[test]
+    fn the_exchange_claims_are_compared_only_with_the_signers_word() {
+        let mut req = crate::model::IssueRequest {
+            region: "global".into(),
+            task: "server".into(),
+            ..Default::default()
+        };
+        req.allocation.id = "a1".into();
+        req.allocation.namespace = "default".into();
+        req.allocation.job_id = "web".into();
+        req.allocation.task_group = "g".into();
+        req.identity.name = "vault_default".into();
+        req.vault = Some(crate::model::Vault {
+            role: "r".into(),
+            namespace: "ns".into(),
+            ..Default::default()
+        });
+        let c = Claims::for_request(&req, req.workload().unwrap(), 1, None);
+        assert_eq!(
+            (c.vault_role.as_str(), c.vault_namespace.as_str()),
+            ("r", "ns")
+        );
+        let expected = ExpectedClaims::new(c.subject.clone(), BTreeMap::new());
+        assert_eq!(c.mismatch(&req, Some(&expected)), None);
+        // A token without them (a Nomad server with no such Vault cluster
+        // configured signs none) is still the request's when the signer
+        // (a host's RPC) does not say what it writes...
+        let mut without = c.clone();
+        without.vault_role.clear();
+        assert_eq!(without.mismatch(&req, None), None);
+        // ... but not when it does (our Issuer).
+        let why = without.mismatch(&req, Some(&expected)).unwrap();
+        assert!(why.contains("vault_role") && why.contains("\"r\""), "{why}");
+        let mut other = c.clone();
+        other.consul_namespace = "c".into();
+        let why = other.mismatch(&req, Some(&expected)).unwrap();
+        assert!(why.contains("consul_namespace"), "{why}");
+    }
+
+    #[test]
     fn audience_is_a_string_when_one_and_an_array_when_several() {
         let mut c = Claims {
             audience: vec!["vault.io".into()],

@@ -267,6 +267,99 @@ mod tests {
     }
 
     #[test]
+    fn vault_and_consul_blocks_apply_to_nomads_identities_only() {
+        let vault = crate::model::Vault {
+            cluster: "default".into(),
+            namespace: "ns".into(),
+            role: "r".into(),
+        };
+        let consul = crate::model::Consul {
+            namespace: "c".into(),
+        };
+        let with = |name: &str, task: bool| IssueRequest {
+            vault: Some(vault.clone()),
+            consul: Some(consul.clone()),
+            task: if task { "server".into() } else { String::new() },
+            service: if task {
+                String::new()
+            } else {
+                "web-api".into()
+            },
+            identity: WorkloadIdentity {
+                name: name.into(),
+                ..valid().identity
+            },
+            ..valid()
+        };
+        assert_eq!(with("vault_default", true).vault_for_claims(), Some(&vault));
+        assert_eq!(with("vault_other", true).vault_for_claims(), Some(&vault));
+        for (name, task) in [
+            ("vault_", true),
+            ("vault", true),
+            ("default", true),
+            ("VAULT_default", true),
+            ("vault_default", false),
+        ] {
+            assert_eq!(with(name, task).vault_for_claims(), None, "{name} {task}");
+        }
+        for (name, task) in [
+            ("consul_default", true),
+            ("consul-service_web-api", false),
+            ("consul", true),
+        ] {
+            assert_eq!(
+                with(name, task).consul_for_claims(),
+                Some(&consul),
+                "{name}"
+            );
+        }
+        for name in ["default", "vault_default", "Consul_default", "x-consul"] {
+            assert_eq!(with(name, true).consul_for_claims(), None, "{name}");
+        }
+        // No block, nothing, whatever the identity.
+        let none = IssueRequest {
+            identity: WorkloadIdentity {
+                name: "vault_default".into(),
+                ..valid().identity
+            },
+            ..valid()
+        };
+        assert_eq!(none.vault_for_claims(), None);
+        assert_eq!(none.consul_for_claims(), None);
+    }
+
+    #[test]
+    fn block_fields_are_bounded() {
+        let at = "x".repeat(MAX_BLOCK_FIELD_BYTES);
+        let mut r = valid();
+        r.vault = Some(crate::model::Vault {
+            cluster: at.clone(),
+            namespace: at.clone(),
+            role: at.clone(),
+        });
+        r.consul = Some(crate::model::Consul {
+            namespace: at.clone(),
+        });
+        r.validate().unwrap();
+        let over = format!("{at}y");
+        r.vault.as_mut().unwrap().cluster = over.clone();
+        r.vault.as_mut().unwrap().role = over.clone();
+        r.consul.as_mut().unwrap().namespace = over;
+        match r.validate().unwrap_err() {
+            Error::InvalidArgument(ia) => {
+                let fields: Vec<&str> = ia.problems.iter().map(|p| p.field.as_str()).collect();
+                assert_eq!(fields, ["Vault.Cluster", "Vault.Role", "Consul.Namespace"]);
+                assert!(
+                    ia.problems[0].problem.contains("257 bytes"),
+                    "{:?}",
+                    ia.problems
+                );
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn problems_carry_nested_paths() {
         let mut r = valid();
         r.region.clear();

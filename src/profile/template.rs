@@ -315,6 +315,27 @@ mod tests {
     }
 
     #[test]
+    fn vault_variables_are_the_vault_identitys_block_or_empty() {
+        let t = Template::parse("${vault.cluster}/${vault.namespace}/${vault.role}").unwrap();
+        let mut r = req();
+        // No block: empty, as Nomad renders it (never a missing field).
+        assert_eq!(t.render(&r).unwrap(), "//");
+        r.vault = Some(crate::model::Vault {
+            cluster: "eu".into(),
+            namespace: "ns1/ns2".into(),
+            role: String::new(),
+        });
+        assert_eq!(t.render(&r).unwrap(), "eu/ns1/ns2/");
+        assert_eq!(
+            t.fields(&r),
+            ["Vault.Cluster", "Vault.Namespace", "Vault.Role"]
+        );
+        // Not a Vault identity: Nomad has no Vault block for it.
+        r.identity.name = "default".into();
+        assert_eq!(t.render(&r).unwrap(), "//");
+    }
+
+    #[test]
     fn a_missing_field_is_named() {
         for (src, var, field) in [
             (
