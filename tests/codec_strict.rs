@@ -13,13 +13,14 @@ use workload_identity::model::{
 };
 use workload_identity::{Error, ResultCode};
 
-const VECTORS: [&str; 6] = [
+const VECTORS: [&str; 7] = [
     "allocation.msgpack",
     "workload_identity.msgpack",
     "workload_identity_zero.msgpack",
     "issue_request_task.msgpack",
     "issue_request_service.msgpack",
     "consul_expose.msgpack",
+    "issue_request_exchange.msgpack",
 ];
 
 fn decode_err<T: WireType + std::fmt::Debug>(bytes: &[u8]) -> DecodeError {
@@ -312,17 +313,24 @@ fn every_wire_type_encodes_exactly_its_declared_codec_names() {
     let mut with_key = common::issue_request_task();
     with_key.proof_key = Some(proof_key);
     with_key.node = common::issue_request_extra().node;
+    with_key.vault = common::issue_request_exchange().vault;
+    with_key.consul = common::issue_request_exchange().consul;
     assert_declared_names(&with_key);
+    assert_declared_names(with_key.vault.as_ref().unwrap());
+    assert_declared_names(with_key.consul.as_ref().unwrap());
     assert_eq!(
         codec::decode::<workload_identity::model::IssueRequest>(&codec::encode(&with_key).unwrap())
             .unwrap(),
         with_key
     );
     // Without one, a request encodes exactly as before the field existed:
-    // the five other names, no ProofKey key (Go's omitempty nil pointer).
+    // the five other names, no ProofKey, Vault or Consul key (Go's
+    // omitempty nil pointers).
     let plain = codec::encode(&common::issue_request_task()).unwrap();
     assert_eq!(plain[0], 0x85);
     assert!(!plain.windows(8).any(|w| w == b"ProofKey"));
+    assert!(!plain.windows(5).any(|w| w == b"Vault"));
+    assert!(!plain.windows(6).any(|w| w == b"Consul"));
     assert_declared_names(&common::consul_expose());
     assert_declared_names(&common::consul_expose().paths[0]);
     assert_eq!(ConsulExposeConfig::CODEC_NAMES, ["Paths"]);
