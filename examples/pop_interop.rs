@@ -60,6 +60,8 @@ fn request(proof_key: ProofKey) -> IssueRequest {
         service: String::new(),
         proof_key: Some(proof_key),
         node: None,
+        vault: None,
+        consul: None,
         identity: WorkloadIdentity {
             name: "vault_default".into(),
             audience: vec!["vault.io".into()],

@@ -13,13 +13,14 @@ use workload_identity::model::{
 };
 use workload_identity::{Error, ResultCode};
 
-const VECTORS: [&str; 6] = [
+const VECTORS: [&str; 7] = [
     "allocation.msgpack",
     "workload_identity.msgpack",
     "workload_identity_zero.msgpack",
     "issue_request_task.msgpack",
     "issue_request_service.msgpack",
     "consul_expose.msgpack",
+    "issue_request_exchange.msgpack",
 ];
 
 fn decode_err<T: WireType + std::fmt::Debug>(bytes: &[u8]) -> DecodeError {
@@ -312,17 +313,24 @@ fn every_wire_type_encodes_exactly_its_declared_codec_names() {
     let mut with_key = common::issue_request_task();
     with_key.proof_key = Some(proof_key);
     with_key.node = common::issue_request_extra().node;
+    with_key.vault = common::issue_request_exchange().vault;
+    with_key.consul = common::issue_request_exchange().consul;
     assert_declared_names(&with_key);
+    assert_declared_names(with_key.vault.as_ref().unwrap());
+    assert_declared_names(with_key.consul.as_ref().unwrap());
     assert_eq!(
         codec::decode::<workload_identity::model::IssueRequest>(&codec::encode(&with_key).unwrap())
             .unwrap(),
         with_key
     );
     // Without one, a request encodes exactly as before the field existed:
-    // the five other names, no ProofKey key (Go's omitempty nil pointer).
+    // the five other names, no ProofKey, Vault or Consul key (Go's
+    // omitempty nil pointers).
     let plain = codec::encode(&common::issue_request_task()).unwrap();
     assert_eq!(plain[0], 0x85);
     assert!(!plain.windows(8).any(|w| w == b"ProofKey"));
+    assert!(!plain.windows(5).any(|w| w == b"Vault"));
+    assert!(!plain.windows(6).any(|w| w == b"Consul"));
     assert_declared_names(&common::consul_expose());
     assert_declared_names(&common::consul_expose().paths[0]);
     assert_eq!(ConsulExposeConfig::CODEC_NAMES, ["Paths"]);
@@ -379,6 +387,8 @@ prop_compose! {
         meta in proptest::collection::btree_map(arb_string(), arb_string(), 0..3),
         extra_claims in proptest::collection::vec(arb_string(), 0..3),
         node in proptest::option::of(proptest::collection::vec(arb_string(), 6)),
+        vault in proptest::option::of(proptest::collection::vec(arb_string(), 3)),
+        consul in proptest::option::of(arb_string()),
     ) -> IssueRequest {
         let s = |i: usize| strings[i].clone();
         IssueRequest {
@@ -397,6 +407,10 @@ prop_compose! {
                 datacenter: n[0].clone(), id: n[1].clone(), name: n[2].clone(),
                 node_class: n[3].clone(), node_pool: n[4].clone(), status: n[5].clone(),
             }),
+            vault: vault.map(|v| workload_identity::model::Vault {
+                cluster: v[0].clone(), namespace: v[1].clone(), role: v[2].clone(),
+            }),
+            consul: consul.map(|namespace| workload_identity::model::Consul { namespace }),
             identity: WorkloadIdentity {
                 name: s(11), audience, change_mode: s(12), change_signal: s(13),
                 env, file, service_name: s(0), ttl: workload_identity::model::GoDuration::from_nanos(ttl),

@@ -36,6 +36,8 @@ prop_compose! {
             service: if is_task { String::new() } else { workload },
             proof_key: None,
             node: None,
+            vault: None,
+            consul: None,
             identity: WorkloadIdentity {
                 name, audience, ttl: GoDuration::from_secs(ttl),
                 ..WorkloadIdentity::default()

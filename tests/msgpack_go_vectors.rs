@@ -125,6 +125,62 @@ fn go_extra_request_decodes_exactly() {
     assert_eq!(codec::decode::<IssueRequest>(&ours).unwrap(), r);
 }
 
+/// The Nomad 2.x blocks of the exchange claims: the task's `Vault` (Role,
+/// Namespace, Cluster) and the `Consul` block (Namespace), their Go-only keys
+/// ignored; and the claims they give the request's `vault_default` identity.
+#[test]
+fn go_exchange_request_decodes_exactly() {
+    let r: IssueRequest = decode_go("issue_request_exchange.msgpack");
+    assert_eq!(r, common::issue_request_exchange());
+    r.validate().unwrap();
+    let vault = r.vault.as_ref().expect("Vault is present");
+    assert_eq!(vault.role, "nomad-web");
+    assert_eq!(vault.namespace, "engineering/web");
+    assert_eq!(vault.cluster, "default");
+    assert_eq!(r.consul.as_ref().unwrap().namespace, "web-team");
+    assert_eq!(r.vault_for_claims(), Some(vault));
+    // vault_default is no Consul identity.
+    assert_eq!(r.consul_for_claims(), None);
+
+    // Go did send the keys the view drops.
+    let go = common::go_vector("issue_request_exchange.msgpack");
+    for key in [&b"\xaaChangeMode"[..], b"\xa9Partition", b"\xa3Env"] {
+        assert!(go.windows(key.len()).any(|w| w == key), "{key:?}");
+    }
+
+    // Requests without the blocks: Go omits the keys (omitempty), we decode
+    // None and leave them out too, so their bytes are as before.
+    for name in [
+        "issue_request_task.msgpack",
+        "issue_request_service.msgpack",
+        "issue_request_extra.msgpack",
+    ] {
+        let go = common::go_vector(name);
+        for key in [&b"\xa5Vault"[..], b"\xa6Consul"] {
+            assert!(!go.windows(key.len()).any(|w| w == key), "{name}");
+        }
+        let r = decode_go::<IssueRequest>(name);
+        assert_eq!(
+            (r.vault.as_ref(), r.consul.as_ref()),
+            (None, None),
+            "{name}"
+        );
+        let ours = codec::encode(&r).unwrap();
+        assert!(!ours.windows(5).any(|w| w == b"Vault"), "{name}");
+        assert!(!ours.windows(6).any(|w| w == b"Consul"), "{name}");
+    }
+
+    // Ours decodes back to the same request, blocks and all, with the
+    // blocks' keys in Go's (sorted) order.
+    let ours = codec::encode(&r).unwrap();
+    assert_eq!(codec::decode::<IssueRequest>(&ours).unwrap(), r);
+    let vault_map =
+        b"\xa5Vault\x83\xa7Cluster\xa7default\xa9Namespace\xafengineering/web\xa4Role\xa9nomad-web";
+    assert!(ours.windows(vault_map.len()).any(|w| w == vault_map));
+    let consul_map = b"\xa6Consul\x81\xa9Namespace\xa8web-team";
+    assert!(ours.windows(consul_map.len()).any(|w| w == consul_map));
+}
+
 /// The node identity request (Nomad 1.11's node identities): every field of
 /// the view, exactly; the Go-only keys (the request's AuthToken, the node's
 /// HTTPAddr) are ignored.
@@ -251,7 +307,7 @@ fn long_strings_use_go_old_spec_raw_form() {
 fn write_rust_encodings_for_go() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rust-msgpack");
     std::fs::create_dir_all(&dir).unwrap();
-    let files: [(&str, Vec<u8>); 8] = [
+    let files: [(&str, Vec<u8>); 9] = [
         (
             "allocation.msgpack",
             codec::encode(&common::allocation()).unwrap(),
@@ -283,6 +339,10 @@ fn write_rust_encodings_for_go() {
         (
             "node_identity_request.msgpack",
             codec::encode(&common::node_identity_request()).unwrap(),
+        ),
+        (
+            "issue_request_exchange.msgpack",
+            codec::encode(&common::issue_request_exchange()).unwrap(),
         ),
     ];
     for (name, bytes) in files {

@@ -91,6 +91,8 @@ fn the_go_vector_decodes_to_the_request_with_its_proof_key() {
         IssueRequest {
             proof_key: None,
             node: None,
+            vault: None,
+            consul: None,
             ..r.clone()
         },
         common::issue_request_task()

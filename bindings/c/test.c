@@ -918,6 +918,34 @@ static void test_request_encoder_and_ttl(void) {
     CHECK_OK(wid_issue(kr, buf, n, NOW, &out));
     wid_bytes_free(&out);
 
+    /* The Vault and Consul blocks (Nomad 2.x's claims for the logins): the
+       vault_default identity carries vault_namespace and vault_role, in
+       Nomad's order after nomad_task; not consul_namespace (no consul*
+       name). */
+    f.ttl_ns = WID_TTL_SECONDS(3600);
+    f.vault_role = "nomad-web";
+    f.vault_namespace = "engineering/web";
+    f.consul_namespace = "web-team";
+    n = wid_encode_issue_request(&f, buf, sizeof buf);
+    CHECK(n > 0);
+    CHECK_OK(wid_issue(kr, buf, n, NOW, &out));
+    {
+        wid_verifier *v = NULL;
+        struct lookup_ctx ctx;
+        wid_bytes c = {NULL, 0};
+        ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+        v = verifier_for(kr, &ctx);
+        CHECK_OK(wid_verify(v, (const char *)out.data, out.len, NOW, &c));
+        CHECK(c.data != NULL &&
+              strstr((const char *)c.data,
+                     "\"nomad_task\":\"server\",\"vault_namespace\":\"engineering/web\","
+                     "\"vault_role\":\"nomad-web\",\"sub\"") != NULL);
+        CHECK(c.data != NULL && strstr((const char *)c.data, "consul_namespace") == NULL);
+        wid_bytes_free(&c);
+        wid_verifier_free(v);
+    }
+    wid_bytes_free(&out);
+
     wid_bytes_free(&from_c);
     wid_bytes_free(&from_go);
     wid_keyring_free(kr);

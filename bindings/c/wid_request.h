@@ -103,6 +103,16 @@ typedef struct wid_request_fields {
     const char *node_name;       /* Node.Name */
     const char *node_class;      /* Node.NodeClass */
     const char *node_pool;       /* Node.NodePool */
+    /* Vault: the task's vault block, written when any of these is non-NULL
+       (a NULL one is then ""); all NULL: no Vault. A task identity named
+       vault_<cluster> carries vault_role and vault_namespace from it. */
+    const char *vault_cluster;   /* Vault.Cluster */
+    const char *vault_namespace; /* Vault.Namespace */
+    const char *vault_role;      /* Vault.Role */
+    /* Consul.Namespace: the task's (else the group's) consul namespace,
+       written when non-NULL; an identity named consul* carries it as
+       consul_namespace. NULL: no Consul. */
+    const char *consul_namespace;
 } wid_request_fields;
 
 typedef struct wid_mp_out {
@@ -187,13 +197,15 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     int has_extra = f->extra_claims_count > 0;
     int has_node = f->node_datacenter != NULL || f->node_id != NULL || f->node_name != NULL ||
                    f->node_class != NULL || f->node_pool != NULL;
+    int has_vault = f->vault_cluster != NULL || f->vault_namespace != NULL || f->vault_role != NULL;
+    int has_consul = f->consul_namespace != NULL;
     o.buf = buf;
     o.cap = cap;
     o.len = 0;
     o.overflow = f->audience_count > 0xffff || f->extra_claims_count > 0xffff ||
                  f->job_meta_count > 0xffff;
 
-    wid_mp_map(&o, (uint8_t)(5 + has_proof_key + has_node));
+    wid_mp_map(&o, (uint8_t)(5 + has_proof_key + has_node + has_vault + has_consul));
     wid_mp_str(&o, "Allocation");
     wid_mp_map(&o, (uint8_t)(has_job ? 5 : 4));
     wid_mp_str(&o, "ID");
@@ -226,6 +238,13 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_str(&o, f->alloc_namespace);
     wid_mp_str(&o, "TaskGroup");
     wid_mp_str(&o, f->task_group);
+
+    if (has_consul) {
+        wid_mp_str(&o, "Consul");
+        wid_mp_map(&o, 1);
+        wid_mp_str(&o, "Namespace");
+        wid_mp_str(&o, f->consul_namespace);
+    }
 
     wid_mp_str(&o, "Identity");
     wid_mp_map(&o, (uint8_t)(3 + has_extra));
@@ -278,6 +297,17 @@ static inline size_t wid_encode_issue_request(const wid_request_fields *f, uint8
     wid_mp_str(&o, f->service);
     wid_mp_str(&o, "Task");
     wid_mp_str(&o, f->task);
+
+    if (has_vault) {
+        wid_mp_str(&o, "Vault");
+        wid_mp_map(&o, 3);
+        wid_mp_str(&o, "Cluster");
+        wid_mp_str(&o, f->vault_cluster);
+        wid_mp_str(&o, "Namespace");
+        wid_mp_str(&o, f->vault_namespace);
+        wid_mp_str(&o, "Role");
+        wid_mp_str(&o, f->vault_role);
+    }
     return o.overflow ? 0 : o.len;
 }
 

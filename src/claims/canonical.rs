@@ -148,6 +148,14 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
     let allocation_id = s.string()?;
     let task = s.optional(br#","nomad_task":"#, Scan::string)?;
     let service = s.optional(br#","nomad_service":"#, Scan::string)?;
+    // Written only when not empty: an empty one (not our form) is declined.
+    let mut nonempty = |key: &[u8]| match s.optional(key, Scan::string)? {
+        Some(v) if v.is_empty() => None,
+        v => Some(v.unwrap_or_default()),
+    };
+    let consul_namespace = nonempty(br#","consul_namespace":"#)?;
+    let vault_namespace = nonempty(br#","vault_namespace":"#)?;
+    let vault_role = nonempty(br#","vault_role":"#)?;
     s.expect(br#","sub":"#)?;
     let subject = s.string()?;
     let audience = s.optional(br#","aud":"#, Scan::audience)?;
@@ -169,6 +177,9 @@ pub(crate) fn parse(json: &[u8]) -> Option<Claims> {
         allocation_id,
         task,
         service,
+        consul_namespace,
+        vault_namespace,
+        vault_role,
         subject,
         audience: audience.unwrap_or_default(),
         issued_at,
@@ -207,6 +218,8 @@ mod tests {
             (s(), proptest::option::of(s())),
             proptest::option::of((s(), s(), s(), s(), s())),
             proptest::collection::btree_map(s(), s(), 0..4),
+            // The exchange claims: empty (left out) as often as not.
+            (s(), s(), s()),
         )
             .prop_map(
                 |(
@@ -216,6 +229,7 @@ mod tests {
                     (jti, iss),
                     cnf,
                     extra_claims,
+                    (consul_namespace, vault_namespace, vault_role),
                 )| {
                     Claims {
                         namespace: ns,
@@ -223,6 +237,9 @@ mod tests {
                         allocation_id: alloc,
                         task: is_task.then(|| work.clone()),
                         service: (!is_task).then_some(work),
+                        consul_namespace,
+                        vault_namespace,
+                        vault_role,
                         subject: sub,
                         audience: aud,
                         issued_at: iat,
@@ -294,6 +311,28 @@ mod tests {
             let fast = parse(wit).unwrap();
             assert!(fast.confirmation.is_some());
             assert_eq!(Some(fast), serde_parse(wit));
+        }
+        // The exchange claims (Nomad 2.x) take the scan in Nomad's order,
+        // after the workload; an empty one (we leave it out) is declined.
+        let exchange = br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","nomad_task":"t","consul_namespace":"c","vault_namespace":"ns1/ns2","vault_role":"r","sub":"s","jti":"j"}"#;
+        let fast = parse(exchange).unwrap();
+        assert_eq!(
+            (
+                fast.consul_namespace.as_str(),
+                fast.vault_namespace.as_str(),
+                fast.vault_role.as_str()
+            ),
+            ("c", "ns1/ns2", "r")
+        );
+        assert_eq!(Some(fast), serde_parse(exchange));
+        let role_only = br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","nomad_task":"t","vault_role":"r","sub":"s","jti":"j"}"#;
+        assert_eq!(parse(role_only).unwrap().vault_role, "r");
+        for declined in [
+            &br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","nomad_task":"t","vault_role":"","sub":"s","jti":"j"}"#[..],
+            br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","nomad_task":"t","vault_role":"r","vault_namespace":"n","sub":"s","jti":"j"}"#,
+        ] {
+            assert_eq!(parse(declined), None, "{}", String::from_utf8_lossy(declined));
+            assert!(serde_parse(declined).is_some());
         }
         // Extra claims take the scan in our (ascending) order.
         let extra = br#"{"nomad_namespace":"d","nomad_job_id":"w","nomad_allocation_id":"a","sub":"spiffe://t/x","aud":"v","exp":5,"jti":"j","extra_claims":{"dc":"dc1","unique_id":"d:w"}}"#;

@@ -9,7 +9,9 @@
 //!
 //! `aud` is a string when there is one audience and an array when there are
 //! several; `exp` is present only when the identity has a TTL; `iss` only when an
-//! issuer is configured; exactly one of `nomad_task` and `nomad_service`; `cnf`
+//! issuer is configured; exactly one of `nomad_task` and `nomad_service`;
+//! `consul_namespace`, `vault_namespace` and `vault_role` (Nomad 2.x, after
+//! `nomad_task`/`nomad_service`) only when not empty; `cnf`
 //! in a WIT only; `extra_claims` (an object of strings, last) only when the
 //! issuer's [`ExtraClaimsPolicy`](crate::profile::ExtraClaimsPolicy) gives the
 //! identity some. With a [`SpiffeProfile`](crate::profile::SpiffeProfile),
@@ -44,6 +46,18 @@ pub struct Claims {
     pub task: Option<String>,
     /// `nomad_service`, for a service identity.
     pub service: Option<String>,
+    /// `consul_namespace`: a Consul identity's Consul namespace (see
+    /// [`IssueRequest::consul_for_claims`]); empty, and left out of the
+    /// token, otherwise.
+    pub consul_namespace: String,
+    /// `vault_namespace`: a Vault identity's Vault namespace (see
+    /// [`IssueRequest::vault_for_claims`]); empty, and left out of the
+    /// token, otherwise.
+    pub vault_namespace: String,
+    /// `vault_role`: a Vault identity's Vault role (see
+    /// [`IssueRequest::vault_for_claims`]); empty, and left out of the
+    /// token, otherwise.
+    pub vault_role: String,
     /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`;
     /// a `wimse://` URI in a WIT; a SPIFFE ID from an issuer with a
     /// [`SpiffeProfile`](crate::profile::SpiffeProfile).
@@ -166,6 +180,18 @@ fn extra_claims_difference(
         })
 }
 
+/// The claims Nomad 2.x adds for Vault and Consul logins, in its order.
+const EXCHANGE_CLAIMS: [&str; 3] = ["consul_namespace", "vault_namespace", "vault_role"];
+
+/// The values of [`EXCHANGE_CLAIMS`] signing `req` gives (empty: left out).
+fn exchange_claims(req: &IssueRequest) -> [&str; 3] {
+    let consul = req.consul_for_claims().map_or("", |c| c.namespace.as_str());
+    let (ns, role) = req
+        .vault_for_claims()
+        .map_or(("", ""), |v| (v.namespace.as_str(), v.role.as_str()));
+    [consul, ns, role]
+}
+
 /// `sub`: `<region>:<namespace>:<job>:<group>:<task or service>:<identity>`.
 pub(crate) fn nomad_subject(req: &IssueRequest, workload: Workload<'_>) -> String {
     subject_for(req, workload)
@@ -215,6 +241,8 @@ impl Claims {
             Workload::Task(t) => (Some(t.to_string()), None),
             Workload::Service(s) => (None, Some(s.to_string())),
         };
+        let [consul_namespace, vault_namespace, vault_role] =
+            exchange_claims(req).map(str::to_string);
         Claims {
             namespace: a.namespace.clone(),
             job_id: job.to_string(),
@@ -222,6 +250,9 @@ impl Claims {
             subject: subject_for(req, workload),
             task,
             service,
+            consul_namespace,
+            vault_namespace,
+            vault_role,
             audience: req.identity.audience.clone(),
             issued_at: Some(now),
             not_before: Some(now),
@@ -285,6 +316,20 @@ impl Claims {
             );
         }
         if let Some(e) = expected {
+            // Taken from the request alone, but compared only with the
+            // signer's word: a Nomad server adds the Vault claims only when
+            // its own configuration has the identity's Vault cluster.
+            let have = [
+                &self.consul_namespace,
+                &self.vault_namespace,
+                &self.vault_role,
+            ];
+            for ((claim, have), want) in EXCHANGE_CLAIMS.iter().zip(have).zip(exchange_claims(req))
+            {
+                if have != want {
+                    return differs(claim, have, want);
+                }
+            }
             if self.subject != e.subject {
                 return differs("sub", &self.subject, &e.subject);
             }
@@ -415,6 +460,18 @@ impl Serialize for Claims {
         }
         if let Some(svc) = &self.service {
             m.serialize_entry("nomad_service", svc)?;
+        }
+        // Nomad's order and names (WorkloadIdentityClaims), each omitted
+        // when empty as Nomad's omitempty does.
+        let values = [
+            &self.consul_namespace,
+            &self.vault_namespace,
+            &self.vault_role,
+        ];
+        for (name, v) in EXCHANGE_CLAIMS.iter().zip(values) {
+            if !v.is_empty() {
+                m.serialize_entry(name, v)?;
+            }
         }
         m.serialize_entry("sub", &self.subject)?;
         match self.audience.as_slice() {
@@ -563,6 +620,9 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
         let mut alloc = None;
         let mut task = None;
         let mut service = None;
+        let mut consul_ns = None;
+        let mut vault_ns = None;
+        let mut vault_role = None;
         let mut sub = None;
         let mut aud = None;
         let mut iat = None;
@@ -593,6 +653,9 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
                 "nomad_allocation_id" => set(&mut alloc, k, map.next_value::<String>()?)?,
                 "nomad_task" => set(&mut task, k, map.next_value::<String>()?)?,
                 "nomad_service" => set(&mut service, k, map.next_value::<String>()?)?,
+                "consul_namespace" => set(&mut consul_ns, k, map.next_value::<String>()?)?,
+                "vault_namespace" => set(&mut vault_ns, k, map.next_value::<String>()?)?,
+                "vault_role" => set(&mut vault_role, k, map.next_value::<String>()?)?,
                 "nomad_node_id" => set(&mut node_id, k, map.next_value::<String>()?)?,
                 "nomad_node_pool" => set(&mut node_pool, k, map.next_value::<String>()?)?,
                 "nomad_node_class" => set(&mut node_class, k, map.next_value::<String>()?)?,
@@ -635,6 +698,9 @@ impl<'de> Visitor<'de> for ClaimsVisitor {
             allocation_id: alloc.unwrap_or_default(),
             task,
             service,
+            consul_namespace: consul_ns.unwrap_or_default(),
+            vault_namespace: vault_ns.unwrap_or_default(),
+            vault_role: vault_role.unwrap_or_default(),
             subject: sub.unwrap_or_default(),
             audience: match aud {
                 None => Vec::new(),
@@ -753,6 +819,45 @@ mod tests {
     }
 
     #[test]
+    fn the_exchange_claims_are_compared_only_with_the_signers_word() {
+        let mut req = crate::model::IssueRequest {
+            region: "global".into(),
+            task: "server".into(),
+            ..Default::default()
+        };
+        req.allocation.id = "a1".into();
+        req.allocation.namespace = "default".into();
+        req.allocation.job_id = "web".into();
+        req.allocation.task_group = "g".into();
+        req.identity.name = "vault_default".into();
+        req.vault = Some(crate::model::Vault {
+            role: "r".into(),
+            namespace: "ns".into(),
+            ..Default::default()
+        });
+        let c = Claims::for_request(&req, req.workload().unwrap(), 1, None);
+        assert_eq!(
+            (c.vault_role.as_str(), c.vault_namespace.as_str()),
+            ("r", "ns")
+        );
+        let expected = ExpectedClaims::new(c.subject.clone(), BTreeMap::new());
+        assert_eq!(c.mismatch(&req, Some(&expected)), None);
+        // A token without them (a Nomad server with no such Vault cluster
+        // configured signs none) is still the request's when the signer
+        // (a host's RPC) does not say what it writes...
+        let mut without = c.clone();
+        without.vault_role.clear();
+        assert_eq!(without.mismatch(&req, None), None);
+        // ... but not when it does (our Issuer).
+        let why = without.mismatch(&req, Some(&expected)).unwrap();
+        assert!(why.contains("vault_role") && why.contains("\"r\""), "{why}");
+        let mut other = c.clone();
+        other.consul_namespace = "c".into();
+        let why = other.mismatch(&req, Some(&expected)).unwrap();
+        assert!(why.contains("consul_namespace"), "{why}");
+    }
+
+    #[test]
     fn audience_is_a_string_when_one_and_an_array_when_several() {
         let mut c = Claims {
             audience: vec!["vault.io".into()],
@@ -777,6 +882,9 @@ mod tests {
             allocation_id: "a1".into(),
             task: Some("server".into()),
             service: None,
+            consul_namespace: String::new(),
+            vault_namespace: "ns1/team".into(),
+            vault_role: "web".into(),
             subject: "global:default:web:g:server:default".into(),
             audience: vec!["a".into(), "b".into()],
             issued_at: Some(10),

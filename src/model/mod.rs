@@ -14,13 +14,15 @@ mod proof_key;
 mod request;
 mod string_map;
 mod validate;
+mod vault;
 
 pub use allocation::{Allocation, ClientStatus, Job};
-pub use consul::{ConsulExposeConfig, ConsulExposePath};
+pub use consul::{Consul, ConsulExposeConfig, ConsulExposePath};
 pub use duration::GoDuration;
 pub use identity::WorkloadIdentity;
 pub use node::Node;
 pub use node_request::{DEFAULT_NODE_IDENTITY_TTL, NODE_IDENTITY_AUDIENCE, NodeIdentityRequest};
 pub use proof_key::ProofKey;
-pub use request::{IssueRequest, Workload};
+pub use request::{IssueRequest, MAX_BLOCK_FIELD_BYTES, Workload};
 pub use string_map::StringMap;
+pub use vault::Vault;

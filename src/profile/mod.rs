@@ -26,12 +26,15 @@
 //! | `${workload.name}` | the task or service name (ours) |
 //! | `${identity.name}` | `Identity.Name` (ours) |
 //! | `${node.id}`, `${node.name}`, `${node.datacenter}`, `${node.pool}`, `${node.class}` | `Node.ID`, `Node.Name` (ours), `Node.Datacenter`, `Node.NodePool`, `Node.NodeClass` |
+//! | `${vault.cluster}`, `${vault.namespace}`, `${vault.role}` | `Vault.Cluster`, `Vault.Namespace`, `Vault.Role` of a Vault identity (`vault_<cluster>`, a task's; see [`IssueRequest::vault_for_claims`](crate::model::IssueRequest::vault_for_claims)); empty for any other identity or when the field is (Nomad 2.x) |
 //!
 //! Stricter than Nomad, which keeps an unknown `${...}` as text and writes an
 //! empty string for a field it lacks: an unknown variable is refused when the
 //! template is set, and a variable whose field the request lacks (absent or
-//! empty: Go sends zero values) fails the issue with the field named. `$`
-//! without `{` is plain text.
+//! empty: Go sends zero values) fails the issue with the field named. The
+//! exception is `${vault.*}`, empty as in Nomad: a job's Vault fields are
+//! optional (an empty role is the auth method's default), and Nomad renders
+//! them for identities of every kind. `$` without `{` is plain text.
 
 mod extra_claims;
 mod spiffe;

@@ -215,7 +215,10 @@ impl SpiffeProfile {
                     }
                 }
                 Part::Var(v) => {
-                    let Some(value) = v.resolve(req) else {
+                    // An empty value is refused here even where a
+                    // template renders it (`${vault.*}`): it would leave
+                    // an empty path segment.
+                    let Some(value) = v.resolve(req).filter(|v| !v.is_empty()) else {
                         return Err(refuse(v, "is missing or empty".into()));
                     };
                     if let Some(c) = value
@@ -327,6 +330,29 @@ mod tests {
         let mut r = req();
         r.allocation.job_id = "..web".into();
         assert!(p.id_for(&r).unwrap().contains("/..web/"));
+        // ${vault.role}: its value in a Vault identity's path, and refused
+        // by name where it would be empty (never an empty segment).
+        let vp = SpiffeProfile::new("example.org")
+            .unwrap()
+            .path("/vault/${vault.role}/${task.name}")
+            .unwrap();
+        let mut r = req();
+        r.service.clear();
+        r.task = "server".into();
+        r.identity.name = "vault_default".into();
+        let e = vp.id_for(&r).unwrap_err().to_string();
+        assert!(
+            e.contains("Vault.Role") && e.contains("missing or empty"),
+            "{e}"
+        );
+        r.vault = Some(crate::model::Vault {
+            role: "web".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            vp.id_for(&r).unwrap(),
+            "spiffe://example.org/vault/web/server"
+        );
         // An over-long ID names the longest value.
         let mut r = req();
         r.allocation.task_group = "g".repeat(MAX_SPIFFE_ID_BYTES);

@@ -7,7 +7,12 @@
 //! string for a field it does not have, a template here is refused when it is
 //! parsed if it names an unknown variable, and rendering it fails, naming the
 //! field, when the request lacks a field it reads. A field that is empty counts
-//! as missing: Go sends zero values, not absent fields.
+//! as missing: Go sends zero values, not absent fields. The one exception is
+//! `${vault.*}`, empty as in Nomad when the identity has no Vault block: each
+//! of its fields is optional in a job (an empty role means the auth method's
+//! default role), and a claim of every namespace (`"*"`, Nomad's
+//! `vault.default_identity.extra_claims`) that names one must not refuse
+//! every identity without a Vault block.
 
 use crate::model::IssueRequest;
 
@@ -31,10 +36,13 @@ pub(crate) enum Var {
     NodeDatacenter,
     NodePool,
     NodeClass,
+    VaultCluster,
+    VaultNamespace,
+    VaultRole,
 }
 
 /// Every fixed variable, with its name; `${job.meta.<key>}` is the one family.
-const FIXED: [(&str, Var); 16] = [
+const FIXED: [(&str, Var); 19] = [
     ("job.region", Var::JobRegion),
     ("job.namespace", Var::JobNamespace),
     ("job.id", Var::JobId),
@@ -51,6 +59,9 @@ const FIXED: [(&str, Var); 16] = [
     ("node.datacenter", Var::NodeDatacenter),
     ("node.pool", Var::NodePool),
     ("node.class", Var::NodeClass),
+    ("vault.cluster", Var::VaultCluster),
+    ("vault.namespace", Var::VaultNamespace),
+    ("vault.role", Var::VaultRole),
 ];
 
 /// The names other templating schemes use for our variables, for a hint.
@@ -66,7 +77,7 @@ const ALIASES: [(&str, &str); 8] = [
 ];
 
 /// The variables a template may use, for messages and docs.
-pub(crate) const VARIABLES: &str = "${job.region}, ${job.namespace}, ${job.id}, ${job.parent_id}, ${job.node_pool}, ${job.meta.<key>}, ${group.name}, ${alloc.id}, ${task.name}, ${service.name}, ${workload.name}, ${identity.name}, ${node.id}, ${node.name}, ${node.datacenter}, ${node.pool}, ${node.class}";
+pub(crate) const VARIABLES: &str = "${job.region}, ${job.namespace}, ${job.id}, ${job.parent_id}, ${job.node_pool}, ${job.meta.<key>}, ${group.name}, ${alloc.id}, ${task.name}, ${service.name}, ${workload.name}, ${identity.name}, ${node.id}, ${node.name}, ${node.datacenter}, ${node.pool}, ${node.class}, ${vault.cluster}, ${vault.namespace}, ${vault.role}";
 
 impl Var {
     fn parse(name: &str) -> Result<Var, String> {
@@ -130,15 +141,25 @@ impl Var {
             Var::NodeDatacenter => "Node.Datacenter".into(),
             Var::NodePool => "Node.NodePool".into(),
             Var::NodeClass => "Node.NodeClass".into(),
+            Var::VaultCluster => "Vault.Cluster".into(),
+            Var::VaultNamespace => "Vault.Namespace".into(),
+            Var::VaultRole => "Vault.Role".into(),
         }
     }
 
-    /// The value in `req`; `None` when the field is absent or empty.
+    /// The value in `req`; `None` when the field is absent or empty (but
+    /// `${vault.*}` is never missing: empty, as Nomad renders it, when the
+    /// identity has no Vault block or the block leaves the field empty).
     pub(crate) fn resolve<'a>(&self, req: &'a IssueRequest) -> Option<&'a str> {
         let a = &req.allocation;
         let job = a.job.as_ref();
         let node = req.node.as_ref();
+        let vault = req.vault_for_claims();
         let v: &str = match self {
+            // As Nomad: the Vault block a Vault identity's claims carry.
+            Var::VaultCluster => return Some(vault.map_or("", |v| v.cluster.as_str())),
+            Var::VaultNamespace => return Some(vault.map_or("", |v| v.namespace.as_str())),
+            Var::VaultRole => return Some(vault.map_or("", |v| v.role.as_str())),
             Var::JobRegion => &req.region,
             Var::JobNamespace => &a.namespace,
             // As Nomad: the parent job's ID for a child job.
@@ -291,6 +312,27 @@ mod tests {
                 .unwrap(),
             "plain $ text"
         );
+    }
+
+    #[test]
+    fn vault_variables_are_the_vault_identitys_block_or_empty() {
+        let t = Template::parse("${vault.cluster}/${vault.namespace}/${vault.role}").unwrap();
+        let mut r = req();
+        // No block: empty, as Nomad renders it (never a missing field).
+        assert_eq!(t.render(&r).unwrap(), "//");
+        r.vault = Some(crate::model::Vault {
+            cluster: "eu".into(),
+            namespace: "ns1/ns2".into(),
+            role: String::new(),
+        });
+        assert_eq!(t.render(&r).unwrap(), "eu/ns1/ns2/");
+        assert_eq!(
+            t.fields(&r),
+            ["Vault.Cluster", "Vault.Namespace", "Vault.Role"]
+        );
+        // Not a Vault identity: Nomad has no Vault block for it.
+        r.identity.name = "default".into();
+        assert_eq!(t.render(&r).unwrap(), "//");
     }
 
     #[test]

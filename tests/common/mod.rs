@@ -6,8 +6,8 @@ pub mod ffi_text;
 pub mod identity;
 
 use workload_identity::model::{
-    Allocation, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job, Node,
-    NodeIdentityRequest, WorkloadIdentity,
+    Allocation, Consul, ConsulExposeConfig, ConsulExposePath, GoDuration, IssueRequest, Job, Node,
+    NodeIdentityRequest, Vault, WorkloadIdentity,
 };
 
 pub const ALLOC_ID: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
@@ -62,6 +62,8 @@ pub fn issue_request_task() -> IssueRequest {
         service: String::new(),
         proof_key: None,
         node: None,
+        vault: None,
+        consul: None,
         identity: workload_identity(),
     }
 }
@@ -74,6 +76,8 @@ pub fn issue_request_service() -> IssueRequest {
         service: "web-api".into(),
         proof_key: None,
         node: None,
+        vault: None,
+        consul: None,
         identity: WorkloadIdentity {
             name: "consul-service_web-api".into(),
             audience: vec!["consul.io".into()],
@@ -94,6 +98,24 @@ pub fn issue_request_extra() -> IssueRequest {
     r.identity.extra_claims = vec!["dc".into(), "owner".into()];
     r.node = Some(sample_node());
     r
+}
+
+/// The task request with the Nomad 2.x blocks of the exchange claims (Go's
+/// `exchangeIssueRequest` view): the task's Vault block and the Consul block
+/// (Go also sends the Vault block's `Env`, `ChangeMode`, ... and the Consul
+/// block's `Cluster` and `Partition`, which the view ignores).
+pub fn issue_request_exchange() -> IssueRequest {
+    IssueRequest {
+        vault: Some(Vault {
+            cluster: "default".into(),
+            namespace: "engineering/web".into(),
+            role: "nomad-web".into(),
+        }),
+        consul: Some(Consul {
+            namespace: "web-team".into(),
+        }),
+        ..issue_request_task()
+    }
 }
 
 /// The node of the extra request (Go's `sampleNode` view).

@@ -49,6 +49,9 @@ const (
 	keyNodePool
 	keyNodeClass
 	keyNodeDatacenter
+	keyConsulNamespace
+	keyVaultNamespace
+	keyVaultRole
 )
 
 // fastClaims decodes a JSON object of the claim keys (a node token's
@@ -86,6 +89,12 @@ func fastClaims(s string) (c *Claims, ok bool) {
 			bit, str = keyTask, &c.Task
 		case "nomad_service":
 			bit, str = keyService, &c.Service
+		case "consul_namespace":
+			bit, str = keyConsulNamespace, &c.ConsulNamespace
+		case "vault_namespace":
+			bit, str = keyVaultNamespace, &c.VaultNamespace
+		case "vault_role":
+			bit, str = keyVaultRole, &c.VaultRole
 		case "sub":
 			bit, str = keySubject, &c.Subject
 		case "jti":

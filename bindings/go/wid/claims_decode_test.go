@@ -28,8 +28,21 @@ func TestFastClaimsAgreesWithEncodingJSON(t *testing.T) {
 		c.NodeClass != "gpu" || c.NodeDatacenter != "dc1" || c.AllocationID != "" {
 		t.Fatalf("fast node claims: %+v", c)
 	}
+	// Nomad 2.x's claims for the logins, in the library's (Nomad's) order.
+	exchange := `{"nomad_namespace":"default","nomad_job_id":"web","nomad_allocation_id":"a","nomad_task":"api","consul_namespace":"web-team","vault_namespace":"engineering/web","vault_role":"nomad-web","sub":"s","aud":"vault.io","jti":"j"}`
+	if c, ok := fastClaims(exchange); !ok {
+		t.Fatalf("the fast path refused the exchange claims: %s", exchange)
+	} else if c.ConsulNamespace != "web-team" || c.VaultNamespace != "engineering/web" || c.VaultRole != "nomad-web" {
+		t.Fatalf("fast exchange claims: %+v", c)
+	}
 	cases := []string{
 		library,
+		exchange,
+		`{"vault_role":"r","vault_role":"s"}`,
+		`{"vault_role":null}`,
+		`{"vault_namespace":1}`,
+		`{"consul_namespace":"\u0041"}`,
+		`{"Vault_Role":"r"}`,
 		extra,
 		node,
 		`{"nomad_node_id":"n1","nomad_node_pool":"default","nomad_node_datacenter":"dc1","sub":"node:global:default:n1:default"}`,

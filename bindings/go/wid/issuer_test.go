@@ -509,3 +509,88 @@ func TestGoMsgpackExtraVector(t *testing.T) {
 		t.Errorf("decoded %+v / %+v / %+v / %+v", req, req.Node, req.Allocation, req.Identity)
 	}
 }
+
+// Nomad 2.x's claims for the logins: a task's vault_<cluster> identity
+// carries its Vault block's Role and Namespace, a consul* identity the
+// Consul namespace, other identities neither; ${vault.*} in templates.
+func TestIssuerExchangeClaims(t *testing.T) {
+	kr := esKeyring(t)
+	v := newVerifier(t, kr, aud, liveStore(), noWait)
+	iss := newIssuer(t, kr, IssuerOptions{ExtraClaimsPolicyJSON: `{"namespaces":{"*":{
+		"required_extra_claims":{"vault_target":"${vault.cluster}|${vault.namespace}|${vault.role}"}}}}`})
+	withBlocks := func(name string) *IssueRequest {
+		req := request(allocID, aud)
+		req.Identity.Name = name
+		req.Vault = &Vault{Role: "nomad-web", Namespace: "engineering/web", Cluster: "default"}
+		req.Consul = &Consul{Namespace: "web-team"}
+		return req
+	}
+	for _, tc := range []struct {
+		name                  string
+		consul, vaultNS, role string
+		target                string
+	}{
+		{"vault_default", "", "engineering/web", "nomad-web", "default|engineering/web|nomad-web"},
+		{"consul_default", "web-team", "", "", "||"},
+		{"default", "", "", "", "||"},
+	} {
+		tok := mustIssue(t, iss, withBlocks(tc.name))
+		c, err := v.Verify(tok, now)
+		if err != nil {
+			t.Fatalf("%s: Verify: %v", tc.name, err)
+		}
+		if c.ConsulNamespace != tc.consul || c.VaultNamespace != tc.vaultNS || c.VaultRole != tc.role ||
+			c.ExtraClaims["vault_target"] != tc.target {
+			t.Errorf("%s: %+v", tc.name, c)
+		}
+		payload := tokenPayload(t, tok)
+		fast, ok := fastClaims(payload)
+		slow, err := decodeClaims([]byte(payload))
+		if !ok || err != nil || !reflect.DeepEqual(fast, slow) {
+			t.Errorf("%s: fast %+v (%v), encoding/json %+v (%v)", tc.name, fast, ok, slow, err)
+		}
+	}
+	// Without the blocks, the request encodes as before (no Vault or Consul key).
+	b, err := EncodeIssueRequest(request(allocID, aud))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "Vault") || strings.Contains(string(b), "Consul") {
+		t.Errorf("a request without the blocks encodes them: %q", b)
+	}
+	req := withBlocks("vault_default")
+	if b, err = EncodeIssueRequest(req); err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeIssueRequest(b)
+	if err != nil || !reflect.DeepEqual(back, req) {
+		t.Errorf("round trip: %v\n got %+v\nwant %+v", err, back, req)
+	}
+	// Over-long fields are refused by name.
+	req.Vault.Role = strings.Repeat("r", 257)
+	_, err = iss.Issue(req, now)
+	wantCode(t, err, ErrInvalidArgument)
+	if err == nil || !strings.Contains(err.Error(), "Vault.Role") {
+		t.Errorf("long role: %v", err)
+	}
+}
+
+// The committed Go vector with Nomad's whole Vault and Consul blocks decodes
+// into these structs (their other fields dropped).
+func TestGoMsgpackExchangeVector(t *testing.T) {
+	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_exchange.msgpack"))
+	if os.IsNotExist(err) {
+		t.Skip("no issue_request_exchange.msgpack vector")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := DecodeIssueRequest(raw)
+	if err != nil {
+		t.Fatalf("DecodeIssueRequest: %v", err)
+	}
+	want := &Vault{Role: "nomad-web", Namespace: "engineering/web", Cluster: "default"}
+	if !reflect.DeepEqual(req.Vault, want) || req.Consul == nil || req.Consul.Namespace != "web-team" {
+		t.Errorf("decoded Vault %+v, Consul %+v", req.Vault, req.Consul)
+	}
+}

@@ -36,6 +36,37 @@ type IssueRequest struct {
 	// ${node.pool} and ${node.class}. nil: omitted from the encoding, so
 	// requests without it encode exactly as before.
 	Node *Node `codec:",omitempty"`
+
+	// Vault is the task's vault block (Nomad's Task.Vault; a Go host may
+	// copy Role, Namespace and Cluster from it). A task identity named
+	// vault_<cluster> carries its Role and Namespace as the claims
+	// vault_role and vault_namespace (each when not empty), as Nomad's
+	// servers write them, and templates read ${vault.cluster},
+	// ${vault.namespace} and ${vault.role} ("" for other identities).
+	// nil: omitted from the encoding, so requests without it encode
+	// exactly as before.
+	Vault *Vault `codec:",omitempty"`
+
+	// Consul is the consul block that applies to the workload: the task's,
+	// else the group's (Nomad's Task.Consul, TaskGroup.Consul). An identity
+	// whose name starts with "consul" (consul_<cluster>,
+	// consul-service_<service>) carries its Namespace as the claim
+	// consul_namespace (when not empty). nil: omitted from the encoding.
+	Consul *Consul `codec:",omitempty"`
+}
+
+// Vault is the part of Nomad's Vault block the claims read; the Go field
+// names are Nomad's codec names. Each field at most 256 bytes.
+type Vault struct {
+	Role      string // the JWT auth method's role; empty: its default role
+	Namespace string // the Vault namespace
+	Cluster   string // the Vault cluster's name in Nomad's configuration
+}
+
+// Consul is the part of Nomad's Consul block the claims read; the Go field
+// name is Nomad's codec name. At most 256 bytes.
+type Consul struct {
+	Namespace string // the Consul namespace
 }
 
 // Node is the part of Nomad's Node an identity may name: the node an

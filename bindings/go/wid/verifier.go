@@ -468,18 +468,23 @@ func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
 
 // Claims are a verified token's claims (Nomad's claim names).
 type Claims struct {
-	Namespace    string   `json:"nomad_namespace"`
-	JobID        string   `json:"nomad_job_id"` // the parent job's ID for child jobs
-	AllocationID string   `json:"nomad_allocation_id"`
-	Task         string   `json:"nomad_task,omitempty"`    // for a task identity
-	Service      string   `json:"nomad_service,omitempty"` // for a service identity
-	Subject      string   `json:"sub"`                     // region:namespace:job:group:task-or-service:identity
-	Audience     []string `json:"aud,omitempty"`           // a string on the wire when there is one
-	IssuedAt     *int64   `json:"iat,omitempty"`           // Unix seconds
-	NotBefore    *int64   `json:"nbf,omitempty"`           // Unix seconds
-	Expires      *int64   `json:"exp,omitempty"`           // Unix seconds; nil: no expiry
-	JTI          string   `json:"jti"`
-	Issuer       string   `json:"iss,omitempty"`
+	Namespace    string `json:"nomad_namespace"`
+	JobID        string `json:"nomad_job_id"` // the parent job's ID for child jobs
+	AllocationID string `json:"nomad_allocation_id"`
+	Task         string `json:"nomad_task,omitempty"`    // for a task identity
+	Service      string `json:"nomad_service,omitempty"` // for a service identity
+	// Nomad 2.x's claims for the logins (IssueRequest.Vault and Consul):
+	// empty when the token has none.
+	ConsulNamespace string   `json:"consul_namespace,omitempty"`
+	VaultNamespace  string   `json:"vault_namespace,omitempty"`
+	VaultRole       string   `json:"vault_role,omitempty"`
+	Subject         string   `json:"sub"`           // region:namespace:job:group:task-or-service:identity
+	Audience        []string `json:"aud,omitempty"` // a string on the wire when there is one
+	IssuedAt        *int64   `json:"iat,omitempty"` // Unix seconds
+	NotBefore       *int64   `json:"nbf,omitempty"` // Unix seconds
+	Expires         *int64   `json:"exp,omitempty"` // Unix seconds; nil: no expiry
+	JTI             string   `json:"jti"`
+	Issuer          string   `json:"iss,omitempty"`
 	// Confirmation is a WIT's cnf: the workload key its proofs must be made
 	// with (VerifyProof); nil in a bearer token.
 	Confirmation *Confirmation `json:"cnf,omitempty"`

@@ -83,12 +83,14 @@ fn fold_case(value: &mut serde_json::Value, names: &[&str], at: &str) -> Result<
         }
     }
     // Job.Meta's keys are the job's own and keep their case.
-    let nested: [(&str, &[&str]); 5] = [
+    let nested: [(&str, &[&str]); 7] = [
         ("Allocation", Allocation::CODEC_NAMES),
         ("Job", Job::CODEC_NAMES),
         ("Identity", WorkloadIdentity::CODEC_NAMES),
         ("ProofKey", ProofKey::CODEC_NAMES),
         ("Node", Node::CODEC_NAMES),
+        ("Vault", workload_identity::model::Vault::CODEC_NAMES),
+        ("Consul", workload_identity::model::Consul::CODEC_NAMES),
     ];
     for (field, inner) in nested {
         if names.contains(&field) {
@@ -241,6 +243,15 @@ mod tests {
         let (folded, _) = decode(lower.as_bytes(), "test").unwrap();
         let (exact, _) = decode(JSON.as_bytes(), "test").unwrap();
         assert_eq!(folded, exact);
+        // The Vault and Consul blocks, folded too.
+        let blocks = JSON.replace(
+            r#""Task": "server","#,
+            r#""Task": "server", "vault": {"role": "r", "Namespace": "ns"}, "CONSUL": {"namespace": "c"},"#,
+        );
+        let (req, _) = decode(blocks.as_bytes(), "test").unwrap();
+        let vault = req.vault.as_ref().unwrap();
+        assert_eq!((vault.role.as_str(), vault.namespace.as_str()), ("r", "ns"));
+        assert_eq!(req.consul.as_ref().unwrap().namespace, "c");
         assert_eq!(folded.allocation.task_group, "g");
         let e = decode(br#"{"Region": "global", "region": "other"}"#, "r.json").unwrap_err();
         assert!(

@@ -98,6 +98,32 @@ type IssueRequest struct {
 	// Absent (nil) unless the sender includes the node; omitempty keeps the
 	// bytes of requests without it exactly as before.
 	Node *Node `codec:",omitempty"`
+	// The task's Vault block and the Consul block that applies (Nomad 2.x's
+	// claims for the logins): absent (nil) unless sent; omitempty keeps the
+	// bytes of requests without them exactly as before.
+	Vault  *Vault  `codec:",omitempty"`
+	Consul *Consul `codec:",omitempty"`
+}
+
+// Vault is Nomad's Vault block (structs.Vault, in its field order): the three
+// fields the Rust view knows, and Go-only ones it must ignore.
+type Vault struct {
+	Role                 string
+	Namespace            string
+	Cluster              string
+	Env                  bool   // extra
+	DisableFile          bool   // extra
+	ChangeMode           string // extra
+	ChangeSignal         string // extra
+	AllowTokenExpiration bool   // extra
+}
+
+// Consul is Nomad's Consul block (structs.Consul): Namespace, which the Rust
+// view knows, and Go-only fields it must ignore.
+type Consul struct {
+	Namespace string
+	Cluster   string // extra
+	Partition string // extra
 }
 
 // NodeIdentityRequest asks for a client node's own identity (Nomad 1.11's
@@ -250,6 +276,23 @@ func extraIssueRequest(alloc *Allocation, full bool) *IssueRequest {
 	return r
 }
 
+// exchangeIssueRequest is the task request with the Nomad 2.x blocks for the
+// exchange claims: the task's Vault block (with its Go-only fields when full)
+// and the Consul block (with Cluster and Partition when full).
+func exchangeIssueRequest(alloc *Allocation, full bool) *IssueRequest {
+	r := taskIssueRequest(alloc)
+	r.Vault = &Vault{Role: "nomad-web", Namespace: "engineering/web", Cluster: "default"}
+	r.Consul = &Consul{Namespace: "web-team"}
+	if full {
+		r.Vault.Env = true
+		r.Vault.ChangeMode = "signal"
+		r.Vault.ChangeSignal = "SIGHUP"
+		r.Consul.Cluster = "default"
+		r.Consul.Partition = "eu"
+	}
+	return r
+}
+
 // nodeIdentityRequest is the node request: the sample node (with its Go-only
 // HTTPAddr and the request's Go-only AuthToken when full), two audiences and
 // a 12-hour TTL.
@@ -335,6 +378,7 @@ func vectors() []vector {
 		{"issue_request_proof_key.msgpack", proofKeyIssueRequest(fullAllocation()), proofKeyIssueRequest(viewAllocation())},
 		{"issue_request_extra.msgpack", extraIssueRequest(fullAllocation(), true), extraIssueRequest(viewAllocation(), false)},
 		{"node_identity_request.msgpack", nodeIdentityRequest(true), nodeIdentityRequest(false)},
+		{"issue_request_exchange.msgpack", exchangeIssueRequest(fullAllocation(), true), exchangeIssueRequest(viewAllocation(), false)},
 	}
 }
 
