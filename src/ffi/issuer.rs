@@ -166,7 +166,10 @@ pub unsafe extern "C" fn wid_issuer_builder_set_algorithm(
 /// `${task.name}`, `${service.name}`, `${workload.name}` (the task or
 /// service), `${identity.name}`, `${node.id}`, `${node.name}`,
 /// `${node.datacenter}`, `${node.pool}`, `${node.class}` (the request's
-/// `Node`). A bad trust domain or path, or an unknown variable, is
+/// `Node`), `${vault.cluster}`, `${vault.namespace}`, `${vault.role}` (the
+/// task's `Vault` block, for a Vault identity; an empty one is refused, as
+/// it would leave an empty segment). A bad trust domain or path, or an
+/// unknown variable, is
 /// `WID_RESULT_INVALID_ARGUMENT` naming the problem, and the builder is
 /// unchanged. Setting it again replaces the profile.
 ///
