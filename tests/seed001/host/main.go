@@ -87,15 +87,20 @@ func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) e
 				Audience: []string{"vault.io", "consul.io"}, TTL: 8 * time.Second}})
 		opts = append(opts, login(mode, addr, name, w))
 	}
+	// doc:begin manager
 	m, err := wid.NewIdentityManager(kr, stateDir, requests, signer, opts...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	events := m.Watch()
+	events := m.Watch() // before Restore: no event is missed
+	// After a restart the saved secrets are confirmed (or replaced), never
+	// handed out unconfirmed; with nothing saved, everything is new. A login
+	// that failed is retried by Run.
 	if _, err := m.Restore(time.Now()); err != nil && !errors.Is(err, wid.ErrTokenExchangeFailed) {
 		return err
 	}
+	// doc:end manager
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- m.Run(ctx) }()
@@ -129,11 +134,28 @@ func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) e
 // login is the identity's login: its exchange is named after its workload.
 func login(mode, addr, name, workload string) wid.ManagerOption {
 	if mode == "consul" {
-		return wid.ConsulLogin{Addr: addr, Workload: workload, Identity: "vault_default",
-			AuthMethod: name, Name: "consul-" + workload, AllowHTTPLoopback: true}
+		// doc:begin consul
+		return wid.ConsulLogin{
+			Addr:              addr, // "https://consul.example.com:8501"
+			Workload:          workload,
+			Identity:          "vault_default", // whose token logs in
+			AuthMethod:        name,            // the JWT auth method
+			Name:              "consul-" + workload,
+			AllowHTTPLoopback: true, // a dev agent on this machine
+		}
+		// doc:end consul
 	}
-	return wid.VaultLogin{Addr: addr, Workload: workload, Identity: "vault_default", Role: name,
-		Name: "vault-" + workload, MinTTL: 2 * time.Second, AllowHTTPLoopback: true}
+	// doc:begin vault
+	return wid.VaultLogin{
+		Addr:              addr, // "https://vault.example.com:8200"
+		Workload:          workload,
+		Identity:          "vault_default",     // whose token logs in
+		Role:              name,                // the JWT auth role
+		Name:              "vault-" + workload, // one name per exchange
+		MinTTL:            2 * time.Second,     // below the role's token_ttl
+		AllowHTTPLoopback: true,                // a dev server on this machine
+	}
+	// doc:end vault
 }
 
 func fingerprint(secret string) string {
