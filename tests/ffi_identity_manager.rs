@@ -912,3 +912,90 @@ fn a_consul_login_is_checked_when_added() {
         wid_keyring_free(kr);
     }
 }
+
+/// The manager's functions from many threads at once: readers (`current`,
+/// `secret`, `health_json`, `next_due_ms`) while one thread ticks through
+/// renewals and another ticks at the same times (a tick waits for the one
+/// under way and does only what is still due).
+#[test]
+fn many_threads_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_RENEWED);
+    let b = builder(kr, &d, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
+    let handle = m as usize;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let renewals = 20;
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let m = handle as *const wid_identity_manager;
+                let mut reads = 0u32;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 10 {
+                    // Every token read is a whole, signed one.
+                    if let Ok(t) = current(m, T0) {
+                        assert_eq!(t.split('.').count(), 3);
+                    }
+                    assert!(secret(m).unwrap().starts_with('s'));
+                    let h = health(m, T0);
+                    assert_eq!(h["identities"][0]["workload"], "server");
+                    let mut next = 0;
+                    expect(
+                        unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+                        WID_RESULT_OK,
+                    );
+                    reads += 1;
+                }
+            });
+        }
+        // Two tickers at the same due times: each renewal happens once.
+        let mut at = T0;
+        for _ in 0..renewals {
+            let mut next = 0;
+            expect(
+                unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+                WID_RESULT_OK,
+            );
+            at = next.max(at);
+            std::thread::scope(|inner| {
+                for _ in 0..2 {
+                    inner.spawn(|| {
+                        expect(
+                            unsafe {
+                                wid_identity_manager_tick(
+                                    handle as *const wid_identity_manager,
+                                    at,
+                                    null_mut(),
+                                )
+                            },
+                            WID_RESULT_OK,
+                        );
+                    });
+                }
+            });
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // Each due time did its work once: one refresh per renewal or due
+    // refresh, never two for one time, and no secret released twice.
+    let events = log.take();
+    let refreshes = events.iter().filter(|e| e.starts_with("refresh")).count();
+    assert_eq!(
+        refreshes, renewals,
+        "one refresh per due time, whichever ticker got there first: {events:?}"
+    );
+    assert!(
+        events.iter().all(|e| !e.starts_with("release")),
+        "{events:?}"
+    );
+    unsafe {
+        wid_identity_manager_free(m);
+        wid_keyring_free(kr);
+    }
+}

@@ -203,10 +203,13 @@ class Proxy:
 class Host:
     """One OS process of the Go host; its report lines are read as they come."""
 
+    running = []  # every host started, killed at exit whatever happens
+
     def __init__(self, cmd):
         self.lines = queue.Queue()
         self.all = []
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        Host.running.append(self.proc)
         threading.Thread(target=self._read, args=(self.proc.stdout, ""), daemon=True).start()
         threading.Thread(target=self._read, args=(self.proc.stderr, "stderr: "), daemon=True).start()
 
@@ -499,6 +502,9 @@ def loop(args, server, keystore, work):
 
 
 def main():
+    # A timeout's SIGTERM (scripts/seed001.sh) ends the run through the
+    # finally below, so no server or host outlives it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("seed001: FAIL: terminated (timeout?)"))
     p = argparse.ArgumentParser()
     p.add_argument("--host", required=True)
     p.add_argument("--clogins", required=True)
@@ -523,6 +529,10 @@ def main():
             run_c_program(args.clogins, server, server.addr, keystore, work)
             loop(args, server, keystore, work)
     finally:
+        for proc in Host.running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         for s in servers:
             s.close()
     shutil.rmtree(work, ignore_errors=True)
