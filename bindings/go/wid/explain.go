@@ -6,6 +6,7 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
+	"time"
 )
 
 // Explanation is why a Verifier accepts or rejects a token, step by step
@@ -51,14 +52,18 @@ func (x *Explanation) Err() error {
 	return e
 }
 
-// Explain verifies token at now (Unix seconds) as Verify would, recording
+// Explain verifies token at now (whole seconds) as Verify would, recording
 // every check, and returns the steps and the verdict. The error is nil
 // whenever an explanation was made, whatever the verdict (see
 // Explanation.Err); it is an *Error only when the call itself failed (a
-// closed Verifier, a token that is not UTF-8). Explain neither reads nor
+// closed Verifier, a token that is not UTF-8, the zero time.Time). Explain neither reads nor
 // fills the verified-token cache, and Stats do not count its verdict; an
 // unknown kid is waited for and the StateStore asked, as Verify would.
-func (v *Verifier) Explain(token string, now int64) (*Explanation, error) {
+func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
+	secs, err := unixSecs("Verifier.Explain: now", now)
+	if err != nil {
+		return nil, err
+	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.v == nil {
@@ -67,8 +72,7 @@ func (v *Verifier) Explain(token string, now int64) (*Explanation, error) {
 	var out C.wid_bytes
 	runtime.LockOSThread()
 	tok, tokLen := strIn(token)
-	rc := C.wid_explain(v.v, tok, tokLen, C.int64_t(now), &out)
-	var err error
+	rc := C.wid_explain(v.v, tok, tokLen, secs, &out)
 	if rc != C.WID_RESULT_OK {
 		err = &Error{Code: Result(rc), Message: lastErrorMessage()}
 	}

@@ -196,7 +196,7 @@ func (s issuerSigner) Sign(req *IssueRequest, now time.Time) (string, error) {
 	if s.iss == nil {
 		return "", &Error{Code: ResultNullArgument, Message: "wid: IssuerSigner(nil)"}
 	}
-	return s.iss.Issue(req, now.Unix())
+	return s.iss.Issue(req, now)
 }
 
 // Exchange is a host's own token exchange: it trades one identity's token
@@ -534,8 +534,12 @@ func (m *IdentityManager) with(f func(m *C.wid_identity_manager) C.wid_result) e
 // identities are signed and in use, the exchange is retried by Tick, and
 // its secret is never handed out before it succeeds.
 func (m *IdentityManager) Start(now time.Time) error {
+	ms, err := unixMillis("IdentityManager.Start: now", now)
+	if err != nil {
+		return err
+	}
 	return m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_start(p, C.int64_t(now.UnixMilli()))
+		return C.wid_identity_manager_start(p, ms)
 	})
 }
 
@@ -558,9 +562,13 @@ type RestoreReport struct {
 // empty. With nothing saved (an empty state directory) everything is
 // signed and derived anew, told as EventRestored.
 func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
+	ms, err := unixMillis("IdentityManager.Restore: now", now)
+	if err != nil {
+		return RestoreReport{}, err
+	}
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_restore(p, C.int64_t(now.UnixMilli()), &out)
+		return C.wid_identity_manager_restore(p, ms, &out)
 	}); err != nil {
 		return RestoreReport{}, err
 	}
@@ -574,17 +582,21 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 // Tick does whatever is due at now (a renewal, an exchange's refresh, a
 // retry); failures are retried after a backoff and shown by Health. next
 // is when to tick again; ok is false when nothing will ever be due (no
-// token expires, no exchange asked for a refresh) or the manager is
-// closed. Run calls it for you.
+// token expires, no exchange asked for a refresh), the manager is
+// closed or now is the zero time.Time. Run calls it for you.
 func (m *IdentityManager) Tick(now time.Time) (next time.Time, ok bool) {
 	next, ok, _ = m.tick(now)
 	return next, ok
 }
 
 func (m *IdentityManager) tick(now time.Time) (time.Time, bool, error) {
+	ms, err := unixMillis("IdentityManager.Tick: now", now)
+	if err != nil {
+		return time.Time{}, false, err
+	}
 	var due C.int64_t
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_tick(p, C.int64_t(now.UnixMilli()), &due)
+		return C.wid_identity_manager_tick(p, ms, &due)
 	}); err != nil {
 		return time.Time{}, false, err
 	}
@@ -611,11 +623,15 @@ func (m *IdentityManager) NextDue() (time.Time, bool) {
 // identity not managed here, or one without a valid token (never signed,
 // or expired while renewals failed), is ErrInvalidArgument.
 func (m *IdentityManager) Current(id IdentityID, now time.Time) (string, error) {
+	ms, err := unixMillis("IdentityManager.Current: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
 		w, wLen := strIn(id.Workload)
 		n, nLen := strIn(id.Name)
-		return C.wid_identity_manager_current(p, w, wLen, n, nLen, C.int64_t(now.UnixMilli()), &out)
+		return C.wid_identity_manager_current(p, w, wLen, n, nLen, ms, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -787,9 +803,13 @@ func str(s *string) string {
 // Health is the manager's state at now: call it from a health check or a
 // metrics scrape.
 func (m *IdentityManager) Health(now time.Time) (IdentityManagerHealth, error) {
+	ms, err := unixMillis("IdentityManager.Health: now", now)
+	if err != nil {
+		return IdentityManagerHealth{}, err
+	}
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_health_json(p, C.int64_t(now.UnixMilli()), &out)
+		return C.wid_identity_manager_health_json(p, ms, &out)
 	}); err != nil {
 		return IdentityManagerHealth{}, err
 	}

@@ -95,7 +95,7 @@ func TestIdentityManagerInProcessIssuer(t *testing.T) {
 		t.Fatalf("Current: %q %v (event %v)", first, err, evs[0])
 	}
 	v := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: "https://nomad.example.com"})
-	if c, err := v.Verify(first, now); err != nil || c.Task != "server" || !strings.HasSuffix(c.Subject, ":vault_default") {
+	if c, err := v.Verify(first, at(now)); err != nil || c.Task != "server" || !strings.HasSuffix(c.Subject, ":vault_default") {
 		t.Fatalf("Verify: %+v %v", c, err)
 	}
 	if strings.Contains(fmt.Sprint(evs[0]), first) || strings.Contains(fmt.Sprintf("%#v", evs[0]), first) {
@@ -183,7 +183,7 @@ func (s *goSigner) Sign(req *IssueRequest, now time.Time) (string, error) {
 	if s.alter != nil {
 		s.alter(req)
 	}
-	return s.iss.Issue(req, now.Unix())
+	return s.iss.Issue(req, now)
 }
 
 func (s *goSigner) set(f func(s *goSigner)) {
@@ -697,7 +697,7 @@ func TestIdentityManagerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if _, err := kr.Rotate(time.Now().Unix() - 10); err != nil {
+	if _, err := kr.Rotate(time.Now().Add(-10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	iss := newIssuer(t, kr, IssuerOptions{})
