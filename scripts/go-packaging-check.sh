@@ -116,14 +116,15 @@ func main() {
 		panic(err)
 	}
 	defer kr.Close()
-	if _, err := kr.Rotate(1700000000); err != nil {
+	now := time.Now()
+	if _, err := kr.Rotate(now); err != nil {
 		panic(err)
 	}
 	req := &wid.IssueRequest{Region: "global",
 		Allocation: &wid.Allocation{ID: "a1", Namespace: "default", JobID: "web", TaskGroup: "g"},
 		Task:       "server",
 		Identity:   &wid.WorkloadIdentity{Name: "default", Audience: []string{"vault.io"}, TTL: time.Hour}}
-	tok, err := kr.Issue(req, 1700000000)
+	tok, err := kr.Issue(req, now)
 	if err != nil {
 		panic(err)
 	}
@@ -141,6 +142,27 @@ deps="$(env -u LD_LIBRARY_PATH ldd "$work/plugin/plugin")"
 grep -q "$soname => $prefix/lib/" <<<"$deps" ||
     { echo "go-packaging-check: the plugin does not load $prefix/lib/$soname:" >&2; echo "$deps" >&2; exit 1; }
 echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo flags, no LD_LIBRARY_PATH)"
+
+# 2a'. The same plugin without -tags wid_pkgconfig and without CGO_CFLAGS /
+# CGO_LDFLAGS: the build fails, and its message names both ways (not only
+# "workload_identity.h: No such file or directory").
+if (cd "$work/plugin" && "${goenv[@]}" GOFLAGS=-mod=mod go build -o plugin-untagged .) > "$work/untagged.out" 2>&1; then
+    echo "go-packaging-check: the plugin built without -tags wid_pkgconfig and without cgo flags" >&2
+    exit 1
+fi
+for want in "workload_identity.h not found" "-tags wid_pkgconfig" "PKG_CONFIG_PATH" "CGO_CFLAGS" "CGO_LDFLAGS" "docs/go.md"; do
+    grep -qF -- "$want" "$work/untagged.out" || {
+        cat "$work/untagged.out" >&2
+        echo "go-packaging-check: building without -tags wid_pkgconfig or cgo flags does not say \"$want\"" >&2
+        exit 1
+    }
+done
+if grep -q "No such file or directory" "$work/untagged.out"; then
+    cat "$work/untagged.out" >&2
+    echo "go-packaging-check: building without the header still says only \"No such file or directory\"" >&2
+    exit 1
+fi
+echo "go-packaging-check: without -tags wid_pkgconfig or cgo flags the build fails naming both"
 
 # 2b. The binding's own tests in module mode, offline: the README's block in a
 # copy of the checkout's Go files (go-work.sh writes go.work there, never in
