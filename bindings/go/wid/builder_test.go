@@ -132,17 +132,26 @@ func TestExplainAndStats(t *testing.T) {
 	_, err = v.Explain("\xff\xfe", at(now))
 	wantCode(t, err, ErrMalformedToken)
 
-	// A store that fails: the step says so (its cause is not leaked).
+	// A store that fails: the step says so in Go's words, Err has the
+	// store's error as its Cause, and nothing is left behind.
+	errNoLeader := errors.New("raft: no leader")
 	failing := newVerifier(t, kr, aud, StateStoreFunc(func(string, Consistency) (AllocState, error) {
-		return Missing, errors.New("raft: no leader")
+		return Missing, errNoLeader
 	}), noWait)
 	x, err = failing.Explain(tok, at(now))
 	if err != nil || x.Code != ResultStoreUnavailable {
 		t.Fatalf("failing store: %+v %v", x, err)
 	}
-	failing.state.mu.Lock()
-	left := len(failing.state.failures)
-	failing.state.mu.Unlock()
+	if d := x.Failed().Detail; !strings.HasPrefix(d, "the StateStore failed for allocation") ||
+		!strings.HasSuffix(d, ": raft: no leader") || strings.Contains(d, "callback") || strings.Contains(d, "WID_RESULT") {
+		t.Errorf("failing store's step: %q", d)
+	}
+	if xerr := x.Err(); !errors.Is(xerr, errNoLeader) || !errors.Is(xerr, ErrStoreUnavailable) {
+		t.Errorf("Explanation.Err: %v", xerr)
+	}
+	failing.state.log.mu.Lock()
+	left := len(failing.state.log.byThread)
+	failing.state.log.mu.Unlock()
 	if left != 0 {
 		t.Errorf("the store's failure was left behind for %d threads", left)
 	}

@@ -20,6 +20,10 @@ type Explanation struct {
 	// algorithm, signature, claims, times, audience, issuer, allocation, or node for a node token);
 	// the first that failed is the last.
 	Steps []VerificationStep `json:"steps"`
+
+	// failure is the StateStore's (or NodeLookup's) failure behind a
+	// ResultStoreUnavailable verdict, for Err.
+	failure *callbackFailure
 }
 
 // VerificationStep is one check of an Explanation.
@@ -44,6 +48,9 @@ func (x *Explanation) Failed() *VerificationStep {
 func (x *Explanation) Err() error {
 	if x.Accepted {
 		return nil
+	}
+	if x.failure != nil {
+		return x.failure.asError(x.Code)
 	}
 	e := &Error{Code: x.Code}
 	if f := x.Failed(); f != nil {
@@ -76,9 +83,9 @@ func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
 	if rc != C.WID_RESULT_OK {
 		err = &Error{Code: Result(rc), Message: lastErrorMessage()}
 	}
-	// A StateStore failure is in the explanation's steps; drop the cause
-	// the callback kept for this thread.
-	v.state.claim()
+	// A StateStore failure: its step tells it in Go's words, and Err
+	// returns it with the store's error as the Cause.
+	fs := v.state.log.claim()
 	runtime.UnlockOSThread()
 	if err != nil {
 		return nil, err
@@ -86,6 +93,13 @@ func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
 	var x Explanation
 	if jerr := json.Unmarshal([]byte(takeString(&out)), &x); jerr != nil {
 		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the explanation: " + jerr.Error()}
+	}
+	if x.Code == ResultStoreUnavailable && len(fs) > 0 {
+		f := fs[len(fs)-1]
+		x.failure = &f
+		if step := x.Failed(); step != nil {
+			step.Detail = f.what + ": " + f.err.Error()
+		}
 	}
 	return &x, nil
 }

@@ -332,6 +332,7 @@ type IdentityManager struct {
 	m       *C.wid_identity_manager
 	handles []cgo.Handle // the callbacks' userdata, deleted after the free
 	hub     *eventHub
+	log     *failureLog // the Signer's and Exchanges' failures, per calling thread
 }
 
 // NewIdentityManager makes a manager for identities (the requests of one
@@ -398,14 +399,15 @@ func NewIdentityManager(kr *Keyring, stateDir string, identities []*IssueRequest
 	defer C.wid_identity_manager_builder_free(b)
 
 	var handles []cgo.Handle
-	m, err := buildManager(b, encoded, signer, &cfg, hub, &handles)
+	log := newFailureLog()
+	m, err := buildManager(b, encoded, signer, &cfg, hub, log, &handles)
 	if err != nil {
 		for _, h := range handles {
 			h.Delete()
 		}
 		return nil, err
 	}
-	im := &IdentityManager{m: m, handles: handles, hub: hub}
+	im := &IdentityManager{m: m, handles: handles, hub: hub, log: log}
 	runtime.SetFinalizer(im, (*IdentityManager).Close)
 	return im, nil
 }
@@ -413,7 +415,7 @@ func NewIdentityManager(kr *Keyring, stateDir string, identities []*IssueRequest
 // buildManager configures b and builds; every handle it makes is appended
 // to handles (the caller deletes them if it fails).
 func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer Signer, cfg *managerConfig,
-	hub *eventHub, handles *[]cgo.Handle) (*C.wid_identity_manager, error) {
+	hub *eventHub, log *failureLog, handles *[]cgo.Handle) (*C.wid_identity_manager, error) {
 	for _, r := range requests {
 		if err := call(func() C.wid_result {
 			p, n := bytesIn(r)
@@ -422,10 +424,13 @@ func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer S
 			return nil, err
 		}
 	}
-	if err := setSigner(b, signer, handles); err != nil {
+	if err := setSigner(b, signer, log, handles); err != nil {
 		return nil, err
 	}
 	for _, x := range cfg.exchanges {
+		if hx, ok := x.(*hostExchange); ok {
+			hx.log = log
+		}
 		if err := x.addTo(b, handles); err != nil {
 			return nil, err
 		}
@@ -455,7 +460,7 @@ func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer S
 
 // setSigner gives b the signer: an Issuer's wid_issuer directly, else the
 // Go Signer through its trampoline.
-func setSigner(b *C.wid_identity_manager_builder, signer Signer, handles *[]cgo.Handle) error {
+func setSigner(b *C.wid_identity_manager_builder, signer Signer, log *failureLog, handles *[]cgo.Handle) error {
 	if s, ok := signer.(issuerSigner); ok {
 		if s.iss == nil {
 			return &Error{Code: ResultNullArgument, Message: "wid: IssuerSigner(nil)"}
@@ -467,7 +472,7 @@ func setSigner(b *C.wid_identity_manager_builder, signer Signer, handles *[]cgo.
 		}
 		return call(func() C.wid_result { return C.wid_identity_manager_builder_set_issuer(b, s.iss.iss) })
 	}
-	h := cgo.NewHandle(&signerState{signer: signer})
+	h := cgo.NewHandle(&signerState{signer: signer, log: log})
 	*handles = append(*handles, h)
 	return call(func() C.wid_result {
 		return C.wid_go_identity_manager_builder_set_signer(b, C.uintptr_t(h))
@@ -479,6 +484,7 @@ type hostExchange struct {
 	x        Exchange
 	name     string
 	identity IdentityID
+	log      *failureLog // the manager's (set by buildManager)
 }
 
 func (e *hostExchange) exchangeName() string         { return e.name }
@@ -518,6 +524,29 @@ func (m *IdentityManager) Close() error {
 	return nil
 }
 
+// withCallbacks is with for the calls that run the Signer and Exchanges
+// (Start, Restore, Tick): a failure a Go callback caused is returned as that
+// callback's error (the Cause), in Go's words.
+func (m *IdentityManager) withCallbacks(f func(m *C.wid_identity_manager) C.wid_result) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.m == nil {
+		return errClosed("IdentityManager")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := f(m.m)
+	fs := m.log.claim() // always: a Tick's failures are not kept
+	if rc == C.WID_RESULT_OK {
+		return nil
+	}
+	code := Result(rc)
+	if fail := pick(fs, code); fail != nil {
+		return fail.asError(code)
+	}
+	return &Error{Code: code, Message: lastErrorMessage()}
+}
+
 func (m *IdentityManager) with(f func(m *C.wid_identity_manager) C.wid_result) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -538,7 +567,7 @@ func (m *IdentityManager) Start(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return m.with(func(p *C.wid_identity_manager) C.wid_result {
+	return m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
 		return C.wid_identity_manager_start(p, ms)
 	})
 }
@@ -567,7 +596,7 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 		return RestoreReport{}, err
 	}
 	var out C.wid_bytes
-	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
+	if err := m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
 		return C.wid_identity_manager_restore(p, ms, &out)
 	}); err != nil {
 		return RestoreReport{}, err
@@ -595,7 +624,7 @@ func (m *IdentityManager) tick(now time.Time) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	var due C.int64_t
-	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
+	if err := m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
 		return C.wid_identity_manager_tick(p, ms, &due)
 	}); err != nil {
 		return time.Time{}, false, err

@@ -21,7 +21,9 @@ import (
 // for concurrent use. It is asked with Stale first and with Consistent only
 // when the stale answer was Missing. An error (or a panic, or a state other
 // than Missing, Live and Terminal) makes the verification fail closed with
-// ErrStoreUnavailable; the error is then the *Error's Cause.
+// ErrStoreUnavailable; the error is then the *Error's Cause (errors.Is and
+// errors.As reach it), and its message says so in Go's words:
+// `wid: the StateStore failed for allocation "<id>" (stale): <your error>`.
 //
 // AllocationState must not call back into the Verifier it serves.
 type StateStore interface {
@@ -183,26 +185,10 @@ type lookupState struct {
 	// lastID is the last allocation ID looked up (see allocID).
 	lastID atomic.Pointer[string]
 
-	mu sync.Mutex
-	// Store failures not yet claimed, per OS thread (the callback runs on the
-	// thread of the Verify call that caused it, which holds that thread).
-	failures map[uintptr][]error
-}
-
-func (s *lookupState) fail(thread uintptr, err error) {
-	s.mu.Lock()
-	s.failures[thread] = append(s.failures[thread], err)
-	s.mu.Unlock()
-}
-
-// claim takes the store failures recorded on the calling thread.
-func (s *lookupState) claim() []error {
-	thread := uintptr(C.wid_go_thread_key())
-	s.mu.Lock()
-	errs := s.failures[thread]
-	delete(s.failures, thread)
-	s.mu.Unlock()
-	return errs
+	// log holds store failures not yet claimed, per OS thread (the
+	// callback runs on the thread of the Verify call that caused it, which
+	// holds that thread).
+	log *failureLog
 }
 
 // NewVerifier creates a verifier over kr (keys inserted, rotated or imported
@@ -223,7 +209,7 @@ func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierO
 	if opts.MaxTokenBytes < 0 || opts.CacheEntries < 0 {
 		return nil, &Error{Code: ResultInvalidArgument, Message: "wid: MaxTokenBytes and CacheEntries must be >= 0"}
 	}
-	state := &lookupState{store: store, nodeLookup: opts.NodeLookup, failures: make(map[uintptr][]error)}
+	state := &lookupState{store: store, nodeLookup: opts.NodeLookup, log: newFailureLog()}
 	h := cgo.NewHandle(state)
 	v, err := buildVerifier(kr, audience, h, opts)
 	if err != nil {
@@ -359,16 +345,15 @@ func (v *Verifier) verifyCall(f func(vp *C.wid_verifier) C.wid_result) error {
 }
 
 // failure is the *Error for a failed verification call rc: the library's
-// message and, for ResultStoreUnavailable, the StateStore error behind it.
-// The caller still holds the OS thread the call ran on.
+// message, or, when a StateStore or NodeLookup failed, which and its error
+// (the Cause). The caller still holds the OS thread the call ran on.
 func (v *Verifier) failure(rc C.wid_result) error {
-	e := &Error{Code: Result(rc), Message: lastErrorMessage()}
-	if e.Code == ResultStoreUnavailable {
-		if causes := v.state.claim(); len(causes) > 0 {
-			e.Cause = causes[len(causes)-1]
-		}
+	code := Result(rc)
+	fs := v.state.log.claim()
+	if code == ResultStoreUnavailable && len(fs) > 0 {
+		return fs[len(fs)-1].asError(code)
 	}
-	return e
+	return &Error{Code: code, Message: lastErrorMessage()}
 }
 
 // decodeClaims decodes the verified claims the library wrote as JSON.
@@ -438,11 +423,10 @@ func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
 	b, _ := bytesIn(buf)
 	rc := C.wid_go_verify_batch(v.v, b, lensPtr, C.size_t(len(tokens)), C.int64_t(now), resultsPtr)
 	var callErr error
-	var causes []error
 	if rc != C.WID_RESULT_OK {
 		callErr = &Error{Code: Result(rc), Message: lastErrorMessage()}
 	}
-	causes = v.state.claim()
+	causes := v.state.log.claim()
 	runtime.UnlockOSThread()
 
 	if callErr != nil {
@@ -468,7 +452,7 @@ func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
 		}
 		e := &Error{Code: Result(r)}
 		if e.Code == ResultStoreUnavailable && len(causes) > 0 {
-			e.Cause, causes = causes[0], causes[1:]
+			e, causes = causes[0].asError(e.Code), causes[1:]
 		}
 		errs[i] = e
 	}

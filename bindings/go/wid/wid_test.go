@@ -442,9 +442,14 @@ func TestStoreFailuresFailClosed(t *testing.T) {
 			if strings.HasPrefix(name, "error") && !errors.Is(err, errReplicaDown) {
 				t.Errorf("errors.Is(err, errReplicaDown) is false: %v", err)
 			}
-			// The store's own words reach whoever logs err.Error().
-			if !strings.Contains(err.Error(), e.Cause.Error()) {
-				t.Errorf("Error() %q lacks the store's error %q", err.Error(), e.Cause.Error())
+			// The store's own words reach whoever logs err.Error(), as a
+			// Go error's: which callback, then its error; no C wording.
+			if !strings.HasSuffix(err.Error(), ": "+e.Cause.Error()) {
+				t.Errorf("Error() %q does not end with the store's error %q", err.Error(), e.Cause.Error())
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "wid: the StateStore ") || !strings.Contains(msg, allocID) ||
+				strings.Contains(msg, "WID_RESULT") || strings.Contains(msg, "callback") {
+				t.Errorf("Error() is not in Go's words: %q", msg)
 			}
 			// The failure is not left behind for the next call.
 			if _, err := v.Verify("x.y.z", at(now)); errors.Is(err, ErrStoreUnavailable) || err.(*Error).Cause != nil {
