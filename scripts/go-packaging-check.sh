@@ -6,8 +6,11 @@
 #   2. module mode, offline, exactly as bindings/go/README.md's marked blocks
 #      say: a plugin module (replace directives) built with -tags
 #      wid_pkgconfig against a scripts/install.sh prefix and run without
-#      LD_LIBRARY_PATH; and the binding's own `go test ./wid` through the
-#      go.work scripts/go-work.sh writes.
+#      LD_LIBRARY_PATH; the same module built without the tag and without
+#      CGO_CFLAGS/CGO_LDFLAGS, which must fail with a message naming both
+#      (bindings/go/wid/wid_header.h), not only "No such file or directory";
+#      and the binding's own `go test ./wid` through the go.work
+#      scripts/go-work.sh writes.
 # Needs the release libraries (cargo build --release --locked --features
 # remote-jwks, or WID_LIB_DIR), Debian Go, pkg-config.
 set -euo pipefail
@@ -177,7 +180,7 @@ cp -R "$REPO_ROOT/include" "$copy/include"
 cp -R "$REPO_ROOT/tests/vectors/msgpack" "$copy/tests/vectors/msgpack"
 ln -s "$work/target" "$copy/target"
 block self > "$work/self.sh"
-(cd "$copy" && "${goenv[@]}" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
+(cd "$copy" && "${goenv[@]}" CARGO_TARGET_DIR="$work/target" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
     { cat "$work/self.out" >&2; echo "go-packaging-check: go test ./wid in module mode failed" >&2; exit 1; }
 grep -Eq "^ok[[:space:]]+workload-identity/wid" "$work/self.out" ||
     { cat "$work/self.out" >&2; echo "go-packaging-check: no 'ok workload-identity/wid' from go test" >&2; exit 1; }
