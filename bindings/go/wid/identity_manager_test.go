@@ -825,3 +825,27 @@ func TestIdentityManagerFinalizer(t *testing.T) {
 		}
 	}
 }
+
+// A zero time.Time is refused, naming the method, never signed at year 1.
+func TestIdentityManagerZeroTime(t *testing.T) {
+	kr := newKeyring(t)
+	iss := newIssuer(t, kr, IssuerOptions{})
+	m := newManager(t, kr, t.TempDir(), IssuerSigner(iss))
+	var zero time.Time
+	for name, err := range map[string]error{
+		"IdentityManager.Start":   m.Start(zero),
+		"IdentityManager.Restore": func() error { _, err := m.Restore(zero); return err }(),
+		"IdentityManager.Current": func() error { _, err := m.Current(serverVault, zero); return err }(),
+		"IdentityManager.Health":  func() error { _, err := m.Health(zero); return err }(),
+	} {
+		if e := wantCode(t, err, ErrInvalidArgument); !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, ok := m.Tick(zero); ok {
+		t.Error("Tick(time.Time{}) reported work")
+	}
+	if err := m.Start(imT0); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -287,8 +287,12 @@ func TestNodeLookupAnswers(t *testing.T) {
 				if (e.Cause != nil) != c.cause {
 					t.Errorf("cause %v, want one: %v", e.Cause, c.cause)
 				}
-				if c.name == "error" && !errors.Is(err, errLookup) {
-					t.Errorf("errors.Is(err, errLookup) is false: %v", err)
+				if c.name == "error" && (!errors.Is(err, errLookup) || err.Error() !=
+					`wid: the NodeLookup failed for node "`+nodeID+`" (stale): node table unreachable`) {
+					t.Errorf("not the lookup's error, in Go's words: %v", err)
+				}
+				if c.name == "panic" && err.Error() != `wid: the NodeLookup panicked for node "`+nodeID+`" (stale): lookup exploded` {
+					t.Errorf("a panicking lookup: %v", err)
 				}
 				if c.name == "no lookup" && !strings.Contains(e.Message, "node lookup") {
 					t.Errorf("message %q", e.Message)

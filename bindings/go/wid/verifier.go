@@ -372,8 +372,8 @@ const maxBatch = 1 << 16
 // returns one error per token, nil for a token that verifies. It accepts
 // exactly what Verify accepts (a zero now fails every token with
 // ErrInvalidArgument). The errors carry codes but no messages (the
-// library does not keep per-token details); store failures carry their
-// Cause.
+// library does not keep per-token details), except store failures, which
+// carry the store's error as their Cause and a message naming the store.
 func (v *Verifier) VerifyBatch(tokens []string, now time.Time) []error {
 	errs := make([]error, len(tokens))
 	if now.IsZero() {

@@ -1588,3 +1588,38 @@ func TestAlgErrors(t *testing.T) {
 	_, err = kr.IssueAlg(AlgES256, nil, "", at(now))
 	wantCode(t, err, ErrNullArgument)
 }
+
+// A negative duration the library cannot take is refused, the message
+// naming the option or argument.
+func TestNegativeDurationsNameTheOption(t *testing.T) {
+	kr := newKeyring(t)
+	key, err := GenerateWorkloadKey(AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer key.Close()
+	for name, f := range map[string]func() error{
+		"VerifierOptions.MaxProofLifetime": func() error {
+			_, err := NewVerifier(kr, aud, liveStore(), &VerifierOptions{MaxProofLifetime: -time.Second})
+			return err
+		},
+		"RemoteJWKSOptions.MinRefresh": func() error {
+			_, err := NewRemoteJWKS("https://issuer.example.com/jwks.json",
+				&RemoteJWKSOptions{MinRefresh: -time.Second, MaxRefresh: time.Hour})
+			return err
+		},
+		"RemoteJWKSOptions.Timeout": func() error {
+			_, err := NewRemoteJWKS("https://issuer.example.com/jwks.json", &RemoteJWKSOptions{Timeout: -time.Second})
+			return err
+		},
+		"WorkloadKey.Prove: ttl": func() error {
+			_, err := key.Prove("a.b.c", "https://vault.example.com", "", -time.Second, at(now))
+			return err
+		},
+		"Keyring.SpiffeBundle: refreshHint": func() error { _, err := kr.SpiffeBundle(-time.Second); return err },
+	} {
+		if e := wantCode(t, f(), ErrInvalidArgument); !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
+}
