@@ -9,8 +9,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v valgrind >/dev/null || { echo "bench-instructions: valgrind is required" >&2; exit 2; }
+# shellcheck source=lib.sh
+source scripts/lib.sh
 cargo build --release --locked --quiet --example instructions
-bin=target/release/examples/instructions
+bin="$(wid_target_dir)/release/examples/instructions"
 n=100
 
 irefs() { # row calls -> total instructions

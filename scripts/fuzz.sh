@@ -10,6 +10,8 @@
 #   scripts/fuzz.sh verify ffi      some targets
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/scripts/lib.sh"   # wid_target_dir
 cd "$root/fuzz"
 seconds="${FUZZ_SECONDS:-60}"
 CARGO_FUZZ_VERSION=0.13.1
@@ -64,7 +66,7 @@ done
 mapfile -t all_targets < <(cd fuzz && cargo fuzz list)
 for t in "${all_targets[@]}"; do mkdir -p "$work/all/$t"; done
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
-    --error-exitcode=1 target/release/examples/replay_corpus "$work/all" >/dev/null
+    --error-exitcode=1 "$(wid_target_dir)/release/examples/replay_corpus" "$work/all" >/dev/null
 summary+=("valgrind: corpus replay clean (no memory errors, no definite leaks)")
 printf '%s\n' "${summary[@]}"
 echo "fuzz.sh: ${#targets[@]} targets fuzzed ${seconds}s each, no crash"

@@ -6,8 +6,11 @@
 #   2. module mode, offline, exactly as bindings/go/README.md's marked blocks
 #      say: a plugin module (replace directives) built with -tags
 #      wid_pkgconfig against a scripts/install.sh prefix and run without
-#      LD_LIBRARY_PATH; and the binding's own `go test ./wid` through the
-#      go.work scripts/go-work.sh writes.
+#      LD_LIBRARY_PATH; the same module built without the tag and without
+#      CGO_CFLAGS/CGO_LDFLAGS, which must fail with a message naming both
+#      (bindings/go/wid/wid_header.h), not only "No such file or directory";
+#      and the binding's own `go test ./wid` through the go.work
+#      scripts/go-work.sh writes.
 # Needs the release libraries (cargo build --release --locked --features
 # remote-jwks, or WID_LIB_DIR), Debian Go, pkg-config.
 set -euo pipefail
@@ -116,14 +119,15 @@ func main() {
 		panic(err)
 	}
 	defer kr.Close()
-	if _, err := kr.Rotate(1700000000); err != nil {
+	now := time.Now()
+	if _, err := kr.Rotate(now); err != nil {
 		panic(err)
 	}
 	req := &wid.IssueRequest{Region: "global",
 		Allocation: &wid.Allocation{ID: "a1", Namespace: "default", JobID: "web", TaskGroup: "g"},
 		Task:       "server",
 		Identity:   &wid.WorkloadIdentity{Name: "default", Audience: []string{"vault.io"}, TTL: time.Hour}}
-	tok, err := kr.Issue(req, 1700000000)
+	tok, err := kr.Issue(req, now)
 	if err != nil {
 		panic(err)
 	}
@@ -142,6 +146,27 @@ grep -q "$soname => $prefix/lib/" <<<"$deps" ||
     { echo "go-packaging-check: the plugin does not load $prefix/lib/$soname:" >&2; echo "$deps" >&2; exit 1; }
 echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo flags, no LD_LIBRARY_PATH)"
 
+# 2a'. The same plugin without -tags wid_pkgconfig and without CGO_CFLAGS /
+# CGO_LDFLAGS: the build fails, and its message names both ways (not only
+# "workload_identity.h: No such file or directory").
+if (cd "$work/plugin" && "${goenv[@]}" GOFLAGS=-mod=mod go build -o plugin-untagged .) > "$work/untagged.out" 2>&1; then
+    echo "go-packaging-check: the plugin built without -tags wid_pkgconfig and without cgo flags" >&2
+    exit 1
+fi
+for want in "workload_identity.h not found" "-tags wid_pkgconfig" "PKG_CONFIG_PATH" "CGO_CFLAGS" "CGO_LDFLAGS" "docs/go.md"; do
+    grep -qF -- "$want" "$work/untagged.out" || {
+        cat "$work/untagged.out" >&2
+        echo "go-packaging-check: building without -tags wid_pkgconfig or cgo flags does not say \"$want\"" >&2
+        exit 1
+    }
+done
+if grep -q "No such file or directory" "$work/untagged.out"; then
+    cat "$work/untagged.out" >&2
+    echo "go-packaging-check: building without the header still says only \"No such file or directory\"" >&2
+    exit 1
+fi
+echo "go-packaging-check: without -tags wid_pkgconfig or cgo flags the build fails naming both"
+
 # 2b. The binding's own tests in module mode, offline: the README's block in a
 # copy of the checkout's Go files (go-work.sh writes go.work there, never in
 # the checkout CI runs from).
@@ -155,7 +180,7 @@ cp -R "$REPO_ROOT/include" "$copy/include"
 cp -R "$REPO_ROOT/tests/vectors/msgpack" "$copy/tests/vectors/msgpack"
 ln -s "$work/target" "$copy/target"
 block self > "$work/self.sh"
-(cd "$copy" && "${goenv[@]}" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
+(cd "$copy" && "${goenv[@]}" CARGO_TARGET_DIR="$work/target" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
     { cat "$work/self.out" >&2; echo "go-packaging-check: go test ./wid in module mode failed" >&2; exit 1; }
 grep -Eq "^ok[[:space:]]+workload-identity/wid" "$work/self.out" ||
     { cat "$work/self.out" >&2; echo "go-packaging-check: no 'ok workload-identity/wid' from go test" >&2; exit 1; }

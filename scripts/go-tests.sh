@@ -11,8 +11,9 @@
 #   WID_LIB_DIR   directory holding libworkload_identity.a (and .so) and,
 #                 optionally, workload_identity.h; when unset the library is
 #                 built with `cargo build --release --locked --quiet
-#                 --features remote-jwks` and
-#                 target/release + include/ are used.
+#                 $WID_LIB_FEATURES` (scripts/lib.sh) and
+#                 <cargo target dir>/release ($CARGO_TARGET_DIR, else
+#                 target/; scripts/lib.sh wid_target_dir) + include/ are used.
 #   WID_GO_BENCH  1: also run the benchmarks (BenchmarkVerifyBinding vs.
 #                 BenchmarkVerifyGoJose, their ES256/RS256 variants, issue
 #                 vs. go-jose sign, ...), without -race.

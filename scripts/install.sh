@@ -14,7 +14,8 @@
 #   <libdir>/pkgconfig/workload_identity.pc       `pkg-config --cflags --libs workload_identity`
 # --destdir stages the files under DIR (packaging); the .pc still names --prefix.
 # Unless --no-build, it first runs `cargo build --release --locked
-# --features remote-jwks` (into $CARGO_TARGET_DIR when set, as cargo does).
+# $WID_LIB_FEATURES` (scripts/lib.sh: remote-jwks, vault, consul), into
+# $CARGO_TARGET_DIR when set, as cargo does.
 set -euo pipefail
 
 # shellcheck source=lib.sh

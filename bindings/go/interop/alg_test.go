@@ -109,18 +109,18 @@ func newAlgFixture(t testing.TB) *algFixture {
 		tokens: map[wid.Alg]string{},
 		keys:   map[wid.Alg]jose.JSONWebKey{},
 	}
-	if err := kr.InsertAlg(wid.AlgES256, esKid, esMaterial(), wid.DerivationHKDFV1, wid.KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(wid.AlgES256, esKid, esMaterial(), wid.DerivationHKDFV1, wid.KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg(ES256): %v", err)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(f.rsPriv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kr.InsertAlg(wid.AlgRS256, rsKid, der, wid.DerivationPKCS8, wid.KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(wid.AlgRS256, rsKid, der, wid.DerivationPKCS8, wid.KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg(RS256): %v", err)
 	}
 	for alg, kid := range map[wid.Alg]string{wid.AlgES256: esKid, wid.AlgRS256: rsKid} {
-		tok, err := kr.IssueAlg(alg, request("vault.io"), "", now)
+		tok, err := kr.IssueAlg(alg, request("vault.io"), "", at(now))
 		if err != nil {
 			t.Fatalf("IssueAlg(%v): %v", alg, err)
 		}
@@ -252,11 +252,11 @@ func TestBindingES256RS256VerifyWithGoJose(t *testing.T) {
 	// Keys the library makes itself (RotateAlg: an RSA key from its own
 	// generator, a fresh P-256 key) verify with go-jose too.
 	for _, alg := range []wid.Alg{wid.AlgES256, wid.AlgRS256} {
-		id, err := f.kr.RotateAlg(alg, now)
+		id, err := f.kr.RotateAlg(alg, at(now))
 		if err != nil {
 			t.Fatalf("RotateAlg(%v): %v", alg, err)
 		}
-		tok, err := f.kr.IssueAlg(alg, request("vault.io"), "https://nomad.example.com", now)
+		tok, err := f.kr.IssueAlg(alg, request("vault.io"), "https://nomad.example.com", at(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,11 +309,11 @@ func TestGoJoseES256RS256TokensVerifyWithBinding(t *testing.T) {
 	v := liveVerifier(t, f.kr, "vault.io")
 
 	rsTok := goJoseToken(t, jose.RS256, f.rsPriv, rsKid)
-	c, err := v.Verify(rsTok, now)
+	c, err := v.Verify(rsTok, at(now))
 	if err != nil {
 		t.Fatalf("the binding rejects a go-jose RS256 token: %v\n%s", err, rsTok)
 	}
-	if c.AllocationID != allocID || c.Task != "server" || c.Expires == nil || *c.Expires != now+3600 {
+	if c.AllocationID != allocID || c.Task != "server" || c.Expires.Unix() != now+3600 {
 		t.Errorf("claims %+v", c)
 	}
 
@@ -330,7 +330,7 @@ func TestGoJoseES256RS256TokensVerifyWithBinding(t *testing.T) {
 		if new(big.Int).SetBytes(sig[32:]).Cmp(halfN) > 0 {
 			highS++
 		}
-		c, err := v.Verify(tok, now)
+		c, err := v.Verify(tok, at(now))
 		if err != nil {
 			t.Fatalf("the binding rejects go-jose ES256 token %d: %v\n%s", i, err, tok)
 		}
@@ -348,7 +348,7 @@ func TestGoJoseES256RS256TokensVerifyWithBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(goJoseToken(t, jose.ES256, stranger, esKid), now); !errors.Is(err, wid.ErrBadSignature) {
+	if _, err := v.Verify(goJoseToken(t, jose.ES256, stranger, esKid), at(now)); !errors.Is(err, wid.ErrBadSignature) {
 		t.Errorf("ES256 token of a stranger's key: %v", err)
 	}
 	// go-jose's ES384/PS256 under our kids: the kid's key fixes the algorithm.
@@ -363,7 +363,7 @@ func TestGoJoseES256RS256TokensVerifyWithBinding(t *testing.T) {
 		"RS256 under the ES256 kid": goJoseToken(t, jose.RS256, f.rsPriv, esKid),
 		"ES256 under the RS256 kid": goJoseToken(t, jose.ES256, f.esPriv, rsKid),
 	} {
-		if _, err := v.Verify(tok, now); !errors.Is(err, wid.ErrUnsupportedAlgorithm) {
+		if _, err := v.Verify(tok, at(now)); !errors.Is(err, wid.ErrUnsupportedAlgorithm) {
 			t.Errorf("%s: got %v, want UNSUPPORTED_ALGORITHM", name, err)
 		}
 	}
@@ -453,15 +453,15 @@ func TestNomadShapedRS256(t *testing.T) {
 	header := `{"alg":"RS256","kid":"` + nomadKid + `","typ":"JWT"}`
 	for _, aud := range []string{`"vault.io"`, `["consul.io","vault.io"]`} {
 		token := signRS256ByHand(t, key, header, nomadClaimsJSON(aud))
-		c, err := v.Verify(token, now+30)
+		c, err := v.Verify(token, at(now+30))
 		if err != nil {
 			t.Fatalf("aud %s: the binding rejects a Nomad-shaped RS256 token: %v\n%s", aud, err, token)
 		}
 		if c.Namespace != "default" || c.JobID != "example" || c.AllocationID != nomadAllocID ||
 			c.Task != "redis" || c.Subject != "global:default:example:cache:redis:vault_default" ||
 			c.JTI != "8f1c6b2e-1d3a-4c5b-9e7f-0a1b2c3d4e5f" ||
-			c.IssuedAt == nil || *c.IssuedAt != now || c.NotBefore == nil || *c.NotBefore != now ||
-			c.Expires == nil || *c.Expires != now+3600 || !containsString(c.Audience, "vault.io") {
+			c.IssuedAt.Unix() != now || c.NotBefore.Unix() != now ||
+			c.Expires.Unix() != now+3600 || !containsString(c.Audience, "vault.io") {
 			t.Errorf("claims %+v", c)
 		}
 		// go-jose agrees.
@@ -475,15 +475,15 @@ func TestNomadShapedRS256(t *testing.T) {
 
 	// The checks after the signature still apply.
 	token := signRS256ByHand(t, key, header, nomadClaimsJSON(`"vault.io"`))
-	if _, err := v.Verify(token, now+3600+60); !errors.Is(err, wid.ErrExpired) {
+	if _, err := v.Verify(token, at(now+3600+60)); !errors.Is(err, wid.ErrExpired) {
 		t.Errorf("expired: %v", err)
 	}
 	other := liveVerifier(t, kr, "consul.io")
-	if _, err := other.Verify(token, now); !errors.Is(err, wid.ErrAudienceMismatch) {
+	if _, err := other.Verify(token, at(now)); !errors.Is(err, wid.ErrAudienceMismatch) {
 		t.Errorf("audience: %v", err)
 	}
 	gone := strings.Replace(nomadClaimsJSON(`"vault.io"`), nomadAllocID, allocID, 1)
-	if _, err := v.Verify(signRS256ByHand(t, key, header, gone), now); !errors.Is(err, wid.ErrAllocationNotFound) {
+	if _, err := v.Verify(signRS256ByHand(t, key, header, gone), at(now)); !errors.Is(err, wid.ErrAllocationNotFound) {
 		t.Errorf("missing allocation: %v", err)
 	}
 	// Signed by another RSA key under Nomad's kid.
@@ -491,16 +491,16 @@ func TestNomadShapedRS256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(signRS256ByHand(t, stranger, header, nomadClaimsJSON(`"vault.io"`)), now); !errors.Is(err, wid.ErrBadSignature) {
+	if _, err := v.Verify(signRS256ByHand(t, stranger, header, nomadClaimsJSON(`"vault.io"`)), at(now)); !errors.Is(err, wid.ErrBadSignature) {
 		t.Errorf("stranger's signature: %v", err)
 	}
 	// A kid the JWKS does not have.
 	otherKid := `{"alg":"RS256","kid":"00000000-0000-0000-0000-000000000000","typ":"JWT"}`
-	if _, err := v.Verify(signRS256ByHand(t, key, otherKid, nomadClaimsJSON(`"vault.io"`)), now); !errors.Is(err, wid.ErrUnknownKey) {
+	if _, err := v.Verify(signRS256ByHand(t, key, otherKid, nomadClaimsJSON(`"vault.io"`)), at(now)); !errors.Is(err, wid.ErrUnknownKey) {
 		t.Errorf("unknown kid: %v", err)
 	}
 	// Imported keys verify only.
-	if _, err := kr.IssueAlg(wid.AlgRS256, request("vault.io"), "", now); !errors.Is(err, wid.ErrNoActiveKey) {
+	if _, err := kr.IssueAlg(wid.AlgRS256, request("vault.io"), "", at(now)); !errors.Is(err, wid.ErrNoActiveKey) {
 		t.Errorf("signing with an imported key: %v", err)
 	}
 
@@ -528,7 +528,7 @@ func jwksEd25519(t testing.TB, seed []byte) []byte {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if err := kr.Insert("seed", seed, wid.DerivationNomadRawSeed, wid.KeyStateInactive, now); err != nil {
+	if err := kr.Insert("seed", seed, wid.DerivationNomadRawSeed, wid.KeyStateInactive, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := kr.JWKS()
@@ -588,7 +588,7 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 					priv = nomadKey
 				}
 				hdr := fmt.Sprintf(`{"alg":"RS256","kid":%q,"typ":"JWT"}`, tg.kid)
-				if _, err := v.Verify(signRS256ByHand(t, priv, hdr, claims), now); err != nil {
+				if _, err := v.Verify(signRS256ByHand(t, priv, hdr, claims), at(now)); err != nil {
 					t.Fatalf("the genuine RS256 token: %v", err)
 				}
 			}
@@ -627,7 +627,7 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 				}
 			}
 			genuineSig := ""
-			if tok, err := tg.kr.IssueAlg(wid.AlgRS256, request("vault.io"), "", now); err == nil {
+			if tok, err := tg.kr.IssueAlg(wid.AlgRS256, request("vault.io"), "", at(now)); err == nil {
 				genuineSig = strings.Split(tok, ".")[2]
 			}
 			for _, none := range []string{"none", "None", "NONE", "nOnE"} {
@@ -642,12 +642,12 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 				}
 			}
 			for i, tok := range tokens {
-				_, err := v.Verify(tok, now)
+				_, err := v.Verify(tok, at(now))
 				if !errors.Is(err, wid.ErrUnsupportedAlgorithm) {
 					t.Errorf("%s: got %v, want UNSUPPORTED_ALGORITHM", names[i], err)
 				}
 			}
-			for i, err := range v.VerifyBatch(tokens, now) {
+			for i, err := range v.VerifyBatch(tokens, at(now)) {
 				if !errors.Is(err, wid.ErrUnsupportedAlgorithm) {
 					t.Errorf("batch, %s: got %v, want UNSUPPORTED_ALGORITHM", names[i], err)
 				}
@@ -663,7 +663,7 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 		mac := hmac.New(sha256.New, []byte("secret"))
 		mac.Write([]byte(input))
 		for _, tok := range []string{input + ".", input + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))} {
-			if _, err := v.Verify(tok, now); err == nil {
+			if _, err := v.Verify(tok, at(now)); err == nil {
 				t.Errorf("%s accepted", hdr)
 			} else {
 				t.Logf("%s: %v", hdr, err)

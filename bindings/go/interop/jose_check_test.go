@@ -20,6 +20,10 @@ const (
 	allocID = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc"
 )
 
+// at is the time.Time of Unix seconds unix: the tests count in seconds from
+// now, the API takes time.Time.
+func at(unix int64) time.Time { return time.Unix(unix, 0) }
+
 // nomadClaims are the private claims of a workload identity.
 type nomadClaims struct {
 	Namespace    string `json:"nomad_namespace"`
@@ -66,13 +70,13 @@ func newFixture(t testing.TB, seed byte, derivation wid.Derivation, audiences ..
 	for i := range material {
 		material[i] = seed + byte(i)
 	}
-	if err := kr.Insert("key-1", material, derivation, wid.KeyStateActive, now-100); err != nil {
+	if err := kr.Insert("key-1", material, derivation, wid.KeyStateActive, at(now-100)); err != nil {
 		t.Fatal(err)
 	}
 	if len(audiences) == 0 {
 		audiences = []string{"vault.io"}
 	}
-	token, err := kr.Issue(request(audiences...), now)
+	token, err := kr.Issue(request(audiences...), at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +238,10 @@ func TestTamperedTokensFailWithGoJose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if _, err := v.Verify(forgedToken, now); !errors.Is(err, wid.ErrBadSignature) {
+	if _, err := v.Verify(forgedToken, at(now)); !errors.Is(err, wid.ErrBadSignature) {
 		t.Errorf("binding on the forged token: %v", err)
 	}
-	if _, err := v.Verify(f.token, now); err != nil {
+	if _, err := v.Verify(f.token, at(now)); err != nil {
 		t.Errorf("binding on the original: %v", err)
 	}
 }
@@ -256,7 +260,7 @@ func TestGoJoseTokensVerifyWithBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if err := kr.Insert("nomad-key", seed, wid.DerivationNomadRawSeed, wid.KeyStateActive, now); err != nil {
+	if err := kr.Insert("nomad-key", seed, wid.DerivationNomadRawSeed, wid.KeyStateActive, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	jk := jwksKey(t, kr, "nomad-key")
@@ -295,16 +299,16 @@ func TestGoJoseTokensVerifyWithBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	c, err := v.Verify(token, now)
+	c, err := v.Verify(token, at(now))
 	if err != nil {
 		t.Fatalf("the binding rejects a go-jose token: %v\n%s", err, token)
 	}
-	if c.AllocationID != allocID || c.Subject != registered.Subject || c.Expires == nil || *c.Expires != now+3600 {
+	if c.AllocationID != allocID || c.Subject != registered.Subject || c.Expires.Unix() != now+3600 {
 		t.Errorf("claims %+v", c)
 	}
 	// And tokens the library signs with that key verify with the seed's
 	// public key in go-jose.
-	ours, err := kr.Issue(request("vault.io"), now)
+	ours, err := kr.Issue(request("vault.io"), at(now))
 	if err != nil {
 		t.Fatal(err)
 	}

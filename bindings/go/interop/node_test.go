@@ -35,7 +35,10 @@ func TestNodeTokensVerifyWithGoJose(t *testing.T) {
 			NodePool:   "default",
 			Status:     "ready",
 		},
-	}, "https://nomad.example.com", now)
+	}, "https://nomad.example.com", at(
+
+		now))
+
 	if err != nil {
 		t.Fatalf("IssueNode: %v", err)
 	}

@@ -34,10 +34,10 @@ func TestSpiffeJWTSVIDVerifiesWithGoJose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if err := kr.InsertAlg(wid.AlgES256, esKid, esMaterial(), wid.DerivationHKDFV1, wid.KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(wid.AlgES256, esKid, esMaterial(), wid.DerivationHKDFV1, wid.KeyStateActive, at(now-100)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kr.Rotate(now - 100); err != nil { // an EdDSA key too: not in the bundle
+	if _, err := kr.Rotate(at(now - 100)); err != nil { // an EdDSA key too: not in the bundle
 		t.Fatal(err)
 	}
 	iss, err := wid.NewIssuer(kr, wid.IssuerOptions{
@@ -54,7 +54,7 @@ func TestSpiffeJWTSVIDVerifiesWithGoJose(t *testing.T) {
 	req.Allocation.Job = &wid.Job{ID: "web", Meta: map[string]string{"owner": "team-a"}}
 	req.Node = &wid.Node{Datacenter: "dc1", ID: "n1"}
 	req.Identity.ExtraClaims = []string{"dc", "owner"}
-	token, err := iss.Issue(req, now)
+	token, err := iss.Issue(req, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestSpiffeJWTSVIDVerifiesWithGoJose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	c, err := v.Verify(token, now)
+	c, err := v.Verify(token, at(now))
 	if err != nil || c.ExtraClaims["owner"] != "team-a" || c.Subject[:9] != "spiffe://" {
 		t.Errorf("Verify: %+v %v", c, err)
 	}

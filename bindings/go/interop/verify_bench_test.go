@@ -24,7 +24,7 @@ func benchFixture(b *testing.B) (*fixture, *wid.Verifier) {
 		b.Fatal(err)
 	}
 	b.Cleanup(v.Close)
-	if _, err := v.Verify(f.token, now); err != nil {
+	if _, err := v.Verify(f.token, at(now)); err != nil {
 		b.Fatal(err)
 	}
 	if _, _, err := joseVerify(f.token, f.key.Key, "vault.io", now); err != nil {
@@ -40,7 +40,7 @@ func BenchmarkVerifyBinding(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := v.Verify(f.token, now); err != nil {
+		if _, err := v.Verify(f.token, at(now)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func BenchmarkVerifyBindingParallel(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := v.Verify(f.token, now); err != nil {
+			if _, err := v.Verify(f.token, at(now)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -123,7 +123,7 @@ func BenchmarkVerifyBindingBatch(b *testing.B) {
 	const n = 64
 	tokens := make([]string, n)
 	for i := range tokens {
-		tok, err := f.kr.Issue(request("vault.io"), now)
+		tok, err := f.kr.Issue(request("vault.io"), at(now))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func BenchmarkVerifyBindingBatch(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		for _, err := range v.VerifyBatch(tokens, now) {
+		for _, err := range v.VerifyBatch(tokens, at(now)) {
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func BenchmarkIssueBinding(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.kr.Issue(req, now); err != nil {
+		if _, err := f.kr.Issue(req, at(now)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func algBenchFixture(b *testing.B, alg wid.Alg) (*algFixture, *wid.Verifier) {
 		b.Fatal(err)
 	}
 	b.Cleanup(v.Close)
-	if _, err := v.Verify(f.tokens[alg], now); err != nil {
+	if _, err := v.Verify(f.tokens[alg], at(now)); err != nil {
 		b.Fatal(err)
 	}
 	if _, _, err := joseVerify(f.tokens[alg], f.keys[alg].Key, "vault.io", now); err != nil {
@@ -179,7 +179,7 @@ func benchVerifyBinding(b *testing.B, alg wid.Alg) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := v.Verify(token, now); err != nil {
+		if _, err := v.Verify(token, at(now)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func benchIssueBinding(b *testing.B, alg wid.Alg) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.kr.IssueAlg(alg, req, "", now); err != nil {
+		if _, err := f.kr.IssueAlg(alg, req, "", at(now)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -32,7 +32,7 @@ func TestGoJoseVerifiesWITsFromTheWITKeySetOnly(t *testing.T) {
 	defer kr.Close()
 	for _, p := range []wid.KeyPurpose{wid.PurposeBearer, wid.PurposeWIT} {
 		for _, alg := range []wid.Alg{wid.AlgEdDSA, wid.AlgES256} {
-			if _, err := kr.RotatePurpose(p, alg, now-100); err != nil {
+			if _, err := kr.RotatePurpose(p, alg, at(now-100)); err != nil {
 				t.Fatalf("RotatePurpose(%v, %v): %v", p, alg, err)
 			}
 		}

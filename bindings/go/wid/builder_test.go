@@ -14,7 +14,7 @@ func TestVerifierProofOptions(t *testing.T) {
 	kr := newWITKeyring(t)
 	key := newWorkloadKey(t, AlgES256)
 	wit := issueWIT(t, kr, AlgEdDSA, witRequest(t, key))
-	bearer, err := kr.IssueAlg(AlgEdDSA, request(allocID, aud), "", now)
+	bearer, err := kr.IssueAlg(AlgEdDSA, request(allocID, aud), "", at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +25,9 @@ func TestVerifierProofOptions(t *testing.T) {
 		MaxProofLifetime:    30 * time.Second,
 		ProofReplayCapacity: 16, // one proof per workload key (16/64, at least 1)
 	})
-	_, err = strict.Verify(bearer, now)
+	_, err = strict.Verify(bearer, at(now))
 	wantCode(t, err, ErrProofRequired)
-	errs := strict.VerifyBatch([]string{bearer}, now)
+	errs := strict.VerifyBatch([]string{bearer}, at(now))
 	wantCode(t, errs[0], ErrProofRequired)
 
 	long := prove(t, key, wit, target, "", 200*time.Second, nowTime) // past 30 s and the leeway
@@ -43,7 +43,7 @@ func TestVerifierProofOptions(t *testing.T) {
 
 	// The defaults: bearer tokens, 5-minute proofs, room for many.
 	lax := newVerifier(t, kr, aud, liveStore(), noWait)
-	if _, err := lax.Verify(bearer, now); err != nil {
+	if _, err := lax.Verify(bearer, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	for _, wpt := range []string{long, next} {
@@ -56,7 +56,6 @@ func TestVerifierProofOptions(t *testing.T) {
 		"negative lifetime":   {MaxProofLifetime: -time.Second},
 		"negative capacity":   {ProofReplayCapacity: -1},
 		"capacity under 16":   {ProofReplayCapacity: 15},
-		"leeway under -1":     {LeewaySecs: -7},
 		"issuer not UTF-8":    {Issuer: "\xff"},
 		"issuer over 4096":    {Issuer: strings.Repeat("i", 4097)},
 		"max token bytes < 0": {MaxTokenBytes: -5},
@@ -78,7 +77,7 @@ func TestExplainAndStats(t *testing.T) {
 	store := liveStore()
 	v := newVerifier(t, kr, aud, store, noWait)
 
-	x, err := v.Explain(tok, now)
+	x, err := v.Explain(tok, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func TestExplainAndStats(t *testing.T) {
 		t.Errorf("steps %q, want %q", got, want)
 	}
 
-	x, err = v.Explain(tok, now+2*ttl)
+	x, err = v.Explain(tok, at(now+2*ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,39 +110,48 @@ func TestExplainAndStats(t *testing.T) {
 		t.Errorf("Err() = %v", x.Err())
 	}
 	// The explanation's verdict is Verify's.
-	_, verr := v.Verify(tok, now+2*ttl)
+	_, verr := v.Verify(tok, at(now+2*ttl))
 	wantCode(t, verr, ErrExpired)
 
 	// A terminal allocation; garbage; an over-long token (length alone).
 	store.mu.Lock()
 	store.states[allocID] = Terminal
 	store.mu.Unlock()
-	x, _ = v.Explain(tok, now)
+	x, _ = v.Explain(tok, at(now))
 	if x.Code != ResultAllocationTerminal || x.Failed().Name != "allocation" {
 		t.Errorf("terminal: %+v", x)
 	}
-	x, _ = v.Explain("not.a.token", now)
+	x, _ = v.Explain("not.a.token", at(now))
 	if x.Code != ResultMalformedToken || x.Failed().Name != "structure" {
 		t.Errorf("garbage: %+v", x)
 	}
-	x, _ = v.Explain(strings.Repeat("A", 9000), now)
+	x, _ = v.Explain(strings.Repeat("A", 9000), at(now))
 	if x.Code != ResultMalformedToken || len(x.Steps) != 1 || x.Steps[0].Name != "length" {
 		t.Errorf("over-long: %+v", x)
 	}
-	_, err = v.Explain("\xff\xfe", now)
+	_, err = v.Explain("\xff\xfe", at(now))
 	wantCode(t, err, ErrMalformedToken)
 
-	// A store that fails: the step says so (its cause is not leaked).
+	// A store that fails: the step says so in Go's words, Err has the
+	// store's error as its Cause, and nothing is left behind.
+	errNoLeader := errors.New("raft: no leader")
 	failing := newVerifier(t, kr, aud, StateStoreFunc(func(string, Consistency) (AllocState, error) {
-		return Missing, errors.New("raft: no leader")
+		return Missing, errNoLeader
 	}), noWait)
-	x, err = failing.Explain(tok, now)
+	x, err = failing.Explain(tok, at(now))
 	if err != nil || x.Code != ResultStoreUnavailable {
 		t.Fatalf("failing store: %+v %v", x, err)
 	}
-	failing.state.mu.Lock()
-	left := len(failing.state.failures)
-	failing.state.mu.Unlock()
+	if d := x.Failed().Detail; !strings.HasPrefix(d, "the StateStore failed for allocation") ||
+		!strings.HasSuffix(d, ": raft: no leader") || strings.Contains(d, "callback") || strings.Contains(d, "WID_RESULT") {
+		t.Errorf("failing store's step: %q", d)
+	}
+	if xerr := x.Err(); !errors.Is(xerr, errNoLeader) || !errors.Is(xerr, ErrStoreUnavailable) {
+		t.Errorf("Explanation.Err: %v", xerr)
+	}
+	failing.state.log.mu.Lock()
+	left := len(failing.state.log.byThread)
+	failing.state.log.mu.Unlock()
 	if left != 0 {
 		t.Errorf("the store's failure was left behind for %d threads", left)
 	}
@@ -160,7 +168,7 @@ func TestExplainAndStats(t *testing.T) {
 	store.states[allocID] = Live
 	store.mu.Unlock()
 	for i := 0; i < 3; i++ {
-		if _, err := v.Verify(tok, now); err != nil {
+		if _, err := v.Verify(tok, at(now)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +178,7 @@ func TestExplainAndStats(t *testing.T) {
 	}
 	cached := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{CacheEntries: 8, KeyWait: -1})
 	for i := 0; i < 2; i++ {
-		if _, err := cached.Verify(tok, now); err != nil {
+		if _, err := cached.Verify(tok, at(now)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,14 +186,14 @@ func TestExplainAndStats(t *testing.T) {
 		t.Errorf("cached stats %+v", s)
 	}
 	missing := newVerifier(t, kr, aud, newMemStore(map[string]AllocState{}), noWait)
-	_, err = missing.Verify(tok, now)
+	_, err = missing.Verify(tok, at(now))
 	wantCode(t, err, ErrAllocationNotFound)
 	if s, _ := missing.Stats(); s.ConsistentFallbacks != 1 {
 		t.Errorf("fallbacks %+v", s)
 	}
 
 	v.Close()
-	_, err = v.Explain(tok, now)
+	_, err = v.Explain(tok, at(now))
 	wantCode(t, err, ErrNullArgument)
 	_, err = v.Stats()
 	wantCode(t, err, ErrNullArgument)
@@ -204,11 +212,11 @@ func TestExplainStatsConcurrently(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				switch g % 3 {
 				case 0:
-					if _, err := v.Verify(tok, now); err != nil {
+					if _, err := v.Verify(tok, at(now)); err != nil {
 						t.Error(err)
 					}
 				case 1:
-					if x, err := v.Explain(tok, now); err != nil || !x.Accepted {
+					if x, err := v.Explain(tok, at(now)); err != nil || !x.Accepted {
 						t.Error(x, err)
 					}
 				default:

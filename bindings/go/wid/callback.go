@@ -17,23 +17,27 @@ import (
 func widGoLookup(handle C.uintptr_t, thread C.uintptr_t, allocID *C.uint8_t, allocIDLen C.size_t,
 	consistency C.uint32_t, outState *C.uint32_t) (rc C.wid_result) {
 	st := cgo.Handle(handle).Value().(*lookupState)
+	var id string
+	fail := func(how string, err error) C.wid_result {
+		st.log.add(uintptr(thread), callbackFailure{
+			what: fmt.Sprintf("the StateStore %s for allocation %q (%v)", how, id, Consistency(consistency)),
+			err:  err, code: ResultStoreUnavailable})
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			st.fail(uintptr(thread), fmt.Errorf("wid: StateStore panicked: %v", r))
-			rc = C.WID_RESULT_STORE_UNAVAILABLE
+			rc = fail("panicked", panicError(r))
 		}
 	}()
-	id := st.allocID(unsafe.Slice((*byte)(unsafe.Pointer(allocID)), int(allocIDLen)))
+	id = st.allocID(unsafe.Slice((*byte)(unsafe.Pointer(allocID)), int(allocIDLen)))
 	state, err := st.store.AllocationState(id, Consistency(consistency))
 	if err != nil {
-		st.fail(uintptr(thread), err)
-		return C.WID_RESULT_STORE_UNAVAILABLE
+		return fail("failed", err)
 	}
 	switch state {
 	case Missing, Live, Terminal:
 	default:
-		st.fail(uintptr(thread), fmt.Errorf("wid: StateStore returned %v for allocation %q", state, id))
-		return C.WID_RESULT_STORE_UNAVAILABLE
+		return fail("failed", fmt.Errorf("it answered %v, not Missing, Live or Terminal", state))
 	}
 	*outState = C.uint32_t(state)
 	return C.WID_RESULT_OK
@@ -59,23 +63,27 @@ func (s *lookupState) allocID(b []byte) string {
 func widGoNodeLookup(handle C.uintptr_t, thread C.uintptr_t, nodeID *C.uint8_t, nodeIDLen C.size_t,
 	consistency C.uint32_t, outState *C.uint32_t) (rc C.wid_result) {
 	st := cgo.Handle(handle).Value().(*lookupState)
+	var id string
+	fail := func(how string, err error) C.wid_result {
+		st.log.add(uintptr(thread), callbackFailure{
+			what: fmt.Sprintf("the NodeLookup %s for node %q (%v)", how, id, Consistency(consistency)),
+			err:  err, code: ResultStoreUnavailable})
+		return C.WID_RESULT_STORE_UNAVAILABLE
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			st.fail(uintptr(thread), fmt.Errorf("wid: NodeLookup panicked: %v", r))
-			rc = C.WID_RESULT_STORE_UNAVAILABLE
+			rc = fail("panicked", panicError(r))
 		}
 	}()
-	id := string(unsafe.Slice((*byte)(unsafe.Pointer(nodeID)), int(nodeIDLen)))
+	id = string(unsafe.Slice((*byte)(unsafe.Pointer(nodeID)), int(nodeIDLen)))
 	state, err := st.nodeLookup(id, Consistency(consistency))
 	if err != nil {
-		st.fail(uintptr(thread), err)
-		return C.WID_RESULT_STORE_UNAVAILABLE
+		return fail("failed", err)
 	}
 	switch state {
 	case NodeMissing, NodeLive, NodeDown:
 	default:
-		st.fail(uintptr(thread), fmt.Errorf("wid: NodeLookup returned %v for node %q", state, id))
-		return C.WID_RESULT_STORE_UNAVAILABLE
+		return fail("failed", fmt.Errorf("it answered %v, not NodeMissing, NodeLive or NodeDown", state))
 	}
 	*outState = C.uint32_t(state)
 	return C.WID_RESULT_OK

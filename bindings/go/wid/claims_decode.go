@@ -2,16 +2,15 @@ package wid
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
-// claimsBox is one allocation holding a Claims and what its pointers and
-// slice point to in the common case: the three times and a one-element
-// audience.
+// claimsBox is one allocation holding a Claims and what its slice points
+// to in the common case: a one-element audience.
 type claimsBox struct {
-	c             Claims
-	iat, nbf, exp int64
-	aud           [1]string
+	c   Claims
+	aud [1]string
 }
 
 // decodeClaimsString decodes the verified claims the library wrote as JSON.
@@ -76,8 +75,7 @@ func fastClaims(s string) (c *Claims, ok bool) {
 		i = j + 1
 		var bit int
 		var str *string
-		var num *int64
-		var numPtr **int64
+		var num *time.Time
 		switch key {
 		case "nomad_namespace":
 			bit, str = keyNamespace, &c.Namespace
@@ -110,11 +108,11 @@ func fastClaims(s string) (c *Claims, ok bool) {
 		case "nomad_node_datacenter":
 			bit, str = keyNodeDatacenter, &c.NodeDatacenter
 		case "iat":
-			bit, num, numPtr = keyIssuedAt, &box.iat, &c.IssuedAt
+			bit, num = keyIssuedAt, &c.IssuedAt
 		case "nbf":
-			bit, num, numPtr = keyNotBefore, &box.nbf, &c.NotBefore
+			bit, num = keyNotBefore, &c.NotBefore
 		case "exp":
-			bit, num, numPtr = keyExpires, &box.exp, &c.Expires
+			bit, num = keyExpires, &c.Expires
 		case "aud":
 			bit = keyAudience
 		case "extra_claims":
@@ -157,7 +155,7 @@ func fastClaims(s string) (c *Claims, ok bool) {
 			if err != nil {
 				return nil, false
 			}
-			*num, *numPtr, i = n, num, j
+			*num, i = unixTime(n), j
 		default: // aud: a string or an array of at least one string
 			if i < len(s) && s[i] == '"' {
 				v, j, ok := fastString(s, i)

@@ -42,7 +42,7 @@ func TestWrappedKeystores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if _, err := kr.RotateAlg(AlgES256, now); err != nil {
+	if _, err := kr.RotateAlg(AlgES256, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "keystore")

@@ -179,7 +179,7 @@ func (f *fakeVault) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, `{"errors":["invalid role name"]}`)
 			return
 		}
-		if _, err := f.v.Verify(body.JWT, time.Now().Unix()); err != nil {
+		if _, err := f.v.Verify(body.JWT, time.Now()); err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `{"errors":[%q]}`, "error validating token: "+err.Error())
 			return
@@ -227,7 +227,7 @@ func TestDocsManagerExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if _, err := kr.Rotate(time.Now().Unix() - 60); err != nil {
+	if _, err := kr.Rotate(time.Now().Add(-60 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	iss, err := wid.NewIssuer(kr, wid.IssuerOptions{})

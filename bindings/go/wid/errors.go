@@ -86,18 +86,27 @@ func (r Result) String() string {
 type Error struct {
 	// Code is the library's result code (never ResultOK).
 	Code Result
-	// Message is the library's detail (wid_last_error_message); empty for the
-	// sentinel values and for per-token VerifyBatch results.
+	// Message is the library's detail (wid_last_error_message), or, when a
+	// Go callback failed (Cause), which callback and for what in Go's
+	// words; empty for the sentinel values and for per-token VerifyBatch
+	// results the library gave no detail for.
 	Message string
-	// Cause is the StateStore's error when Code is ResultStoreUnavailable
-	// because the store failed; nil otherwise. Unwrap returns it.
+	// Cause is the error of the Go callback that made the call fail: the
+	// StateStore's or NodeLookup's (Code ResultStoreUnavailable), the
+	// Signer's or an Exchange's (IdentityManager.Start, Restore); a
+	// callback's panic value as an error. nil otherwise. Unwrap returns it,
+	// so errors.Is and errors.As reach it.
 	Cause error
 }
 
-// Error returns "<code name>: <message>", or the code name alone, followed by
-// ": <cause>" when a StateStore error is behind it (so the store's own text,
-// e.g. "raft: no leader", reaches logs).
+// Error returns "<code name>: <message>", or the code name alone. When a Go
+// callback's error is the Cause, it is a Go error's text instead:
+// "<message>: <cause>", such as `wid: the StateStore failed for allocation
+// "a1" (stale): raft: no leader`.
 func (e *Error) Error() string {
+	if e.Cause != nil && e.Message != "" {
+		return e.Message + ": " + e.Cause.Error()
+	}
 	s := e.Code.String()
 	if e.Message != "" {
 		s += ": " + e.Message
@@ -114,7 +123,7 @@ func (e *Error) Is(target error) bool {
 	return ok && t != nil && t.Code == e.Code
 }
 
-// Unwrap returns the StateStore error behind a ResultStoreUnavailable, if any.
+// Unwrap returns the Go callback's error behind the failure, if any.
 func (e *Error) Unwrap() error { return e.Cause }
 
 // Sentinel errors, one per failure code, for errors.Is.

@@ -6,6 +6,7 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
+	"time"
 )
 
 // Explanation is why a Verifier accepts or rejects a token, step by step
@@ -19,6 +20,10 @@ type Explanation struct {
 	// algorithm, signature, claims, times, audience, issuer, allocation, or node for a node token);
 	// the first that failed is the last.
 	Steps []VerificationStep `json:"steps"`
+
+	// failure is the StateStore's (or NodeLookup's) failure behind a
+	// ResultStoreUnavailable verdict, for Err.
+	failure *callbackFailure
 }
 
 // VerificationStep is one check of an Explanation.
@@ -44,6 +49,9 @@ func (x *Explanation) Err() error {
 	if x.Accepted {
 		return nil
 	}
+	if x.failure != nil {
+		return x.failure.asError(x.Code)
+	}
 	e := &Error{Code: x.Code}
 	if f := x.Failed(); f != nil {
 		e.Message = f.Detail
@@ -51,14 +59,18 @@ func (x *Explanation) Err() error {
 	return e
 }
 
-// Explain verifies token at now (Unix seconds) as Verify would, recording
+// Explain verifies token at now (whole seconds) as Verify would, recording
 // every check, and returns the steps and the verdict. The error is nil
 // whenever an explanation was made, whatever the verdict (see
 // Explanation.Err); it is an *Error only when the call itself failed (a
-// closed Verifier, a token that is not UTF-8). Explain neither reads nor
+// closed Verifier, a token that is not UTF-8, the zero time.Time). Explain neither reads nor
 // fills the verified-token cache, and Stats do not count its verdict; an
 // unknown kid is waited for and the StateStore asked, as Verify would.
-func (v *Verifier) Explain(token string, now int64) (*Explanation, error) {
+func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
+	secs, err := unixSecs("Verifier.Explain: now", now)
+	if err != nil {
+		return nil, err
+	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.v == nil {
@@ -67,14 +79,13 @@ func (v *Verifier) Explain(token string, now int64) (*Explanation, error) {
 	var out C.wid_bytes
 	runtime.LockOSThread()
 	tok, tokLen := strIn(token)
-	rc := C.wid_explain(v.v, tok, tokLen, C.int64_t(now), &out)
-	var err error
+	rc := C.wid_explain(v.v, tok, tokLen, secs, &out)
 	if rc != C.WID_RESULT_OK {
 		err = &Error{Code: Result(rc), Message: lastErrorMessage()}
 	}
-	// A StateStore failure is in the explanation's steps; drop the cause
-	// the callback kept for this thread.
-	v.state.claim()
+	// A StateStore failure: its step tells it in Go's words, and Err
+	// returns it with the store's error as the Cause.
+	fs := v.state.log.claim()
 	runtime.UnlockOSThread()
 	if err != nil {
 		return nil, err
@@ -82,6 +93,13 @@ func (v *Verifier) Explain(token string, now int64) (*Explanation, error) {
 	var x Explanation
 	if jerr := json.Unmarshal([]byte(takeString(&out)), &x); jerr != nil {
 		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the explanation: " + jerr.Error()}
+	}
+	if x.Code == ResultStoreUnavailable && len(fs) > 0 {
+		f := fs[len(fs)-1]
+		x.failure = &f
+		if step := x.Failed(); step != nil {
+			step.Detail = f.what + ": " + f.err.Error()
+		}
 	}
 	return &x, nil
 }

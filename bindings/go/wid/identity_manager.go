@@ -196,7 +196,7 @@ func (s issuerSigner) Sign(req *IssueRequest, now time.Time) (string, error) {
 	if s.iss == nil {
 		return "", &Error{Code: ResultNullArgument, Message: "wid: IssuerSigner(nil)"}
 	}
-	return s.iss.Issue(req, now.Unix())
+	return s.iss.Issue(req, now)
 }
 
 // Exchange is a host's own token exchange: it trades one identity's token
@@ -332,6 +332,7 @@ type IdentityManager struct {
 	m       *C.wid_identity_manager
 	handles []cgo.Handle // the callbacks' userdata, deleted after the free
 	hub     *eventHub
+	log     *failureLog // the Signer's and Exchanges' failures, per calling thread
 }
 
 // NewIdentityManager makes a manager for identities (the requests of one
@@ -398,14 +399,15 @@ func NewIdentityManager(kr *Keyring, stateDir string, identities []*IssueRequest
 	defer C.wid_identity_manager_builder_free(b)
 
 	var handles []cgo.Handle
-	m, err := buildManager(b, encoded, signer, &cfg, hub, &handles)
+	log := newFailureLog()
+	m, err := buildManager(b, encoded, signer, &cfg, hub, log, &handles)
 	if err != nil {
 		for _, h := range handles {
 			h.Delete()
 		}
 		return nil, err
 	}
-	im := &IdentityManager{m: m, handles: handles, hub: hub}
+	im := &IdentityManager{m: m, handles: handles, hub: hub, log: log}
 	runtime.SetFinalizer(im, (*IdentityManager).Close)
 	return im, nil
 }
@@ -413,7 +415,7 @@ func NewIdentityManager(kr *Keyring, stateDir string, identities []*IssueRequest
 // buildManager configures b and builds; every handle it makes is appended
 // to handles (the caller deletes them if it fails).
 func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer Signer, cfg *managerConfig,
-	hub *eventHub, handles *[]cgo.Handle) (*C.wid_identity_manager, error) {
+	hub *eventHub, log *failureLog, handles *[]cgo.Handle) (*C.wid_identity_manager, error) {
 	for _, r := range requests {
 		if err := call(func() C.wid_result {
 			p, n := bytesIn(r)
@@ -422,10 +424,13 @@ func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer S
 			return nil, err
 		}
 	}
-	if err := setSigner(b, signer, handles); err != nil {
+	if err := setSigner(b, signer, log, handles); err != nil {
 		return nil, err
 	}
 	for _, x := range cfg.exchanges {
+		if hx, ok := x.(*hostExchange); ok {
+			hx.log = log
+		}
 		if err := x.addTo(b, handles); err != nil {
 			return nil, err
 		}
@@ -455,7 +460,7 @@ func buildManager(b *C.wid_identity_manager_builder, requests [][]byte, signer S
 
 // setSigner gives b the signer: an Issuer's wid_issuer directly, else the
 // Go Signer through its trampoline.
-func setSigner(b *C.wid_identity_manager_builder, signer Signer, handles *[]cgo.Handle) error {
+func setSigner(b *C.wid_identity_manager_builder, signer Signer, log *failureLog, handles *[]cgo.Handle) error {
 	if s, ok := signer.(issuerSigner); ok {
 		if s.iss == nil {
 			return &Error{Code: ResultNullArgument, Message: "wid: IssuerSigner(nil)"}
@@ -467,7 +472,7 @@ func setSigner(b *C.wid_identity_manager_builder, signer Signer, handles *[]cgo.
 		}
 		return call(func() C.wid_result { return C.wid_identity_manager_builder_set_issuer(b, s.iss.iss) })
 	}
-	h := cgo.NewHandle(&signerState{signer: signer})
+	h := cgo.NewHandle(&signerState{signer: signer, log: log})
 	*handles = append(*handles, h)
 	return call(func() C.wid_result {
 		return C.wid_go_identity_manager_builder_set_signer(b, C.uintptr_t(h))
@@ -479,6 +484,7 @@ type hostExchange struct {
 	x        Exchange
 	name     string
 	identity IdentityID
+	log      *failureLog // the manager's (set by buildManager)
 }
 
 func (e *hostExchange) exchangeName() string         { return e.name }
@@ -518,6 +524,29 @@ func (m *IdentityManager) Close() error {
 	return nil
 }
 
+// withCallbacks is with for the calls that run the Signer and Exchanges
+// (Start, Restore, Tick): a failure a Go callback caused is returned as that
+// callback's error (the Cause), in Go's words.
+func (m *IdentityManager) withCallbacks(f func(m *C.wid_identity_manager) C.wid_result) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.m == nil {
+		return errClosed("IdentityManager")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := f(m.m)
+	fs := m.log.claim() // always: a Tick's failures are not kept
+	if rc == C.WID_RESULT_OK {
+		return nil
+	}
+	code := Result(rc)
+	if fail := pick(fs, code); fail != nil {
+		return fail.asError(code)
+	}
+	return &Error{Code: code, Message: lastErrorMessage()}
+}
+
 func (m *IdentityManager) with(f func(m *C.wid_identity_manager) C.wid_result) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -534,8 +563,12 @@ func (m *IdentityManager) with(f func(m *C.wid_identity_manager) C.wid_result) e
 // identities are signed and in use, the exchange is retried by Tick, and
 // its secret is never handed out before it succeeds.
 func (m *IdentityManager) Start(now time.Time) error {
-	return m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_start(p, C.int64_t(now.UnixMilli()))
+	ms, err := unixMillis("IdentityManager.Start: now", now)
+	if err != nil {
+		return err
+	}
+	return m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
+		return C.wid_identity_manager_start(p, ms)
 	})
 }
 
@@ -558,9 +591,13 @@ type RestoreReport struct {
 // empty. With nothing saved (an empty state directory) everything is
 // signed and derived anew, told as EventRestored.
 func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
+	ms, err := unixMillis("IdentityManager.Restore: now", now)
+	if err != nil {
+		return RestoreReport{}, err
+	}
 	var out C.wid_bytes
-	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_restore(p, C.int64_t(now.UnixMilli()), &out)
+	if err := m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
+		return C.wid_identity_manager_restore(p, ms, &out)
 	}); err != nil {
 		return RestoreReport{}, err
 	}
@@ -574,17 +611,21 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 // Tick does whatever is due at now (a renewal, an exchange's refresh, a
 // retry); failures are retried after a backoff and shown by Health. next
 // is when to tick again; ok is false when nothing will ever be due (no
-// token expires, no exchange asked for a refresh) or the manager is
-// closed. Run calls it for you.
+// token expires, no exchange asked for a refresh), the manager is
+// closed or now is the zero time.Time. Run calls it for you.
 func (m *IdentityManager) Tick(now time.Time) (next time.Time, ok bool) {
 	next, ok, _ = m.tick(now)
 	return next, ok
 }
 
 func (m *IdentityManager) tick(now time.Time) (time.Time, bool, error) {
+	ms, err := unixMillis("IdentityManager.Tick: now", now)
+	if err != nil {
+		return time.Time{}, false, err
+	}
 	var due C.int64_t
-	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_tick(p, C.int64_t(now.UnixMilli()), &due)
+	if err := m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
+		return C.wid_identity_manager_tick(p, ms, &due)
 	}); err != nil {
 		return time.Time{}, false, err
 	}
@@ -611,11 +652,15 @@ func (m *IdentityManager) NextDue() (time.Time, bool) {
 // identity not managed here, or one without a valid token (never signed,
 // or expired while renewals failed), is ErrInvalidArgument.
 func (m *IdentityManager) Current(id IdentityID, now time.Time) (string, error) {
+	ms, err := unixMillis("IdentityManager.Current: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
 		w, wLen := strIn(id.Workload)
 		n, nLen := strIn(id.Name)
-		return C.wid_identity_manager_current(p, w, wLen, n, nLen, C.int64_t(now.UnixMilli()), &out)
+		return C.wid_identity_manager_current(p, w, wLen, n, nLen, ms, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -787,9 +832,13 @@ func str(s *string) string {
 // Health is the manager's state at now: call it from a health check or a
 // metrics scrape.
 func (m *IdentityManager) Health(now time.Time) (IdentityManagerHealth, error) {
+	ms, err := unixMillis("IdentityManager.Health: now", now)
+	if err != nil {
+		return IdentityManagerHealth{}, err
+	}
 	var out C.wid_bytes
 	if err := m.with(func(p *C.wid_identity_manager) C.wid_result {
-		return C.wid_identity_manager_health_json(p, C.int64_t(now.UnixMilli()), &out)
+		return C.wid_identity_manager_health_json(p, ms, &out)
 	}); err != nil {
 		return IdentityManagerHealth{}, err
 	}

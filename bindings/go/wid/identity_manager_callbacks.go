@@ -22,6 +22,7 @@ import (
 // signerState is what a Go Signer's handle holds.
 type signerState struct {
 	signer Signer
+	log    *failureLog // the manager's: its Start and Restore report the failure
 }
 
 // maxOutput is the most a callback may hand back (wid_output_set's limit).
@@ -96,26 +97,29 @@ func goString(p *C.char, n C.size_t) string {
 func widGoSign(handle C.uintptr_t, request *C.uint8_t, requestLen C.size_t, nowUnix C.int64_t,
 	out *C.wid_output) (rc C.wid_result) {
 	st := cgo.Handle(handle).Value().(*signerState)
+	var id IdentityID
+	fail := func(how string, err error, code C.wid_result) C.wid_result {
+		setMessage(out, healthMessage(how, err))
+		st.log.addHere(callbackFailure{what: fmt.Sprintf("the Signer %s for %v", how, id), err: err, code: Result(code)})
+		return code
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			setMessage(out, "the Signer panicked")
-			rc = C.WID_RESULT_PANIC
+			rc = fail("panicked", panicError(r), C.WID_RESULT_PANIC)
 		}
 	}()
 	raw := C.GoBytes(unsafe.Pointer(request), C.int(requestLen))
 	req, err := DecodeIssueRequest(raw)
 	if err != nil {
-		setMessage(out, "decoding the request: "+err.Error())
-		return C.WID_RESULT_DECODE_ERROR
+		return fail("was not called", fmt.Errorf("decoding the request: %w", err), C.WID_RESULT_DECODE_ERROR)
 	}
+	id = IdentityOf(req)
 	token, err := st.signer.Sign(req, time.Unix(int64(nowUnix), 0))
 	if err != nil {
-		setMessage(out, err.Error())
-		return failCode(err, C.WID_RESULT_IO_ERROR)
+		return fail("failed", err, failCode(err, C.WID_RESULT_IO_ERROR))
 	}
 	if why := checkValue("the token", token); why != "" {
-		setMessage(out, why)
-		return C.WID_RESULT_INVALID_ARGUMENT
+		return fail("failed", errors.New(why), C.WID_RESULT_INVALID_ARGUMENT)
 	}
 	return setOutput(out, token)
 }
@@ -126,18 +130,15 @@ func widGoDerive(handle C.uintptr_t, token *C.char, tokenLen C.size_t, nowMs C.i
 	e := cgo.Handle(handle).Value().(*hostExchange)
 	defer func() {
 		if r := recover(); r != nil {
-			setMessage(out, "Derive panicked")
-			rc = C.WID_RESULT_PANIC
+			rc = e.fail(out, "Derive", "panicked", panicError(r), C.WID_RESULT_PANIC)
 		}
 	}()
 	secret, at, err := e.x.Derive(goString(token, tokenLen), time.UnixMilli(int64(nowMs)))
 	if err != nil {
-		setMessage(out, err.Error())
-		return failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
+		return e.fail(out, "Derive", "failed", err, failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED))
 	}
 	if why := checkValue("the secret", secret); why != "" {
-		setMessage(out, why)
-		return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
+		return e.fail(out, "Derive", "failed", errors.New(why), C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
 	}
 	if rc := setOutput(out, secret); rc != C.WID_RESULT_OK {
 		return rc
@@ -151,35 +152,52 @@ func widGoRefresh(handle C.uintptr_t, secret *C.char, secretLen C.size_t, token 
 	reason C.uint32_t, nowMs C.int64_t, outOutcome *C.uint32_t, out *C.wid_output,
 	outRefreshAt *C.int64_t) (rc C.wid_result) {
 	e := cgo.Handle(handle).Value().(*hostExchange)
+	call := fmt.Sprintf("Refresh(%v)", RefreshReason(reason))
 	defer func() {
 		if r := recover(); r != nil {
-			setMessage(out, "Refresh panicked")
-			rc = C.WID_RESULT_PANIC
+			rc = e.fail(out, call, "panicked", panicError(r), C.WID_RESULT_PANIC)
 		}
 	}()
 	res, err := e.x.Refresh(goString(secret, secretLen), goString(token, tokenLen),
 		RefreshReason(reason), time.UnixMilli(int64(nowMs)))
 	if err != nil {
-		setMessage(out, err.Error())
-		return failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
+		return e.fail(out, call, "failed", err, failCode(err, C.WID_RESULT_TOKEN_EXCHANGE_FAILED))
 	}
 	switch res.Outcome {
 	case SecretKept, SecretRenewed:
 	case SecretReplaced:
 		if why := checkValue("the new secret", res.Secret); why != "" {
-			setMessage(out, why)
-			return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
+			return e.fail(out, call, "failed", errors.New(why), C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
 		}
 		if rc := setOutput(out, res.Secret); rc != C.WID_RESULT_OK {
 			return rc
 		}
 	default:
-		setMessage(out, fmt.Sprintf("Refresh returned the outcome %v", res.Outcome))
-		return C.WID_RESULT_TOKEN_EXCHANGE_FAILED
+		return e.fail(out, call, "failed", fmt.Errorf("it returned the outcome %v", res.Outcome),
+			C.WID_RESULT_TOKEN_EXCHANGE_FAILED)
 	}
 	*outOutcome = C.uint32_t(res.Outcome)
 	*outRefreshAt = refreshAtMs(res.RefreshAt)
 	return C.WID_RESULT_OK
+}
+
+// healthMessage is what the library keeps of a callback's failure (Health
+// shows it): the error's text, marked when it was a panic.
+func healthMessage(how string, err error) string {
+	if how == "panicked" {
+		return "panicked: " + err.Error()
+	}
+	return err.Error()
+}
+
+// fail hands a failed Derive or Refresh back: the message to the library
+// (Health shows it), the error to the manager's failure log (Start and
+// Restore return it as the Cause).
+func (e *hostExchange) fail(out *C.wid_output, call, how string, err error, code C.wid_result) C.wid_result {
+	setMessage(out, healthMessage(how, err))
+	e.log.addHere(callbackFailure{
+		what: fmt.Sprintf("the Exchange %q %s in %s", e.name, how, call), err: err, code: Result(code)})
+	return code
 }
 
 //export widGoRelease

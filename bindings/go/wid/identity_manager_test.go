@@ -95,7 +95,7 @@ func TestIdentityManagerInProcessIssuer(t *testing.T) {
 		t.Fatalf("Current: %q %v (event %v)", first, err, evs[0])
 	}
 	v := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: "https://nomad.example.com"})
-	if c, err := v.Verify(first, now); err != nil || c.Task != "server" || !strings.HasSuffix(c.Subject, ":vault_default") {
+	if c, err := v.Verify(first, at(now)); err != nil || c.Task != "server" || !strings.HasSuffix(c.Subject, ":vault_default") {
 		t.Fatalf("Verify: %+v %v", c, err)
 	}
 	if strings.Contains(fmt.Sprint(evs[0]), first) || strings.Contains(fmt.Sprintf("%#v", evs[0]), first) {
@@ -183,7 +183,7 @@ func (s *goSigner) Sign(req *IssueRequest, now time.Time) (string, error) {
 	if s.alter != nil {
 		s.alter(req)
 	}
-	return s.iss.Issue(req, now.Unix())
+	return s.iss.Issue(req, now)
 }
 
 func (s *goSigner) set(f func(s *goSigner)) {
@@ -195,13 +195,17 @@ func (s *goSigner) set(f func(s *goSigner)) {
 func TestIdentityManagerGoSigner(t *testing.T) {
 	kr := newKeyring(t)
 	iss := newIssuer(t, kr, IssuerOptions{})
-	s := &goSigner{iss: iss, fail: errors.New("rpc: no leader")}
+	errNoLeader := errors.New("rpc: no leader")
+	s := &goSigner{iss: iss, fail: errNoLeader}
 	m := newManager(t, kr, t.TempDir(), s)
 	events := m.Watch()
 
-	// A failing signer fails closed: no token, health says why.
+	// A failing signer fails closed: no token, health says why. The error
+	// is the Signer's, as a Go error: errors.Is reaches it, and the text
+	// says which callback failed for which identity, in Go's words.
 	err := m.Start(imT0)
-	if err == nil || !strings.Contains(err.Error(), "rpc: no leader") {
+	if err == nil || !errors.Is(err, errNoLeader) ||
+		err.Error() != "wid: the Signer failed for server/vault_default: rpc: no leader" {
 		t.Fatalf("Start with a failing signer: %v", err)
 	}
 	if evs := drain(events); len(evs) != 0 {
@@ -454,6 +458,11 @@ func TestIdentityManagerExchangeRestore(t *testing.T) {
 	t.Logf("calls: %s", calls)
 }
 
+// throttledError is an Exchange's own error type (errors.As).
+type throttledError struct{ msg string }
+
+func (e *throttledError) Error() string { return e.msg }
+
 func TestIdentityManagerExchangeFailsClosed(t *testing.T) {
 	kr := newKeyring(t)
 	iss := newIssuer(t, kr, IssuerOptions{})
@@ -462,7 +471,7 @@ func TestIdentityManagerExchangeFailsClosed(t *testing.T) {
 		set  func(x *fakeExchange)
 		want string
 	}{
-		{"error", func(x *fakeExchange) { x.deriveErr = errors.New("sts: throttled") }, "sts: throttled"},
+		{"error", func(x *fakeExchange) { x.deriveErr = &throttledError{"sts: throttled"} }, "sts: throttled"},
 		{"panic", func(x *fakeExchange) { x.panic = true }, "panicked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -470,7 +479,18 @@ func TestIdentityManagerExchangeFailsClosed(t *testing.T) {
 			x.set(tc.set)
 			m := newManager(t, kr, t.TempDir(), IssuerSigner(iss), WithExchange(x))
 			events := m.Watch()
-			if err := m.Start(imT0); !errors.Is(err, ErrTokenExchangeFailed) || !strings.Contains(err.Error(), tc.want) {
+			err := m.Start(imT0)
+			if !errors.Is(err, ErrTokenExchangeFailed) || !strings.Contains(err.Error(), tc.want) ||
+				strings.Contains(err.Error(), "WID_RESULT") || strings.Contains(err.Error(), "callback") {
+				t.Fatalf("Start: %v", err)
+			}
+			// The Exchange's error, as a Go error: errors.As reaches it.
+			var throttled *throttledError
+			if tc.name == "error" && (!errors.As(err, &throttled) ||
+				err.Error() != `wid: the Exchange "aws" failed in Derive: sts: throttled`) {
+				t.Fatalf("Start: %v", err)
+			}
+			if tc.name == "panic" && !strings.HasPrefix(err.Error(), `wid: the Exchange "aws" panicked in Derive: `) {
 				t.Fatalf("Start: %v", err)
 			}
 			wantEvents(t, drain(events), "identity:vault_default:initial:token")
@@ -697,7 +717,7 @@ func TestIdentityManagerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kr.Close()
-	if _, err := kr.Rotate(time.Now().Unix() - 10); err != nil {
+	if _, err := kr.Rotate(time.Now().Add(-10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	iss := newIssuer(t, kr, IssuerOptions{})
@@ -803,5 +823,29 @@ func TestIdentityManagerFinalizer(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the forgotten manager was not finalized after %d collections", n)
 		}
+	}
+}
+
+// A zero time.Time is refused, naming the method, never signed at year 1.
+func TestIdentityManagerZeroTime(t *testing.T) {
+	kr := newKeyring(t)
+	iss := newIssuer(t, kr, IssuerOptions{})
+	m := newManager(t, kr, t.TempDir(), IssuerSigner(iss))
+	var zero time.Time
+	for name, err := range map[string]error{
+		"IdentityManager.Start":   m.Start(zero),
+		"IdentityManager.Restore": func() error { _, err := m.Restore(zero); return err }(),
+		"IdentityManager.Current": func() error { _, err := m.Current(serverVault, zero); return err }(),
+		"IdentityManager.Health":  func() error { _, err := m.Health(zero); return err }(),
+	} {
+		if e := wantCode(t, err, ErrInvalidArgument); !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, ok := m.Tick(zero); ok {
+		t.Error("Tick(time.Time{}) reported work")
+	}
+	if err := m.Start(imT0); err != nil {
+		t.Fatal(err)
 	}
 }

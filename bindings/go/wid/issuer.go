@@ -129,13 +129,14 @@ func (i *Issuer) Close() {
 	}
 }
 
-// Issue signs the identity req asks for at now (Unix seconds): a bearer JWT
+// Issue signs the identity req asks for at now (whole seconds; the zero
+// time.Time is ErrInvalidArgument): a bearer JWT
 // (a JWT-SVID for a SPIFFE issuer), or a WIT when req carries a ProofKey.
 // An invalid request, a refused SVID (EdDSA, no audience, no TTL, a field
 // that cannot be part of a SPIFFE ID) or an extra claim the policy does not
 // offer fails with ErrInvalidArgument naming the field; no active key of
 // the algorithm with ErrNoActiveKey.
-func (i *Issuer) Issue(req *IssueRequest, now int64) (string, error) {
+func (i *Issuer) Issue(req *IssueRequest, now time.Time) (string, error) {
 	b, err := EncodeIssueRequest(req)
 	if err != nil {
 		return "", err
@@ -145,7 +146,11 @@ func (i *Issuer) Issue(req *IssueRequest, now int64) (string, error) {
 
 // IssueMsgpack is Issue for an IssueRequest already msgpack-encoded (as
 // Nomad's go-msgpack writes it).
-func (i *Issuer) IssueMsgpack(request []byte, now int64) (string, error) {
+func (i *Issuer) IssueMsgpack(request []byte, now time.Time) (string, error) {
+	secs, err := unixSecs("Issuer.Issue: now", now)
+	if err != nil {
+		return "", err
+	}
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	if i.iss == nil {
@@ -154,18 +159,18 @@ func (i *Issuer) IssueMsgpack(request []byte, now int64) (string, error) {
 	var out C.wid_bytes
 	if err := call(func() C.wid_result {
 		r, rLen := bytesIn(request)
-		return C.wid_issuer_issue(i.iss, (*C.uint8_t)(ptr(r)), rLen, C.int64_t(now), &out)
+		return C.wid_issuer_issue(i.iss, (*C.uint8_t)(ptr(r)), rLen, secs, &out)
 	}); err != nil {
 		return "", err
 	}
 	return takeString(&out), nil
 }
 
-// IssueNode signs the identity of the client node req names at now (Unix
-// seconds) with the issuer's algorithm and iss: the token Keyring.IssueNode
+// IssueNode signs the identity of the client node req names at now (whole
+// seconds; the zero time.Time is ErrInvalidArgument) with the issuer's algorithm and iss: the token Keyring.IssueNode
 // makes with those. The SPIFFE profile, WIMSE trust domain and extra claims
 // policy do not apply to node identities. Errors are Keyring.IssueNode's.
-func (i *Issuer) IssueNode(req *NodeIdentityRequest, now int64) (string, error) {
+func (i *Issuer) IssueNode(req *NodeIdentityRequest, now time.Time) (string, error) {
 	b, err := encodeNodeRequest(req)
 	if err != nil {
 		return "", err
@@ -175,7 +180,11 @@ func (i *Issuer) IssueNode(req *NodeIdentityRequest, now int64) (string, error) 
 
 // IssueNodeMsgpack is IssueNode for a NodeIdentityRequest already
 // msgpack-encoded.
-func (i *Issuer) IssueNodeMsgpack(request []byte, now int64) (string, error) {
+func (i *Issuer) IssueNodeMsgpack(request []byte, now time.Time) (string, error) {
+	secs, err := unixSecs("Issuer.IssueNode: now", now)
+	if err != nil {
+		return "", err
+	}
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	if i.iss == nil {
@@ -184,7 +193,7 @@ func (i *Issuer) IssueNodeMsgpack(request []byte, now int64) (string, error) {
 	var out C.wid_bytes
 	if err := call(func() C.wid_result {
 		r, rLen := bytesIn(request)
-		return C.wid_issuer_issue_node(i.iss, (*C.uint8_t)(ptr(r)), rLen, C.int64_t(now), &out)
+		return C.wid_issuer_issue_node(i.iss, (*C.uint8_t)(ptr(r)), rLen, secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -199,13 +208,9 @@ func (i *Issuer) IssueNodeMsgpack(request []byte, now int64) (string, error) {
 // 5 minutes; a negative one fails with ErrInvalidArgument.
 func (k *Keyring) SpiffeBundle(refreshHint time.Duration) (string, error) {
 	if refreshHint < 0 {
-		return "", &Error{Code: ResultInvalidArgument,
-			Message: "wid: SpiffeBundle: refreshHint is negative (" + refreshHint.String() + ")"}
+		return "", errNegative("Keyring.SpiffeBundle: refreshHint", refreshHint)
 	}
-	secs := uint64(refreshHint / time.Second)
-	if refreshHint%time.Second != 0 {
-		secs++
-	}
+	secs := uint64(secsCeil(refreshHint))
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		return C.wid_keyring_spiffe_bundle(kr, C.uint64_t(secs), &out)

@@ -30,7 +30,7 @@ const (
 func esKeyring(t testing.TB) *Keyring {
 	t.Helper()
 	kr := newKeyring(t)
-	if err := kr.InsertAlg(AlgES256, "es-1", material(9), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgES256, "es-1", material(9), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg(ES256): %v", err)
 	}
 	return kr
@@ -95,19 +95,19 @@ func TestIssuerSpiffeJWTSVID(t *testing.T) {
 	v := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{KeyWait: -1, Issuer: spiffeISS})
 	iss := newIssuer(t, kr, IssuerOptions{Issuer: spiffeISS, Alg: AlgES256, SpiffeTrustDomain: spiffeTD})
 
-	tok, err := iss.Issue(request(allocID, aud), now)
+	tok, err := iss.Issue(request(allocID, aud), at(now))
 	if err != nil {
 		t.Fatalf("Issue: %v", err)
 	}
 	if alg, typ := tokenHeader(t, tok); alg != "ES256" || typ != "JWT" {
 		t.Errorf("header alg %q typ %q", alg, typ)
 	}
-	c, err := v.Verify(tok, now)
+	c, err := v.Verify(tok, at(now))
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	if c.Subject != "spiffe://example.org/global/default/web/frontend/server/default" ||
-		c.Issuer != spiffeISS || c.AllocationID != allocID || c.Expires == nil || *c.Expires != now+ttl {
+		c.Issuer != spiffeISS || c.AllocationID != allocID || c.Expires.Unix() != now+ttl {
 		t.Errorf("claims %+v", c)
 	}
 	if c.ExtraClaims != nil {
@@ -119,19 +119,19 @@ func TestIssuerSpiffeJWTSVID(t *testing.T) {
 		SpiffePath: "/ns/${job.namespace}/pool/${node.pool}/${workload.name}"})
 	req := extraRequest()
 	req.Identity.ExtraClaims = nil
-	tok, err = custom.Issue(req, now)
+	tok, err = custom.Issue(req, at(now))
 	if err != nil {
 		t.Fatalf("Issue (custom path): %v", err)
 	}
-	if c, err := v.Verify(tok, now); !errors.Is(err, ErrIssuerMismatch) {
+	if c, err := v.Verify(tok, at(now)); !errors.Is(err, ErrIssuerMismatch) {
 		t.Errorf("a token without iss for a verifier requiring one: %+v %v", c, err)
 	}
 	v2 := newVerifier(t, kr, aud, liveStore(), noWait)
-	if c, err := v2.Verify(tok, now); err != nil || c.Subject != "spiffe://example.org/ns/default/pool/gpu/server" {
+	if c, err := v2.Verify(tok, at(now)); err != nil || c.Subject != "spiffe://example.org/ns/default/pool/gpu/server" {
 		t.Errorf("custom path: %+v %v", c, err)
 	}
 	// Without the Node, ${node.pool} has no value.
-	_, err = custom.Issue(request(allocID, aud), now)
+	_, err = custom.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	if err == nil || !strings.Contains(err.Error(), "Node.NodePool") {
 		t.Errorf("missing node: %v", err)
@@ -139,36 +139,36 @@ func TestIssuerSpiffeJWTSVID(t *testing.T) {
 
 	// JWT-SVID rules: ES256 or RS256, an audience and a TTL.
 	eddsa := newIssuer(t, kr, IssuerOptions{SpiffeTrustDomain: spiffeTD})
-	_, err = eddsa.Issue(request(allocID, aud), now)
+	_, err = eddsa.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	if err == nil || !strings.Contains(err.Error(), "ES256 or RS256") {
 		t.Errorf("EdDSA JWT-SVID: %v", err)
 	}
-	_, err = iss.Issue(request(allocID), now)
+	_, err = iss.Issue(request(allocID), at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	noTTL := request(allocID, aud)
 	noTTL.Identity.TTL = 0
-	_, err = iss.Issue(noTTL, now)
+	_, err = iss.Issue(noTTL, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	rs := newIssuer(t, kr, IssuerOptions{Alg: AlgRS256, SpiffeTrustDomain: spiffeTD})
-	_, err = rs.Issue(request(allocID, aud), now)
+	_, err = rs.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrNoActiveKey)
 
 	// The issuer shares the keyring: a rotation is used at once, and it
 	// outlives the Keyring handle.
-	newKid, err := kr.RotateAlg(AlgES256, now)
+	newKid, err := kr.RotateAlg(AlgES256, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	kr.Close()
-	tok, err = iss.Issue(request(allocID, aud), now)
+	tok, err = iss.Issue(request(allocID, aud), at(now))
 	if err != nil {
 		t.Fatalf("Issue after the keyring was closed: %v", err)
 	}
 	if alg, _, k := tokenHeaderKid(t, tok); alg != "ES256" || k != newKid {
 		t.Errorf("alg %q kid %q, want ES256 and the rotated key %q", alg, k, newKid)
 	}
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Errorf("Verify after rotation: %v", err)
 	}
 }
@@ -178,11 +178,11 @@ func TestIssuerExtraClaims(t *testing.T) {
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	iss := newIssuer(t, kr, IssuerOptions{ExtraClaimsPolicyJSON: extraPolicy})
 
-	tok, err := iss.Issue(extraRequest(), now)
+	tok, err := iss.Issue(extraRequest(), at(now))
 	if err != nil {
 		t.Fatalf("Issue: %v", err)
 	}
-	c, err := v.Verify(tok, now)
+	c, err := v.Verify(tok, at(now))
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
@@ -211,15 +211,15 @@ func TestIssuerExtraClaims(t *testing.T) {
 	// Both optional claims; none; one the namespace does not offer.
 	req := extraRequest()
 	req.Identity.ExtraClaims = []string{"pool", "dc"}
-	if c, err := v.Verify(mustIssue(t, iss, req), now); err != nil || c.ExtraClaims["pool"] != "gpu" || len(c.ExtraClaims) != 4 {
+	if c, err := v.Verify(mustIssue(t, iss, req), at(now)); err != nil || c.ExtraClaims["pool"] != "gpu" || len(c.ExtraClaims) != 4 {
 		t.Errorf("two optional claims: %+v %v", c, err)
 	}
 	req.Identity.ExtraClaims = nil
-	if c, err := v.Verify(mustIssue(t, iss, req), now); err != nil || len(c.ExtraClaims) != 2 {
+	if c, err := v.Verify(mustIssue(t, iss, req), at(now)); err != nil || len(c.ExtraClaims) != 2 {
 		t.Errorf("required claims only: %+v %v", c, err)
 	}
 	req.Identity.ExtraClaims = []string{"nope"}
-	_, err = iss.Issue(req, now)
+	_, err = iss.Issue(req, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown claim: %v", err)
@@ -227,26 +227,26 @@ func TestIssuerExtraClaims(t *testing.T) {
 	// A required claim whose field is missing (no Job.Meta).
 	req = extraRequest()
 	req.Allocation.Job.Meta = nil
-	_, err = iss.Issue(req, now)
+	_, err = iss.Issue(req, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	// Another namespace has none.
 	req = extraRequest()
 	req.Allocation.Namespace = "other"
 	req.Identity.ExtraClaims = nil
-	if c, err := v.Verify(mustIssue(t, iss, req), now); err != nil || c.ExtraClaims != nil {
+	if c, err := v.Verify(mustIssue(t, iss, req), at(now)); err != nil || c.ExtraClaims != nil {
 		t.Errorf("another namespace: %+v %v", c, err)
 	}
 	// Without a policy (an Issuer or Keyring.Issue), naming claims is refused.
 	plain := newIssuer(t, kr, IssuerOptions{})
-	_, err = plain.Issue(extraRequest(), now)
+	_, err = plain.Issue(extraRequest(), at(now))
 	wantCode(t, err, ErrInvalidArgument)
-	_, err = kr.Issue(extraRequest(), now)
+	_, err = kr.Issue(extraRequest(), at(now))
 	wantCode(t, err, ErrInvalidArgument)
 
 	// SPIFFE and extra claims together.
 	both := newIssuer(t, kr, IssuerOptions{Alg: AlgES256, SpiffeTrustDomain: spiffeTD,
 		SpiffePath: "/dc/${node.datacenter}/${task.name}", ExtraClaimsPolicyJSON: extraPolicy})
-	c, err = v.Verify(mustIssue(t, both, extraRequest()), now)
+	c, err = v.Verify(mustIssue(t, both, extraRequest()), at(now))
 	if err != nil || c.Subject != "spiffe://example.org/dc/dc1/server" || !reflect.DeepEqual(c.ExtraClaims, want) {
 		t.Errorf("SPIFFE + extra claims: %+v %v", c, err)
 	}
@@ -254,7 +254,7 @@ func TestIssuerExtraClaims(t *testing.T) {
 
 func mustIssue(t testing.TB, iss *Issuer, req *IssueRequest) string {
 	t.Helper()
-	tok, err := iss.Issue(req, now)
+	tok, err := iss.Issue(req, at(now))
 	if err != nil {
 		t.Fatalf("Issue: %v", err)
 	}
@@ -305,15 +305,15 @@ func TestIssuerOptionsAreChecked(t *testing.T) {
 	iss := newIssuer(t, kr, IssuerOptions{})
 	iss.Close()
 	iss.Close()
-	if _, err := iss.Issue(request(allocID, aud), now); !errors.Is(err, ErrNullArgument) {
+	if _, err := iss.Issue(request(allocID, aud), at(now)); !errors.Is(err, ErrNullArgument) {
 		t.Errorf("closed issuer: %v", err)
 	}
 	// Bytes that are not a request.
 	live := newIssuer(t, kr, IssuerOptions{})
-	if _, err := live.IssueMsgpack([]byte{0xc1}, now); !errors.Is(err, ErrDecodeError) {
+	if _, err := live.IssueMsgpack([]byte{0xc1}, at(now)); !errors.Is(err, ErrDecodeError) {
 		t.Errorf("garbage: %v", err)
 	}
-	if _, err := live.Issue(nil, now); !errors.Is(err, ErrNullArgument) {
+	if _, err := live.Issue(nil, at(now)); !errors.Is(err, ErrNullArgument) {
 		t.Errorf("nil request: %v", err)
 	}
 }
@@ -333,14 +333,14 @@ func TestIssuerWIT(t *testing.T) {
 	const target = "https://vault.example.com/v1/auth/jwt/login"
 
 	// No trust domain: a ProofKey request is refused.
-	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256}).Issue(req, now)
+	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256}).Issue(req, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	// No WIT key: refused, naming the fix (a bearer key never signs a WIT).
-	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256, WimseTrustDomain: "nomad.example.com"}).Issue(req, now)
+	_, err = newIssuer(t, kr, IssuerOptions{Alg: AlgES256, WimseTrustDomain: "nomad.example.com"}).Issue(req, at(now))
 	if e := wantCode(t, err, ErrNoActiveKey); !strings.Contains(e.Message, "--purpose wit") {
 		t.Errorf("message %q", e.Message)
 	}
-	if _, err := kr.RotatePurpose(PurposeWIT, AlgES256, now-10); err != nil {
+	if _, err := kr.RotatePurpose(PurposeWIT, AlgES256, at(now-10)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -348,7 +348,7 @@ func TestIssuerWIT(t *testing.T) {
 		"wimse://":  {Alg: AlgES256, WimseTrustDomain: "nomad.example.com"},
 		"spiffe://": {Alg: AlgES256, SpiffeTrustDomain: spiffeTD},
 	} {
-		wit, err := newIssuer(t, kr, opts).Issue(req, now)
+		wit, err := newIssuer(t, kr, opts).Issue(req, at(now))
 		if err != nil {
 			t.Fatalf("%s: Issue: %v", name, err)
 		}
@@ -366,7 +366,7 @@ func TestIssuerWIT(t *testing.T) {
 		if !strings.HasPrefix(c.Subject, name) || c.Confirmation == nil {
 			t.Errorf("%s: claims %+v", name, c)
 		}
-		if _, err := v.Verify(wit, now); !errors.Is(err, ErrProofRequired) {
+		if _, err := v.Verify(wit, at(now)); !errors.Is(err, ErrProofRequired) {
 			t.Errorf("%s: a WIT as a bearer token: %v", name, err)
 		}
 	}
@@ -383,9 +383,9 @@ func TestIssuerConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				tok, err := iss.Issue(extraRequest(), now)
+				tok, err := iss.Issue(extraRequest(), at(now))
 				if err == nil {
-					_, err = v.Verify(tok, now)
+					_, err = v.Verify(tok, at(now))
 				}
 				if err != nil {
 					errs <- err
@@ -535,7 +535,7 @@ func TestIssuerExchangeClaims(t *testing.T) {
 		{"default", "", "", "", "||"},
 	} {
 		tok := mustIssue(t, iss, withBlocks(tc.name))
-		c, err := v.Verify(tok, now)
+		c, err := v.Verify(tok, at(now))
 		if err != nil {
 			t.Fatalf("%s: Verify: %v", tc.name, err)
 		}
@@ -568,7 +568,7 @@ func TestIssuerExchangeClaims(t *testing.T) {
 	}
 	// Over-long fields are refused by name.
 	req.Vault.Role = strings.Repeat("r", 257)
-	_, err = iss.Issue(req, now)
+	_, err = iss.Issue(req, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 	if err == nil || !strings.Contains(err.Error(), "Vault.Role") {
 		t.Errorf("long role: %v", err)

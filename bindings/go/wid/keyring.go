@@ -6,6 +6,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Keyring is a set of signing and verification keys (a wid_keyring handle).
@@ -73,14 +74,19 @@ func (k *Keyring) with(f func(kr *C.wid_keyring) C.wid_result) error {
 
 // Insert adds an EdDSA key: material must be 32 bytes, d DerivationHKDFV1
 // or DerivationNomadRawSeed. A duplicate ID fails with ErrDuplicateKey; a
-// second active EdDSA key with ErrInvalidArgument. createTime is in Unix
-// seconds. It is InsertAlg(AlgEdDSA, ...).
-func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+// second active EdDSA key with ErrInvalidArgument. createTime is when the
+// key was made (whole seconds; the zero time.Time is ErrInvalidArgument).
+// It is InsertAlg(AlgEdDSA, ...).
+func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState, createTime time.Time) error {
+	secs, err := unixSecs("Keyring.Insert: createTime", createTime)
+	if err != nil {
+		return err
+	}
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		id, idLen := strIn(keyID)
 		m, mLen := bytesIn(material)
 		return C.wid_keyring_insert(kr, id, idLen, (*C.uint8_t)(ptr(m)), mLen,
-			C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+			C.uint32_t(d), C.uint32_t(s), secs)
 	})
 }
 
@@ -90,25 +96,34 @@ func (k *Keyring) Insert(keyID string, material []byte, d Derivation, s KeyState
 // 8192 bits, e = 65537; x509.MarshalPKCS8PrivateKey) with DerivationPKCS8.
 // Any other pairing, an unacceptable RSA key, an unknown alg or a second
 // active key of alg fails with ErrInvalidArgument; a duplicate ID with
-// ErrDuplicateKey. createTime is in Unix seconds.
-func (k *Keyring) InsertAlg(alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+// ErrDuplicateKey. createTime is when the key was made (whole seconds; the
+// zero time.Time is ErrInvalidArgument).
+func (k *Keyring) InsertAlg(alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime time.Time) error {
+	secs, err := unixSecs("Keyring.InsertAlg: createTime", createTime)
+	if err != nil {
+		return err
+	}
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		id, idLen := strIn(keyID)
 		m, mLen := bytesIn(material)
 		return C.wid_keyring_insert_alg(kr, C.wid_alg(alg), id, idLen, (*C.uint8_t)(ptr(m)), mLen,
-			C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+			C.uint32_t(d), C.uint32_t(s), secs)
 	})
 }
 
 // InsertPurpose is InsertAlg for a key of purpose p: PurposeWIT inserts a
 // key that signs WITs only (IssueWIT) and is published only in the WIT key
 // set (JWKSPurpose(PurposeWIT)).
-func (k *Keyring) InsertPurpose(p KeyPurpose, alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime int64) error {
+func (k *Keyring) InsertPurpose(p KeyPurpose, alg Alg, keyID string, material []byte, d Derivation, s KeyState, createTime time.Time) error {
+	secs, err := unixSecs("Keyring.InsertPurpose: createTime", createTime)
+	if err != nil {
+		return err
+	}
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		id, idLen := strIn(keyID)
 		m, mLen := bytesIn(material)
 		return C.wid_keyring_insert_purpose(kr, C.wid_key_purpose(p), C.wid_alg(alg), id, idLen,
-			(*C.uint8_t)(ptr(m)), mLen, C.uint32_t(d), C.uint32_t(s), C.int64_t(createTime))
+			(*C.uint8_t)(ptr(m)), mLen, C.uint32_t(d), C.uint32_t(s), secs)
 	})
 }
 
@@ -116,10 +131,14 @@ func (k *Keyring) InsertPurpose(p KeyPurpose, alg Alg, keyID string, material []
 // active key of that pair (the previous one becomes inactive) and returns
 // its ID. RotatePurpose(PurposeWIT, AlgES256, now) makes the key IssueWIT
 // signs ES256 WITs with: WITs are never signed by a bearer key.
-func (k *Keyring) RotatePurpose(p KeyPurpose, alg Alg, now int64) (string, error) {
+func (k *Keyring) RotatePurpose(p KeyPurpose, alg Alg, now time.Time) (string, error) {
+	secs, err := unixSecs("Keyring.RotatePurpose: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
-		return C.wid_keyring_rotate_purpose(kr, C.wid_key_purpose(p), C.wid_alg(alg), C.int64_t(now), &out)
+		return C.wid_keyring_rotate_purpose(kr, C.wid_key_purpose(p), C.wid_alg(alg), secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -157,10 +176,14 @@ func (k *Keyring) ImportJWKSPurpose(p KeyPurpose, jwks []byte) (int, error) {
 // Rotate makes a fresh EdDSA key active (the previous active EdDSA key
 // becomes inactive: it still verifies) and returns its ID. It is
 // RotateAlg(AlgEdDSA, now).
-func (k *Keyring) Rotate(now int64) (string, error) {
+func (k *Keyring) Rotate(now time.Time) (string, error) {
+	secs, err := unixSecs("Keyring.Rotate: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
-		return C.wid_keyring_rotate(kr, C.int64_t(now), &out)
+		return C.wid_keyring_rotate(kr, secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -172,10 +195,14 @@ func (k *Keyring) Rotate(now int64) (string, error) {
 // previous active key of alg becomes inactive (it still verifies), other
 // algorithms' keys are untouched. An unknown alg fails with
 // ErrInvalidArgument.
-func (k *Keyring) RotateAlg(alg Alg, now int64) (string, error) {
+func (k *Keyring) RotateAlg(alg Alg, now time.Time) (string, error) {
+	secs, err := unixSecs("Keyring.RotateAlg: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
-		return C.wid_keyring_rotate_alg(kr, C.wid_alg(alg), C.int64_t(now), &out)
+		return C.wid_keyring_rotate_alg(kr, C.wid_alg(alg), secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -184,10 +211,18 @@ func (k *Keyring) RotateAlg(alg Alg, now int64) (string, error) {
 
 // Prepublish adds a key that is published (it verifies and is in the JWKS)
 // now and becomes active at publishAt (see PromoteDue); it returns its ID.
-func (k *Keyring) Prepublish(now, publishAt int64) (string, error) {
+func (k *Keyring) Prepublish(now, publishAt time.Time) (string, error) {
+	nowSecs, err := unixSecs("Keyring.Prepublish: now", now)
+	if err != nil {
+		return "", err
+	}
+	atSecs, err := unixSecs("Keyring.Prepublish: publishAt", publishAt)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
-		return C.wid_keyring_prepublish(kr, C.int64_t(now), C.int64_t(publishAt), &out)
+		return C.wid_keyring_prepublish(kr, nowSecs, atSecs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -196,10 +231,14 @@ func (k *Keyring) Prepublish(now, publishAt int64) (string, error) {
 
 // PromoteDue activates every prepublished key whose publish time has come
 // and returns how many were promoted.
-func (k *Keyring) PromoteDue(now int64) (int, error) {
+func (k *Keyring) PromoteDue(now time.Time) (int, error) {
+	secs, err := unixSecs("Keyring.PromoteDue: now", now)
+	if err != nil {
+		return 0, err
+	}
 	var n C.size_t
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
-		return C.wid_keyring_promote_due(kr, C.int64_t(now), &n)
+		return C.wid_keyring_promote_due(kr, secs, &n)
 	}); err != nil {
 		return 0, err
 	}
@@ -208,10 +247,14 @@ func (k *Keyring) PromoteDue(now int64) (int, error) {
 
 // Deprecate retires a key: it stops verifying and leaves the JWKS. The
 // active key cannot be deprecated.
-func (k *Keyring) Deprecate(keyID string, now int64) error {
+func (k *Keyring) Deprecate(keyID string, now time.Time) error {
+	secs, err := unixSecs("Keyring.Deprecate: now", now)
+	if err != nil {
+		return err
+	}
 	return k.with(func(kr *C.wid_keyring) C.wid_result {
 		id, n := strIn(keyID)
-		return C.wid_keyring_deprecate(kr, id, n, C.int64_t(now))
+		return C.wid_keyring_deprecate(kr, id, n, secs)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // NodeIdentityManager keeps a client node's own identity token
@@ -14,38 +15,55 @@ import (
 // its life (less up to 5 % of it as jitter), retried with a backoff (1 s
 // doubling to 60 s) when a renewal fails while the current token is kept,
 // saved in a state directory and taken back by Restore after a restart.
-// Times are Unix milliseconds. Safe for concurrent use; Close releases it
+// Times are kept to the millisecond; the zero time.Time is refused
+// (ErrInvalidArgument). Safe for concurrent use; Close releases it
 // (a finalizer does too), leaving the saved state in its directory.
 type NodeIdentityManager struct {
 	mu sync.RWMutex // held for reading by calls, for writing by Close
 	m  *C.wid_node_identity_manager
 }
 
-// NodeIdentityHealth is what NodeIdentityManager.Health reports; nil
-// pointers are absent values (no token yet, nothing scheduled, no failure).
+// NodeIdentityHealth is what NodeIdentityManager.Health reports; zero
+// times are absent values (no token yet, nothing scheduled).
 type NodeIdentityHealth struct {
-	// ExpiresInMs is how long the token has left (negative once expired).
-	ExpiresInMs *int64 `json:"expires_in_ms"`
-	// RenewalOverdueMs is how late the next attempt is (0 when not due).
-	RenewalOverdueMs int64 `json:"renewal_overdue_ms"`
+	// ExpiresIn is how long the token has left at the time asked about
+	// (negative once expired; zero without a token, when ExpiresAt is
+	// zero).
+	ExpiresIn time.Duration
+	// RenewalOverdue is how late the next attempt is (0 when not due).
+	RenewalOverdue time.Duration
 	// AtRisk: renewals are failing, a renewal is more than a minute
 	// overdue (nothing calls Tick), or there is no valid token.
-	AtRisk bool `json:"at_risk"`
+	AtRisk bool
 	// Signed counts tokens signed (the first included).
-	Signed uint64 `json:"signed"`
+	Signed uint64
 	// Failures counts failed signing attempts.
-	Failures uint64 `json:"failures"`
+	Failures uint64
 	// ConsecutiveFailures counts failures since the last success.
-	ConsecutiveFailures uint32 `json:"consecutive_failures"`
-	// ExpiresAt is the token's exp (Unix seconds).
-	ExpiresAt *int64 `json:"expires_at"`
-	// NextAttemptMs is when Tick next has work (Unix milliseconds).
-	NextAttemptMs *int64 `json:"next_attempt_ms"`
+	ConsecutiveFailures uint32
+	// ExpiresAt is the token's exp (zero without a token).
+	ExpiresAt time.Time
+	// NextAttempt is when Tick next has work (zero: nothing scheduled).
+	NextAttempt time.Time
 	// ExpiresBeforeNextAttempt: renewals are failing and the token expires
 	// before the next attempt.
-	ExpiresBeforeNextAttempt bool `json:"expires_before_next_attempt"`
-	// LastError is the last failure's message (nil after a success).
-	LastError *string `json:"last_error"`
+	ExpiresBeforeNextAttempt bool
+	// LastError is the last failure's message ("" after a success).
+	LastError string
+}
+
+// nodeHealthJSON is wid_node_identity_manager_health_json's document.
+type nodeHealthJSON struct {
+	ExpiresInMs              *int64  `json:"expires_in_ms"`
+	RenewalOverdueMs         int64   `json:"renewal_overdue_ms"`
+	AtRisk                   bool    `json:"at_risk"`
+	Signed                   uint64  `json:"signed"`
+	Failures                 uint64  `json:"failures"`
+	ConsecutiveFailures      uint32  `json:"consecutive_failures"`
+	ExpiresAt                *int64  `json:"expires_at"`
+	NextAttemptMs            *int64  `json:"next_attempt_ms"`
+	ExpiresBeforeNextAttempt bool    `json:"expires_before_next_attempt"`
+	LastError                *string `json:"last_error"`
 }
 
 // NewNodeIdentityManager makes a manager for req's node: tokens signed by
@@ -102,71 +120,107 @@ func (n *NodeIdentityManager) with(f func(m *C.wid_node_identity_manager) C.wid_
 	return call(func() C.wid_result { return f(n.m) })
 }
 
-// Start signs a first token at nowMs and saves it; a signing failure is
+// Start signs a first token at now and saves it; a signing failure is
 // returned (ErrNoActiveKey, ...) and retried by Tick after a backoff.
-func (n *NodeIdentityManager) Start(nowMs int64) error {
+func (n *NodeIdentityManager) Start(now time.Time) error {
+	ms, err := unixMillis("NodeIdentityManager.Start: now", now)
+	if err != nil {
+		return err
+	}
 	return n.with(func(m *C.wid_node_identity_manager) C.wid_result {
-		return C.wid_node_identity_manager_start(m, C.int64_t(nowMs))
+		return C.wid_node_identity_manager_start(m, ms)
 	})
 }
 
 // Restore, after a restart, takes the saved token back when it still
-// verifies, is this node's and has not expired (true), else signs a new
-// one (false).
-func (n *NodeIdentityManager) Restore(nowMs int64) (bool, error) {
+// verifies, is this node's and has not expired at now (true), else signs
+// a new one (false).
+func (n *NodeIdentityManager) Restore(now time.Time) (bool, error) {
+	ms, err := unixMillis("NodeIdentityManager.Restore: now", now)
+	if err != nil {
+		return false, err
+	}
 	var reused C.uint32_t
 	if err := n.with(func(m *C.wid_node_identity_manager) C.wid_result {
-		return C.wid_node_identity_manager_restore(m, C.int64_t(nowMs), &reused)
+		return C.wid_node_identity_manager_restore(m, ms, &reused)
 	}); err != nil {
 		return false, err
 	}
 	return reused != 0, nil
 }
 
-// Tick renews when due (doing nothing before). A failed renewal is
+// Tick renews when due at now (doing nothing before). A failed renewal is
 // returned; the current token is kept and the next attempt backed off.
-func (n *NodeIdentityManager) Tick(nowMs int64) error {
+func (n *NodeIdentityManager) Tick(now time.Time) error {
+	ms, err := unixMillis("NodeIdentityManager.Tick: now", now)
+	if err != nil {
+		return err
+	}
 	return n.with(func(m *C.wid_node_identity_manager) C.wid_result {
-		return C.wid_node_identity_manager_tick(m, C.int64_t(nowMs))
+		return C.wid_node_identity_manager_tick(m, ms)
 	})
 }
 
-// NextDue is when Tick next has work (Unix milliseconds);
-// ErrInvalidArgument before the first Start or Restore.
-func (n *NodeIdentityManager) NextDue() (int64, error) {
+// NextDue is when Tick next has work; ErrInvalidArgument before the first
+// Start or Restore.
+func (n *NodeIdentityManager) NextDue() (time.Time, error) {
 	var due C.int64_t
 	if err := n.with(func(m *C.wid_node_identity_manager) C.wid_result {
 		return C.wid_node_identity_manager_next_due_ms(m, &due)
 	}); err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
-	return int64(due), nil
+	return time.UnixMilli(int64(due)), nil
 }
 
-// Current is the current token while it has not expired at nowMs; without
+// Current is the current token while it has not expired at now; without
 // one, ErrInvalidArgument ("no valid node identity").
-func (n *NodeIdentityManager) Current(nowMs int64) (string, error) {
+func (n *NodeIdentityManager) Current(now time.Time) (string, error) {
+	ms, err := unixMillis("NodeIdentityManager.Current: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := n.with(func(m *C.wid_node_identity_manager) C.wid_result {
-		return C.wid_node_identity_manager_current(m, C.int64_t(nowMs), &out)
+		return C.wid_node_identity_manager_current(m, ms, &out)
 	}); err != nil {
 		return "", err
 	}
 	return takeString(&out), nil
 }
 
-// Health is the manager's counters and what the clock says at nowMs: call
+// Health is the manager's counters and what the clock says at now: call
 // it from a health check or a metrics scrape.
-func (n *NodeIdentityManager) Health(nowMs int64) (NodeIdentityHealth, error) {
+func (n *NodeIdentityManager) Health(now time.Time) (NodeIdentityHealth, error) {
+	ms, err := unixMillis("NodeIdentityManager.Health: now", now)
+	if err != nil {
+		return NodeIdentityHealth{}, err
+	}
 	var out C.wid_bytes
 	if err := n.with(func(m *C.wid_node_identity_manager) C.wid_result {
-		return C.wid_node_identity_manager_health_json(m, C.int64_t(nowMs), &out)
+		return C.wid_node_identity_manager_health_json(m, ms, &out)
 	}); err != nil {
 		return NodeIdentityHealth{}, err
 	}
-	var h NodeIdentityHealth
-	if err := json.Unmarshal([]byte(takeString(&out)), &h); err != nil {
+	var j nodeHealthJSON
+	if err := json.Unmarshal([]byte(takeString(&out)), &j); err != nil {
 		return NodeIdentityHealth{}, &Error{Code: ResultDecodeError, Message: "wid: decoding the node identity health: " + err.Error()}
+	}
+	h := NodeIdentityHealth{
+		RenewalOverdue:           time.Duration(j.RenewalOverdueMs) * time.Millisecond,
+		AtRisk:                   j.AtRisk,
+		Signed:                   j.Signed,
+		Failures:                 j.Failures,
+		ConsecutiveFailures:      j.ConsecutiveFailures,
+		NextAttempt:              msTime(j.NextAttemptMs),
+		ExpiresBeforeNextAttempt: j.ExpiresBeforeNextAttempt,
+		LastError:                str(j.LastError),
+	}
+	if j.ExpiresInMs != nil {
+		h.ExpiresIn = time.Duration(*j.ExpiresInMs) * time.Millisecond
+	}
+	if j.ExpiresAt != nil {
+		h.ExpiresAt = unixTime(*j.ExpiresAt)
 	}
 	return h, nil
 }

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-const (
-	nmT0  = int64(1700000000000) // Unix milliseconds
-	nmDay = int64(24 * 3600 * 1000)
-)
+var nmT0 = time.UnixMilli(1700000000000)
+
+const nmDay = 24 * time.Hour
 
 func newNodeManager(t *testing.T, iss *Issuer, kr *Keyring, dir string) *NodeIdentityManager {
 	t.Helper()
@@ -38,6 +38,9 @@ func TestNodeIdentityManagerLifecycle(t *testing.T) {
 	if _, err := m.NextDue(); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NextDue before Start: %v", err)
 	}
+	if err := m.Start(time.Time{}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "zero time.Time") {
+		t.Fatalf("Start(time.Time{}): %v", err)
+	}
 	if err := m.Start(nmT0); err != nil {
 		t.Fatal(err)
 	}
@@ -46,22 +49,21 @@ func TestNodeIdentityManagerLifecycle(t *testing.T) {
 		t.Fatalf("Current: %q %v", first, err)
 	}
 	due, err := m.NextDue()
-	if err != nil || due < nmT0+nmDay*2/3-nmDay/20 || due > nmT0+nmDay*2/3 {
-		t.Fatalf("NextDue: %d %v", due, err)
+	if err != nil || due.Before(nmT0.Add(nmDay*2/3-nmDay/20)) || due.After(nmT0.Add(nmDay*2/3)) {
+		t.Fatalf("NextDue: %v %v", due, err)
 	}
 	// Before due: nothing happens.
-	if err := m.Tick(due - 1); err != nil {
+	if err := m.Tick(due.Add(-time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	h, err := m.Health(nmT0 + 1000)
+	h, err := m.Health(nmT0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h.Signed != 1 || h.AtRisk || h.Failures != 0 || h.ConsecutiveFailures != 0 ||
-		h.ExpiresInMs == nil || *h.ExpiresInMs != nmDay-1000 ||
-		h.ExpiresAt == nil || *h.ExpiresAt != nmT0/1000+86400 ||
-		h.NextAttemptMs == nil || *h.NextAttemptMs != due ||
-		h.ExpiresBeforeNextAttempt || h.LastError != nil || h.RenewalOverdueMs != 0 {
+		h.ExpiresIn != nmDay-time.Second || !h.ExpiresAt.Equal(nmT0.Add(nmDay)) ||
+		!h.NextAttempt.Equal(due) ||
+		h.ExpiresBeforeNextAttempt || h.LastError != "" || h.RenewalOverdue != 0 {
 		t.Fatalf("Health: %+v", h)
 	}
 
@@ -74,11 +76,11 @@ func TestNodeIdentityManagerLifecycle(t *testing.T) {
 	m2 := newNodeManager(t, iss, kr, dir)
 	defer m2.Close()
 	iss.Close() // the manager keeps its own reference
-	reused, err := m2.Restore(nmT0 + 60000)
+	reused, err := m2.Restore(nmT0.Add(time.Minute))
 	if err != nil || !reused {
 		t.Fatalf("Restore: %v %v", reused, err)
 	}
-	if tok, _ := m2.Current(nmT0 + 60000); tok != first {
+	if tok, _ := m2.Current(nmT0.Add(time.Minute)); tok != first {
 		t.Fatal("Restore did not take the saved token back")
 	}
 	due2, _ := m2.NextDue()
@@ -144,14 +146,14 @@ func TestNodeIdentityManagerErrors(t *testing.T) {
 	}
 	h, err := m.Health(nmT0)
 	if err != nil || !h.AtRisk || h.Failures != 1 || h.ConsecutiveFailures != 1 ||
-		h.LastError == nil || h.ExpiresInMs != nil || h.NextAttemptMs == nil || *h.NextAttemptMs != nmT0+1000 {
+		h.LastError == "" || h.ExpiresIn != 0 || !h.ExpiresAt.IsZero() || !h.NextAttempt.Equal(nmT0.Add(time.Second)) {
 		t.Fatalf("Health after a failure: %+v %v", h, err)
 	}
 	// Before the backoff ends: nothing; after: the failure again.
-	if err := m.Tick(nmT0 + 999); err != nil {
+	if err := m.Tick(nmT0.Add(999 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Tick(nmT0 + 1000); !errors.Is(err, ErrNoActiveKey) {
+	if err := m.Tick(nmT0.Add(time.Second)); !errors.Is(err, ErrNoActiveKey) {
 		t.Fatalf("Tick: %v", err)
 	}
 }
@@ -175,7 +177,7 @@ func TestNodeIdentityManagerConcurrent(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			for j := 0; j < 50; j++ {
-				now := nmT0 + int64(i*1000+j)
+				now := nmT0.Add(time.Duration(i*1000+j) * time.Millisecond)
 				if err := m.Tick(now); err != nil {
 					t.Error(err)
 					return

@@ -93,14 +93,13 @@ func (k *WorkloadKey) ProofKey() (*ProofKey, error) {
 // default, 60 s; negative fails with ErrInvalidArgument), and carries a
 // fresh jti: make one per request.
 func (k *WorkloadKey) Prove(wit, targetURI, accessToken string, ttl time.Duration, now time.Time) (string, error) {
-	var ttlSecs int64
-	switch {
-	case ttl < 0:
-		ttlSecs = -1 // refused by the library
-	case ttl%time.Second != 0:
-		ttlSecs = int64(ttl/time.Second) + 1
-	default:
-		ttlSecs = int64(ttl / time.Second)
+	if ttl < 0 {
+		return "", errNegative("WorkloadKey.Prove: ttl", ttl)
+	}
+	ttlSecs := secsCeil(ttl)
+	nowSecs, err := unixSecs("WorkloadKey.Prove: now", now)
+	if err != nil {
+		return "", err
 	}
 	var out C.wid_bytes
 	if err := k.with(func(wk *C.wid_workload_key) C.wid_result {
@@ -108,7 +107,7 @@ func (k *WorkloadKey) Prove(wit, targetURI, accessToken string, ttl time.Duratio
 		t, tLen := strIn(targetURI)
 		at, atLen := strIn(accessToken) // (NULL, 0) when empty: none
 		return C.wid_workload_key_prove(wk, w, wLen, t, tLen, at, atLen,
-			C.int64_t(ttlSecs), C.int64_t(now.Unix()), &out)
+			C.int64_t(ttlSecs), nowSecs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -126,13 +125,17 @@ func (k *WorkloadKey) Prove(wit, targetURI, accessToken string, ttl time.Duratio
 // ErrNoActiveKey. A WIT is never a bearer token: Verify refuses it
 // (ErrProofRequired); check it with VerifyProof.
 func (k *Keyring) IssueWIT(alg Alg, requestMsgpack []byte, issuer, trustDomain string, now time.Time) (string, error) {
+	secs, err := unixSecs("Keyring.IssueWIT: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		r, rLen := bytesIn(requestMsgpack)
 		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
 		td, tdLen := strIn(trustDomain)
 		return C.wid_issue_wit(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen,
-			td, tdLen, C.int64_t(now.Unix()), &out)
+			td, tdLen, secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -150,14 +153,18 @@ func (k *Keyring) IssueWIT(alg Alg, requestMsgpack []byte, issuer, trustDomain s
 // Verify's codes; proof failures are ErrProofInvalid, a replay
 // ErrProofReplayed.
 func (v *Verifier) VerifyProof(wit, wpt, targetURI, accessToken string, now time.Time) (*Claims, error) {
+	secs, err := unixSecs("Verifier.VerifyProof: now", now)
+	if err != nil {
+		return nil, err
+	}
 	var out C.wid_bytes
-	err := v.verifyCall(func(vp *C.wid_verifier) C.wid_result {
+	err = v.verifyCall(func(vp *C.wid_verifier) C.wid_result {
 		w, wLen := strIn(wit)
 		p, pLen := strIn(wpt)
 		t, tLen := strIn(targetURI)
 		at, atLen := strIn(accessToken) // (NULL, 0) when empty: none
 		return C.wid_verify_proof(vp, w, wLen, p, pLen, t, tLen, at, atLen,
-			C.int64_t(now.Unix()), &out)
+			secs, &out)
 	})
 	if err != nil {
 		return nil, err

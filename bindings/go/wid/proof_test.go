@@ -32,16 +32,16 @@ func newWITKeyring(t testing.TB) *Keyring {
 	}
 	t.Cleanup(kr.Close)
 	// WITs are signed only by WIT keys, bearer tokens only by bearer keys.
-	if err := kr.InsertPurpose(PurposeWIT, AlgEdDSA, "wit-ed", material(11), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertPurpose(PurposeWIT, AlgEdDSA, "wit-ed", material(11), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertPurpose EdDSA: %v", err)
 	}
-	if err := kr.InsertPurpose(PurposeWIT, AlgES256, "wit-es", material(12), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertPurpose(PurposeWIT, AlgES256, "wit-es", material(12), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertPurpose ES256: %v", err)
 	}
-	if err := kr.InsertAlg(AlgEdDSA, "bearer-ed", material(13), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgEdDSA, "bearer-ed", material(13), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg EdDSA: %v", err)
 	}
-	if err := kr.InsertAlg(AlgES256, "bearer-es", material(14), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgES256, "bearer-es", material(14), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg ES256: %v", err)
 	}
 	return kr
@@ -105,7 +105,7 @@ func TestWITKeysArePublishedApart(t *testing.T) {
 	if e := wantCode(t, err, ErrNoActiveKey); !strings.Contains(e.Message, "--purpose wit") {
 		t.Fatalf("message %q does not name the fix", e.Message)
 	}
-	if _, err := bearerOnly.RotatePurpose(PurposeWIT, AlgEdDSA, now); err != nil {
+	if _, err := bearerOnly.RotatePurpose(PurposeWIT, AlgEdDSA, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bearerOnly.IssueWIT(AlgEdDSA, witRequest(t, key), "", trustDomain, nowTime); err != nil {
@@ -223,7 +223,7 @@ func TestProofRoundTrip(t *testing.T) {
 			}
 			if c.AllocationID != allocID || c.Task != "server" || c.Issuer != witIssuer ||
 				c.Subject != "wimse://"+trustDomain+"/global/default/web/frontend/server/default" ||
-				c.Expires == nil || *c.Expires != now+ttl {
+				c.Expires.Unix() != now+ttl {
 				t.Errorf("claims %+v", c)
 			}
 			if c.Confirmation == nil || !reflect.DeepEqual(c.Confirmation.JWK, pk) {
@@ -285,13 +285,13 @@ func TestWITIsNeverABearerToken(t *testing.T) {
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	key := newWorkloadKey(t, AlgEdDSA)
 	wit := issueWIT(t, kr, AlgES256, witRequest(t, key))
-	_, err := v.Verify(wit, now)
+	_, err := v.Verify(wit, at(now))
 	wantCode(t, err, ErrProofRequired)
-	errs := v.VerifyBatch([]string{wit}, now)
+	errs := v.VerifyBatch([]string{wit}, at(now))
 	wantCode(t, errs[0], ErrProofRequired)
 
 	// A bearer token where the WIT belongs.
-	bearer, err := kr.Issue(request(allocID, aud), now)
+	bearer, err := kr.Issue(request(allocID, aud), at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +485,6 @@ func TestWITFromGoVector(t *testing.T) {
 		t.Error("re-encoded request: another cnf")
 	}
 	v := newVerifier(t, kr, "vault.io", liveStore(), noWait)
-	_, err = v.Verify(wit, now)
+	_, err = v.Verify(wit, at(now))
 	wantCode(t, err, ErrProofRequired)
 }

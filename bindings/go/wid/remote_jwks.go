@@ -85,10 +85,16 @@ func newRemoteJWKS(url string, discover bool, opts *RemoteJWKSOptions) (*RemoteJ
 	if opts == nil {
 		opts = &RemoteJWKSOptions{}
 	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"Timeout", opts.Timeout}, {"MinRefresh", opts.MinRefresh}, {"MaxRefresh", opts.MaxRefresh},
+		{"DefaultRefresh", opts.DefaultRefresh}} {
+		if d.d < 0 {
+			return nil, errNegative("RemoteJWKSOptions."+d.name, d.d)
+		}
+	}
 	switch {
-	case opts.Timeout < 0, opts.MinRefresh < 0, opts.MaxRefresh < 0, opts.DefaultRefresh < 0:
-		return nil, &Error{Code: ResultInvalidArgument,
-			Message: "wid: RemoteJWKSOptions: Timeout, MinRefresh, MaxRefresh and DefaultRefresh must be >= 0"}
 	case opts.MaxBodyBytes < 0 || opts.MaxKeys < 0:
 		return nil, &Error{Code: ResultInvalidArgument,
 			Message: "wid: RemoteJWKSOptions: MaxBodyBytes and MaxKeys must be >= 0"}
@@ -212,10 +218,19 @@ type RefreshReport struct {
 	Removed []string `json:"removed"`
 	// Skipped counts entries that are not signing keys.
 	Skipped int `json:"skipped"`
-	// MaxAgeMillis is the freshness the response declared, if any.
-	MaxAgeMillis *int64 `json:"max_age_ms"`
-	// NextRefreshInMillis is when the next fetch is due, from now.
-	NextRefreshInMillis int64 `json:"next_refresh_in_ms"`
+	// MaxAge is the freshness the response declared (Cache-Control
+	// max-age), when HasMaxAge.
+	MaxAge    time.Duration `json:"-"`
+	HasMaxAge bool          `json:"-"`
+	// NextRefreshIn is when the next fetch is due, from now.
+	NextRefreshIn time.Duration `json:"-"`
+}
+
+// refreshReportJSON is wid_remote_jwks_refresh's document.
+type refreshReportJSON struct {
+	RefreshReport
+	MaxAgeMs        *int64 `json:"max_age_ms"`
+	NextRefreshInMs int64  `json:"next_refresh_in_ms"`
 }
 
 // Refresh fetches now (after a fetch in flight, if any: one at a time). On
@@ -229,10 +244,15 @@ func (r *RemoteJWKS) Refresh() (*RefreshReport, error) {
 	}); err != nil {
 		return nil, err
 	}
-	var rep RefreshReport
-	if err := json.Unmarshal([]byte(takeString(&out)), &rep); err != nil {
+	var j refreshReportJSON
+	if err := json.Unmarshal([]byte(takeString(&out)), &j); err != nil {
 		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the refresh report: " + err.Error()}
 	}
+	rep := j.RefreshReport
+	if j.MaxAgeMs != nil {
+		rep.MaxAge, rep.HasMaxAge = time.Duration(*j.MaxAgeMs)*time.Millisecond, true
+	}
+	rep.NextRefreshIn = time.Duration(j.NextRefreshInMs) * time.Millisecond
 	return &rep, nil
 }
 
@@ -246,17 +266,25 @@ func (r *RemoteJWKS) StartRefresher() error {
 
 // RemoteJWKSStats are what a RemoteJWKS has done so far.
 type RemoteJWKSStats struct {
-	Fetches              uint64  `json:"fetches"`                // fetches attempted
-	Failures             uint64  `json:"failures"`               // fetches failed (the keys were kept)
-	UnknownKidFetches    uint64  `json:"unknown_kid_fetches"`    // fetches started by unknown kids
-	UnknownKidSuppressed uint64  `json:"unknown_kid_suppressed"` // unknown kids that started none
-	Stale                bool    `json:"stale"`                  // the last fetch failed
-	LastError            string  `json:"last_error"`             // the last failure ("" if none)
-	LastAttemptMillis    *int64  `json:"last_attempt_ms"`        // Unix ms the last fetch started
-	LastSuccessMillis    *int64  `json:"last_success_ms"`        // Unix ms the last success finished
-	NextRefreshMillis    int64   `json:"next_refresh_ms"`        // Unix ms the next fetch is due (0 before the first)
-	JWKSURI              *string `json:"jwks_uri"`               // the JWKS URL in use, without its query (nil before discovery)
-	Keys                 int     `json:"keys"`                   // keys held now
+	Fetches              uint64    `json:"fetches"`                // fetches attempted
+	Failures             uint64    `json:"failures"`               // fetches failed (the keys were kept)
+	UnknownKidFetches    uint64    `json:"unknown_kid_fetches"`    // fetches started by unknown kids
+	UnknownKidSuppressed uint64    `json:"unknown_kid_suppressed"` // unknown kids that started none
+	Stale                bool      `json:"stale"`                  // the last fetch failed
+	LastError            string    `json:"last_error"`             // the last failure ("" if none)
+	LastAttempt          time.Time `json:"-"`                      // when the last fetch started (zero: none yet)
+	LastSuccess          time.Time `json:"-"`                      // when the last success finished (zero: none yet)
+	NextRefresh          time.Time `json:"-"`                      // when the next fetch is due (zero before the first)
+	JWKSURI              *string   `json:"jwks_uri"`               // the JWKS URL in use, without its query (nil before discovery)
+	Keys                 int       `json:"keys"`                   // keys held now
+}
+
+// remoteJWKSStatsJSON is wid_remote_jwks_stats's document.
+type remoteJWKSStatsJSON struct {
+	RemoteJWKSStats
+	LastAttemptMs *int64 `json:"last_attempt_ms"`
+	LastSuccessMs *int64 `json:"last_success_ms"`
+	NextRefreshMs int64  `json:"next_refresh_ms"`
 }
 
 // Stats returns what the source has done so far.
@@ -267,9 +295,14 @@ func (r *RemoteJWKS) Stats() (RemoteJWKSStats, error) {
 	}); err != nil {
 		return RemoteJWKSStats{}, err
 	}
-	var s RemoteJWKSStats
-	if err := json.Unmarshal([]byte(takeString(&out)), &s); err != nil {
+	var j remoteJWKSStatsJSON
+	if err := json.Unmarshal([]byte(takeString(&out)), &j); err != nil {
 		return RemoteJWKSStats{}, &Error{Code: ResultDecodeError, Message: "wid: decoding the stats: " + err.Error()}
+	}
+	s := j.RemoteJWKSStats
+	s.LastAttempt, s.LastSuccess = msTime(j.LastAttemptMs), msTime(j.LastSuccessMs)
+	if j.NextRefreshMs != 0 {
+		s.NextRefresh = time.UnixMilli(j.NextRefreshMs)
 	}
 	return s, nil
 }

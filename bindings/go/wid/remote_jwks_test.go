@@ -104,21 +104,21 @@ func TestRemoteJWKSVerifiesAndFollowsRotation(t *testing.T) {
 	if len(rep.Keys) != 1 || rep.Keys[0] != "key-1" || len(rep.Added) != 1 || rep.JWKSURI != srv.URL+"/jwks.json" {
 		t.Errorf("report %+v", rep)
 	}
-	if rep.MaxAgeMillis != nil || rep.NextRefreshInMillis != 3600000 {
+	if rep.HasMaxAge || rep.MaxAge != 0 || rep.NextRefreshIn != time.Hour {
 		t.Errorf("report %+v", rep)
 	}
 	tok := issue(t, issuer, request(allocID, aud), now)
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Fatal(err)
 	}
 
 	// A rotation: the new kid starts a fetch while Verify waits for it.
-	if _, err := issuer.Rotate(now + 1); err != nil {
+	if _, err := issuer.Rotate(at(now + 1)); err != nil {
 		t.Fatal(err)
 	}
 	srv.serve(t, issuer)
 	rotated := issue(t, issuer, request(allocID, aud), now)
-	if _, err := v.Verify(rotated, now); err != nil {
+	if _, err := v.Verify(rotated, at(now)); err != nil {
 		t.Fatalf("rotated: %v", err)
 	}
 	s, _ = r.Stats()
@@ -138,7 +138,7 @@ func TestRemoteJWKSVerifiesAndFollowsRotation(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 	for _, tk := range []string{tok, rotated} {
-		if _, err := v.Verify(tk, now); err != nil {
+		if _, err := v.Verify(tk, at(now)); err != nil {
 			t.Errorf("after failures: %v", err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestRemoteJWKSVerifiesAndFollowsRotation(t *testing.T) {
 	// Closed: the keyring keeps its keys; the source refuses calls.
 	r.Close()
 	r.Close()
-	if _, err := v.Verify(rotated, now); err != nil {
+	if _, err := v.Verify(rotated, at(now)); err != nil {
 		t.Errorf("after Close: %v", err)
 	}
 	_, err = r.Refresh()
@@ -177,7 +177,7 @@ func TestRemoteJWKSDiscovery(t *testing.T) {
 		t.Errorf("after discovery: %+v", s)
 	}
 	v := newVerifier(t, remoteKeyring(t, r), aud, liveStore(), noWait)
-	if _, err := v.Verify(issue(t, issuer, request(allocID, aud), now), now); err != nil {
+	if _, err := v.Verify(issue(t, issuer, request(allocID, aud), now), at(now)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -205,7 +205,7 @@ func TestRemoteJWKSRefresher(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if s, _ := r.Stats(); s.Keys != 1 || s.LastSuccessMillis == nil {
+	if s, _ := r.Stats(); s.Keys != 1 || s.LastSuccess.IsZero() {
 		t.Errorf("stats %+v", s)
 	}
 	r.Close() // stops and waits for the refresher
@@ -287,7 +287,7 @@ func TestRemoteJWKSConcurrentUse(t *testing.T) {
 			for i := 0; i < 20; i++ {
 				switch g % 3 {
 				case 0:
-					if _, err := v.Verify(tok, now); err != nil {
+					if _, err := v.Verify(tok, at(now)); err != nil {
 						t.Error(err)
 					}
 				case 1:

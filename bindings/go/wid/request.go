@@ -171,55 +171,63 @@ func DecodeIssueRequest(b []byte) (*IssueRequest, error) {
 	return &req, nil
 }
 
-// Issue signs the identity req asks for at now (Unix seconds) with the
-// active EdDSA key and returns the JWT: iat = nbf = now, exp = now + TTL
+// Issue signs the identity req asks for at now (whole seconds; the zero
+// time.Time is ErrInvalidArgument) with the active EdDSA key and returns the JWT: iat = nbf = now, exp = now + TTL
 // when the TTL is positive. Without an active EdDSA key it fails with
 // ErrNoActiveKey; an invalid request fails with ErrInvalidArgument (the
 // message lists every problem with its field path).
-func (k *Keyring) Issue(req *IssueRequest, now int64) (string, error) {
-	return k.IssueAlg(AlgEdDSA, req, "", now)
+func (k *Keyring) Issue(req *IssueRequest, now time.Time) (string, error) {
+	return k.issueRequest("Keyring.Issue", AlgEdDSA, req, "", now)
 }
 
 // IssueWithIssuer is Issue with an iss claim (none when issuer is empty).
-func (k *Keyring) IssueWithIssuer(req *IssueRequest, issuer string, now int64) (string, error) {
-	return k.IssueAlg(AlgEdDSA, req, issuer, now)
+func (k *Keyring) IssueWithIssuer(req *IssueRequest, issuer string, now time.Time) (string, error) {
+	return k.issueRequest("Keyring.IssueWithIssuer", AlgEdDSA, req, issuer, now)
 }
 
 // IssueAlg is IssueWithIssuer signed with the active key of alg (the
 // token's header alg is alg's JOSE name, its kid that key's ID). An unknown
 // alg fails with ErrInvalidArgument; an alg without an active key with
 // ErrNoActiveKey.
-func (k *Keyring) IssueAlg(alg Alg, req *IssueRequest, issuer string, now int64) (string, error) {
+func (k *Keyring) IssueAlg(alg Alg, req *IssueRequest, issuer string, now time.Time) (string, error) {
+	return k.issueRequest("Keyring.IssueAlg", alg, req, issuer, now)
+}
+
+func (k *Keyring) issueRequest(what string, alg Alg, req *IssueRequest, issuer string, now time.Time) (string, error) {
 	b, err := EncodeIssueRequest(req)
 	if err != nil {
 		return "", err
 	}
-	return k.issue(alg, b, issuer, now)
+	return k.issue(what, alg, b, issuer, now)
 }
 
 // IssueMsgpack is Issue for an IssueRequest already msgpack-encoded (as
 // Nomad's go-msgpack writes it, e.g. received off Nomad's RPC wire).
-func (k *Keyring) IssueMsgpack(request []byte, now int64) (string, error) {
-	return k.issue(AlgEdDSA, request, "", now)
+func (k *Keyring) IssueMsgpack(request []byte, now time.Time) (string, error) {
+	return k.issue("Keyring.IssueMsgpack", AlgEdDSA, request, "", now)
 }
 
 // IssueMsgpackWithIssuer is IssueMsgpack with an iss claim (none when
 // issuer is empty).
-func (k *Keyring) IssueMsgpackWithIssuer(request []byte, issuer string, now int64) (string, error) {
-	return k.issue(AlgEdDSA, request, issuer, now)
+func (k *Keyring) IssueMsgpackWithIssuer(request []byte, issuer string, now time.Time) (string, error) {
+	return k.issue("Keyring.IssueMsgpackWithIssuer", AlgEdDSA, request, issuer, now)
 }
 
 // IssueMsgpackAlg is IssueAlg for an IssueRequest already msgpack-encoded.
-func (k *Keyring) IssueMsgpackAlg(alg Alg, request []byte, issuer string, now int64) (string, error) {
-	return k.issue(alg, request, issuer, now)
+func (k *Keyring) IssueMsgpackAlg(alg Alg, request []byte, issuer string, now time.Time) (string, error) {
+	return k.issue("Keyring.IssueMsgpackAlg", alg, request, issuer, now)
 }
 
-func (k *Keyring) issue(alg Alg, request []byte, issuer string, now int64) (string, error) {
+func (k *Keyring) issue(what string, alg Alg, request []byte, issuer string, now time.Time) (string, error) {
+	secs, err := unixSecs(what+": now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		r, rLen := bytesIn(request)
 		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
-		return C.wid_issue_alg(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
+		return C.wid_issue_alg(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, secs, &out)
 	}); err != nil {
 		return "", err
 	}
@@ -261,8 +269,8 @@ func encodeNodeRequest(req *NodeIdentityRequest) ([]byte, error) {
 	return EncodeNodeIdentityRequest(req)
 }
 
-// IssueNode signs the identity of the client node req names at now (Unix
-// seconds) with the active key of alg, with an iss claim (none when issuer
+// IssueNode signs the identity of the client node req names at now (whole
+// seconds; the zero time.Time is ErrInvalidArgument) with the active key of alg, with an iss claim (none when issuer
 // is empty), and returns the JWT: Nomad 1.11's node identity claims, sub
 // "node:<region>:<node pool>:<node ID>:default", aud (nomadproject.io
 // unless req.Audience names others), iat = nbf = now, exp = now + TTL (24 h
@@ -272,7 +280,7 @@ func encodeNodeRequest(req *NodeIdentityRequest) ([]byte, error) {
 // negative or under one second) fails with ErrInvalidArgument naming every
 // problem; an unknown alg with ErrInvalidArgument; an alg without an active
 // key with ErrNoActiveKey.
-func (k *Keyring) IssueNode(alg Alg, req *NodeIdentityRequest, issuer string, now int64) (string, error) {
+func (k *Keyring) IssueNode(alg Alg, req *NodeIdentityRequest, issuer string, now time.Time) (string, error) {
 	b, err := encodeNodeRequest(req)
 	if err != nil {
 		return "", err
@@ -282,12 +290,16 @@ func (k *Keyring) IssueNode(alg Alg, req *NodeIdentityRequest, issuer string, no
 
 // IssueNodeMsgpack is IssueNode for a NodeIdentityRequest already
 // msgpack-encoded (as Nomad's go-msgpack writes it).
-func (k *Keyring) IssueNodeMsgpack(alg Alg, request []byte, issuer string, now int64) (string, error) {
+func (k *Keyring) IssueNodeMsgpack(alg Alg, request []byte, issuer string, now time.Time) (string, error) {
+	secs, err := unixSecs("Keyring.IssueNode: now", now)
+	if err != nil {
+		return "", err
+	}
 	var out C.wid_bytes
 	if err := k.with(func(kr *C.wid_keyring) C.wid_result {
 		r, rLen := bytesIn(request)
 		iss, issLen := strIn(issuer) // (NULL, 0) when empty: no iss
-		return C.wid_issue_node(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, C.int64_t(now), &out)
+		return C.wid_issue_node(kr, C.wid_alg(alg), (*C.uint8_t)(ptr(r)), rLen, iss, issLen, secs, &out)
 	}); err != nil {
 		return "", err
 	}

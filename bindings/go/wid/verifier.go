@@ -21,7 +21,9 @@ import (
 // for concurrent use. It is asked with Stale first and with Consistent only
 // when the stale answer was Missing. An error (or a panic, or a state other
 // than Missing, Live and Terminal) makes the verification fail closed with
-// ErrStoreUnavailable; the error is then the *Error's Cause.
+// ErrStoreUnavailable; the error is then the *Error's Cause (errors.Is and
+// errors.As reach it), and its message says so in Go's words:
+// `wid: the StateStore failed for allocation "<id>" (stale): <your error>`.
 //
 // AllocationState must not call back into the Verifier it serves.
 type StateStore interface {
@@ -39,9 +41,9 @@ func (f StateStoreFunc) AllocationState(allocID string, c Consistency) (AllocSta
 // VerifierOptions tunes a Verifier. The zero value (or nil) means the
 // library's defaults.
 type VerifierOptions struct {
-	// LeewaySecs is the clock skew allowed, in seconds (0: the default, 60;
-	// -1: none; other negative values are invalid).
-	LeewaySecs int64
+	// Leeway is the clock skew allowed on exp, nbf and iat (0: the
+	// default, 60 s; negative: none). It is rounded up to whole seconds.
+	Leeway time.Duration
 	// KeyWait is how long Verify waits for a token's unknown kid to appear in
 	// the keyring (0: the default, 1s; negative: no wait). It is rounded up
 	// to whole milliseconds.
@@ -95,14 +97,11 @@ type VerifierOptions struct {
 // fields' documented meaning are translated or refused here.
 func (o *VerifierOptions) builderSteps(b *C.wid_verifier_builder) ([]func() C.wid_result, error) {
 	var steps []func() C.wid_result
-	switch {
-	case o.LeewaySecs == -1: // none
-		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_leeway_secs(b, 0) })
-	case o.LeewaySecs < -1:
-		return nil, &Error{Code: ResultInvalidArgument, Message: fmt.Sprintf(
-			"wid: VerifierOptions.LeewaySecs must be >= -1 (0: the default 60 s, -1: none), got %d", o.LeewaySecs)}
-	case o.LeewaySecs > 0:
-		secs := C.int64_t(o.LeewaySecs)
+	if o.Leeway != 0 {
+		secs := C.int64_t(0) // negative: none
+		if o.Leeway > 0 {
+			secs = C.int64_t(secsCeil(o.Leeway))
+		}
 		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_leeway_secs(b, secs) })
 	}
 	if o.KeyWait != 0 {
@@ -133,11 +132,10 @@ func (o *VerifierOptions) builderSteps(b *C.wid_verifier_builder) ([]func() C.wi
 		steps = append(steps, func() C.wid_result { return C.wid_verifier_builder_set_require_proof(b, 1) })
 	}
 	if o.MaxProofLifetime < 0 {
-		return nil, &Error{Code: ResultInvalidArgument,
-			Message: "wid: VerifierOptions.MaxProofLifetime is negative (" + o.MaxProofLifetime.String() + ")"}
+		return nil, errNegative("VerifierOptions.MaxProofLifetime", o.MaxProofLifetime)
 	}
 	if o.MaxProofLifetime > 0 {
-		secs := int64((o.MaxProofLifetime + time.Second - 1) / time.Second)
+		secs := secsCeil(o.MaxProofLifetime)
 		steps = append(steps, func() C.wid_result {
 			return C.wid_verifier_builder_set_max_proof_lifetime_secs(b, C.int64_t(secs))
 		})
@@ -187,26 +185,10 @@ type lookupState struct {
 	// lastID is the last allocation ID looked up (see allocID).
 	lastID atomic.Pointer[string]
 
-	mu sync.Mutex
-	// Store failures not yet claimed, per OS thread (the callback runs on the
-	// thread of the Verify call that caused it, which holds that thread).
-	failures map[uintptr][]error
-}
-
-func (s *lookupState) fail(thread uintptr, err error) {
-	s.mu.Lock()
-	s.failures[thread] = append(s.failures[thread], err)
-	s.mu.Unlock()
-}
-
-// claim takes the store failures recorded on the calling thread.
-func (s *lookupState) claim() []error {
-	thread := uintptr(C.wid_go_thread_key())
-	s.mu.Lock()
-	errs := s.failures[thread]
-	delete(s.failures, thread)
-	s.mu.Unlock()
-	return errs
+	// log holds store failures not yet claimed, per OS thread (the
+	// callback runs on the thread of the Verify call that caused it, which
+	// holds that thread).
+	log *failureLog
 }
 
 // NewVerifier creates a verifier over kr (keys inserted, rotated or imported
@@ -227,7 +209,7 @@ func NewVerifier(kr *Keyring, audience string, store StateStore, opts *VerifierO
 	if opts.MaxTokenBytes < 0 || opts.CacheEntries < 0 {
 		return nil, &Error{Code: ResultInvalidArgument, Message: "wid: MaxTokenBytes and CacheEntries must be >= 0"}
 	}
-	state := &lookupState{store: store, nodeLookup: opts.NodeLookup, failures: make(map[uintptr][]error)}
+	state := &lookupState{store: store, nodeLookup: opts.NodeLookup, log: newFailureLog()}
 	h := cgo.NewHandle(state)
 	v, err := buildVerifier(kr, audience, h, opts)
 	if err != nil {
@@ -285,7 +267,8 @@ func (v *Verifier) Close() {
 	}
 }
 
-// Verify checks token at now (Unix seconds): signature, key, time window,
+// Verify checks token at now (whole seconds; the zero time.Time is
+// ErrInvalidArgument): signature, key, time window,
 // audience (and issuer, exp as configured), the token's kind
 // (VerifierOptions.NodeTokens), then the allocation through the StateStore
 // (or, for a node token, the node through VerifierOptions.NodeLookup). It
@@ -294,9 +277,12 @@ func (v *Verifier) Close() {
 // One cgo crossing on success: the token is passed without copying, the
 // library's claims are copied into a pooled buffer by the C glue (which frees
 // them), and decodeClaimsString turns them into Claims with two allocations.
-func (v *Verifier) Verify(token string, now int64) (*Claims, error) {
+func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
+	if now.IsZero() {
+		return nil, errZeroTime("Verifier.Verify: now")
+	}
 	sc := verifyScratchPool.Get().(*verifyScratch)
-	raw, err := v.verifyInto(sc, token, now)
+	raw, err := v.verifyInto(sc, token, now.Unix())
 	verifyScratchPool.Put(sc)
 	if err != nil {
 		return nil, err
@@ -359,16 +345,15 @@ func (v *Verifier) verifyCall(f func(vp *C.wid_verifier) C.wid_result) error {
 }
 
 // failure is the *Error for a failed verification call rc: the library's
-// message and, for ResultStoreUnavailable, the StateStore error behind it.
-// The caller still holds the OS thread the call ran on.
+// message, or, when a StateStore or NodeLookup failed, which and its error
+// (the Cause). The caller still holds the OS thread the call ran on.
 func (v *Verifier) failure(rc C.wid_result) error {
-	e := &Error{Code: Result(rc), Message: lastErrorMessage()}
-	if e.Code == ResultStoreUnavailable {
-		if causes := v.state.claim(); len(causes) > 0 {
-			e.Cause = causes[len(causes)-1]
-		}
+	code := Result(rc)
+	fs := v.state.log.claim()
+	if code == ResultStoreUnavailable && len(fs) > 0 {
+		return fs[len(fs)-1].asError(code)
 	}
-	return e
+	return &Error{Code: code, Message: lastErrorMessage()}
 }
 
 // decodeClaims decodes the verified claims the library wrote as JSON.
@@ -385,17 +370,25 @@ const maxBatch = 1 << 16
 
 // VerifyBatch verifies many tokens at once (sharing work between them) and
 // returns one error per token, nil for a token that verifies. It accepts
-// exactly what Verify accepts. The errors carry codes but no messages (the
-// library does not keep per-token details); store failures carry their
-// Cause.
-func (v *Verifier) VerifyBatch(tokens []string, now int64) []error {
+// exactly what Verify accepts (a zero now fails every token with
+// ErrInvalidArgument). The errors carry codes but no messages (the
+// library does not keep per-token details), except store failures, which
+// carry the store's error as their Cause and a message naming the store.
+func (v *Verifier) VerifyBatch(tokens []string, now time.Time) []error {
 	errs := make([]error, len(tokens))
+	if now.IsZero() {
+		err := errZeroTime("Verifier.VerifyBatch: now")
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	for start := 0; start < len(tokens); start += maxBatch {
 		end := start + maxBatch
 		if end > len(tokens) {
 			end = len(tokens)
 		}
-		v.verifyBatch(tokens[start:end], now, errs[start:end])
+		v.verifyBatch(tokens[start:end], now.Unix(), errs[start:end])
 	}
 	return errs
 }
@@ -430,11 +423,10 @@ func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
 	b, _ := bytesIn(buf)
 	rc := C.wid_go_verify_batch(v.v, b, lensPtr, C.size_t(len(tokens)), C.int64_t(now), resultsPtr)
 	var callErr error
-	var causes []error
 	if rc != C.WID_RESULT_OK {
 		callErr = &Error{Code: Result(rc), Message: lastErrorMessage()}
 	}
-	causes = v.state.claim()
+	causes := v.state.log.claim()
 	runtime.UnlockOSThread()
 
 	if callErr != nil {
@@ -460,7 +452,7 @@ func (v *Verifier) verifyBatch(tokens []string, now int64, errs []error) {
 		}
 		e := &Error{Code: Result(r)}
 		if e.Code == ResultStoreUnavailable && len(causes) > 0 {
-			e.Cause, causes = causes[0], causes[1:]
+			e, causes = causes[0].asError(e.Code), causes[1:]
 		}
 		errs[i] = e
 	}
@@ -480,11 +472,14 @@ type Claims struct {
 	VaultRole       string   `json:"vault_role,omitempty"`
 	Subject         string   `json:"sub"`           // region:namespace:job:group:task-or-service:identity
 	Audience        []string `json:"aud,omitempty"` // a string on the wire when there is one
-	IssuedAt        *int64   `json:"iat,omitempty"` // Unix seconds
-	NotBefore       *int64   `json:"nbf,omitempty"` // Unix seconds
-	Expires         *int64   `json:"exp,omitempty"` // Unix seconds; nil: no expiry
-	JTI             string   `json:"jti"`
-	Issuer          string   `json:"iss,omitempty"`
+	// IssuedAt, NotBefore and Expires are iat, nbf and exp (whole
+	// seconds); the zero time.Time when the token has none (Expires: a
+	// token that does not expire). In JSON they are NumericDates.
+	IssuedAt  time.Time `json:"-"`
+	NotBefore time.Time `json:"-"`
+	Expires   time.Time `json:"-"`
+	JTI       string    `json:"jti"`
+	Issuer    string    `json:"iss,omitempty"`
 	// Confirmation is a WIT's cnf: the workload key its proofs must be made
 	// with (VerifyProof); nil in a bearer token.
 	Confirmation *Confirmation `json:"cnf,omitempty"`
@@ -511,17 +506,55 @@ type Confirmation struct {
 	JWK *ProofKey `json:"jwk"` // the workload's public key, with its alg
 }
 
-// UnmarshalJSON accepts aud as a string or an array of strings.
+// claimsTimes are the NumericDate claims as JSON has them.
+type claimsTimes struct {
+	IssuedAt  *int64 `json:"iat,omitempty"`
+	NotBefore *int64 `json:"nbf,omitempty"`
+	Expires   *int64 `json:"exp,omitempty"`
+}
+
+// numericDate is t as a NumericDate, nil for the zero time.
+func numericDate(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.Unix()
+	return &n
+}
+
+// timeOf is the time of a NumericDate, the zero time for nil.
+func timeOf(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return unixTime(*n)
+}
+
+// MarshalJSON writes the claims as the token carries them: iat, nbf and
+// exp as NumericDates (left out when zero).
+func (c Claims) MarshalJSON() ([]byte, error) {
+	type plain Claims
+	return json.Marshal(struct {
+		plain
+		claimsTimes
+	}{plain(c), claimsTimes{numericDate(c.IssuedAt), numericDate(c.NotBefore), numericDate(c.Expires)}})
+}
+
+// UnmarshalJSON accepts aud as a string or an array of strings, and iat,
+// nbf and exp as NumericDates (integers).
 func (c *Claims) UnmarshalJSON(b []byte) error {
 	type plain Claims
 	var aux struct {
 		plain
+		claimsTimes
 		Audience json.RawMessage `json:"aud,omitempty"`
 	}
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
 	}
 	*c = Claims(aux.plain)
+	t := aux.claimsTimes
+	c.IssuedAt, c.NotBefore, c.Expires = timeOf(t.IssuedAt), timeOf(t.NotBefore), timeOf(t.Expires)
 	c.Audience = nil
 	if len(aux.Audience) == 0 || string(aux.Audience) == "null" {
 		return nil

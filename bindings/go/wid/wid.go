@@ -37,7 +37,13 @@
 // Building: cgo needs the header and the library, given through CGO_CFLAGS
 // and CGO_LDFLAGS, or, with the build tag wid_pkgconfig, from the installed
 // library's workload_identity.pc (see bindings/go/README.md); this package
-// adds -lpthread -ldl -lm itself.
+// adds -lpthread -ldl -lm itself. Without either, the build stops with a
+// message saying so (wid_header.h).
+//
+// Times are time.Time and spans time.Duration throughout; a zero time.Time
+// is refused with ErrInvalidArgument naming the argument. Errors of the Go
+// callbacks (StateStore, NodeLookup, Signer, Exchange) come back as the
+// *Error's Cause, for errors.Is and errors.As.
 package wid
 
 // #cgo LDFLAGS: -lpthread -ldl -lm

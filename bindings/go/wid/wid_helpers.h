@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "workload_identity.h"
+#include "wid_header.h" /* workload_identity.h, or how to find it */
+#ifndef WID_GO_HEADER_MISSING
 
 /* wid_verifier_builder_new with the C trampoline as the lookup and the
  * cgo.Handle value `handle` as userdata (so that C keeps no Go pointer). */
@@ -53,5 +54,7 @@ wid_result wid_go_identity_manager_builder_add_exchange(wid_identity_manager_bui
 
 /* A value unique to the calling OS thread while it lives. */
 uintptr_t wid_go_thread_key(void);
+
+#endif /* WID_GO_HEADER_MISSING */
 
 #endif

@@ -32,6 +32,10 @@ const (
 	aud     = "vault.io"
 )
 
+// at is the time.Time of Unix seconds unix: the tests count in seconds from
+// now, the API takes time.Time.
+func at(unix int64) time.Time { return time.Unix(unix, 0) }
+
 // vectorsDir is the repository's committed msgpack vectors, relative to this
 // package directory (bindings/go/wid); WID_VECTORS_DIR overrides it.
 func vectorsDir() string {
@@ -51,7 +55,7 @@ func newKeyring(t testing.TB) *Keyring {
 		t.Fatalf("NewKeyring: %v", err)
 	}
 	t.Cleanup(kr.Close)
-	if err := kr.Insert("key-1", material(7), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.Insert("key-1", material(7), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}
 	return kr
@@ -77,9 +81,9 @@ func request(alloc string, audiences ...string) *IssueRequest {
 	}
 }
 
-func issue(t testing.TB, kr *Keyring, req *IssueRequest, at int64) string {
+func issue(t testing.TB, kr *Keyring, req *IssueRequest, unix int64) string {
 	t.Helper()
-	tok, err := kr.Issue(req, at)
+	tok, err := kr.Issue(req, at(unix))
 	if err != nil {
 		t.Fatalf("Issue: %v", err)
 	}
@@ -215,7 +219,7 @@ func TestIssueVerify(t *testing.T) {
 	if kid(t, tok) != "key-1" {
 		t.Fatalf("kid %q", kid(t, tok))
 	}
-	c, err := v.Verify(tok, now+10)
+	c, err := v.Verify(tok, at(now+10))
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
@@ -229,8 +233,8 @@ func TestIssueVerify(t *testing.T) {
 	if !reflect.DeepEqual(c.Audience, []string{aud}) {
 		t.Errorf("aud %q", c.Audience)
 	}
-	if c.IssuedAt == nil || *c.IssuedAt != now || c.NotBefore == nil || *c.NotBefore != now ||
-		c.Expires == nil || *c.Expires != now+ttl {
+	if c.IssuedAt.Unix() != now || c.NotBefore.Unix() != now ||
+		c.Expires.Unix() != now+ttl {
 		t.Errorf("iat/nbf/exp %v/%v/%v", c.IssuedAt, c.NotBefore, c.Expires)
 	}
 	if len(c.JTI) != 36 {
@@ -242,7 +246,7 @@ func TestIssueVerify(t *testing.T) {
 
 	// Several audiences: aud is an array on the wire.
 	tok2 := issue(t, kr, request(allocID, "consul.io", aud), now)
-	c2, err := v.Verify(tok2, now)
+	c2, err := v.Verify(tok2, at(now))
 	if err != nil {
 		t.Fatalf("Verify (two audiences): %v", err)
 	}
@@ -256,8 +260,8 @@ func TestIssueVerify(t *testing.T) {
 	// No TTL: no exp.
 	req := request(allocID, aud)
 	req.Identity.TTL = 0
-	c3, err := v.Verify(issue(t, kr, req, now), now+10*ttl)
-	if err != nil || c3.Expires != nil {
+	c3, err := v.Verify(issue(t, kr, req, now), at(now+10*ttl))
+	if err != nil || !c3.Expires.IsZero() {
 		t.Fatalf("no-TTL token: %v, exp %v", err, c3)
 	}
 }
@@ -265,20 +269,20 @@ func TestIssueVerify(t *testing.T) {
 func TestIssuer(t *testing.T) {
 	kr := newKeyring(t)
 	const iss = "https://nomad.example.com"
-	tok, err := kr.IssueWithIssuer(request(allocID, aud), iss, now)
+	tok, err := kr.IssueWithIssuer(request(allocID, aud), iss, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: iss})
-	c, err := v.Verify(tok, now)
+	c, err := v.Verify(tok, at(now))
 	if err != nil || c.Issuer != iss {
 		t.Fatalf("Verify: %v %+v", err, c)
 	}
 	other := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Issuer: "https://elsewhere"})
-	if _, err := other.Verify(tok, now); !errors.Is(err, ErrIssuerMismatch) {
+	if _, err := other.Verify(tok, at(now)); !errors.Is(err, ErrIssuerMismatch) {
 		t.Fatalf("a token with another issuer: want ErrIssuerMismatch, got %v", err)
 	}
-	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), now); !errors.Is(err, ErrIssuerMismatch) {
+	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), at(now)); !errors.Is(err, ErrIssuerMismatch) {
 		t.Fatalf("a token without iss against a required issuer: want ErrIssuerMismatch, got %v", err)
 	}
 }
@@ -288,7 +292,7 @@ func TestRotation(t *testing.T) {
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	old := issue(t, kr, request(allocID, aud), now)
 
-	newID, err := kr.Rotate(now + 10)
+	newID, err := kr.Rotate(at(now + 10))
 	if err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
@@ -303,7 +307,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("old token kid %q", got)
 	}
 	for name, tok := range map[string]string{"old": old, "new": fresh} {
-		if _, err := v.Verify(tok, now+20); err != nil {
+		if _, err := v.Verify(tok, at(now+20)); err != nil {
 			t.Errorf("%s token after rotation: %v", name, err)
 		}
 	}
@@ -317,14 +321,14 @@ func TestRotation(t *testing.T) {
 
 	// The active key cannot be deprecated; the old one can, and then its
 	// tokens no longer verify.
-	e := wantCode(t, kr.Deprecate(newID, now+30), &Error{Code: ResultInvalidArgument})
+	e := wantCode(t, kr.Deprecate(newID, at(now+30)), &Error{Code: ResultInvalidArgument})
 	t.Logf("deprecating the active key: %v", e)
-	if err := kr.Deprecate("key-1", now+30); err != nil {
+	if err := kr.Deprecate("key-1", at(now+30)); err != nil {
 		t.Fatalf("Deprecate: %v", err)
 	}
-	_, err = v.Verify(old, now+40)
+	_, err = v.Verify(old, at(now+40))
 	wantCode(t, err, ErrUnknownKey)
-	if _, err := v.Verify(fresh, now+40); err != nil {
+	if _, err := v.Verify(fresh, at(now+40)); err != nil {
 		t.Errorf("new token after deprecating the old key: %v", err)
 	}
 	if jwks, _ := kr.JWKS(); bytes.Contains(jwks, []byte(`"key-1"`)) {
@@ -335,27 +339,27 @@ func TestRotation(t *testing.T) {
 func TestPrepublishPromote(t *testing.T) {
 	kr := newKeyring(t)
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
-	id, err := kr.Prepublish(now, now+100)
+	id, err := kr.Prepublish(at(now), at(now+100))
 	if err != nil {
 		t.Fatalf("Prepublish: %v", err)
 	}
 	if jwks, _ := kr.JWKS(); !bytes.Contains(jwks, []byte(id)) {
 		t.Errorf("prepublished key not in the JWKS: %s", jwks)
 	}
-	if n, err := kr.PromoteDue(now + 50); err != nil || n != 0 {
+	if n, err := kr.PromoteDue(at(now + 50)); err != nil || n != 0 {
 		t.Fatalf("PromoteDue early: %d %v", n, err)
 	}
 	if got := kid(t, issue(t, kr, request(allocID, aud), now+50)); got != "key-1" {
 		t.Fatalf("signed with %q before promotion", got)
 	}
-	if n, err := kr.PromoteDue(now + 100); err != nil || n != 1 {
+	if n, err := kr.PromoteDue(at(now + 100)); err != nil || n != 1 {
 		t.Fatalf("PromoteDue: %d %v", n, err)
 	}
 	tok := issue(t, kr, request(allocID, aud), now+100)
 	if got := kid(t, tok); got != id {
 		t.Fatalf("signed with %q after promotion, want %q", got, id)
 	}
-	if _, err := v.Verify(tok, now+100); err != nil {
+	if _, err := v.Verify(tok, at(now+100)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -365,7 +369,7 @@ func TestAllocationStates(t *testing.T) {
 	store := newMemStore(map[string]AllocState{"terminal-alloc": Terminal})
 	v := newVerifier(t, kr, aud, store, nil)
 
-	_, err := v.Verify(issue(t, kr, request("terminal-alloc", aud), now), now)
+	_, err := v.Verify(issue(t, kr, request("terminal-alloc", aud), now), at(now))
 	e := wantCode(t, err, ErrAllocationTerminal)
 	if !strings.HasPrefix(e.Error(), "WID_RESULT_ALLOCATION_TERMINAL: ") || e.Message == "" {
 		t.Errorf("error text %q", e.Error())
@@ -375,7 +379,7 @@ func TestAllocationStates(t *testing.T) {
 		t.Errorf("calls %q", got)
 	}
 
-	_, err = v.Verify(issue(t, kr, request("gone-alloc", aud), now), now)
+	_, err = v.Verify(issue(t, kr, request("gone-alloc", aud), now), at(now))
 	wantCode(t, err, ErrAllocationNotFound)
 }
 
@@ -395,7 +399,7 @@ func TestStaleThenConsistent(t *testing.T) {
 	kr := newKeyring(t)
 	store := &laggingStore{}
 	v := newVerifier(t, kr, aud, store, nil)
-	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), now); err != nil {
+	if _, err := v.Verify(issue(t, kr, request(allocID, aud), now), at(now)); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	want := []string{allocID + "/stale", allocID + "/consistent"}
@@ -429,7 +433,7 @@ func TestStoreFailuresFailClosed(t *testing.T) {
 	for name, store := range cases {
 		t.Run(name, func(t *testing.T) {
 			v := newVerifier(t, kr, aud, store, nil)
-			_, err := v.Verify(tok, now)
+			_, err := v.Verify(tok, at(now))
 			e := wantCode(t, err, ErrStoreUnavailable)
 			if e.Cause == nil || e.Message == "" {
 				t.Errorf("no cause or message: %#v", e)
@@ -438,12 +442,17 @@ func TestStoreFailuresFailClosed(t *testing.T) {
 			if strings.HasPrefix(name, "error") && !errors.Is(err, errReplicaDown) {
 				t.Errorf("errors.Is(err, errReplicaDown) is false: %v", err)
 			}
-			// The store's own words reach whoever logs err.Error().
-			if !strings.Contains(err.Error(), e.Cause.Error()) {
-				t.Errorf("Error() %q lacks the store's error %q", err.Error(), e.Cause.Error())
+			// The store's own words reach whoever logs err.Error(), as a
+			// Go error's: which callback, then its error; no C wording.
+			if !strings.HasSuffix(err.Error(), ": "+e.Cause.Error()) {
+				t.Errorf("Error() %q does not end with the store's error %q", err.Error(), e.Cause.Error())
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "wid: the StateStore ") || !strings.Contains(msg, allocID) ||
+				strings.Contains(msg, "WID_RESULT") || strings.Contains(msg, "callback") {
+				t.Errorf("Error() is not in Go's words: %q", msg)
 			}
 			// The failure is not left behind for the next call.
-			if _, err := v.Verify("x.y.z", now); errors.Is(err, ErrStoreUnavailable) || err.(*Error).Cause != nil {
+			if _, err := v.Verify("x.y.z", at(now)); errors.Is(err, ErrStoreUnavailable) || err.(*Error).Cause != nil {
 				t.Errorf("next call: %#v", err)
 			}
 		})
@@ -459,28 +468,28 @@ func TestRejections(t *testing.T) {
 	tok := issue(t, kr, request(allocID, aud), now)
 
 	other := newVerifier(t, kr, "other.io", liveStore(), nil)
-	_, err := other.Verify(tok, now)
+	_, err := other.Verify(tok, at(now))
 	e := wantCode(t, err, ErrAudienceMismatch)
 	if !strings.HasPrefix(err.Error(), "WID_RESULT_AUDIENCE_MISMATCH: ") || e.Message == "" {
 		t.Errorf("%q", err.Error())
 	}
 
 	// Default leeway 60 s: valid up to exp+59, expired from exp+60.
-	if _, err := v.Verify(tok, now+ttl+59); err != nil {
+	if _, err := v.Verify(tok, at(now+ttl+59)); err != nil {
 		t.Errorf("within leeway: %v", err)
 	}
-	_, err = v.Verify(tok, now+ttl+60)
+	_, err = v.Verify(tok, at(now+ttl+60))
 	e = wantCode(t, err, ErrExpired)
 	if !strings.HasPrefix(e.Error(), "WID_RESULT_EXPIRED: ") || e.Message == "" {
 		t.Errorf("%q", e.Error())
 	}
 	t.Logf("expired: %v", e)
 
-	_, err = v.Verify(tok, now-61)
+	_, err = v.Verify(tok, at(now-61))
 	wantCode(t, err, ErrNotYetValid)
 
 	for _, bad := range []string{"", "abc", "a.b.c", strings.Repeat("x", 9000)} {
-		_, err = v.Verify(bad, now)
+		_, err = v.Verify(bad, at(now))
 		wantCode(t, err, ErrMalformedToken)
 	}
 
@@ -492,18 +501,18 @@ func TestRejections(t *testing.T) {
 	} else {
 		sig[5] = 'A'
 	}
-	_, err = v.Verify(parts[0]+"."+parts[1]+"."+string(sig), now)
+	_, err = v.Verify(parts[0]+"."+parts[1]+"."+string(sig), at(now))
 	wantCode(t, err, ErrBadSignature)
 
 	// A token signed by a key this keyring never saw.
 	stranger, _ := NewKeyring()
 	defer stranger.Close()
-	if err := stranger.Insert("key-x", material(9), DerivationHKDFV1, KeyStateActive, now); err != nil {
+	if err := stranger.Insert("key-x", material(9), DerivationHKDFV1, KeyStateActive, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	strange := issue(t, stranger, request(allocID, aud), now)
 	start := time.Now()
-	_, err = v.Verify(strange, now)
+	_, err = v.Verify(strange, at(now))
 	e = wantCode(t, err, ErrUnknownKey)
 	// No wait at all: the message says so (a wait, the 1s default say, ends
 	// "after waiting up to ..."); the time bound only catches a hang.
@@ -515,6 +524,46 @@ func TestRejections(t *testing.T) {
 	}
 }
 
+// A zero time.Time is refused, naming the argument, wherever a time is
+// taken: never a token issued, a key made or a token checked at year 1.
+func TestZeroTimeRefused(t *testing.T) {
+	kr := newKeyring(t)
+	tok := issue(t, kr, request(allocID, aud), now)
+	v := newVerifier(t, kr, aud, liveStore(), nil)
+	var zero time.Time
+	calls := map[string]func() error{
+		"Keyring.Issue": func() error { _, err := kr.Issue(request(allocID, aud), zero); return err },
+		"Keyring.IssueAlg": func() error {
+			_, err := kr.IssueAlg(AlgEdDSA, request(allocID, aud), "", zero)
+			return err
+		},
+		"Keyring.Rotate":    func() error { _, err := kr.Rotate(zero); return err },
+		"Keyring.RotateAlg": func() error { _, err := kr.RotateAlg(AlgES256, zero); return err },
+		"Keyring.Insert": func() error {
+			return kr.Insert("k-zero", make([]byte, 32), DerivationHKDFV1, KeyStateInactive, zero)
+		},
+		"Keyring.Prepublish": func() error { _, err := kr.Prepublish(at(now), zero); return err },
+		"Keyring.PromoteDue": func() error { _, err := kr.PromoteDue(zero); return err },
+		"Keyring.Deprecate":  func() error { return kr.Deprecate("k-zero", zero) },
+		"Verifier.Verify":    func() error { _, err := v.Verify(tok, zero); return err },
+		"Verifier.Explain":   func() error { _, err := v.Explain(tok, zero); return err },
+		"Verifier.VerifyBatch": func() error {
+			return v.VerifyBatch([]string{tok, tok}, zero)[1]
+		},
+	}
+	for name, f := range calls {
+		err := f()
+		e := wantCode(t, err, ErrInvalidArgument)
+		if e != nil && (!strings.Contains(e.Message, name) || !strings.Contains(e.Message, "zero time.Time")) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The token still verifies at a real time.
+	if _, err := v.Verify(tok, at(now)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestVerifierOptions(t *testing.T) {
 	kr := newKeyring(t)
 	tok := issue(t, kr, request(allocID, aud), now)
@@ -522,43 +571,50 @@ func TestVerifierOptions(t *testing.T) {
 	noTTL.Identity.TTL = 0
 	noExp := issue(t, kr, noTTL, now)
 
-	strict := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{RequireExp: true, LeewaySecs: 5})
-	_, err := strict.Verify(noExp, now)
+	strict := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{RequireExp: true, Leeway: 5 * time.Second})
+	_, err := strict.Verify(noExp, at(now))
 	wantCode(t, err, ErrMalformedToken)
-	if _, err := strict.Verify(tok, now+ttl+4); err != nil {
+	if _, err := strict.Verify(tok, at(now+ttl+4)); err != nil {
 		t.Errorf("leeway 5: %v", err)
 	}
-	_, err = strict.Verify(tok, now+ttl+5)
+	_, err = strict.Verify(tok, at(now+ttl+5))
 	wantCode(t, err, ErrExpired)
-	exact := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{LeewaySecs: -1})
-	if _, err := exact.Verify(tok, now+ttl-1); err != nil {
+	// Rounded up to whole seconds: 4.2 s is 5 s.
+	rounded := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Leeway: 4200 * time.Millisecond})
+	if _, err := rounded.Verify(tok, at(now+ttl+4)); err != nil {
+		t.Errorf("leeway 4.2s (5s): %v", err)
+	}
+	_, err = rounded.Verify(tok, at(now+ttl+5))
+	wantCode(t, err, ErrExpired)
+	// Negative: none.
+	exact := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{Leeway: -1})
+	if _, err := exact.Verify(tok, at(now+ttl-1)); err != nil {
 		t.Errorf("no leeway, a second before exp: %v", err)
 	}
-	_, err = exact.Verify(tok, now+ttl)
+	_, err = exact.Verify(tok, at(now+ttl))
 	wantCode(t, err, ErrExpired)
 
 	// A TTL is Go nanoseconds: a positive TTL under a second (what a caller
 	// who meant seconds writes) is refused, never issued without exp.
 	short := request(allocID, aud)
 	short.Identity.TTL = 3600
-	_, err = kr.Issue(short, now)
+	_, err = kr.Issue(short, at(now))
 	wantCode(t, err, ErrInvalidArgument)
 
 	small := newVerifier(t, kr, aud, liveStore(), &VerifierOptions{MaxTokenBytes: 64})
-	_, err = small.Verify(tok, now)
+	_, err = small.Verify(tok, at(now))
 	wantCode(t, err, ErrMalformedToken)
 
 	store := liveStore()
 	cached := newVerifier(t, kr, aud, store, &VerifierOptions{CacheEntries: 16})
 	for i := 0; i < 3; i++ {
-		if _, err := cached.Verify(tok, now); err != nil {
+		if _, err := cached.Verify(tok, at(now)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("cached verifier: %d store lookups for 3 verifications", atomic.LoadInt64(&store.n))
 
 	for name, o := range map[string]*VerifierOptions{
-		"negative leeway":   {LeewaySecs: -2},
 		"negative max size": {MaxTokenBytes: -1},
 	} {
 		_, err := NewVerifier(kr, aud, liveStore(), o)
@@ -567,6 +623,10 @@ func TestVerifierOptions(t *testing.T) {
 	}
 	_, err = NewVerifier(kr, "", liveStore(), nil)
 	wantCode(t, err, ErrInvalidArgument)
+	_, err = NewVerifier(kr, aud, liveStore(), &VerifierOptions{MaxProofLifetime: -time.Second})
+	if e := wantCode(t, err, ErrInvalidArgument); e != nil && !strings.Contains(e.Message, "VerifierOptions.MaxProofLifetime") {
+		t.Errorf("negative MaxProofLifetime: the message does not name the option: %v", err)
+	}
 	_, err = NewVerifier(kr, aud, nil, nil)
 	wantCode(t, err, ErrNullArgument)
 	_, err = NewVerifier(nil, aud, liveStore(), nil)
@@ -593,7 +653,7 @@ func TestKeyWait(t *testing.T) {
 		_, err := replica.ImportJWKS(jwks)
 		done <- err
 	}()
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Fatalf("Verify while the key arrives: %v", err)
 	}
 	if err := <-done; err != nil {
@@ -606,11 +666,11 @@ func TestKeyWait(t *testing.T) {
 	short := newVerifier(t, replica, aud, liveStore(), &VerifierOptions{KeyWait: 50 * time.Millisecond})
 	stranger, _ := NewKeyring()
 	defer stranger.Close()
-	if err := stranger.Insert("key-x", material(9), DerivationHKDFV1, KeyStateActive, now); err != nil {
+	if err := stranger.Insert("key-x", material(9), DerivationHKDFV1, KeyStateActive, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	_, err = short.Verify(issue(t, stranger, request(allocID, aud), now), now)
+	_, err = short.Verify(issue(t, stranger, request(allocID, aud), now), at(now))
 	wantCode(t, err, ErrUnknownKey)
 	if d := time.Since(start); d < 40*time.Millisecond {
 		t.Errorf("KeyWait 50ms waited only %v", d)
@@ -633,7 +693,7 @@ func TestConcurrentVerify(t *testing.T) {
 				// Every 10th call fails, so that each thread's last-error
 				// message is read while others are verifying.
 				if i%10 == g%10 {
-					_, err := v.Verify(tok, now+ttl+60)
+					_, err := v.Verify(tok, at(now+ttl+60))
 					var e *Error
 					if !errors.As(err, &e) || e.Code != ResultExpired || !strings.Contains(e.Message, "expire") {
 						errs <- fmt.Errorf("goroutine %d call %d: want expired, got %v", g, i, err)
@@ -641,7 +701,7 @@ func TestConcurrentVerify(t *testing.T) {
 					}
 					continue
 				}
-				c, err := v.Verify(tok, now+int64(i))
+				c, err := v.Verify(tok, at(now+int64(i)))
 				if err != nil {
 					errs <- fmt.Errorf("goroutine %d call %d: %v", g, i, err)
 					return
@@ -672,12 +732,12 @@ func TestConcurrentIssueRotate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				tok, err := kr.Issue(request(allocID, aud), now)
+				tok, err := kr.Issue(request(allocID, aud), at(now))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if _, err := v.Verify(tok, now); err != nil {
+				if _, err := v.Verify(tok, at(now)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -685,7 +745,7 @@ func TestConcurrentIssueRotate(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 5; i++ {
-		if _, err := kr.Rotate(now + int64(i)); err != nil {
+		if _, err := kr.Rotate(at(now + int64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -705,7 +765,7 @@ func TestVerifyBatch(t *testing.T) {
 		"",
 		good,
 	}
-	errs := v.VerifyBatch(tokens, now)
+	errs := v.VerifyBatch(tokens, at(now))
 	want := []*Error{nil, ErrAllocationTerminal, ErrMalformedToken, ErrAudienceMismatch, ErrMalformedToken, nil}
 	if len(errs) != len(want) {
 		t.Fatalf("%d results", len(errs))
@@ -719,7 +779,7 @@ func TestVerifyBatch(t *testing.T) {
 		}
 		wantCode(t, errs[i], w)
 	}
-	if got := v.VerifyBatch(nil, now); len(got) != 0 {
+	if got := v.VerifyBatch(nil, at(now)); len(got) != 0 {
 		t.Errorf("empty batch: %v", got)
 	}
 
@@ -730,7 +790,7 @@ func TestVerifyBatch(t *testing.T) {
 		}
 		return Live, nil
 	}), nil)
-	errs = failing.VerifyBatch([]string{tokens[1], good, tokens[1]}, now)
+	errs = failing.VerifyBatch([]string{tokens[1], good, tokens[1]}, at(now))
 	if errs[1] != nil {
 		t.Errorf("good token in a failing batch: %v", errs[1])
 	}
@@ -741,7 +801,7 @@ func TestVerifyBatch(t *testing.T) {
 		}
 	}
 	// Nothing left behind.
-	if _, err := failing.Verify(good, now); err != nil {
+	if _, err := failing.Verify(good, at(now)); err != nil {
 		t.Error(err)
 	}
 }
@@ -766,22 +826,22 @@ func TestGoMsgpackVector(t *testing.T) {
 	kr := newKeyring(t)
 	v := newVerifier(t, kr, aud, liveStore(), nil)
 	// The raw Go bytes, straight to the library.
-	tok, err := kr.IssueMsgpack(raw, now)
+	tok, err := kr.IssueMsgpack(raw, at(now))
 	if err != nil {
 		t.Fatalf("IssueMsgpack: %v", err)
 	}
-	c, err := v.Verify(tok, now)
+	c, err := v.Verify(tok, at(now))
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	if c.JobID != "web" || c.Task != "server" || c.AllocationID != allocID ||
 		c.Subject != "global:default:web:frontend:server:vault_default" ||
 		!reflect.DeepEqual(c.Audience, []string{"vault.io", "consul.io"}) ||
-		c.Expires == nil || *c.Expires != now+3600 {
+		c.Expires.Unix() != now+3600 {
 		t.Errorf("claims %+v", c)
 	}
 	// The same request re-encoded through our structs gives the same claims.
-	c2, err := v.Verify(issue(t, kr, req, now), now)
+	c2, err := v.Verify(issue(t, kr, req, now), at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,12 +855,12 @@ func TestGoMsgpackVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err = kr.IssueMsgpack(raw, now)
+	tok, err = kr.IssueMsgpack(raw, at(now))
 	if err != nil {
 		t.Fatalf("IssueMsgpack (service): %v", err)
 	}
 	cv := newVerifier(t, kr, "consul.io", liveStore(), nil)
-	c, err = cv.Verify(tok, now)
+	c, err = cv.Verify(tok, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,13 +895,13 @@ func TestEncodeIssueRequest(t *testing.T) {
 func TestIssueErrors(t *testing.T) {
 	empty, _ := NewKeyring()
 	defer empty.Close()
-	_, err := empty.Issue(request(allocID, aud), now)
+	_, err := empty.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrNoActiveKey)
 
 	kr := newKeyring(t)
 	both := request(allocID, aud)
 	both.Service = "web-api"
-	_, err = kr.Issue(both, now)
+	_, err = kr.Issue(both, at(now))
 	e := wantCode(t, err, ErrInvalidArgument)
 	if !strings.Contains(e.Message, "exactly one of Task and Service") {
 		t.Errorf("message %q", e.Message)
@@ -849,39 +909,39 @@ func TestIssueErrors(t *testing.T) {
 	bad := request(allocID, aud)
 	bad.Identity.Name = "no spaces"
 	bad.Region = ""
-	_, err = kr.Issue(bad, now)
+	_, err = kr.Issue(bad, at(now))
 	e = wantCode(t, err, ErrInvalidArgument)
 	if !strings.Contains(e.Message, "Region") || !strings.Contains(e.Message, "Identity.Name") {
 		t.Errorf("message %q", e.Message)
 	}
-	_, err = kr.IssueMsgpack([]byte{0xc1}, now)
+	_, err = kr.IssueMsgpack([]byte{0xc1}, at(now))
 	wantCode(t, err, ErrDecodeError)
-	_, err = kr.IssueMsgpack(nil, now)
+	_, err = kr.IssueMsgpack(nil, at(now))
 	if err == nil {
 		t.Error("empty request issued")
 	}
-	_, err = kr.Issue(nil, now)
+	_, err = kr.Issue(nil, at(now))
 	wantCode(t, err, ErrNullArgument)
 }
 
 func TestInsertErrors(t *testing.T) {
 	kr := newKeyring(t)
-	wantCode(t, kr.Insert("key-1", material(8), DerivationHKDFV1, KeyStateInactive, now), ErrDuplicateKey)
-	wantCode(t, kr.Insert("key-2", material(8), DerivationHKDFV1, KeyStateActive, now), ErrInvalidArgument)
-	wantCode(t, kr.Insert("key-3", material(8)[:31], DerivationHKDFV1, KeyStateInactive, now), ErrInvalidArgument)
-	wantCode(t, kr.Insert("key-4", material(8), Derivation(9), KeyStateInactive, now), ErrInvalidArgument)
-	wantCode(t, kr.Insert("key-5", material(8), DerivationHKDFV1, KeyState(0), now), ErrInvalidArgument)
-	wantCode(t, kr.Insert("", material(8), DerivationHKDFV1, KeyStateInactive, now), ErrInvalidArgument)
-	wantCode(t, kr.Insert("a/b", material(8), DerivationHKDFV1, KeyStateInactive, now), ErrInvalidArgument)
-	if err := kr.Insert("nomad-seed", material(8), DerivationNomadRawSeed, KeyStateInactive, now); err != nil {
+	wantCode(t, kr.Insert("key-1", material(8), DerivationHKDFV1, KeyStateInactive, at(now)), ErrDuplicateKey)
+	wantCode(t, kr.Insert("key-2", material(8), DerivationHKDFV1, KeyStateActive, at(now)), ErrInvalidArgument)
+	wantCode(t, kr.Insert("key-3", material(8)[:31], DerivationHKDFV1, KeyStateInactive, at(now)), ErrInvalidArgument)
+	wantCode(t, kr.Insert("key-4", material(8), Derivation(9), KeyStateInactive, at(now)), ErrInvalidArgument)
+	wantCode(t, kr.Insert("key-5", material(8), DerivationHKDFV1, KeyState(0), at(now)), ErrInvalidArgument)
+	wantCode(t, kr.Insert("", material(8), DerivationHKDFV1, KeyStateInactive, at(now)), ErrInvalidArgument)
+	wantCode(t, kr.Insert("a/b", material(8), DerivationHKDFV1, KeyStateInactive, at(now)), ErrInvalidArgument)
+	if err := kr.Insert("nomad-seed", material(8), DerivationNomadRawSeed, KeyStateInactive, at(now)); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, kr.Deprecate("no-such-key", now), ErrUnknownKey)
+	wantCode(t, kr.Deprecate("no-such-key", at(now)), ErrUnknownKey)
 }
 
 func TestJWKSExportImport(t *testing.T) {
 	kr := newKeyring(t)
-	if _, err := kr.Rotate(now); err != nil {
+	if _, err := kr.Rotate(at(now)); err != nil {
 		t.Fatal(err)
 	}
 	tok := issue(t, kr, request(allocID, aud), now)
@@ -911,11 +971,11 @@ func TestJWKSExportImport(t *testing.T) {
 		t.Fatalf("ImportJWKS: %d %v", n, err)
 	}
 	v := newVerifier(t, replica, aud, liveStore(), noWait)
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Fatalf("Verify against imported keys: %v", err)
 	}
 	// Imported keys verify only.
-	_, err = replica.Issue(request(allocID, aud), now)
+	_, err = replica.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrNoActiveKey)
 	if n, err := replica.ImportJWKS(jwks); err != nil {
 		t.Logf("importing the same JWKS again: %v", err)
@@ -934,7 +994,7 @@ func TestJWKSExportImport(t *testing.T) {
 
 func TestSaveLoad(t *testing.T) {
 	kr := newKeyring(t)
-	rotated, err := kr.Rotate(now)
+	rotated, err := kr.Rotate(at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -956,7 +1016,7 @@ func TestSaveLoad(t *testing.T) {
 	}
 	defer loaded.Close()
 	v := newVerifier(t, loaded, aud, liveStore(), noWait)
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Fatalf("token from the original, verified by the loaded keyring: %v", err)
 	}
 	tok2 := issue(t, loaded, request(allocID, aud), now)
@@ -964,7 +1024,7 @@ func TestSaveLoad(t *testing.T) {
 		t.Errorf("loaded keyring signs with %q, want %q", kid(t, tok2), rotated)
 	}
 	v0 := newVerifier(t, kr, aud, liveStore(), noWait)
-	if _, err := v0.Verify(tok2, now); err != nil {
+	if _, err := v0.Verify(tok2, at(now)); err != nil {
 		t.Fatalf("token from the loaded, verified by the original keyring: %v", err)
 	}
 	a, _ := kr.JWKS()
@@ -994,7 +1054,7 @@ func TestCloseIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kr.Insert("key-1", material(7), DerivationHKDFV1, KeyStateActive, now); err != nil {
+	if err := kr.Insert("key-1", material(7), DerivationHKDFV1, KeyStateActive, at(now)); err != nil {
 		t.Fatal(err)
 	}
 	tok := issue(t, kr, request(allocID, aud), now)
@@ -1005,10 +1065,10 @@ func TestCloseIdempotent(t *testing.T) {
 	kr.Close()
 	kr.Close()
 	// The verifier holds its own reference to the keyring.
-	if _, err := v.Verify(tok, now); err != nil {
+	if _, err := v.Verify(tok, at(now)); err != nil {
 		t.Fatalf("Verify after the keyring handle closed: %v", err)
 	}
-	_, err = kr.Issue(request(allocID, aud), now)
+	_, err = kr.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrNullArgument)
 	_, err = kr.JWKS()
 	wantCode(t, err, ErrNullArgument)
@@ -1017,9 +1077,9 @@ func TestCloseIdempotent(t *testing.T) {
 
 	v.Close()
 	v.Close()
-	_, err = v.Verify(tok, now)
+	_, err = v.Verify(tok, at(now))
 	wantCode(t, err, ErrNullArgument)
-	for _, err := range v.VerifyBatch([]string{tok}, now) {
+	for _, err := range v.VerifyBatch([]string{tok}, at(now)) {
 		wantCode(t, err, ErrNullArgument)
 	}
 }
@@ -1041,7 +1101,7 @@ func TestCloseWhileVerifying(t *testing.T) {
 	}
 	result := make(chan error, 1)
 	go func() {
-		_, err := v.Verify(tok, now)
+		_, err := v.Verify(tok, at(now))
 		result <- err
 	}()
 	<-entered
@@ -1149,11 +1209,11 @@ func pkcs8(t testing.TB, key interface{}) []byte {
 func newAlgKeyring(t testing.TB) *Keyring {
 	t.Helper()
 	kr := newKeyring(t)
-	if err := kr.InsertAlg(AlgES256, "es-1", material(3), DerivationHKDFV1, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgES256, "es-1", material(3), DerivationHKDFV1, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg(ES256): %v", err)
 	}
 	k2048, _, _ := testRSAKeys(t)
-	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, now-100); err != nil {
+	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, at(now-100)); err != nil {
 		t.Fatalf("InsertAlg(RS256): %v", err)
 	}
 	return kr
@@ -1192,7 +1252,7 @@ func TestIssueAlgVerify(t *testing.T) {
 		{AlgRS256, "rs-1", 256},
 	} {
 		t.Run(c.alg.String(), func(t *testing.T) {
-			tok, err := kr.IssueAlg(c.alg, request(allocID, aud), "", now)
+			tok, err := kr.IssueAlg(c.alg, request(allocID, aud), "", at(now))
 			if err != nil {
 				t.Fatalf("IssueAlg: %v", err)
 			}
@@ -1203,45 +1263,45 @@ func TestIssueAlgVerify(t *testing.T) {
 			if err != nil || len(sig) != c.sigBytes {
 				t.Fatalf("signature: %d bytes (%v), want %d", len(sig), err, c.sigBytes)
 			}
-			cl, err := v.Verify(tok, now+10)
+			cl, err := v.Verify(tok, at(now+10))
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
 			if cl.AllocationID != allocID || cl.Subject != "global:default:web:frontend:server:default" ||
-				cl.Expires == nil || *cl.Expires != now+ttl || cl.Issuer != "" {
+				cl.Expires.Unix() != now+ttl || cl.Issuer != "" {
 				t.Errorf("claims %+v", cl)
 			}
-			if _, err := issV.Verify(tok, now); !errors.Is(err, ErrIssuerMismatch) {
+			if _, err := issV.Verify(tok, at(now)); !errors.Is(err, ErrIssuerMismatch) {
 				t.Errorf("no iss against a required issuer: %v", err)
 			}
 
 			// With an issuer, and through the msgpack entry point.
-			withIss, err := kr.IssueAlg(c.alg, request(allocID, aud), iss, now)
+			withIss, err := kr.IssueAlg(c.alg, request(allocID, aud), iss, at(now))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cl, err := issV.Verify(withIss, now); err != nil || cl.Issuer != iss {
+			if cl, err := issV.Verify(withIss, at(now)); err != nil || cl.Issuer != iss {
 				t.Errorf("with issuer: %v %+v", err, cl)
 			}
 			raw, err := EncodeIssueRequest(request(allocID, aud))
 			if err != nil {
 				t.Fatal(err)
 			}
-			mp, err := kr.IssueMsgpackAlg(c.alg, raw, iss, now)
+			mp, err := kr.IssueMsgpackAlg(c.alg, raw, iss, at(now))
 			if err != nil {
 				t.Fatalf("IssueMsgpackAlg: %v", err)
 			}
 			if alg, kid := header(t, mp); alg != c.alg.String() || kid != c.kid {
 				t.Errorf("msgpack token header %q %q", alg, kid)
 			}
-			if _, err := issV.Verify(mp, now); err != nil {
+			if _, err := issV.Verify(mp, at(now)); err != nil {
 				t.Errorf("msgpack token: %v", err)
 			}
 
 			// Tampering is caught for every algorithm.
 			parts := strings.Split(tok, ".")
 			forged := strings.Replace(string(mustB64(t, parts[1])), allocID, "00000000-0000-0000-0000-000000000000", 1)
-			_, err = v.Verify(parts[0]+"."+base64.RawURLEncoding.EncodeToString([]byte(forged))+"."+parts[2], now)
+			_, err = v.Verify(parts[0]+"."+base64.RawURLEncoding.EncodeToString([]byte(forged))+"."+parts[2], at(now))
 			wantCode(t, err, ErrBadSignature)
 		})
 	}
@@ -1265,7 +1325,7 @@ func TestAlgPinnedByKey(t *testing.T) {
 	kr := newAlgKeyring(t)
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
-		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", at(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1276,7 +1336,7 @@ func TestAlgPinnedByKey(t *testing.T) {
 				continue
 			}
 			h := fmt.Sprintf(`{"alg":%q,"kid":%q,"typ":"JWT"}`, other, kid)
-			_, err := v.Verify(base64.RawURLEncoding.EncodeToString([]byte(h))+"."+parts[1]+"."+parts[2], now)
+			_, err := v.Verify(base64.RawURLEncoding.EncodeToString([]byte(h))+"."+parts[1]+"."+parts[2], at(now))
 			wantCode(t, err, ErrUnsupportedAlgorithm)
 		}
 	}
@@ -1287,7 +1347,7 @@ func TestRotateAlg(t *testing.T) {
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	old := map[Alg]string{}
 	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
-		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", at(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1295,27 +1355,27 @@ func TestRotateAlg(t *testing.T) {
 	}
 
 	for _, alg := range []Alg{AlgES256, AlgRS256} {
-		id, err := kr.RotateAlg(alg, now+10)
+		id, err := kr.RotateAlg(alg, at(now+10))
 		if err != nil {
 			t.Fatalf("RotateAlg(%v): %v", alg, err)
 		}
 		if id == "" || id == "es-1" || id == "rs-1" {
 			t.Fatalf("RotateAlg(%v): new key id %q", alg, id)
 		}
-		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now+10)
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", at(now+10))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a, kid := header(t, tok); a != alg.String() || kid != id {
 			t.Errorf("after RotateAlg(%v): signed with %s/%s, want %q", alg, a, kid, id)
 		}
-		if _, err := v.Verify(tok, now+20); err != nil {
+		if _, err := v.Verify(tok, at(now+20)); err != nil {
 			t.Errorf("new %v token: %v", alg, err)
 		}
 	}
 	// The previous keys still verify; EdDSA was left alone.
 	for alg, tok := range old {
-		if _, err := v.Verify(tok, now+20); err != nil {
+		if _, err := v.Verify(tok, at(now+20)); err != nil {
 			t.Errorf("%v token from before the rotation: %v", alg, err)
 		}
 	}
@@ -1323,7 +1383,7 @@ func TestRotateAlg(t *testing.T) {
 		t.Errorf("rotating ES256 and RS256 changed the EdDSA key to %q", kid)
 	}
 	// RotateAlg(AlgEdDSA) is Rotate.
-	id, err := kr.RotateAlg(AlgEdDSA, now+30)
+	id, err := kr.RotateAlg(AlgEdDSA, at(now+30))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1334,18 +1394,18 @@ func TestRotateAlg(t *testing.T) {
 	// A keyring with no key of an algorithm gets one by rotating.
 	fresh, _ := NewKeyring()
 	defer fresh.Close()
-	id, err = fresh.RotateAlg(AlgES256, now)
+	id, err = fresh.RotateAlg(AlgES256, at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := fresh.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	tok, err := fresh.IssueAlg(AlgES256, request(allocID, aud), "", at(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, kid := header(t, tok); kid != id {
 		t.Errorf("kid %q, want %q", kid, id)
 	}
-	_, err = fresh.Issue(request(allocID, aud), now)
+	_, err = fresh.Issue(request(allocID, aud), at(now))
 	wantCode(t, err, ErrNoActiveKey)
 }
 
@@ -1393,14 +1453,14 @@ func TestAlgJWKS(t *testing.T) {
 	}
 	v := newVerifier(t, replica, aud, liveStore(), noWait)
 	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
-		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		tok, err := kr.IssueAlg(alg, request(allocID, aud), "", at(now))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := v.Verify(tok, now); err != nil {
+		if _, err := v.Verify(tok, at(now)); err != nil {
 			t.Errorf("%v token against the imported JWKS: %v", alg, err)
 		}
-		_, err = replica.IssueAlg(alg, request(allocID, aud), "", now)
+		_, err = replica.IssueAlg(alg, request(allocID, aud), "", at(now))
 		wantCode(t, err, ErrNoActiveKey)
 	}
 }
@@ -1418,11 +1478,11 @@ func TestAlgSaveLoad(t *testing.T) {
 	defer loaded.Close()
 	v := newVerifier(t, kr, aud, liveStore(), noWait)
 	for _, alg := range []Alg{AlgEdDSA, AlgES256, AlgRS256} {
-		tok, err := loaded.IssueAlg(alg, request(allocID, aud), "", now)
+		tok, err := loaded.IssueAlg(alg, request(allocID, aud), "", at(now))
 		if err != nil {
 			t.Fatalf("loaded keyring, %v: %v", alg, err)
 		}
-		if _, err := v.Verify(tok, now); err != nil {
+		if _, err := v.Verify(tok, at(now)); err != nil {
 			t.Errorf("%v token of the loaded keyring, verified by the original: %v", alg, err)
 		}
 	}
@@ -1438,31 +1498,31 @@ func TestAlgErrors(t *testing.T) {
 	kr := newKeyring(t) // EdDSA only
 
 	// Unknown algorithm: INVALID_ARGUMENT from every entry point.
-	_, err := kr.IssueAlg(unknown, request(allocID, aud), "", now)
+	_, err := kr.IssueAlg(unknown, request(allocID, aud), "", at(now))
 	e := wantCode(t, err, ErrInvalidArgument)
 	t.Logf("IssueAlg(99): %v", e)
 	raw, _ := EncodeIssueRequest(request(allocID, aud))
-	_, err = kr.IssueMsgpackAlg(unknown, raw, "", now)
+	_, err = kr.IssueMsgpackAlg(unknown, raw, "", at(now))
 	wantCode(t, err, ErrInvalidArgument)
-	_, err = kr.RotateAlg(unknown, now)
+	_, err = kr.RotateAlg(unknown, at(now))
 	e = wantCode(t, err, ErrInvalidArgument)
 	t.Logf("RotateAlg(99): %v", e)
-	e = wantCode(t, kr.InsertAlg(unknown, "k-99", material(1), DerivationHKDFV1, KeyStateInactive, now), ErrInvalidArgument)
+	e = wantCode(t, kr.InsertAlg(unknown, "k-99", material(1), DerivationHKDFV1, KeyStateInactive, at(now)), ErrInvalidArgument)
 	t.Logf("InsertAlg(99): %v", e)
-	_, err = kr.RotateAlg(Alg(0), now)
+	_, err = kr.RotateAlg(Alg(0), at(now))
 	wantCode(t, err, ErrInvalidArgument)
 
 	// No active key of the algorithm: NO_ACTIVE_KEY (EdDSA's key does not stand in).
 	for _, alg := range []Alg{AlgES256, AlgRS256} {
-		_, err := kr.IssueAlg(alg, request(allocID, aud), "", now)
+		_, err := kr.IssueAlg(alg, request(allocID, aud), "", at(now))
 		e := wantCode(t, err, ErrNoActiveKey)
 		t.Logf("IssueAlg(%v) without a key: %v", alg, e)
 	}
 	// An inactive key does not sign either.
-	if err := kr.InsertAlg(AlgES256, "es-old", material(4), DerivationHKDFV1, KeyStateInactive, now); err != nil {
+	if err := kr.InsertAlg(AlgES256, "es-old", material(4), DerivationHKDFV1, KeyStateInactive, at(now)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = kr.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	_, err = kr.IssueAlg(AlgES256, request(allocID, aud), "", at(now))
 	wantCode(t, err, ErrNoActiveKey)
 
 	// Material and derivation must fit the algorithm.
@@ -1493,7 +1553,7 @@ func TestAlgErrors(t *testing.T) {
 		"RS256 truncated PKCS8": {AlgRS256, pkcs8(t, k2048)[:100], DerivationPKCS8},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := kr.InsertAlg(c.alg, "bad-key", c.material, c.d, KeyStateInactive, now)
+			err := kr.InsertAlg(c.alg, "bad-key", c.material, c.d, KeyStateInactive, at(now))
 			e := wantCode(t, err, ErrInvalidArgument)
 			t.Logf("%v", e)
 		})
@@ -1501,30 +1561,65 @@ func TestAlgErrors(t *testing.T) {
 
 	// DER with a trailing byte: the material must be exactly one DER SEQUENCE
 	// (bytes a parser skips would be stored and carried along unchecked).
-	e = wantCode(t, kr.InsertAlg(AlgRS256, "rs-trailing", append(pkcs8(t, k2048), 0), DerivationPKCS8, KeyStateInactive, now), ErrInvalidArgument)
+	e = wantCode(t, kr.InsertAlg(AlgRS256, "rs-trailing", append(pkcs8(t, k2048), 0), DerivationPKCS8, KeyStateInactive, at(now)), ErrInvalidArgument)
 	if !strings.Contains(e.Error(), "trailing") {
 		t.Fatalf("the refusal should say why: %v", e)
 	}
 
 	// One active key per algorithm; key IDs are unique across algorithms.
-	if err := kr.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, now); err != nil {
+	if err := kr.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, at(now)); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, kr.InsertAlg(AlgES256, "es-2", material(6), DerivationHKDFV1, KeyStateActive, now), ErrInvalidArgument)
-	wantCode(t, kr.InsertAlg(AlgES256, "key-1", material(6), DerivationHKDFV1, KeyStateInactive, now), ErrDuplicateKey)
-	wantCode(t, kr.InsertAlg(AlgRS256, "es-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateInactive, now), ErrDuplicateKey)
-	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, now); err != nil {
+	wantCode(t, kr.InsertAlg(AlgES256, "es-2", material(6), DerivationHKDFV1, KeyStateActive, at(now)), ErrInvalidArgument)
+	wantCode(t, kr.InsertAlg(AlgES256, "key-1", material(6), DerivationHKDFV1, KeyStateInactive, at(now)), ErrDuplicateKey)
+	wantCode(t, kr.InsertAlg(AlgRS256, "es-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateInactive, at(now)), ErrDuplicateKey)
+	if err := kr.InsertAlg(AlgRS256, "rs-1", pkcs8(t, k2048), DerivationPKCS8, KeyStateActive, at(now)); err != nil {
 		t.Fatalf("an active RS256 key beside active EdDSA and ES256 keys: %v", err)
 	}
 
 	// A closed keyring.
 	closed, _ := NewKeyring()
 	closed.Close()
-	wantCode(t, closed.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, now), ErrNullArgument)
-	_, err = closed.RotateAlg(AlgES256, now)
+	wantCode(t, closed.InsertAlg(AlgES256, "es-1", material(6), DerivationHKDFV1, KeyStateActive, at(now)), ErrNullArgument)
+	_, err = closed.RotateAlg(AlgES256, at(now))
 	wantCode(t, err, ErrNullArgument)
-	_, err = closed.IssueAlg(AlgES256, request(allocID, aud), "", now)
+	_, err = closed.IssueAlg(AlgES256, request(allocID, aud), "", at(now))
 	wantCode(t, err, ErrNullArgument)
-	_, err = kr.IssueAlg(AlgES256, nil, "", now)
+	_, err = kr.IssueAlg(AlgES256, nil, "", at(now))
 	wantCode(t, err, ErrNullArgument)
+}
+
+// A negative duration the library cannot take is refused, the message
+// naming the option or argument.
+func TestNegativeDurationsNameTheOption(t *testing.T) {
+	kr := newKeyring(t)
+	key, err := GenerateWorkloadKey(AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer key.Close()
+	for name, f := range map[string]func() error{
+		"VerifierOptions.MaxProofLifetime": func() error {
+			_, err := NewVerifier(kr, aud, liveStore(), &VerifierOptions{MaxProofLifetime: -time.Second})
+			return err
+		},
+		"RemoteJWKSOptions.MinRefresh": func() error {
+			_, err := NewRemoteJWKS("https://issuer.example.com/jwks.json",
+				&RemoteJWKSOptions{MinRefresh: -time.Second, MaxRefresh: time.Hour})
+			return err
+		},
+		"RemoteJWKSOptions.Timeout": func() error {
+			_, err := NewRemoteJWKS("https://issuer.example.com/jwks.json", &RemoteJWKSOptions{Timeout: -time.Second})
+			return err
+		},
+		"WorkloadKey.Prove: ttl": func() error {
+			_, err := key.Prove("a.b.c", "https://vault.example.com", "", -time.Second, at(now))
+			return err
+		},
+		"Keyring.SpiffeBundle: refreshHint": func() error { _, err := kr.SpiffeBundle(-time.Second); return err },
+	} {
+		if e := wantCode(t, f(), ErrInvalidArgument); !strings.Contains(e.Message, name) {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
 }
