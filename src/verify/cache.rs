@@ -37,8 +37,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
-use sha2::{Digest, Sha256};
-
 use super::VerifiedIdentity;
 use crate::keyring::KeyRef;
 
@@ -83,7 +81,10 @@ impl Cached {
 pub(crate) type TokenHash = [u8; 32];
 
 pub(crate) fn token_hash(token: &[u8]) -> TokenHash {
-    Sha256::digest(token).into()
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
 }
 
 /// Where the probe for `key` starts: the hash is uniform, so its first
