@@ -27,6 +27,7 @@ mod root_key;
 pub(crate) mod sigcheck;
 mod signer;
 mod spki;
+mod stored_key;
 mod stored_policy;
 mod vartime_table;
 
@@ -57,8 +58,6 @@ pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
 };
-#[cfg(feature = "etcd")]
-pub(crate) use keystore::{StoredKey, purpose_of, stored_aad};
 pub use policy::{
     RotationAction, RotationPolicy, next_planned_change, plan_rotation, plan_rotation_for,
     plan_rotation_for_purpose,
@@ -72,6 +71,8 @@ pub use root_key::{
 };
 pub use signer::HKDF_P256_SALT;
 use signer::Signer;
+#[cfg(feature = "etcd")]
+pub(crate) use stored_key::{StoredKey, purpose_of, stored_aad};
 pub(crate) use stored_policy::PolicyRecord;
 pub use stored_policy::{KeyringPolicy, PolicyOverrides};
 
