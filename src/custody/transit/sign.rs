@@ -9,7 +9,10 @@ use serde_json::{Value, json};
 
 use super::client::{TransitClient, check_key_name};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{Algorithm, ExternalSigner, KeyId, KeyPurpose, KeyState, Keyring, PublicKey};
+use crate::keyring::{
+    Algorithm, ExternalSigner, KeyId, KeyInfo, KeyPurpose, KeyState, Keyring, PublicKey,
+    RotationAction, RotationPolicy, plan_rotation_for_purpose,
+};
 
 /// The DER prefix of a P-256 SubjectPublicKeyInfo (id-ecPublicKey,
 /// prime256v1, an uncompressed point of 65 bytes follows).
@@ -332,22 +335,21 @@ impl TransitSigner {
     pub fn apply_policy(
         &self,
         keyring: &Keyring,
-        policy: &crate::RotationPolicy,
+        policy: &RotationPolicy,
         now: i64,
         lead_secs: i64,
-    ) -> Result<Vec<crate::RotationAction>> {
-        use crate::RotationAction;
+    ) -> Result<Vec<RotationAction>> {
         let report = self.sync(keyring, now, lead_secs)?;
         let Some(alg) = report.algorithm else {
             return Ok(Vec::new());
         };
         let prefix = format!("transit.{}.v", self.key);
-        let ours: Vec<crate::KeyInfo> = keyring
+        let ours: Vec<KeyInfo> = keyring
             .keys()
             .into_iter()
             .filter(|k| k.kid.as_str().starts_with(&prefix))
             .collect();
-        let plan = crate::plan_rotation_for_purpose(&ours, self.purpose, alg, now, policy);
+        let plan = plan_rotation_for_purpose(&ours, self.purpose, alg, now, policy);
         // The sync may already have promoted a version whose time came.
         let mut done: Vec<RotationAction> = report
             .promoted
@@ -691,7 +693,7 @@ mod tests {
         let fake = FakeTransit::start();
         let s = fake.signer();
         let kr = Keyring::new();
-        let policy = crate::RotationPolicy::new(Some(std::time::Duration::from_secs(100)))
+        let policy = RotationPolicy::new(Some(std::time::Duration::from_secs(100)))
             .rotation_threshold(std::time::Duration::from_secs(100_000));
         fake.set(&[(1, V1_CREATED.0)]);
         s.apply_policy(&kr, &policy, V1_CREATED.1, 600).unwrap();
@@ -706,10 +708,7 @@ mod tests {
         );
         assert_eq!(kr.active_id(), Some(s.key_id(1).unwrap()));
         let done = s.apply_policy(&kr, &policy, now + 600, 600).unwrap();
-        assert_eq!(
-            done,
-            vec![crate::RotationAction::Promote { kid: v2.clone() }]
-        );
+        assert_eq!(done, vec![RotationAction::Promote { kid: v2.clone() }]);
         assert_eq!(kr.active_id(), Some(v2));
     }
 }
