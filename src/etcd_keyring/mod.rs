@@ -3,6 +3,7 @@
 
 mod change;
 mod check;
+mod commit;
 mod lease;
 mod policy;
 mod rotator;
@@ -394,7 +395,7 @@ impl EtcdKeyringBuilder {
         });
         // The wrapping record is written by a transaction (change.rs), which
         // the listing (view.rs) is handed rather than calling up to it.
-        view::open(&shared, change::create_wrapping)?;
+        view::open(&shared, commit::create_wrapping)?;
         {
             let weak = Arc::downgrade(&shared);
             std::thread::Builder::new()
