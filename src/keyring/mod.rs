@@ -15,6 +15,7 @@ mod external;
 mod handles;
 mod inspect;
 mod jwks;
+mod jwks_import;
 mod key_id;
 mod keystore;
 mod lifecycle;
@@ -52,8 +53,9 @@ pub use handles::{ActiveKey, VerifyingHandle};
 #[cfg(feature = "etcd")]
 pub(crate) use inspect::info_of_record;
 pub use inspect::{KeystoreSummary, inspect_keystore};
-pub(crate) use jwks::proof_key_checker;
-pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
+pub use jwks::{Jwk, Jwks, OidcDiscovery};
+pub(crate) use jwks_import::proof_key_checker;
+pub use jwks_import::{ImportReport, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
