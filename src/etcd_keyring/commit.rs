@@ -319,7 +319,7 @@ impl Shared {
         // the check thread brings it, and the change is still done.
         let wait = self.client.config.timeout.max(Duration::from_millis(100)) * 2;
         if !super::view::wait_for_revision(self, revision, wait) {
-            if let Err(e) = super::view::relist(self) {
+            if let Err(e) = super::listing::relist(self) {
                 self.lock_view().note(format!(
                     "{what} committed at revision {revision}, but this copy could not catch up yet: {e}"
                 ));
