@@ -200,7 +200,7 @@ impl Issuer {
     /// The `sub` and extra claims signing `req` gives (everything in a token
     /// that depends on the issuer's configuration and the request, but not
     /// on the time or the key), or why `req` cannot be signed.
-    pub fn expected_claims(&self, req: &IssueRequest) -> Result<crate::ExpectedClaims> {
+    pub fn expected_claims(&self, req: &IssueRequest) -> Result<crate::claims::ExpectedClaims> {
         req.validate()?;
         let workload = req.workload()?;
         let extra_claims = self.extra_claims_for(req)?;
@@ -219,7 +219,7 @@ impl Issuer {
             (None, Some(_), None) => return Err(no_trust_domain()),
             (None, None, _) => crate::claims::nomad_subject(req, workload),
         };
-        Ok(crate::ExpectedClaims::new(subject, extra_claims))
+        Ok(crate::claims::ExpectedClaims::new(subject, extra_claims))
     }
 
     fn extra_claims_for(

@@ -1,22 +1,21 @@
 //! [`ConsulLogin`] (feature `consul`): its behaviour is documented on the type.
 
 mod api;
+mod builder;
 mod diagnose;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result, truncate_for_message};
 use crate::manager::{
     Derived, EventKind, ExchangeError, IdentityId, IdentityToken, RefreshReason, Refreshed,
     TokenExchange,
 };
-use crate::vault_http::{check_addr, is_path_byte};
 
 use api::{Api, TokenLife};
+pub use builder::ConsulLoginBuilder;
 
 /// The default time a whole request may take.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -107,47 +106,6 @@ impl fmt::Debug for ConsulLogin {
             .field("partition", &self.api.partition)
             .field("datacenter", &self.api.datacenter)
             .field("meta", &self.meta)
-            .field("leeway", &self.leeway)
-            .field("min_ttl", &self.min_ttl)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Builds a [`ConsulLogin`].
-#[derive(Clone)]
-pub struct ConsulLoginBuilder {
-    addr: String,
-    identity: IdentityId,
-    auth_method: String,
-    name: String,
-    namespace: Option<String>,
-    partition: Option<String>,
-    datacenter: Option<String>,
-    meta: BTreeMap<String, String>,
-    service: bool,
-    node_id: Option<String>,
-    ca_bundle_pem: Option<Vec<u8>>,
-    timeout: Duration,
-    leeway: Duration,
-    min_ttl: Duration,
-    allow_http_loopback: bool,
-    on_token: Option<Arc<OnToken>>,
-}
-
-impl fmt::Debug for ConsulLoginBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConsulLoginBuilder")
-            .field("addr", &crate::vault_http::shown_addr(&self.addr))
-            .field("identity", &self.identity)
-            .field("auth_method", &self.auth_method)
-            .field("name", &self.name)
-            .field("namespace", &self.namespace)
-            .field("partition", &self.partition)
-            .field("datacenter", &self.datacenter)
-            .field("meta", &self.meta)
-            .field("service", &self.service)
-            .field("node_id", &self.node_id)
-            .field("timeout", &self.timeout)
             .field("leeway", &self.leeway)
             .field("min_ttl", &self.min_ttl)
             .finish_non_exhaustive()
@@ -430,240 +388,6 @@ impl TokenExchange for ConsulLogin {
                 self.name
             ),
         }
-    }
-}
-
-impl ConsulLoginBuilder {
-    /// The exchange's name: where its token is saved and how
-    /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
-    /// finds it (default `consul`). Each exchange of a manager needs its
-    /// own: give two logins of one allocation (two tasks', say) two names,
-    /// such as `consul-<task>`; a manager refuses two of one name.
-    pub fn name(mut self, name: &str) -> Self {
-        self.name = name.to_string();
-        self
-    }
-
-    /// The Consul Enterprise namespace to log in to (the login's
-    /// `Namespace`, and `ns` on the token calls); default none (the
-    /// agent's).
-    pub fn namespace(mut self, namespace: &str) -> Self {
-        self.namespace = Some(namespace.to_string());
-        self
-    }
-
-    /// The Consul Enterprise admin partition to log in to (the login's
-    /// `Partition`, and `partition` on the token calls); default none.
-    pub fn partition(mut self, partition: &str) -> Self {
-        self.partition = Some(partition.to_string());
-        self
-    }
-
-    /// The datacenter to log in to (`dc` on every call); default the
-    /// agent's own.
-    pub fn datacenter(mut self, datacenter: &str) -> Self {
-        self.datacenter = Some(datacenter.to_string());
-        self
-    }
-
-    /// Adds `key` = `value` to the login's `Meta` (Consul puts it in the
-    /// token's `Description`). A key given here replaces the one derived
-    /// ([`META_REQUESTED_BY`], [`META_NODE_ID`]).
-    pub fn meta(mut self, key: &str, value: &str) -> Self {
-        self.meta.insert(key.to_string(), value.to_string());
-        self
-    }
-
-    /// Whether the identity's workload is a service (`requested_by` =
-    /// `nomad_service_<workload>`) rather than a task (`nomad_task_<workload>`,
-    /// the default), as Nomad sends.
-    pub fn service(mut self, service: bool) -> Self {
-        self.service = service;
-        self
-    }
-
-    /// The client node's ID, sent as `Meta` [`META_NODE_ID`] (as Nomad 2.0.5
-    /// and later do); default none.
-    pub fn node_id(mut self, node_id: &str) -> Self {
-        self.node_id = Some(node_id.to_string());
-        self
-    }
-
-    /// Trust only the certificates of this PEM bundle (default: the Mozilla
-    /// roots).
-    pub fn ca_bundle_pem(mut self, pem: &[u8]) -> Self {
-        self.ca_bundle_pem = Some(pem.to_vec());
-        self
-    }
-
-    /// Trust only the certificates of this PEM file.
-    pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let pem = std::fs::read(path).map_err(|e| {
-            Error::invalid(
-                "ConsulLogin",
-                "ca_bundle_file",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
-        Ok(self.ca_bundle_pem(&pem))
-    }
-
-    /// The time a whole request may take (default 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The least life an identity token must have left to be sent (default
-    /// 5 s): a login with one that expires sooner fails at once, without a
-    /// request (it could expire on its way, or by Consul's clock). Match the
-    /// auth method's `ClockSkewLeeway` if you want no login Consul could
-    /// refuse as expired.
-    pub fn leeway(mut self, leeway: Duration) -> Self {
-        self.leeway = leeway;
-        self
-    }
-
-    /// The least life a Consul token must have left (default 10 s): a saved
-    /// token with less after a restore is replaced, and a new login is made
-    /// at least this long before a token's `ExpirationTime` (two thirds into
-    /// its life when that is earlier). Keep it well below the auth method's
-    /// `MaxTokenTTL`.
-    pub fn min_ttl(mut self, min_ttl: Duration) -> Self {
-        self.min_ttl = min_ttl;
-        self
-    }
-
-    /// Allow `http://` to a loopback host (a dev agent on this machine);
-    /// default: https only.
-    pub fn allow_http_loopback(mut self, allow: bool) -> Self {
-        self.allow_http_loopback = allow;
-        self
-    }
-
-    /// Called with every Consul token the workload should use from now on
-    /// (on start, on every restore, whenever a new login replaces it).
-    pub fn on_token(mut self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
-        self.on_token = Some(Arc::new(f));
-        self
-    }
-
-    /// The exchange, after checking the address, names and `Meta`.
-    pub fn build(self) -> Result<ConsulLogin> {
-        let bad = |field: &str, why: String| Error::invalid("ConsulLogin", field, why);
-        check_addr(
-            &self.addr,
-            self.allow_http_loopback,
-            "ConsulLogin",
-            "a login carries the identity token and its answer a Consul token",
-        )?;
-        if self.auth_method.is_empty()
-            || self.auth_method.len() > 128
-            || !self.auth_method.bytes().all(is_path_byte)
-        {
-            return Err(bad(
-                "auth_method",
-                format!(
-                    "{:?} is not an auth method name (1 to 128 letters, digits, '-', '_' and '.')",
-                    truncate_for_message(&self.auth_method)
-                ),
-            ));
-        }
-        for (field, value) in [
-            ("namespace", &self.namespace),
-            ("partition", &self.partition),
-            ("datacenter", &self.datacenter),
-        ] {
-            if let Some(v) = value {
-                if v.is_empty() || v.len() > 64 || !v.bytes().all(is_path_byte) {
-                    return Err(bad(
-                        field,
-                        format!(
-                            "{:?} is not a {field} name (1 to 64 letters, digits, '-', '_' and '.')",
-                            truncate_for_message(v)
-                        ),
-                    ));
-                }
-            }
-        }
-        let mut meta = BTreeMap::new();
-        if !self.meta.contains_key(META_REQUESTED_BY) {
-            if self.identity.workload.is_empty() {
-                return Err(bad(
-                    "meta",
-                    format!(
-                        "identity {} names no workload, so Meta {META_REQUESTED_BY:?} (nomad_task_<task> or nomad_service_<service>) cannot be derived; name the workload, or give it with .meta({META_REQUESTED_BY:?}, ...)",
-                        self.identity
-                    ),
-                ));
-            }
-            let kind = if self.service { "service" } else { "task" };
-            meta.insert(
-                META_REQUESTED_BY.to_string(),
-                format!("nomad_{kind}_{}", self.identity.workload),
-            );
-        }
-        if let Some(node) = &self.node_id {
-            if node.is_empty() || node.len() > 128 {
-                return Err(bad(
-                    "node_id",
-                    format!(
-                        "{:?} is not a node ID (1 to 128 bytes, e.g. the client's UUID)",
-                        truncate_for_message(node)
-                    ),
-                ));
-            }
-            meta.insert(META_NODE_ID.to_string(), node.clone());
-        }
-        for (k, v) in &self.meta {
-            if k.is_empty() || k.len() > 128 || v.len() > 512 {
-                return Err(bad(
-                    "meta",
-                    format!(
-                        "Meta {:?} = {:?}: a key must have 1 to 128 bytes and a value at most 512",
-                        truncate_for_message(k),
-                        truncate_for_message(v)
-                    ),
-                ));
-            }
-            meta.insert(k.clone(), v.clone());
-        }
-        if meta.len() > 64 {
-            return Err(bad(
-                "meta",
-                format!("{} Meta entries; at most 64 are sent", meta.len()),
-            ));
-        }
-        if self.name.is_empty() {
-            return Err(bad("name", "the exchange's name is empty".into()));
-        }
-        if self.timeout.is_zero() {
-            return Err(bad("timeout", "a zero timeout can never succeed".into()));
-        }
-        let agent = crate::vault_http::agent(
-            self.ca_bundle_pem.as_deref(),
-            self.timeout,
-            self.allow_http_loopback,
-            "ConsulLogin",
-        )?;
-        Ok(ConsulLogin {
-            name: self.name,
-            identity: self.identity,
-            auth_method: self.auth_method,
-            meta,
-            leeway: self.leeway,
-            min_ttl: self.min_ttl,
-            api: Api {
-                agent,
-                addr: self.addr,
-                namespace: self.namespace,
-                partition: self.partition,
-                datacenter: self.datacenter,
-                ca_bundle_given: self.ca_bundle_pem.is_some(),
-            },
-            on_token: self.on_token,
-        })
     }
 }
 

@@ -198,7 +198,11 @@ mod tests {
             let mut t = w.clone();
             t[i] ^= 0x01;
             let e = kek.unwrap(&t, b"aad").unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::KeyCustodyFailed, "byte {i}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::KeyCustodyFailed,
+                "byte {i}"
+            );
         }
         assert!(kek.unwrap(&w, b"aae").is_err());
         let other = KekFile::from_bytes(&[8u8; 32]).unwrap();

@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use super::view::{relist, sync};
+use super::listing::relist;
+use super::sync::sync;
 use super::{Counters, Shared};
 use crate::keyring::KeyState;
 use crate::state::StoreError;

@@ -3,12 +3,15 @@
 
 mod change;
 mod check;
+mod commit;
 mod lease;
+mod listing;
 mod policy;
 mod rotator;
 mod servers;
 mod status;
 mod stopper;
+mod sync;
 mod view;
 mod watch;
 
@@ -394,7 +397,7 @@ impl EtcdKeyringBuilder {
         });
         // The wrapping record is written by a transaction (change.rs), which
         // the listing (view.rs) is handed rather than calling up to it.
-        view::open(&shared, change::create_wrapping)?;
+        listing::open(&shared, commit::create_wrapping)?;
         {
             let weak = Arc::downgrade(&shared);
             std::thread::Builder::new()
@@ -521,7 +524,7 @@ impl EtcdKeyring {
     /// whatever the watch delivered: after it returns, the copy holds every
     /// change committed before the call.
     pub fn refresh(&self) -> Result<()> {
-        view::relist(&self.inner.shared)
+        listing::relist(&self.inner.shared)
     }
 
     /// Counters and the copy's freshness.

@@ -443,7 +443,7 @@ impl State {
                 Err(e) => {
                     self.actions_failed.fetch_add(1, Ordering::Relaxed);
                     self.note(format!("{action:?}: {e}"));
-                    if e.code() == crate::ResultCode::KeyringConflict
+                    if e.code() == crate::error::ResultCode::KeyringConflict
                         && self.key_held_with(lease) == Some(false)
                     {
                         // The election key is gone or someone else's while

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use zeroize::Zeroizing;
 
-use super::view::{Entry, KEYS, POLICY, WRAPPING, relist, sync};
+use super::listing::relist;
+use super::sync::sync;
+use super::view::{Entry, KEYS, POLICY, WRAPPING};
 use super::{Counters, Shared};
 use crate::error::truncate_for_message;
 use crate::state::etcd::record::{b64, prefix_end, unb64};

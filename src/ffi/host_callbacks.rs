@@ -15,10 +15,9 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use zeroize::Zeroizing;
 
 use super::boundary::{bytes_in, call, invalid, null};
-use super::codes::WID_RESULT_OK;
 use super::wid_result;
 use crate::codec;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultCode};
 use crate::issue::SignedIdentity;
 use crate::keyring::Keyring;
 use crate::manager::{
@@ -347,7 +346,7 @@ impl HostSigner {
             )
         };
         let failed = |why: String| Error::invalid("wid_identity_manager", "signer", why);
-        if rc != WID_RESULT_OK {
+        if rc != ResultCode::Ok as wid_result {
             return Err(failed(callback_failure("the host's signer", rc, &out)));
         }
         let token = out.text().filter(|t| !t.is_empty()).ok_or_else(|| {
@@ -562,7 +561,7 @@ impl TokenExchange for HostExchange {
                 &mut refresh_at,
             )
         };
-        if rc != WID_RESULT_OK {
+        if rc != ResultCode::Ok as wid_result {
             return Err(self.failed("derive", rc, &out));
         }
         let secret = self.secret_from("derive", &out)?;
@@ -604,7 +603,7 @@ impl TokenExchange for HostExchange {
                 &mut refresh_at,
             )
         };
-        if rc != WID_RESULT_OK {
+        if rc != ResultCode::Ok as wid_result {
             return Err(self.failed("refresh", rc, &out));
         }
         let refresh_at_ms = refresh_time(refresh_at);

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use super::keystore::{Body, ENVELOPE, StoredKey, public_of, purpose_of};
+use super::keystore::{Body, ENVELOPE};
+use super::stored_key::{StoredKey, public_of, purpose_of};
 use super::{Algorithm, KeyDerivation, KeyId, KeyInfo, KeyState, KeyringPolicy};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::storage::atomic_file::FileAccess;

@@ -15,6 +15,7 @@ mod external;
 mod handles;
 mod inspect;
 mod jwks;
+mod jwks_import;
 mod key_id;
 mod keystore;
 mod lifecycle;
@@ -27,6 +28,7 @@ mod root_key;
 pub(crate) mod sigcheck;
 mod signer;
 mod spki;
+mod stored_key;
 mod stored_policy;
 mod vartime_table;
 
@@ -51,14 +53,13 @@ pub use handles::{ActiveKey, VerifyingHandle};
 #[cfg(feature = "etcd")]
 pub(crate) use inspect::info_of_record;
 pub use inspect::{KeystoreSummary, inspect_keystore};
-pub(crate) use jwks::proof_key_checker;
-pub use jwks::{ImportReport, Jwk, Jwks, OidcDiscovery, SkippedJwk};
+pub use jwks::{Jwk, Jwks, OidcDiscovery};
+pub(crate) use jwks_import::proof_key_checker;
+pub use jwks_import::{ImportReport, SkippedJwk};
 pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
 };
-#[cfg(feature = "etcd")]
-pub(crate) use keystore::{StoredKey, purpose_of, stored_aad};
 pub use policy::{
     RotationAction, RotationPolicy, next_planned_change, plan_rotation, plan_rotation_for,
     plan_rotation_for_purpose,
@@ -72,6 +73,8 @@ pub use root_key::{
 };
 pub use signer::HKDF_P256_SALT;
 use signer::Signer;
+#[cfg(feature = "etcd")]
+pub(crate) use stored_key::{StoredKey, purpose_of, stored_aad};
 pub(crate) use stored_policy::PolicyRecord;
 pub use stored_policy::{KeyringPolicy, PolicyOverrides};
 

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::keystore::{KEYSTORE_PLAINTEXT_VERSION, StoredKey, entry_of, purpose_of, stored_key};
+use super::keystore::KEYSTORE_PLAINTEXT_VERSION;
+use super::stored_key::{StoredKey, entry_of, purpose_of, stored_key};
 use super::{
     Algorithm, Inner, KeyId, KeyMaterial, KeyPurpose, KeyState, Keyring, Meta, Slot, pair_index,
 };

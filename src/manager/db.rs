@@ -333,7 +333,11 @@ mod tests {
             long.as_str(),
         ] {
             let e = db.path(bad).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::InvalidArgument,
+                "{bad:?}"
+            );
         }
     }
 }
@@ -403,7 +407,11 @@ mod key_tests {
             let mut stored = good.clone();
             tamper(&mut stored.identities[0]);
             let e = from_stored(stored).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::DecodeError, "{what}: {e}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::DecodeError,
+                "{what}: {e}"
+            );
             let msg = e.to_string();
             assert!(
                 msg.contains(why) && msg.contains("server/vault_default"),

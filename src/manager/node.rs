@@ -248,7 +248,7 @@ impl NodeIdentityManager {
 
     /// Why `claims` are not this node's identity as configured, if they are
     /// not (node claims, `sub`, `aud`; times, `jti` and `iss` aside).
-    fn not_ours(&self, claims: &crate::Claims) -> Option<&'static str> {
+    fn not_ours(&self, claims: &crate::claims::Claims) -> Option<&'static str> {
         let r = &self.request;
         if claims.node.as_ref() != Some(&crate::claims::NodeClaims::of(&r.node)) {
             return Some("its nomad_node_* claims are not this node's");

@@ -267,7 +267,7 @@ pub trait IdentitySigner: Send + Sync {
     /// must be Nomad's form (a WIT's `wimse://<trust domain>/<path>`) and
     /// extra claims are not compared. The [`Issuer`] answers from its
     /// profiles, so SPIFFE IDs and extra claims are checked exactly.
-    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::ExpectedClaims>> {
+    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::claims::ExpectedClaims>> {
         let _ = req;
         None
     }
@@ -278,7 +278,7 @@ impl IdentitySigner for Issuer {
         requests.iter().map(|r| self.issue(r, now)).collect()
     }
 
-    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::ExpectedClaims>> {
+    fn expected_claims(&self, req: &IssueRequest) -> Option<Result<crate::claims::ExpectedClaims>> {
         Some(Issuer::expected_claims(self, req))
     }
 }

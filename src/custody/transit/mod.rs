@@ -3,6 +3,7 @@
 //! tokens without their private half ever leaving Transit
 //! ([`TransitSigner`]). Both talk to Transit through one [`TransitClient`].
 
+mod answer;
 mod client;
 mod sign;
 mod wrap;

@@ -7,10 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
-
-use workload_identity::KeyState;
 
 /// The counters, shared by every connection.
 #[derive(Default)]
@@ -44,58 +42,6 @@ pub(super) struct Gauges {
     pub(super) cut_off: Option<bool>,
     /// With --rotator: whether this server's candidate is elected.
     pub(super) rotator_elected: Option<bool>,
-}
-
-/// The gauges of `server` at `now` (`docs` and `current` as the request
-/// found them; `connections` open now).
-pub(super) fn gauges(
-    server: &super::Server,
-    (docs, current): (&super::Docs, bool),
-    connections: usize,
-    now: i64,
-) -> Gauges {
-    let (keyring, _, _) = server.current();
-    let keys = keyring.keys();
-    // The policy stored with the keys, else the flags'.
-    let policy = keyring
-        .policy()
-        .map_or(server.policy, |p| p.rotation_policy());
-    let next_change = if workload_identity::plan_rotation(&keys, now, &policy).is_empty() {
-        workload_identity::next_planned_change(&keys, now, &policy).map(|(t, _)| t)
-    } else {
-        Some(now)
-    };
-    let keys_by_state = [
-        KeyState::Active,
-        KeyState::Prepublished,
-        KeyState::Inactive,
-        KeyState::Deprecated,
-    ]
-    .iter()
-    .map(|s| (s.name(), keys.iter().filter(|k| k.state == *s).count()))
-    .collect();
-    let (cut_off, rotator_elected) = match &server.source {
-        super::Source::Etcd(r) => (
-            Some(r.live().is_none_or(|live| live.stats().cut_off)),
-            server.rotator_elected(),
-        ),
-        super::Source::File { .. } => (None, None),
-    };
-    Gauges {
-        keys_served: docs.keys_served,
-        next_rotation_secs: docs.timing.1.map(|t| t.saturating_sub(now)),
-        current,
-        connections,
-        keys_by_state,
-        next_change_secs: next_change.map(|t| t.saturating_sub(now).max(0)),
-        last_change: server
-            .loaded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .loaded_at,
-        cut_off,
-        rotator_elected,
-    }
 }
 
 /// The route names used as labels (a fixed set: a client asking for
@@ -243,6 +189,30 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+/// Connections open now (for `/metrics`).
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Connections open now.
+pub(super) fn open_connections() -> usize {
+    OPEN.load(Ordering::Relaxed)
+}
+
+/// Counts one open connection for as long as it lives.
+pub(super) struct Open;
+
+impl Open {
+    pub(super) fn new() -> Open {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -22,24 +22,21 @@ mod metrics;
 mod net;
 mod replicated;
 mod respond;
+mod routes;
+mod server;
+mod stamp;
 mod tls;
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
-
-use hyper::StatusCode;
-use hyper::body::Bytes;
-use hyper::header::HeaderValue;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
-use workload_identity::{
-    EtcdKeyring, Keyring, KeystoreLoadOptions, OidcDiscovery, ResultCode, RotationPolicy,
-};
+use workload_identity::ResultCode;
 
 use crate::etcd_args::{self, Opened, StoreArgs};
 use crate::keyring_cmd::PolicyArgs;
@@ -47,7 +44,8 @@ use crate::output::{Ctx, utc};
 use crate::sources::bad_flag;
 use crate::{CliError, Exit};
 use metrics::Metrics;
-use respond::{Response, etag_of};
+use server::{Loaded, Server, Source, discovery_for};
+use stamp::stamp;
 
 pub(crate) const AFTER_HELP: &str = "\
 Routes (GET or HEAD):
@@ -150,297 +148,6 @@ pub(crate) struct ServeArgs {
     log_requests: bool,
     #[command(flatten)]
     policy: PolicyArgs,
-}
-
-/// The keys as last loaded, and what their source looked like then.
-struct Loaded {
-    keyring: Keyring,
-    stamp: Option<Stamp>,
-    loaded_at: i64,
-    /// The last reload failure, while the file still looks as it did then;
-    /// with --etcd, why the copy is not known to be current.
-    error: Option<String>,
-    /// With --etcd: the revision last reported.
-    revision: i64,
-    /// Counts every keyring loaded from the file (with the keyring's own
-    /// generation, the documents' cache key).
-    generation: u64,
-    /// With --etcd: the replicated keyring's generation last reported.
-    keyring_generation: u64,
-    /// A reload that failed on I/O (not on the file's content) is tried
-    /// again from this time on, even if the file did not change: a
-    /// descriptor shortage must not make a rotation be skipped.
-    retry_at: Option<Instant>,
-}
-
-/// The documents of one version of the keys, encoded once.
-struct Docs {
-    /// The source's generation and the keyring's, read before building.
-    generation: (u64, u64),
-    jwks: Bytes,
-    jwks_etag: HeaderValue,
-    /// The WIT key set (`/wit/jwks.json`).
-    wit_jwks: Bytes,
-    wit_jwks_etag: HeaderValue,
-    /// `None` without --issuer; `Err` when the document cannot be made.
-    discovery: Option<Result<(Bytes, HeaderValue), String>>,
-    keys_served: usize,
-    /// The second `timing` was computed for.
-    at: i64,
-    /// `max-age` and the next planned key switch at `at`.
-    timing: (u64, Option<i64>),
-}
-
-/// What identifies one version of the keystore file: saves replace it by
-/// rename, so the inode changes even when the time and size do not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    inode: u64,
-}
-
-fn stamp(path: &std::path::Path) -> Option<Stamp> {
-    let m = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some(Stamp {
-        modified: m.modified().ok(),
-        len: m.len(),
-        inode,
-    })
-}
-
-/// Where the served keys come from.
-enum Source {
-    /// A keystore file, re-read when it changes.
-    File {
-        path: PathBuf,
-        /// The KEK of a wrapped keystore, read once at start.
-        load_options: KeystoreLoadOptions,
-    },
-    /// The replicated keyring, kept current by its watch (or, until etcd
-    /// answers, its local snapshot).
-    Etcd(replicated::Replicated),
-}
-
-/// How soon a reload that failed on I/O is tried again.
-const RELOAD_RETRY: Duration = Duration::from_secs(1);
-
-struct Server {
-    source: Source,
-    issuer: Option<String>,
-    policy: RotationPolicy,
-    loaded: Mutex<Loaded>,
-    fixed_now: Option<i64>,
-    docs: Mutex<Option<Arc<Docs>>>,
-    metrics: Metrics,
-    /// `--log-requests`.
-    log_requests: bool,
-}
-
-impl Server {
-    fn now(&self) -> i64 {
-        self.fixed_now.unwrap_or_else(workload_identity::unix_now)
-    }
-
-    /// How long a new key is published before it signs, when known: the
-    /// replicated keyring's lead time, or the stored policy's.
-    fn lead_time(&self, keyring: &Keyring) -> Option<Duration> {
-        match &self.source {
-            Source::Etcd(r) => r.lead_time(keyring),
-            Source::File { .. } => keyring.policy().map(|p| p.lead_time),
-        }
-    }
-
-    /// The current keyring, whether it is not current (why), and its
-    /// generation: re-read first when the file changed.
-    fn current(&self) -> (Keyring, Option<String>, u64) {
-        let (path, load_options) = match &self.source {
-            Source::File { path, load_options } => (path, load_options),
-            Source::Etcd(r) => {
-                return match (r.live(), r.stale()) {
-                    (Some(live), _) => self.current_replicated(live),
-                    (None, Some((keyring, why))) => (keyring, Some(why), 0),
-                    (None, None) => (Keyring::new(), Some("etcd has not answered".into()), 0),
-                };
-            }
-        };
-        let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        let now_stamp = stamp(path);
-        let retry = l.retry_at.is_some_and(|t| Instant::now() >= t);
-        if now_stamp != l.stamp || retry {
-            match Keyring::load_with(path, load_options) {
-                Ok(k) => {
-                    serve_log!(Info, "reloaded {} ({} keys)", path.display(), k.len());
-                    l.keyring = k;
-                    l.loaded_at = self.now();
-                    l.error = None;
-                    l.retry_at = None;
-                    l.generation += 1;
-                    self.metrics
-                        .keystore_reloads
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    let error = format!("{}: {e}", e.code().name());
-                    if !retry || l.error.as_deref() != Some(error.as_str()) {
-                        self.metrics
-                            .keystore_reload_failures
-                            .fetch_add(1, Ordering::Relaxed);
-                        serve_log!(Info, "reload failed, serving the last good keys: {error}");
-                    }
-                    // A file that cannot be read (out of descriptors, a
-                    // transient I/O error) is tried again each second; one
-                    // whose content is bad waits until the file changes.
-                    l.retry_at = (e.code() == workload_identity::ResultCode::IoError)
-                        .then(|| Instant::now() + RELOAD_RETRY);
-                    l.error = Some(error);
-                }
-            }
-            l.stamp = now_stamp;
-        }
-        (l.keyring.clone(), l.error.clone(), l.generation)
-    }
-
-    /// The replicated keyring (always the watched copy), and whether it is
-    /// cut off; changes are noted on stderr as requests see them.
-    fn current_replicated(&self, replicated: &EtcdKeyring) -> (Keyring, Option<String>, u64) {
-        let stats = replicated.stats();
-        let keyring = replicated.keyring();
-        let mut l = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        l.revision = stats.revision;
-        // The keys changed (not merely the revision: the election key moves
-        // it too).
-        let generation = keyring.generation();
-        if generation != l.keyring_generation {
-            serve_log!(
-                Info,
-                "keyring at {} now at etcd revision {} ({} keys)",
-                replicated.prefix(),
-                stats.revision,
-                stats.keys
-            );
-            l.keyring_generation = generation;
-            l.loaded_at = self.now();
-            self.metrics
-                .keystore_reloads
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        let error = stats.cut_off.then(|| {
-            format!(
-                "cut off from etcd (not proven current for {}): serving the keys last seen{}",
-                stats
-                    .since_proven
-                    .map_or("ever".to_string(), |d| format!("{} ms", d.as_millis())),
-                stats
-                    .last_error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!("; last error: {e}"))
-            )
-        });
-        if error.is_some() != l.error.is_some() {
-            match &error {
-                Some(e) => serve_log!(Info, "{e}"),
-                None => serve_log!(Info, "etcd answers again; the keyring is current"),
-            }
-        }
-        l.error.clone_from(&error);
-        (keyring, error, l.generation)
-    }
-
-    /// The documents of the current keys (encoded once per version) and
-    /// their timing at `now` (computed once per second), with whether the
-    /// keys are not current.
-    fn docs(&self, now: i64) -> (Arc<Docs>, Option<String>) {
-        let (keyring, error, source_generation) = self.current();
-        // Read before the keys are: see Keyring::generation.
-        let generation = (source_generation, keyring.generation());
-        let mut cached = self.docs.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(d) = cached.as_ref() {
-            if d.generation == generation && d.at == now {
-                return (Arc::clone(d), error);
-            }
-        }
-        // The policy stored with the keys, as it is now (it may be changed
-        // while this server runs), else the flags'.
-        let policy = keyring
-            .policy()
-            .map_or(self.policy, |p| p.rotation_policy());
-        let timing = (
-            match self.lead_time(&keyring) {
-                Some(lead) => keyring.jwks_max_age_with_lead(now, &policy, lead),
-                None => keyring.jwks_max_age(now, &policy),
-            }
-            .as_secs(),
-            keyring.next_key_switch(now, &policy),
-        );
-        let docs = match cached.as_ref() {
-            // The keys are the same: only the timing moved on.
-            Some(d) if d.generation == generation => Docs {
-                generation,
-                jwks: d.jwks.clone(),
-                jwks_etag: d.jwks_etag.clone(),
-                wit_jwks: d.wit_jwks.clone(),
-                wit_jwks_etag: d.wit_jwks_etag.clone(),
-                discovery: d.discovery.clone(),
-                keys_served: d.keys_served,
-                at: now,
-                timing,
-            },
-            _ => {
-                let jwks = keyring.jwks();
-                let jwks_body = Bytes::from(jwks.to_json());
-                let wit_body = Bytes::from(
-                    keyring
-                        .jwks_for(workload_identity::KeyPurpose::Wit)
-                        .to_json(),
-                );
-                let discovery = self.discovery(&keyring).map(|doc| {
-                    doc.map(|doc| {
-                        let body = Bytes::from(doc.to_json());
-                        let tag = etag_of(&body);
-                        (body, tag)
-                    })
-                });
-                Docs {
-                    generation,
-                    jwks_etag: etag_of(&jwks_body),
-                    jwks: jwks_body,
-                    wit_jwks_etag: etag_of(&wit_body),
-                    wit_jwks: wit_body,
-                    discovery,
-                    keys_served: jwks.keys.len(),
-                    at: now,
-                    timing,
-                }
-            }
-        };
-        let docs = Arc::new(docs);
-        *cached = Some(Arc::clone(&docs));
-        (docs, error)
-    }
-
-    /// Whether this server's rotation candidate is elected (`None`: it runs none).
-    fn rotator_elected(&self) -> Option<bool> {
-        match &self.source {
-            Source::Etcd(r) => r.rotator_elected(),
-            Source::File { .. } => None,
-        }
-    }
-
-    fn discovery(&self, keyring: &Keyring) -> Option<Result<OidcDiscovery, String>> {
-        let issuer = self.issuer.as_deref()?;
-        Some(discovery_for(keyring, issuer).map_err(|e| e.message))
-    }
-}
-
-/// The discovery document (the library takes an http issuer only to a
-/// loopback host, which `run` has checked against the listener too).
-fn discovery_for(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery, CliError> {
-    Ok(keyring.oidc_discovery(issuer)?)
 }
 
 /// The port an `http://` issuer names (80 when it names none); `None` for
@@ -691,7 +398,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         } else {
             let mut given = a.policy.overrides();
             given.lead_time = a.store.etcd.etcd_lead_time;
-            replicated::connect_later(
+            connect_later(
                 Arc::clone(&server),
                 replicated::Retry {
                     etcd: a.store.etcd.clone(),
@@ -766,124 +473,55 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The answer for `path` (the method and client certificate were checked
-/// by the caller).
-fn route(server: &Server, path: &str) -> Response {
-    let now = server.now();
-    match path {
-        "/.well-known/jwks.json" => {
-            let (docs, _) = server.docs(now);
-            Response::document(docs.jwks.clone(), docs.jwks_etag.clone(), docs.timing.0)
-        }
-        "/wit/jwks.json" => {
-            let (docs, _) = server.docs(now);
-            Response::document(
-                docs.wit_jwks.clone(),
-                docs.wit_jwks_etag.clone(),
-                docs.timing.0,
-            )
-        }
-        "/.well-known/openid-configuration" => {
-            let (docs, _) = server.docs(now);
-            match &docs.discovery {
-                None => Response::json(
-                    StatusCode::NOT_FOUND,
-                    json!({"error": "no issuer configured: start wid serve with --issuer URL"})
-                        .to_string(),
-                    None,
-                ),
-                Some(Ok((body, tag))) => {
-                    Response::document(body.clone(), tag.clone(), docs.timing.0)
+/// Tries etcd every 2 s until it answers (then serves the replicated keyring
+/// from then on) or the server stops. A policy stored there that the flags
+/// contradict stops the process, as it would have at the start.
+fn connect_later(
+    server: Arc<Server>,
+    retry: replicated::Retry,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), CliError> {
+    let stop = Arc::clone(stop);
+    std::thread::Builder::new()
+        .name("wid-serve-etcd-retry".into())
+        .spawn(move || {
+            let mut last: Option<String> = None;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                match retry
+                    .etcd
+                    .open_with(retry.wrapper.clone(), Some(retry.rotation), &retry.ctx)
+                {
+                    Ok(live) => {
+                        let opened = crate::etcd_args::Opened::Etcd(live);
+                        if let Err(e) = opened.refuse_other_policy(&retry.given) {
+                            serve_log!(Error, "{}; stopping", e.message);
+                            std::process::exit(crate::Exit::Usage as i32);
+                        }
+                        let crate::etcd_args::Opened::Etcd(live) = opened else {
+                            return;
+                        };
+                        if let Source::Etcd(r) = &server.source {
+                            r.connected(live, &retry.candidate);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        if last.as_deref() != Some(e.message.as_str()) {
+                            serve_log!(Warn, "etcd still does not answer: {}", e.message);
+                            last = Some(e.message);
+                        }
+                    }
                 }
-                Some(Err(e)) => Response::json(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    json!({ "error": e }).to_string(),
-                    None,
-                ),
-            }
-        }
-        "/health" => {
-            let (keyring, error, _) = server.current();
-            // A server with nothing in its JWKS lets no relying party verify
-            // anything: not healthy, whatever else holds.
-            let published = keyring.jwks().keys.len();
-            let error = error.or_else(|| {
-                (published == 0)
-                    .then(|| "no key is published: relying parties can verify nothing".to_string())
-            });
-            let loaded_at = server
-                .loaded
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .loaded_at;
-            let mut body = json!({
-                "status": if error.is_some() { "degraded" } else { "ok" },
-                "keys": keyring.len(),
-                "published": published,
-                "algorithms": keyring.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>(),
-                "loaded_at": utc(loaded_at),
-            });
-            // The detail (the keystore's path, its mode; the prefix, the
-            // members and etcd's errors) went to stderr; unauthenticated
-            // clients get none, only whether the keys are current.
-            let mut stale = match &server.source {
-                Source::File { .. } => "reload failed: serving the last good keys",
-                Source::Etcd(r) => match r.live() {
-                    Some(live) => {
-                        let stats = live.stats();
-                        body["etcd"] = json!({
-                            "revision": stats.revision,
-                            "cut_off": stats.cut_off,
-                            "rotator_elected": server.rotator_elected(),
-                            "snapshot": false,
-                        });
-                        "cut off from etcd: serving the keys last seen"
+                for _ in 0..20 {
+                    if stop.load(std::sync::atomic::Ordering::Acquire) {
+                        return;
                     }
-                    None => {
-                        body["etcd"] = json!({
-                            "revision": 0,
-                            "cut_off": true,
-                            "rotator_elected": null,
-                            "snapshot": true,
-                        });
-                        "etcd has not answered since the start: serving the local snapshot of the last keyring applied"
-                    }
-                },
-            };
-            if published == 0 {
-                stale = "no key is published (an empty keystore or etcd prefix): make one with `wid keyring init` or `wid keyring rotate`";
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
-            body["reload_error"] = json!(error.as_ref().map(|_| stale));
-            Response::json(
-                if error.is_some() {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::OK
-                },
-                body.to_string(),
-                None,
-            )
-        }
-        "/metrics" => {
-            let (docs, error) = server.docs(now);
-            let text = server.metrics.render(&metrics::gauges(
-                server,
-                (&docs, error.is_none()),
-                net::open_connections(),
-                now,
-            ));
-            Response::text(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                text,
-            )
-        }
-        _ => Response::json(
-            StatusCode::NOT_FOUND,
-            json!({"error": "not found"}).to_string(),
-            None,
-        ),
-    }
+        })
+        .map(drop)
+        .map_err(|e| CliError::io("starting the etcd retry thread", &e))
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -43,9 +43,10 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Semaphore, watch};
 
-use super::Server;
-use super::metrics::route_label;
+use super::metrics::{Open, route_label};
 use super::respond::Response;
+use super::routes::route;
+use super::server::Server;
 use super::tls::Tls;
 use crate::CliError;
 
@@ -64,30 +65,6 @@ const RESERVED_FDS: u64 = 64;
 const POLL: Duration = Duration::from_millis(50);
 /// How often the certificate files are looked at.
 const TLS_CHECK: Duration = Duration::from_secs(1);
-
-/// Connections open now (for `/metrics`).
-static OPEN: AtomicUsize = AtomicUsize::new(0);
-
-/// Connections open now.
-pub(super) fn open_connections() -> usize {
-    OPEN.load(Ordering::Relaxed)
-}
-
-/// Counts one open connection for as long as it lives.
-struct Open;
-
-impl Open {
-    fn new() -> Open {
-        OPEN.fetch_add(1, Ordering::Relaxed);
-        Open
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        OPEN.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Serves `listener` until `stop` is set, then drains; `resign` runs when
 /// accepting stops (the rotator gives up its lease). Returns how many
@@ -379,7 +356,7 @@ fn answer(
             None,
         )
     } else {
-        super::route(server, path)
+        route(server, path)
     };
     // Repeated If-None-Match lines are one list (RFC 9110, section 5.3).
     let asked: Vec<&str> = req

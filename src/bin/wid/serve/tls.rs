@@ -20,8 +20,8 @@ use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, WebPkiClient
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig, version};
 
-use super::Stamp;
 use super::metrics::Metrics;
+use super::stamp::{Stamp, stamp};
 use crate::CliError;
 use crate::etcd_args::read_file;
 
@@ -110,7 +110,7 @@ impl Tls {
     /// be used.
     pub(super) fn new(files: TlsFiles) -> Result<Tls, CliError> {
         let provider = Arc::new(ring::default_provider());
-        let stamps = (super::stamp(&files.cert), super::stamp(&files.key));
+        let stamps = (stamp(&files.cert), stamp(&files.key));
         let pair = load_pair(&files, &provider)?;
         let resolver = Arc::new(Resolver {
             current: ArcSwap::from_pointee(pair),
@@ -183,10 +183,7 @@ impl Tls {
     /// that cannot be used is reported and the last good one kept (tried
     /// again when the files change again).
     pub(super) fn reload_if_changed(&self, metrics: &Metrics) {
-        let now = (
-            super::stamp(&self.files.cert),
-            super::stamp(&self.files.key),
-        );
+        let now = (stamp(&self.files.cert), stamp(&self.files.key));
         let mut last = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
         if *last == now && now.0.is_some() && now.1.is_some() {
             return;
