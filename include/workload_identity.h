@@ -14,6 +14,32 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+/* The claims' JSON names, for wid_claims_str and wid_claims_i64 (the same as
+ * the Rust constants workload_identity::ffi::WID_CLAIM_*). */
+#define WID_CLAIM_ALLOCATION_ID "nomad_allocation_id"
+#define WID_CLAIM_NAMESPACE "nomad_namespace"
+#define WID_CLAIM_JOB_ID "nomad_job_id"
+#define WID_CLAIM_TASK "nomad_task"
+#define WID_CLAIM_SERVICE "nomad_service"
+#define WID_CLAIM_SUBJECT "sub"
+#define WID_CLAIM_ISSUER "iss"
+#define WID_CLAIM_JWT_ID "jti"
+#define WID_CLAIM_ISSUED_AT "iat"
+#define WID_CLAIM_NOT_BEFORE "nbf"
+#define WID_CLAIM_EXPIRES "exp"
+#define WID_CLAIM_NODE_ID "nomad_node_id"
+#define WID_CLAIM_NODE_DATACENTER "nomad_node_datacenter"
+#define WID_CLAIM_NODE_POOL "nomad_node_pool"
+#define WID_CLAIM_NODE_CLASS "nomad_node_class"
+#define WID_CLAIM_CONSUL_NAMESPACE "consul_namespace"
+#define WID_CLAIM_VAULT_NAMESPACE "vault_namespace"
+#define WID_CLAIM_VAULT_ROLE "vault_role"
+
+/* A NUL-terminated C string as the (pointer, length) pair the functions take:
+ *   wid_keyring_save(kr, WID_STR(path)); */
+#define WID_STR(s) (s), strlen(s)
+
 
 // The ABI version this library implements.
 #define WID_ABI_VERSION 1
@@ -351,6 +377,11 @@ enum wid_refreshed
 typedef uint32_t wid_refreshed;
 #endif // __cplusplus
 
+// A token's claims (opaque; one owner): made by `wid_verify_claims` or
+// `wid_claims_parse`, released by `wid_claims_free`. The strings it hands
+// out stay valid until then.
+typedef struct wid_claims wid_claims;
+
 // A Consul login being configured (opaque; one owner): made by
 // `wid_consul_login_config_new`, added to a manager by
 // `wid_identity_manager_builder_add_consul_login`, released by
@@ -482,9 +513,9 @@ typedef wid_result (*wid_exchange_refresh_fn)(void *userdata,
                                               size_t secret_len,
                                               const char *token,
                                               size_t token_len,
-                                              uint32_t reason,
+                                              wid_refresh_reason reason,
                                               int64_t now_ms,
-                                              uint32_t *out_outcome,
+                                              wid_refreshed *out_outcome,
                                               struct wid_output *out_new_secret,
                                               int64_t *out_refresh_at_ms);
 
@@ -500,14 +531,14 @@ typedef void (*wid_exchange_release_fn)(void *userdata, const char *secret, size
 // call; copy what is kept. A token is always told before the secrets
 // derived from it.
 typedef void (*wid_identity_watch_fn)(void *userdata,
-                                      uint32_t what,
+                                      wid_managed what,
                                       const char *workload,
                                       size_t workload_len,
                                       const char *name,
                                       size_t name_len,
                                       const char *value,
                                       size_t value_len,
-                                      uint32_t kind);
+                                      wid_event kind);
 
 // Looks up an allocation: writes its state (`WID_ALLOC_MISSING`, `LIVE` or
 // `TERMINAL`) to `*out_state` and returns `WID_RESULT_OK`, or returns an error
@@ -520,8 +551,8 @@ typedef void (*wid_identity_watch_fn)(void *userdata,
 typedef wid_result (*wid_alloc_lookup_fn)(void *userdata,
                                           const uint8_t *alloc_id,
                                           size_t alloc_id_len,
-                                          uint32_t consistency,
-                                          uint32_t *out_state);
+                                          wid_consistency consistency,
+                                          wid_alloc *out_state);
 
 // Looks up a client node, for node identity tokens: writes its state
 // (`WID_NODE_MISSING`, `LIVE` or `DOWN`) to `*out_state` and returns
@@ -535,8 +566,8 @@ typedef wid_result (*wid_alloc_lookup_fn)(void *userdata,
 typedef wid_result (*wid_node_lookup_fn)(void *userdata,
                                          const uint8_t *node_id,
                                          size_t node_id_len,
-                                         uint32_t consistency,
-                                         uint32_t *out_state);
+                                         wid_consistency consistency,
+                                         wid_node *out_state);
 
 // Verifier options for `wid_verifier_new_with_options`. Zero values mean the
 // defaults (so `{0}` is all defaults; note that `wid_verifier_new`'s own
@@ -590,6 +621,90 @@ size_t wid_last_error_message(char *buf, size_t len);
 // # Safety
 // `b` must be NULL or point to a `wid_bytes` filled by this library (or reset).
 void wid_bytes_free(struct wid_bytes *b);
+
+// Reads `json` (the claims JSON `wid_verify`, `wid_issue_node` or
+// `wid_explain` wrote, at most 1 MiB) into a claims handle. Not a JSON
+// object is `WID_RESULT_INVALID_ARGUMENT`. `*out` receives a handle to free
+// with `wid_claims_free`. (It checks nothing about the token: verify first.)
+//
+// # Safety
+// `json` NULL or valid for `len` bytes; `out` NULL or writable.
+wid_result wid_claims_parse(const uint8_t *json, size_t len, struct wid_claims **out);
+
+// Verifies `token` as `wid_verify` does (same checks, same result codes) and
+// gives its claims as a handle instead of JSON. `*out` receives a handle to
+// free with `wid_claims_free`; on failure it is not written.
+//
+// # Safety
+// `v` NULL or a live handle; `token` NULL or valid for `token_len` bytes;
+// `out` NULL or writable.
+wid_result wid_verify_claims(const struct wid_verifier *v,
+                             const char *token,
+                             size_t token_len,
+                             int64_t now_unix,
+                             struct wid_claims **out);
+
+// Releases a claims handle (and the strings it handed out). NULL-safe.
+//
+// # Safety
+// `c` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_claims_free(struct wid_claims *c);
+
+// `*out_ptr` and `*out_len` receive string claim `name` (a `WID_CLAIM_*`
+// name, or any other key of the claims JSON): UTF-8, NUL-terminated (the
+// NUL not counted), valid until `wid_claims_free`. A claim the token does
+// not carry, or one that is not a string, is `WID_RESULT_INVALID_ARGUMENT`
+// saying which, and nothing is written.
+//
+// # Safety
+// `c` NULL or a live handle; `name` NULL or valid for `name_len` bytes;
+// `out_ptr` and `out_len` NULL or writable.
+wid_result wid_claims_str(const struct wid_claims *c,
+                          const char *name,
+                          size_t name_len,
+                          const char **out_ptr,
+                          size_t *out_len);
+
+// `*out` receives integer claim `name` (`WID_CLAIM_ISSUED_AT`,
+// `_NOT_BEFORE`, `_EXPIRES`: Unix seconds). Absent, or not an integer:
+// `WID_RESULT_INVALID_ARGUMENT`, nothing written.
+//
+// # Safety
+// `c` NULL or a live handle; `name` NULL or valid for `name_len` bytes;
+// `out` NULL or writable.
+wid_result wid_claims_i64(const struct wid_claims *c,
+                          const char *name,
+                          size_t name_len,
+                          int64_t *out);
+
+// `*out_count` receives how many audiences (`aud`) the token names (0
+// without `aud`); read each with `wid_claims_audience`.
+//
+// # Safety
+// `c` NULL or a live handle; `out_count` NULL or writable.
+wid_result wid_claims_audience_count(const struct wid_claims *c, size_t *out_count);
+
+// `*out_ptr` and `*out_len` receive audience `index` (from 0; as
+// `wid_claims_str`). An index past the last is `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `c` NULL or a live handle; `out_ptr` and `out_len` NULL or writable.
+wid_result wid_claims_audience(const struct wid_claims *c,
+                               size_t index,
+                               const char **out_ptr,
+                               size_t *out_len);
+
+// `*out_ptr` and `*out_len` receive the identity's name: the last part of
+// a Nomad subject (`region:namespace:job:group:workload:identity`), as
+// `wid_claims_str`. A subject of another form (a SPIFFE ID, a WIMSE URI, a
+// node's) has no identity name in it: `WID_RESULT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `c` NULL or a live handle; `out_ptr` and `out_len` NULL or writable.
+wid_result wid_claims_identity_name(const struct wid_claims *c,
+                                    const char **out_ptr,
+                                    size_t *out_len);
 
 // Starts configuring a login to the Consul agent or server at `addr`
 // (`https://host:port`; `http` only to a loopback host with
@@ -799,6 +914,7 @@ wid_result wid_keyring_save_wrapped(const struct wid_keyring *kr,
 // another KEK, or any change to a wrapped key, is
 // `WID_RESULT_KEY_CUSTODY_FAILED` (the message says which); a plaintext
 // keystore is refused too (wrap it first with `wid_keystore_rewrap`).
+// `*out` receives a handle to free with `wid_keyring_free`.
 //
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `wrapper` NULL or a
@@ -1370,8 +1486,8 @@ wid_result wid_keyring_insert(const struct wid_keyring *kr,
                               size_t key_id_len,
                               const uint8_t *material,
                               size_t material_len,
-                              uint32_t derivation,
-                              uint32_t state,
+                              wid_key_derivation derivation,
+                              wid_key_state state,
                               int64_t create_time_unix);
 
 // Inserts a bearer key of algorithm `alg` (a `WID_ALG_*`): EdDSA takes 32 bytes of
@@ -1389,8 +1505,8 @@ wid_result wid_keyring_insert_alg(const struct wid_keyring *kr,
                                   size_t key_id_len,
                                   const uint8_t *material,
                                   size_t material_len,
-                                  uint32_t derivation,
-                                  uint32_t state,
+                                  wid_key_derivation derivation,
+                                  wid_key_state state,
                                   int64_t create_time_unix);
 
 // `wid_keyring_insert_alg` for a key of `purpose` (a `WID_KEY_PURPOSE_*`):
@@ -1408,8 +1524,8 @@ wid_result wid_keyring_insert_purpose(const struct wid_keyring *kr,
                                       size_t key_id_len,
                                       const uint8_t *material,
                                       size_t material_len,
-                                      uint32_t derivation,
-                                      uint32_t state,
+                                      wid_key_derivation derivation,
+                                      wid_key_state state,
                                       int64_t create_time_unix);
 
 // Rotates EdDSA: a fresh key becomes active and the previous one inactive;
@@ -1545,6 +1661,7 @@ wid_result wid_keyring_import_jwks_purpose(const struct wid_keyring *kr,
 wid_result wid_keyring_save(const struct wid_keyring *kr, const char *path, size_t path_len);
 
 // Loads a keyring saved by `wid_keyring_save` into a new handle.
+// `*out` receives a handle to free with `wid_keyring_free`.
 //
 // # Safety
 // `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.
@@ -1807,6 +1924,7 @@ wid_result wid_remote_jwks_builder_new(const char *jwks_url,
 // `<issuer>/.well-known/openid-configuration`, whose `issuer` must equal
 // `issuer` exactly, and fetches its `jwks_uri` (which must pass the same
 // URL rules). An issuer with a query is `WID_RESULT_INVALID_ARGUMENT`.
+// `*out` receives a builder to free with `wid_remote_jwks_builder_free`.
 //
 // # Safety
 // `issuer` must be NULL or valid for `len` bytes; `out` NULL or writable.
@@ -2223,7 +2341,8 @@ wid_result wid_verifier_builder_set_proof_replay_capacity(struct wid_verifier_bu
 //
 // # Safety
 // `b` must be NULL or a live handle.
-wid_result wid_verifier_builder_set_node_tokens(struct wid_verifier_builder *b, uint32_t mode);
+wid_result wid_verifier_builder_set_node_tokens(struct wid_verifier_builder *b,
+                                                wid_node_tokens mode);
 
 // Sets the node lookup (required: NULL is `WID_RESULT_NULL_ARGUMENT`, and
 // the builder is unchanged): asked whether a node token's node is live,
@@ -2261,6 +2380,7 @@ wid_result wid_verifier_builder_build(const struct wid_verifier_builder *b,
 // clock skew (>= 0; here 0 means NO leeway, unlike the options struct where 0
 // means the 60 s default) and the allocation `lookup` (required; see
 // `wid_alloc_lookup_fn`).
+// `*out` receives a handle to free with `wid_verifier_free`.
 //
 // # Safety
 // Pointers must be NULL or valid; `userdata` is passed to `lookup` untouched
@@ -2274,6 +2394,7 @@ wid_result wid_verifier_new(const struct wid_keyring *kr,
                             struct wid_verifier **out);
 
 // Like `wid_verifier_new`, with `wid_verifier_options` (NULL: defaults).
+// `*out` receives a handle to free with `wid_verifier_free`.
 //
 // # Safety
 // As `wid_verifier_new`; `options` NULL or valid.

@@ -44,6 +44,76 @@ fn committed_header_is_current() {
     ] {
         assert!(generated.contains(needle), "header lacks {needle}");
     }
+
+    // The claims' names: the header's macros are the Rust constants.
+    for (name, value) in [
+        (
+            "WID_CLAIM_ALLOCATION_ID",
+            workload_identity::ffi::WID_CLAIM_ALLOCATION_ID,
+        ),
+        (
+            "WID_CLAIM_NAMESPACE",
+            workload_identity::ffi::WID_CLAIM_NAMESPACE,
+        ),
+        ("WID_CLAIM_JOB_ID", workload_identity::ffi::WID_CLAIM_JOB_ID),
+        ("WID_CLAIM_TASK", workload_identity::ffi::WID_CLAIM_TASK),
+        (
+            "WID_CLAIM_SERVICE",
+            workload_identity::ffi::WID_CLAIM_SERVICE,
+        ),
+        (
+            "WID_CLAIM_SUBJECT",
+            workload_identity::ffi::WID_CLAIM_SUBJECT,
+        ),
+        ("WID_CLAIM_ISSUER", workload_identity::ffi::WID_CLAIM_ISSUER),
+        ("WID_CLAIM_JWT_ID", workload_identity::ffi::WID_CLAIM_JWT_ID),
+        (
+            "WID_CLAIM_ISSUED_AT",
+            workload_identity::ffi::WID_CLAIM_ISSUED_AT,
+        ),
+        (
+            "WID_CLAIM_NOT_BEFORE",
+            workload_identity::ffi::WID_CLAIM_NOT_BEFORE,
+        ),
+        (
+            "WID_CLAIM_EXPIRES",
+            workload_identity::ffi::WID_CLAIM_EXPIRES,
+        ),
+        (
+            "WID_CLAIM_NODE_ID",
+            workload_identity::ffi::WID_CLAIM_NODE_ID,
+        ),
+        (
+            "WID_CLAIM_NODE_DATACENTER",
+            workload_identity::ffi::WID_CLAIM_NODE_DATACENTER,
+        ),
+        (
+            "WID_CLAIM_NODE_POOL",
+            workload_identity::ffi::WID_CLAIM_NODE_POOL,
+        ),
+        (
+            "WID_CLAIM_NODE_CLASS",
+            workload_identity::ffi::WID_CLAIM_NODE_CLASS,
+        ),
+        (
+            "WID_CLAIM_CONSUL_NAMESPACE",
+            workload_identity::ffi::WID_CLAIM_CONSUL_NAMESPACE,
+        ),
+        (
+            "WID_CLAIM_VAULT_NAMESPACE",
+            workload_identity::ffi::WID_CLAIM_VAULT_NAMESPACE,
+        ),
+        (
+            "WID_CLAIM_VAULT_ROLE",
+            workload_identity::ffi::WID_CLAIM_VAULT_ROLE,
+        ),
+    ] {
+        let line = format!("#define {name} \"{value}\"");
+        assert!(
+            generated.lines().any(|l| l == line),
+            "header lacks `{line}` (cbindgen.toml's after_includes)"
+        );
+    }
     // Every number C sees: the header's enumerators and macros are exactly the
     // pinned list, names and values.
     let mut in_header: Vec<(String, u64)> = Vec::new();

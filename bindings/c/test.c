@@ -103,6 +103,7 @@ static void check_true(int ok, const char *expr, const char *file, int line) {
 
 /* Sentinels: outputs must keep them when a call fails. */
 #define SENTINEL_PTR ((uint8_t *)(uintptr_t)0x1)
+#define SENTINEL_PTR_C ((const char *)(uintptr_t)0x1)
 #define SENTINEL_LEN ((size_t)12345)
 #define SENTINEL_KR ((wid_keyring *)(uintptr_t)0x10)
 #define SENTINEL_V ((wid_verifier *)(uintptr_t)0x20)
@@ -5204,6 +5205,80 @@ out:
     wid_keyring_free(kr);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Claims without a JSON parser                                             */
+/* ------------------------------------------------------------------------ */
+
+static int claim_is(const wid_claims *c, const char *name, const char *want) {
+    const char *p = NULL;
+    size_t n = 0;
+    if (wid_claims_str(c, WID_STR(name), &p, &n) != WID_RESULT_OK) return 0;
+    return n == strlen(want) && memcmp(p, want, n) == 0 && p[n] == '\0';
+}
+
+static void test_claims_accessors(void) {
+    wid_keyring *kr = keyring_with_key("claims-1", 101);
+    struct lookup_ctx ctx;
+    wid_verifier *v;
+    wid_bytes token = issue(kr, NOW), json = {NULL, 0};
+    wid_claims *c = NULL, *none = (wid_claims *)(uintptr_t)0x40, *parsed = NULL;
+    const char *p = SENTINEL_PTR_C;
+    size_t n = SENTINEL_LEN, count = 0, i;
+    int64_t t = -1;
+    int aud_vault = 0, aud_consul = 0;
+
+    ctx_init(&ctx, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    v = verifier_for(kr, &ctx);
+    CHECK_OK(wid_verify_claims(v, (const char *)token.data, token.len, NOW + 1, &c));
+    CHECK(claim_is(c, WID_CLAIM_ALLOCATION_ID, ALLOC_ID));
+    CHECK(claim_is(c, WID_CLAIM_NAMESPACE, "default"));
+    CHECK(claim_is(c, WID_CLAIM_JOB_ID, "web"));
+    CHECK(claim_is(c, WID_CLAIM_TASK, "server"));
+    CHECK_RC(wid_claims_str(c, WID_STR(WID_CLAIM_SERVICE), &p, &n), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "is not in the token") != NULL);
+    CHECK(p == SENTINEL_PTR_C && n == SENTINEL_LEN);
+    CHECK_OK(wid_claims_i64(c, WID_STR(WID_CLAIM_ISSUED_AT), &t));
+    CHECK(t == NOW);
+    CHECK_OK(wid_claims_i64(c, WID_STR(WID_CLAIM_EXPIRES), &t));
+    CHECK(t == NOW + TTL);
+    CHECK_RC(wid_claims_i64(c, WID_STR(WID_CLAIM_TASK), &t), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(t == NOW + TTL);
+    CHECK_OK(wid_claims_audience_count(c, &count));
+    CHECK(count == 2);
+    for (i = 0; i < count; i++) {
+        CHECK_OK(wid_claims_audience(c, i, &p, &n));
+        aud_vault |= n == 8 && memcmp(p, "vault.io", 8) == 0;
+        aud_consul |= n == 9 && memcmp(p, "consul.io", 9) == 0;
+    }
+    CHECK(aud_vault && aud_consul);
+    CHECK_RC(wid_claims_audience(c, count, &p, &n), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_OK(wid_claims_identity_name(c, &p, &n));
+    CHECK(n == 13 && memcmp(p, "vault_default", 13) == 0);
+    /* NULLs, wrong handles, an expired token: nothing written. */
+    CHECK_RC(wid_claims_str(NULL, WID_STR(WID_CLAIM_TASK), &p, &n), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_claims_str(c, WID_STR(WID_CLAIM_TASK), NULL, &n), WID_RESULT_NULL_ARGUMENT);
+    CHECK_RC(wid_claims_audience_count((const wid_claims *)kr, &count),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_verify_claims(v, (const char *)token.data, token.len, NOW + 10 * TTL, &none),
+             WID_RESULT_EXPIRED);
+    CHECK(none == (wid_claims *)(uintptr_t)0x40);
+    CHECK_RC(wid_verify_claims(v, (const char *)token.data, token.len, NOW, NULL),
+             WID_RESULT_NULL_ARGUMENT);
+    /* The JSON wid_verify writes reads the same. */
+    CHECK_OK(wid_verify(v, (const char *)token.data, token.len, NOW + 1, &json));
+    CHECK_OK(wid_claims_parse(json.data, json.len, &parsed));
+    CHECK(claim_is(parsed, WID_CLAIM_ALLOCATION_ID, ALLOC_ID));
+    CHECK_RC(wid_claims_parse((const uint8_t *)"[1]", 3, &none), WID_RESULT_INVALID_ARGUMENT);
+    CHECK(none == (wid_claims *)(uintptr_t)0x40);
+    wid_claims_free(parsed);
+    wid_claims_free(c);
+    wid_claims_free(NULL);
+    wid_bytes_free(&json);
+    wid_bytes_free(&token);
+    wid_verifier_free(v);
+    wid_keyring_free(kr);
+}
+
 int main(void) {
     test_versions_and_names();
     test_last_error_message();
@@ -5247,6 +5322,7 @@ int main(void) {
     test_node_manager_flows();
     test_identity_manager_flows();
     test_identity_manager_arguments();
+    test_claims_accessors();
 
     printf("c tests: %lu checks, %lu failed\n", g_checks, g_failed);
     return g_failed == 0 ? 0 : 1;

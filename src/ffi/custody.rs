@@ -175,6 +175,7 @@ pub unsafe extern "C" fn wid_keyring_save_wrapped(
 /// another KEK, or any change to a wrapped key, is
 /// `WID_RESULT_KEY_CUSTODY_FAILED` (the message says which); a plaintext
 /// keystore is refused too (wrap it first with `wid_keystore_rewrap`).
+/// `*out` receives a handle to free with `wid_keyring_free`.
 ///
 /// # Safety
 /// `path` must be NULL or valid for `path_len` bytes; `wrapper` NULL or a

@@ -15,7 +15,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use zeroize::Zeroizing;
 
 use super::boundary::{bytes_in, call, invalid, null};
-use super::wid_result;
+use super::{wid_event, wid_managed, wid_refresh_reason, wid_refreshed, wid_result};
 use crate::codec;
 use crate::error::{Error, Result, ResultCode};
 use crate::issue::SignedIdentity;
@@ -202,9 +202,9 @@ pub type wid_exchange_refresh_fn = Option<
         secret_len: usize,
         token: *const c_char,
         token_len: usize,
-        reason: u32,
+        reason: wid_refresh_reason,
         now_ms: i64,
-        out_outcome: *mut u32,
+        out_outcome: *mut wid_refreshed,
         out_new_secret: *mut wid_output,
         out_refresh_at_ms: *mut i64,
     ) -> wid_result,
@@ -225,14 +225,14 @@ pub type wid_exchange_release_fn =
 pub type wid_identity_watch_fn = Option<
     unsafe extern "C" fn(
         userdata: *mut c_void,
-        what: u32,
+        what: wid_managed,
         workload: *const c_char,
         workload_len: usize,
         name: *const c_char,
         name_len: usize,
         value: *const c_char,
         value_len: usize,
-        kind: u32,
+        kind: wid_event,
     ),
 >;
 

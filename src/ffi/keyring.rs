@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use super::boundary::{bytes_in, call, call_void, invalid, str_in};
 use super::handle::{self, Castable, out_optional, require_out};
-use super::{wid_alg, wid_bytes, wid_key_purpose, wid_result};
+use super::{wid_alg, wid_bytes, wid_key_derivation, wid_key_purpose, wid_key_state, wid_result};
 use crate::error::Error;
 use crate::keyring::{
     Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyPurpose, KeyState, Keyring, MAX_KEY_ID_LEN,
@@ -74,8 +74,8 @@ pub unsafe extern "C" fn wid_keyring_insert(
     key_id_len: usize,
     material: *const u8,
     material_len: usize,
-    derivation: u32,
-    state: u32,
+    derivation: wid_key_derivation,
+    state: wid_key_state,
     create_time_unix: i64,
 ) -> wid_result {
     // SAFETY: the same contract, for EdDSA.
@@ -131,8 +131,8 @@ pub unsafe extern "C" fn wid_keyring_insert_alg(
     key_id_len: usize,
     material: *const u8,
     material_len: usize,
-    derivation: u32,
-    state: u32,
+    derivation: wid_key_derivation,
+    state: wid_key_state,
     create_time_unix: i64,
 ) -> wid_result {
     // SAFETY: the same contract, for a bearer key.
@@ -169,8 +169,8 @@ pub unsafe extern "C" fn wid_keyring_insert_purpose(
     key_id_len: usize,
     material: *const u8,
     material_len: usize,
-    derivation: u32,
-    state: u32,
+    derivation: wid_key_derivation,
+    state: wid_key_state,
     create_time_unix: i64,
 ) -> wid_result {
     call(|| {
@@ -503,6 +503,7 @@ pub unsafe extern "C" fn wid_keyring_save(
 }
 
 /// Loads a keyring saved by `wid_keyring_save` into a new handle.
+/// `*out` receives a handle to free with `wid_keyring_free`.
 ///
 /// # Safety
 /// `path` must be NULL or valid for `path_len` bytes; `out` NULL or writable.

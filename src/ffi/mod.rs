@@ -33,6 +33,7 @@
 
 mod boundary;
 mod bytes;
+mod claims;
 mod codes;
 mod consul_login;
 mod custody;
@@ -56,6 +57,15 @@ mod verify;
 
 pub use boundary::{wid_last_error_message, wid_result_name};
 pub use bytes::{wid_bytes, wid_bytes_free};
+pub use claims::{
+    WID_CLAIM_ALLOCATION_ID, WID_CLAIM_CONSUL_NAMESPACE, WID_CLAIM_EXPIRES, WID_CLAIM_ISSUED_AT,
+    WID_CLAIM_ISSUER, WID_CLAIM_JOB_ID, WID_CLAIM_JWT_ID, WID_CLAIM_NAMESPACE,
+    WID_CLAIM_NODE_CLASS, WID_CLAIM_NODE_DATACENTER, WID_CLAIM_NODE_ID, WID_CLAIM_NODE_POOL,
+    WID_CLAIM_NOT_BEFORE, WID_CLAIM_SERVICE, WID_CLAIM_SUBJECT, WID_CLAIM_TASK,
+    WID_CLAIM_VAULT_NAMESPACE, WID_CLAIM_VAULT_ROLE, wid_claims, wid_claims_audience,
+    wid_claims_audience_count, wid_claims_free, wid_claims_i64, wid_claims_identity_name,
+    wid_claims_parse, wid_claims_str, wid_verify_claims,
+};
 pub use codes::*;
 pub use consul_login::{
     wid_consul_login_config, wid_consul_login_config_free, wid_consul_login_config_new,
@@ -161,6 +171,48 @@ pub type wid_alg = u32;
 /// `WID_KEY_PURPOSE_WIT 2`; see `KeyPurpose` (Rust).
 /// cbindgen:ignore
 pub type wid_key_purpose = u32;
+
+/// Key states (`wid_key_state`); see `KeyState` (Rust).
+/// cbindgen:ignore
+pub type wid_key_state = u32;
+
+/// Key derivations (`wid_key_derivation`); see `KeyDerivation` (Rust).
+/// cbindgen:ignore
+pub type wid_key_derivation = u32;
+
+/// Read consistencies a lookup is asked for (`wid_consistency`); see
+/// `Consistency` (Rust).
+/// cbindgen:ignore
+pub type wid_consistency = u32;
+
+/// Allocation states a lookup answers (`wid_alloc`); see `AllocState` (Rust).
+/// cbindgen:ignore
+pub type wid_alloc = u32;
+
+/// Node states a node lookup answers (`wid_node`); see `NodeState` (Rust).
+/// cbindgen:ignore
+pub type wid_node = u32;
+
+/// Which token kinds a verifier accepts (`wid_node_tokens`); see
+/// `NodeTokenMode`.
+/// cbindgen:ignore
+pub type wid_node_tokens = u32;
+
+/// What an identity manager's watcher is told about (`wid_managed`).
+/// cbindgen:ignore
+pub type wid_managed = u32;
+
+/// Why a token or secret is new (`wid_event`).
+/// cbindgen:ignore
+pub type wid_event = u32;
+
+/// Why a host exchange's refresh is called (`wid_refresh_reason`).
+/// cbindgen:ignore
+pub type wid_refresh_reason = u32;
+
+/// What a host exchange's refresh did (`wid_refreshed`).
+/// cbindgen:ignore
+pub type wid_refreshed = u32;
 
 /// The ABI version this library implements.
 pub const WID_ABI_VERSION: u32 = 1;

@@ -95,6 +95,7 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_new(
 /// `<issuer>/.well-known/openid-configuration`, whose `issuer` must equal
 /// `issuer` exactly, and fetches its `jwks_uri` (which must pass the same
 /// URL rules). An issuer with a query is `WID_RESULT_INVALID_ARGUMENT`.
+/// `*out` receives a builder to free with `wid_remote_jwks_builder_free`.
 ///
 /// # Safety
 /// `issuer` must be NULL or valid for `len` bytes; `out` NULL or writable.

@@ -15,7 +15,7 @@ use super::keyring::{keyring_ref, wid_keyring};
 use super::verify::{
     CallbackStore, MAX_AUDIENCE, wid_alloc_lookup_fn, wid_node_lookup_fn, wid_verifier,
 };
-use super::wid_result;
+use super::{wid_node_tokens, wid_result};
 use crate::error::Error;
 use crate::keyring::Keyring;
 use crate::{Audience, NodeTokens, Verifier};
@@ -415,7 +415,7 @@ pub unsafe extern "C" fn wid_verifier_builder_set_proof_replay_capacity(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_verifier_builder_set_node_tokens(
     b: *mut wid_verifier_builder,
-    mode: u32,
+    mode: wid_node_tokens,
 ) -> wid_result {
     call(|| {
         // SAFETY (this block): `b` is NULL or a live handle (the contract).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::boundary::{bytes_in, call, call_void, invalid, null, str_in};
 use super::handle::{self, Castable, out_optional, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
-use super::{WID_RESULT_OK, wid_bytes, wid_result};
+use super::{WID_RESULT_OK, wid_alloc, wid_bytes, wid_consistency, wid_node, wid_result};
 use crate::error::Error;
 use crate::state::{AllocState, Consistency, NodeState, StateStore, StoreError};
 use crate::{Audience, Verifier};
@@ -37,8 +37,8 @@ pub type wid_alloc_lookup_fn = Option<
         userdata: *mut c_void,
         alloc_id: *const u8,
         alloc_id_len: usize,
-        consistency: u32,
-        out_state: *mut u32,
+        consistency: wid_consistency,
+        out_state: *mut wid_alloc,
     ) -> wid_result,
 >;
 
@@ -97,8 +97,8 @@ pub type wid_node_lookup_fn = Option<
         userdata: *mut c_void,
         node_id: *const u8,
         node_id_len: usize,
-        consistency: u32,
-        out_state: *mut u32,
+        consistency: wid_consistency,
+        out_state: *mut wid_node,
     ) -> wid_result,
 >;
 
@@ -222,6 +222,7 @@ pub(super) unsafe fn verifier_ref<'a>(v: *const wid_verifier) -> Result<&'a Veri
 /// clock skew (>= 0; here 0 means NO leeway, unlike the options struct where 0
 /// means the 60 s default) and the allocation `lookup` (required; see
 /// `wid_alloc_lookup_fn`).
+/// `*out` receives a handle to free with `wid_verifier_free`.
 ///
 /// # Safety
 /// Pointers must be NULL or valid; `userdata` is passed to `lookup` untouched
@@ -256,6 +257,7 @@ pub unsafe extern "C" fn wid_verifier_new(
 }
 
 /// Like `wid_verifier_new`, with `wid_verifier_options` (NULL: defaults).
+/// `*out` receives a handle to free with `wid_verifier_free`.
 ///
 /// # Safety
 /// As `wid_verifier_new`; `options` NULL or valid.
