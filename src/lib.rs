@@ -165,7 +165,7 @@ pub struct EtcdDocDoctests;
 
 #[cfg(feature = "etcd")]
 pub use audit::AUDIT_TARGET;
-pub use claims::{Claims, ExpectedClaims, NodeClaims};
+pub use claims::{CLAIMS_SUPPORTED, Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, rfc3339, unix_now};
 #[cfg(feature = "consul")]
 pub use consul_login::{

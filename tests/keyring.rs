@@ -335,7 +335,8 @@ fn oidc_discovery_document() {
             "jwks_uri": "https://nomad.example.com:4646/.well-known/jwks.json",
             "id_token_signing_alg_values_supported": ["EdDSA"],
             "response_types_supported": ["code"],
-            "subject_types_supported": ["public"]
+            "subject_types_supported": ["public"],
+            "claims_supported": workload_identity::CLAIMS_SUPPORTED
         })
     );
     let d = OidcDiscovery::new("https://example.com/nomad/").unwrap();

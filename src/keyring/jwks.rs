@@ -158,6 +158,9 @@ pub struct OidcDiscovery {
     pub response_types_supported: Vec<&'static str>,
     /// `["public"]`.
     pub subject_types_supported: Vec<&'static str>,
+    /// Every claim the issuer writes ([`CLAIMS_SUPPORTED`](crate::CLAIMS_SUPPORTED)):
+    /// some relying parties read it to know what they may bind to.
+    pub claims_supported: Vec<&'static str>,
 }
 
 impl OidcDiscovery {
@@ -185,6 +188,7 @@ impl OidcDiscovery {
             id_token_signing_alg_values_supported: algs,
             response_types_supported: vec!["code"],
             subject_types_supported: vec!["public"],
+            claims_supported: crate::claims::CLAIMS_SUPPORTED.to_vec(),
         })
     }
 
