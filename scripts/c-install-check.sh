@@ -48,6 +48,17 @@ if [ "$needed" != "libworkload_identity.so.$abi" ]; then
 fi
 # Runs with nothing but the recorded path: no LD_LIBRARY_PATH.
 env -u LD_LIBRARY_PATH "$work/example" >/dev/null
+# docs/c.md's static recipe: `pkg-config --static` adds what the archive
+# needs, and -Bstatic picks the archive: no libworkload_identity at run time.
+# shellcheck disable=SC2046
+gcc -std=c11 -Wall -Wextra -Werror -pedantic bindings/c/example.c \
+    $(pkg-config --cflags workload_identity) \
+    -Wl,-Bstatic $(pkg-config --static --libs workload_identity) -Wl,-Bdynamic -o "$work/example_static"
+if readelf -d "$work/example_static" | grep -q 'NEEDED.*libworkload_identity'; then
+    echo "c-install-check: the pkg-config --static build still needs the shared library" >&2
+    exit 1
+fi
+env -u LD_LIBRARY_PATH "$work/example_static" >/dev/null
 # The installer's own contract: --help is help (exit 0), and the build
 # directory follows CARGO_TARGET_DIR as cargo does.
 scripts/install.sh --help | grep -q -- '--prefix DIR'
@@ -55,4 +66,4 @@ scripts/install.sh --help | grep -q -- '--prefix DIR'
     echo "c-install-check: wid_target_dir ignores CARGO_TARGET_DIR" >&2
     exit 1
 }
-echo "c-install-check: OK: SONAME $soname; installed lib/, include/, pkgconfig; example built with pkg-config ($flags) and ran"
+echo "c-install-check: OK: SONAME $soname; installed lib/, include/, pkgconfig; example built with pkg-config ($flags) and ran, and statically with pkg-config --static"
