@@ -59,6 +59,14 @@ pub struct KeyringPolicy {
     pub retention: Duration,
 }
 
+impl KeyringPolicy {
+    /// `longest_token_ttl` in seconds, `u64::MAX` when unknown.
+    #[inline(never)]
+    fn longest_ttl_secs(&self) -> u64 {
+        self.longest_token_ttl.map_or(u64::MAX, |d| d.as_secs())
+    }
+}
+
 impl Default for KeyringPolicy {
     fn default() -> Self {
         KeyringPolicy::new(None)
@@ -332,9 +340,16 @@ impl Keyring {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         *held = policy;
-        let secs = policy
-            .and_then(|p| p.longest_token_ttl)
-            .map_or(u64::MAX, |d| d.as_secs());
+        // The policy's fields are read only once it is known to be there
+        // (`longest_ttl_secs` is not inlined): an `Option<KeyringPolicy>`
+        // that is `None` keeps its discriminant in a field's niche and
+        // leaves the rest uninitialised, and optimised code that loaded a
+        // field before testing the discriminant made valgrind report a
+        // branch on uninitialised memory (the C tests, at one build).
+        let secs = match &policy {
+            Some(p) => p.longest_ttl_secs(),
+            None => u64::MAX,
+        };
         self.shared.longest_ttl.store(secs, Ordering::Release);
     }
 
