@@ -450,6 +450,49 @@ mod tests {
         );
     }
 
+    /// A redirect is not followed (it would resend the identity token, or
+    /// the Consul token, to wherever it points): the login fails, naming
+    /// the status, and the place it pointed to is never asked.
+    #[test]
+    fn redirects_are_not_followed() {
+        use std::io::{Read, Write};
+        use std::net::TcpListener;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+        let elsewhere_port = elsewhere.local_addr().unwrap().port();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counted = asked.clone();
+        elsewhere.set_nonblocking(true).unwrap();
+        let redirector = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = redirector.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            // Two requests: the login, and the token/self of the restore.
+            for _ in 0..2 {
+                let (mut conn, _) = redirector.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{elsewhere_port}/v1/acl/login\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = conn.write_all(answer.as_bytes());
+            }
+        });
+        let login = login(&format!("http://127.0.0.1:{port}"));
+        let e = login.derive(&token(None), 0).unwrap_err();
+        assert!(e.to_string().contains("307"), "{e}");
+        let r = login
+            .refresh("s", &token(None), RefreshReason::Restored, 0)
+            .unwrap_err();
+        assert!(r.to_string().contains("307"), "{r}");
+        server.join().unwrap();
+        if elsewhere.accept().is_ok() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "the redirect was followed");
+    }
+
     #[test]
     fn https_only_except_loopback_when_allowed() {
         let id = || IdentityId::new("server", "consul_default");
