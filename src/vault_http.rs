@@ -128,6 +128,22 @@ pub(crate) fn is_mount_path(mount: &str) -> bool {
         })
 }
 
+/// The PEM bundle in file `path`, for a login builder's `ca_bundle_file`
+/// (`subject` names the builder in the error).
+#[cfg(any(feature = "vault", feature = "consul"))]
+pub(crate) fn read_ca_bundle_file(
+    path: &std::path::Path,
+    subject: &'static str,
+) -> crate::error::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        crate::error::Error::invalid(
+            subject,
+            "ca_bundle_file",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })
+}
+
 /// A byte allowed in a mount path segment or a name.
 pub(crate) fn is_path_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')

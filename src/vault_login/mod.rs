@@ -340,14 +340,7 @@ impl VaultLoginBuilder {
 
     /// Trust only the certificates of this PEM file.
     pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let pem = std::fs::read(path).map_err(|e| {
-            Error::invalid(
-                "VaultLogin",
-                "ca_bundle_file",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        let pem = crate::vault_http::read_ca_bundle_file(path.as_ref(), "VaultLogin")?;
         Ok(self.ca_bundle_pem(&pem))
     }
 
