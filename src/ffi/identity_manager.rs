@@ -82,14 +82,15 @@ impl Castable for wid_identity_manager {
     const NAME: &'static str = "wid_identity_manager";
 }
 
-/// Applies `change` to builder `b`'s settings, refused once it has built.
+/// Applies `change` to builder `b`'s settings (giving back what it gives),
+/// refused once it has built.
 ///
 /// # Safety
 /// `b` must be NULL or a live handle from this library.
-pub(super) unsafe fn update(
+pub(super) unsafe fn update<T>(
     b: *const wid_identity_manager_builder,
-    change: impl FnOnce(&mut Settings) -> Result<(), Error>,
-) -> Result<(), Error> {
+    change: impl FnOnce(&mut Settings) -> Result<T, Error>,
+) -> Result<T, Error> {
     // SAFETY: `b` is NULL or a live handle (this function's contract).
     let builder = unsafe { handle::borrow::<wid_identity_manager_builder>(b, "builder")? };
     let mut settings = builder.lock().unwrap_or_else(PoisonError::into_inner);
@@ -430,9 +431,8 @@ pub unsafe extern "C" fn wid_identity_manager_builder_build(
         // SAFETY: `b` is NULL or a live handle (the contract).
         unsafe { handle::borrow::<wid_identity_manager_builder>(b, "builder")? };
         require_out(out, "out")?;
-        let mut built = None;
         // SAFETY: as above.
-        unsafe {
+        let manager = unsafe {
             update(b, |s| {
                 let signer = s.signer.clone().ok_or_else(|| {
                     invalid(
@@ -463,14 +463,12 @@ pub unsafe extern "C" fn wid_identity_manager_builder_build(
                     .collect::<Result<Vec<_>, Error>>()?;
                 s.events.set_watchers(watchers);
                 s.built = true;
-                built = Some(HostManager {
+                Ok(HostManager {
                     manager,
                     events: s.events.clone(),
-                });
-                Ok(())
-            })?;
-        }
-        let manager = built.ok_or_else(|| invalid("builder", "built no manager"))?;
+                })
+            })?
+        };
         // SAFETY: `out` is writable (checked non-NULL; the contract).
         unsafe { handle::out(out, "out", || handle::into_raw(manager)) }
     })

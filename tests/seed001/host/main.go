@@ -84,7 +84,7 @@ func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) e
 		// Short-lived identities, so renewals come within each round.
 		requests = append(requests, &wid.IssueRequest{Region: "global", Allocation: alloc, Task: w,
 			Identity: &wid.WorkloadIdentity{Name: "vault_default",
-				Audience: []string{"vault.io", "consul.io"}, TTL: 8 * time.Second}})
+				Audience: []string{"vault.io", "consul.io"}, TTL: 12 * time.Second}})
 		opts = append(opts, login(mode, addr, name, w))
 	}
 	// doc:begin manager
