@@ -76,8 +76,9 @@
 //!   token-exchange hooks;
 //! * [`ffi`]: the stable C ABI.
 
-// Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
-#![deny(unsafe_code)]
+// No unsafe code at all: the C ABI (and every `unsafe` it needs) is the
+// `workload-identity-ffi` crate.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // docs.rs (nightly, `--cfg docsrs`) marks each feature-gated item with its
 // feature.
@@ -101,7 +102,6 @@ mod deadline;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd_keyring;
-pub mod ffi;
 /// Shared entry points of the fuzz targets, the corpus replay test and the
 /// valgrind replay: not part of the library (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]
@@ -112,6 +112,7 @@ mod jwt;
 mod keyring;
 pub mod manager;
 pub mod model;
+mod numbering;
 mod pop;
 pub mod profile;
 mod purpose;

@@ -57,7 +57,6 @@ fn transit_against_a_real_openbao() {
     rewrap_after_rotation(&bao, dir.path());
     refusals(&bao, dir.path());
     signing(&bao, dir.path());
-    through_the_c_abi(&bao, dir.path());
     rotation_policy(&bao);
     #[cfg(feature = "cli")]
     command_line(&bao, dir.path());
@@ -118,72 +117,6 @@ fn rotation_policy(bao: &Bao) {
         KeyState::Deprecated
     );
     assert!(!kr.jwks().keys.iter().any(|k| k.kid == v1.as_str()));
-}
-
-/// `wid_key_wrapper_transit` (token from the argument, the server's CA as a
-/// PEM bundle), then save and load through the C ABI.
-fn through_the_c_abi(bao: &Bao, dir: &std::path::Path) {
-    use std::ptr::{null, null_mut};
-    use workload_identity::ffi::*;
-    bao.cmd(&["write", "-f", "transit/keys/wid-ffi", "type=aes256-gcm96"]);
-    let ca = bao.ca_pem();
-    let ks = dir.join("ffi-keystore").display().to_string();
-    let s = |t: &str| (t.as_ptr().cast::<std::ffi::c_char>(), t.len());
-    unsafe {
-        let (ap, an) = s(&bao.addr);
-        let (kp, kn) = s("wid-ffi");
-        let (tp, tn) = s(&bao.root_token);
-        let mut w = null_mut();
-        let rc = wid_key_wrapper_transit(
-            ap,
-            an,
-            null(),
-            0,
-            kp,
-            kn,
-            tp,
-            tn,
-            ca.as_ptr(),
-            ca.len(),
-            &mut w,
-        );
-        assert_eq!(rc, WID_RESULT_OK);
-        let mut kr = null_mut();
-        assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
-        assert_eq!(
-            wid_keyring_rotate_alg(kr, WID_ALG_ES256, 0, null_mut()),
-            WID_RESULT_OK
-        );
-        let (pp, pn) = s(&ks);
-        assert_eq!(wid_keyring_save_wrapped(kr, pp, pn, w), WID_RESULT_OK);
-        assert!(contains(&std::fs::read(&ks).unwrap(), b"vault:v1:"));
-        let mut back = null_mut();
-        assert_eq!(
-            wid_keyring_load_wrapped(pp, pn, w, &mut back),
-            WID_RESULT_OK
-        );
-        wid_keyring_free(back);
-        // A key name Transit does not have.
-        let (bp, bn) = s("no-such-key");
-        let mut none = null_mut();
-        let rc = wid_key_wrapper_transit(
-            ap,
-            an,
-            null(),
-            0,
-            bp,
-            bn,
-            tp,
-            tn,
-            ca.as_ptr(),
-            ca.len(),
-            &mut none,
-        );
-        assert_eq!(rc, WID_RESULT_KEY_CUSTODY_FAILED);
-        assert!(none.is_null());
-        wid_key_wrapper_free(w);
-        wid_keyring_free(kr);
-    }
 }
 
 /// `wid` with the Transit flags: init wraps from the start, every command
