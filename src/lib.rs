@@ -17,8 +17,10 @@
 //!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the
 //!   Vault/OpenBao login, see docs/vault.md; `ConsulLogin`, feature
 //!   `consul`: the Consul login, see docs/consul.md).
-//! * **From C or Go**: [`ffi`] and `include/workload_identity.h`;
-//!   `bindings/go/wid` in the repository.
+//! * **From C or Go**: the C ABI is a crate of its own,
+//!   `workload-identity-ffi` (`ffi/` in the repository: the shared and static
+//!   library, `workload_identity.h`); `bindings/go/wid` is the Go binding over
+//!   it. This crate is Rust only and has no `unsafe` code.
 //!
 //! Units: token times are Unix seconds; the manager's are Unix milliseconds
 //! (named `_ms`); an identity's TTL is a Go duration in **nanoseconds**
@@ -74,7 +76,7 @@
 //!   rules; [`codec`]: encoding and strict decoding by declared codec names;
 //! * [`manager`]: the client side — renewal, restart-safe restore, watchers and
 //!   token-exchange hooks;
-//! * [`ffi`]: the stable C ABI.
+//! * [`profile`]: token profiles (SPIFFE JWT-SVIDs, extra claims).
 
 // No unsafe code at all: the C ABI (and every `unsafe` it needs) is the
 // `workload-identity-ffi` crate.
@@ -87,7 +89,8 @@
 
 // The crate root is the front door: the modules below are private except the
 // namespaces users reach into (the wire types, the client-side manager, the
-// msgpack codec, the C ABI), and every public item has exactly one path.
+// msgpack codec, the token profiles), and every public item has exactly one
+// path.
 mod algorithm;
 #[cfg(feature = "etcd")]
 mod audit;

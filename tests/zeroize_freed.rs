@@ -111,7 +111,6 @@ fn life_cycle(dir: &std::path::Path) {
     Keyring::rewrap_keystore(&wrapped_path, &with(&kek), Some(&*kek2)).unwrap();
     Keyring::rewrap_keystore(&wrapped_path, &with(&kek2), None).unwrap();
     assert_eq!(Keyring::load(&wrapped_path).unwrap().keys(), algs.keys());
-
 }
 
 #[test]

@@ -33,7 +33,8 @@ fn bench(c: &mut Criterion) {
     let store = Arc::new(MemoryStore::new());
     store.upsert(&req.allocation);
     let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
-    let verifier = Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
+    let verifier =
+        Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
     let ffi_verifier = common::live::ffi_live_verifier("bench-key", &MATERIAL);
     let ffi_verify = |out: *mut wid_bytes| unsafe {
         wid_verify(ffi_verifier, token.as_ptr().cast(), token.len(), now, out)

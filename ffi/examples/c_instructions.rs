@@ -34,7 +34,8 @@ fn main() {
     let store = Arc::new(MemoryStore::new());
     store.upsert(&req.allocation);
     let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
-    let verifier = Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
+    let verifier =
+        Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
     let ffi_verifier = common::live::ffi_live_verifier("k", &material);
     let ffi_verify = |token: &str| unsafe {
         workload_identity_ffi::wid_verify(

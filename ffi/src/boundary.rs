@@ -6,8 +6,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::codes::CEnum;
 use super::{WID_RESULT_OK, WID_RESULT_PANIC, wid_result};
-use workload_identity::ResultCode;
 use workload_identity::Error;
+use workload_identity::ResultCode;
 
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
@@ -164,7 +164,6 @@ pub(crate) fn truncate_for_message(s: &str) -> String {
     format!("{}…", &s[..end])
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,4 +236,3 @@ mod tests {
         }
     }
 }
-

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::ffi::c_char;
 
+use super::boundary::truncate_for_message;
 use super::boundary::{bytes_in, call, call_void, invalid, str_in};
 use super::handle::{self, Castable, require_out};
 use super::keyring::MAX_JSON;
 use super::verify::{token_in, verifier_ref, wid_verifier};
 use super::wid_result;
-use super::boundary::truncate_for_message;
 use workload_identity::Error;
 
 /// The allocation's ID (`nomad_allocation_id`).

@@ -320,9 +320,9 @@ mod imp {
     use super::super::identity_manager::identity_in;
     use super::super::login_config::{LoginBuilder, MAX_STR, change};
     use super::wid_consul_login_config;
-    use workload_identity::{ConsulLogin, ConsulLoginBuilder};
     use workload_identity::Error;
     use workload_identity::manager::EventKind;
+    use workload_identity::{ConsulLogin, ConsulLoginBuilder};
 
     pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
 

@@ -8,8 +8,8 @@ use super::boundary::{bytes_in, call, call_void, str_in};
 use super::handle::{self, Castable, require_out};
 use super::keyring::{MAX_PATH, keyring_ref, wid_keyring};
 use super::wid_result;
-use workload_identity::{KekFile, KeyWrapper};
 use workload_identity::Error;
+use workload_identity::{KekFile, KeyWrapper};
 use workload_identity::{Keyring, KeystoreLoadOptions};
 
 /// A key-encryption key that wraps keystores (opaque; reference counted).

@@ -20,8 +20,8 @@ use workload_identity::codec;
 use workload_identity::{Error, ResultCode};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
-use workload_identity::SignedIdentity;
 use workload_identity::Keyring;
+use workload_identity::SignedIdentity;
 use workload_identity::manager::{
     Derived, EventKind, ExchangeError, IdentityId, IdentitySigner, IdentityToken, RefreshReason,
     Refreshed, TokenExchange, Watcher,
@@ -152,7 +152,8 @@ pub unsafe extern "C" fn wid_output_set(
 
 /// The name of result `rc`, for messages.
 fn rc_name(rc: wid_result) -> &'static str {
-    workload_identity::ResultCode::from_u32(rc).map_or("WID_RESULT_UNKNOWN", workload_identity::ResultCode::name)
+    workload_identity::ResultCode::from_u32(rc)
+        .map_or("WID_RESULT_UNKNOWN", workload_identity::ResultCode::name)
 }
 
 /// A host's signer: called once per identity with its msgpack

@@ -19,16 +19,18 @@ use super::host_callbacks::{
 use super::issuer::wid_issuer;
 use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::{wid_alg, wid_result};
-use workload_identity::codec::{self, DecodeLimits};
-use workload_identity::Error;
-use workload_identity::{Algorithm, Keyring};
-use workload_identity::manager::{FileIdentityDb, IdentityId, IdentityManager, IdentitySigner, TokenExchange};
-use workload_identity::model::IssueRequest;
 pub use running::{
     wid_identity_manager_current, wid_identity_manager_health_json,
     wid_identity_manager_next_due_ms, wid_identity_manager_restore, wid_identity_manager_secret,
     wid_identity_manager_start, wid_identity_manager_tick,
 };
+use workload_identity::Error;
+use workload_identity::codec::{self, DecodeLimits};
+use workload_identity::manager::{
+    FileIdentityDb, IdentityId, IdentityManager, IdentitySigner, TokenExchange,
+};
+use workload_identity::model::IssueRequest;
+use workload_identity::{Algorithm, Keyring};
 
 /// The most bytes of a name (workload, identity, exchange).
 const MAX_NAME: usize = 1024;

@@ -7,9 +7,9 @@ use super::boundary::{bytes_in, call, str_in};
 use super::handle::{self, require_out};
 use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::{wid_alg, wid_bytes, wid_result};
-use workload_identity::codec::{self, DecodeLimits};
-use workload_identity::Issuer;
 use workload_identity::Algorithm;
+use workload_identity::Issuer;
+use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::model::{IssueRequest, NodeIdentityRequest};
 
 /// Signs the identity a msgpack `IssueRequest` (codec names, as Go's

@@ -12,9 +12,9 @@ use super::handle::{self, Castable, require_out};
 use super::keyring::{MAX_JSON, MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::proof::MAX_TRUST_DOMAIN;
 use super::{wid_alg, wid_bytes, wid_result};
-use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::Error;
 use workload_identity::Issuer;
+use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::model::{IssueRequest, NodeIdentityRequest};
 use workload_identity::profile::{ExtraClaimsPolicy, SpiffeProfile};
 

@@ -14,8 +14,8 @@ use super::handle::{self, Castable, out_optional, require_out};
 use super::issuer::wid_issuer;
 use super::keyring::{MAX_PATH, keyring_ref, wid_keyring};
 use super::{wid_bytes, wid_result};
-use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::Error;
+use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::manager::{FileIdentityDb, NodeIdentityManager};
 use workload_identity::model::NodeIdentityRequest;
 

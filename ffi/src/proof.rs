@@ -9,9 +9,9 @@ use super::handle::{self, Castable, out_optional, require_out};
 use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::verify::wid_verifier;
 use super::{wid_alg, wid_bytes, wid_result};
-use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::Error;
 use workload_identity::Issuer;
+use workload_identity::codec::{self, DecodeLimits};
 use workload_identity::model::IssueRequest;
 use workload_identity::{MAX_TOKEN_BYTES_LIMIT, ProofOptions, ProofRequest, Verifier, WorkloadKey};
 

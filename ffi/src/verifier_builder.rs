@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::boundary::{call, call_void, invalid, null, str_in};
+use super::codes::CEnum;
 use super::handle::{self, Castable, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
 use super::verify::{
     CallbackStore, MAX_AUDIENCE, wid_alloc_lookup_fn, wid_node_lookup_fn, wid_verifier,
 };
-use super::codes::CEnum;
 use super::{wid_node_tokens, wid_result};
 use workload_identity::Error;
 use workload_identity::Keyring;

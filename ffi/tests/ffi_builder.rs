@@ -14,8 +14,8 @@ use std::ptr::{null, null_mut};
 
 use ffi_text::{last_error, name};
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{IssueRequest, ProofKey};
+use workload_identity_ffi::*;
 
 const NOW: i64 = 1_700_000_000;
 const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";

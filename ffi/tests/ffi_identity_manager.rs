@@ -15,8 +15,8 @@ use std::sync::Mutex;
 
 use common::ffi_text::{last_error, name};
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{GoDuration, IssueRequest};
+use workload_identity_ffi::*;
 
 const T0: i64 = 1_700_000_000_000;
 

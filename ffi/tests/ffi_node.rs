@@ -19,8 +19,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ffi_text::{last_error, name};
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{GoDuration, Node, NodeIdentityRequest};
+use workload_identity_ffi::*;
 
 const NOW: i64 = 1_700_000_000;
 const NODE: &str = "da86421c-7de9-85e4-2f50-3b2bf95102c1";

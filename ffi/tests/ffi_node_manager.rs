@@ -13,8 +13,8 @@ use std::ptr::{null, null_mut};
 
 use ffi_text::{last_error, name};
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{Node, NodeIdentityRequest};
+use workload_identity_ffi::*;
 
 const T0: i64 = 1_700_000_000_000;
 const NODE: &str = "da86421c-7de9-85e4-2f50-3b2bf95102c1";

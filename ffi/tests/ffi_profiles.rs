@@ -12,8 +12,8 @@ use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{IssueRequest, Node};
+use workload_identity_ffi::*;
 
 const NOW: i64 = 1_800_000_000;
 const TD: &str = "example.org";

@@ -13,8 +13,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use workload_identity::codec;
-use workload_identity_ffi::*;
 use workload_identity::model::{GoDuration, IssueRequest, ProofKey};
+use workload_identity_ffi::*;
 
 const NOW: i64 = 1_800_000_000;
 const TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";

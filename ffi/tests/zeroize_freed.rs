@@ -58,7 +58,6 @@ fn life_cycle(dir: &std::path::Path) {
     }
 }
 
-
 #[test]
 fn no_secret_is_left_in_freed_memory_by_the_c_abi() {
     scanner::check(RSA_PKCS8, life_cycle);

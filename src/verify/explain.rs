@@ -88,7 +88,9 @@ impl Verifier {
         let mut steps = Steps(Vec::new());
         let max = self.inner.options.max_token_bytes;
         let refused = steps
-            .record("length", jwt::check_length(token_len, max), |_| String::new())
+            .record("length", jwt::check_length(token_len, max), |_| {
+                String::new()
+            })
             .err()?;
         Some(Explanation {
             steps: steps.0,
