@@ -1,5 +1,7 @@
-//! The committed C header is exactly what cbindgen generates from `src/ffi/`.
-//! `WID_BLESS=1 cargo test --test c_header` rewrites it after a deliberate change.
+//! The committed C header (`ffi/include/workload_identity.h`) is exactly what
+//! cbindgen generates from `ffi/src/`.
+//! `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` rewrites
+//! it after a deliberate change.
 
 #[test]
 fn committed_header_is_current() {
@@ -20,7 +22,7 @@ fn committed_header_is_current() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "include/workload_identity.h is out of date: run `WID_BLESS=1 cargo test --test c_header` and commit it"
+        "ffi/include/workload_identity.h is out of date: run `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` and commit it"
     );
     for line in generated.lines().filter(|l| l.starts_with("#define ")) {
         let name = line.split_whitespace().nth(1).unwrap();
@@ -33,7 +35,7 @@ fn committed_header_is_current() {
     for (i, line) in generated.lines().enumerate() {
         assert!(
             !line.contains("[`") && !line.contains("]("),
-            "include/workload_identity.h:{}: rustdoc link syntax in a C comment: {line}",
+            "ffi/include/workload_identity.h:{}: rustdoc link syntax in a C comment: {line}",
             i + 1
         );
     }
@@ -146,9 +148,9 @@ fn committed_header_is_current() {
     pinned.sort();
     assert_eq!(
         in_header, pinned,
-        "the header's numbers differ from abi/constants.txt"
+        "the header's numbers differ from ffi/abi/constants.txt"
     );
-    // And the Rust constants (from src/ffi/codes.rs) name the same numbers.
+    // And the Rust constants (from ffi/src/codes.rs) name the same numbers.
     use workload_identity_ffi::*;
     for (name, value) in [
         ("WID_RESULT_OK", WID_RESULT_OK),

@@ -1,5 +1,5 @@
 //! The verifier builder, `wid_explain` and `wid_verifier_stats` through the
-//! C ABI (`src/ffi/verifier_builder.rs`, `src/ffi/explain.rs`): every
+//! C ABI (`ffi/src/verifier_builder.rs`, `ffi/src/explain.rs`): every
 //! setter's refusals with the builder unchanged, builds that do not consume
 //! the builder, each option's effect on the verifiers built, explanations
 //! with the verdict (the same JSON as `Verifier::explain`'s), stats, NULL

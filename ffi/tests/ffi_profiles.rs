@@ -1,4 +1,4 @@
-//! Token profiles through the C ABI (`src/ffi/issuer.rs`): the issuer
+//! Token profiles through the C ABI (`ffi/src/issuer.rs`): the issuer
 //! builder (iss, algorithm, SPIFFE profile, WIMSE trust domain, extra claims
 //! policy), issuers built from it, and `wid_keyring_spiffe_bundle`; result
 //! codes, NULL and UTF-8 checks, values refused at once with the builder

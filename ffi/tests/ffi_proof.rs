@@ -1,4 +1,4 @@
-//! Proof of possession through the C ABI (`src/ffi/proof.rs`): workload keys,
+//! Proof of possession through the C ABI (`ffi/src/proof.rs`): workload keys,
 //! WIT issuance from a msgpack request carrying `ProofKey`, proofs and their
 //! verification; result codes, NULL and UTF-8 checks, outputs written only on
 //! success, wrong handle types, and a proof accepted once across threads.

@@ -1,4 +1,4 @@
-//! `wid_remote_jwks` through the C ABI (`src/ffi/remote_jwks.rs`). With the
+//! `wid_remote_jwks` through the C ABI (`ffi/src/remote_jwks.rs`). With the
 //! cargo feature `remote-jwks`: against an HTTP server on loopback serving
 //! a JWKS written by `wid_keyring_jwks` (and an OIDC discovery document),
 //! every builder setter's refusals, refresh reports, verification through
