@@ -1,17 +1,20 @@
 //! Every number C sees, from one source: the `#[repr(u32)]` enums themselves.
 //!
-//! The numbers are written once, as the enums' discriminants (`ResultCode` in
-//! `error.rs`, `KeyState`, `KeyDerivation`, `KeyPurpose` and `Algorithm` in the keyring,
-//! `Consistency`, `AllocState` and `NodeState` in `state`, `NodeTokenMode` in
-//! `ffi::verifier_builder`). cbindgen exports those enums to the header as
-//! `wid_result`, `wid_key_state`, `wid_key_derivation`, `wid_key_purpose`, `wid_alg`,
-//! `wid_consistency`, `wid_alloc`, `wid_node` and `wid_node_tokens` with their
-//! `WID_*` enumerators (see `cbindgen.toml`). This file
-//! gives each variant its C name once, and from that list derives what Rust
-//! needs: the `WID_*` constants (for Rust callers of the C ABI) and each
-//! enum's [`CEnum`] (`VALUES`, `from_number`, `c_name`). Adding a code takes one variant and one line
-//! here; `tests/c_header.rs` checks the names here are the header's and that
-//! both match the pinned list in `abi/constants.txt`.
+//! The numbers are written once, as the enums' discriminants: the library's
+//! (`ResultCode`, `KeyState`, `KeyDerivation`, `KeyPurpose`, `Algorithm`,
+//! `Consistency`, `AllocState`, `NodeState`, read by cbindgen from the
+//! workload-identity crate) and this crate's own (`NodeTokenMode` in
+//! `verifier_builder`, the identity manager's in `host_callbacks`). cbindgen
+//! exports them to the header as `wid_result`, `wid_key_state`,
+//! `wid_key_derivation`, `wid_key_purpose`, `wid_alg`, `wid_consistency`,
+//! `wid_alloc`, `wid_node`, `wid_node_tokens`, ... with their `WID_*`
+//! enumerators (see `cbindgen.toml`). This file gives each variant its C name
+//! once, and from that list derives the `WID_*` constants (for Rust callers
+//! of the C ABI) and each enum's [`CEnum`] (`VALUES`, `from_number`,
+//! `c_name`). Adding a code takes one variant and one line here;
+//! `tests/c_header.rs` checks the names here are the header's and that both
+//! match the pinned list in `abi/constants.txt`, and a unit test checks that
+//! every value of the library's enums (their `ALL`) has its line here.
 //!
 //! (cbindgen does not expand macros, so nothing generated here reaches the
 //! header twice.)

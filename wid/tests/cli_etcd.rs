@@ -9,10 +9,10 @@
 //!
 //! Needs the `cli` and `etcd` features, Debian's `etcd-server` and root (as
 //! `tests/etcd_keyring.rs`):
-//! `cargo test --features cli,etcd --test cli_etcd -- --test-threads=1`
-#![cfg(all(feature = "cli", feature = "etcd"))]
-
+//! `cargo test -p wid --test cli_etcd -- --test-threads=1`
+#[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;
+#[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::ffi::OsStr;
@@ -1388,7 +1388,7 @@ fn revoke_and_remove_through_etcd() {
 
 /// A marked ```sh block of docs/etcd.md (`<!-- run by tests/cli_etcd.rs: NAME -->`).
 fn etcd_doc_block(name: &str) -> String {
-    let page = include_str!("../docs/etcd.md");
+    let page = include_str!("../../docs/etcd.md");
     let marker = format!("<!-- run by tests/cli_etcd.rs: {name} -->");
     let after = page
         .split_once(&marker)

@@ -6,8 +6,7 @@
 //! served byte for byte. TLS clients are `curl` (as operators use it);
 //! certificates are made with `openssl`; the PEM keys are read back by
 //! Python's `cryptography` (CI installs it).
-#![cfg(feature = "cli")]
-
+#[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::io::{Read, Write};

@@ -20,10 +20,10 @@
 //!   role's max TTL, and says what was wrong (role, audience, bound claim,
 //!   network) in OpenBao's words.
 //!
-//! `cargo test --features cli,vault --test vault`
-#![cfg(all(feature = "cli", feature = "vault"))]
-
+//! `cargo test -p wid --test vault`
+#[path = "../../tests/bao_support/mod.rs"]
 mod bao_support;
+#[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::process::{Command, Stdio};
@@ -356,7 +356,7 @@ impl World {
 /// The fenced block that follows `<!-- checked by tests/vault.rs: NAME -->`
 /// in docs/vault.md: the test uses what the page tells a user.
 fn doc_block(name: &str) -> String {
-    let page = include_str!("../docs/vault.md");
+    let page = include_str!("../../docs/vault.md");
     let marker = format!("<!-- checked by tests/vault.rs: {name} -->");
     let after = page
         .split_once(&marker)
@@ -1096,7 +1096,7 @@ fn a_revoked_key_stops_logging_in_after_the_printed_step() {
 /// and leaf certificates for 127.0.0.1 and localhost (`member1.pem`,
 /// `member1.key`).
 fn recipe_certificates(dir: &std::path::Path) {
-    let page = include_str!("../docs/etcd.md");
+    let page = include_str!("../../docs/etcd.md");
     let marker = "<!-- run by tests/tls_refusals.rs: openssl recipe -->";
     let after = page.split_once(marker).expect("docs/etcd.md's recipe").1;
     let block = after.trim_start().strip_prefix("```sh\n").unwrap();

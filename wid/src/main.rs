@@ -3,7 +3,7 @@
 //! Keystores (`wid keyring ...`), issuing (`wid issue`), verifying (`wid
 //! verify`), explaining (`wid inspect`) and serving the JWKS and OIDC discovery
 //! documents (`wid serve`), all through the library's public API. Built only
-//! with the `cli` feature: `cargo install --path . --features cli`.
+//! as the `wid` package (wid/ in the repository): `cargo install --locked --path wid`.
 //!
 //! Output is for people by default and JSON with `--json`; errors go to stderr
 //! with the stable result code's C name (`WID_RESULT_EXPIRED`), and the exit

@@ -18,9 +18,8 @@
 //!   identity token within the leeway is refused with no request sent.
 //!
 //! Needs python3 with PyJWT: `pip install "PyJWT[crypto]" cryptography`.
-//! `cargo test --features cli,consul --test consul`
-#![cfg(all(feature = "cli", feature = "consul"))]
-
+//! `cargo test -p wid --test consul`
+#[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -66,7 +65,7 @@ impl Standin {
     fn start(extra: &[&str]) -> Standin {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/consul_standin/consul_standin.py"
+            "/../tests/consul_standin/consul_standin.py"
         );
         let check = Command::new("python3")
             .args(["-c", "import jwt, cryptography"])

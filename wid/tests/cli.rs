@@ -1,7 +1,7 @@
 //! The `wid` tool, end to end: the built binary driven as an operator and a
 //! relying party would drive it (feature `cli`).
 //!
-//! `cargo test --features cli --test cli`
+//! `cargo test -p wid --test cli`
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
 
+#[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use serve_support::{Served, WID, eventually, http};
@@ -1884,7 +1885,7 @@ mod golden {
                 vec!["--assume-live", "--now", &ok_now],
             ),
         ];
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/inspect");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/inspect");
         let bless = std::env::var_os("WID_BLESS").is_some();
         let scratch = s.dir.path().display().to_string();
         let mut failed = Vec::new();
@@ -2563,7 +2564,7 @@ fn issue_checks_the_issuer_as_serve_does() {
 #[test]
 fn the_walkthrough_of_docs_wid_md_runs_as_printed() {
     const MARKER: &str = "<!-- run by tests/cli.rs: walkthrough -->";
-    let page = include_str!("../docs/wid.md");
+    let page = include_str!("../../docs/wid.md");
     let after = page
         .split_once(MARKER)
         .unwrap_or_else(|| panic!("docs/wid.md has no {MARKER}"))
