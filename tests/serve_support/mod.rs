@@ -1,8 +1,10 @@
-//! A running `wid serve` for the tests that need one (`cli`, `cli_etcd`,
-//! `vault`): started with the given arguments, its address read from its
-//! first line, its stderr drained all along (a chatty server never blocks on
-//! a full pipe), killed on drop (also when a test fails); and a one-request
-//! HTTP/1.1 client to talk to it. Needs the `cli` feature (the `wid` binary).
+//! A running `wid serve` for the tests that need one (wid/tests/: `cli`,
+//! `cli_serve`, `cli_etcd`, `vault`, `consul`, through `#[path]`): started
+//! with the given arguments, its address read from its first line, its
+//! stderr drained all along (a chatty server never blocks on a full pipe),
+//! killed on drop (also when a test fails); and a one-request HTTP/1.1
+//! client to talk to it. Only the `wid` package's tests can use it:
+//! `CARGO_BIN_EXE_wid` is the `wid` binary, which cargo builds for them.
 #![allow(dead_code)] // each user of this module uses part of it
 
 use std::ffi::OsStr;

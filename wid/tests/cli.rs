@@ -1,5 +1,5 @@
 //! The `wid` tool, end to end: the built binary driven as an operator and a
-//! relying party would drive it (feature `cli`).
+//! relying party would drive it (the `wid` package's binary).
 //!
 //! `cargo test -p wid --test cli`
 

@@ -7,7 +7,7 @@
 //! refusals (no KEK, a wrong KEK, plain http) and the secrets that must
 //! never be printed.
 //!
-//! Needs the `cli` and `etcd` features, Debian's `etcd-server` and root (as
+//! Needs Debian's `etcd-server` and root (as the library's
 //! `tests/etcd_keyring.rs`):
 //! `cargo test -p wid --test cli_etcd -- --test-threads=1`
 #[path = "../../tests/etcd_support/mod.rs"]
