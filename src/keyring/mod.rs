@@ -227,9 +227,10 @@ pub struct KeyInfo {
 
 impl KeyInfo {
     /// Whether this keyring can sign with this key: it holds the secret, or
-    /// an external signer holds it.
+    /// an external signer holds it, and its algorithm is one that signs (a
+    /// verify-only key never does).
     pub fn can_sign(&self) -> bool {
-        self.derivation.is_some() || self.external.is_some()
+        (self.derivation.is_some() || self.external.is_some()) && self.algorithm.signing().is_some()
     }
 }
 
