@@ -383,10 +383,12 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         ))
     })?;
     let alg = match header.alg.as_deref() {
-        Some(name) => JwsAlgorithm::from_header(name).ok_or_else(|| Error::UnsupportedAlgorithm {
-            alg: truncate_for_message(name),
-            expected: ACCEPTED_ALGS.into(),
-        })?,
+        Some(name) => {
+            JwsAlgorithm::from_header(name).ok_or_else(|| Error::UnsupportedAlgorithm {
+                alg: truncate_for_message(name),
+                expected: ACCEPTED_ALGS.into(),
+            })?
+        }
         None => {
             return Err(malformed(format!(
                 "header has no alg: expected {ACCEPTED_ALGS}"
@@ -544,7 +546,12 @@ mod tests {
             let via_parser: Option<String> = serde_json::from_str::<serde_json::Value>(header)
                 .ok()
                 // An alg we do not verify fails parsing either way.
-                .filter(|v| v["alg"].as_str().and_then(JwsAlgorithm::from_header).is_some())
+                .filter(|v| {
+                    v["alg"]
+                        .as_str()
+                        .and_then(JwsAlgorithm::from_header)
+                        .is_some()
+                })
                 .and_then(|v| v["kid"].as_str().map(str::to_string))
                 // A kid that cannot be a key ID fails parsing either way.
                 .filter(|kid| KeyId::new(kid).is_ok());

@@ -26,8 +26,9 @@ use workload_identity::{
 
 /// The vector file `name` (fresh ones when the interop script says where).
 fn vectors(name: &str) -> Value {
-    let dir = std::env::var("WID_VERIFY_ONLY_VECTORS")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/verify_only").into());
+    let dir = std::env::var("WID_VERIFY_ONLY_VECTORS").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/verify_only").into()
+    });
     let path = format!("{dir}/{name}");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap()
@@ -78,7 +79,10 @@ fn check_vectors(name: &str) {
         assert_eq!(verified.claims.allocation_id, common::ALLOC_ID);
     }
     let refused = doc["refused"].as_array().unwrap();
-    assert!(refused.len() >= 30, "{generator}: the near misses are there");
+    assert!(
+        refused.len() >= 30,
+        "{generator}: the near misses are there"
+    );
     for t in refused {
         let what = t["name"].as_str().unwrap();
         let e = v
@@ -269,23 +273,90 @@ fn jwks_import_of_p384_p521_and_named_rsa_algorithms_is_exact() {
     let mut off = B64.decode(e384["y"].as_str().unwrap()).unwrap();
     off[47] ^= 1;
     for (name, entry, path) in [
-        ("P-384 x of 47 bytes", edit(&e384, &|v| v["x"] = short(v, "x")), "keys[0].x"),
-        ("P-384 x of 49 bytes", edit(&e384, &|v| v["x"] = long(v, "x", 0)), "keys[0].x"),
-        ("P-384 y of 47 bytes", edit(&e384, &|v| v["y"] = short(v, "y")), "keys[0].y"),
-        ("P-384 off the curve", edit(&e384, &|v| v["y"] = json!(B64.encode(&off))), "keys[0].x"),
-        ("P-521 x of 65 bytes", edit(&e521, &|v| v["x"] = short(v, "x")), "keys[0].x"),
-        ("P-521 y of 67 bytes", edit(&e521, &|v| v["y"] = long(v, "y", 0)), "keys[0].y"),
-        ("P-384 key with alg ES512", edit(&e384, &|v| v["alg"] = json!("ES512")), "keys[0].crv"),
-        ("P-384 key with alg ES256", edit(&e384, &|v| v["alg"] = json!("ES256")), "keys[0].crv"),
-        ("P-384 key with alg PS384", edit(&e384, &|v| v["alg"] = json!("PS384")), "keys[0].alg"),
-        ("EC P-192", edit(&e384, &|v| { v["crv"] = json!("P-192"); v.as_object_mut().unwrap().remove("alg"); }), "keys[0].crv"),
-        ("RSA key with alg HS384", edit(&r, &|v| v["alg"] = json!("HS384")), "keys[0].alg"),
-        ("RSA key with alg ES384", edit(&r, &|v| v["alg"] = json!("ES384")), "keys[0].alg"),
-        ("RSA key with alg none", edit(&r, &|v| v["alg"] = json!("none")), "keys[0].alg"),
-        ("RSA key with alg ps256", edit(&r, &|v| v["alg"] = json!("ps256")), "keys[0].alg"),
-        ("OKP key with alg PS256", json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "alg": "PS256",
-            "x": B64.encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().as_bytes())}), "keys[0].alg"),
-        ("P-384 private d", edit(&e384, &|v| v["d"] = json!("AAAA")), "keys[0].d"),
+        (
+            "P-384 x of 47 bytes",
+            edit(&e384, &|v| v["x"] = short(v, "x")),
+            "keys[0].x",
+        ),
+        (
+            "P-384 x of 49 bytes",
+            edit(&e384, &|v| v["x"] = long(v, "x", 0)),
+            "keys[0].x",
+        ),
+        (
+            "P-384 y of 47 bytes",
+            edit(&e384, &|v| v["y"] = short(v, "y")),
+            "keys[0].y",
+        ),
+        (
+            "P-384 off the curve",
+            edit(&e384, &|v| v["y"] = json!(B64.encode(&off))),
+            "keys[0].x",
+        ),
+        (
+            "P-521 x of 65 bytes",
+            edit(&e521, &|v| v["x"] = short(v, "x")),
+            "keys[0].x",
+        ),
+        (
+            "P-521 y of 67 bytes",
+            edit(&e521, &|v| v["y"] = long(v, "y", 0)),
+            "keys[0].y",
+        ),
+        (
+            "P-384 key with alg ES512",
+            edit(&e384, &|v| v["alg"] = json!("ES512")),
+            "keys[0].crv",
+        ),
+        (
+            "P-384 key with alg ES256",
+            edit(&e384, &|v| v["alg"] = json!("ES256")),
+            "keys[0].crv",
+        ),
+        (
+            "P-384 key with alg PS384",
+            edit(&e384, &|v| v["alg"] = json!("PS384")),
+            "keys[0].alg",
+        ),
+        (
+            "EC P-192",
+            edit(&e384, &|v| {
+                v["crv"] = json!("P-192");
+                v.as_object_mut().unwrap().remove("alg");
+            }),
+            "keys[0].crv",
+        ),
+        (
+            "RSA key with alg HS384",
+            edit(&r, &|v| v["alg"] = json!("HS384")),
+            "keys[0].alg",
+        ),
+        (
+            "RSA key with alg ES384",
+            edit(&r, &|v| v["alg"] = json!("ES384")),
+            "keys[0].alg",
+        ),
+        (
+            "RSA key with alg none",
+            edit(&r, &|v| v["alg"] = json!("none")),
+            "keys[0].alg",
+        ),
+        (
+            "RSA key with alg ps256",
+            edit(&r, &|v| v["alg"] = json!("ps256")),
+            "keys[0].alg",
+        ),
+        (
+            "OKP key with alg PS256",
+            json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "alg": "PS256",
+            "x": B64.encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().as_bytes())}),
+            "keys[0].alg",
+        ),
+        (
+            "P-384 private d",
+            edit(&e384, &|v| v["d"] = json!("AAAA")),
+            "keys[0].d",
+        ),
     ] {
         let kr = Keyring::new();
         let e = kr
@@ -303,7 +374,10 @@ fn jwks_import_of_p384_p521_and_named_rsa_algorithms_is_exact() {
     assert_eq!(kr.key_info("plain").unwrap().algorithm, Algorithm::Rs256);
     assert!(matches!(
         kr.key_info("pss").unwrap().public_key,
-        PublicKey::RsaVerifyOnly { alg: JwsAlgorithm::Ps256, .. }
+        PublicKey::RsaVerifyOnly {
+            alg: JwsAlgorithm::Ps256,
+            ..
+        }
     ));
     // Importing the PS256 kid again as RS256 is another key under that kid.
     let e = kr
@@ -369,7 +443,9 @@ fn verify_only_keys_never_sign() {
         assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
         let msg = e.to_string();
         assert!(
-            msg.contains("ES384") && msg.contains("verify-only") && msg.contains("EdDSA, ES256 or RS256"),
+            msg.contains("ES384")
+                && msg.contains("verify-only")
+                && msg.contains("EdDSA, ES256 or RS256"),
             "{msg}"
         );
     }
@@ -419,7 +495,16 @@ fn jws_algorithm_numbers_and_names_are_fixed() {
         assert_eq!(JwsAlgorithm::from(a).as_u32(), a as u32);
         assert_eq!(JwsAlgorithm::from(a).signing(), Some(a));
     }
-    for bad in ["HS256", "HS384", "HS512", "none", "es384", "PS256 ", "ES256K", "EdDSA25519"] {
+    for bad in [
+        "HS256",
+        "HS384",
+        "HS512",
+        "none",
+        "es384",
+        "PS256 ",
+        "ES256K",
+        "EdDSA25519",
+    ] {
         assert_eq!(JwsAlgorithm::from_header(bad), None, "{bad}");
     }
     assert_eq!(JwsAlgorithm::from_u32(0), None);

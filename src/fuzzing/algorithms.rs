@@ -113,7 +113,8 @@ fn algorithms_world() -> &'static World {
                 VERIFY_ONLY_KIDS
                     .iter()
                     .map(|(kid, alg)| {
-                        let id = KeyId::new(kid).unwrap_or_else(|_| unreachable!("a valid literal"));
+                        let id =
+                            KeyId::new(kid).unwrap_or_else(|_| unreachable!("a valid literal"));
                         (id, public_of(*alg), KeyPurpose::Bearer)
                     })
                     .collect(),
@@ -229,8 +230,8 @@ fn sign(scheme: JwsAlgorithm, input: &[u8], der: bool) -> Vec<u8> {
 /// batch and cached verification agree. Returns whether it was accepted.
 pub fn verify_algorithms(data: &[u8]) -> bool {
     const ALGS: [&str; 17] = [
-        "EdDSA", "Ed25519", "ES256", "RS256", "HS256", "none", "PS256", "ES384", "ES512",
-        "PS384", "PS512", "RS384", "RS512", "HS384", "HS512", "ps256", "ES256K",
+        "EdDSA", "Ed25519", "ES256", "RS256", "HS256", "none", "PS256", "ES384", "ES512", "PS384",
+        "PS512", "RS384", "RS512", "HS384", "HS512", "ps256", "ES256K",
     ];
     let w = algorithms_world();
     let [k, a, s, payload @ ..] = data else {

@@ -13,10 +13,10 @@ mod tokens;
 mod wire;
 mod world;
 
+pub use algorithms::verify_algorithms;
 pub use issue::issue_request;
 pub use keystore::{FUZZ_KEK, keystore_load, keystore_wrapped, keystore_wrapped_seeds};
 pub use proof::{verify_proof, verify_proof_seeds};
-pub use algorithms::verify_algorithms;
 pub use tokens::{jwt_decode, verify};
 pub use wire::{jwks_import, msgpack_decode};
 

@@ -121,12 +121,18 @@ impl PublicKey {
 
     /// The public key of `alg` kept as `bytes` (see [`PublicKey::to_bytes`]).
     pub(crate) fn from_stored(alg: JwsAlgorithm, bytes: &[u8]) -> Result<PublicKey, KeyProblem> {
-        fn point<const L: usize>(bytes: &[u8], curve: &str) -> Result<([u8; L], [u8; L]), KeyProblem> {
+        fn point<const L: usize>(
+            bytes: &[u8],
+            curve: &str,
+        ) -> Result<([u8; L], [u8; L]), KeyProblem> {
             match bytes.split_first() {
                 Some((4, xy)) if xy.len() == 2 * L => {
                     let (x, y) = xy.split_at(L);
                     // Both halves are L bytes: the lengths were just checked.
-                    Ok((x.try_into().unwrap_or([0; L]), y.try_into().unwrap_or([0; L])))
+                    Ok((
+                        x.try_into().unwrap_or([0; L]),
+                        y.try_into().unwrap_or([0; L]),
+                    ))
                 }
                 _ => Err(format!(
                     "a {curve} key is a {}-byte uncompressed point (04 || x || y), got {} bytes",
@@ -369,10 +375,7 @@ fn ec_check(
 /// An RSA check for one padding and hash, after the modulus rules.
 fn rsa_check(n: &[u8], params: &'static lc::RsaParameters) -> Result<Check, KeyProblem> {
     check_rsa_modulus(n)?;
-    let components = lc::RsaPublicKeyComponents {
-        n,
-        e: &RSA_E[..],
-    };
+    let components = lc::RsaPublicKeyComponents { n, e: &RSA_E[..] };
     let key = components
         .to_parsed_public_key(params)
         .map_err(|_| "not a usable RSA public key".to_string())?;

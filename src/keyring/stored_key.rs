@@ -6,7 +6,8 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    Algorithm, JwsAlgorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyPurpose, KeyState, Meta, PublicKey,
+    Algorithm, JwsAlgorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyPurpose, KeyState,
+    Meta, PublicKey,
 };
 use crate::codec::{Bin, wire_struct};
 use crate::custody::associated_data;

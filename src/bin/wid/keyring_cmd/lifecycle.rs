@@ -487,7 +487,9 @@ fn promote_key(
         }
         Opened::Etcd(r) => {
             etcd::wait_out_lead_time(r, kid, seen, ctx);
-            let previous = r.keyring().active_id_for_purpose(alg.purpose, alg.signing()?);
+            let previous = r
+                .keyring()
+                .active_id_for_purpose(alg.purpose, alg.signing()?);
             r.promote(kid, ctx.now())?;
             previous
         }
