@@ -142,33 +142,6 @@ fn bench(c: &mut Criterion) {
         b.iter(|| cached.verify(black_box(&token), now).unwrap())
     });
 
-    // The C ABI, called through its Rust `extern "C"` definitions, against the
-    // native call on the same token (the lookup callback answers "live").
-    let ffi_verifier = common::identity::ffi_live_verifier("bench-key", &MATERIAL);
-    let ffi_verify = |out: *mut workload_identity::ffi::wid_bytes| unsafe {
-        workload_identity::ffi::wid_verify(
-            ffi_verifier,
-            token.as_ptr().cast(),
-            token.len(),
-            now,
-            out,
-        )
-    };
-    assert_eq!(ffi_verify(std::ptr::null_mut()), 0);
-    g.bench_function("C ABI wid_verify (no claims out)", |b| {
-        b.iter(|| assert_eq!(ffi_verify(std::ptr::null_mut()), 0))
-    });
-    g.bench_function("C ABI wid_verify (claims JSON out, freed)", |b| {
-        b.iter(|| {
-            let mut out = workload_identity::ffi::wid_bytes {
-                data: std::ptr::null_mut(),
-                len: 0,
-            };
-            assert_eq!(ffi_verify(&mut out), 0);
-            unsafe { workload_identity::ffi::wid_bytes_free(&mut out) };
-        })
-    });
-
     let tokens: Vec<String> = (0..64)
         .map(|_| issuer.issue(&req, now).unwrap().token)
         .collect();
@@ -181,7 +154,6 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    unsafe { workload_identity::ffi::wid_verifier_free(ffi_verifier) };
 }
 
 criterion_group!(benches, bench);

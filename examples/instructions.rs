@@ -58,19 +58,6 @@ fn main() {
     // Warm up lazily built tables outside the measured calls.
     verifier.verify(&token, now).unwrap();
     cached.verify(&token, now).unwrap();
-    // The C ABI through its Rust definitions, with a callback answering "live".
-    let ffi_verifier = common::identity::ffi_live_verifier("k", &[7; 32]);
-    let ffi_verify = |token: &str| unsafe {
-        workload_identity::ffi::wid_verify(
-            ffi_verifier,
-            token.as_ptr().cast(),
-            token.len(),
-            now,
-            std::ptr::null_mut(),
-        )
-    };
-    // Its own keyring: verify once, so its key's table is built before counting.
-    assert_eq!(ffi_verify(&token), 0);
     let tokens: Vec<String> = (0..64)
         .map(|_| issuer.issue(&req, now).unwrap().token)
         .collect();
@@ -116,7 +103,6 @@ fn main() {
             "sign" => drop(black_box(sk.sign(black_box(input.as_bytes())))),
             "verify" => drop(verifier.verify(black_box(&token), now).unwrap()),
             "issue" => drop(issuer.issue(black_box(&req), now).unwrap()),
-            "ffi_verify" => assert_eq!(ffi_verify(black_box(&token)), 0),
             "cache_hit" => drop(cached.verify(black_box(&token), now).unwrap()),
             // One call here is a batch of 64: the script divides by 64 more.
             "batch64" => assert!(

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instruction counts per operation, measured with valgrind (repeatable whatever
 # else the machine is doing), for the speed targets in BENCHMARKS.md.
-# Each row runs examples/instructions.rs with 0 and N calls; the difference
-# divided by N is the cost of one call, setup excluded.
+# Each row runs examples/instructions.rs (ffi_verify: the C ABI crate's
+# ffi/examples/c_instructions.rs) with 0 and N calls; the difference divided by
+# N is the cost of one call, setup excluded.
 #
 #   scripts/bench-instructions.sh              every row
 #   scripts/bench-instructions.sh es256_verify some rows
@@ -12,10 +13,13 @@ command -v valgrind >/dev/null || { echo "bench-instructions: valgrind is requir
 # shellcheck source=lib.sh
 source scripts/lib.sh
 cargo build --release --locked --quiet --example instructions
-bin="$(wid_target_dir)/release/examples/instructions"
+cargo build --release --locked --quiet -p workload-identity-ffi --example c_instructions
+examples="$(wid_target_dir)/release/examples"
 n=100
 
 irefs() { # row calls -> total instructions
+    local bin="$examples/instructions"
+    [ "$1" != ffi_verify ] || bin="$examples/c_instructions"
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 >/dev/null \
         | sed -n 's/.*I *refs: *//p' | tr -d ,
 }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # c-install-check.sh -- the installed C library works as C users expect: the
-# shared library carries the versioned SONAME (libworkload_identity.so.<abi>),
+# shared library cargo builds (libworkload_identity_ffi.so, the
+# workload-identity-ffi crate) carries the versioned SONAME
+# (libworkload_identity.so.<abi>), and where it is installed or staged a file
+# of that name is there,
 # scripts/install.sh lays out lib/, include/ and the .pc, and a C program builds
 # with nothing but `pkg-config --cflags --libs workload_identity` and runs
 # against the installed library. Needs the release build and pkg-config.
@@ -13,7 +16,7 @@ source scripts/lib.sh
 command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
 abi="$(wid_abi_version)"
 release="$(wid_target_dir)/release"
-soname="$(wid_soname "$release/libworkload_identity.so")"
+soname="$(wid_soname "$release/libworkload_identity_ffi.so")"
 if [ "$soname" != "libworkload_identity.so.$abi" ]; then
     echo "c-install-check: SONAME is '$soname', expected libworkload_identity.so.$abi" >&2
     exit 1
@@ -32,6 +35,13 @@ grep -q 'ldconfig' "$work/install.err" && grep -q -- '-Wl,-rpath' "$work/install
 for f in include/workload_identity.h include/wid_request.h lib/libworkload_identity.a \
     "lib/libworkload_identity.so.$abi" lib/libworkload_identity.so lib/pkgconfig/workload_identity.pc; do
     [ -e "$prefix/$f" ] || { echo "c-install-check: $f was not installed" >&2; exit 1; }
+done
+# The staged build tree (scripts/lib.sh, what the C and Go tests link) and
+# the install: the file the SONAME names is there, and is the library.
+wid_stage_lib c-install-check
+for dir in "$prefix/lib" "$WID_LIB"; do
+    [ "$(wid_soname "$dir/$soname")" = "$soname" ] ||
+        { echo "c-install-check: $dir/$soname is missing or is not the library" >&2; exit 1; }
 done
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

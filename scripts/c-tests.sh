@@ -7,12 +7,15 @@
 #
 # Usage: scripts/c-tests.sh
 #   WID_LIB_DIR=dir  use an already built library: dir holds
-#                    libworkload_identity.a, libworkload_identity.so and
-#                    (optionally) workload_identity.h. Unset: runs
-#                    `cargo build --release --locked --quiet $WID_LIB_FEATURES`
-#                    (scripts/lib.sh) and uses target/release and include/ (a
-#                    library without the features passes too: test.c then
-#                    checks that the wid_remote_jwks_* functions refuse).
+#                    libworkload_identity.a, libworkload_identity.so (and its
+#                    SONAME's .so.<abi>) and, optionally,
+#                    workload_identity.h. Unset: builds the C library
+#                    (`cargo build --release --locked -p
+#                    workload-identity-ffi`) and stages it as installed under
+#                    <target dir>/c (scripts/lib.sh, wid_stage_lib). A library
+#                    built without the C crate's default features passes too:
+#                    test.c then checks that the wid_remote_jwks_* functions
+#                    refuse.
 #   CC, CXX          compilers (default gcc, g++).
 # Installs valgrind with apt-get when it is missing.
 set -euo pipefail
@@ -49,10 +52,10 @@ echo "c-tests: header compiles as C11 and C++17"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c "${static_libs[@]}" -o "$work/test_static"
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/identity_manager.c "${static_libs[@]}" \
     -o "$work/identity_manager"
-# The test program, dynamically linked (it asks for the SONAME, .so.<abi>).
-"$root/scripts/dev-soname-link.sh" "$lib_dir"
+# The test program, dynamically linked (it asks for the SONAME, .so.<abi>,
+# found through the recorded run-time path: no LD_LIBRARY_PATH).
 "$CC" "${cflags[@]}" -I"$inc_dir" bindings/c/test.c -L"$lib_dir" -lworkload_identity -lpthread \
-    -o "$work/test_dynamic"
+    -Wl,-rpath,"$lib_dir" -o "$work/test_dynamic"
 echo "c-tests: compiled example and test (static and dynamic) with -Wall -Wextra -Werror -pedantic"
 
 vg=(valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite
@@ -100,14 +103,15 @@ echo "c-tests: test program (dynamic) without valgrind"
 # whenever grep exits before ldd has written everything (SIGPIPE), which made this
 # check fail intermittently on a correctly linked program.
 if command -v ldd >/dev/null 2>&1; then
-    deps="$(LD_LIBRARY_PATH="$lib_dir" ldd "$work/test_dynamic")"
+    deps="$(env -u LD_LIBRARY_PATH ldd "$work/test_dynamic")"
 else
     deps=libworkload_identity.so
 fi
-if [[ "$deps" != *libworkload_identity.so* ]]; then
-    echo "c-tests: FAIL: test_dynamic is not linked against libworkload_identity.so" >&2
+if [[ "$deps" != *"libworkload_identity.so.$(wid_abi_version) => $lib_dir/"* ]]; then
+    echo "c-tests: FAIL: test_dynamic does not load $lib_dir/libworkload_identity.so.$(wid_abi_version):" >&2
+    echo "$deps" >&2
     exit 1
 fi
-LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/test_dynamic" | tee "$work/dynamic.out"
+env -u LD_LIBRARY_PATH "$work/test_dynamic" | tee "$work/dynamic.out"
 
 echo "c-tests: OK: header (C11, C++17), example and $(tail -n1 "$work/static.out" | sed 's/^c tests: //') under valgrind (static), dynamic run passed"

@@ -50,7 +50,7 @@ done
 # Leaks and memory errors: the fuzzers have no sanitizer on stable, so replay the
 # committed corpora (plus this run's new inputs) under valgrind.
 cd "$root"
-cargo build --release --locked --quiet --features fuzzing --example replay_corpus
+cargo build --release --locked --quiet -p workload-identity-ffi --features fuzzing --example replay_corpus
 command -v valgrind >/dev/null || { echo "fuzz.sh: valgrind is required" >&2; exit 2; }
 mkdir -p "$work/all"
 for t in "${targets[@]}"; do

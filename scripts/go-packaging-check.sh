@@ -11,8 +11,9 @@
 #      (bindings/go/wid/wid_header.h), not only "No such file or directory";
 #      and the binding's own `go test ./wid` through the go.work
 #      scripts/go-work.sh writes.
-# Needs the release libraries (cargo build --release --locked --features
-# remote-jwks, or WID_LIB_DIR), Debian Go, pkg-config.
+# Needs the C library (WID_LIB_DIR: an installed or staged lib directory, as
+# go-tests.sh passes; else the checkout's, staged by scripts/lib.sh), Debian
+# Go, pkg-config.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,18 +78,24 @@ done
 # shellcheck source=lib.sh
 source "$REPO_ROOT/scripts/lib.sh"
 command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
-# The libraries go-tests.sh used (WID_LIB_DIR), else this checkout's release build.
-libdir="${WID_LIB_DIR:-$(wid_target_dir)/release}"
+# The libraries go-tests.sh used (WID_LIB_DIR), else this checkout's, staged.
+if [ -n "${WID_LIB_DIR:-}" ]; then
+    libdir="$WID_LIB_DIR"
+else
+    wid_stage_lib go-packaging-check
+    libdir="$WID_LIB"
+fi
 [ -f "$libdir/libworkload_identity.a" ] && [ -f "$libdir/libworkload_identity.so" ] ||
-    { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release --locked $WID_LIB_FEATURES, or WID_LIB_DIR)" >&2; exit 1; }
+    { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release --locked -p workload-identity-ffi, or WID_LIB_DIR)" >&2; exit 1; }
 libdir="$(cd "$libdir" && pwd)"
 # The blocks are pasted into go.mod and shell text as they are written.
 case "$REPO_ROOT$work$libdir" in
     *[[:space:]\&\|]*) echo "go-packaging-check: a path holds a space, & or |: $REPO_ROOT, $work, $libdir" >&2; exit 1 ;;
 esac
-# install.sh installs from <target>/release: a scratch target naming libdir.
-mkdir -p "$work/target"
-ln -s "$libdir" "$work/target/release"
+# The self block links <target dir>/release/libworkload_identity_ffi.a, as
+# cargo names it: a scratch target dir holding that name.
+mkdir -p "$work/target/release"
+ln -s "$libdir/libworkload_identity.a" "$work/target/release/libworkload_identity_ffi.a"
 
 # Go's own settings for the runs below: scratch caches, nothing inherited
 # (GOENV=off: no `go env -w` settings either).
@@ -99,7 +106,7 @@ goenv=(env -u LD_LIBRARY_PATH -u CGO_CFLAGS -u CGO_LDFLAGS -u GOFLAGS -u GOWORK 
 # installed by scripts/install.sh, built with -tags wid_pkgconfig and no cgo
 # flags, run without LD_LIBRARY_PATH.
 prefix="$work/prefix"
-CARGO_TARGET_DIR="$work/target" "$REPO_ROOT/scripts/install.sh" --no-build --prefix "$prefix" >/dev/null 2>"$work/install.err" ||
+"$REPO_ROOT/scripts/install.sh" --no-build --from "$libdir" --prefix "$prefix" >/dev/null 2>"$work/install.err" ||
     { cat "$work/install.err" >&2; exit 1; }
 mkdir -p "$work/plugin"
 { block go.mod | sed "s|/path/to/workload-identity|$REPO_ROOT|"; echo; block offline; } > "$work/plugin/go.mod"
@@ -171,12 +178,12 @@ echo "go-packaging-check: without -tags wid_pkgconfig or cgo flags the build fai
 # copy of the checkout's Go files (go-work.sh writes go.work there, never in
 # the checkout CI runs from).
 copy="$work/checkout"
-mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors" "$copy/docs"
+mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors" "$copy/docs" "$copy/ffi"
 cp "$REPO_ROOT/scripts/go-work.sh" "$copy/scripts/"
 cp "$REPO_ROOT/docs/go.md" "$copy/docs/"   # its manager example is checked by a test
 cp -R "$REPO_ROOT/bindings/go" "$copy/bindings/go"
 rm -f "$copy/bindings/go/go.work" "$copy/bindings/go/go.work.sum"
-cp -R "$REPO_ROOT/include" "$copy/include"
+cp -R "$REPO_ROOT/ffi/include" "$copy/ffi/include"
 cp -R "$REPO_ROOT/tests/vectors/msgpack" "$copy/tests/vectors/msgpack"
 ln -s "$work/target" "$copy/target"
 block self > "$work/self.sh"

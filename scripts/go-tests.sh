@@ -8,12 +8,12 @@
 #       against libworkload_identity.so (when it exists).
 #
 # Environment:
-#   WID_LIB_DIR   directory holding libworkload_identity.a (and .so) and,
-#                 optionally, workload_identity.h; when unset the library is
-#                 built with `cargo build --release --locked --quiet
-#                 $WID_LIB_FEATURES` (scripts/lib.sh) and
-#                 <cargo target dir>/release ($CARGO_TARGET_DIR, else
-#                 target/; scripts/lib.sh wid_target_dir) + include/ are used.
+#   WID_LIB_DIR   directory holding libworkload_identity.a (and .so, with its
+#                 SONAME's .so.<abi>) and, optionally, workload_identity.h;
+#                 when unset the C library is built (`cargo build --release
+#                 --locked -p workload-identity-ffi`) and staged as installed
+#                 under <cargo target dir>/c ($CARGO_TARGET_DIR, else target/;
+#                 scripts/lib.sh wid_stage_lib).
 #   WID_GO_BENCH  1: also run the benchmarks (BenchmarkVerifyBinding vs.
 #                 BenchmarkVerifyGoJose, their ES256/RS256 variants, issue
 #                 vs. go-jose sign, ...), without -race.
@@ -69,7 +69,6 @@ CGO_LDFLAGS="$static_ldflags" wid_go test -race -count=1 "${pkgs[@]}"
 
 dynamic="skipped (no .so)"
 if [ -f "$lib_dir/libworkload_identity.so" ]; then
-    "$SCRIPT_DIR/dev-soname-link.sh" "$lib_dir"
     echo "== go test -count=1 (dynamic: libworkload_identity.so)"
     CGO_LDFLAGS="$dynamic_ldflags" wid_go test -count=1 "${pkgs[@]}"
     dynamic="ok"

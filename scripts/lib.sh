@@ -6,15 +6,26 @@
 #   wid_find_lib NAME        sets WID_LIB (the library directory) and WID_INC
 #                            (the header directory): $WID_LIB_DIR when set (its
 #                            own workload_identity.h if it has one, else
-#                            include/), otherwise <target dir>/release after
-#                            `cargo build --release --locked $WID_LIB_FEATURES`.
-#                            NAME prefixes its messages.
-#   WID_LIB_FEATURES         the cargo flags the C library is built with:
-#                            `--features remote-jwks,vault,consul` (the wid_remote_jwks_*, wid_vault_login_config_* and wid_consul_login_config_*
-#                            functions work; without it they refuse)
+#                            ffi/include/), otherwise the build tree's C library
+#                            staged as installed (wid_stage_lib). NAME prefixes
+#                            its messages.
+#   wid_stage_lib NAME       builds the C library (the workload-identity-ffi
+#                            crate: `cargo build --release --locked -p
+#                            workload-identity-ffi`) and lays it out as
+#                            scripts/install.sh installs it, under
+#                            <target dir>/c: include/, lib/ with
+#                            libworkload_identity.so.<version>, the SONAME's
+#                            .so.<abi> and .so links, the .a, and the .pc; sets
+#                            WID_LIB and WID_INC to its lib/ and include/
+#   WID_LIB_FEATURES         the library's features in the C library
+#                            (`--features remote-jwks,vault,consul`, the C
+#                            crate's defaults): scripts that build the
+#                            library's own examples beside it pass them, so
+#                            cargo builds the library once for both
 #   wid_target_dir           where cargo builds: $CARGO_TARGET_DIR or the
 #                            build configuration's, else target/
 #   wid_abi_version          the C ABI version the header declares
+#   WID_HEADER               ffi/include/workload_identity.h
 #   wid_soname FILE          the SONAME recorded in a shared library (empty if none)
 #   WID_ROOT                 the repository root
 
@@ -22,6 +33,7 @@ WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One place for the C library's features: every script that builds it (and
 # .ci/run) builds the same library, so cargo does not rebuild it between them.
 WID_LIB_FEATURES="--features remote-jwks,vault,consul"
+WID_HEADER="$WID_ROOT/ffi/include/workload_identity.h"
 
 wid_apt_install() {
     local sudo=""
@@ -38,7 +50,7 @@ wid_apt_install() {
 }
 
 wid_abi_version() {
-    sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' "$WID_ROOT/include/workload_identity.h"
+    sed -n 's/^#define WID_ABI_VERSION \([0-9]*\)$/\1/p' "$WID_HEADER"
 }
 
 wid_soname() {
@@ -63,21 +75,32 @@ wid_target_dir() {
     echo "${dir:-$WID_ROOT/target}"
 }
 
+wid_stage_lib() {
+    local who="$1" stage out
+    echo "$who: building the C library (cargo build --release --locked -p workload-identity-ffi; minutes the first time)" >&2
+    (cd "$WID_ROOT" && cargo build --release --locked --quiet -p workload-identity-ffi)
+    stage="$(wid_target_dir)/c"
+    if ! out="$("$WID_ROOT/scripts/install.sh" --no-build --prefix "$stage" 2>&1)"; then
+        echo "$out" >&2
+        return 1
+    fi
+    WID_LIB="$stage/lib"
+    WID_INC="$stage/include"
+}
+
 wid_find_lib() {
     local who="$1"
     if [ -n "${WID_LIB_DIR:-}" ]; then
         WID_LIB="$(cd "$WID_LIB_DIR" && pwd)"
         if [ -f "$WID_LIB/workload_identity.h" ]; then
             WID_INC="$WID_LIB"
+        elif [ -f "$WID_LIB/../include/workload_identity.h" ]; then
+            WID_INC="$(cd "$WID_LIB/../include" && pwd)"
         else
-            WID_INC="$WID_ROOT/include"
+            WID_INC="$WID_ROOT/ffi/include"
         fi
     else
-        echo "$who: building the release library (cargo build --release --locked $WID_LIB_FEATURES; minutes the first time)" >&2
-        # shellcheck disable=SC2086
-        (cd "$WID_ROOT" && cargo build --release --locked --quiet $WID_LIB_FEATURES)
-        WID_LIB="$(wid_target_dir)/release"
-        WID_INC="$WID_ROOT/include"
+        wid_stage_lib "$who"
     fi
     local f
     for f in "$WID_LIB/libworkload_identity.a" "$WID_LIB/libworkload_identity.so" "$WID_INC/workload_identity.h"; do
@@ -86,7 +109,7 @@ wid_find_lib() {
             return 1
         fi
     done
-    if ! cmp -s "$WID_INC/workload_identity.h" "$WID_ROOT/include/workload_identity.h"; then
-        echo "$who: warning: $WID_INC/workload_identity.h differs from include/workload_identity.h" >&2
+    if ! cmp -s "$WID_INC/workload_identity.h" "$WID_HEADER"; then
+        echo "$who: warning: $WID_INC/workload_identity.h differs from ffi/include/workload_identity.h" >&2
     fi
 }

@@ -21,8 +21,8 @@ fi
 # shellcheck source=lib.sh
 source "$REPO_ROOT/scripts/lib.sh"
 if [ -z "${WID_BIN:-}" ]; then
-    echo "profiles-interop.sh: cargo build --release --locked --features cli --bin wid" >&2
-    cargo build --release --locked --quiet --features cli --bin wid
+    echo "profiles-interop.sh: cargo build --release --locked -p wid" >&2
+    cargo build --release --locked --quiet -p wid
     WID_BIN="$(wid_target_dir)/release/wid"
 fi
 

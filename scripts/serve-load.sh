@@ -24,7 +24,7 @@ SLOW=${SLOW:-1000}
 for tool in wrk nginx openssl curl; do
     command -v "$tool" >/dev/null 2>&1 || wid_apt_install "$tool"
 done
-cargo build --release --locked --quiet --features cli --bin wid
+cargo build --release --locked --quiet -p wid
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 wid="$target_dir/release/wid"
 

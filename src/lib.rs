@@ -17,8 +17,10 @@
 //!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the
 //!   Vault/OpenBao login, see docs/vault.md; `ConsulLogin`, feature
 //!   `consul`: the Consul login, see docs/consul.md).
-//! * **From C or Go**: [`ffi`] and `include/workload_identity.h`;
-//!   `bindings/go/wid` in the repository.
+//! * **From C or Go**: the C ABI is a crate of its own,
+//!   `workload-identity-ffi` (`ffi/` in the repository: the shared and static
+//!   library, `workload_identity.h`); `bindings/go/wid` is the Go binding over
+//!   it. This crate is Rust only and has no `unsafe` code.
 //!
 //! Units: token times are Unix seconds; the manager's are Unix milliseconds
 //! (named `_ms`); an identity's TTL is a Go duration in **nanoseconds**
@@ -74,10 +76,11 @@
 //!   rules; [`codec`]: encoding and strict decoding by declared codec names;
 //! * [`manager`]: the client side — renewal, restart-safe restore, watchers and
 //!   token-exchange hooks;
-//! * [`ffi`]: the stable C ABI.
+//! * [`profile`]: token profiles (SPIFFE JWT-SVIDs, extra claims).
 
-// Unsafe code is allowed only in `ffi` (which opts in); everywhere else it is an error.
-#![deny(unsafe_code)]
+// No unsafe code at all: the C ABI (and every `unsafe` it needs) is the
+// `workload-identity-ffi` crate.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // docs.rs (nightly, `--cfg docsrs`) marks each feature-gated item with its
 // feature.
@@ -86,7 +89,8 @@
 
 // The crate root is the front door: the modules below are private except the
 // namespaces users reach into (the wire types, the client-side manager, the
-// msgpack codec, the C ABI), and every public item has exactly one path.
+// msgpack codec, the token profiles), and every public item has exactly one
+// path.
 mod algorithm;
 #[cfg(feature = "etcd")]
 mod audit;
@@ -101,7 +105,6 @@ mod deadline;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd_keyring;
-pub mod ffi;
 /// Shared entry points of the fuzz targets, the corpus replay test and the
 /// valgrind replay: not part of the library (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]
@@ -112,6 +115,7 @@ mod jwt;
 mod keyring;
 pub mod manager;
 pub mod model;
+mod numbering;
 mod pop;
 pub mod profile;
 mod purpose;

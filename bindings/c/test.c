@@ -1,6 +1,6 @@
 /*
  * test.c: exercises every exported function of the workload-identity C ABI
- * (abi/symbols.txt), success and error paths, from C.
+ * (ffi/abi/symbols.txt), success and error paths, from C.
  *
  * Each check reports file:line, the expected and the actual result names and
  * the library's last error message; failures are counted and the program

@@ -27,7 +27,9 @@ impl IdentityId {
         }
     }
 
-    pub(crate) fn of(req: &IssueRequest) -> IdentityId {
+    /// The identity `req` signs: its workload (task or service) and identity
+    /// name.
+    pub fn of(req: &IssueRequest) -> IdentityId {
         let workload = req
             .workload()
             .map(|w| w.name().to_string())

@@ -69,6 +69,14 @@ impl RemoteJwksBuilder {
         self
     }
 
+    /// Checks a PEM bundle as [`RemoteJwksBuilder::ca_bundle_pem`] uses it
+    /// (one or more `CERTIFICATE` blocks, each a certificate), without
+    /// keeping it: for front ends that refuse a bad bundle when it is given
+    /// rather than when the source is built.
+    pub fn check_ca_bundle_pem(pem: &[u8]) -> Result<(), Error> {
+        crate::tls_pem::certificates(pem, "RemoteJwks", "ca_bundle_pem").map(drop)
+    }
+
     /// Allows plain `http` URLs whose host is a loopback address (`127.0.0.0/8`,
     /// `::1`, `localhost`); default off. Other `http` URLs are always refused,
     /// and with this set no redirect is followed.

@@ -79,6 +79,25 @@ impl Verifier {
         }
     }
 
+    /// The explanation of a token of `token_len` bytes refused from its
+    /// length alone (longer than `max_token_bytes`), as [`Verifier::explain`]
+    /// gives it, without the token: for front ends that must not read a
+    /// token past the limit (a C caller's buffer). `None` when the length is
+    /// within the limit.
+    pub fn explain_length(&self, token_len: usize) -> Option<Explanation> {
+        let mut steps = Steps(Vec::new());
+        let max = self.inner.options.max_token_bytes;
+        let refused = steps
+            .record("length", jwt::check_length(token_len, max), |_| {
+                String::new()
+            })
+            .err()?;
+        Some(Explanation {
+            steps: steps.0,
+            result: Err(refused),
+        })
+    }
+
     fn explain_into(&self, token: &[u8], now: i64, steps: &mut Steps) -> Result<VerifiedIdentity> {
         let inner = &*self.inner;
         let max = inner.options.max_token_bytes;

@@ -126,56 +126,6 @@ pub fn payload_with(overrides: serde_json::Value) -> String {
 
 pub const HEADER: &str = r#"{"alg":"EdDSA","kid":"key-1","typ":"JWT"}"#;
 
-/// A C ABI allocation lookup that answers "live" for every allocation.
-pub unsafe extern "C" fn ffi_live(
-    _: *mut std::ffi::c_void,
-    _: *const u8,
-    _: usize,
-    _: u32,
-    out: *mut u32,
-) -> u32 {
-    unsafe { *out = workload_identity::ffi::WID_ALLOC_LIVE };
-    workload_identity::ffi::WID_RESULT_OK
-}
-
-/// A C ABI verifier over a one-key keyring (raw-seed `material`, key `kid`)
-/// whose allocation lookup answers "live": for benchmarks and instruction
-/// counts of the C ABI path. Free it with `wid_verifier_free`.
-pub fn ffi_live_verifier(
-    kid: &str,
-    material: &[u8; 32],
-) -> *mut workload_identity::ffi::wid_verifier {
-    use workload_identity::ffi::*;
-    unsafe {
-        let mut kr = std::ptr::null_mut();
-        assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
-        let rc = wid_keyring_insert(
-            kr,
-            kid.as_ptr().cast(),
-            kid.len(),
-            material.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_NOMAD_RAW_SEED,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        );
-        assert_eq!(rc, WID_RESULT_OK);
-        let mut v = std::ptr::null_mut();
-        let rc = wid_verifier_new(
-            kr,
-            AUD.as_ptr().cast(),
-            AUD.len(),
-            60,
-            Some(ffi_live),
-            std::ptr::null_mut(),
-            &mut v,
-        );
-        assert_eq!(rc, WID_RESULT_OK);
-        wid_keyring_free(kr);
-        v
-    }
-}
-
 /// Segment `i` of a compact JWS, decoded as JSON (header 0, payload 1).
 pub fn decode_segment(token: &str, i: usize) -> serde_json::Value {
     use base64::Engine;

@@ -3,7 +3,10 @@
 
     python3 tests/python/pyjwt_interop.py PATH/TO/libworkload_identity.so [PATH/TO/pop_interop]
 
-(or set WID_LIB to the library's path, WID_POP_INTEROP to the proof program's;
+The library is the C ABI crate's (workload-identity-ffi): installed or staged
+as libworkload_identity.so (scripts/pyjwt-interop.sh stages it under
+<target dir>/c/lib), or cargo's target/release/libworkload_identity_ffi.so.
+(Or set WID_LIB to the library's path, WID_POP_INTEROP to the proof program's;
 the latter defaults to target/release/examples/pop_interop). Needs PyPI
 `PyJWT` and `cryptography`.
 
@@ -71,7 +74,7 @@ except ImportError as exc:  # pragma: no cover - environment dependent
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 REQUEST_MSGPACK = REPO_ROOT / "tests/vectors/msgpack/issue_request_task.msgpack"
 
-# From include/workload_identity.h.
+# From ffi/include/workload_identity.h.
 WID_KEY_STATE_ACTIVE = 1
 WID_KEY_STATE_INACTIVE = 2
 WID_KEY_DERIVATION_HKDF_V1 = 1

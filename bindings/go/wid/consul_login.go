@@ -19,9 +19,10 @@ import (
 // the token it replaces after its successor is delivered, never sends an
 // identity token that expires within Leeway, and after a restart confirms
 // the saved token (GET /v1/acl/token/self) before handing it out again, or
-// logs in anew (seed 001). (The library must be built with the cargo
-// feature consul, as scripts/go-tests.sh builds it; without it
-// NewIdentityManager fails with ErrInvalidArgument saying so.)
+// logs in anew (seed 001). (The C library must be built with the cargo
+// feature consul, a default of the workload-identity-ffi crate, as
+// scripts/go-tests.sh builds it; without it NewIdentityManager fails with
+// ErrInvalidArgument saying so.)
 //
 // The zero values of the optional fields are the library's defaults.
 type ConsulLogin struct {

@@ -42,8 +42,9 @@ func NewKEKFileWrapper(path string) (*KeyWrapper, error) {
 // aes256-gcm96) at addr (https; http only to a loopback host). mount "" is
 // "transit"; token "" takes VAULT_TOKEN, then BAO_TOKEN, from the
 // environment; caPEM nil trusts the Mozilla roots, else only that PEM
-// bundle (an empty, non-nil caPEM is refused). The library must be built with its `transit` feature; otherwise
-// this fails with ErrInvalidArgument saying so.
+// bundle (an empty, non-nil caPEM is refused). The C library must be built with its `transit` feature (cargo build
+// --release -p workload-identity-ffi --features transit; not a default);
+// otherwise this fails with ErrInvalidArgument saying so.
 func NewTransitWrapper(addr, mount, key, token string, caPEM []byte) (*KeyWrapper, error) {
 	if caPEM != nil && len(caPEM) == 0 {
 		// An empty file read as the bundle must not mean "trust the

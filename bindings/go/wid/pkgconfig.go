@@ -3,8 +3,9 @@
 package wid
 
 // With the build tag wid_pkgconfig the compiler and linker flags come from
-// the workload_identity.pc that scripts/install.sh writes, so no CGO_CFLAGS
-// or CGO_LDFLAGS are needed:
+// the workload_identity.pc that scripts/install.sh writes when it installs
+// the C library (the workload-identity-ffi crate, under its C names), so no
+// CGO_CFLAGS or CGO_LDFLAGS are needed:
 //
 //	go build -tags wid_pkgconfig ./...
 //

@@ -52,9 +52,9 @@ type RemoteJWKSOptions struct {
 // most one per UnknownKidCooldown. A failed fetch keeps the last good set.
 // Safe for concurrent use.
 //
-// The library must be built with the cargo feature remote-jwks (as
-// scripts/go-tests.sh builds it); without it every constructor fails with
-// ErrInvalidArgument saying so.
+// The C library must be built with the cargo feature remote-jwks (a default
+// of the workload-identity-ffi crate, as scripts/go-tests.sh builds it);
+// without it every constructor fails with ErrInvalidArgument saying so.
 type RemoteJWKS struct {
 	mu sync.RWMutex // held for reading by calls, for writing by Close
 	r  *C.wid_remote_jwks

@@ -16,9 +16,9 @@ import (
 // re-signed or the token nears its end, revokes the token it replaces
 // after its successor is delivered, and after a restart confirms the saved
 // token (lookup-self) before handing it out again, or logs in anew. (The
-// library must be built with the cargo feature vault, as
-// scripts/go-tests.sh builds it; without it NewIdentityManager fails with
-// ErrInvalidArgument saying so.)
+// C library must be built with the cargo feature vault, a default of the
+// workload-identity-ffi crate, as scripts/go-tests.sh builds it; without it
+// NewIdentityManager fails with ErrInvalidArgument saying so.)
 //
 // The zero values of the optional fields are the library's defaults.
 type VaultLogin struct {

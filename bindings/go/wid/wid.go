@@ -1,5 +1,7 @@
 // Package wid is the Go binding of the workload-identity library's C ABI
-// (include/workload_identity.h): it mints and verifies JWT workload
+// (the workload-identity-ffi crate, ffi/include/workload_identity.h in the
+// repository; installed as include/workload_identity.h and
+// libworkload_identity.so/.a): it mints and verifies JWT workload
 // identities bound to live allocations, compatible with Nomad's, signed with
 // EdDSA (Ed25519, the default), ES256 (ECDSA P-256) or RS256 (RSA PKCS#1
 // v1.5).
@@ -35,8 +37,11 @@
 // than once.
 //
 // Building: cgo needs the header and the library, given through CGO_CFLAGS
-// and CGO_LDFLAGS, or, with the build tag wid_pkgconfig, from the installed
-// library's workload_identity.pc (see bindings/go/README.md); this package
+// and CGO_LDFLAGS (from a checkout: -I<repo>/ffi/include and
+// <cargo target dir>/release/libworkload_identity_ffi.a, after cargo build
+// --release -p workload-identity-ffi), or, with the build tag wid_pkgconfig,
+// from the installed library's workload_identity.pc (scripts/install.sh; see
+// bindings/go/README.md); this package
 // adds -lpthread -ldl -lm itself. Without either, the build stops with a
 // message saying so (wid_header.h).
 //

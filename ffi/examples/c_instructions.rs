@@ -1,0 +1,60 @@
+//! Instruction counts of the C path (repeatable, unlike wall time on a shared
+//! machine): `c_instructions <row> <calls>` runs one row's operation `calls`
+//! times after the same setup; `scripts/bench-instructions.sh` runs it under
+//! valgrind with 0 and N calls and divides the difference by N, beside the
+//! library's rows (examples/instructions.rs in the repository root).
+//!
+//! Rows: `ffi_verify` (`wid_verify` through its Rust definition, no claims
+//! out, the lookup callback answering "live") and `verify` (the native call
+//! on the same token, for the difference).
+use std::hint::black_box;
+use std::sync::Arc;
+
+use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let row = args.get(1).map(String::as_str).unwrap_or("ffi_verify");
+    let calls: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100);
+    let now = 1_700_000_000;
+    let material = [7; 32];
+    let kr = Keyring::from_keys([RootKey::new(
+        KeyId::new("k").unwrap(),
+        KeyMaterial::from_slice(&material).unwrap(),
+        KeyDerivation::NomadRawSeed,
+        KeyState::Active,
+        0,
+    )])
+    .unwrap();
+    let req = common::issue_request_task();
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&req.allocation);
+    let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
+    let verifier =
+        Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
+    let ffi_verifier = common::live::ffi_live_verifier("k", &material);
+    let ffi_verify = |token: &str| unsafe {
+        workload_identity_ffi::wid_verify(
+            ffi_verifier,
+            token.as_ptr().cast(),
+            token.len(),
+            now,
+            std::ptr::null_mut(),
+        )
+    };
+    // Both keyrings' tables are built before counting.
+    verifier.verify(&token, now).unwrap();
+    assert_eq!(ffi_verify(&token), 0);
+    for _ in 0..calls {
+        match row {
+            "ffi_verify" => assert_eq!(ffi_verify(black_box(&token)), 0),
+            "verify" => drop(verifier.verify(black_box(&token), now).unwrap()),
+            other => panic!("unknown row {other}: ffi_verify or verify"),
+        }
+    }
+    unsafe { workload_identity_ffi::wid_verifier_free(ffi_verifier) };
+}

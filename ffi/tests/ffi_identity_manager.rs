@@ -1,0 +1,1001 @@
+//! The identity manager through the C ABI (`wid_identity_manager_*`): an
+//! in-process issuer or a host signer callback, host exchanges as
+//! derive/refresh/release callbacks, the watcher (a token told before the
+//! secrets derived from it), a restart with a new handle on the same state
+//! directory confirming the saved secret, callbacks that fail or answer
+//! nothing failing closed, health, NULLs, wrong handles, a builder that
+//! builds once. (`bindings/c/test.c` drives the same functions from C under
+//! valgrind; the Go binding's seed-001 loop drives them against OpenBao.)
+
+mod common;
+
+use std::ffi::{c_char, c_void};
+use std::ptr::{null, null_mut};
+use std::sync::Mutex;
+
+use common::ffi_text::{last_error, name};
+use workload_identity::codec;
+use workload_identity::model::{GoDuration, IssueRequest};
+use workload_identity_ffi::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+#[track_caller]
+fn expect(rc: wid_result, want: wid_result) {
+    assert_eq!(name(rc), name(want), "{}", last_error());
+}
+
+fn empty() -> wid_bytes {
+    wid_bytes {
+        data: null_mut(),
+        len: 0,
+    }
+}
+
+fn take(b: &mut wid_bytes) -> String {
+    assert!(!b.data.is_null());
+    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
+        .unwrap()
+        .to_string();
+    unsafe { wid_bytes_free(b) };
+    s
+}
+
+fn text<'a>(p: *const c_char, len: usize) -> &'a str {
+    unsafe { std::str::from_utf8(std::slice::from_raw_parts(p.cast::<u8>(), len)) }.unwrap()
+}
+
+/// The task's identity `vault_default`, 1 h.
+fn request() -> IssueRequest {
+    let mut r = common::issue_request_task();
+    r.identity.ttl = GoDuration::from_secs(3600);
+    r
+}
+
+fn keyring() -> *mut wid_keyring {
+    let mut kr = null_mut();
+    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
+    let m = [7u8; 32];
+    let rc = unsafe {
+        wid_keyring_insert(
+            kr,
+            c"k1".as_ptr(),
+            2,
+            m.as_ptr(),
+            32,
+            WID_KEY_DERIVATION_HKDF_V1,
+            WID_KEY_STATE_ACTIVE,
+            0,
+        )
+    };
+    expect(rc, WID_RESULT_OK);
+    kr
+}
+
+fn issuer(kr: *const wid_keyring) -> *mut wid_issuer {
+    let mut b = null_mut();
+    expect(unsafe { wid_issuer_builder_new(kr, &mut b) }, WID_RESULT_OK);
+    let mut iss = null_mut();
+    expect(
+        unsafe { wid_issuer_builder_build(b, &mut iss) },
+        WID_RESULT_OK,
+    );
+    unsafe { wid_issuer_builder_free(b) };
+    iss
+}
+
+/// What the callbacks saw, in order.
+#[derive(Default)]
+struct Log {
+    events: Mutex<Vec<String>>,
+    /// What the next refresh answers: `None` fails.
+    refresh: Mutex<Option<u32>>,
+    /// What the signer does: "ok", "fail", "nothing", "other".
+    signer: Mutex<&'static str>,
+    kr: usize,
+    derived: Mutex<u32>,
+}
+
+impl Log {
+    fn push(&self, e: String) {
+        self.events.lock().unwrap().push(e);
+    }
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.events.lock().unwrap())
+    }
+}
+
+unsafe extern "C" fn watch(
+    userdata: *mut c_void,
+    what: u32,
+    workload: *const c_char,
+    workload_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    value: *const c_char,
+    value_len: usize,
+    kind: u32,
+) {
+    let log = unsafe { &*userdata.cast::<Log>() };
+    let value = text(value, value_len);
+    let shown = if what == WID_MANAGED_IDENTITY {
+        format!("jwt:{}", value.split('.').count())
+    } else {
+        value.to_string()
+    };
+    log.push(format!(
+        "watch {what} {}/{} {shown} {kind}",
+        text(workload, workload_len),
+        text(name, name_len)
+    ));
+}
+
+unsafe extern "C" fn derive(
+    userdata: *mut c_void,
+    token: *const c_char,
+    token_len: usize,
+    now_ms: i64,
+    out_secret: *mut wid_output,
+    out_refresh_at_ms: *mut i64,
+) -> wid_result {
+    let log = unsafe { &*userdata.cast::<Log>() };
+    assert_eq!(text(token, token_len).split('.').count(), 3);
+    assert_eq!(unsafe { *out_refresh_at_ms }, 0, "preset to none");
+    let n = {
+        let mut d = log.derived.lock().unwrap();
+        *d += 1;
+        *d
+    };
+    let secret = format!("s{n}");
+    log.push(format!("derive -> {secret}"));
+    unsafe {
+        *out_refresh_at_ms = now_ms + 600_000;
+        wid_output_set(out_secret, secret.as_ptr(), secret.len())
+    }
+}
+
+unsafe extern "C" fn refresh(
+    userdata: *mut c_void,
+    secret: *const c_char,
+    secret_len: usize,
+    _token: *const c_char,
+    _token_len: usize,
+    reason: u32,
+    _now_ms: i64,
+    out_outcome: *mut u32,
+    out_new_secret: *mut wid_output,
+    _out_refresh_at_ms: *mut i64,
+) -> wid_result {
+    let log = unsafe { &*userdata.cast::<Log>() };
+    assert_eq!(unsafe { *out_outcome }, 0, "preset to fail closed");
+    log.push(format!("refresh {} {reason}", text(secret, secret_len)));
+    match *log.refresh.lock().unwrap() {
+        None => {
+            let why = "the secret server is down";
+            unsafe { wid_output_set(out_new_secret, why.as_ptr(), why.len()) };
+            WID_RESULT_STORE_UNAVAILABLE
+        }
+        Some(outcome) => {
+            if outcome == WID_REFRESHED_REPLACED {
+                let n = {
+                    let mut d = log.derived.lock().unwrap();
+                    *d += 1;
+                    *d
+                };
+                let s = format!("s{n}");
+                unsafe { wid_output_set(out_new_secret, s.as_ptr(), s.len()) };
+            }
+            if outcome != 0 {
+                unsafe { *out_outcome = outcome };
+            }
+            WID_RESULT_OK
+        }
+    }
+}
+
+unsafe extern "C" fn release(userdata: *mut c_void, secret: *const c_char, secret_len: usize) {
+    let log = unsafe { &*userdata.cast::<Log>() };
+    log.push(format!("release {}", text(secret, secret_len)));
+}
+
+/// A host signer over an issuer of the test's keyring (`Log::kr`), doing
+/// what `Log::signer` says.
+unsafe extern "C" fn sign(
+    userdata: *mut c_void,
+    request: *const u8,
+    request_len: usize,
+    now_unix: i64,
+    out_token: *mut wid_output,
+) -> wid_result {
+    let log = unsafe { &*userdata.cast::<Log>() };
+    let mode = *log.signer.lock().unwrap();
+    log.push(format!("sign {mode}"));
+    let bytes = unsafe { std::slice::from_raw_parts(request, request_len) };
+    let mut req: IssueRequest = codec::decode(bytes).unwrap();
+    match mode {
+        "fail" => {
+            let why = "the servers are unreachable";
+            unsafe { wid_output_set(out_token, why.as_ptr(), why.len()) };
+            return WID_RESULT_STORE_UNAVAILABLE;
+        }
+        "nothing" => return WID_RESULT_OK,
+        "other" => req.identity.name = "vault_other".into(),
+        _ => {}
+    }
+    let bytes = codec::encode(&req).unwrap();
+    let kr = log.kr as *const wid_keyring;
+    let mut t = empty();
+    let rc = unsafe { wid_issue(kr, bytes.as_ptr(), bytes.len(), now_unix, &mut t) };
+    if rc != WID_RESULT_OK {
+        return rc;
+    }
+    let token = take(&mut t);
+    unsafe { wid_output_set(out_token, token.as_ptr(), token.len()) }
+}
+
+fn s(v: &str) -> (*const c_char, usize) {
+    (v.as_ptr().cast(), v.len())
+}
+
+/// A builder over `kr` and `dir` with the task's identity, a watcher and a
+/// host exchange `x`, all reporting to `log`.
+fn builder(kr: *const wid_keyring, dir: &str, log: &Log) -> *mut wid_identity_manager_builder {
+    let mut b = null_mut();
+    let (d, dl) = s(dir);
+    expect(
+        unsafe { wid_identity_manager_builder_new(kr, d, dl, &mut b) },
+        WID_RESULT_OK,
+    );
+    let req = codec::encode(&request()).unwrap();
+    expect(
+        unsafe { wid_identity_manager_builder_add_identity(b, req.as_ptr(), req.len()) },
+        WID_RESULT_OK,
+    );
+    let ud = (log as *const Log).cast_mut().cast::<c_void>();
+    expect(
+        unsafe { wid_identity_manager_builder_set_watcher(b, Some(watch), ud) },
+        WID_RESULT_OK,
+    );
+    let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+    expect(
+        unsafe {
+            wid_identity_manager_builder_add_exchange(
+                b,
+                n,
+                nl,
+                w,
+                wl,
+                i,
+                il,
+                Some(derive),
+                Some(refresh),
+                Some(release),
+                ud,
+            )
+        },
+        WID_RESULT_OK,
+    );
+    b
+}
+
+fn build(b: *mut wid_identity_manager_builder) -> *mut wid_identity_manager {
+    let mut m = null_mut();
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        WID_RESULT_OK,
+    );
+    assert!(!m.is_null());
+    m
+}
+
+fn secret(m: *const wid_identity_manager) -> Result<String, String> {
+    let mut out = empty();
+    let (n, nl) = s("x");
+    let rc = unsafe { wid_identity_manager_secret(m, n, nl, &mut out) };
+    if rc == WID_RESULT_OK {
+        Ok(take(&mut out))
+    } else {
+        assert!(out.data.is_null(), "not written on failure");
+        Err(last_error())
+    }
+}
+
+fn current(m: *const wid_identity_manager, now: i64) -> Result<String, String> {
+    let mut out = empty();
+    let ((w, wl), (i, il)) = (s("server"), s("vault_default"));
+    let rc = unsafe { wid_identity_manager_current(m, w, wl, i, il, now, &mut out) };
+    if rc == WID_RESULT_OK {
+        Ok(take(&mut out))
+    } else {
+        assert!(out.data.is_null(), "not written on failure");
+        Err(last_error())
+    }
+}
+
+fn health(m: *const wid_identity_manager, now: i64) -> serde_json::Value {
+    let mut out = empty();
+    expect(
+        unsafe { wid_identity_manager_health_json(m, now, &mut out) },
+        WID_RESULT_OK,
+    );
+    serde_json::from_str(&take(&mut out)).unwrap()
+}
+
+fn in_process(b: *mut wid_identity_manager_builder, kr: *const wid_keyring) {
+    let iss = issuer(kr);
+    expect(
+        unsafe { wid_identity_manager_builder_set_issuer(b, iss) },
+        WID_RESULT_OK,
+    );
+    unsafe { wid_issuer_free(iss) };
+}
+
+#[test]
+fn start_restore_and_a_secret_that_cannot_be_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_KEPT);
+
+    let b = builder(kr, &dir, &log);
+    in_process(b, kr);
+    let m = build(b);
+    // A builder builds one manager: its exchanges deliver to that one.
+    let mut again = null_mut();
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut again) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("already built"), "{}", last_error());
+    assert!(again.is_null());
+    unsafe { wid_identity_manager_builder_free(b) };
+
+    assert!(secret(m).unwrap_err().contains("holds no secret"));
+    expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
+    // The token is told before the secret derived from it.
+    assert_eq!(
+        log.take(),
+        [
+            "derive -> s1",
+            &format!("watch {WID_MANAGED_IDENTITY} server/vault_default jwt:3 {WID_EVENT_INITIAL}"),
+            &format!("watch {WID_MANAGED_SECRET} server/x s1 {WID_EVENT_INITIAL}"),
+        ]
+    );
+    assert_eq!(secret(m).unwrap(), "s1");
+    let token = current(m, T0).unwrap();
+    let h = health(m, T0);
+    assert_eq!(h["at_risk"], false, "{h}");
+    assert_eq!(h["identities"][0]["valid"], true);
+    assert_eq!(h["identities"][0]["expires_in_ms"], 3_600_000);
+    assert_eq!(h["exchanges"][0]["has_secret"], true);
+    assert!(!h.to_string().contains(&token) && !h.to_string().contains("s1\""));
+    // Nothing due yet; the exchange asked for a refresh in 10 min.
+    let mut next = 0;
+    expect(
+        unsafe { wid_identity_manager_tick(m, T0 + 1000, &mut next) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(next, T0 + 600_000);
+    assert!(log.take().is_empty());
+    unsafe { wid_identity_manager_free(m) };
+
+    // A restart: a new manager on the same directory confirms the saved
+    // secret (refresh, reason RESTORED) and delivers it as restored.
+    let b = builder(kr, &dir, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    let mut report = empty();
+    expect(
+        unsafe { wid_identity_manager_restore(m, T0 + 5_000, &mut report) },
+        WID_RESULT_OK,
+    );
+    let report: serde_json::Value = serde_json::from_str(&take(&mut report)).unwrap();
+    assert_eq!(report["reused"], true, "{report}");
+    assert_eq!(report["rederived"], serde_json::json!([]));
+    assert_eq!(current(m, T0 + 5_000).unwrap(), token, "the saved token");
+    assert_eq!(
+        log.take(),
+        [
+            format!("refresh s1 {WID_REFRESH_REASON_RESTORED}"),
+            format!("watch {WID_MANAGED_IDENTITY} server/vault_default jwt:3 {WID_EVENT_RESTORED}"),
+            format!("watch {WID_MANAGED_SECRET} server/x s1 {WID_EVENT_RESTORED}"),
+        ]
+    );
+    unsafe { wid_identity_manager_free(m) };
+
+    // Another restart, and the refresh fails: the saved secret is never
+    // handed out unconfirmed (not delivered, not readable), and is released
+    // only after its successor was delivered.
+    *log.refresh.lock().unwrap() = None;
+    let b = builder(kr, &dir, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(
+        unsafe { wid_identity_manager_restore(m, T0 + 6_000, null_mut()) },
+        WID_RESULT_TOKEN_EXCHANGE_FAILED,
+    );
+    let why = last_error();
+    assert!(
+        why.contains("WID_RESULT_STORE_UNAVAILABLE") && why.contains("the secret server is down"),
+        "{why}"
+    );
+    assert_eq!(
+        log.take(),
+        [
+            format!("refresh s1 {WID_REFRESH_REASON_RESTORED}"),
+            format!("watch {WID_MANAGED_IDENTITY} server/vault_default jwt:3 {WID_EVENT_RESTORED}"),
+        ]
+    );
+    assert!(secret(m).is_err());
+    let h = health(m, T0 + 6_000);
+    assert_eq!(h["at_risk"], true);
+    assert_eq!(h["exchanges"][0]["held_back"], true);
+    assert_eq!(h["exchanges"][0]["failures"], 1);
+    assert!(
+        h["exchanges"][0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("secret server is down")
+    );
+    // The retry (1 s later) derives a new one: delivered, then the held one
+    // released.
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_REPLACED);
+    let mut next = 0;
+    expect(
+        unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(next, T0 + 7_000);
+    expect(
+        unsafe { wid_identity_manager_tick(m, next, null_mut()) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(
+        log.take(),
+        [
+            // Held back, it is no longer the exchange's: a new one is derived.
+            "derive -> s2".to_string(),
+            format!("watch {WID_MANAGED_SECRET} server/x s2 {WID_EVENT_RESTORED}"),
+            "release s1".to_string(),
+        ]
+    );
+    assert_eq!(secret(m).unwrap(), "s2");
+    assert_eq!(health(m, next)["at_risk"], false);
+
+    // An answer of OK without an outcome fails closed (at the refresh s2's
+    // derive asked for, 10 min on).
+    *log.refresh.lock().unwrap() = Some(0);
+    let at = T0 + 7_000 + 600_000;
+    expect(
+        unsafe { wid_identity_manager_tick(m, at, null_mut()) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(log.take(), [format!("refresh s2 {WID_REFRESH_REASON_DUE}")]);
+    let h = health(m, at);
+    assert!(
+        h["exchanges"][0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("with outcome 0"),
+        "{h}"
+    );
+    unsafe { wid_identity_manager_free(m) };
+    unsafe { wid_keyring_free(kr) };
+}
+
+#[test]
+fn a_host_signer_is_checked_and_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log {
+        kr: kr as usize,
+        ..Log::default()
+    };
+    *log.signer.lock().unwrap() = "ok";
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_KEPT);
+    let b = builder(kr, &dir, &log);
+    let ud = (&log as *const Log).cast_mut().cast::<c_void>();
+    expect(
+        unsafe { wid_identity_manager_builder_set_signer(b, Some(sign), ud) },
+        WID_RESULT_OK,
+    );
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
+    assert_eq!(log.take()[..2], ["sign ok", "derive -> s1"]);
+    assert!(current(m, T0).is_ok());
+
+    for (k, (mode, why)) in [
+        (
+            "fail",
+            "the host's signer failed: the servers are unreachable (WID_RESULT_STORE_UNAVAILABLE)",
+        ),
+        ("nothing", "without setting a token"),
+        ("other", "is not identity server/vault_default"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        *log.signer.lock().unwrap() = mode;
+        // Renewal is due half-way (plus jitter): late enough for any jitter,
+        // and past each failure's backoff.
+        let at = T0 + 2_100_000 + i64::try_from(k).unwrap() * 120_000;
+        expect(
+            unsafe { wid_identity_manager_tick(m, at, null_mut()) },
+            WID_RESULT_OK,
+        );
+        let h = health(m, at);
+        let e = h["last_sign_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(e.contains(why), "{mode}: {e}");
+        assert_eq!(h["at_risk"], true);
+        // The token in use stays.
+        assert!(current(m, at).is_ok());
+        // Never delivered anything.
+        assert!(log.take().iter().all(|e| e.starts_with("sign")), "{mode}");
+    }
+    // A token no key of the keyring signed is refused.
+    let other = keyring_with_other_key();
+    let foreign = Log {
+        kr: other as usize,
+        ..Log::default()
+    };
+    *foreign.signer.lock().unwrap() = "ok";
+    let b = builder(kr, &dir, &foreign);
+    let ud = (&foreign as *const Log).cast_mut().cast::<c_void>();
+    expect(
+        unsafe { wid_identity_manager_builder_set_signer(b, Some(sign), ud) },
+        WID_RESULT_OK,
+    );
+    let m2 = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(
+        unsafe { wid_identity_manager_start(m2, T0) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(
+        last_error().contains("does not verify against the manager's keyring"),
+        "{}",
+        last_error()
+    );
+    assert!(current(m2, T0).is_err());
+    unsafe {
+        wid_identity_manager_free(m2);
+        wid_identity_manager_free(m);
+        wid_keyring_free(other);
+        wid_keyring_free(kr);
+    }
+}
+
+fn keyring_with_other_key() -> *mut wid_keyring {
+    let mut kr = null_mut();
+    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
+    let m = [9u8; 32];
+    expect(
+        unsafe {
+            wid_keyring_insert(
+                kr,
+                c"k1".as_ptr(),
+                2,
+                m.as_ptr(),
+                32,
+                WID_KEY_DERIVATION_HKDF_V1,
+                WID_KEY_STATE_ACTIVE,
+                0,
+            )
+        },
+        WID_RESULT_OK,
+    );
+    kr
+}
+
+#[test]
+fn builder_refusals_nulls_and_wrong_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    let (dp, dl) = s(&d);
+    let mut b = null_mut();
+    expect(
+        unsafe { wid_identity_manager_builder_new(null(), dp, dl, &mut b) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_new(kr, dp, dl, null_mut()) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    let missing = format!("{d}/nope");
+    let (mp, ml) = s(&missing);
+    expect(
+        unsafe { wid_identity_manager_builder_new(kr, mp, ml, &mut b) },
+        WID_RESULT_IO_ERROR,
+    );
+    assert!(b.is_null());
+    // A keyring handle given as a builder is refused, not used.
+    expect(
+        unsafe { wid_identity_manager_builder_add_identity(kr.cast(), [0x80u8].as_ptr(), 1) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+
+    // No signer.
+    let b = builder(kr, &d, &log);
+    let mut m = null_mut();
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("has no signer"), "{}", last_error());
+    assert!(m.is_null());
+    // Two exchanges of one name.
+    in_process(b, kr);
+    let ud = (&log as *const Log).cast_mut().cast::<c_void>();
+    let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+    expect(
+        unsafe {
+            wid_identity_manager_builder_add_exchange(
+                b,
+                n,
+                nl,
+                w,
+                wl,
+                i,
+                il,
+                Some(derive),
+                None,
+                None,
+                ud,
+            )
+        },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(
+        last_error().contains("two exchanges are named \"x\""),
+        "{}",
+        last_error()
+    );
+    // No derive; an empty name; bytes that are no request.
+    expect(
+        unsafe {
+            wid_identity_manager_builder_add_exchange(b, n, nl, w, wl, i, il, None, None, None, ud)
+        },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    expect(
+        unsafe {
+            wid_identity_manager_builder_add_exchange(
+                b,
+                n,
+                0,
+                w,
+                wl,
+                i,
+                il,
+                Some(derive),
+                None,
+                None,
+                ud,
+            )
+        },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_add_identity(b, [0xc1u8].as_ptr(), 1) },
+        WID_RESULT_DECODE_ERROR,
+    );
+    unsafe { wid_identity_manager_builder_free(b) };
+
+    // An exchange of an identity not requested.
+    let b = builder(kr, &d, &log);
+    in_process(b, kr);
+    let ((n2, n2l), (i2, i2l)) = (s("y"), s("vault_other"));
+    expect(
+        unsafe {
+            wid_identity_manager_builder_add_exchange(
+                b,
+                n2,
+                n2l,
+                w,
+                wl,
+                i2,
+                i2l,
+                Some(derive),
+                None,
+                None,
+                ud,
+            )
+        },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("not requested"), "{}", last_error());
+    unsafe { wid_identity_manager_builder_free(b) };
+
+    // The manager's functions refuse NULL and other handles.
+    expect(
+        unsafe { wid_identity_manager_start(null(), T0) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_identity_manager_tick(kr.cast(), T0, null_mut()) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    let mut next = 7;
+    let b = builder(kr, &d, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(
+        unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert_eq!(next, 7, "not written on failure");
+    let mut out = empty();
+    let (ow, owl) = s("nope");
+    expect(
+        unsafe { wid_identity_manager_current(m, ow, owl, i, il, T0, &mut out) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(out.data.is_null());
+    // wid_output_set refuses what is not a wid_output.
+    let mut not_output = [0u64; 4];
+    expect(
+        unsafe { wid_output_set(not_output.as_mut_ptr().cast(), b"x".as_ptr(), 1) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_output_set(null_mut(), b"x".as_ptr(), 1) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    unsafe {
+        wid_identity_manager_free(m);
+        wid_identity_manager_free(null());
+        wid_identity_manager_builder_free(null_mut());
+        wid_keyring_free(kr);
+    }
+}
+
+#[cfg(feature = "vault")]
+#[test]
+fn a_vault_login_is_checked_when_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    let mut cfg = null_mut();
+    let ((a, al), (w, wl), (i, il), (r, rl)) = (
+        s("http://vault.example.com:8200"),
+        s("server"),
+        s("vault_default"),
+        s("nomad-workloads"),
+    );
+    expect(
+        unsafe { wid_vault_login_config_new(a, al, w, wl, i, il, r, rl, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_vault_login_config_set_timeout_ms(cfg, 0) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_vault_login_config_set_allow_http_loopback(cfg, 2) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    let b = builder(kr, &d, &log);
+    // Plain http to a host that is not loopback carries tokens in the clear.
+    expect(
+        unsafe { wid_identity_manager_builder_add_vault_login(b, cfg) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("http"), "{}", last_error());
+    unsafe { wid_vault_login_config_free(cfg) };
+    let ((a, al), (n, nl)) = (s("https://vault.example.com:8200"), s("x"));
+    expect(
+        unsafe { wid_vault_login_config_new(a, al, w, wl, i, il, r, rl, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_vault_login_config_set_name(cfg, n, nl) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_add_vault_login(b, cfg) },
+        WID_RESULT_OK,
+    );
+    in_process(b, kr);
+    // Named as the host exchange already added: refused at build.
+    let mut m = null_mut();
+    expect(
+        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(
+        last_error().contains("two exchanges are named \"x\""),
+        "{}",
+        last_error()
+    );
+    unsafe {
+        wid_vault_login_config_free(cfg);
+        wid_identity_manager_builder_free(b);
+        wid_keyring_free(kr);
+    }
+}
+
+#[cfg(feature = "consul")]
+#[test]
+fn a_consul_login_is_checked_when_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    let mut cfg = null_mut();
+    let ((a, al), (w, wl), (i, il), (m, ml)) = (
+        s("http://consul.example.com:8500"),
+        s("server"),
+        s("vault_default"),
+        s("nomad-workloads"),
+    );
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, null_mut()) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_service(cfg, 2) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_leeway_ms(cfg, 600_001) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    let ((k, kl), (v, vl)) = (s("cluster"), s("east"));
+    expect(
+        unsafe { wid_consul_login_config_set_meta(cfg, k, kl, v, vl) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_consul_login_config_set_meta(cfg, null(), 3, v, vl) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    let b = builder(kr, &d, &log);
+    // Plain http to a host that is not loopback carries tokens in the clear.
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, cfg) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("http"), "{}", last_error());
+    // A Vault config is not a Consul one.
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, kr.cast()) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    unsafe { wid_consul_login_config_free(cfg) };
+    let (a, al) = s("https://consul.example.com:8501");
+    expect(
+        unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, &mut cfg) },
+        WID_RESULT_OK,
+    );
+    expect(
+        unsafe { wid_identity_manager_builder_add_consul_login(b, cfg) },
+        WID_RESULT_OK,
+    );
+    in_process(b, kr);
+    let mgr = build(b);
+    let h = health(mgr, T0);
+    let names: Vec<_> = h["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["x", "consul"]);
+    unsafe {
+        wid_consul_login_config_free(cfg);
+        wid_identity_manager_builder_free(b);
+        wid_identity_manager_free(mgr);
+        wid_keyring_free(kr);
+    }
+}
+
+/// The manager's functions from many threads at once: readers (`current`,
+/// `secret`, `health_json`, `next_due_ms`) while one thread ticks through
+/// renewals and another ticks at the same times (a tick waits for the one
+/// under way and does only what is still due).
+#[test]
+fn many_threads_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_RENEWED);
+    let b = builder(kr, &d, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
+    let handle = m as usize;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let renewals = 20;
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let m = handle as *const wid_identity_manager;
+                let mut reads = 0u32;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 10 {
+                    // Every token read is a whole, signed one.
+                    if let Ok(t) = current(m, T0) {
+                        assert_eq!(t.split('.').count(), 3);
+                    }
+                    assert!(secret(m).unwrap().starts_with('s'));
+                    let h = health(m, T0);
+                    assert_eq!(h["identities"][0]["workload"], "server");
+                    let mut next = 0;
+                    expect(
+                        unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+                        WID_RESULT_OK,
+                    );
+                    reads += 1;
+                }
+            });
+        }
+        // Two tickers at the same due times: each renewal happens once.
+        let mut at = T0;
+        for _ in 0..renewals {
+            let mut next = 0;
+            expect(
+                unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
+                WID_RESULT_OK,
+            );
+            at = next.max(at);
+            std::thread::scope(|inner| {
+                for _ in 0..2 {
+                    inner.spawn(|| {
+                        expect(
+                            unsafe {
+                                wid_identity_manager_tick(
+                                    handle as *const wid_identity_manager,
+                                    at,
+                                    null_mut(),
+                                )
+                            },
+                            WID_RESULT_OK,
+                        );
+                    });
+                }
+            });
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // Each due time did its work once: one refresh per renewal or due
+    // refresh, never two for one time, and no secret released twice.
+    let events = log.take();
+    let refreshes = events.iter().filter(|e| e.starts_with("refresh")).count();
+    assert_eq!(
+        refreshes, renewals,
+        "one refresh per due time, whichever ticker got there first: {events:?}"
+    );
+    assert!(
+        events.iter().all(|e| !e.starts_with("release")),
+        "{events:?}"
+    );
+    unsafe {
+        wid_identity_manager_free(m);
+        wid_keyring_free(kr);
+    }
+}
