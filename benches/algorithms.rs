@@ -11,6 +11,12 @@
 //! (`ParsedPublicKey`, the fastest form), `raw ring verify`, `issue`, `verify`
 //! (memory store), `jsonwebtoken encode` and `jsonwebtoken decode` (its
 //! aws-lc-rs provider, the faster of its two for these algorithms).
+//!
+//! Then the verify-only algorithms (keys of other issuers, imported from a
+//! JWKS; tokens signed here by aws-lc-rs with the same claims): `raw aws-lc-rs
+//! verify`, `raw aws-lc-rs verify (parsed key)` and our `verify` (memory
+//! store), per algorithm in groups named `<alg> (verify-only)`; e.g.
+//! `cargo bench --bench algorithms -- 'ES384 \(verify-only\)'`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -19,7 +25,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use workload_identity::{
-    Algorithm, Audience, Issuer, KeyState, Keyring, MemoryStore, PublicKey, RootKey, Verifier,
+    Algorithm, Audience, Issuer, JwsAlgorithm, KeyState, Keyring, MemoryStore, PublicKey, RootKey,
+    Verifier,
 };
 
 #[path = "../tests/common/mod.rs"]
@@ -275,6 +282,8 @@ fn bench(c: &mut Criterion) {
         g.finish();
     }
 
+    verify_only(c, &store, now, &req);
+
     // Verification cost against the number of keys (mixed algorithms).
     let mut g = c.benchmark_group("verify vs keys");
     for n in [1usize, 10, 100, 1000] {
@@ -290,6 +299,124 @@ fn bench(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+/// A verify-only key of `alg` made by aws-lc-rs: its JWK, its SEC1 point or
+/// RSA modulus (for the raw rows), and a signer of the signing input.
+#[allow(clippy::type_complexity)]
+fn verify_only_key(
+    alg: JwsAlgorithm,
+) -> (
+    serde_json::Value,
+    &'static dyn aws_lc_rs::signature::VerificationAlgorithm,
+    Vec<u8>,
+    Box<dyn Fn(&[u8]) -> Vec<u8>>,
+) {
+    use aws_lc_rs::signature::{self as lc, EcdsaKeyPair, KeyPair, RsaKeyPair};
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let ec = |sign: &'static lc::EcdsaSigningAlgorithm,
+              verify: &'static lc::EcdsaVerificationAlgorithm,
+              crv: &str,
+              size: usize| {
+        let p8 = EcdsaKeyPair::generate_pkcs8(sign, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(sign, p8.as_ref()).unwrap();
+        let point = pair.public_key().as_ref().to_vec();
+        let jwk = serde_json::json!({"kty": "EC", "crv": crv,
+            "x": B64.encode(&point[1..=size]), "y": B64.encode(&point[1 + size..])});
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let signer: Box<dyn Fn(&[u8]) -> Vec<u8>> =
+            Box::new(move |m| pair.sign(&rng, m).unwrap().as_ref().to_vec());
+        (
+            jwk,
+            verify as &'static dyn lc::VerificationAlgorithm,
+            point,
+            signer,
+        )
+    };
+    let rsa = |enc: &'static dyn lc::RsaEncoding, verify: &'static lc::RsaParameters| {
+        let pair = RsaKeyPair::from_pkcs8(RSA_PKCS8).unwrap();
+        let n = pair
+            .public_key()
+            .modulus()
+            .big_endian_without_leading_zero()
+            .to_vec();
+        let jwk = serde_json::json!({"kty": "RSA", "e": "AQAB", "n": B64.encode(&n)});
+        let der = pair.public_key().as_ref().to_vec();
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let signer: Box<dyn Fn(&[u8]) -> Vec<u8>> = Box::new(move |m| {
+            let mut sig = vec![0u8; pair.public_modulus_len()];
+            pair.sign(enc, &rng, m, &mut sig).unwrap();
+            sig
+        });
+        (
+            jwk,
+            verify as &'static dyn lc::VerificationAlgorithm,
+            der,
+            signer,
+        )
+    };
+    match alg {
+        JwsAlgorithm::Es384 => ec(
+            &lc::ECDSA_P384_SHA384_FIXED_SIGNING,
+            &lc::ECDSA_P384_SHA384_FIXED,
+            "P-384",
+            48,
+        ),
+        JwsAlgorithm::Es512 => ec(
+            &lc::ECDSA_P521_SHA512_FIXED_SIGNING,
+            &lc::ECDSA_P521_SHA512_FIXED,
+            "P-521",
+            66,
+        ),
+        JwsAlgorithm::Ps256 => rsa(&lc::RSA_PSS_SHA256, &lc::RSA_PSS_2048_8192_SHA256),
+        JwsAlgorithm::Ps384 => rsa(&lc::RSA_PSS_SHA384, &lc::RSA_PSS_2048_8192_SHA384),
+        JwsAlgorithm::Ps512 => rsa(&lc::RSA_PSS_SHA512, &lc::RSA_PSS_2048_8192_SHA512),
+        JwsAlgorithm::Rs384 => rsa(&lc::RSA_PKCS1_SHA384, &lc::RSA_PKCS1_2048_8192_SHA384),
+        _ => rsa(&lc::RSA_PKCS1_SHA512, &lc::RSA_PKCS1_2048_8192_SHA512),
+    }
+}
+
+/// The verify-only algorithms: our verify of a token signed elsewhere (the
+/// claims our issuer writes) beside aws-lc-rs's own verify of the same
+/// signature over the same signing input.
+fn verify_only(
+    c: &mut Criterion,
+    store: &Arc<MemoryStore>,
+    now: i64,
+    req: &workload_identity::model::IssueRequest,
+) {
+    let claims = Issuer::new(keyring(0))
+        .issue_with(Algorithm::Es256, req, now)
+        .unwrap()
+        .claims;
+    let payload = B64.encode(serde_json::to_vec(&claims).unwrap());
+    for alg in JwsAlgorithm::ALL.into_iter().filter(|a| a.is_verify_only()) {
+        let (mut jwk, verify_alg, public, sign) = verify_only_key(alg);
+        let kid = alg.name().to_lowercase();
+        jwk["kid"] = serde_json::json!(kid);
+        jwk["alg"] = serde_json::json!(alg.name());
+        let (kr, _) = Keyring::from_jwks(&serde_json::json!({"keys": [jwk]}).to_string()).unwrap();
+        let v = Verifier::builder(kr, store.clone(), Audience::new(AUD).unwrap()).build();
+        let header = B64.encode(format!(r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT"}}"#));
+        let input = format!("{header}.{payload}");
+        let sig = sign(input.as_bytes());
+        let token = format!("{input}.{}", B64.encode(&sig));
+        v.verify(&token, now).unwrap();
+        let unparsed = aws_lc_rs::signature::UnparsedPublicKey::new(verify_alg, public);
+        let parsed = unparsed.parse().unwrap();
+        let input = input.into_bytes();
+        let mut g = c.benchmark_group(format!("{alg} (verify-only)"));
+        g.bench_function("raw aws-lc-rs verify", |b| {
+            b.iter(|| unparsed.verify(black_box(&input), &sig).unwrap())
+        });
+        g.bench_function("raw aws-lc-rs verify (parsed key)", |b| {
+            b.iter(|| parsed.verify_sig(black_box(&input), &sig).unwrap())
+        });
+        g.bench_function("workload-identity verify (memory store)", |b| {
+            b.iter(|| v.verify(black_box(&token), now).unwrap())
+        });
+        g.finish();
+    }
 }
 
 criterion_group!(benches, bench);

@@ -9,7 +9,7 @@
 //! call such as an operator's command) and by every copy that applies it
 //! (`event` `key`: the key's old and new state, at the etcd revision).
 
-use crate::keyring::{Algorithm, KeyPurpose, KeyState};
+use crate::keyring::{KeyPurpose, KeyState};
 
 /// The `log` target of the audit trail.
 pub const AUDIT_TARGET: &str = "workload_identity::audit";
@@ -32,7 +32,7 @@ fn state_name(s: Option<KeyState>) -> &'static str {
 pub(crate) fn key_changed(
     prefix: &str,
     kid: &str,
-    (algorithm, purpose): (Algorithm, KeyPurpose),
+    (algorithm, purpose): (crate::keyring::JwsAlgorithm, KeyPurpose),
     from: Option<KeyState>,
     to: Option<KeyState>,
     revision: i64,

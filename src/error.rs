@@ -657,7 +657,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "unsupported algorithm \"none\": expected \"EdDSA\" (or \"Ed25519\"), \"ES256\" or \"RS256\""
+            "unsupported algorithm \"none\": expected \"EdDSA\" (or \"Ed25519\"), \"ES256\", \"RS256\", \"ES384\", \"ES512\", \"PS256\", \"PS384\", \"PS512\", \"RS384\" or \"RS512\""
         );
         let e = Error::InvalidArgument(InvalidArgument {
             subject: "WorkloadIdentity",

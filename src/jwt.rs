@@ -1,4 +1,6 @@
-//! Strict compact JWS for EdDSA, ES256 and RS256.
+//! Strict compact JWS: signed with EdDSA, ES256 or RS256; verified with those
+//! and the verify-only ES384, ES512, PS256, PS384, PS512, RS384 and RS512
+//! (keys of other issuers, see [`crate::JwsAlgorithm`]).
 //!
 //! Encoding writes `{"alg":"<alg>","kid":"<key id>","typ":"JWT"}` with the
 //! signing key's algorithm (`"typ":"wit+jwt"` for a WIMSE workload identity
@@ -12,17 +14,21 @@
 //!    any key's (1024 bytes, RSA-8192);
 //! 4. a header that is not a JSON object of only `alg`, `kid` and `typ` (so
 //!    `crit`, `jku`, `jwk`, `x5u`, `x5c`, `cty` are rejected), has a duplicate
-//!    member, an `alg` other than `EdDSA` (or RFC 9864's `Ed25519`), `ES256` or
-//!    `RS256` (`UnsupportedAlgorithm`: `none`, `HS*`, `PS*` never pass), a
+//!    member, an `alg` that is not one of the ten [`crate::JwsAlgorithm`]s
+//!    (`EdDSA` or RFC 9864's `Ed25519`, `ES256`, `RS256`, `ES384`, `ES512`,
+//!    `PS256`, `PS384`, `PS512`, `RS384`, `RS512`; `UnsupportedAlgorithm`:
+//!    `none` and `HS*` never pass), a
 //!    `typ` other than `JWT` or `wit+jwt` (the caller decides which it takes), or no `kid`, or a `kid` that can never be a key
 //!    ID (`UnknownKey` at once: empty, over 128 bytes, other characters than
 //!    `A-Z a-z 0-9 . _ : -`, or `..`).
 //!
 //! The verifier then requires the header's algorithm to be the algorithm of the
 //! key its `kid` names (`UnsupportedAlgorithm` otherwise, whatever the
-//! signature's size: no algorithm confusion), the signature to have the key's
-//! size (64 bytes for EdDSA and ES256, the modulus size for RS256;
-//! `MalformedToken` otherwise), and checks the signature and the claims, in
+//! signature's size: no algorithm confusion; a PS256 token never checks against
+//! an RS256 key of the same modulus, nor an ES384 token against a P-256 key), the
+//! signature to have the key's size (64 bytes for EdDSA and ES256, 96 for
+//! ES384, 132 for ES512, the modulus size for RSA; DER-encoded ECDSA never
+//! passes), and checks the signature and the claims, in
 //! that order, on the pieces parsed here.
 
 use base64::Engine;
@@ -32,7 +38,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use crate::error::{Error, Result, truncate_for_message};
-use crate::keyring::{ActiveKey, Algorithm, KeyId};
+use crate::keyring::{ActiveKey, Algorithm, JwsAlgorithm, KeyId};
 
 /// The default cap on a token's length, in bytes.
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -69,7 +75,7 @@ impl TokenType {
 #[derive(Debug)]
 pub(crate) struct Parsed<'a> {
     /// The header's `alg`.
-    pub(crate) alg: Algorithm,
+    pub(crate) alg: JwsAlgorithm,
     /// The header's `typ`.
     pub(crate) typ: TokenType,
     /// The header's `kid`.
@@ -205,9 +211,9 @@ impl std::fmt::Debug for KidBuf {
 /// algorithms' names and a kid of key-ID characters, is recognised without a
 /// JSON parser: it is well-formed JSON with exactly these three members, so the
 /// outcome is the same. Anything else goes through the strict parser.
-fn canonical_header(header: &[u8]) -> Option<(Algorithm, &str, TokenType)> {
+fn canonical_header(header: &[u8]) -> Option<(JwsAlgorithm, &str, TokenType)> {
     let rest = header.strip_prefix(br#"{"alg":""#)?;
-    let (alg, rest) = [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256]
+    let (alg, rest) = JwsAlgorithm::ALL
         .into_iter()
         .find_map(|alg| Some((alg, rest.strip_prefix(alg.name().as_bytes())?)))?;
     let rest = rest.strip_prefix(br#"","kid":""#)?;
@@ -292,7 +298,7 @@ pub(crate) fn signature_of(segment: &[u8]) -> Result<SigBuf> {
 }
 
 /// Every `alg` a token may name, for messages.
-pub(crate) const ACCEPTED_ALGS: &str = "\"EdDSA\" (or \"Ed25519\"), \"ES256\" or \"RS256\"";
+pub(crate) const ACCEPTED_ALGS: &str = "\"EdDSA\" (or \"Ed25519\"), \"ES256\", \"RS256\", \"ES384\", \"ES512\", \"PS256\", \"PS384\", \"PS512\", \"RS384\" or \"RS512\"";
 
 /// The first check: a token longer than `max_bytes` is rejected from its length
 /// alone, before any byte of it is read.
@@ -377,10 +383,12 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
         ))
     })?;
     let alg = match header.alg.as_deref() {
-        Some(name) => Algorithm::from_header(name).ok_or_else(|| Error::UnsupportedAlgorithm {
-            alg: truncate_for_message(name),
-            expected: ACCEPTED_ALGS.into(),
-        })?,
+        Some(name) => {
+            JwsAlgorithm::from_header(name).ok_or_else(|| Error::UnsupportedAlgorithm {
+                alg: truncate_for_message(name),
+                expected: ACCEPTED_ALGS.into(),
+            })?
+        }
         None => {
             return Err(malformed(format!(
                 "header has no alg: expected {ACCEPTED_ALGS}"
@@ -509,6 +517,10 @@ mod tests {
             (r#"{"alg":"RS256","kid":"k1","typ":"JWT"}"#, Some("k1")),
             (r#"{"alg":"Ed25519","kid":"k1","typ":"JWT"}"#, None),
             (r#"{"alg":"ES2566","kid":"k1","typ":"JWT"}"#, None),
+            (r#"{"alg":"PS384","kid":"k1","typ":"JWT"}"#, Some("k1")),
+            (r#"{"alg":"ES512","kid":"k1","typ":"JWT"}"#, Some("k1")),
+            (r#"{"alg":"HS384","kid":"k1","typ":"JWT"}"#, None),
+            (r#"{"alg":"none","kid":"k1","typ":"JWT"}"#, None),
             (
                 r#"{"alg":"EdDSA","kid":"a.b:c_d-9","typ":"JWT"}"#,
                 Some("a.b:c_d-9"),
@@ -534,7 +546,12 @@ mod tests {
             let via_parser: Option<String> = serde_json::from_str::<serde_json::Value>(header)
                 .ok()
                 // An alg we do not verify fails parsing either way.
-                .filter(|v| v["alg"].as_str().and_then(Algorithm::from_header).is_some())
+                .filter(|v| {
+                    v["alg"]
+                        .as_str()
+                        .and_then(JwsAlgorithm::from_header)
+                        .is_some()
+                })
                 .and_then(|v| v["kid"].as_str().map(str::to_string))
                 // A kid that cannot be a key ID fails parsing either way.
                 .filter(|kid| KeyId::new(kid).is_ok());

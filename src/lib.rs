@@ -193,8 +193,8 @@ pub use issue::{DEFAULT_MAX_WIT_TTL, Issuer, SignedIdentity};
 pub use jwt::{DEFAULT_MAX_TOKEN_BYTES, MAX_TOKEN_BYTES_LIMIT};
 pub use keyring::{
     ActiveKey, Algorithm, ExternalSigner, HKDF_P256_SALT, HKDF_V1_SALT, ImportReport, Jwk, Jwks,
-    KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeyDerivation, KeyId, KeyInfo,
-    KeyMaterial, KeyPurpose, KeyState, Keyring, KeyringPolicy, KeystoreLoadOptions,
+    JwsAlgorithm, KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeyDerivation,
+    KeyId, KeyInfo, KeyMaterial, KeyPurpose, KeyState, Keyring, KeyringPolicy, KeystoreLoadOptions,
     KeystoreSummary, MATERIAL_LEN, MAX_KEY_ID_LEN, MAX_PKCS8_LEN, MAX_RSA_BITS, MIN_RSA_BITS,
     OidcDiscovery, PolicyOverrides, PublicKey, RootKey, RotationAction, RotationPolicy, RsaKeySize,
     SkippedJwk, VerifyingHandle, inspect_keystore, next_planned_change, plan_rotation,

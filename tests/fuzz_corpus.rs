@@ -101,6 +101,35 @@ fn the_es256_and_rs256_seeds_reach_acceptance_and_confusion_is_refused() {
     ] {
         fuzzing::verify_algorithms(&read(&format!("verify_algorithms/{seed}")));
     }
+    // The verify-only algorithms: each one's seed is accepted under its own
+    // kid; every near miss (PS/RS on the one modulus the world publishes
+    // under six algorithms, another curve's key, DER, HS384, none) is not.
+    for seed in [
+        "es384-ok", "es512-ok", "ps256-ok", "ps384-ok", "ps512-ok", "rs384-ok", "rs512-ok",
+    ] {
+        assert!(
+            fuzzing::verify_algorithms(&read(&format!("verify_algorithms/{seed}"))),
+            "{seed} is accepted"
+        );
+    }
+    for seed in [
+        "ps256-key-rs256-header-same-modulus",
+        "rs256-key-ps256-header",
+        "ps256-key-pkcs1-signature",
+        "rs384-key-pss-signature",
+        "es384-header-p256-key",
+        "es512-header-p384-key",
+        "es384-der",
+        "es512-der",
+        "ps384-header-ps256-key",
+        "hs384-ps256-key",
+        "none-es384-key",
+    ] {
+        assert!(
+            !fuzzing::verify_algorithms(&read(&format!("verify_algorithms/{seed}"))),
+            "{seed} is refused"
+        );
+    }
     // The seeds of the keystore and JWKS targets load all three algorithms.
     let kr =
         workload_identity::Keyring::from_keystore_bytes(&read("keystore_load/three-algorithms"))

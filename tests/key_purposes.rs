@@ -766,7 +766,7 @@ fn no_wit_key_is_no_active_key_and_each_pair_has_one_active_key() {
     let info = w.keyring.key_info(new.as_str()).unwrap();
     assert_eq!(
         (info.purpose, info.algorithm, info.state),
-        (KeyPurpose::Wit, Algorithm::Es256, KeyState::Active)
+        (KeyPurpose::Wit, Algorithm::Es256.into(), KeyState::Active)
     );
     let old = w.keyring.key_info("wit-es").unwrap();
     assert_eq!(old.state, KeyState::Inactive);

@@ -569,7 +569,7 @@ fn info(id: &str, state: KeyState, create: i64, publish: i64, retired: i64) -> K
     KeyInfo {
         purpose: KeyPurpose::Bearer,
         kid: k.id().clone(),
-        algorithm: workload_identity::Algorithm::EdDsa,
+        algorithm: workload_identity::Algorithm::EdDsa.into(),
         state,
         derivation: Some(KeyDerivation::HkdfV1),
         create_time: create,

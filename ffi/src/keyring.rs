@@ -426,8 +426,9 @@ pub unsafe extern "C" fn wid_keyring_spiffe_bundle(
 }
 
 /// Imports the keys of a JWKS as verify-only bearer keys (all or nothing):
-/// OKP Ed25519, EC P-256 and RSA (2048 to 8192 bits, e = 65537) with `use`
-/// absent or `sig` (a SPIFFE bundle's `jwt-svid` entries as bearer keys, its
+/// OKP Ed25519, EC P-256, P-384 and P-521 (ES256, ES384, ES512), and RSA
+/// (2048 to 8192 bits, e = 65537; RS256 without `alg`, else the `alg` given:
+/// RS256/384/512 or PS256/384/512) with `use` absent or `sig` (a SPIFFE bundle's `jwt-svid` entries as bearer keys, its
 /// `wit-svid` entries as WIT keys); `use: enc` entries and unknown key types
 /// are skipped; a private member, an unusable point, a duplicate `kid` or an
 /// `alg` that does not match the key refuses the whole set;

@@ -104,7 +104,11 @@ fn enforce_planned_end(shared: &Shared) {
     let threshold =
         i64::try_from(shared.rotation_policy().rotation_threshold.as_secs()).unwrap_or(i64::MAX);
     for info in shared.keyring.keys() {
-        let pair = (info.purpose, info.algorithm);
+        // Only a key of a signing algorithm is ever active.
+        let Some(alg) = info.algorithm.signing() else {
+            continue;
+        };
+        let pair = (info.purpose, alg);
         if info.state != KeyState::Active || view.stood_down.contains(&pair) {
             continue;
         }
@@ -112,7 +116,7 @@ fn enforce_planned_end(shared: &Shared) {
             .create_time
             .max(info.publish_time)
             .saturating_add(threshold);
-        if now >= planned_end && shared.keyring.stand_down(info.purpose, info.algorithm, now) {
+        if now >= planned_end && shared.keyring.stand_down(info.purpose, alg, now) {
             view.stood_down.push(pair);
             view.note(format!(
                 "cut off from etcd past the planned end of {} {} key {} ({}): it no longer signs here until etcd answers",

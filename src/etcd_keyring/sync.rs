@@ -13,7 +13,7 @@ use super::{Counters, Shared};
 use crate::codec::{self, Bin};
 use crate::custody::WrapItem;
 use crate::error::truncate_for_message;
-use crate::keyring::{Algorithm, KeyringPolicy, ReplicaKey, StoredKey, stored_aad};
+use crate::keyring::{KeyringPolicy, ReplicaKey, StoredKey, stored_aad};
 
 /// What makes a key pair: its algorithm, purpose, derivation, public key and
 /// (wrapped) material. A record whose state or times change keeps its
@@ -329,7 +329,7 @@ type KeyStates = HashMap<
     String,
     (
         crate::keyring::KeyState,
-        Algorithm,
+        crate::keyring::JwsAlgorithm,
         crate::keyring::KeyPurpose,
     ),
 >;

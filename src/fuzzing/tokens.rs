@@ -53,7 +53,7 @@ pub fn verify(data: &[u8]) -> bool {
 }
 
 /// Verifies `token` singly, cached and in a batch; the verdicts must agree.
-fn verdicts_agree(w: &World, token: &[u8]) -> bool {
+pub(super) fn verdicts_agree(w: &World, token: &[u8]) -> bool {
     let single = w.verifier.verify_bytes(token, NOW);
     let cached = w.cached.verify_bytes(token, NOW);
     assert_eq!(
@@ -97,50 +97,6 @@ fn verdicts_agree(w: &World, token: &[u8]) -> bool {
         (Err(_), Err(_)) => {}
     }
     single.is_ok()
-}
-
-/// Algorithm confusion, structured: byte 0 picks the `kid` (the EdDSA, ES256
-/// or RS256 key, or an unknown one), byte 1 the header's `alg` (ours, RFC
-/// 9864's `Ed25519`, and ones that must never pass), byte 2 the key that
-/// signs (or a signature made of the input), the rest is the payload. A token
-/// is accepted only if the header names the kid's algorithm and the kid's own
-/// key signed it; single, batch and cached verification agree.
-pub fn verify_algorithms(data: &[u8]) {
-    const ALGS: [&str; 8] = [
-        "EdDSA", "Ed25519", "ES256", "RS256", "HS256", "none", "PS256", "ES384",
-    ];
-    let w = world();
-    let [k, a, s, payload @ ..] = data else {
-        return;
-    };
-    let kid = KIDS
-        .get(usize::from(*k % 4))
-        .map_or("fuzz-none", |(kid, _)| *kid);
-    let alg = ALGS[usize::from(*a) % ALGS.len()];
-    let header = format!(r#"{{"alg":"{alg}","kid":"{kid}","typ":"JWT"}}"#);
-    let input = format!("{}.{}", b64(header.as_bytes()), b64(payload));
-    let signer = KIDS.get(usize::from(*s % 4)).copied();
-    let sig = match signer {
-        Some((_, by)) => w
-            .keyring
-            .active_for(by)
-            .and_then(|key| key.sign(input.as_bytes()))
-            .unwrap_or_else(|e| panic!("the fuzz world's {by} key signs: {e}")),
-        None => payload.iter().rev().take(300).copied().collect(),
-    };
-    let token = format!("{input}.{}", b64(&sig));
-    if verdicts_agree(w, token.as_bytes()) {
-        let (kid_alg, signer_alg) = match (KIDS.iter().find(|(k, _)| *k == kid), signer) {
-            (Some((_, kid_alg)), Some((_, signer_alg))) => (*kid_alg, signer_alg),
-            _ => panic!("accepted a token of an unknown kid or an arbitrary signature"),
-        };
-        assert_eq!(kid_alg, signer_alg, "accepted another key's signature");
-        assert_eq!(
-            crate::keyring::Algorithm::from_header(alg),
-            Some(kid_alg),
-            "accepted alg {alg} for a {kid_alg} key"
-        );
-    }
 }
 
 fn signed(w: &World, alg: Algorithm, header: &[u8], payload: &[u8]) -> Vec<u8> {

@@ -57,9 +57,11 @@ impl ActiveCache {
 }
 
 impl ActiveKey {
-    /// `entry` ready to sign, or `None` if it cannot sign (insertion refuses
-    /// such an active key, so for an active key this is never `None`).
+    /// `entry` ready to sign, or `None` if it cannot sign: no secret nor
+    /// signer, or a verify-only algorithm (insertion refuses such an active
+    /// key, so for an active key this is never `None`).
     fn of(entry: &Arc<KeyEntry>) -> Option<ActiveKey> {
+        let alg = entry.signing_algorithm()?;
         let signing = match (&entry.secret, &entry.external) {
             (Some(secret), _) => Signing::Local(Arc::clone(secret)),
             (None, Some(external)) => Signing::External(Arc::clone(external)),
@@ -67,6 +69,7 @@ impl ActiveKey {
         };
         Some(ActiveKey {
             entry: Arc::clone(entry),
+            alg,
             signing,
         })
     }

@@ -10,6 +10,9 @@ use super::*;
 #[derive(Clone)]
 pub struct ActiveKey {
     pub(super) entry: Arc<KeyEntry>,
+    /// The entry's algorithm, a signing one (only a key of a signing
+    /// algorithm is ever active).
+    pub(super) alg: Algorithm,
     pub(super) signing: Signing,
 }
 
@@ -28,7 +31,7 @@ impl ActiveKey {
 
     /// The key's algorithm.
     pub fn algorithm(&self) -> Algorithm {
-        self.entry.check.algorithm()
+        self.alg
     }
 
     /// What the key signs: bearer tokens or WITs.
@@ -100,8 +103,10 @@ impl VerifyingHandle {
         self.entry.purpose
     }
 
-    /// The key's algorithm.
-    pub fn algorithm(&self) -> Algorithm {
+    /// The key's algorithm: the header `alg` its tokens must name. A key
+    /// imported from another issuer may have a verify-only one
+    /// ([`JwsAlgorithm::is_verify_only`]).
+    pub fn algorithm(&self) -> JwsAlgorithm {
         self.entry.check.algorithm()
     }
 

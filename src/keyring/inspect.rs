@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::keystore::{Body, ENVELOPE};
 use super::stored_key::{StoredKey, public_of, purpose_of};
-use super::{Algorithm, KeyDerivation, KeyId, KeyInfo, KeyState, KeyringPolicy};
+use super::{JwsAlgorithm, KeyDerivation, KeyId, KeyInfo, KeyState, KeyringPolicy};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::storage::atomic_file::FileAccess;
 
@@ -70,9 +70,9 @@ fn summary_of(version: u32, body: &Body, source: &str) -> Result<KeystoreSummary
 pub(crate) fn info_of_record(k: &StoredKey) -> std::result::Result<KeyInfo, String> {
     let kid = KeyId::new(&k.id).map_err(|e| e.to_string())?;
     let algorithm = if k.algorithm.is_empty() {
-        Algorithm::EdDsa
+        JwsAlgorithm::EdDsa
     } else {
-        Algorithm::from_name(&k.algorithm)
+        JwsAlgorithm::from_name(&k.algorithm)
             .ok_or_else(|| format!("unknown algorithm {:?}", truncate_for_message(&k.algorithm)))?
     };
     let state = KeyState::from_name(&k.state)

@@ -30,13 +30,14 @@ use crate::error::{Error, Result, truncate_for_message};
 pub struct Jwk {
     /// `OKP`, `EC` or `RSA`.
     pub kty: &'static str,
-    /// `Ed25519` or `P-256` (none for RSA).
+    /// `Ed25519`, `P-256` (or, for verify-only keys, `P-384`, `P-521`; none
+    /// for RSA).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crv: Option<&'static str>,
     /// The Ed25519 public key, or the P-256 point's x coordinate (32 bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub x: Option<String>,
-    /// The P-256 point's y coordinate (32 bytes).
+    /// The P-256 point's y coordinate (32 bytes; P-384 48, P-521 66).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub y: Option<String>,
     /// The RSA modulus, without leading zero bytes.
@@ -47,7 +48,7 @@ pub struct Jwk {
     pub e: Option<&'static str>,
     /// The key ID.
     pub kid: String,
-    /// `EdDSA`, `ES256` or `RS256`.
+    /// `EdDSA`, `ES256` or `RS256` (or a verify-only key's algorithm).
     pub alg: &'static str,
     /// Always `sig`.
     #[serde(rename = "use")]
@@ -79,7 +80,17 @@ impl Jwk {
                 jwk.x = b64(x);
                 jwk.y = b64(y);
             }
-            PublicKey::Rsa { n } => {
+            PublicKey::P384 { x, y } => {
+                jwk.crv = Some("P-384");
+                jwk.x = b64(x);
+                jwk.y = b64(y);
+            }
+            PublicKey::P521 { x, y } => {
+                jwk.crv = Some("P-521");
+                jwk.x = b64(x);
+                jwk.y = b64(y);
+            }
+            PublicKey::Rsa { n } | PublicKey::RsaVerifyOnly { n, .. } => {
                 jwk.n = b64(n);
                 jwk.e = Some("AQAB");
             }

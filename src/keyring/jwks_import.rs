@@ -10,13 +10,22 @@
 //!   `OKP`, `EC` or `RSA`, is **skipped** and listed in the [`ImportReport`];
 //! * an entry of a known `kty` is **rejected** (the whole import fails) when it
 //!   carries a private member (`d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`), its
-//!   `alg` is present and not its key type's (`EdDSA` for `OKP`, `ES256` for
-//!   `EC`, `RS256` for `RSA`), its `kid` is missing, invalid or repeated, or
-//!   its key is not exactly right: `OKP` needs `crv` `Ed25519` and `x`
-//!   canonical unpadded base64url of a canonical, non-small-order 32-byte point;
-//!   `EC` needs `crv` `P-256` and `x`, `y` of 32 bytes each naming a point on
-//!   the curve; `RSA` needs `e` `AQAB` (65537) and `n` of 2048 to 8192 bits
+//!   `alg` is present and not one its key can have, its `kid` is missing,
+//!   invalid or repeated, or its key is not exactly right: `OKP` needs `crv`
+//!   `Ed25519` and `x` canonical unpadded base64url of a canonical,
+//!   non-small-order 32-byte point; `EC` needs `crv` `P-256`, `P-384` or
+//!   `P-521` and `x`, `y` of exactly 32, 48 or 66 bytes each naming a point on
+//!   that curve; `RSA` needs `e` `AQAB` (65537) and `n` of 2048 to 8192 bits
 //!   without leading zero bytes;
+//! * every key gets exactly one algorithm, and verifies only tokens whose
+//!   header `alg` names it ([`JwsAlgorithm`]): `OKP` keys `EdDSA`; `EC` keys
+//!   the algorithm of their curve (`ES256`, `ES384`, `ES512`; an `alg` naming
+//!   another is refused); `RSA` keys the `alg` the JWK names (`RS256`,
+//!   `RS384`, `RS512`, `PS256`, `PS384` or `PS512`). An `RSA` JWK **without
+//!   `alg` is an RS256 key**, as it always was here: nothing is guessed from a
+//!   token, so a key published without `alg` never verifies a PS256, RS384 or
+//!   RS512 token; an issuer who signs those must say so in its JWKS. ES384,
+//!   ES512, PS* and RS384/512 keys are verify-only;
 //! * a `kid` already in the keyring with the same public key is left unchanged;
 //!   with a different public key it is `DuplicateKey`.
 
@@ -26,7 +35,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 
 use super::public_key::{Checker, check_rsa_modulus};
-use super::{Algorithm, KeyId, KeyPurpose, Keyring, PublicKey};
+use super::{Algorithm, JwsAlgorithm, KeyId, KeyPurpose, Keyring, PublicKey};
 use crate::error::{DecodeError, Error, Result, truncate_for_message};
 
 /// An entry that [`Keyring::import_jwks`] skipped, and why.
@@ -115,15 +124,20 @@ fn decode_b64(value: &str, path: &str) -> Result<Vec<u8>> {
     })
 }
 
-/// Decodes a 32-byte member (`what` names it in the message).
-fn decode_32(value: &str, path: &str, what: &str) -> Result<[u8; 32]> {
+/// Decodes a member of exactly `L` bytes (`what` names it in the message).
+fn decode_fixed<const L: usize>(value: &str, path: &str, what: &str) -> Result<[u8; L]> {
     let bytes = decode_b64(value, path)?;
     bytes.as_slice().try_into().map_err(|_| {
         jwks_error(
             path.to_string(),
-            format!("{what} is 32 bytes, got {}", bytes.len()),
+            format!("{what} is {L} bytes, got {}", bytes.len()),
         )
     })
+}
+
+/// Decodes a 32-byte member (`what` names it in the message).
+fn decode_32(value: &str, path: &str, what: &str) -> Result<[u8; 32]> {
+    decode_fixed::<32>(value, path, what)
 }
 
 /// Decodes `x` strictly: canonical unpadded base64url, 32 bytes, a canonical
@@ -155,7 +169,7 @@ fn required<'a>(value: &'a Option<String>, path: String, what: &str) -> Result<&
 }
 
 /// The public key of one entry whose `kty` is known (`at` names members).
-fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Result<PublicKey> {
+fn entry_key(jwk: &RawJwk, alg: JwsAlgorithm, at: &dyn Fn(&str) -> String) -> Result<PublicKey> {
     let crv = |want: &str| -> Result<()> {
         if jwk.crv.as_deref() == Some(want) {
             Ok(())
@@ -166,22 +180,43 @@ fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Resul
             ))
         }
     };
+    let coordinates = || -> Result<(&str, &str)> {
+        Ok((
+            required(&jwk.x, at("x"), "the x coordinate")?,
+            required(&jwk.y, at("y"), "the y coordinate")?,
+        ))
+    };
     let public = match alg {
-        Algorithm::EdDsa => {
+        JwsAlgorithm::EdDsa => {
             crv("Ed25519")?;
             let x = required(&jwk.x, at("x"), "the public key")?;
             PublicKey::Ed25519(decode_x(x, &at("x"))?)
         }
-        Algorithm::Es256 => {
+        JwsAlgorithm::Es256 => {
             crv("P-256")?;
-            let x = required(&jwk.x, at("x"), "the x coordinate")?;
-            let y = required(&jwk.y, at("y"), "the y coordinate")?;
+            let (x, y) = coordinates()?;
             PublicKey::P256 {
                 x: decode_32(x, &at("x"), "a P-256 x coordinate")?,
                 y: decode_32(y, &at("y"), "a P-256 y coordinate")?,
             }
         }
-        Algorithm::Rs256 => {
+        JwsAlgorithm::Es384 => {
+            crv("P-384")?;
+            let (x, y) = coordinates()?;
+            PublicKey::P384 {
+                x: decode_fixed(x, &at("x"), "a P-384 x coordinate")?,
+                y: decode_fixed(y, &at("y"), "a P-384 y coordinate")?,
+            }
+        }
+        JwsAlgorithm::Es512 => {
+            crv("P-521")?;
+            let (x, y) = coordinates()?;
+            PublicKey::P521 {
+                x: decode_fixed(x, &at("x"), "a P-521 x coordinate")?,
+                y: decode_fixed(y, &at("y"), "a P-521 y coordinate")?,
+            }
+        }
+        rsa => {
             let e = required(&jwk.e, at("e"), "the exponent")?;
             if e != "AQAB" {
                 return Err(jwks_error(
@@ -194,17 +229,97 @@ fn entry_key(jwk: &RawJwk, alg: Algorithm, at: &dyn Fn(&str) -> String) -> Resul
             }
             let n = decode_b64(required(&jwk.n, at("n"), "the modulus")?, &at("n"))?;
             check_rsa_modulus(&n).map_err(|why| jwks_error(at("n"), why))?;
-            PublicKey::Rsa { n }
+            if rsa == JwsAlgorithm::Rs256 {
+                PublicKey::Rsa { n }
+            } else {
+                PublicKey::RsaVerifyOnly { n, alg: rsa }
+            }
         }
     };
     // The checks every key gets on insert (point on the curve, modulus usable),
     // reported here against the member that carries the key.
-    let member = match alg {
-        Algorithm::Rs256 => "n",
+    let member = match alg.key_type() {
+        "RSA" => "n",
         _ => "x",
     };
     Checker::new(public.clone()).map_err(|why| jwks_error(at(member), why))?;
     Ok(public)
+}
+
+/// The one algorithm a JWK's key verifies (see the module docs): `OKP`
+/// EdDSA, `EC` its curve's, `RSA` its `alg` or, without one, RS256. An `alg`
+/// the key cannot have refuses the set.
+fn algorithm_of(jwk: &RawJwk, kty: &str, at: &dyn Fn(&str) -> String) -> Result<JwsAlgorithm> {
+    let named = jwk.alg.as_deref();
+    let alg = match kty {
+        "OKP" => JwsAlgorithm::EdDsa,
+        // The curve fixes the algorithm; an EC alg the JWK names must be
+        // its curve's (reported against the curve, as the alg is the claim
+        // the key is checked against).
+        "EC" => match named.and_then(JwsAlgorithm::from_name) {
+            Some(alg) if alg.key_type() == "EC" => {
+                let want = match alg {
+                    JwsAlgorithm::Es256 => "P-256",
+                    JwsAlgorithm::Es384 => "P-384",
+                    _ => "P-521",
+                };
+                if jwk.crv.as_deref() != Some(want) {
+                    return Err(jwks_error(
+                        at("crv"),
+                        format!(
+                            "expected \"{want}\" (alg {alg}), got {:?}",
+                            jwk.crv.as_deref().map(truncate_for_message)
+                        ),
+                    ));
+                }
+                alg
+            }
+            _ => match jwk.crv.as_deref() {
+                Some("P-256") => JwsAlgorithm::Es256,
+                Some("P-384") => JwsAlgorithm::Es384,
+                Some("P-521") => JwsAlgorithm::Es512,
+                other => {
+                    return Err(jwks_error(
+                        at("crv"),
+                        format!(
+                            "expected \"P-256\", \"P-384\" or \"P-521\", got {:?}",
+                            other.map(truncate_for_message)
+                        ),
+                    ));
+                }
+            },
+        },
+        // No alg: RS256, as RSA JWKs without one always meant here. A named
+        // RSA algorithm binds the key to it alone.
+        _ => match named.and_then(JwsAlgorithm::from_name) {
+            Some(alg) if alg.key_type() == "RSA" => alg,
+            _ if named.is_none() => JwsAlgorithm::Rs256,
+            _ => {
+                return Err(jwks_error(
+                    at("alg"),
+                    format!(
+                        "an RSA key must have alg \"RS256\", \"RS384\", \"RS512\", \"PS256\", \"PS384\" or \"PS512\" (or none, meaning RS256), got {:?}",
+                        named.map(truncate_for_message).unwrap_or_default()
+                    ),
+                ));
+            }
+        },
+    };
+    if let Some(named) = named.filter(|a| *a != alg.name()) {
+        let curve = match (kty, jwk.crv.as_deref()) {
+            ("EC", Some(crv)) => format!(" {crv}"),
+            _ => String::new(),
+        };
+        return Err(jwks_error(
+            at("alg"),
+            format!(
+                "a {kty}{curve} key must have alg \"{}\", got {:?}",
+                alg.name(),
+                truncate_for_message(named)
+            ),
+        ));
+    }
+    Ok(alg)
 }
 
 /// The purpose a JWK's `use` gives its key: a SPIFFE bundle's `jwt-svid`
@@ -253,10 +368,8 @@ fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<Skippe
                 continue;
             }
         };
-        let alg = match jwk.kty.as_deref() {
-            Some("OKP") => Algorithm::EdDsa,
-            Some("EC") => Algorithm::Es256,
-            Some("RSA") => Algorithm::Rs256,
+        let kty = match jwk.kty.as_deref() {
+            Some(kty @ ("OKP" | "EC" | "RSA")) => kty,
             other => {
                 skipped.push(skip(format!(
                     "kty is {:?}, not \"OKP\", \"EC\" or \"RSA\"",
@@ -271,17 +384,7 @@ fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<Skippe
                 "the JWKS contains private key material; publish public keys only",
             ));
         }
-        if let Some(named) = jwk.alg.as_deref().filter(|a| *a != alg.name()) {
-            return Err(jwks_error(
-                at("alg"),
-                format!(
-                    "a {} key must have alg \"{}\", got {:?}",
-                    alg.key_type(),
-                    alg.name(),
-                    truncate_for_message(named)
-                ),
-            ));
-        }
+        let alg = algorithm_of(&jwk, kty, &at)?;
         let Some(kid) = jwk.kid.as_deref() else {
             return Err(jwks_error(at("kid"), "missing: every key needs a kid"));
         };
@@ -296,8 +399,10 @@ fn parse_jwks(json: &str, default: KeyPurpose) -> Result<(PublicKeys, Vec<Skippe
     Ok((keys, skipped))
 }
 impl Keyring {
-    /// A verify-only keyring holding the keys of a JWKS: OKP Ed25519, EC P-256
-    /// and RSA (2048 to 8192 bits, e = 65537) keys with `use` absent or `sig`
+    /// A verify-only keyring holding the keys of a JWKS: OKP Ed25519, EC P-256,
+    /// P-384 and P-521, and RSA (2048 to 8192 bits, e = 65537; RS256 unless the
+    /// JWK's `alg` names RS384, RS512, PS256, PS384 or PS512) keys with `use`
+    /// absent or `sig`
     /// become inactive bearer keys (a SPIFFE bundle's `jwt-svid` entries
     /// too, and its `wit-svid` entries WIT keys); `use: enc` entries and
     /// unknown key types are skipped (and reported); a private member, an
@@ -480,7 +585,7 @@ pub(crate) fn proof_key_checker(
         qi: None,
         oth: None,
     };
-    let public = entry_key(&raw, alg, &|m| format!("{at}.{m}")).map_err(|e| match e {
+    let public = entry_key(&raw, alg.into(), &|m| format!("{at}.{m}")).map_err(|e| match e {
         Error::Decode(d) => format!("{}: {}", d.path, d.reason),
         other => other.to_string(),
     })?;

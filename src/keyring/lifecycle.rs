@@ -63,7 +63,7 @@ impl Keyring {
         let entry = KeyEntry::from_root(&key)?;
         {
             let mut inner = self.write();
-            inner.check_insert(&id, key.purpose, key.alg, KeyState::Inactive)?;
+            inner.check_insert(&id, key.purpose, key.alg.into(), KeyState::Inactive)?;
             inner.put(
                 entry,
                 Meta {
@@ -160,6 +160,9 @@ impl Keyring {
                     ));
                 }
                 KeyState::Prepublished | KeyState::Inactive => {}
+            }
+            if slot.entry.signing_algorithm().is_none() {
+                return Err(slot.entry.algorithm().verify_only_error(kid));
             }
             if !slot.entry.can_sign() {
                 return Err(Error::invalid(

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-pub use crate::algorithm::{Algorithm, RsaKeySize};
+pub use crate::algorithm::{Algorithm, JwsAlgorithm, RsaKeySize};
 pub use crate::purpose::KeyPurpose;
 use crate::purpose::{PAIR_COUNT, pair_index};
 pub use external::ExternalSigner;
@@ -203,8 +203,9 @@ pub struct Keyring {
 pub struct KeyInfo {
     /// The key ID (the `kid` of its tokens and JWKS entry).
     pub kid: KeyId,
-    /// The key's algorithm.
-    pub algorithm: Algorithm,
+    /// The key's algorithm (a verify-only one for some keys imported from
+    /// another issuer; compare with an [`Algorithm`] directly).
+    pub algorithm: JwsAlgorithm,
     /// What it signs: bearer tokens or WITs (and so where it is published).
     pub purpose: KeyPurpose,
     /// Its state.
@@ -226,9 +227,10 @@ pub struct KeyInfo {
 
 impl KeyInfo {
     /// Whether this keyring can sign with this key: it holds the secret, or
-    /// an external signer holds it.
+    /// an external signer holds it, and its algorithm is one that signs (a
+    /// verify-only key never does).
     pub fn can_sign(&self) -> bool {
-        self.derivation.is_some() || self.external.is_some()
+        (self.derivation.is_some() || self.external.is_some()) && self.algorithm.signing().is_some()
     }
 }
 
@@ -304,18 +306,25 @@ impl KeyEntry {
         })
     }
 
-    /// Whether this keyring can sign with this key (here or externally).
+    /// Whether this keyring can sign with this key (here or externally):
+    /// never a key of a verify-only algorithm.
     pub(crate) fn can_sign(&self) -> bool {
-        self.secret.is_some() || self.external.is_some()
+        (self.secret.is_some() || self.external.is_some()) && self.signing_algorithm().is_some()
     }
 
-    pub(crate) fn algorithm(&self) -> Algorithm {
+    pub(crate) fn algorithm(&self) -> JwsAlgorithm {
         self.check.algorithm()
     }
 
-    /// Its (purpose, algorithm) pair's place in per-pair tables.
-    fn pair(&self) -> usize {
-        pair_index(self.purpose, self.algorithm())
+    /// The algorithm it can sign with; `None` for a verify-only key.
+    pub(crate) fn signing_algorithm(&self) -> Option<Algorithm> {
+        self.algorithm().signing()
+    }
+
+    /// Its (purpose, algorithm) pair's place in per-pair tables; `None` for
+    /// a verify-only key, which is never active.
+    fn pair(&self) -> Option<usize> {
+        Some(pair_index(self.purpose, self.signing_algorithm()?))
     }
 
     pub(crate) fn public_key(&self) -> &PublicKey {
@@ -351,7 +360,9 @@ impl Slot {
         let secret = self.entry.secret.as_ref()?;
         Some(RootKey {
             id: self.entry.id.clone(),
-            alg: self.entry.algorithm(),
+            // A key with a secret was made from a root key of a signing
+            // algorithm, so this is always `Some`.
+            alg: self.entry.signing_algorithm()?,
             purpose: self.entry.purpose,
             material: secret.material.clone(),
             derivation: secret.derivation,
@@ -368,7 +379,7 @@ impl Inner {
         &self,
         id: &KeyId,
         purpose: KeyPurpose,
-        alg: Algorithm,
+        alg: JwsAlgorithm,
         state: KeyState,
     ) -> Result<()> {
         if self.keys.contains_key(id) {
@@ -376,8 +387,13 @@ impl Inner {
                 kid: id.to_string(),
             });
         }
+        let signing = match alg.signing() {
+            Some(signing) => signing,
+            None if state.signs_or_will() => return Err(alg.verify_only_error(id.as_str())),
+            None => return Ok(()),
+        };
         if state == KeyState::Active {
-            if let Some(active) = &self.active[pair_index(purpose, alg)] {
+            if let Some(active) = &self.active[pair_index(purpose, signing)] {
                 return Err(Error::invalid(
                     "Keyring",
                     "state",
@@ -392,8 +408,8 @@ impl Inner {
 
     fn put(&mut self, entry: KeyEntry, meta: Meta) {
         let id = entry.id.clone();
-        if meta.state == KeyState::Active {
-            self.active[entry.pair()] = Some(id.clone());
+        if let (KeyState::Active, Some(pair)) = (meta.state, entry.pair()) {
+            self.active[pair] = Some(id.clone());
         }
         self.keys.insert(
             id,
@@ -407,7 +423,7 @@ impl Inner {
     /// Makes `id` the active key of its (purpose, algorithm) pair; the
     /// previous active key of that pair becomes inactive.
     fn activate(&mut self, id: &KeyId, now: i64) {
-        let Some(pair) = self.keys.get(id).map(|s| s.entry.pair()) else {
+        let Some(pair) = self.keys.get(id).and_then(|s| s.entry.pair()) else {
             return;
         };
         if let Some(prev) = self.active[pair].take() {
@@ -583,8 +599,8 @@ impl Keyring {
                     });
                 }
                 seen.push(&entry.id);
-                if meta.state == KeyState::Active {
-                    if let Some(first) = new_active[entry.pair()] {
+                if let (KeyState::Active, Some(pair)) = (meta.state, entry.pair()) {
+                    if let Some(first) = new_active[pair] {
                         return Err(Error::invalid(
                             "Keyring",
                             "state",
@@ -594,7 +610,7 @@ impl Keyring {
                             ),
                         ));
                     }
-                    new_active[entry.pair()] = Some(&entry.id);
+                    new_active[pair] = Some(&entry.id);
                 }
             }
             for (entry, meta) in entries {

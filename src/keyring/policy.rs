@@ -114,7 +114,10 @@ pub enum RotationAction {
 /// order. Pure: the same inputs always give the same plan.
 pub fn plan_rotation(keys: &[KeyInfo], now: i64, policy: &RotationPolicy) -> Vec<RotationAction> {
     let mut pairs: Vec<(KeyPurpose, Algorithm)> =
-        keys.iter().map(|k| (k.purpose, k.algorithm)).collect();
+        // Verify-only keys are never rotated: they belong to no pair.
+        keys.iter()
+            .filter_map(|k| Some((k.purpose, k.algorithm.signing()?)))
+            .collect();
     pairs.sort();
     pairs.dedup();
     if pairs.is_empty() {

@@ -162,9 +162,13 @@ impl Keyring {
                     ));
                     continue;
                 }
-                let alg = entry.algorithm();
+                // `can_sign` above: an active key has a signing algorithm.
+                let (Some(alg), KeyState::Active) = (entry.signing_algorithm(), meta.state) else {
+                    next.keys.insert(id, Slot { entry, meta });
+                    continue;
+                };
                 let pair = pair_index(entry.purpose, alg);
-                if meta.state == KeyState::Active {
+                {
                     if let Some(other) = &next.active[pair] {
                         return Err(Error::invalid(
                             "replicated keyring",

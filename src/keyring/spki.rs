@@ -2,7 +2,8 @@
 //! Vault's `jwt_validation_pubkeys`, SPIFFE bundles' consumers and most
 //! TLS-era tools take. The three encodings are fixed by RFC 8410 (Ed25519),
 //! RFC 5480 (P-256, uncompressed point) and RFC 8017 (RSA, `rsaEncryption`
-//! with NULL parameters); only RSA's lengths vary.
+//! with NULL parameters); only RSA's lengths vary. Verify-only P-384 and
+//! P-521 keys are RFC 5480's `id-ecPublicKey` with their named curve.
 
 use base64::Engine;
 
@@ -18,6 +19,16 @@ const ED25519_PREFIX: [u8; 12] = [
 const P256_PREFIX: [u8; 26] = [
     0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
     0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
+/// `SEQUENCE { id-ecPublicKey, secp384r1 }` (RFC 5480).
+const P384_ALGORITHM: [u8; 18] = [
+    0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04,
+    0x00, 0x22,
+];
+/// `SEQUENCE { id-ecPublicKey, secp521r1 }` (RFC 5480).
+const P521_ALGORITHM: [u8; 18] = [
+    0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04,
+    0x00, 0x23,
 ];
 /// `SEQUENCE { OID rsaEncryption, NULL }` (RFC 8017, appendix C).
 const RSA_ALGORITHM: [u8; 15] = [
@@ -64,7 +75,18 @@ impl PublicKey {
         match self {
             PublicKey::Ed25519(vk) => [&ED25519_PREFIX[..], vk.as_bytes()].concat(),
             PublicKey::P256 { x, y } => [&P256_PREFIX[..], &sec1_uncompressed(x, y)[..]].concat(),
-            PublicKey::Rsa { n } => {
+            PublicKey::P384 { .. } | PublicKey::P521 { .. } => {
+                let algorithm = match self {
+                    PublicKey::P384 { .. } => &P384_ALGORITHM,
+                    _ => &P521_ALGORITHM,
+                };
+                let bits = der(0x03, &[&[0u8][..], &self.to_bytes()].concat());
+                der(0x30, &[&algorithm[..], &bits].concat())
+            }
+            // A verify-only RSA key (PS*, RS384/512) as `rsaEncryption` too:
+            // what JWKS-to-PEM tools write; the algorithm is the JWK's, not
+            // the SPKI's.
+            PublicKey::Rsa { n } | PublicKey::RsaVerifyOnly { n, .. } => {
                 let rsa_public_key = der(
                     0x30,
                     &[unsigned_integer(n), unsigned_integer(&RSA_E)].concat(),

@@ -6,7 +6,8 @@
 use ed25519_dalek::VerifyingKey;
 
 use super::{
-    Algorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyPurpose, KeyState, Meta, PublicKey,
+    Algorithm, JwsAlgorithm, KeyDerivation, KeyEntry, KeyId, KeyMaterial, KeyPurpose, KeyState,
+    Meta, PublicKey,
 };
 use crate::codec::{Bin, wire_struct};
 use crate::custody::associated_data;
@@ -70,7 +71,10 @@ pub(super) fn corrupt(path: String, reason: impl Into<String>) -> Error {
 }
 
 /// The stored public key of a key of `alg`.
-pub(super) fn public_of(alg: Algorithm, bytes: &[u8]) -> std::result::Result<PublicKey, String> {
+pub(super) fn public_of(alg: JwsAlgorithm, bytes: &[u8]) -> std::result::Result<PublicKey, String> {
+    let Some(alg) = alg.signing() else {
+        return PublicKey::from_stored(alg, bytes);
+    };
     match alg {
         Algorithm::EdDsa => {
             let b: [u8; 32] = bytes
@@ -108,7 +112,7 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
                 crate::error::truncate_for_message(&k.state)
             )))?;
     let alg = match (version, k.algorithm.as_str()) {
-        (1, "") => Algorithm::EdDsa,
+        (1, "") => JwsAlgorithm::EdDsa,
         (1, named) => {
             return Err(corrupt(
                 at("Algorithm"),
@@ -118,12 +122,13 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
                 ),
             ));
         }
-        (_, name) => Algorithm::from_name(name).ok_or_else(|| {
+        (_, name) => JwsAlgorithm::from_name(name).ok_or_else(|| {
             corrupt(
                 at("Algorithm"),
                 format!(
-                    "unknown algorithm {:?}: expected \"EdDSA\", \"ES256\" or \"RS256\"",
-                    crate::error::truncate_for_message(name)
+                    "unknown algorithm {:?}: expected \"EdDSA\", \"ES256\" or \"RS256\" (or, for a verify-only key, {})",
+                    crate::error::truncate_for_message(name),
+                    JwsAlgorithm::VERIFY_ONLY_NAMES
                 ),
             )
         })?,
@@ -151,6 +156,15 @@ pub(crate) fn entry_of(version: u32, i: usize, k: &StoredKey) -> Result<(KeyEntr
             .map_err(|e| corrupt(at("PublicKey"), e.to_string()))?;
         return Ok((entry, meta));
     }
+    // A key with material signs, so its algorithm must be a signing one.
+    let Some(alg) = alg.signing() else {
+        return Err(corrupt(
+            at("Material"),
+            format!(
+                "key {id} is {alg}, a verify-only algorithm, but has private material: only EdDSA, ES256 and RS256 keys are held with material"
+            ),
+        ));
+    };
     let derivation = KeyDerivation::from_name(&k.derivation).ok_or_else(|| {
         corrupt(
             at("Derivation"),

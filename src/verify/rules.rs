@@ -357,9 +357,10 @@ pub(super) fn bad_signature(key: &VerifyingHandle) -> Error {
 }
 
 /// The header's `alg` must be the algorithm of the key its `kid` names (no
-/// key ever checks a signature of another algorithm), and then the signature
-/// must have the key's size: 64 bytes for EdDSA and ES256 (`r || s`), the
-/// modulus size for RS256.
+/// key ever checks a signature of another algorithm: not PS256 under an RS256
+/// key of the same modulus, not ES384 under a P-256 key), and then the
+/// signature must have the key's size: 64 bytes for EdDSA and ES256 (`r ||
+/// s`), 96 for ES384, 132 for ES512, the modulus size for RSA.
 pub(super) fn check_alg(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Result<()> {
     let alg = key.algorithm();
     if parsed.alg != alg {
@@ -369,12 +370,14 @@ pub(super) fn check_alg(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Resu
         });
     }
     let (want, what) = match key.public_key() {
-        PublicKey::Rsa { n } => (
+        PublicKey::Rsa { n } | PublicKey::RsaVerifyOnly { n, .. } => (
             n.len(),
-            "an RS256 signature under this key (its modulus size)",
+            format!("an {alg} signature under this key (its modulus size)"),
         ),
-        PublicKey::P256 { .. } => (64, "an ES256 signature (r || s)"),
-        _ => (64, "an Ed25519 signature"),
+        PublicKey::P256 { .. } => (64, "an ES256 signature (r || s)".into()),
+        PublicKey::P384 { .. } => (96, "an ES384 signature (r || s, never DER)".into()),
+        PublicKey::P521 { .. } => (132, "an ES512 signature (r || s, never DER)".into()),
+        _ => (64, "an Ed25519 signature".into()),
     };
     let got = parsed.signature.as_slice().len();
     if got != want {

@@ -5,7 +5,7 @@
 
 use clap::Args;
 use serde_json::{Value, json};
-use workload_identity::{Algorithm, Keyring};
+use workload_identity::Keyring;
 
 use crate::output::{Ctx, utc, when};
 use crate::sources::{AllocSource, KeySource, Untrusted, read_token};
@@ -213,7 +213,8 @@ fn print_human(
             outln!("key: {kid} is not in the {source}")
         }
         (Some((_, source)), Some(_), Some(k)) => {
-            let matches = alg.and_then(Algorithm::from_header) == Some(k.algorithm);
+            let matches =
+                alg.and_then(workload_identity::JwsAlgorithm::from_header) == Some(k.algorithm);
             let created = if k.create_time == 0 {
                 String::new()
             } else {

@@ -56,14 +56,14 @@ pub(super) fn rotate(
     how: &'static str,
 ) -> Result<Change, CliError> {
     let kr = r.keyring();
-    let previous = kr.active_id_for_purpose(alg.purpose, alg.alg);
+    let previous = kr.active_id_for_purpose(alg.purpose, alg.signing()?);
     let pending_before: Vec<KeyId> = kr
         .keys()
         .into_iter()
         .filter(|k| Pair::of(k) == alg && k.state == KeyState::Prepublished)
         .map(|k| k.kid)
         .collect();
-    let kid = match alg.alg {
+    let kid = match alg.signing()? {
         Algorithm::Rs256 => r.rotate_rsa_purpose(alg.purpose, rsa.size()?, now)?,
         other => r.rotate_purpose(alg.purpose, other, now)?,
     };
@@ -108,16 +108,16 @@ pub(super) fn rotate_now(
     rsa: &RsaArgs,
     now: i64,
 ) -> Result<Vec<Change>, CliError> {
-    default_rsa_only(alg.alg, rsa, "rotate --immediate")?;
+    default_rsa_only(alg.signing()?, rsa, "rotate --immediate")?;
     let kr = r.keyring();
-    let previous = kr.active_id_for_purpose(alg.purpose, alg.alg);
+    let previous = kr.active_id_for_purpose(alg.purpose, alg.signing()?);
     let pending: Vec<KeyId> = kr
         .keys()
         .into_iter()
         .filter(|k| Pair::of(k) == alg && k.state == KeyState::Prepublished)
         .map(|k| k.kid)
         .collect();
-    let kid = r.rotate_now_purpose(alg.purpose, alg.alg, now)?;
+    let kid = r.rotate_now_purpose(alg.purpose, alg.signing()?, now)?;
     let mut changes = vec![Change::Activated {
         kid,
         alg,
@@ -141,9 +141,9 @@ pub(super) fn prepublish(
     now: i64,
     publish_at: i64,
 ) -> Result<Change, CliError> {
-    default_rsa_only(alg.alg, rsa, "plan --apply (prepublish)")?;
+    default_rsa_only(alg.signing()?, rsa, "plan --apply (prepublish)")?;
     let at = publish_at.max(now.saturating_add(lead_secs(r)));
-    let kid = r.prepublish_purpose(alg.purpose, alg.alg, now, at)?;
+    let kid = r.prepublish_purpose(alg.purpose, alg.signing()?, now, at)?;
     Ok(Change::Prepublished {
         kid,
         alg,

@@ -20,8 +20,8 @@ pub(super) fn rotate(
     now: i64,
     how: &'static str,
 ) -> Result<Change, CliError> {
-    let previous = keyring.active_id_for_purpose(alg.purpose, alg.alg);
-    let kid = match alg.alg {
+    let previous = keyring.active_id_for_purpose(alg.purpose, alg.signing()?);
+    let kid = match alg.signing()? {
         Algorithm::Rs256 => keyring.rotate_rsa_purpose(alg.purpose, rsa.size()?, now)?,
         other => keyring.rotate_purpose(alg.purpose, other, now)?,
     };
@@ -41,7 +41,7 @@ pub(super) fn prepublish(
     now: i64,
     publish_at: i64,
 ) -> Result<Change, CliError> {
-    let kid = match alg.alg {
+    let kid = match alg.signing()? {
         Algorithm::Rs256 => {
             keyring.prepublish_rsa_purpose(alg.purpose, rsa.size()?, now, publish_at)?
         }

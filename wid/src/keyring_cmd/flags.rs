@@ -88,20 +88,42 @@ pub(crate) fn parse_purpose(name: &str) -> Result<KeyPurpose, String> {
 
 /// The keys a change is about: a purpose and an algorithm (each pair has
 /// its own active key). Printed as `ES256` for bearer keys and `ES256 wit`
-/// for WIT keys.
+/// for WIT keys. A key imported from another issuer's JWKS may have a
+/// verify-only algorithm (`PS256`, `ES384`...): such a pair is named in
+/// reports, never rotated or signed with ([`Pair::signing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Pair {
     pub(super) purpose: KeyPurpose,
-    pub(super) alg: Algorithm,
+    pub(super) alg: workload_identity::JwsAlgorithm,
 }
 
 impl Pair {
     pub(super) fn new(purpose: KeyPurpose, alg: Algorithm) -> Pair {
-        Pair { purpose, alg }
+        Pair {
+            purpose,
+            alg: alg.into(),
+        }
     }
 
     pub(super) fn of(info: &workload_identity::KeyInfo) -> Pair {
-        Pair::new(info.purpose, info.algorithm)
+        Pair {
+            purpose: info.purpose,
+            alg: info.algorithm,
+        }
+    }
+
+    /// The algorithm keys of this pair sign with; an error naming the
+    /// algorithm for a verify-only pair.
+    pub(super) fn signing(self) -> Result<Algorithm, crate::CliError> {
+        self.alg.signing().ok_or_else(|| {
+            crate::CliError::new(
+                workload_identity::ResultCode::InvalidArgument,
+                format!(
+                    "{} is a verify-only algorithm (keys of other issuers): keys here sign, rotate and activate with EdDSA, ES256 or RS256 only",
+                    self.alg
+                ),
+            )
+        })
     }
 }
 

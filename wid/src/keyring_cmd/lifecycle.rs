@@ -314,7 +314,7 @@ pub(super) fn promote(a: &KeyArgs, ctx: &Ctx) -> Result<(), CliError> {
     let keyring = opened.keyring();
     let alg = alg_of(&keyring, &a.kid)?;
     if keyring
-        .active_id_for_purpose(alg.purpose, alg.alg)
+        .active_id_for_purpose(alg.purpose, alg.signing()?)
         .as_ref()
         .map(KeyId::as_str)
         == Some(a.kid.as_str())
@@ -397,11 +397,14 @@ pub(super) fn deprecate(d: &DeprecateArgs, ctx: &Ctx) -> Result<(), CliError> {
         ctx.note(&format!("{} is already deprecated", a.kid));
         return report(&opened, &a.store.custody, &[], ctx);
     }
-    let is_active = keyring
-        .active_id_for_purpose(alg.purpose, alg.alg)
-        .as_ref()
-        .map(KeyId::as_str)
-        == Some(a.kid.as_str());
+    // A verify-only key is never active.
+    let is_active = alg.alg.signing().is_some_and(|signing| {
+        keyring
+            .active_id_for_purpose(alg.purpose, signing)
+            .as_ref()
+            .map(KeyId::as_str)
+            == Some(a.kid.as_str())
+    });
     if let (false, false, Some(info)) = (d.force, is_active, keyring.key_info(&a.kid)) {
         // A stored policy's LongestTTL is what issuers promise.
         let longest = keyring.longest_token_ttl().or(d.longest_ttl);
@@ -478,13 +481,15 @@ fn promote_key(
     let alg = alg_of(&opened.keyring(), kid)?;
     let previous = match opened {
         Opened::File { keyring, .. } => {
-            let previous = keyring.active_id_for_purpose(alg.purpose, alg.alg);
+            let previous = keyring.active_id_for_purpose(alg.purpose, alg.signing()?);
             keyring.promote(kid, now)?;
             previous
         }
         Opened::Etcd(r) => {
             etcd::wait_out_lead_time(r, kid, seen, ctx);
-            let previous = r.keyring().active_id_for_purpose(alg.purpose, alg.alg);
+            let previous = r
+                .keyring()
+                .active_id_for_purpose(alg.purpose, alg.signing()?);
             r.promote(kid, ctx.now())?;
             previous
         }
