@@ -32,7 +32,7 @@ macro_rules! with_feature {
             Err(super::boundary::invalid(
                 "wid_consul_login_config",
                 "this library was built without the cargo feature `consul`: build it with \
-                 `cargo build --release --features consul` to log in to Consul",
+                 `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Consul",
             ))
         };
         result

@@ -134,7 +134,7 @@ fn transit_wrapper(
 ) -> Result<Arc<dyn KeyWrapper>, Error> {
     Err(super::boundary::invalid(
         "addr",
-        "this build of workload-identity has no Transit support: rebuild it with `--features transit`",
+        "this build of the C library has no Transit support: rebuild it with `cargo build --release -p workload-identity-ffi --features transit`",
     ))
 }
 

@@ -54,7 +54,7 @@ fn disabled() -> workload_identity::Error {
     super::boundary::invalid(
         "wid_remote_jwks",
         "this library was built without the cargo feature `remote-jwks`: build it with \
-         `cargo build --release --features remote-jwks` to follow a remote JWKS",
+         `cargo build --release -p workload-identity-ffi` (the feature is on by default) to follow a remote JWKS",
     )
 }
 

@@ -32,7 +32,7 @@ macro_rules! with_feature {
             Err(super::boundary::invalid(
                 "wid_vault_login_config",
                 "this library was built without the cargo feature `vault`: build it with \
-                 `cargo build --release --features vault` to log in to Vault or OpenBao",
+                 `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Vault or OpenBao",
             ))
         };
         result
