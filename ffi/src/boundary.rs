@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::codes::CEnum;
+use super::c_enum::CEnum;
 use super::{WID_RESULT_OK, WID_RESULT_PANIC, wid_result};
 use workload_identity::Error;
 use workload_identity::ResultCode;

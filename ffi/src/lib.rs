@@ -34,6 +34,7 @@
 
 mod boundary;
 mod bytes;
+mod c_enum;
 mod claims;
 mod codes;
 mod consul_login;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::boundary::{call, call_void, invalid, null, str_in};
-use super::codes::CEnum;
+use super::c_enum::CEnum;
 use super::handle::{self, Castable, require_out};
 use super::keyring::{keyring_ref, wid_keyring};
 use super::verify::{
