@@ -7,11 +7,8 @@
 //! written and freed (the lookup callback answers "live").
 
 use std::hint::black_box;
-use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
-use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 use workload_identity_ffi::{wid_bytes, wid_bytes_free, wid_verifier_free, wid_verify};
 
 #[path = "../tests/common/mod.rs"]
@@ -21,20 +18,7 @@ const MATERIAL: [u8; 32] = [7; 32];
 
 fn bench(c: &mut Criterion) {
     let now = 1_700_000_000;
-    let kr = Keyring::from_keys([RootKey::new(
-        KeyId::new("bench-key").unwrap(),
-        KeyMaterial::from_slice(&MATERIAL).unwrap(),
-        KeyDerivation::NomadRawSeed,
-        KeyState::Active,
-        0,
-    )])
-    .unwrap();
-    let req = common::issue_request_task();
-    let store = Arc::new(MemoryStore::new());
-    store.upsert(&req.allocation);
-    let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
-    let verifier =
-        Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
+    let (verifier, token) = common::live::native_verifier_and_token("bench-key", &MATERIAL, now);
     let ffi_verifier = common::live::ffi_live_verifier("bench-key", &MATERIAL);
     let ffi_verify = |out: *mut wid_bytes| unsafe {
         wid_verify(ffi_verifier, token.as_ptr().cast(), token.len(), now, out)

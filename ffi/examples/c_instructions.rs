@@ -8,10 +8,6 @@
 //! out, the lookup callback answering "live") and `verify` (the native call
 //! on the same token, for the difference).
 use std::hint::black_box;
-use std::sync::Arc;
-
-use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
-use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -22,20 +18,7 @@ fn main() {
     let calls: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100);
     let now = 1_700_000_000;
     let material = [7; 32];
-    let kr = Keyring::from_keys([RootKey::new(
-        KeyId::new("k").unwrap(),
-        KeyMaterial::from_slice(&material).unwrap(),
-        KeyDerivation::NomadRawSeed,
-        KeyState::Active,
-        0,
-    )])
-    .unwrap();
-    let req = common::issue_request_task();
-    let store = Arc::new(MemoryStore::new());
-    store.upsert(&req.allocation);
-    let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
-    let verifier =
-        Verifier::builder(kr, store, Audience::new(common::identity::AUD).unwrap()).build();
+    let (verifier, token) = common::live::native_verifier_and_token("k", &material, now);
     let ffi_verifier = common::live::ffi_live_verifier("k", &material);
     let ffi_verify = |token: &str| unsafe {
         workload_identity_ffi::wid_verify(

@@ -1,7 +1,11 @@
 //! C ABI verifiers for the tests, benchmarks and instruction counts of the
 //! C path.
 
+use std::sync::Arc;
+
 use super::identity::AUD;
+use workload_identity::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+use workload_identity::{KeyDerivation, KeyId, KeyMaterial, KeyState, RootKey};
 
 /// A C ABI allocation lookup that answers "live" for every allocation.
 pub unsafe extern "C" fn ffi_live(
@@ -51,4 +55,24 @@ pub fn ffi_live_verifier(
         wid_keyring_free(kr);
         v
     }
+}
+
+/// The native side of the same comparison: a verifier over a one-key keyring
+/// (raw-seed `material`, key `kid`) whose store holds the sample task's
+/// allocation, and a token of that task issued at `now`.
+pub fn native_verifier_and_token(kid: &str, material: &[u8; 32], now: i64) -> (Verifier, String) {
+    let kr = Keyring::from_keys([RootKey::new(
+        KeyId::new(kid).unwrap(),
+        KeyMaterial::from_slice(material).unwrap(),
+        KeyDerivation::NomadRawSeed,
+        KeyState::Active,
+        0,
+    )])
+    .unwrap();
+    let req = super::issue_request_task();
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&req.allocation);
+    let token = Issuer::new(kr.clone()).issue(&req, now).unwrap().token;
+    let verifier = Verifier::builder(kr, store, Audience::new(AUD).unwrap()).build();
+    (verifier, token)
 }
