@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use workload_identity::{
     Algorithm, Audience, Clock, Issuer, Keyring, MemoryStore, RemoteJwks, RemoteJwksBuilder,
-    ResultCode, Verifier,
+    ResultCode, SpiffeBundleSource, Verifier,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -1146,4 +1146,249 @@ fn a_set_that_cannot_be_applied_whole_changes_nothing() {
     assert!(remote.keyring().key_info("mine").is_some());
     assert!(remote.keyring().key_info("k2").is_none());
     v.verify(&token(&third), NOW).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// SpiffeBundleSource: a peer trust domain's bundle endpoint, served by the
+// same test server.
+
+/// A peer with ES256 and RS256 bearer keys and an ES256 WIT key.
+fn spiffe_peer() -> Keyring {
+    let peer = Keyring::new();
+    peer.rotate_alg(Algorithm::Es256, NOW).unwrap();
+    peer.rotate_alg(Algorithm::Rs256, NOW).unwrap();
+    peer.rotate_purpose(workload_identity::KeyPurpose::Wit, Algorithm::Es256, NOW)
+        .unwrap();
+    peer
+}
+
+fn bundle_source(server: &Server, clock: Arc<ManualClock>) -> SpiffeBundleSource {
+    SpiffeBundleSource::builder("peer.example.org", &server.url("/bundle"))
+        .allow_http_loopback(true)
+        .timeout(Duration::from_secs(3))
+        .clock(clock)
+        .refresh_bounds(Duration::from_secs(30), Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+/// The bundle's `jwt-svid` keys verify the peer's tokens as bearer keys,
+/// its `wit-svid` key is a WIT key, `x509-svid` entries are skipped; the
+/// refresh hint schedules the next fetch within the bounds; a sequence
+/// that goes backwards is refused and the held bundle kept; a failure
+/// keeps it too.
+#[test]
+fn spiffe_bundle_source_follows_the_peer_by_hint_and_sequence() {
+    let peer = spiffe_peer();
+    let server = Server::start();
+    let mut bundle: serde_json::Value =
+        serde_json::from_str(&peer.spiffe_endpoint_bundle_json(Duration::from_secs(300))).unwrap();
+    assert_eq!(bundle["spiffe_sequence"], NOW);
+    // An X.509 authority, as SPIRE's bundles carry: skipped.
+    let x509 = serde_json::json!({
+        "kty": "EC", "crv": "P-256", "use": "x509-svid",
+        "x": bundle["keys"][0]["x"], "y": bundle["keys"][0]["y"],
+        "x5c": ["MIIB"]
+    });
+    bundle["keys"].as_array_mut().unwrap().push(x509);
+    server.set("/bundle", Reply::json(bundle.to_string()));
+    let t0 = 1_000_000_000;
+    let clock = Arc::new(ManualClock(AtomicI64::new(t0)));
+    let source = bundle_source(&server, clock.clone());
+    assert_eq!(source.trust_domain(), "peer.example.org");
+
+    let report = source.refresh_if_due(t0).unwrap().expect("due at once");
+    assert_eq!(report.keys.len(), 3);
+    assert_eq!(report.skipped, 1);
+    assert_eq!(report.sequence, Some(NOW as u64));
+    assert_eq!(report.refresh_hint, Some(Duration::from_secs(300)));
+    assert_eq!(report.next_refresh_in, Duration::from_secs(300));
+    assert_eq!(source.next_refresh_ms(), t0 + 300_000);
+    let wit_keys = source
+        .keyring()
+        .keys()
+        .iter()
+        .filter(|k| k.purpose == workload_identity::KeyPurpose::Wit)
+        .count();
+    assert_eq!(wit_keys, 1);
+    let v = Verifier::builder(
+        source.keyring().clone(),
+        {
+            let store = Arc::new(MemoryStore::new());
+            store.upsert(&common::allocation());
+            store
+        },
+        Audience::new(AUD).unwrap(),
+    )
+    .key_wait(Duration::ZERO)
+    .build();
+    v.verify(&token_alg(&peer, Algorithm::Es256), NOW).unwrap();
+    v.verify(&token_alg(&peer, Algorithm::Rs256), NOW).unwrap();
+    assert!(source.refresh_if_due(t0 + 299_999).unwrap().is_none());
+
+    // The peer rotates: a higher sequence, a hint under the minimum
+    // (clamped up to 30 s), the new key in.
+    peer.rotate_alg(Algorithm::Es256, NOW + 100).unwrap();
+    server.set(
+        "/bundle",
+        Reply::json(peer.spiffe_endpoint_bundle_json(Duration::from_secs(1))),
+    );
+    clock.0.store(t0 + 300_000, Ordering::SeqCst);
+    let report = source.refresh_if_due(t0 + 300_000).unwrap().expect("due");
+    assert_eq!(report.sequence, Some(NOW as u64 + 100));
+    assert_eq!(report.added.len(), 1);
+    assert_eq!(report.next_refresh_in, Duration::from_secs(30));
+    let new_token = token_alg(&peer, Algorithm::Es256);
+    v.verify(&new_token, NOW + 100).unwrap();
+
+    // A hint over the maximum: clamped down to an hour.
+    server.set(
+        "/bundle",
+        Reply::json(peer.spiffe_endpoint_bundle_json(Duration::from_secs(86_400 * 30))),
+    );
+    let report = source.refresh().unwrap();
+    assert_eq!(report.next_refresh_in, Duration::from_secs(3600));
+
+    // A rolled-back bundle (the sequence before the rotation): refused,
+    // the held bundle kept, the refusal counted and explained.
+    server.set("/bundle", Reply::json(bundle.to_string()));
+    let e = source.refresh().unwrap_err();
+    assert_eq!(e.code(), ResultCode::DecodeError);
+    let msg = e.to_string();
+    assert!(msg.contains("spiffe_sequence went backwards"), "{msg}");
+    assert!(
+        msg.contains(&format!("expected at least {}", NOW + 100)),
+        "{msg}"
+    );
+    let stats = source.stats();
+    assert_eq!(stats.sequence, Some(NOW as u64 + 100));
+    assert_eq!(stats.sequence_refusals, 1);
+    assert!(stats.stale);
+    assert_eq!(stats.failures, 1);
+    v.verify(&new_token, NOW + 100).unwrap();
+
+    // Down, then garbage: the held bundle stays.
+    server.set("/bundle", Reply::status(503));
+    assert_eq!(source.refresh().unwrap_err().code(), ResultCode::IoError);
+    server.set(
+        "/bundle",
+        Reply::json(r#"{"keys":[],"spiffe_sequence":-1}"#),
+    );
+    let e = source.refresh().unwrap_err();
+    assert!(e.to_string().contains("non-negative integers"), "{e}");
+    v.verify(&new_token, NOW + 100).unwrap();
+    assert_eq!(source.stats().keys, 4);
+
+    // The same sequence with other keys is taken (a publisher may change
+    // keys without raising it).
+    let mut same = bundle.clone();
+    same["spiffe_sequence"] = serde_json::json!(NOW + 100);
+    server.set("/bundle", Reply::json(same.to_string()));
+    let report = source.refresh().unwrap();
+    assert_eq!(report.removed.len(), 1);
+    assert!(!source.stats().stale);
+}
+
+/// No redirect is followed (the peer named is the peer trusted), and a
+/// bundle without a sequence or hint is still a bundle (the default refresh).
+#[test]
+fn spiffe_bundle_source_refuses_redirects() {
+    let peer = spiffe_peer();
+    let server = Server::start();
+    server.set(
+        "/moved",
+        Reply::json(peer.spiffe_endpoint_bundle_json(Duration::from_secs(60))),
+    );
+    server.set(
+        "/bundle",
+        Reply::status(302).header("Location", &server.url("/moved")),
+    );
+    let clock = Arc::new(ManualClock(AtomicI64::new(0)));
+    let source = bundle_source(&server, clock);
+    let e = source.refresh().unwrap_err();
+    assert_eq!(e.code(), ResultCode::IoError);
+    assert!(e.to_string().contains("not followed"), "{e}");
+    assert_eq!(server.hits("/moved"), 0);
+
+    server.set("/bundle", Reply::json(peer.jwks().to_json()));
+    let report = source.refresh().unwrap();
+    assert_eq!(report.sequence, None);
+    assert_eq!(report.next_refresh_in, Duration::from_secs(3600));
+}
+
+/// Over HTTPS with the peer's CA (the https_web profile with a private CA).
+#[test]
+fn spiffe_bundle_source_over_https_with_the_configured_ca() {
+    let peer = spiffe_peer();
+    let server = TlsServer::start();
+    std::fs::write(
+        server.dir.path().join("bundle.json"),
+        peer.spiffe_endpoint_bundle_json(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let url = format!("https://127.0.0.1:{}/bundle.json", server.port);
+    let ca = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/tls/ca.pem"
+    ))
+    .unwrap();
+    let source = SpiffeBundleSource::builder("peer.example.org", &url)
+        .ca_bundle_pem(&ca)
+        .build()
+        .unwrap();
+    let report = source.refresh().unwrap();
+    assert_eq!(report.keys.len(), 3);
+    assert_eq!(report.sequence, Some(NOW as u64));
+}
+
+/// A bundle that py-spiffe wrote (tests/python/spiffe_bundle_interop.py
+/// `write`: keys given to spiffe.JwtBundle, dumped with use jwt-svid, a
+/// sequence and a refresh hint) is read by the source, and the JWT-SVIDs
+/// PyJWT signed with those keys (ES256, ES384, RS256) verify. The committed
+/// copy is tests/vectors/spiffe_bundle/; scripts/spiffe-bundle-interop.sh
+/// writes a fresh one and points `WID_PY_SPIFFE_BUNDLE` at it.
+#[test]
+fn spiffe_bundle_written_by_py_spiffe() {
+    let dir = std::env::var("WID_PY_SPIFFE_BUNDLE").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/spiffe_bundle").into()
+    });
+    let read = |name: &str| {
+        let path = format!("{dir}/{name}");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let meta: serde_json::Value = serde_json::from_str(&read("tokens.json")).unwrap();
+    let server = Server::start();
+    server.set("/bundle", Reply::json(read("bundle.json")));
+    let source = SpiffeBundleSource::builder(
+        meta["trust_domain"].as_str().unwrap(),
+        &server.url("/bundle"),
+    )
+    .allow_http_loopback(true)
+    .build()
+    .unwrap();
+    let report = source.refresh().unwrap();
+    assert_eq!(report.keys.len(), 3);
+    assert_eq!(report.sequence, meta["sequence"].as_u64());
+    assert_eq!(
+        report.refresh_hint,
+        meta["refresh_hint"].as_u64().map(Duration::from_secs)
+    );
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&common::allocation());
+    let v = Verifier::builder(
+        source.keyring().clone(),
+        store,
+        Audience::new(meta["audience"].as_str().unwrap()).unwrap(),
+    )
+    .key_wait(Duration::ZERO)
+    .build();
+    let now = meta["now"].as_i64().unwrap();
+    let tokens = meta["tokens"].as_object().unwrap();
+    assert_eq!(tokens.len(), 3);
+    for (alg, token) in tokens {
+        let id = v
+            .verify(token.as_str().unwrap(), now)
+            .unwrap_or_else(|e| panic!("{alg}: {e}"));
+        assert!(id.claims.subject.starts_with("spiffe://"), "{alg}");
+    }
 }

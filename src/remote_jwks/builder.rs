@@ -167,6 +167,16 @@ impl RemoteJwksBuilder {
                 }
                 Source::Issuer(issuer.clone())
             }
+            Source::SpiffeBundle(url) => Source::SpiffeBundle(
+                check_url(url, self.config.allow_http_loopback, "bundle_url")?.to_string(),
+            ),
+        };
+        // A bundle endpoint is fetched at its URL (SPIFFE Federation, 5.2:
+        // https_web); a redirect is refused rather than followed, so the
+        // peer named is the peer trusted.
+        let max_redirects = match (&source, self.config.allow_http_loopback) {
+            (Source::SpiffeBundle(_), _) | (_, true) => 0,
+            _ => 5,
         };
         if self.config.min_refresh > self.config.max_refresh {
             return Err(Error::invalid(
@@ -189,18 +199,14 @@ impl RemoteJwksBuilder {
             .https_only(!self.config.allow_http_loopback)
             // A redirect could leave loopback for plain http elsewhere; an https
             // one is followed (a few hops), every hop checked as https.
-            .max_redirects(if self.config.allow_http_loopback {
-                0
-            } else {
-                5
-            })
+            .max_redirects(max_redirects)
             .max_redirects_will_error(false)
             .user_agent(concat!("workload-identity/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls)
             .build()
             .into();
         let jwks_uri = match &source {
-            Source::Jwks(url) => Some(url.clone()),
+            Source::Jwks(url) | Source::SpiffeBundle(url) => Some(url.clone()),
             Source::Issuer(_) => None,
         };
         let shared = Arc::new(Shared {

@@ -21,16 +21,18 @@ impl Shared {
     ) -> Result<(String, RefreshReport)> {
         let uri = match (jwks_uri, &self.config.source) {
             (Some(uri), _) => uri,
-            (None, Source::Jwks(url)) => url.clone(),
+            (None, Source::Jwks(url) | Source::SpiffeBundle(url)) => url.clone(),
             (None, Source::Issuer(issuer)) => self.discover(issuer)?,
         };
-        let (body, max_age) = self.get(&uri, "JWKS")?;
+        let bundle = matches!(self.config.source, Source::SpiffeBundle(_));
+        let type_name = if bundle { "SpiffeBundle" } else { "JWKS" };
+        let (body, max_age) = self.get(&uri, type_name)?;
         let body = String::from_utf8(body)
-            .map_err(|_| decode_error("JWKS", &uri, "the body is not UTF-8"))?;
+            .map_err(|_| decode_error(type_name, &uri, "the body is not UTF-8"))?;
         let entries = count_keys(&body);
         if entries > self.config.max_keys {
             return Err(decode_error(
-                "JWKS",
+                type_name,
                 &uri,
                 format!(
                     "the set lists {entries} keys, more than the limit of {}",
@@ -38,8 +40,15 @@ impl Shared {
                 ),
             ));
         }
+        let meta = if bundle {
+            self.check_bundle(&body, &uri)?
+        } else {
+            BundleMeta::default()
+        };
         let report = self.apply(&body).map_err(|e| from_url(e, &uri))?;
-        let next_refresh_in = max_age
+        let refresh_hint = meta.spiffe_refresh_hint.map(Duration::from_secs);
+        let next_refresh_in = refresh_hint
+            .or(max_age)
             .unwrap_or(self.config.default_refresh)
             .clamp(self.config.min_refresh, self.config.max_refresh);
         Ok((
@@ -48,9 +57,42 @@ impl Shared {
                 jwks_uri: without_query(&uri),
                 max_age,
                 next_refresh_in,
+                sequence: meta.spiffe_sequence,
+                refresh_hint,
                 ..report
             },
         ))
+    }
+
+    /// A SPIFFE bundle's own members, checked before its keys are: a
+    /// `spiffe_sequence` lower than the held bundle's refuses it (a peer
+    /// rolled back, or a stale replica answered), counted apart.
+    fn check_bundle(&self, body: &str, uri: &str) -> Result<BundleMeta> {
+        let meta: BundleMeta = serde_json::from_str(body).map_err(|e| {
+            decode_error(
+                "SpiffeBundle",
+                uri,
+                format!(
+                    "{e}; expected a SPIFFE bundle: {{\"keys\":[...]}} with optional \
+                     spiffe_sequence and spiffe_refresh_hint, non-negative integers"
+                ),
+            )
+        })?;
+        let mut state = self.lock();
+        if let (Some(new), Some(held)) = (meta.spiffe_sequence, state.sequence) {
+            if new < held {
+                state.sequence_refusals += 1;
+                return Err(decode_error(
+                    "SpiffeBundle",
+                    uri,
+                    format!(
+                        "spiffe_sequence went backwards: {new}, expected at least {held} \
+                         (the sequence of the bundle held, which is kept)"
+                    ),
+                ));
+            }
+        }
+        Ok(meta)
     }
 
     /// Reads the issuer's discovery document; its `jwks_uri`.
@@ -118,6 +160,18 @@ impl Shared {
                 }
             })?;
         let status = resp.status();
+        if status.is_redirection() {
+            return Err(io_error(io::Error::other(format!(
+                "HTTP status {status}, a redirect{}, expected 200 from the URL itself",
+                if self.config.allow_http_loopback
+                    || matches!(self.config.source, Source::SpiffeBundle(_))
+                {
+                    " (not followed: this source follows none)"
+                } else {
+                    " (followed too often)"
+                }
+            ))));
+        }
         if status != 200 {
             return Err(io_error(io::Error::other(format!(
                 "HTTP status {status}, expected 200"
@@ -163,8 +217,18 @@ impl Shared {
             skipped: m.skipped,
             max_age: None,
             next_refresh_in: Duration::ZERO,
+            sequence: None,
+            refresh_hint: None,
         })
     }
+}
+
+/// The members a SPIFFE bundle adds to a JWKS (SPIFFE Trust Domain and
+/// Bundle, 4.1, 4.2).
+#[derive(Default, Deserialize)]
+struct BundleMeta {
+    spiffe_sequence: Option<u64>,
+    spiffe_refresh_hint: Option<u64>,
 }
 
 /// The number of entries in a JWKS's `keys` (0 when it is not a JWKS: the

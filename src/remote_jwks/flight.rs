@@ -138,6 +138,16 @@ impl Shared {
         let mut state = self.lock();
         match &result {
             Ok((uri, report)) => {
+                if let Source::SpiffeBundle(_) = self.config.source {
+                    if state.sequence.is_some() && report.sequence.is_none() {
+                        log::debug!(
+                            "SPIFFE bundle: {} carries no spiffe_sequence now (it carried {:?})",
+                            report.jwks_uri,
+                            state.sequence
+                        );
+                    }
+                    state.sequence = report.sequence;
+                }
                 state.jwks_uri = Some(uri.clone());
                 state.stale = false;
                 state.last_success_ms = Some(now);

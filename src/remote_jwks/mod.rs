@@ -14,8 +14,10 @@ mod builder;
 mod fetch;
 mod flight;
 mod freshness;
+mod spiffe;
 
 pub use builder::{MAX_JWKS_BODY_LIMIT, RemoteJwksBuilder};
+pub use spiffe::{SpiffeBundleSource, SpiffeBundleSourceBuilder};
 
 use flight::Trigger;
 
@@ -26,6 +28,8 @@ enum Source {
     Jwks(String),
     /// An issuer whose discovery document names the JWKS.
     Issuer(String),
+    /// A SPIFFE bundle endpoint's URL ([`SpiffeBundleSource`]).
+    SpiffeBundle(String),
 }
 
 /// The URL without its query and fragment, as in every message: a query may
@@ -35,6 +39,10 @@ impl fmt::Debug for Source {
         match self {
             Source::Jwks(url) => f.debug_tuple("Jwks").field(&without_query(url)).finish(),
             Source::Issuer(url) => f.debug_tuple("Issuer").field(&without_query(url)).finish(),
+            Source::SpiffeBundle(url) => f
+                .debug_tuple("SpiffeBundle")
+                .field(&without_query(url))
+                .finish(),
         }
     }
 }
@@ -136,6 +144,11 @@ pub struct RefreshReport {
     pub max_age: Option<Duration>,
     /// When the next fetch is due, after clamping to the refresh bounds.
     pub next_refresh_in: Duration,
+    /// A SPIFFE bundle's `spiffe_sequence`, if it carried one.
+    pub sequence: Option<u64>,
+    /// A SPIFFE bundle's `spiffe_refresh_hint`, if it carried one (it
+    /// decides the next fetch, before `max-age`).
+    pub refresh_hint: Option<Duration>,
 }
 
 /// A snapshot of what a [`RemoteJwks`] has done.
@@ -166,6 +179,13 @@ pub struct RemoteJwksStats {
     pub jwks_uri: Option<String>,
     /// Keys in the keyring now.
     pub keys: usize,
+    /// A SPIFFE bundle source: the `spiffe_sequence` of the bundle in the
+    /// keyring (`None` before the first, or when it carried none).
+    pub sequence: Option<u64>,
+    /// A SPIFFE bundle source: bundles refused because their
+    /// `spiffe_sequence` was lower than the one held (each also counts as a
+    /// failure; the held bundle stays).
+    pub sequence_refusals: u64,
 }
 
 /// The settings, fixed at build.
@@ -220,6 +240,9 @@ struct State {
     last_error: Option<String>,
     last_attempt_ms: Option<i64>,
     last_success_ms: Option<i64>,
+    /// The `spiffe_sequence` of the bundle held.
+    sequence: Option<u64>,
+    sequence_refusals: u64,
 }
 
 struct Shared {
@@ -314,6 +337,8 @@ impl RemoteJwks {
             next_refresh_ms: state.next_refresh_ms,
             jwks_uri: state.jwks_uri.as_deref().map(without_query),
             keys,
+            sequence: state.sequence,
+            sequence_refusals: state.sequence_refusals,
         }
     }
 

@@ -50,6 +50,7 @@ pub(super) fn route_label(path: &str) -> &'static str {
     match path {
         "/.well-known/jwks.json" => "jwks",
         "/wit/jwks.json" => "wit_jwks",
+        "/spiffe/bundle.json" => "spiffe_bundle",
         "/.well-known/openid-configuration" => "discovery",
         "/health" => "health",
         "/metrics" => "metrics",

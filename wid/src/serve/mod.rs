@@ -54,6 +54,13 @@ Routes (GET or HEAD):
   /wit/jwks.json                       the WIT key set: the keys that verify
                                        workload identity tokens, for their
                                        receivers only (never a bearer JWKS)
+  /spiffe/bundle.json                  the SPIFFE trust bundle (federation
+                                       bundle endpoint, https_web profile):
+                                       the ES/RS bearer keys as jwt-svid and
+                                       the WIT keys as wit-svid authorities,
+                                       spiffe_sequence (the keys' latest
+                                       recorded change, Unix seconds) and
+                                       spiffe_refresh_hint
   /.well-known/openid-configuration    the discovery document (needs --issuer)
   /health                              200 when the keystore is loaded and
                                        current, 503 when a reload failed, no
@@ -63,14 +70,17 @@ Routes (GET or HEAD):
                                        status, reloads, keys served and by
                                        state, seconds to the next planned
                                        change, the election, the cut-off
-The JWKS and discovery document carry Cache-Control: max-age from the
-rotation policy (half the time to the next planned key switch, at least
-15 minutes; with --etcd or a stored policy never more than the time to the
-next planned change less the lead time) and an ETag (If-None-Match: 304 Not Modified). HTTP/1.1 with
-keep-alive; HTTPS with --tls-cert and --tls-key (PEM; reloaded when the
-files change, so certificates rotate without a restart). --tls-client-ca
-requires a client certificate signed by that CA on /health and /metrics;
-the JWKS, the WIT key set and the discovery document stay open to relying parties without one.
+The JWKS, the WIT key set, the SPIFFE bundle and the discovery document
+carry Cache-Control: max-age from the rotation policy (half the time to the
+next planned key switch, at least 15 minutes; with --etcd or a stored
+policy never more than the time to the next planned change less the lead
+time; the bundle's never more than its refresh hint) and an ETag
+(If-None-Match: 304 Not Modified). HTTP/1.1 with keep-alive; HTTPS with
+--tls-cert and --tls-key (PEM; reloaded when the files change, so
+certificates rotate without a restart). --tls-client-ca requires a client
+certificate signed by that CA on /health and /metrics; the JWKS, the WIT
+key set, the SPIFFE bundle and the discovery document stay open to relying
+parties without one.
 The issuer must be https, except that an http issuer on a loopback host is
 allowed when the listener is loopback too (for testing OIDC clients on one
 machine). The first line on stdout names the address (useful with --listen
@@ -116,6 +126,11 @@ pub(crate) struct ServeArgs {
     /// The issuer URL, for the discovery document.
     #[arg(long, value_name = "URL")]
     issuer: Option<String>,
+    /// The SPIFFE bundle's spiffe_refresh_hint (/spiffe/bundle.json): how
+    /// often a federated trust domain should fetch it again, e.g. 5m.
+    #[arg(long, value_name = "DURATION", default_value = "5m",
+          value_parser = crate::output::parse_duration)]
+    spiffe_refresh_hint: std::time::Duration,
     /// Serve HTTPS with this certificate (PEM, the server's first, then its
     /// chain); reloaded when the file changes. Needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
@@ -352,6 +367,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     let server = Arc::new(Server {
         source,
         issuer: a.issuer.clone(),
+        spiffe_refresh_hint: a.spiffe_refresh_hint,
         policy,
         loaded: Mutex::new(Loaded {
             keyring,

@@ -349,7 +349,9 @@ fn answer(
     let method = req.method();
     let response = if method != Method::GET && method != Method::HEAD {
         Response::method_not_allowed()
-    } else if !authenticated && !matches!(label, "jwks" | "wit_jwks" | "discovery") {
+    } else if !authenticated
+        && !matches!(label, "jwks" | "wit_jwks" | "spiffe_bundle" | "discovery")
+    {
         Response::json(
             StatusCode::FORBIDDEN,
             r#"{"error":"a client certificate is required for this route: only the JWKS and the discovery document are served without one"}"#,

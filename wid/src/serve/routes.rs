@@ -28,6 +28,19 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
                 docs.timing.0,
             )
         }
+        "/spiffe/bundle.json" => {
+            let (docs, _) = server.docs(now);
+            // The JWKS's lifetime, but never past the refresh hint the
+            // bundle itself gives: a cache must not hold it longer than
+            // its readers are told to.
+            Response::document(
+                docs.spiffe_bundle.clone(),
+                docs.spiffe_bundle_etag.clone(),
+                docs.timing
+                    .0
+                    .min(server.spiffe_refresh_hint.as_secs().max(1)),
+            )
+        }
         "/.well-known/openid-configuration" => {
             let (docs, _) = server.docs(now);
             match &docs.discovery {

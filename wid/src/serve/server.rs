@@ -48,6 +48,9 @@ pub(super) struct Docs {
     /// The WIT key set (`/wit/jwks.json`).
     pub(super) wit_jwks: Bytes,
     pub(super) wit_jwks_etag: HeaderValue,
+    /// The SPIFFE bundle (`/spiffe/bundle.json`), with its `spiffe_sequence`.
+    pub(super) spiffe_bundle: Bytes,
+    pub(super) spiffe_bundle_etag: HeaderValue,
     /// `None` without --issuer; `Err` when the document cannot be made.
     pub(super) discovery: Option<Result<(Bytes, HeaderValue), String>>,
     pub(super) keys_served: usize,
@@ -76,6 +79,8 @@ const RELOAD_RETRY: Duration = Duration::from_secs(1);
 pub(super) struct Server {
     pub(super) source: Source,
     pub(super) issuer: Option<String>,
+    /// The SPIFFE bundle's `spiffe_refresh_hint` (`--spiffe-refresh-hint`).
+    pub(super) spiffe_refresh_hint: Duration,
     pub(super) policy: RotationPolicy,
     pub(super) loaded: Mutex<Loaded>,
     pub(super) fixed_now: Option<i64>,
@@ -229,6 +234,8 @@ impl Server {
                 jwks_etag: d.jwks_etag.clone(),
                 wit_jwks: d.wit_jwks.clone(),
                 wit_jwks_etag: d.wit_jwks_etag.clone(),
+                spiffe_bundle: d.spiffe_bundle.clone(),
+                spiffe_bundle_etag: d.spiffe_bundle_etag.clone(),
                 discovery: d.discovery.clone(),
                 keys_served: d.keys_served,
                 at: now,
@@ -242,6 +249,8 @@ impl Server {
                         .jwks_for(workload_identity::KeyPurpose::Wit)
                         .to_json(),
                 );
+                let bundle_body =
+                    Bytes::from(keyring.spiffe_endpoint_bundle_json(self.spiffe_refresh_hint));
                 let discovery = self.discovery(&keyring).map(|doc| {
                     doc.map(|doc| {
                         let body = Bytes::from(doc.to_json());
@@ -255,6 +264,8 @@ impl Server {
                     jwks: jwks_body,
                     wit_jwks_etag: etag_of(&wit_body),
                     wit_jwks: wit_body,
+                    spiffe_bundle_etag: etag_of(&bundle_body),
+                    spiffe_bundle: bundle_body,
                     discovery,
                     keys_served: jwks.keys.len(),
                     at: now,
