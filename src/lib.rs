@@ -147,6 +147,11 @@ pub struct VaultDocDoctests;
 #[cfg(all(doctest, feature = "consul"))]
 pub struct ConsulDocDoctests;
 
+/// docs/federation.md's example runs as a doctest (feature `remote-jwks`).
+#[doc = include_str!("../docs/federation.md")]
+#[cfg(all(doctest, feature = "remote-jwks"))]
+pub struct FederationDocDoctests;
+
 /// The README's example runs as a doctest.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -972,3 +972,42 @@ fn rotation_plans_are_per_purpose() {
         none
     );
 }
+
+/// The bundle endpoint's `spiffe_sequence` (`Keyring::spiffe_sequence`):
+/// the latest moment the bundle's keys record, of either purpose; EdDSA
+/// keys (never in a bundle) do not move it; a deprecation without a policy
+/// to date it leaves it where it was (never lower); a keyring saved and
+/// loaded again (a restart, another server) has the same.
+#[test]
+fn the_bundle_sequence_follows_the_keys_recorded_times() {
+    let kr = Keyring::new();
+    assert_eq!(kr.spiffe_sequence(), 0);
+    kr.rotate(NOW).unwrap();
+    assert_eq!(kr.spiffe_sequence(), 0, "EdDSA keys are in no bundle");
+    let first = kr.rotate_alg(Algorithm::Es256, NOW + 10).unwrap();
+    assert_eq!(kr.spiffe_sequence(), (NOW + 10) as u64);
+    kr.rotate_purpose(KeyPurpose::Wit, Algorithm::Es256, NOW + 20)
+        .unwrap();
+    assert_eq!(kr.spiffe_sequence(), (NOW + 20) as u64);
+    kr.rotate_alg(Algorithm::Es256, NOW + 30).unwrap();
+    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
+    kr.rotate(NOW + 40).unwrap();
+    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
+    kr.deprecate(first.as_str(), NOW + 50).unwrap();
+    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
+
+    let bundle: serde_json::Value =
+        serde_json::from_str(&kr.spiffe_endpoint_bundle_json(Duration::from_secs(60))).unwrap();
+    assert_eq!(bundle["spiffe_sequence"], NOW + 30);
+    assert_eq!(bundle["spiffe_refresh_hint"], 60);
+    assert_eq!(bundle["keys"].as_array().unwrap().len(), 2, "{bundle}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keystore");
+    kr.save(&path).unwrap();
+    let again = Keyring::load(&path).unwrap();
+    assert_eq!(
+        again.spiffe_endpoint_bundle_json(Duration::from_secs(60)),
+        kr.spiffe_endpoint_bundle_json(Duration::from_secs(60))
+    );
+}

@@ -22,7 +22,8 @@ use crate::profile::SpiffeProfile;
 /// [`Keyring`] in step with it: the bundle's `jwt-svid` entries become
 /// bearer keys (they verify JWT-SVIDs), its `wit-svid` entries WIT keys
 /// (they verify WITs only), and `x509-svid` entries and other uses are
-/// skipped. Give [`SpiffeBundleSource::keyring`] to a verifier (or to a
+/// skipped (an entry with `use` `sig` or none, which the SPIFFE bundle
+/// format does not allow, is taken as a bearer key, as in a JWKS). Give [`SpiffeBundleSource::keyring`] to a verifier (or to a
 /// trust set, under the peer's trust domain).
 ///
 /// * **Refresh hint.** The next fetch is due after the bundle's
