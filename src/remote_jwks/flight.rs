@@ -153,13 +153,17 @@ impl Shared {
                 state.last_success_ms = Some(now);
                 state.next_refresh_ms = now.saturating_add(millis(report.next_refresh_in));
                 log::debug!(
-                    "remote JWKS: fetched {} ({}): {} keys, {} added, {} removed, {} skipped; next in {:?}",
+                    "{}: fetched {} ({}): {} keys, {} added, {} removed, {} skipped{}; next in {:?}",
+                    self.config.source.label(),
                     report.jwks_uri,
                     trigger.name(),
                     report.keys.len(),
                     report.added.len(),
                     report.removed.len(),
                     report.skipped,
+                    report
+                        .sequence
+                        .map_or(String::new(), |n| format!(", sequence {n}")),
                     report.next_refresh_in
                 );
             }
@@ -172,7 +176,8 @@ impl Shared {
                     state.jwks_uri = None;
                 }
                 log::debug!(
-                    "remote JWKS: fetch ({}) failed, keeping {held} keys: {e}",
+                    "{}: fetch ({}) failed, keeping {held} keys: {e}",
+                    self.config.source.label(),
                     trigger.name(),
                 );
             }

@@ -32,6 +32,16 @@ enum Source {
     SpiffeBundle(String),
 }
 
+impl Source {
+    /// What the log calls this source.
+    fn label(&self) -> &'static str {
+        match self {
+            Source::Jwks(_) | Source::Issuer(_) => "remote JWKS",
+            Source::SpiffeBundle(_) => "SPIFFE bundle",
+        }
+    }
+}
+
 /// The URL without its query and fragment, as in every message: a query may
 /// carry a secret (a signed URL's signature, an access token).
 impl fmt::Debug for Source {

@@ -48,7 +48,7 @@ use crate::profile::SpiffeProfile;
 /// [`SpiffeBundleSourceBuilder::allow_http_loopback`].
 ///
 /// ```no_run
-/// # // no_run: it needs a peer (tests/spiffe_bundle.rs starts one on loopback).
+/// # // no_run: it needs a peer (tests/remote_jwks.rs starts one on loopback).
 /// use std::sync::Arc;
 /// use workload_identity::{Audience, MemoryStore, SpiffeBundleSource, Verifier};
 ///

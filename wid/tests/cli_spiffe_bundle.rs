@@ -2,13 +2,20 @@
 //! format, `spiffe_sequence` rising with each rotation and equal across
 //! servers and restarts, `spiffe_refresh_hint`, and the caching rules the
 //! JWKS follows (ETag, If-None-Match, Cache-Control).
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use serve_support::{Served, http_with, wid_ok};
+use workload_identity::{
+    Algorithm, Audience, Issuer, Keyring, MemoryStore, SpiffeBundleSource, Verifier,
+};
 
 const T0: i64 = 1_700_000_000;
 
@@ -176,4 +183,52 @@ fn bundle_carries_wit_svid_keys_apart() {
     assert_eq!(sequence(&bundle), (T0 + 60) as u64);
     // The default refresh hint: 5 minutes.
     assert_eq!(bundle["spiffe_refresh_hint"], 300);
+}
+
+/// Our reading side against our publishing side: a `SpiffeBundleSource`
+/// follows a real `wid serve`'s bundle endpoint; a token of the keystore's
+/// ES256 key verifies through it; after a rotation, the new key's first
+/// token (an unknown kid) makes the source fetch the bundle again, whose
+/// sequence is higher.
+#[test]
+fn spiffe_bundle_source_follows_wid_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let ks = init(dir.path());
+    let served = serve(&ks, &["--spiffe-refresh-hint", "1m"]);
+    let source = SpiffeBundleSource::builder(
+        "prod.example.org",
+        &format!("http://{}/spiffe/bundle.json", served.addr),
+    )
+    .allow_http_loopback(true)
+    .unknown_kid_cooldown(Duration::ZERO)
+    .build()
+    .unwrap();
+    let report = source.refresh().unwrap();
+    assert_eq!(report.sequence, Some(T0 as u64));
+    assert_eq!(report.refresh_hint, Some(Duration::from_secs(60)));
+    assert_eq!(report.keys.len(), 2, "the ES256 and RS256 keys");
+
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&common::allocation());
+    let verifier = Verifier::builder(
+        source.keyring().clone(),
+        store,
+        Audience::new("vault.io").unwrap(),
+    )
+    .key_wait(Duration::from_secs(10))
+    .build();
+    let token = |now: i64| {
+        Issuer::new(Keyring::load(&ks).unwrap())
+            .issue_with(Algorithm::Es256, &common::issue_request_task(), now)
+            .unwrap()
+            .token
+    };
+    verifier.verify(&token(T0 + 60), T0 + 60).unwrap();
+
+    rotate(&ks, "ES256", T0 + 3600);
+    verifier.verify(&token(T0 + 3600), T0 + 3600).unwrap();
+    let stats = source.stats();
+    assert_eq!(stats.sequence, Some((T0 + 3600) as u64));
+    assert_eq!(stats.unknown_kid_fetches, 1);
+    assert_eq!(stats.keys, 3);
 }
