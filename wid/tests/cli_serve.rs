@@ -248,6 +248,18 @@ fn https_with_a_certificate_swapped_under_the_running_server_and_client_certific
             .len(),
         3
     );
+    // So does the SPIFFE bundle endpoint (https_web: a federated trust
+    // domain has no client certificate of ours), which the library's
+    // SpiffeBundleSource reads with the server's CA.
+    let bundle_url = format!("{base}/spiffe/bundle.json");
+    let (status, body) = curl(&bundle_url, &ca1, None);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"spiffe_sequence\""), "{body}");
+    let peer = workload_identity::SpiffeBundleSource::builder("prod.example.org", &bundle_url)
+        .ca_bundle_pem(&std::fs::read(&ca1).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(peer.refresh().unwrap().keys.len(), 2, "ES256 and RS256");
     let (status, body) = curl(&health, &ca1, None);
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("client certificate is required"), "{body}");
