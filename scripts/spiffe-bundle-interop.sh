@@ -50,7 +50,9 @@ trap 'rm -rf "$out"' EXIT
 status=0
 python3 tests/python/spiffe_bundle_interop.py endpoint "$WID_BIN" || status=$?
 python3 tests/python/spiffe_bundle_interop.py write "$out" || status=$?
-WID_PY_SPIFFE_BUNDLE="$out" cargo test --locked --quiet --features remote-jwks \
+# The features .ci/run tests remote_jwks with, so its test binary is reused.
+WID_PY_SPIFFE_BUNDLE="$out" cargo test --locked --quiet \
+    --features "${WID_TEST_FEATURES:-etcd,fuzzing,remote-jwks,transit,vault,consul}" \
     --test remote_jwks spiffe_bundle_written_by_py_spiffe || status=$?
 if [ "$status" -eq 0 ]; then
     echo "spiffe-bundle-interop.sh: PASS ($WID_BIN; py-spiffe both ways)"
