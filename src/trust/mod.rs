@@ -33,8 +33,8 @@ use crate::counter::Counter;
 use crate::error::{Error, Result};
 use crate::jwt;
 use crate::verify::{
-    AlgSet, KeyWait, Staged, VerifiedIdentity, Verifier, VerifierStats, decode_claims,
-    settle_signatures, token_hash,
+    AlgSet, KeyWait, Staged, VerifiedIdentity, Verifier, VerifierStats, bad_signature_of,
+    decode_claims, settle_signatures, token_hash,
 };
 
 /// A token a [`TrustSet`] accepted, and the issuer that vouched for it.
@@ -265,15 +265,6 @@ impl TrustSet {
         self.inner.issuers.iter().map(|t| t.id.clone()).collect()
     }
 
-    /// The verifier of `issuer` (its keys and rules), if it is trusted.
-    pub fn verifier(&self, issuer: &IssuerId) -> Option<&Verifier> {
-        self.inner
-            .issuers
-            .iter()
-            .find(|t| &t.id == issuer)
-            .map(|t| &t.verifier)
-    }
-
     /// What each issuer's verifier decided, and how many tokens were
     /// refused before any issuer was chosen.
     pub fn stats(&self) -> TrustSetStats {
@@ -311,8 +302,9 @@ impl TrustSet {
         let hash = inner.cached.then(|| token_hash(token));
         if let Some(hash) = &hash {
             // A token is cached only by the issuer it routes to (routing is
-            // a function of the token's bytes), so a hit in an issuer's
-            // cache is that issuer's verdict.
+            // a function of the token's bytes, and the issuers' verifiers
+            // are never handed out, so nothing else fills their caches): a
+            // hit in an issuer's cache is that issuer's verdict.
             for t in &inner.issuers {
                 if let Some(result) = t.verifier.cached(hash, now) {
                     return self.counted(t, result);
@@ -380,12 +372,16 @@ impl TrustSet {
                 Err(e) => (None, Err(self.unrouted(e))),
             })
             .collect();
-        // Stages 2 and 3: every EdDSA signature with one shared inversion,
-        // then each token's claims and binding on its issuer's verifier.
-        settle_signatures(staged)
+        // Stage 2: every EdDSA signature, whatever its issuer, with one
+        // shared inversion.
+        let standing = settle_signatures(&staged);
+        // Stage 3: each token's claims and binding on its issuer's verifier.
+        staged
             .into_iter()
-            .map(|(routed, s)| {
+            .zip(standing)
+            .map(|((routed, s), standing)| {
                 let Some((index, claims)) = routed else {
+                    // Refused when routing (counted as unrouted).
                     return s.and_then(|_| {
                         Err(Error::Panic {
                             message: "an unrouted batch token passed".into(),
@@ -393,7 +389,11 @@ impl TrustSet {
                     });
                 };
                 let t = &inner.issuers[index];
-                let result = s.and_then(|st| t.verifier.finish(claims, st.key, now, None));
+                let result = match s {
+                    Ok(st) if !standing => Err(bad_signature_of(&st)),
+                    Ok(st) => t.verifier.finish(claims, st.key, now, None),
+                    Err(e) => Err(e),
+                };
                 self.counted(t, result)
             })
             .collect()

@@ -1,13 +1,14 @@
 //! [`Verifier::verify_batch`], in stages that a trust set shares across its
 //! issuers: each token's key and signature are staged on its own verifier,
 //! then every EdDSA point of the whole batch is encoded with one shared
-//! field inversion ([`settle_signatures`]).
+//! field inversion ([`settle_signatures`]), then each token is finished on
+//! its own verifier.
 
 use curve25519_dalek::edwards::EdwardsPoint;
 
 use super::{KeyWait, VerifiedIdentity, Verifier, bad_signature, decode_claims};
 use super::{check_alg, check_bearer_key, check_sig};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::jwt;
 use crate::keyring::{VerifyingHandle, sigcheck};
 
@@ -81,14 +82,19 @@ impl Verifier {
                 ((), staged)
             })
             .collect();
-        // Stages 2 and 3: the signatures, then the claims and the allocation.
-        settle_signatures(staged)
+        // Stage 2: the EdDSA signatures, with one shared inversion.
+        let standing = settle_signatures(&staged);
+        // Stage 3: the claims and the allocation, per token.
+        staged
             .into_iter()
-            .map(|((), s)| {
-                let result = s.and_then(|st| {
-                    let claims = decode_claims(&st.parsed.payload)?;
-                    self.finish(claims, st.key, now, None)
-                });
+            .zip(standing)
+            .map(|(((), s), standing)| {
+                let result = match s {
+                    Ok(st) if !standing => Err(bad_signature(&st.key)),
+                    Ok(st) => decode_claims(&st.parsed.payload)
+                        .and_then(|claims| self.finish(claims, st.key, now, None)),
+                    Err(e) => Err(e),
+                };
                 self.count(&result);
                 result
             })
@@ -96,13 +102,19 @@ impl Verifier {
     }
 }
 
-/// Stages 2 and 3 of a batch: encodes every staged EdDSA point with one
-/// shared inversion and compares each with its signature's `R`; a token
-/// whose signature fails becomes `BadSignature`. Every token that comes out
-/// `Ok` has a valid signature under its key; `T` rides along either way.
-pub(crate) fn settle_signatures<'a, T>(
-    staged: Vec<(T, Result<Staged<'a>>)>,
-) -> Vec<(T, Result<Staged<'a>>)> {
+/// `BadSignature` for a staged token whose signature [`settle_signatures`]
+/// refused.
+pub(crate) fn bad_signature_of(st: &Staged<'_>) -> crate::error::Error {
+    bad_signature(&st.key)
+}
+
+/// Stage 2 of a batch: encodes every staged EdDSA point with one shared
+/// inversion and compares each with its signature's `R`. Gives, per token,
+/// whether its signature stands: `false` only for a staged EdDSA signature
+/// that fails (the caller refuses it with `BadSignature`); a token staged
+/// otherwise, or refused already, is `true`. Nothing is moved: the staged
+/// tokens (each a few KiB) stay where they are until stage 3 takes them.
+pub(crate) fn settle_signatures<T>(staged: &[(T, Result<Staged<'_>>)]) -> Vec<bool> {
     let points: Vec<EdwardsPoint> = staged
         .iter()
         .filter_map(|(_, s)| match s {
@@ -115,22 +127,22 @@ pub(crate) fn settle_signatures<'a, T>(
         .collect();
     let mut encoded = EdwardsPoint::compress_batch_alloc(&points).into_iter();
     staged
-        .into_iter()
-        .map(|(extra, s)| {
-            let settled = s.and_then(|st| {
-                if let SigStage::Point(_) = st.stage {
-                    let expected = encoded.next().ok_or_else(|| Error::Panic {
-                        message: "batch encoding count mismatch".into(),
-                    })?;
-                    let accepted = <&[u8; 64]>::try_from(st.parsed.signature.as_slice())
-                        .is_ok_and(|sig| sigcheck::accepts(sig, &expected));
-                    if !accepted {
-                        return Err(bad_signature(&st.key));
-                    }
-                }
-                Ok(st)
-            });
-            (extra, settled)
+        .iter()
+        .map(|(_, s)| match s {
+            Ok(
+                st @ Staged {
+                    stage: SigStage::Point(_),
+                    ..
+                },
+            ) => {
+                // One encoding per staged point, in order: `next` is never
+                // short (a short one refuses the token).
+                encoded.next().is_some_and(|expected| {
+                    <&[u8; 64]>::try_from(st.parsed.signature.as_slice())
+                        .is_ok_and(|sig| sigcheck::accepts(sig, &expected))
+                })
+            }
+            _ => true,
         })
         .collect()
 }

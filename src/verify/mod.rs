@@ -52,7 +52,7 @@ mod foreign;
 mod proof;
 mod rules;
 
-pub(crate) use batch::{Staged, settle_signatures};
+pub(crate) use batch::{Staged, bad_signature_of, settle_signatures};
 pub(crate) use explain::Steps;
 pub(crate) use foreign::{AlgSet, spiffe_trust_domain_of};
 pub(crate) use rules::{KeyWait, check_signature, decode_claims, decode_unverified};
@@ -486,7 +486,7 @@ impl Verifier {
     /// holds it and its key still verifies: the time claims and what the
     /// token binds to are checked again (an entry that fails them is
     /// forgotten). `None`: verify in full.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cached(&self, hash: &TokenHash, now: i64) -> Option<Result<VerifiedIdentity>> {
         let inner = &*self.inner;
         let cache = inner.cache.as_ref()?;
