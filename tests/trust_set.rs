@@ -833,3 +833,42 @@ fn an_unknown_kid_is_waited_for_only_in_the_chosen_issuers_keyring() {
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_millis(200));
 }
+
+/// The verifier rules the trust set is made of, on a plain `Verifier`.
+#[test]
+fn a_plain_verifier_takes_foreign_tokens_spiffe_rules_and_allowed_algorithms() {
+    let spire = Es384::committed();
+    let v = workload_identity::Verifier::foreign_builder(spire.keyring("s1"), aud("svc"))
+        .spiffe_trust_domain(SPIRE_TD)
+        .unwrap()
+        .build();
+    let t = spire.token("s1", &svid("spiffe://spire.example/a"));
+    assert_eq!(
+        v.verify(&t, NOW).unwrap().claims.subject,
+        "spiffe://spire.example/a"
+    );
+    let x = v.explain(&t, NOW);
+    assert!(x.result.is_ok());
+    assert_eq!(x.steps.last().unwrap().name, "issuer", "no allocation step");
+    assert_eq!(x.issuer, None);
+    let e = v
+        .verify(&spire.token("s1", &svid("spiffe://other.example/a")), NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::IssuerMismatch, "{e}");
+    assert!(
+        workload_identity::Verifier::foreign_builder(Keyring::new(), aud("svc"))
+            .spiffe_trust_domain("spiffe://x")
+            .is_err()
+    );
+    // Allowed algorithms are checked before any key is looked up: a
+    // disallowed alg with an unknown kid is refused at once, never waited for.
+    let v = workload_identity::Verifier::foreign_builder(Keyring::new(), aud("svc"))
+        .allowed_algorithms(&[JwsAlgorithm::Rs256])
+        .key_wait(Duration::from_secs(5))
+        .build();
+    let started = Instant::now();
+    let e = v.verify(&t, NOW).unwrap_err();
+    assert_eq!(e.code(), ResultCode::UnsupportedAlgorithm, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(v.stats().key_waits, 0);
+}
