@@ -49,9 +49,8 @@ impl IssuerId {
     }
 }
 
-/// `iss "https://a.example"` or `trust domain "b.example"`, for messages;
-/// [`IssuerId::to_string`]'s text is the `iss` itself or
-/// `spiffe://<trust domain>`.
+/// The `iss` itself, or `spiffe://<trust domain>`: how results, stats and
+/// explanations name the issuer.
 impl fmt::Display for IssuerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -87,9 +87,21 @@ struct Inner {
     unrouted: Counter,
 }
 
-/// Verifies tokens of several issuers, each with its own keys and rules
-/// (see the [module docs](self) for the routing). Cheap to clone; safe to
-/// share across threads.
+/// Verifies tokens of several issuers, each with its own keys and rules.
+/// Cheap to clone; safe to share across threads.
+///
+/// Each trusted issuer ([`TrustedIssuer`]) is an `iss` or a SPIFFE trust
+/// domain ([`IssuerId`]) with its own keys (a [`KeySource`]) and rules, and
+/// gets a [`Verifier`] of its own. A token is **routed before any key is
+/// looked up**: the trust set parses it (the verifier's parser and limits),
+/// decodes its claims strictly (once: the chosen verifier reuses them), and
+/// picks exactly one issuer: the one its `iss` names, or the one whose trust
+/// domain its SPIFFE `sub` is in, or, when both name trusted issuers, the
+/// one they both name. Anything else (no trusted issuer named, or two) is
+/// refused as `UntrustedIssuer` (result code `IssuerMismatch`), naming what
+/// the token claims and what is trusted. The chosen issuer's keys alone then
+/// verify it, so a key of issuer A never verifies a token that claims issuer
+/// B, even under the same `kid` or with the same key material.
 ///
 /// ```
 /// use std::sync::Arc;
