@@ -633,6 +633,16 @@ fn building_refuses_ambiguous_or_empty_sets() {
     assert!(e.to_string().contains("no algorithm"), "{e}");
     assert!(IssuerId::trust_domain("Upper.Example").is_err());
     assert!(IssuerId::iss("").is_err());
+    // Made directly, the same values are refused when the set is built.
+    for id in [
+        IssuerId::Iss(String::new()),
+        IssuerId::TrustDomain("Upper.Example".into()),
+    ] {
+        let issuer = TrustedIssuer::foreign(id, keyring("k1", 1), aud("a"));
+        assert!(TrustSet::builder().issuer(issuer).build().is_err());
+    }
+    fn shared<T: Send + Sync + Clone>() {}
+    shared::<TrustSet>();
 }
 
 #[test]

@@ -216,7 +216,12 @@ impl TrustSetBuilder {
                 .key_wait(self.key_wait);
             let mut allowed = t.algorithms.as_deref().map_or(AlgSet::ALL, AlgSet::of);
             match &t.id {
-                IssuerId::Iss(iss) => b = b.issuer(iss),
+                IssuerId::Iss(iss) => {
+                    // Made directly (not by IssuerId::iss), an empty iss
+                    // would mean "no iss required".
+                    IssuerId::iss(iss)?;
+                    b = b.issuer(iss);
+                }
                 IssuerId::TrustDomain(td) => {
                     b = b.spiffe_trust_domain(td)?;
                     if let Some(iss) = &t.require_iss {
