@@ -282,6 +282,11 @@ impl TrustSet {
         self.inner.issuers.iter().map(|t| t.id.clone()).collect()
     }
 
+    /// The longest token this trust set accepts, in bytes.
+    pub fn max_token_bytes(&self) -> usize {
+        self.inner.max_token_bytes
+    }
+
     /// What each issuer's verifier decided, and how many tokens were
     /// refused before any issuer was chosen.
     pub fn stats(&self) -> TrustSetStats {
