@@ -11,7 +11,10 @@
 //! * **Verifying** (a service that receives tokens): a [`Verifier`] checks a
 //!   token strictly and asks a [`StateStore`] whether its allocation is still
 //!   live ([`MemoryStore`] embedded; implement the trait over your state, or use
-//!   `EtcdStore` with the `etcd` feature).
+//!   `EtcdStore` with the `etcd` feature). A [`TrustSet`] verifies the tokens
+//!   of several issuers (federated clusters, SPIFFE trust domains, foreign
+//!   issuers such as SPIRE or Kubernetes), each with its own keys and rules,
+//!   routing each token to the one issuer it claims before any key is used.
 //! * **Holding** (a client running workloads): a [`manager::IdentityManager`]
 //!   keeps an allocation's tokens renewed and persisted across restarts, and
 //!   its token exchanges' secrets alive (`VaultLogin`, feature `vault`: the
@@ -68,7 +71,8 @@
 //! Everything is exported here, at the crate root, by one path each: the
 //! keyring ([`Keyring`], [`RootKey`], [`KeyId`], [`Jwks`], [`OidcDiscovery`],
 //! [`RotationPolicy`], [`plan_rotation`]), issuance ([`Issuer`]), verification
-//! ([`Verifier`], [`Audience`], [`Claims`]), allocation state ([`StateStore`],
+//! ([`Verifier`], [`Audience`], [`Claims`]), several issuers ([`TrustSet`],
+//! [`TrustedIssuer`], [`KeySource`]), allocation state ([`StateStore`],
 //! [`MemoryStore`]), time ([`Clock`], [`unix_now`]) and errors ([`Error`],
 //! [`ResultCode`]). Four namespaces hold the rest:
 //!
@@ -131,6 +135,7 @@ mod storage;
     feature = "consul"
 ))]
 mod tls_pem;
+mod trust;
 #[cfg(any(feature = "transit", feature = "vault", feature = "consul"))]
 mod vault_http;
 #[cfg(feature = "vault")]
@@ -214,6 +219,10 @@ pub use remote_jwks::{
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, NodeState, StateStore, StoreError};
+pub use trust::{
+    IssuerId, IssuerStats, KeySource, OwnedKeyring, TrustSet, TrustSetBuilder, TrustSetStats,
+    TrustedIdentity, TrustedIssuer,
+};
 #[cfg(feature = "vault")]
 pub use vault_login::{DEFAULT_MIN_TTL as DEFAULT_VAULT_MIN_TTL, VaultLogin, VaultLoginBuilder};
 pub use verify::{

@@ -437,6 +437,16 @@ typedef struct wid_remote_jwks wid_remote_jwks;
 // `wid_remote_jwks_builder_free`.
 typedef struct wid_remote_jwks_builder wid_remote_jwks_builder;
 
+// A trust set (opaque; reference counted).
+typedef struct wid_trust_set wid_trust_set;
+
+// A trust set being configured (opaque; one owner, not reference counted):
+// made by `wid_trust_set_builder_new`, given issuers by
+// `wid_trust_set_builder_add_iss` and `wid_trust_set_builder_add_trust_domain`,
+// turned into trust sets by `wid_trust_set_builder_build`, released by
+// `wid_trust_set_builder_free`.
+typedef struct wid_trust_set_builder wid_trust_set_builder;
+
 // A Vault login being configured (opaque; one owner): made by
 // `wid_vault_login_config_new`, added to a manager by
 // `wid_identity_manager_builder_add_vault_login`, released by
@@ -2110,6 +2120,93 @@ wid_result wid_remote_jwks_start_refresher(const struct wid_remote_jwks *r);
 // # Safety
 // `r` must be NULL or a live handle; `out_json` NULL or writable.
 wid_result wid_remote_jwks_stats(const struct wid_remote_jwks *r, struct wid_bytes *out_json);
+
+// Starts an empty trust set. `*out` receives a handle to free with
+// `wid_trust_set_builder_free`.
+//
+// # Safety
+// `out` must be NULL or writable.
+wid_result wid_trust_set_builder_new(struct wid_trust_set_builder **out);
+
+// Releases a builder (trust sets built from it are not affected). NULL-safe.
+//
+// # Safety
+// `b` must be NULL or a handle from `wid_trust_set_builder_new` not yet
+// freed, with no call using it.
+void wid_trust_set_builder_free(struct wid_trust_set_builder *b);
+
+// Trusts the issuer whose tokens carry `iss` (1 to 4096 bytes of UTF-8),
+// verified with `kr`'s keys (shared: later changes are seen; a
+// `wid_remote_jwks_keyring` keyring follows its JWKS while that handle
+// lives) for `audience` (required). With `lookup` (see
+// `wid_alloc_lookup_fn`; `userdata` passed to it untouched, valid until
+// every trust set built is freed) its tokens are Nomad identity tokens
+// whose allocation must be live; with `lookup` NULL they are foreign tokens
+// (SPIRE, Kubernetes, AWS): no Nomad claims, no lookup, `sub` required.
+// Refused values leave the builder unchanged.
+//
+// # Safety
+// `b`, `kr` NULL or live handles; `iss`, `audience` NULL or valid for
+// their lengths.
+wid_result wid_trust_set_builder_add_iss(struct wid_trust_set_builder *b,
+                                         const char *iss,
+                                         size_t iss_len,
+                                         const struct wid_keyring *kr,
+                                         const char *audience,
+                                         size_t audience_len,
+                                         wid_alloc_lookup_fn lookup,
+                                         void *userdata);
+
+// Trusts the SPIFFE trust domain `trust_domain` (without `spiffe://`:
+// lower-case letters, digits, `.`, `-`, `_`): JWT-SVIDs whose `sub` is a
+// SPIFFE ID in it, with `exp`, signed with an RS, ES or PS algorithm by a
+// key of `kr`. `audience`, `lookup` and `userdata` as in
+// `wid_trust_set_builder_add_iss`.
+//
+// # Safety
+// As `wid_trust_set_builder_add_iss`.
+wid_result wid_trust_set_builder_add_trust_domain(struct wid_trust_set_builder *b,
+                                                  const char *trust_domain,
+                                                  size_t trust_domain_len,
+                                                  const struct wid_keyring *kr,
+                                                  const char *audience,
+                                                  size_t audience_len,
+                                                  wid_alloc_lookup_fn lookup,
+                                                  void *userdata);
+
+// Builds a trust set from the issuers added so far (the builder stays
+// usable). No issuer, or two under one `iss` or trust domain, is
+// `WID_RESULT_INVALID_ARGUMENT`. `*out` receives a handle to free with
+// `wid_trust_set_free`.
+//
+// # Safety
+// `b` NULL or a live handle; `out` NULL or writable.
+wid_result wid_trust_set_builder_build(const struct wid_trust_set_builder *b,
+                                       struct wid_trust_set **out);
+
+// Releases a trust set. NULL-safe.
+//
+// # Safety
+// `t` must be NULL or a handle from `wid_trust_set_builder_build` not yet
+// freed.
+void wid_trust_set_free(const struct wid_trust_set *t);
+
+// Verifies `token` at `now_unix` with the one issuer it claims (its `iss`,
+// or the trust domain of its SPIFFE `sub`; routed before any key is
+// used). A token naming no trusted issuer, or two, is
+// `WID_RESULT_ISSUER_MISMATCH`. On success `*out_claims_json` receives the
+// claims and `*out_issuer` the issuer that verified it (the `iss`, or
+// `spiffe://<trust domain>`); either may be NULL.
+//
+// # Safety
+// `t` NULL or a live handle; `token` NULL or valid for `token_len` bytes;
+// the outputs NULL or writable.
+wid_result wid_trust_set_verify(const struct wid_trust_set *t,
+                                const char *token,
+                                size_t token_len,
+                                int64_t now_unix,
+                                struct wid_bytes *out_claims_json,
+                                struct wid_bytes *out_issuer);
 
 // Starts configuring a login to the Vault or OpenBao at `addr`
 // (`https://host:port`; `http` only to a loopback host with

@@ -56,6 +56,7 @@ mod login_config;
 mod node_manager;
 mod proof;
 mod remote_jwks;
+mod trust_set;
 mod vault_login;
 mod verifier_builder;
 mod verify;
@@ -138,6 +139,12 @@ pub use remote_jwks::{
     wid_remote_jwks_builder_set_unknown_kid_cooldown_ms, wid_remote_jwks_free,
     wid_remote_jwks_keyring, wid_remote_jwks_refresh, wid_remote_jwks_start_refresher,
     wid_remote_jwks_stats,
+};
+pub use trust_set::{
+    wid_trust_set, wid_trust_set_builder, wid_trust_set_builder_add_iss,
+    wid_trust_set_builder_add_trust_domain, wid_trust_set_builder_build,
+    wid_trust_set_builder_free, wid_trust_set_builder_new, wid_trust_set_free,
+    wid_trust_set_verify,
 };
 pub use vault_login::{
     wid_identity_manager_builder_add_vault_login, wid_vault_login_config,

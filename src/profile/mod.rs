@@ -44,4 +44,5 @@ pub use extra_claims::{
     EVERY_NAMESPACE, ExtraClaimsPolicy, MAX_EXTRA_CLAIM_VALUE_BYTES, MAX_EXTRA_CLAIMS,
     MAX_EXTRA_CLAIMS_JSON_BYTES,
 };
+pub(crate) use spiffe::trust_domain_problem;
 pub use spiffe::{DEFAULT_SPIFFE_PATH, MAX_SPIFFE_ID_BYTES, SpiffeProfile, spiffe_id_problem};

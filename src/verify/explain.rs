@@ -30,6 +30,11 @@ pub struct Explanation {
     pub steps: Vec<VerificationStep>,
     /// What [`Verifier::verify`] returns for this token.
     pub result: Result<VerifiedIdentity>,
+    /// The trusted issuer a [`TrustSet`](crate::TrustSet) chose for the
+    /// token (its [`IssuerId`](crate::IssuerId), as text); `None` from a
+    /// plain [`Verifier`], or when the token was refused before an issuer
+    /// was chosen.
+    pub issuer: Option<String>,
 }
 
 impl Explanation {
@@ -39,11 +44,11 @@ impl Explanation {
     }
 }
 
-struct Steps(Vec<VerificationStep>);
+pub(crate) struct Steps(pub(crate) Vec<VerificationStep>);
 
 impl Steps {
     /// Records `outcome` of step `name`; passes the value on.
-    fn record<T>(
+    pub(crate) fn record<T>(
         &mut self,
         name: &'static str,
         outcome: Result<T>,
@@ -76,6 +81,7 @@ impl Verifier {
         Explanation {
             steps: steps.0,
             result,
+            issuer: None,
         }
     }
 
@@ -95,6 +101,7 @@ impl Verifier {
         Some(Explanation {
             steps: steps.0,
             result: Err(refused),
+            issuer: None,
         })
     }
 
@@ -108,7 +115,7 @@ impl Verifier {
             "structure",
             self.check_bearer_allowed()
                 .and_then(|()| jwt::parse(token, max))
-                .and_then(|p| super::check_bearer(&p).map(|()| p)),
+                .and_then(|p| self.check_header(&p).map(|()| p)),
             |p| {
                 format!(
                     "three segments of canonical base64url; header alg {}, kid {:?}, typ JWT",
@@ -117,6 +124,19 @@ impl Verifier {
                 )
             },
         )?;
+        self.explain_parsed(&parsed, now, steps)
+    }
+
+    /// The steps of [`Verifier::explain`] after the token's structure and
+    /// header rules passed: key, algorithm, signature, claims, times,
+    /// audience, issuer, allocation (or node; nothing for a foreign token).
+    pub(crate) fn explain_parsed(
+        &self,
+        parsed: &jwt::Parsed<'_>,
+        now: i64,
+        steps: &mut Steps,
+    ) -> Result<VerifiedIdentity> {
+        let inner = &*self.inner;
         let key = steps.record(
             "key",
             self.key(
@@ -134,18 +154,24 @@ impl Verifier {
                 )
             },
         )?;
-        steps.record("algorithm", check_alg(&key, &parsed), |()| {
+        steps.record("algorithm", check_alg(&key, parsed), |()| {
             format!(
                 "the header names {}, the key's algorithm; the signature is {} bytes",
                 parsed.alg,
                 parsed.signature.as_slice().len()
             )
         })?;
-        steps.record("signature", check_sig(&key, &parsed), |()| {
+        steps.record("signature", check_sig(&key, parsed), |()| {
             format!("valid under key {}", key.id())
         })?;
-        let decoded = decode_claims(&parsed.payload).and_then(|c| self.check_kind(&c).map(|()| c));
+        let decoded = decode_claims(&parsed.payload).and_then(|c| {
+            self.check_kind(&c)?;
+            self.check_spiffe_subject(&c)?;
+            Ok(c)
+        });
+        let foreign = inner.options.foreign;
         let claims = steps.record("claims", decoded, |c| match &c.node {
+            _ if foreign => format!("strict JSON; foreign token, sub {:?}", c.subject),
             Some(node) => format!("strict JSON; node {:?}, sub {:?}", node.node_id, c.subject),
             None => format!(
                 "strict JSON; allocation {:?}, sub {:?}",
@@ -186,6 +212,7 @@ impl Verifier {
             }
         })?;
         match &claims.node {
+            _ if foreign => {}
             Some(node) => steps.record("node", self.check_bound(&claims), |()| {
                 format!("node {:?} is live", node.node_id)
             })?,

@@ -10,7 +10,8 @@ impl Explanation {
     /// The explanation as a JSON object:
     /// `{"accepted":false,"code":"WID_RESULT_EXPIRED","steps":[{"detail":"...","name":"length","passed":true},...]}`.
     /// `steps` lists every step run, in order; `code` is the name of the
-    /// verdict's result code (`null` when the token was accepted).
+    /// verdict's result code (`null` when the token was accepted); a trust
+    /// set's explanation adds `"issuer"`, the trusted issuer it chose.
     pub fn to_json(&self) -> String {
         Value::Object(self.json_members()).to_string()
     }
@@ -33,6 +34,11 @@ impl Explanation {
                 .err()
                 .map_or(Value::Null, |e| Value::from(e.code().name())),
         );
+        // Only a trust set's explanation names its issuer: a plain
+        // verifier's JSON stays as it was.
+        if let Some(issuer) = &self.issuer {
+            members.insert("issuer".into(), Value::from(issuer.as_str()));
+        }
         members
     }
 }
@@ -115,6 +121,7 @@ mod tests {
             result: Err(Error::MalformedToken {
                 reason: "a \"quoted\" reason".into(),
             }),
+            issuer: None,
         };
         assert_eq!(
             x.to_json(),

@@ -5,7 +5,8 @@
 //! first, and nothing later runs once something fails):
 //!
 //! 1. the structural checks of [`crate::jwt`] (length cap, segments, canonical
-//!    base64url, header);
+//!    base64url, header), and a header `alg` among
+//!    [`VerifierBuilder::allowed_algorithms`] (default: all);
 //! 2. the key: a `kid` this keyring verifies with (active, prepublished or
 //!    inactive). A `kid` the keyring has never seen is waited for, up to
 //!    [`VerifierBuilder::key_wait`] (default 1 s, as Nomad), because a replica may
@@ -18,12 +19,17 @@
 //!    RS256 with a signature exactly as long as the key's modulus;
 //! 4. the claims: strict JSON, integer dates, `exp` (if present, or required),
 //!    `nbf` and `iat` against `now` with the leeway (default 60 s), the audience,
-//!    the issuer when one is configured;
+//!    the issuer when one is configured, a SPIFFE ID in the trust domain when
+//!    one is configured ([`VerifierBuilder::spiffe_trust_domain`]);
 //! 5. the allocation: a `Stale` read of the state store; only when it says
 //!    *missing*, a `Consistent` read (the replica may lag, seed 000). A store error
 //!    fails closed (`StoreUnavailable`). A stale *live* answer is trusted, as the
 //!    contract says; a stale *terminal* answer is final (allocations never come
-//!    back from terminal).
+//!    back from terminal). A verifier of foreign tokens
+//!    ([`Verifier::foreign_builder`]) has no store and skips this step.
+//!
+//! A [`TrustSet`](crate::TrustSet) routes each token to one such verifier per
+//! trusted issuer.
 //!
 //! # Batch verification
 //!
@@ -38,17 +44,19 @@
 //! and that check costs more than the batch equation saves (measured in
 //! BENCHMARKS.md). Exact acceptance was chosen over speed.
 
+mod batch;
 mod cache;
 mod explain;
 mod explain_json;
+mod foreign;
 mod proof;
 mod rules;
 
-use rules::{
-    KeyWait, bad_signature, check_alg, check_bearer, check_bearer_key, check_sig, check_wit_key,
-    decode_claims,
-};
-pub(crate) use rules::{check_signature, decode_unverified};
+pub(crate) use batch::{Staged, bad_signature_of, settle_signatures};
+pub(crate) use explain::Steps;
+pub(crate) use foreign::{AlgSet, spiffe_trust_domain_of};
+pub(crate) use rules::{KeyWait, check_signature, decode_claims, decode_unverified};
+use rules::{bad_signature, check_alg, check_bearer, check_bearer_key, check_sig, check_wit_key};
 
 pub use explain::{Explanation, VerificationStep};
 pub use proof::{ProofRequest, VerifiedProof};
@@ -60,20 +68,15 @@ use crate::claims::Claims;
 use crate::counter::Counter;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::jwt;
-use crate::keyring::{KeyId, KeyPurpose, KeyState, Keyring, PublicKey, VerifyingHandle, sigcheck};
+use crate::keyring::{
+    JwsAlgorithm, KeyId, KeyPurpose, KeyState, Keyring, PublicKey, VerifyingHandle,
+};
 
-/// Where a batch token's signature check stands after stage 1.
-enum SigStage {
-    /// EdDSA: the point `R` must encode, to be encoded with the batch.
-    Point(EdwardsPoint),
-    /// ES256 or RS256: already checked, and valid.
-    Checked,
-}
 use crate::state::{AllocState, Consistency, NodeState, StateStore};
-use curve25519_dalek::edwards::EdwardsPoint;
 
 pub use cache::MAX_CACHE_ENTRIES;
-use cache::{TokenCache, token_hash};
+use cache::TokenCache;
+pub(crate) use cache::{TokenHash, token_hash};
 
 /// The audience a verifier accepts: never empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,6 +156,12 @@ struct Options {
     require_proof: bool,
     max_proof_lifetime_secs: i64,
     node_tokens: NodeTokens,
+    /// The header algorithms accepted (before any key is looked up).
+    allowed_algs: AlgSet,
+    /// Foreign tokens: no Nomad claims, no store (see [`Verifier::foreign_builder`]).
+    foreign: bool,
+    /// Tokens must be JWT-SVIDs of this SPIFFE trust domain.
+    spiffe_trust_domain: Option<String>,
 }
 
 /// Which kinds of identity token a verifier accepts: allocation (workload)
@@ -266,8 +275,21 @@ impl VerifierBuilder {
         self
     }
 
+    /// Accepts only tokens whose header `alg` is one of `algorithms`
+    /// (default: every algorithm; a token must still name its key's own).
+    /// Any other is refused as `UnsupportedAlgorithm` before any key is
+    /// looked up. With [`VerifierBuilder::spiffe_trust_domain`], only the
+    /// RS, ES and PS algorithms among them pass.
+    pub fn allowed_algorithms(mut self, algorithms: &[JwsAlgorithm]) -> VerifierBuilder {
+        self.options.allowed_algs = AlgSet::of(algorithms);
+        self
+    }
+
     /// The verifier.
-    pub fn build(self) -> Verifier {
+    pub fn build(mut self) -> Verifier {
+        if self.options.spiffe_trust_domain.is_some() {
+            self.options.allowed_algs = self.options.allowed_algs.and(AlgSet::SPIFFE);
+        }
         Verifier {
             inner: Arc::new(Inner {
                 keyring: self.keyring,
@@ -370,6 +392,9 @@ impl Verifier {
                 require_proof: false,
                 max_proof_lifetime_secs: 300,
                 node_tokens: NodeTokens::Refuse,
+                allowed_algs: AlgSet::ALL,
+                foreign: false,
+                spiffe_trust_domain: None,
             },
             cache_capacity: None,
             proof_replay_capacity: 100_000,
@@ -393,72 +418,7 @@ impl Verifier {
         self.verify(token, crate::clock::unix_now())
     }
 
-    /// Verifies many tokens, with a result per token in the same order. Accepts
-    /// exactly what [`Verifier::verify`] accepts; the
-    /// signature step shares one field inversion across the batch.
-    pub fn verify_batch(&self, tokens: &[&str], now: i64) -> Vec<Result<VerifiedIdentity>> {
-        if self.inner.cache.is_some() {
-            // Cache hits take the single path; keep one code path for them.
-            return tokens.iter().map(|t| self.verify(t, now)).collect();
-        }
-        // Stage 1: parse, find the key, compute the point R must encode. Unknown
-        // kids share one deadline for the whole call, each waited for once.
-        let mut waits = KeyWait::new(self.inner.options.key_wait);
-        let staged: Vec<Result<(jwt::Parsed<'_>, VerifyingHandle, SigStage)>> = tokens
-            .iter()
-            .map(|t| {
-                self.check_bearer_allowed()?;
-                let parsed = jwt::parse(t.as_bytes(), self.inner.options.max_token_bytes)?;
-                check_bearer(&parsed)?;
-                let key = self.key(parsed.kid.as_str(), &mut waits)?;
-                check_bearer_key(&key)?;
-                check_alg(&key, &parsed)?;
-                let Some(ed) = key.ed25519() else {
-                    check_sig(&key, &parsed)?;
-                    return Ok((parsed, key, SigStage::Checked));
-                };
-                let point = <&[u8; 64]>::try_from(parsed.signature.as_slice())
-                    .ok()
-                    .and_then(|sig| ed.expected_r(parsed.signing_input, sig));
-                match point {
-                    Some(point) => Ok((parsed, key, SigStage::Point(point))),
-                    None => Err(bad_signature(&key)),
-                }
-            })
-            .collect();
-        // Stage 2: encode every expected point with one shared inversion.
-        let points: Vec<EdwardsPoint> = staged
-            .iter()
-            .filter_map(|s| match s {
-                Ok((_, _, SigStage::Point(p))) => Some(*p),
-                _ => None,
-            })
-            .collect();
-        let mut encoded = EdwardsPoint::compress_batch_alloc(&points).into_iter();
-        // Stage 3: compare, then the claims and the allocation, per token.
-        staged
-            .into_iter()
-            .map(|s| {
-                let result = s.and_then(|(parsed, key, stage)| {
-                    if let SigStage::Point(_) = stage {
-                        let expected = encoded.next().ok_or_else(|| Error::Panic {
-                            message: "batch encoding count mismatch".into(),
-                        })?;
-                        let accepted = <&[u8; 64]>::try_from(parsed.signature.as_slice())
-                            .is_ok_and(|sig| sigcheck::accepts(sig, &expected));
-                        if !accepted {
-                            return Err(bad_signature(&key));
-                        }
-                    }
-                    self.finish(&parsed.payload, key, now, None)
-                });
-                self.count(&result);
-                result
-            })
-            .collect()
-    }
-
-    fn count<T>(&self, result: &Result<T>) {
+    pub(crate) fn count<T>(&self, result: &Result<T>) {
         let c = &self.inner.counters;
         match result {
             Ok(_) => bump(&c.accepted),
@@ -488,6 +448,11 @@ impl Verifier {
         &self.inner.keyring
     }
 
+    /// The audience this verifier accepts.
+    pub fn audience(&self) -> &Audience {
+        &self.inner.audience
+    }
+
     /// The longest token this verifier accepts, in bytes.
     pub fn max_token_bytes(&self) -> usize {
         self.inner.options.max_token_bytes
@@ -500,47 +465,13 @@ impl Verifier {
         jwt::check_length(token.len(), inner.options.max_token_bytes)?;
         self.check_bearer_allowed()?;
         let hash = inner.cache.as_ref().map(|_| token_hash(token));
-        if let (Some(cache), Some(hash)) = (&inner.cache, &hash) {
-            // The entry is read without a lock or a reference count: what
-            // the checks need is copied out. The key is looked up again only
-            // when the keyring changed since the last confirmation (the
-            // generation is loaded first, so a change during the look-up
-            // leaves the entry unconfirmed).
-            let found = cache.with(hash, |hit| {
-                let generation = inner.keyring.generation();
-                let same_key = hit.checked_at(generation) || {
-                    let same = inner
-                        .keyring
-                        .verifying_key(hit.identity.kid.as_str())
-                        .is_some_and(|k| k.is(&hit.key));
-                    if same {
-                        hit.mark_checked(generation);
-                    }
-                    same
-                };
-                same_key.then(|| hit.identity.clone())
-            });
-            match found {
-                Some(Some(identity)) => {
-                    bump(&inner.counters.cache_hits);
-                    let claims = &identity.claims;
-                    let checked = self
-                        .check_claims(claims, now)
-                        .and_then(|()| self.check_bound(claims));
-                    if checked.is_err() {
-                        cache.remove(hash);
-                    }
-                    return checked.map(|()| identity);
-                }
-                // The key was deprecated, removed or replaced under its kid:
-                // forget the entry and let the full path give the reason.
-                Some(None) => cache.remove(hash),
-                None => {}
+        if let Some(hash) = &hash {
+            if let Some(result) = self.cached(hash, now) {
+                return result;
             }
         }
-
         let parsed = jwt::parse(token, inner.options.max_token_bytes)?;
-        check_bearer(&parsed)?;
+        self.check_header(&parsed)?;
         let key = self.key(
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),
@@ -548,18 +479,97 @@ impl Verifier {
         check_bearer_key(&key)?;
         check_alg(&key, &parsed)?;
         check_sig(&key, &parsed)?;
-        self.finish(&parsed.payload, key, now, hash)
+        self.finish(decode_claims(&parsed.payload)?, key, now, hash)
+    }
+
+    /// The cached verdict for the token of SHA-256 `hash`, when the cache
+    /// holds it and its key still verifies: the time claims and what the
+    /// token binds to are checked again (an entry that fails them is
+    /// forgotten). `None`: verify in full.
+    #[inline(always)]
+    pub(crate) fn cached(&self, hash: &TokenHash, now: i64) -> Option<Result<VerifiedIdentity>> {
+        let inner = &*self.inner;
+        let cache = inner.cache.as_ref()?;
+        // The entry is read without a lock or a reference count: what
+        // the checks need is copied out. The key is looked up again only
+        // when the keyring changed since the last confirmation (the
+        // generation is loaded first, so a change during the look-up
+        // leaves the entry unconfirmed).
+        let found = cache.with(hash, |hit| {
+            let generation = inner.keyring.generation();
+            let same_key = hit.checked_at(generation) || {
+                let same = inner
+                    .keyring
+                    .verifying_key(hit.identity.kid.as_str())
+                    .is_some_and(|k| k.is(&hit.key));
+                if same {
+                    hit.mark_checked(generation);
+                }
+                same
+            };
+            same_key.then(|| hit.identity.clone())
+        });
+        match found {
+            Some(Some(identity)) => {
+                bump(&inner.counters.cache_hits);
+                let claims = &identity.claims;
+                let checked = self
+                    .check_claims(claims, now)
+                    .and_then(|()| self.check_bound(claims));
+                if checked.is_err() {
+                    cache.remove(hash);
+                }
+                Some(checked.map(|()| identity))
+            }
+            // The key was deprecated, removed or replaced under its kid:
+            // forget the entry and let the full path give the reason.
+            Some(None) => {
+                cache.remove(hash);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Verifies a token already parsed (with its claims already decoded, by
+    /// a trust set that routed it): the header rules of this verifier, the
+    /// key, the algorithm, the signature, then the claims and what the token
+    /// binds to; fills the cache under `hash`. Not counted in the stats.
+    pub(crate) fn verify_parsed(
+        &self,
+        parsed: &jwt::Parsed<'_>,
+        claims: Claims,
+        now: i64,
+        hash: Option<TokenHash>,
+    ) -> Result<VerifiedIdentity> {
+        self.check_bearer_allowed()?;
+        self.check_header(parsed)?;
+        let key = self.key(
+            parsed.kid.as_str(),
+            &mut KeyWait::new(self.inner.options.key_wait),
+        )?;
+        check_bearer_key(&key)?;
+        check_alg(&key, parsed)?;
+        check_sig(&key, parsed)?;
+        self.finish(claims, key, now, hash)
+    }
+
+    /// The header rules of a bearer token that need no key: never a WIT,
+    /// and an `alg` this verifier accepts.
+    #[inline]
+    pub(crate) fn check_header(&self, parsed: &jwt::Parsed<'_>) -> Result<()> {
+        check_bearer(parsed)?;
+        self.check_allowed(parsed.alg)
     }
 
     /// The steps after the signature: claims, allocation, cache.
-    fn finish(
+    pub(crate) fn finish(
         &self,
-        payload: &[u8],
+        claims: Claims,
         key: VerifyingHandle,
         now: i64,
-        hash: Option<cache::TokenHash>,
+        hash: Option<TokenHash>,
     ) -> Result<VerifiedIdentity> {
-        let claims = decode_claims(payload)?;
         self.check_claims(&claims, now)?;
         self.check_bound(&claims)?;
         let verified = VerifiedIdentity {

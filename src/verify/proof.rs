@@ -110,6 +110,7 @@ impl Verifier {
                 "the token presented as the WIT has typ JWT: expected wit+jwt (a bearer token names no key to prove possession of)",
             ));
         }
+        self.check_allowed(parsed.alg)?;
         let key = self.key(
             parsed.kid.as_str(),
             &mut KeyWait::new(inner.options.key_wait),

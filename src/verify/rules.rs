@@ -15,6 +15,7 @@ impl Verifier {
 
     pub(super) fn check_claims(&self, c: &Claims, now: i64) -> Result<()> {
         self.check_kind(c)?;
+        self.check_spiffe_subject(c)?;
         self.check_times(c, now)?;
         self.check_audience(c)?;
         self.check_issuer(c)
@@ -31,6 +32,9 @@ impl Verifier {
     /// The token is one kind (allocation or node identity), names what it
     /// binds to, and is of a kind this verifier accepts.
     pub(super) fn check_kind(&self, c: &Claims) -> Result<()> {
+        if self.inner.options.foreign {
+            return self.check_foreign_subject(c);
+        }
         let accept = self.inner.options.node_tokens;
         match &c.node {
             Some(node) => {
@@ -149,6 +153,10 @@ impl Verifier {
     /// What the token binds to is live: its node for a node token, else
     /// its allocation ([`Verifier::check_kind`] ran first).
     pub(super) fn check_bound(&self, c: &Claims) -> Result<()> {
+        if self.inner.options.foreign {
+            // A foreign token binds to nothing in our state store.
+            return Ok(());
+        }
         match &c.node {
             Some(node) => self.check_node(&node.node_id),
             None => self.check_allocation(&c.allocation_id),
@@ -254,13 +262,13 @@ pub(crate) fn decode_unverified(token: &str) -> Result<Claims> {
 /// when the first wait starts, so a batch of any size waits at most `wait` in
 /// all. A wait that ends without the key ends at that deadline, so no kid (the
 /// same or another) is waited for again in the call.
-pub(super) struct KeyWait {
+pub(crate) struct KeyWait {
     wait: Duration,
     deadline: Option<Instant>,
 }
 
 impl KeyWait {
-    pub(super) fn new(wait: Duration) -> KeyWait {
+    pub(crate) fn new(wait: Duration) -> KeyWait {
         KeyWait {
             wait,
             deadline: None,
@@ -398,7 +406,7 @@ pub(super) fn check_sig(key: &VerifyingHandle, parsed: &jwt::Parsed<'_>) -> Resu
     }
 }
 
-pub(super) fn decode_claims(payload: &[u8]) -> Result<Claims> {
+pub(crate) fn decode_claims(payload: &[u8]) -> Result<Claims> {
     Claims::from_payload(payload).map_err(|e| Error::MalformedToken {
         reason: format!("claims are not a valid claims object: {e}"),
     })

@@ -31,6 +31,19 @@ wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
                                     audience_len, out);
 }
 
+wid_result wid_go_trust_set_builder_add(wid_trust_set_builder *b, int by_trust_domain,
+                                        const char *name, size_t name_len,
+                                        const wid_keyring *kr, const char *audience,
+                                        size_t audience_len, uintptr_t handle) {
+    wid_alloc_lookup_fn lookup = handle != 0 ? wid_go_lookup : NULL;
+    if (by_trust_domain) {
+        return wid_trust_set_builder_add_trust_domain(b, name, name_len, kr, audience,
+                                                      audience_len, lookup, (void *)handle);
+    }
+    return wid_trust_set_builder_add_iss(b, name, name_len, kr, audience, audience_len,
+                                         lookup, (void *)handle);
+}
+
 // The wid_node_lookup_fn handed to the library, as wid_go_lookup.
 static wid_result wid_go_node_lookup(void *userdata, const uint8_t *node_id,
                                      size_t node_id_len, uint32_t consistency,

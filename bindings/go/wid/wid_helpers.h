@@ -10,6 +10,14 @@
 #include "wid_header.h" /* workload_identity.h, or how to find it */
 #ifndef WID_GO_HEADER_MISSING
 
+/* wid_trust_set_builder_add_iss (by_trust_domain 0) or _add_trust_domain
+ * (1) with the C trampoline as the lookup and the cgo.Handle value `handle`
+ * as userdata; handle 0: no lookup (foreign tokens). */
+wid_result wid_go_trust_set_builder_add(wid_trust_set_builder *b, int by_trust_domain,
+                                        const char *name, size_t name_len,
+                                        const wid_keyring *kr, const char *audience,
+                                        size_t audience_len, uintptr_t handle);
+
 /* wid_verifier_builder_new with the C trampoline as the lookup and the
  * cgo.Handle value `handle` as userdata (so that C keeps no Go pointer). */
 wid_result wid_go_verifier_builder_new(const wid_keyring *kr,
