@@ -14,10 +14,11 @@ use crate::keyring::Keyring;
 /// A [`TrustSet`](crate::TrustSet) keeps each issuer's source alive as long
 /// as the trust set lives, and verifies with [`KeySource::keyring`] only.
 /// Implemented for a plain [`Keyring`], for a
-/// [`RemoteJwks`](crate::RemoteJwks) (feature `remote-jwks`), and for
-/// [`OwnedKeyring`] (a keyring plus any owner object, e.g. a refresher
-/// thread's handle); implement it for any other source that keeps a keyring
-/// in step (a SPIFFE bundle source, say).
+/// [`RemoteJwks`](crate::RemoteJwks) and a
+/// [`SpiffeBundleSource`](crate::SpiffeBundleSource) (feature `remote-jwks`:
+/// a peer trust domain's bundle endpoint), and for [`OwnedKeyring`] (a
+/// keyring plus any owner object, e.g. a refresher thread's handle);
+/// implement it for any other source that keeps a keyring in step.
 pub trait KeySource: Send + Sync + 'static {
     /// The keyring this source keeps up to date (a shared handle: a clone
     /// of it sees every later change).
@@ -34,6 +35,13 @@ impl KeySource for Keyring {
 impl KeySource for crate::RemoteJwks {
     fn keyring(&self) -> Keyring {
         crate::RemoteJwks::keyring(self).clone()
+    }
+}
+
+#[cfg(feature = "remote-jwks")]
+impl KeySource for crate::SpiffeBundleSource {
+    fn keyring(&self) -> Keyring {
+        crate::SpiffeBundleSource::keyring(self).clone()
     }
 }
 
