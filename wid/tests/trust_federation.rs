@@ -3,14 +3,16 @@
 //! and a JWT-SVID that PyJWT signs with ES384, and refuses every token that
 //! claims one issuer while signed by another's key:
 //!
-//! * issuer A, `iss` `https://a.example`: Nomad identity tokens, its keys
-//!   followed from its JWKS (`RemoteJwks` against a real `wid serve`);
-//! * issuer B, trust domain `b.example`: SPIFFE JWT-SVIDs, its keys followed
-//!   from its bundle endpoint (`SpiffeBundleSource` against another
-//!   `wid serve`: federation);
+//! * issuer A, trust domain `a.example`: JWT-SVIDs of one `wid serve`, its
+//!   keys followed from its JWKS (`RemoteJwks`);
+//! * issuer B, trust domain `b.example`: JWT-SVIDs of another `wid serve`,
+//!   its keys followed from its bundle endpoint (`SpiffeBundleSource`:
+//!   federation);
 //! * issuer C, trust domain `spire.example`: a foreign issuer (no Nomad
 //!   claims, no allocation store), an ES384 key whose JWKS PyJWT writes,
-//!   with the same `kid` as A's ES256 key.
+//!   with the same `kid` as A's ES256 key;
+//! * issuer D, `iss` `https://a.example`: Nomad identity tokens signed by
+//!   A's keys (one key source under two issuers), routed by `iss`.
 //!
 //! Needs python3 with PyJWT and cryptography (`.ci/run` installs them).
 #[path = "../../tests/common/mod.rs"]
@@ -34,7 +36,8 @@ use workload_identity::{
 };
 
 const T0: i64 = 1_700_000_000;
-const ISS_A: &str = "https://a.example";
+const TD_A: &str = "a.example";
+const ISS_D: &str = "https://a.example";
 const TD_B: &str = "b.example";
 const TD_C: &str = "spire.example";
 
@@ -104,7 +107,7 @@ fn forge(keyring: &Keyring, alg: Algorithm, header: &Value, payload: &Value) -> 
 }
 
 #[test]
-fn one_trust_set_three_issuers_and_no_substitution() {
+fn one_trust_set_four_issuers_and_no_substitution() {
     let dir = tempfile::tempdir().unwrap();
     let ks_a = keystore(dir.path(), "a", &["ES256"]);
     let ks_b = keystore(dir.path(), "b", &["ES256"]);
@@ -147,9 +150,7 @@ fn one_trust_set_three_issuers_and_no_substitution() {
         json!({"sub": format!("spiffe://{td}/ns/prod/sa/api"), "aud": ["my-service"],
                "iat": now, "exp": now + 300})
     };
-    let mut claims_as_a = svid(TD_C);
-    claims_as_a["iss"] = json!(ISS_A);
-    claims_as_a["sub"] = json!("api");
+    let claims_as_a = svid(TD_A);
     let (jwks_c, tokens_c) = pyjwt_es384(&kid_a, &[svid(TD_C), svid(TD_B), claims_as_a]);
     let keys_c = Keyring::new();
     keys_c.import_jwks(&jwks_c).unwrap();
@@ -158,7 +159,13 @@ fn one_trust_set_three_issuers_and_no_substitution() {
     store.upsert(&common::allocation());
     let trust = TrustSet::builder()
         .issuer(TrustedIssuer::nomad(
-            IssuerId::iss(ISS_A).unwrap(),
+            IssuerId::trust_domain(TD_A).unwrap(),
+            jwks_a.clone(),
+            store.clone(),
+            Audience::new("vault.io").unwrap(),
+        ))
+        .issuer(TrustedIssuer::nomad(
+            IssuerId::iss(ISS_D).unwrap(),
             jwks_a,
             store.clone(),
             Audience::new("vault.io").unwrap(),
@@ -182,7 +189,13 @@ fn one_trust_set_three_issuers_and_no_substitution() {
     // Each issuer's own token verifies, and says who decided.
     let req = common::issue_request_task();
     let token_a = Issuer::new(keys_a.clone())
-        .issuer(ISS_A)
+        .algorithm(Algorithm::Es256)
+        .spiffe(SpiffeProfile::new(TD_A).unwrap())
+        .issue(&req, now)
+        .unwrap()
+        .token;
+    let token_d = Issuer::new(keys_a.clone())
+        .issuer(ISS_D)
         .issue_with(Algorithm::Es256, &req, now)
         .unwrap()
         .token;
@@ -201,7 +214,9 @@ fn one_trust_set_three_issuers_and_no_substitution() {
         payload(&token_b)
     );
     let verified = trust.verify(&token_a, now).unwrap();
-    assert_eq!(verified.issuer, ISS_A);
+    assert_eq!(verified.issuer, "spiffe://a.example");
+    let verified = trust.verify(&token_d, now).unwrap();
+    assert_eq!(verified.issuer, ISS_D);
     let verified = trust.verify(&token_b, now).unwrap();
     assert_eq!(verified.issuer, "spiffe://b.example");
     let verified = trust.verify(&tokens_c[0], now).unwrap();
@@ -219,9 +234,12 @@ fn one_trust_set_three_issuers_and_no_substitution() {
     // C's key claiming B's trust domain: routed to B, whose keys alone are
     // tried (C's kid is A's, which B does not have).
     refused("C's ES384 key, B's trust domain", &tokens_c[1]);
-    // C's key claiming A's iss, under A's own kid: A's ES256 key under that
-    // kid never checks an ES384 signature.
-    let e = refused("C's ES384 key under A's kid, A's iss", &tokens_c[2]);
+    // C's key claiming A's trust domain, under A's own kid: A's ES256 key
+    // under that kid never checks an ES384 signature.
+    let e = refused(
+        "C's ES384 key under A's kid, A's trust domain",
+        &tokens_c[2],
+    );
     assert!(
         matches!(
             e.code(),
@@ -229,40 +247,45 @@ fn one_trust_set_three_issuers_and_no_substitution() {
         ),
         "{e}"
     );
-    // A's key claiming B's trust domain (A's token with a SPIFFE sub of B
-    // and no iss): routed to B, which does not hold A's key.
+    // A's key claiming B's trust domain (A's token with a SPIFFE sub of B):
+    // routed to B, which does not hold A's key.
     let header_a = json!({"alg": "ES256", "kid": kid_a, "typ": "JWT"});
     let mut as_b = payload(&token_a);
-    as_b.as_object_mut().unwrap().remove("iss");
     as_b["sub"] = json!("spiffe://b.example/ns/default/job/web");
     refused(
         "A's key, B's trust domain",
         &forge(&keys_a, Algorithm::Es256, &header_a, &as_b),
     );
-    // B's key claiming A's iss: routed to A, which does not hold B's key.
+    // B's key claiming A's trust domain, and D's iss: routed to A or D,
+    // which do not hold B's key.
     let header_b = json!({"alg": "ES256", "kid": kid_b, "typ": "JWT"});
     let mut as_a = payload(&token_b);
-    as_a["iss"] = json!(ISS_A);
-    as_a["sub"] = json!("global:default:web:frontend:server:vault_default");
+    as_a["sub"] = json!("spiffe://a.example/ns/default/job/web");
     refused(
-        "B's key, A's iss",
+        "B's key, A's trust domain",
         &forge(&keys_b, Algorithm::Es256, &header_b, &as_a),
+    );
+    let mut as_d = payload(&token_d);
+    as_d["iss"] = json!(ISS_D);
+    refused(
+        "B's key, D's iss",
+        &forge(&keys_b, Algorithm::Es256, &header_b, &as_d),
     );
     // A's key and kid, claiming C's trust domain: C's keys alone are tried.
     refused(
         "A's key, C's trust domain",
         &forge(&keys_a, Algorithm::Es256, &header_a, &svid(TD_C)),
     );
-    // One token naming two issuers (A's iss, B's trust domain) goes nowhere.
-    let mut both = payload(&token_a);
+    // One token naming two issuers (D's iss, B's trust domain) goes nowhere.
+    let mut both = payload(&token_d);
     both["sub"] = json!("spiffe://b.example/ns/default/job/web");
     let e = refused(
-        "A's iss with B's trust domain",
+        "D's iss with B's trust domain",
         &forge(&keys_a, Algorithm::Es256, &header_a, &both),
     );
     assert_eq!(e.code(), ResultCode::IssuerMismatch, "{e}");
     // An issuer nobody trusts is refused by name.
-    let mut stranger = payload(&token_a);
+    let mut stranger = payload(&token_d);
     stranger["iss"] = json!("https://evil.example");
     let e = refused(
         "an unknown iss",
@@ -271,11 +294,22 @@ fn one_trust_set_three_issuers_and_no_substitution() {
     assert_eq!(e.code(), ResultCode::IssuerMismatch, "{e}");
     assert!(e.to_string().contains("https://evil.example"), "{e}");
     drop(refused);
-    assert_eq!(refusals.len(), 7, "{refusals:?}");
+    assert_eq!(refusals.len(), 8, "{refusals:?}");
     eprintln!("refused: {refusals:#?}");
 
     // And the issuers' own tokens still verify after all that.
     trust.verify(&token_a, now).unwrap();
     trust.verify(&token_b, now).unwrap();
     trust.verify(&tokens_c[0], now).unwrap();
+    trust.verify(&token_d, now).unwrap();
+    // The stats say which issuer decided each verdict; the two tokens that
+    // named no single trusted issuer were decided by none.
+    let stats = trust.stats();
+    let counts: Vec<(u64, u64)> = stats
+        .issuers
+        .iter()
+        .map(|i| (i.stats.accepted, i.stats.rejected))
+        .collect();
+    assert_eq!(counts, [(2, 2), (2, 1), (2, 2), (2, 1)], "{stats:?}");
+    assert_eq!(stats.unrouted, 2, "{stats:?}");
 }
