@@ -293,7 +293,6 @@ fn one_trust_set_four_issuers_and_no_substitution() {
     );
     assert_eq!(e.code(), ResultCode::IssuerMismatch, "{e}");
     assert!(e.to_string().contains("https://evil.example"), "{e}");
-    drop(refused);
     assert_eq!(refusals.len(), 8, "{refusals:?}");
     eprintln!("refused: {refusals:#?}");
 
