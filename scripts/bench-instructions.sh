@@ -27,12 +27,13 @@ irefs() { # row calls -> total instructions
 printf '%-16s %14s\n' row instructions/op
 rows=(verify_strict sign verify ffi_verify issue cache_hit batch64
     es256_raw_sign es256_issue es256_raw_verify es256_verify
-    rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify)
+    rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify
+    iss_verify trust_verify iss_cache_hit trust_cache_hit iss_batch64 trust_batch64)
 [ $# -gt 0 ] && rows=("$@")
 for row in "${rows[@]}"; do
     base=$(irefs "$row" 0)
     full=$(irefs "$row" "$n")
     per=$(( (full - base) / n ))
-    [ "$row" = batch64 ] && per=$(( per / 64 ))
+    case "$row" in *batch64) per=$(( per / 64 )) ;; esac
     printf '%-16s %14s\n' "$row" "$per"
 done
