@@ -50,8 +50,11 @@ if [ "$build" = 1 ]; then
 fi
 [ -n "$from" ] || from="$(wid_target_dir)/release"
 # Cargo's names (the crate's), else an installed directory's (the C names).
-name=workload_identity_ffi
-[ -f "$from/lib$name.so" ] || [ ! -f "$from/libworkload_identity.so" ] || name=workload_identity
+if [ -f "$from/libworkload_identity_ffi.so" ]; then
+    name=workload_identity_ffi
+else
+    name=workload_identity
+fi
 header="$WID_HEADER"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -1)"
 abi="$(wid_abi_version)"

@@ -23,7 +23,7 @@
 //! * **From C or Go**: the C ABI is a crate of its own,
 //!   `workload-identity-ffi` (`ffi/` in the repository: the shared and static
 //!   library, `workload_identity.h`); `bindings/go/wid` is the Go binding over
-//!   it. This crate is Rust only and has no `unsafe` code.
+//!   it. This crate is Rust only: `#![forbid(unsafe_code)]`.
 //!
 //! Units: token times are Unix seconds; the manager's are Unix milliseconds
 //! (named `_ms`); an identity's TTL is a Go duration in **nanoseconds**
@@ -82,7 +82,7 @@
 //!   token-exchange hooks;
 //! * [`profile`]: token profiles (SPIFFE JWT-SVIDs, extra claims).
 
-// No unsafe code at all: the C ABI (and every `unsafe` it needs) is the
+// Forbidden here: the C ABI, with every raw-pointer operation it needs, is the
 // `workload-identity-ffi` crate.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
