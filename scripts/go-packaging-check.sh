@@ -1,68 +1,33 @@
 #!/usr/bin/env bash
-# go-packaging-check.sh -- what a Go user meets before any test runs:
-#   1. sourcing scripts/go-env.sh installs nothing, exports nothing (no
-#      GO111MODULE=off leaking into the user's shell) and gives each checkout
-#      its own GOPATH;
-#   2. module mode, offline, exactly as bindings/go/README.md's marked blocks
-#      say: a plugin module (replace directives) built with -tags
-#      wid_pkgconfig against a scripts/install.sh prefix and run without
-#      LD_LIBRARY_PATH; the same module built without the tag and without
-#      CGO_CFLAGS/CGO_LDFLAGS, which must fail with a message naming both
+# go-packaging-check.sh -- what a Go user meets before any test runs, done as
+# bindings/go/README.md's marked blocks say (they are run as written, paths
+# substituted, so the recipe and this check cannot drift apart):
+#   1. go-module:add -- an empty module outside the checkout adds the binding
+#      (go get with a replace to the checkout until it is published); go mod
+#      tidy fetches its one dependency, go-msgpack/v2, through the module
+#      proxy into a scratch module cache and writes go.sum;
+#   2. go-module:build -- that plugin built with -tags wid_pkgconfig against a
+#      scripts/install.sh prefix, no cgo flags, run without LD_LIBRARY_PATH;
+#      the same module built without the tag and without CGO_CFLAGS /
+#      CGO_LDFLAGS, which must fail with a message naming both
 #      (bindings/go/wid/wid_header.h), not only "No such file or directory";
-#      and the binding's own `go test ./wid` through the go.work
-#      scripts/go-work.sh writes.
+#   3. go-module:self -- the binding's own `go test ./wid` from a copy of the
+#      checkout's Go files.
 # Needs the C library (WID_LIB_DIR: an installed or staged lib directory, as
-# go-tests.sh passes; else the checkout's, staged by scripts/lib.sh), Debian
-# Go, pkg-config.
+# go-tests.sh passes; else the checkout's, staged by scripts/lib.sh), the
+# machine's Go, pkg-config, and the Go module proxy.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=lib.sh
+source "$REPO_ROOT/scripts/lib.sh"
+wid_go_setup go-packaging-check
+work="$(mktemp -d "${TMPDIR:-/tmp}/wid-go-packaging.XXXXXX")"
+# The scratch module cache is read-only to its owner (Go's choice): make it
+# writable so it can be removed.
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
-# --- 1. go-env.sh hygiene ---------------------------------------------------
-# A fake apt-get/sudo first on PATH records any install attempt.
-mkdir -p "$work/bin"
-for tool in apt-get sudo; do
-    printf '#!/bin/sh\necho "%s $*" >> "%s/installs"\nexit 1\n' "$tool" "$work" > "$work/bin/$tool"
-    chmod +x "$work/bin/$tool"
-done
-env -i HOME="$work" PATH="$work/bin:/usr/bin:/bin" bash --noprofile --norc -c '
-    set -eu
-    source "$1/scripts/go-env.sh" 2>/dev/null
-    for v in GO111MODULE GOPATH GOFLAGS GOCACHE WID_GOPATH; do
-        if env | grep -q "^$v="; then
-            echo "go-env.sh exported $v into the shell" >&2
-            exit 1
-        fi
-    done
-    case "$WID_GOPATH" in
-        "$1"/target/go/gopath:*) ;;
-        *) echo "go-env.sh: GOPATH $WID_GOPATH is not under this checkout" >&2; exit 1 ;;
-    esac
-    # GOPATH mode holds for wid_go itself, and only there.
-    [ "$(wid_go env GO111MODULE)" = off ] || { echo "wid_go is not in GOPATH mode" >&2; exit 1; }
-' _ "$REPO_ROOT"
-if [ -s "$work/installs" ]; then
-    echo "go-packaging-check: sourcing go-env.sh tried to install packages:" >&2
-    cat "$work/installs" >&2
-    exit 1
-fi
-# A second checkout (a copy of the script tree) gets its own GOPATH.
-mkdir -p "$work/other/scripts"
-cp "$REPO_ROOT/scripts/go-env.sh" "$work/other/scripts/"
-other="$(bash -c 'source "$1/scripts/go-env.sh" 2>/dev/null; echo "$WID_GOPATH"' _ "$work/other")"
-mine="$(bash -c 'source "$1/scripts/go-env.sh" 2>/dev/null; echo "$WID_GOPATH"' _ "$REPO_ROOT")"
-if [ "$other" = "$mine" ]; then
-    echo "go-packaging-check: two checkouts share GOPATH $mine" >&2
-    exit 1
-fi
-echo "go-packaging-check: go-env.sh installs nothing, exports nothing, GOPATH per checkout"
-
-# --- 2. module mode, as bindings/go/README.md writes it ----------------------
-# The README's marked blocks are run as written (paths substituted), so the
-# recipe and this check cannot drift apart.
 readme="$REPO_ROOT/bindings/go/README.md"
 block() {
     awk -v m="<!-- go-module:$1 -->" '
@@ -71,12 +36,13 @@ block() {
         inside { print }
     ' "$readme"
 }
-for name in go.mod offline build self; do
+for name in add build self; do
     [ -n "$(block "$name")" ] || { echo "go-packaging-check: $readme lost its go-module:$name block" >&2; exit 1; }
 done
+module_path="$(sed -n 's/^module //p' "$REPO_ROOT/bindings/go/go.mod")"
+block add | grep -qF "$module_path" ||
+    { echo "go-packaging-check: the go-module:add block does not name the module path $module_path (bindings/go/go.mod)" >&2; exit 1; }
 
-# shellcheck source=lib.sh
-source "$REPO_ROOT/scripts/lib.sh"
 command -v pkg-config >/dev/null 2>&1 || wid_apt_install pkg-config
 # The libraries go-tests.sh used (WID_LIB_DIR), else this checkout's, staged.
 if [ -n "${WID_LIB_DIR:-}" ]; then
@@ -88,7 +54,7 @@ fi
 [ -f "$libdir/libworkload_identity.a" ] && [ -f "$libdir/libworkload_identity.so" ] ||
     { echo "go-packaging-check: missing $libdir/libworkload_identity.{a,so} (cargo build --release --locked -p workload-identity-ffi, or WID_LIB_DIR)" >&2; exit 1; }
 libdir="$(cd "$libdir" && pwd)"
-# The blocks are pasted into go.mod and shell text as they are written.
+# The blocks are pasted into shell text as they are written.
 case "$REPO_ROOT$work$libdir" in
     *[[:space:]\&\|]*) echo "go-packaging-check: a path holds a space, & or |: $REPO_ROOT, $work, $libdir" >&2; exit 1 ;;
 esac
@@ -97,27 +63,27 @@ esac
 mkdir -p "$work/target/release"
 ln -s "$libdir/libworkload_identity.a" "$work/target/release/libworkload_identity_ffi.a"
 
-# Go's own settings for the runs below: scratch caches, nothing inherited
-# (GOENV=off: no `go env -w` settings either).
+# A Go user's settings: none of this checkout's (no -mod=readonly: the
+# plugin's own go.mod is edited), a scratch GOPATH and module cache (every
+# module comes from the proxy), the machine's build cache, GOENV=off (no
+# `go env -w` settings either), the machine's GOPROXY.
 goenv=(env -u LD_LIBRARY_PATH -u CGO_CFLAGS -u CGO_LDFLAGS -u GOFLAGS -u GOWORK -u PKG_CONFIG_PATH
-    GOENV=off GO111MODULE=on GOPROXY=off GOPATH="$work/gopath" GOCACHE="$work/cache" CGO_ENABLED=1)
+    GOENV=off GO111MODULE=on GOTOOLCHAIN=local GOPROXY="$(go env GOPROXY)" GOSUMDB="$(go env GOSUMDB)"
+    GOPATH="$work/gopath" GOMODCACHE="$work/modcache" GOCACHE="$(go env GOCACHE)" CGO_ENABLED=1)
 
-# 2a. A plugin module: the README's go.mod and offline replace, the library
-# installed by scripts/install.sh, built with -tags wid_pkgconfig and no cgo
-# flags, run without LD_LIBRARY_PATH.
+# --- 1. an empty module adds the binding -------------------------------------
 prefix="$work/prefix"
 "$REPO_ROOT/scripts/install.sh" --no-build --from "$libdir" --prefix "$prefix" >/dev/null 2>"$work/install.err" ||
     { cat "$work/install.err" >&2; exit 1; }
 mkdir -p "$work/plugin"
-{ block go.mod | sed "s|/path/to/workload-identity|$REPO_ROOT|"; echo; block offline; } > "$work/plugin/go.mod"
-cat > "$work/plugin/main.go" <<'GO'
+cat > "$work/plugin/main.go" <<GO
 package main
 
 import (
 	"fmt"
 	"time"
 
-	"workload-identity/wid"
+	"$module_path/wid"
 )
 
 func main() {
@@ -141,9 +107,22 @@ func main() {
 	fmt.Printf("module mode: library %s issued a %d-byte token\n", wid.Version(), len(tok))
 }
 GO
+block add | sed "s|/path/to/workload-identity|$REPO_ROOT|g" > "$work/add.sh"
+(cd "$work/plugin" && "${goenv[@]}" bash -euo pipefail "$work/add.sh") > "$work/add.out" 2>&1 ||
+    { cat "$work/add.out" >&2; echo "go-packaging-check: the README's go-module:add block failed; it ran:" >&2; cat "$work/add.sh" >&2; exit 1; }
+grep -q "^github.com/hashicorp/go-msgpack/v2 " "$work/plugin/go.sum" ||
+    { echo "go-packaging-check: the plugin's go.sum has no go-msgpack/v2 line:" >&2; cat "$work/plugin/go.sum" >&2; exit 1; }
+if grep -Eq 'go-jose|go-oidc|go-spiffe|x/crypto' "$work/plugin/go.sum"; then
+    echo "go-packaging-check: the plugin's module graph names an interop-only module:" >&2
+    cat "$work/plugin/go.sum" >&2
+    exit 1
+fi
+echo "go-packaging-check: an empty module added $module_path (go.mod: $(grep -c . "$work/plugin/go.mod") lines; go.sum: $(cut -d' ' -f1 "$work/plugin/go.sum" | sort -u | tr '\n' ' '))"
+
+# --- 2. built with pkg-config, run without LD_LIBRARY_PATH -------------------
 block build | sed "s|/opt/wid|$prefix|g" > "$work/build.sh"
 (cd "$work/plugin" && "${goenv[@]}" bash -euo pipefail "$work/build.sh") > "$work/plugin.out" ||
-    { echo "go-packaging-check: the README's module recipe failed; it ran:" >&2; cat "$work/build.sh" >&2; exit 1; }
+    { echo "go-packaging-check: the README's go-module:build block failed; it ran:" >&2; cat "$work/build.sh" >&2; exit 1; }
 grep -q "^module mode: library .* issued a" "$work/plugin.out" ||
     { echo "go-packaging-check: the plugin printed: $(cat "$work/plugin.out")" >&2; exit 1; }
 # It really is the shared library, found through the recorded path alone.
@@ -153,10 +132,10 @@ grep -q "$soname => $prefix/lib/" <<<"$deps" ||
     { echo "go-packaging-check: the plugin does not load $prefix/lib/$soname:" >&2; echo "$deps" >&2; exit 1; }
 echo "go-packaging-check: $(cat "$work/plugin.out") (-tags wid_pkgconfig, no cgo flags, no LD_LIBRARY_PATH)"
 
-# 2a'. The same plugin without -tags wid_pkgconfig and without CGO_CFLAGS /
+# The same plugin without -tags wid_pkgconfig and without CGO_CFLAGS /
 # CGO_LDFLAGS: the build fails, and its message names both ways (not only
 # "workload_identity.h: No such file or directory").
-if (cd "$work/plugin" && "${goenv[@]}" GOFLAGS=-mod=mod go build -o plugin-untagged .) > "$work/untagged.out" 2>&1; then
+if (cd "$work/plugin" && "${goenv[@]}" go build -o plugin-untagged .) > "$work/untagged.out" 2>&1; then
     echo "go-packaging-check: the plugin built without -tags wid_pkgconfig and without cgo flags" >&2
     exit 1
 fi
@@ -174,21 +153,24 @@ if grep -q "No such file or directory" "$work/untagged.out"; then
 fi
 echo "go-packaging-check: without -tags wid_pkgconfig or cgo flags the build fails naming both"
 
-# 2b. The binding's own tests in module mode, offline: the README's block in a
-# copy of the checkout's Go files (go-work.sh writes go.work there, never in
-# the checkout CI runs from).
+# --- 3. the binding's own tests, as the README says ---------------------------
+# A copy of the checkout's Go files (the tests read the committed vectors and
+# docs/go.md), so nothing is written into the checkout CI runs from.
 copy="$work/checkout"
-mkdir -p "$copy/scripts" "$copy/bindings" "$copy/tests/vectors" "$copy/docs" "$copy/ffi"
-cp "$REPO_ROOT/scripts/go-work.sh" "$copy/scripts/"
+mkdir -p "$copy/bindings" "$copy/tests/vectors" "$copy/docs" "$copy/ffi"
 cp "$REPO_ROOT/docs/go.md" "$copy/docs/"   # its manager example is checked by a test
 cp -R "$REPO_ROOT/bindings/go" "$copy/bindings/go"
-rm -f "$copy/bindings/go/go.work" "$copy/bindings/go/go.work.sum"
 cp -R "$REPO_ROOT/ffi/include" "$copy/ffi/include"
-cp -R "$REPO_ROOT/tests/vectors/msgpack" "$copy/tests/vectors/msgpack"
+cp -R "$REPO_ROOT/tests/vectors/msgpack" "$REPO_ROOT/tests/vectors/msgpack-v2" "$copy/tests/vectors/"
 ln -s "$work/target" "$copy/target"
 block self > "$work/self.sh"
 (cd "$copy" && "${goenv[@]}" CARGO_TARGET_DIR="$work/target" bash -euo pipefail "$work/self.sh") > "$work/self.out" 2>&1 ||
     { cat "$work/self.out" >&2; echo "go-packaging-check: go test ./wid in module mode failed" >&2; exit 1; }
-grep -Eq "^ok[[:space:]]+workload-identity/wid" "$work/self.out" ||
-    { cat "$work/self.out" >&2; echo "go-packaging-check: no 'ok workload-identity/wid' from go test" >&2; exit 1; }
+grep -Eq "^ok[[:space:]]+$module_path/wid" "$work/self.out" ||
+    { cat "$work/self.out" >&2; echo "go-packaging-check: no 'ok $module_path/wid' from go test" >&2; exit 1; }
+if ! diff -q "$REPO_ROOT/bindings/go/go.mod" "$copy/bindings/go/go.mod" >/dev/null ||
+    ! diff -q "$REPO_ROOT/bindings/go/go.sum" "$copy/bindings/go/go.sum" >/dev/null; then
+    echo "go-packaging-check: go test ./wid edited the binding's go.mod or go.sum" >&2
+    exit 1
+fi
 echo "go-packaging-check: module mode: $(grep "^ok" "$work/self.out")"

@@ -35,7 +35,7 @@ echo "== python: scripts/token-vector.py check"
 python3 scripts/token-vector.py check
 
 echo "== go: crypto/ed25519 nomad-raw-seed check"
-scripts/go-deps.sh
-# shellcheck source=go-env.sh
-source scripts/go-env.sh
-wid_go run tests/go/ed25519seed/main.go tests/vectors/keyring.json
+# shellcheck source=lib.sh
+source scripts/lib.sh
+wid_go_setup keyring-vectors-check.sh
+(cd tests && go run ./go/ed25519seed vectors/keyring.json)

@@ -28,6 +28,14 @@
 #   WID_HEADER               ffi/include/workload_identity.h
 #   wid_soname FILE          the SONAME recorded in a shared library (empty if none)
 #   WID_ROOT                 the repository root
+#   wid_go_setup NAME        checks the machine's Go (on PATH, at least every
+#                            go.mod's `go` line) and exports module-mode
+#                            settings for this script: GO111MODULE=on,
+#                            GOFLAGS=-mod=readonly (go.mod and go.sum are
+#                            never edited), GOTOOLCHAIN=local (no toolchain
+#                            download), GOWORK=off; GOPROXY stays the
+#                            machine's. NAME prefixes its messages.
+#   WID_GO_MODULES           the Go modules, relative to WID_ROOT
 
 WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One place for the C library's features: every script that builds it (and
@@ -112,4 +120,42 @@ wid_find_lib() {
     if ! cmp -s "$WID_INC/workload_identity.h" "$WID_HEADER"; then
         echo "$who: warning: $WID_INC/workload_identity.h differs from ffi/include/workload_identity.h" >&2
     fi
+}
+
+# The Go modules: the binding, its interop checks, and the test programs
+# (tests/go.mod: go/msgpack, go/verifyonly, go/ed25519seed, seed001/host).
+WID_GO_MODULES="bindings/go bindings/go/interop tests"
+
+# Succeeds when version $1 (1.26.8, 1.26, 1.27rc1) is at least $2.
+wid_version_at_least() {
+    awk -v have="$1" -v want="$2" 'BEGIN {
+        n = split(have, h, "."); m = split(want, w, ".")
+        for (i = 1; i <= (n > m ? n : m); i++) {
+            a = (i in h) ? h[i] + 0 : 0; b = (i in w) ? w[i] + 0 : 0
+            if (a != b) exit !(a > b)
+        }
+        exit 0
+    }'
+}
+
+wid_go_setup() {
+    local who="$1" have mod want
+    if ! command -v go >/dev/null 2>&1; then
+        echo "$who: no go on PATH: the Go checks need the machine's Go toolchain (https://go.dev/doc/install); Debian's golang-go is too old for these modules" >&2
+        return 1
+    fi
+    have="$(GOTOOLCHAIN=local go env GOVERSION)"
+    have="${have#go}"
+    for mod in $WID_GO_MODULES; do
+        want="$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' "$WID_ROOT/$mod/go.mod")"
+        if [ -z "$want" ]; then
+            echo "$who: $mod/go.mod has no go line" >&2
+            return 1
+        fi
+        if ! wid_version_at_least "$have" "$want"; then
+            echo "$who: $(command -v go) is Go $have, older than $mod/go.mod's \"go $want\": install Go $want or newer" >&2
+            return 1
+        fi
+    done
+    export GO111MODULE=on GOFLAGS=-mod=readonly GOTOOLCHAIN=local GOWORK=off
 }

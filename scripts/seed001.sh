@@ -14,11 +14,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-"$root/scripts/go-deps.sh"
-# shellcheck source=go-env.sh
-source "$root/scripts/go-env.sh"
 # shellcheck source=lib.sh
 source "$root/scripts/lib.sh"
+wid_go_setup seed001
 wid_find_lib seed001
 lib_dir="$WID_LIB"
 inc_dir="$WID_INC"
@@ -37,14 +35,11 @@ trap 'rm -rf "$work"' EXIT
 gcc -std=c11 -Wall -Wextra -Werror -pedantic -O1 -g -I"$inc_dir" bindings/c/logins.c \
     "$lib_dir/libworkload_identity.a" -lpthread -ldl -lm -o "$work/logins"
 
-# The Go host, in GOPATH mode as scripts/go-tests.sh builds the binding.
-pkg_root="$WID_GOPATH_FIRST/src/workload-identity"
-mkdir -p "$pkg_root"
-ln -sfn "$root/bindings/go/wid" "$pkg_root/wid"
-ln -sfn "$root/tests/seed001/host" "$pkg_root/seed001host"
-CGO_ENABLED=1 CGO_CFLAGS="-g -O2 -I$inc_dir" \
+# The Go host (package seed001/host of the module tests/go.mod), statically
+# linked as scripts/go-tests.sh links the binding.
+(cd tests && CGO_ENABLED=1 CGO_CFLAGS="-g -O2 -I$inc_dir" \
     CGO_LDFLAGS="$lib_dir/libworkload_identity.a -lpthread -ldl -lm" \
-    wid_go build -o "$work/host" workload-identity/seed001host
+    go build -o "$work/host" ./seed001/host)
 unformatted="$(gofmt -l tests/seed001/host)"
 [ -z "$unformatted" ] || { echo "seed001: not gofmt-ed: $unformatted" >&2; exit 1; }
 

@@ -3,10 +3,9 @@
 # PS384, PS512, RS384, RS512) against two independent JOSE stacks, with fresh
 # keys and tokens on every run:
 #
-#   1. PyJWT (tests/python/verify_only_vectors.py) and go-jose v2
-#      (tests/go/verifyonly/main.go, Debian's golang-gopkg-square-go-jose.v2-dev
-#      in GOPATH mode, no module proxy) each write a JWKS, one token per
-#      algorithm, and near misses with the result code each must get;
+#   1. PyJWT (tests/python/verify_only_vectors.py) and go-jose v4
+#      (tests/go/verifyonly, module tests/go.mod) each write a JWKS, one token
+#      per algorithm, and near misses with the result code each must get;
 #   2. tests/verify_only_algorithms.rs reads them (WID_VERIFY_ONLY_VECTORS)
 #      instead of the committed copies in tests/vectors/verify_only/.
 #
@@ -22,9 +21,9 @@ if ! python3 -c 'import jwt, cryptography' >/dev/null 2>&1; then
     echo "verify-only-interop.sh: installing PyJWT and cryptography from PyPI" >&2
     python3 -m pip install --quiet "PyJWT[crypto]" cryptography
 fi
-"$SCRIPT_DIR/go-deps.sh"
-# shellcheck source=go-env.sh
-source "$SCRIPT_DIR/go-env.sh"
+# shellcheck source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
+wid_go_setup verify-only-interop.sh
 
 case "${1:-check}" in
 regen)
@@ -41,7 +40,7 @@ check)
 esac
 
 python3 tests/python/verify_only_vectors.py "$out/pyjwt.json"
-wid_go run tests/go/verifyonly/main.go "$out/gojose.json"
+(cd tests && go run ./go/verifyonly "$out/gojose.json")
 
 if WID_VERIFY_ONLY_VECTORS="$out" cargo test --locked --quiet --test verify_only_algorithms; then
     echo "verify-only-interop.sh: PASS (PyJWT and go-jose, fresh keys)"

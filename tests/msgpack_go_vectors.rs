@@ -349,3 +349,34 @@ fn write_rust_encodings_for_go() {
         std::fs::write(dir.join(name), &bytes).unwrap();
     }
 }
+
+/// Nomad 1.7 and later encode with go-msgpack/v2 (Nomad's handle): other
+/// bytes than v0.5.5's (a positive signed integer as a signed form, 0xd1
+/// where v0.5.5 writes 0xcd), the same values. Each v2 vector
+/// (`tests/vectors/msgpack-v2/`, `scripts/msgpack-vectors.sh regen`) decodes
+/// to exactly what its v0.5.5 counterpart decodes to.
+#[test]
+fn go_msgpack_v2_vectors_decode_as_the_v0_ones() {
+    fn same<T: WireType + PartialEq + std::fmt::Debug>(name: &str) -> usize {
+        let v2_path = common::vectors_dir().join("msgpack-v2").join(name);
+        let v2 = std::fs::read(&v2_path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", v2_path.display()));
+        let from_v2: T = codec::decode(&v2)
+            .unwrap_or_else(|e| panic!("go-msgpack/v2 vector {name} must decode: {e}"));
+        assert_eq!(from_v2, decode_go::<T>(name), "{name}");
+        usize::from(v2 != common::go_vector(name))
+    }
+    let differing = same::<Allocation>("allocation.msgpack")
+        + same::<WorkloadIdentity>("workload_identity.msgpack")
+        + same::<WorkloadIdentity>("workload_identity_zero.msgpack")
+        + same::<IssueRequest>("issue_request_task.msgpack")
+        + same::<IssueRequest>("issue_request_service.msgpack")
+        + same::<ConsulExposeConfig>("consul_expose.msgpack")
+        + same::<IssueRequest>("issue_request_proof_key.msgpack")
+        + same::<IssueRequest>("issue_request_extra.msgpack")
+        + same::<NodeIdentityRequest>("node_identity_request.msgpack")
+        + same::<IssueRequest>("issue_request_exchange.msgpack");
+    // The generations really differ on the wire (else this test proves
+    // nothing beyond the v0.5.5 ones).
+    assert!(differing > 0, "v2 wrote v0.5.5's bytes for every vector");
+}

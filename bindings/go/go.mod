@@ -1,18 +1,15 @@
-// The Go binding as a module, for module-mode users: require it and point a
-// replace directive at this directory (it is not published):
+// The Go binding of workload-identity (package wid, over the C ABI with cgo).
+// This line is where the module path is said once; every doc and example
+// imports github.com/workload-identity/workload-identity/bindings/go/wid.
+// Until the repository is published, a plugin's go.mod points the path at a
+// checkout with a replace directive (bindings/go/README.md).
 //
-//	require workload-identity v0.0.0
-//	replace workload-identity => /path/to/workload-identity/bindings/go
-//
-// and import "workload-identity/wid" (bindings/go/README.md, "As a Go
-// module", has the whole recipe). Package wid needs go-msgpack alone; the
-// interop checks are a module of their own (interop/go.mod), so a plugin's
-// module graph never names go-jose or x/crypto. GOPATH mode
-// (GO111MODULE=off: scripts/go-env.sh and CI's tests) ignores this file and
-// finds the same import paths; CI checks module mode offline as well
-// (scripts/go-packaging-check.sh).
-module workload-identity
+// The binding needs Nomad's codec alone (go-msgpack/v2, as Nomad 1.7+ and
+// 2.x use it); the interop checks are modules of their own (interop/go.mod,
+// ../../tests/go.mod), so a plugin's module graph never names go-jose,
+// go-oidc or go-spiffe.
+module github.com/workload-identity/workload-identity/bindings/go
 
-go 1.19
+go 1.26.0
 
-require github.com/hashicorp/go-msgpack v0.5.5
+require github.com/hashicorp/go-msgpack/v2 v2.1.5

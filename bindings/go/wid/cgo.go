@@ -3,10 +3,7 @@ package wid
 // #include "wid_helpers.h"
 import "C"
 
-import (
-	"reflect"
-	"unsafe"
-)
+import "unsafe"
 
 // bytePtr is &b[0], or nil for an empty slice.
 func bytePtr(b []byte) unsafe.Pointer {
@@ -28,8 +25,7 @@ func strIn(s string) (*C.char, C.size_t) {
 	if len(s) == 0 {
 		return nil, 0
 	}
-	h := (*reflect.StringHeader)(unsafe.Pointer(&s))
-	return (*C.char)(unsafe.Pointer(h.Data)), C.size_t(len(s))
+	return (*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.size_t(len(s))
 }
 
 // takeBytes copies a wid_bytes the library filled and frees it.

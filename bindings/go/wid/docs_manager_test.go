@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
 // begin docs/go.md identity-manager

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/codec"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 const (
@@ -449,7 +449,7 @@ func TestSpiffeBundle(t *testing.T) {
 func TestEncodeIssueRequestExtraFields(t *testing.T) {
 	decodeMap := func(b []byte) map[string]interface{} {
 		var m map[string]interface{}
-		if err := codec.NewDecoderBytes(b, &codec.MsgpackHandle{RawToString: true}).Decode(&m); err != nil {
+		if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m
@@ -468,18 +468,18 @@ func TestEncodeIssueRequestExtraFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decodeMap(b)
-	node, _ := m["Node"].(map[interface{}]interface{})
+	node, _ := m["Node"].(map[string]interface{})
 	for _, k := range []string{"Datacenter", "ID", "Name", "NodeClass", "NodePool"} {
 		if _, ok := node[k]; !ok {
 			t.Errorf("Node has no %q: %v", k, m["Node"])
 		}
 	}
-	ident, _ := m["Identity"].(map[interface{}]interface{})
+	ident, _ := m["Identity"].(map[string]interface{})
 	if _, ok := ident["ExtraClaims"]; !ok {
 		t.Errorf("Identity has no ExtraClaims: %v", ident)
 	}
-	alloc, _ := m["Allocation"].(map[interface{}]interface{})
-	job, _ := alloc["Job"].(map[interface{}]interface{})
+	alloc, _ := m["Allocation"].(map[string]interface{})
+	job, _ := alloc["Job"].(map[string]interface{})
 	if _, ok := job["Meta"]; !ok || job["NodePool"] != "gpu" {
 		t.Errorf("Job: %v", job)
 	}

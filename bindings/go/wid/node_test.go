@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/codec"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 const (
@@ -431,10 +431,10 @@ func TestEncodeNodeIdentityRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m map[string]interface{}
-	if err := codec.NewDecoderBytes(b, &codec.MsgpackHandle{RawToString: true}).Decode(&m); err != nil {
+	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&m); err != nil {
 		t.Fatal(err)
 	}
-	node, _ := m["Node"].(map[interface{}]interface{})
+	node, _ := m["Node"].(map[string]interface{})
 	if _, ok := node["Status"]; ok || len(node) != 5 {
 		t.Errorf("an empty Status is encoded: %v", node)
 	}

@@ -5,9 +5,10 @@ import "C"
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/codec"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // IssueRequest asks for one identity for one task or service of an
@@ -15,8 +16,8 @@ import (
 // string counts as absent).
 //
 // It travels to the library msgpack-encoded by go-msgpack, Nomad's wire
-// codec: go-msgpack 0.5.5 honours only `codec` tags, so the Go field names
-// below are the wire names and must not change.
+// codec, configured as Nomad configures it (only `codec` tags count), so the
+// Go field names below are the wire names and must not change.
 type IssueRequest struct {
 	Region     string            // the region, first part of the token's sub
 	Allocation *Allocation       // the allocation the workload belongs to
@@ -144,12 +145,24 @@ type WorkloadIdentity struct {
 	ExtraClaims []string
 }
 
-// msgpackHandle is Nomad's msgpack configuration. A handle is safe for
+// msgpackHandle is Nomad's msgpack configuration (nomad/structs, since
+// Nomad 1.7 on go-msgpack/v2): raw strings as old-spec msgpack, time.Time
+// not as a builtin extension, maps into interface{} as map[string]interface{},
+// and only `codec` struct tags (json tags are ignored). A handle is safe for
 // concurrent use once configured.
-var msgpackHandle = &codec.MsgpackHandle{RawToString: true}
+var msgpackHandle = newMsgpackHandle()
+
+func newMsgpackHandle() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.RawToString = true
+	h.BasicHandle.TimeNotBuiltin = true
+	h.MapType = reflect.TypeOf(map[string]interface{}(nil))
+	h.TypeInfos = codec.NewTypeInfos([]string{"codec"})
+	return h
+}
 
 // EncodeIssueRequest encodes req as Nomad does (go-msgpack,
-// MsgpackHandle{RawToString: true}): the bytes Keyring.IssueMsgpack takes.
+// MsgpackHandle as Nomad configures it): the bytes Keyring.IssueMsgpack takes.
 func EncodeIssueRequest(req *IssueRequest) ([]byte, error) {
 	if req == nil {
 		return nil, &Error{Code: ResultNullArgument, Message: "wid: nil *IssueRequest"}
@@ -235,7 +248,7 @@ func (k *Keyring) issue(what string, alg Alg, request []byte, issuer string, now
 }
 
 // EncodeNodeIdentityRequest encodes req as Nomad's codec does (go-msgpack,
-// MsgpackHandle{RawToString: true}): the bytes Keyring.IssueNodeMsgpack
+// MsgpackHandle as Nomad configures it): the bytes Keyring.IssueNodeMsgpack
 // takes.
 func EncodeNodeIdentityRequest(req *NodeIdentityRequest) ([]byte, error) {
 	if req == nil {

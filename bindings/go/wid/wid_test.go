@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/codec"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 const (
@@ -876,7 +876,7 @@ func TestEncodeIssueRequest(t *testing.T) {
 	}
 	// Keys are the Go field names, as Nomad writes them.
 	var m map[string]interface{}
-	if err := codec.NewDecoderBytes(b, &codec.MsgpackHandle{RawToString: true}).Decode(&m); err != nil {
+	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&m); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"Region", "Allocation", "Task", "Service", "Identity"} {

@@ -1,23 +1,32 @@
 // Command msgpack is the Go side of the msgpack interoperability check for
-// workload-identity. It encodes golden vectors with hashicorp/go-msgpack
-// (the codec Nomad uses on its RPC wire) and checks vectors produced by the
-// Rust encoder by decoding them into the same Go structs.
+// workload-identity. It encodes golden vectors with Nomad's codec and checks
+// vectors produced by the Rust encoder by decoding them into the same Go
+// structs, with both generations of the codec Nomad's Go code links:
 //
-// go-msgpack 0.5.5 only honours `codec` struct tags, so the Go field names
-// below are the msgpack wire names. `json` tags (see ConsulExposeConfig) are
-// deliberately ignored by the msgpack codec.
+//   - github.com/hashicorp/go-msgpack/v2 (Nomad 1.7 and later, and 2.x),
+//     configured as nomad/structs configures its MsgpackHandle: RawToString,
+//     TimeNotBuiltin, MapType map[string]interface{}, codec tags only. The
+//     committed vectors are its output, and the binding encodes with it.
+//   - github.com/hashicorp/go-msgpack v0.5.5 (Nomad 1.6 and older, and the
+//     plugins built against them), MsgpackHandle{RawToString: true}.
+//
+// Only `codec` struct tags count, so the Go field names below are the
+// msgpack wire names. `json` tags (see ConsulExposeConfig) are deliberately
+// ignored by the msgpack codec.
 //
 // Usage:
 //
-//	go run main.go write <dir>   write golden vectors into <dir>
-//	go run main.go check <dir>   decode and verify Rust-written vectors in <dir>
+//	go run ./go/msgpack write <dir>     write golden vectors (v2) into <dir>
+//	go run ./go/msgpack write-v0 <dir>  the same values encoded by v0.5.5
+//	go run ./go/msgpack check <dir>     decode and verify Rust-written vectors
+//	                                    in <dir> with both codecs, and check
+//	                                    that each codec reads the other's bytes
 package main
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/ioutil"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,7 +34,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/codec"
+	codec0 "github.com/hashicorp/go-msgpack/codec"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // ---------------------------------------------------------------------------
@@ -382,36 +392,74 @@ func vectors() []vector {
 	}
 }
 
-func newHandle() *codec.MsgpackHandle {
-	return &codec.MsgpackHandle{RawToString: true}
+// goCodec is one generation of Nomad's codec.
+type goCodec struct {
+	name   string
+	encode func(v interface{}) ([]byte, error)
+	// decode decodes data into v and says how many bytes were left over.
+	decode func(data []byte, v interface{}) (rest int, err error)
+}
+
+// nomadHandle is go-msgpack/v2's handle as Nomad configures it.
+func nomadHandle() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.RawToString = true
+	h.BasicHandle.TimeNotBuiltin = true
+	h.MapType = reflect.TypeOf(map[string]interface{}(nil))
+	h.TypeInfos = codec.NewTypeInfos([]string{"codec"})
+	return h
+}
+
+// codecs are the generations checked, the committed one (v2) first.
+var codecs = []goCodec{
+	{
+		name: "go-msgpack/v2 v2.1.5",
+		encode: func(v interface{}) ([]byte, error) {
+			var out []byte
+			err := codec.NewEncoderBytes(&out, nomadHandle()).Encode(v)
+			return out, err
+		},
+		decode: func(data []byte, v interface{}) (int, error) {
+			// Through a bytes.Reader, to see what was left unconsumed.
+			r := bytes.NewReader(data)
+			err := codec.NewDecoder(r, nomadHandle()).Decode(v)
+			return r.Len(), err
+		},
+	},
+	{
+		name: "go-msgpack v0.5.5",
+		encode: func(v interface{}) ([]byte, error) {
+			var out []byte
+			err := codec0.NewEncoderBytes(&out, &codec0.MsgpackHandle{RawToString: true}).Encode(v)
+			return out, err
+		},
+		decode: func(data []byte, v interface{}) (int, error) {
+			// v0.5.5's ioDecReader does not buffer or read ahead.
+			r := bytes.NewReader(data)
+			err := codec0.NewDecoder(r, &codec0.MsgpackHandle{RawToString: true}).Decode(v)
+			return r.Len(), err
+		},
+	},
 }
 
 // ---------------------------------------------------------------------------
 // write
 
-func encode(v interface{}) ([]byte, error) {
-	var out []byte
-	if err := codec.NewEncoderBytes(&out, newHandle()).Encode(v); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func writeFile(dir, name string, data []byte) error {
 	p := filepath.Join(dir, name)
-	if err := ioutil.WriteFile(p, data, 0o644); err != nil {
+	if err := os.WriteFile(p, data, 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s (%d bytes)\n", p, len(data))
 	return nil
 }
 
-func runWrite(dir string) error {
+func runWrite(dir string, gc goCodec) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, vec := range vectors() {
-		data, err := encode(vec.write)
+		data, err := gc.encode(vec.write)
 		if err != nil {
 			return fmt.Errorf("encode %s: %v", vec.file, err)
 		}
@@ -601,23 +649,23 @@ func (c *checker) shape(path string, t reflect.Type, raw interface{}) {
 	}
 }
 
-func (c *checker) checkBytes(data []byte, want interface{}) {
+func (c *checker) checkBytes(gc goCodec, data []byte, want interface{}) {
 	wantV := reflect.ValueOf(want)
 	gotPtr := reflect.New(wantV.Elem().Type()) // fresh zero value
-
-	// Decode through a bytes.Reader so we can see what was left unconsumed.
-	// go-msgpack's ioDecReader does not buffer or read ahead.
-	r := bytes.NewReader(data)
-	if err := codec.NewDecoder(r, newHandle()).Decode(gotPtr.Interface()); err != nil {
+	rest, err := gc.decode(data, gotPtr.Interface())
+	if err != nil {
 		c.fail("<decode>", fmt.Sprintf("error %q", err.Error()), "successful decode")
 		return
 	}
-	if rest := r.Len(); rest != 0 {
+	if rest != 0 {
 		c.fail("<trailing>", fmt.Sprintf("%d unconsumed byte(s) of %d", rest, len(data)), "0")
 	}
 
+	// The shape is read from a generic decode (maps keyed by interface{}).
 	var raw interface{}
-	if err := codec.NewDecoderBytes(data, newHandle()).Decode(&raw); err != nil {
+	generic := &codec.MsgpackHandle{}
+	generic.RawToString = true
+	if err := codec.NewDecoderBytes(data, generic).Decode(&raw); err != nil {
 		c.fail("<decode-generic>", fmt.Sprintf("error %q", err.Error()), "successful decode")
 	} else {
 		c.shape("", wantV.Type(), raw)
@@ -626,26 +674,68 @@ func (c *checker) checkBytes(data []byte, want interface{}) {
 	c.compare("", gotPtr.Elem(), wantV.Elem())
 }
 
+// report prints a checker's verdict and returns its number of failures.
+func (c *checker) report() int {
+	if len(c.fails) == 0 {
+		fmt.Printf("ok %s\n", c.file)
+	}
+	for _, f := range c.fails {
+		fmt.Println(f)
+	}
+	return len(c.fails)
+}
+
 func runCheck(dir string) int {
 	vecs := vectors()
 	failures := 0
-	for _, vec := range vecs {
-		c := &checker{file: vec.file}
-		data, err := ioutil.ReadFile(filepath.Join(dir, vec.file))
-		if err != nil {
-			c.fail("<file>", fmt.Sprintf("read error: %v", err), "readable file")
-		} else {
-			c.checkBytes(data, vec.want)
+	checks := 0
+	// The Rust encoder's bytes, read by each generation.
+	for _, gc := range codecs {
+		for _, vec := range vecs {
+			c := &checker{file: vec.file + " (Rust -> " + gc.name + ")"}
+			data, err := os.ReadFile(filepath.Join(dir, vec.file))
+			if err != nil {
+				c.fail("<file>", fmt.Sprintf("read error: %v", err), "readable file")
+			} else {
+				c.checkBytes(gc, data, vec.want)
+			}
+			failures += c.report()
+			checks++
 		}
-		if len(c.fails) == 0 {
-			fmt.Printf("ok %s\n", vec.file)
-		}
-		for _, f := range c.fails {
-			fmt.Println(f)
-		}
-		failures += len(c.fails)
 	}
-	fmt.Printf("go msgpack check: %d files, %d failures\n", len(vecs), failures)
+	// Each generation reads the other's bytes to the full Go value, and
+	// says whether the two wrote the same bytes.
+	for _, from := range codecs {
+		for _, to := range codecs {
+			if from.name == to.name {
+				continue
+			}
+			for _, vec := range vecs {
+				c := &checker{file: vec.file + " (" + from.name + " -> " + to.name + ")"}
+				data, err := from.encode(vec.write)
+				if err != nil {
+					c.fail("<encode>", fmt.Sprintf("error %q", err.Error()), "successful encode")
+				} else {
+					c.checkBytes(to, data, vec.write)
+				}
+				failures += c.report()
+				checks++
+			}
+		}
+	}
+	same := 0
+	for _, vec := range vecs {
+		a, errA := codecs[0].encode(vec.write)
+		b, errB := codecs[1].encode(vec.write)
+		if errA == nil && errB == nil && bytes.Equal(a, b) {
+			same++
+		} else if errA == nil && errB == nil {
+			fmt.Printf("note %s: %s writes %d bytes, %s %d (different bytes, equal values)\n",
+				vec.file, codecs[0].name, len(a), codecs[1].name, len(b))
+		}
+	}
+	fmt.Printf("go msgpack check: %d checks over %d files, %d failures; %s and %s wrote identical bytes for %d of %d\n",
+		checks, len(vecs), failures, codecs[0].name, codecs[1].name, same, len(vecs))
 	if failures > 0 {
 		return 1
 	}
@@ -655,7 +745,7 @@ func runCheck(dir string) int {
 // ---------------------------------------------------------------------------
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: msgpack write <dir> | msgpack check <dir>")
+	fmt.Fprintln(os.Stderr, "usage: msgpack write <dir> | msgpack write-v0 <dir> | msgpack check <dir>")
 	os.Exit(2)
 }
 
@@ -665,8 +755,12 @@ func main() {
 	}
 	dir := os.Args[2]
 	switch os.Args[1] {
-	case "write":
-		if err := runWrite(dir); err != nil {
+	case "write", "write-v0":
+		gc := codecs[0]
+		if os.Args[1] == "write-v0" {
+			gc = codecs[1]
+		}
+		if err := runWrite(dir, gc); err != nil {
 			fmt.Fprintf(os.Stderr, "write: %v\n", strings.TrimSpace(err.Error()))
 			os.Exit(1)
 		}

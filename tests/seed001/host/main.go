@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
 var workloads = []string{"server", "worker"}
