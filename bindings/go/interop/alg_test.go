@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
@@ -17,21 +18,19 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"math/big"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/hkdf"
-	"gopkg.in/square/go-jose.v2"
-	"gopkg.in/square/go-jose.v2/jwt"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
-// ES256 and RS256 against go-jose v2, both directions, plus a Nomad-shaped
+// ES256 and RS256 against go-jose v4, both directions, plus a Nomad-shaped
 // RS256 JWKS and token built by hand and the algorithm-confusion attacks.
 
 const (
@@ -50,11 +49,12 @@ func esMaterial() []byte {
 
 // deriveP256 is the DESIGN.md contract, written here independently of the
 // library: okm = HKDF-SHA256(salt "workload-identity/p256/v1", IKM material,
-// info kid), 48 bytes; d = (OS2IP(okm) mod (n - 1)) + 1.
+// info kid), 48 bytes; d = (OS2IP(okm) mod (n - 1)) + 1. HKDF is the
+// standard library's (crypto/hkdf, Go 1.24+), not the library's.
 func deriveP256(t testing.TB, material []byte, kid string) *ecdsa.PrivateKey {
 	t.Helper()
-	okm := make([]byte, 48)
-	if _, err := io.ReadFull(hkdf.New(sha256.New, material, []byte("workload-identity/p256/v1"), []byte(kid)), okm); err != nil {
+	okm, err := hkdf.Key(sha256.New, material, []byte("workload-identity/p256/v1"), kid, 48)
+	if err != nil {
 		t.Fatal(err)
 	}
 	curve := elliptic.P256()
@@ -190,14 +190,18 @@ func TestBindingES256RS256VerifyWithGoJose(t *testing.T) {
 			if key.Algorithm != alg.String() {
 				t.Errorf("JWKS alg %q", key.Algorithm)
 			}
-			tok, err := jwt.ParseSigned(f.tokens[alg])
+			ja := jose.SignatureAlgorithm(alg.String())
+			tok, err := jwt.ParseSigned(f.tokens[alg], []jose.SignatureAlgorithm{ja})
 			if err != nil {
 				t.Fatalf("ParseSigned: %v", err)
 			}
 			if len(tok.Headers) != 1 || tok.Headers[0].KeyID != kid || tok.Headers[0].Algorithm != alg.String() {
 				t.Fatalf("headers %+v", tok.Headers)
 			}
-			claims, nomad, err := joseVerify(f.tokens[alg], key.Key, "vault.io", now)
+			if _, err := jwt.ParseSigned(f.tokens[alg], otherAlgs(ja)); err == nil {
+				t.Errorf("go-jose parsed a %v token with %v not allowed", alg, alg)
+			}
+			claims, nomad, err := joseVerify(f.tokens[alg], ja, key.Key, "vault.io", now)
 			if err != nil {
 				t.Fatalf("go-jose rejects a binding %v token: %v", alg, err)
 			}
@@ -206,21 +210,26 @@ func TestBindingES256RS256VerifyWithGoJose(t *testing.T) {
 				nomad.AllocationID != allocID || nomad.Task != "server" {
 				t.Errorf("claims %+v %+v", claims, nomad)
 			}
-			if _, _, err := joseVerify(f.tokens[alg], key.Key, "consul.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
+			if _, _, err := joseVerify(f.tokens[alg], ja, key.Key, "consul.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
 				t.Errorf("wrong audience: %v", err)
 			}
 			// Tampered payload, and the other algorithm's key: go-jose refuses.
 			parts := strings.Split(f.tokens[alg], ".")
 			forged := strings.Replace(string(mustB64(t, parts[1])), allocID, "00000000-0000-0000-0000-000000000000", 1)
-			if _, _, err := joseVerify(parts[0]+"."+b64(forged)+"."+parts[2], key.Key, "vault.io", now); err == nil {
+			if _, _, err := joseVerify(parts[0]+"."+b64(forged)+"."+parts[2], ja, key.Key, "vault.io", now); err == nil {
 				t.Error("go-jose accepted a forged payload")
 			}
-			other := f.keys[wid.AlgES256]
+			other, otherAlg := f.keys[wid.AlgES256], jose.ES256
 			if alg == wid.AlgES256 {
-				other = f.keys[wid.AlgRS256]
+				other, otherAlg = f.keys[wid.AlgRS256], jose.RS256
 			}
-			if _, _, err := joseVerify(f.tokens[alg], other.Key, "vault.io", now); err == nil {
+			if _, _, err := joseVerify(f.tokens[alg], ja, other.Key, "vault.io", now); err == nil {
 				t.Error("go-jose accepted the token with the other algorithm's key")
+			}
+			// A relying party set up for the other algorithm (and its key)
+			// refuses the token at parse time.
+			if _, _, err := joseVerify(f.tokens[alg], otherAlg, other.Key, "vault.io", now); err == nil {
+				t.Errorf("go-jose expecting %v accepted a %v token", otherAlg, alg)
 			}
 		})
 	}
@@ -260,7 +269,7 @@ func TestBindingES256RS256VerifyWithGoJose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claims, _, err := joseVerify(tok, jwksKeyAny(t, f.kr, id).Key, "vault.io", now)
+		claims, _, err := joseVerify(tok, jose.SignatureAlgorithm(alg.String()), jwksKeyAny(t, f.kr, id).Key, "vault.io", now)
 		if err != nil {
 			t.Fatalf("go-jose rejects a %v token of a rotated key: %v", alg, err)
 		}
@@ -279,7 +288,7 @@ func goJoseToken(t testing.TB, alg jose.SignatureAlgorithm, key interface{}, kid
 		t.Fatal(err)
 	}
 	registered, private := goJoseClaims()
-	token, err := jwt.Signed(signer).Claims(registered).Claims(private).CompactSerialize()
+	token, err := jwt.Signed(signer).Claims(registered).Claims(private).Serialize()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +474,7 @@ func TestNomadShapedRS256(t *testing.T) {
 			t.Errorf("claims %+v", c)
 		}
 		// go-jose agrees.
-		if _, _, err := joseVerify(token, &key.PublicKey, "vault.io", now+30); err != nil {
+		if _, _, err := joseVerify(token, jose.RS256, &key.PublicKey, "vault.io", now+30); err != nil {
 			t.Errorf("go-jose rejects the hand-signed token: %v", err)
 		}
 	}
@@ -645,6 +654,11 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 				_, err := v.Verify(tok, at(now))
 				if !errors.Is(err, wid.ErrUnsupportedAlgorithm) {
 					t.Errorf("%s: got %v, want UNSUPPORTED_ALGORITHM", names[i], err)
+				}
+				// go-jose v4, told the key's algorithm as a relying party
+				// must tell it, refuses them before any key is used.
+				if _, _, err := joseVerify(tok, jose.SignatureAlgorithm(tg.alg), tg.pub, "vault.io", now); err == nil {
+					t.Errorf("%s: go-jose v4 expecting %s accepted it", names[i], tg.alg)
 				}
 			}
 			for i, err := range v.VerifyBatch(tokens, at(now)) {

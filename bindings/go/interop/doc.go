@@ -1,10 +1,23 @@
-// Package interop checks that tokens minted through package wid (the
-// library's C ABI) are standard JWTs, for EdDSA, ES256 and RS256: go-jose v2
-// verifies them with the keys of the exported JWKS, and tokens signed by
-// go-jose verify with package wid. A Nomad-shaped RS256 JWKS and token built
-// with crypto/rsa alone verify through package wid, and algorithm-confusion
-// forgeries (HS256 keyed with the public key, alg none) are refused. It also
-// holds the Verify and Issue benchmarks of package wid against go-jose.
+// Package interop checks package wid (the library's C ABI) against the Go
+// relying parties people run, as a module of its own so that the binding's
+// module graph never names them:
 //
-// Everything is in the tests: go test workload-identity/interop.
+//   - go-jose v4: tokens minted through package wid (EdDSA, ES256, RS256;
+//     workload, node, SPIFFE, WIT and WPT) verify with the keys of the
+//     exported JWKS, with only the algorithm each relying party expects
+//     allowed, and tokens signed by go-jose verify with package wid. A
+//     Nomad-shaped RS256 JWKS and token built with crypto/rsa alone verify
+//     through package wid, and algorithm-confusion forgeries (HS256 keyed
+//     with the public key, alg none) are refused by both.
+//   - go-oidc v3: discovery, verification and key rotation against a running
+//     `wid serve` (the CLI, $WID_BIN).
+//   - go-spiffe v2: our JWT-SVIDs through jwtsvid.ParseAndValidate, `wid
+//     serve`'s SPIFFE bundle endpoint through federation.FetchBundle over
+//     HTTPS, and (TestWriteGoSpiffeBundle, for
+//     scripts/spiffe-bundle-interop.sh) a bundle go-spiffe writes for our
+//     Rust SpiffeBundleSource to read.
+//
+// It also holds the Verify and Issue benchmarks of package wid against
+// go-jose. Everything is in the tests: go test ./... in this directory, with
+// the cgo flags of the C library (scripts/go-tests.sh).
 package interop

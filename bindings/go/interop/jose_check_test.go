@@ -2,17 +2,20 @@ package interop
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"gopkg.in/square/go-jose.v2"
-	"gopkg.in/square/go-jose.v2/jwt"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
 const (
@@ -112,10 +115,12 @@ func jwksKey(t testing.TB, kr *wid.Keyring, kid string) jose.JSONWebKey {
 	return k
 }
 
-// joseVerify verifies token with go-jose v2: signature with key, then the
+// joseVerify verifies token with go-jose v4 as a relying party configured
+// for one algorithm does: the header's alg must be alg (go-jose v4 refuses
+// any other at parse time), then the signature with key, then the
 // registered claims for the audience at the given time.
-func joseVerify(token string, key interface{}, audience string, at int64) (*jwt.Claims, *nomadClaims, error) {
-	tok, err := jwt.ParseSigned(token)
+func joseVerify(token string, alg jose.SignatureAlgorithm, key interface{}, audience string, at int64) (*jwt.Claims, *nomadClaims, error) {
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{alg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,24 +129,42 @@ func joseVerify(token string, key interface{}, audience string, at int64) (*jwt.
 	if err := tok.Claims(key, &claims, &nomad); err != nil {
 		return nil, nil, err
 	}
-	if err := claims.Validate(jwt.Expected{Audience: jwt.Audience{audience}, Time: time.Unix(at, 0)}); err != nil {
+	if err := claims.Validate(jwt.Expected{AnyAudience: jwt.Audience{audience}, Time: time.Unix(at, 0)}); err != nil {
 		return nil, nil, err
 	}
 	return &claims, &nomad, nil
 }
 
+// otherAlgs are the signature algorithms go-jose knows other than alg: a
+// relying party expecting only those must refuse a token of alg unread.
+func otherAlgs(alg jose.SignatureAlgorithm) []jose.SignatureAlgorithm {
+	var out []jose.SignatureAlgorithm
+	for _, a := range []jose.SignatureAlgorithm{jose.EdDSA, jose.HS256, jose.HS384, jose.HS512,
+		jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512,
+		jose.PS256, jose.PS384, jose.PS512} {
+		if a != alg {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func TestBindingTokensVerifyWithGoJose(t *testing.T) {
 	f := newFixture(t, 1, wid.DerivationHKDFV1)
 
-	tok, err := jwt.ParseSigned(f.token)
+	tok, err := jwt.ParseSigned(f.token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatalf("ParseSigned: %v", err)
 	}
 	if len(tok.Headers) != 1 || tok.Headers[0].KeyID != "key-1" || tok.Headers[0].Algorithm != string(jose.EdDSA) {
 		t.Fatalf("headers %+v", tok.Headers)
 	}
+	// A relying party that does not allow EdDSA does not read the token.
+	if _, err := jwt.ParseSigned(f.token, otherAlgs(jose.EdDSA)); err == nil {
+		t.Error("go-jose parsed an EdDSA token with EdDSA not allowed")
+	}
 
-	claims, nomad, err := joseVerify(f.token, f.key.Key, "vault.io", now)
+	claims, nomad, err := joseVerify(f.token, jose.EdDSA, f.key.Key, "vault.io", now)
 	if err != nil {
 		t.Fatalf("go-jose rejects a binding token: %v", err)
 	}
@@ -158,14 +181,14 @@ func TestBindingTokensVerifyWithGoJose(t *testing.T) {
 	}
 
 	// The audience is really checked.
-	if _, _, err := joseVerify(f.token, f.key.Key, "consul.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
+	if _, _, err := joseVerify(f.token, jose.EdDSA, f.key.Key, "consul.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
 		t.Errorf("wrong audience: got %v, want ErrInvalidAudience", err)
 	}
 	// So is the time (go-jose's leeway is one minute, like the library's).
-	if _, _, err := joseVerify(f.token, f.key.Key, "vault.io", now+3600+61); !errors.Is(err, jwt.ErrExpired) {
+	if _, _, err := joseVerify(f.token, jose.EdDSA, f.key.Key, "vault.io", now+3600+61); !errors.Is(err, jwt.ErrExpired) {
 		t.Errorf("expired: got %v, want ErrExpired", err)
 	}
-	if _, _, err := joseVerify(f.token, f.key.Key, "vault.io", now-61); !errors.Is(err, jwt.ErrNotValidYet) {
+	if _, _, err := joseVerify(f.token, jose.EdDSA, f.key.Key, "vault.io", now-61); !errors.Is(err, jwt.ErrNotValidYet) {
 		t.Errorf("not yet valid: got %v, want ErrNotValidYet", err)
 	}
 }
@@ -173,7 +196,7 @@ func TestBindingTokensVerifyWithGoJose(t *testing.T) {
 func TestMultipleAudiences(t *testing.T) {
 	f := newFixture(t, 2, wid.DerivationHKDFV1, "consul.io", "vault.io")
 	for _, aud := range []string{"vault.io", "consul.io"} {
-		claims, _, err := joseVerify(f.token, f.key.Key, aud, now)
+		claims, _, err := joseVerify(f.token, jose.EdDSA, f.key.Key, aud, now)
 		if err != nil {
 			t.Fatalf("audience %s: %v", aud, err)
 		}
@@ -181,7 +204,7 @@ func TestMultipleAudiences(t *testing.T) {
 			t.Errorf("aud %v", claims.Audience)
 		}
 	}
-	if _, _, err := joseVerify(f.token, f.key.Key, "nomad.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
+	if _, _, err := joseVerify(f.token, jose.EdDSA, f.key.Key, "nomad.io", now); !errors.Is(err, jwt.ErrInvalidAudience) {
 		t.Errorf("wrong audience: %v", err)
 	}
 }
@@ -191,7 +214,7 @@ func TestTamperedTokensFailWithGoJose(t *testing.T) {
 	parts := strings.Split(f.token, ".")
 
 	// A payload claiming another allocation, under the original signature.
-	payload, err := jose.ParseSigned(f.token)
+	payload, err := jose.ParseSigned(f.token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +244,13 @@ func TestTamperedTokensFailWithGoJose(t *testing.T) {
 		"flipped signature":     {parts[0] + "." + parts[1] + "." + flip(parts[2], 10), f.key.Key},
 		"flipped payload":       {parts[0] + "." + flip(parts[1], 10) + "." + parts[2], f.key.Key},
 		"another keyring's key": {f.token, other.key.Key},
+		// The RS256 -> HS256 confusion on an Ed25519 key: HS256 keyed with
+		// the public key's bytes. go-jose v4 refuses it before any key is
+		// used, since the relying party allows EdDSA alone.
+		"HS256 keyed with the public key": {hs256(parts[1], "key-1", f.key.Key.(ed25519.PublicKey)), f.key.Key},
 	}
 	for name, c := range cases {
-		if _, _, err := joseVerify(c.token, c.key, "vault.io", now); err == nil {
+		if _, _, err := joseVerify(c.token, jose.EdDSA, c.key, "vault.io", now); err == nil {
 			t.Errorf("%s: go-jose accepted it", name)
 		} else {
 			t.Logf("%s: %v", name, err)
@@ -287,7 +314,7 @@ func TestGoJoseTokensVerifyWithBinding(t *testing.T) {
 		"nomad_allocation_id": allocID,
 		"nomad_task":          "server",
 	}
-	token, err := jwt.Signed(signer).Claims(registered).Claims(private).CompactSerialize()
+	token, err := jwt.Signed(signer).Claims(registered).Claims(private).Serialize()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +339,18 @@ func TestGoJoseTokensVerifyWithBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := joseVerify(ours, priv.Public(), "vault.io", now); err != nil {
+	if _, _, err := joseVerify(ours, jose.EdDSA, priv.Public(), "vault.io", now); err != nil {
 		t.Errorf("go-jose with the seed's public key: %v", err)
 	}
+}
+
+// hs256 is a compact JWS of payload (already base64url) with alg HS256
+// under kid, keyed with secret.
+func hs256(payload, kid string, secret []byte) string {
+	input := b64(fmt.Sprintf(`{"alg":"HS256","kid":%q,"typ":"JWT"}`, kid)) + "." + payload
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(input))
+	return input + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 func b64(s string) string {

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/square/go-jose.v2/jwt"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
 // nodeClaims are the private claims of a node identity (Nomad 1.11).
@@ -19,7 +20,7 @@ type nodeClaims struct {
 	AllocationID   string `json:"nomad_allocation_id"`
 }
 
-// A node identity token from the binding is a standard JWT: go-jose v2
+// A node identity token from the binding is a standard JWT: go-jose v4
 // verifies it with the key of the exported JWKS and reads Nomad's node
 // claims, and the registered claims (sub, aud, exp) are checked as usual.
 func TestNodeTokensVerifyWithGoJose(t *testing.T) {
@@ -35,14 +36,11 @@ func TestNodeTokensVerifyWithGoJose(t *testing.T) {
 			NodePool:   "default",
 			Status:     "ready",
 		},
-	}, "https://nomad.example.com", at(
-
-		now))
-
+	}, "https://nomad.example.com", at(now))
 	if err != nil {
 		t.Fatalf("IssueNode: %v", err)
 	}
-	tok, err := jwt.ParseSigned(token)
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatalf("ParseSigned: %v", err)
 	}
@@ -52,10 +50,10 @@ func TestNodeTokensVerifyWithGoJose(t *testing.T) {
 		t.Fatalf("go-jose rejects a node token: %v", err)
 	}
 	if err := claims.Validate(jwt.Expected{
-		Audience: jwt.Audience{"nomadproject.io"},
-		Subject:  "node:global:default:" + node + ":default",
-		Issuer:   "https://nomad.example.com",
-		Time:     time.Unix(now, 0),
+		AnyAudience: jwt.Audience{"nomadproject.io"},
+		Subject:     "node:global:default:" + node + ":default",
+		Issuer:      "https://nomad.example.com",
+		Time:        time.Unix(now, 0),
 	}); err != nil {
 		t.Fatalf("registered claims %+v: %v", claims, err)
 	}

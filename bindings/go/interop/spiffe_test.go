@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/square/go-jose.v2"
-	"gopkg.in/square/go-jose.v2/jwt"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
-	"workload-identity/wid"
+	"github.com/workload-identity/workload-identity/bindings/go/wid"
 )
 
-// SPIFFE JWT-SVIDs with extra claims (wid.Issuer) against go-jose v2: the
+// SPIFFE JWT-SVIDs with extra claims (wid.Issuer) against go-jose v4: the
 // token verifies with the key of the exported JWKS and with the key of the
 // SPIFFE bundle, its sub is the SPIFFE ID, and extra_claims is an object of
 // strings in the payload.
@@ -75,7 +75,7 @@ func TestSpiffeJWTSVIDVerifiesWithGoJose(t *testing.T) {
 		"JWKS":          jwksKeyAny(t, kr, esKid),
 		"SPIFFE bundle": bundleSet.Keys[0],
 	} {
-		tok, err := jwt.ParseSigned(token)
+		tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256})
 		if err != nil {
 			t.Fatalf("ParseSigned: %v", err)
 		}
@@ -88,9 +88,9 @@ func TestSpiffeJWTSVIDVerifiesWithGoJose(t *testing.T) {
 			t.Fatalf("%s: go-jose does not verify the JWT-SVID: %v", name, err)
 		}
 		if err := claims.Validate(jwt.Expected{
-			Issuer:   "https://nomad.example.com",
-			Audience: jwt.Audience{"spiffe-validator"},
-			Time:     time.Unix(now, 0),
+			Issuer:      "https://nomad.example.com",
+			AnyAudience: jwt.Audience{"spiffe-validator"},
+			Time:        time.Unix(now, 0),
 		}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
