@@ -61,8 +61,12 @@ func deriveP256(t testing.TB, material []byte, kid string) *ecdsa.PrivateKey {
 	one := big.NewInt(1)
 	d := new(big.Int).Mod(new(big.Int).SetBytes(okm), new(big.Int).Sub(curve.Params().N, one))
 	d.Add(d, one)
-	k := &ecdsa.PrivateKey{D: d, PublicKey: ecdsa.PublicKey{Curve: curve}}
-	k.X, k.Y = curve.ScalarBaseMult(d.FillBytes(make([]byte, 32)))
+	// The scalar as crypto/ecdsa takes it (32 bytes, big-endian); it
+	// computes the public point itself.
+	k, err := ecdsa.ParseRawPrivateKey(curve, d.FillBytes(make([]byte, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return k
 }
 
@@ -173,7 +177,7 @@ func TestBindingES256RS256VerifyWithGoJose(t *testing.T) {
 	if !ok {
 		t.Fatalf("ES256 JWKS key is a %T", f.keys[wid.AlgES256].Key)
 	}
-	if ec.Curve != elliptic.P256() || ec.X.Cmp(f.esPriv.X) != 0 || ec.Y.Cmp(f.esPriv.Y) != 0 {
+	if ec.Curve != elliptic.P256() || !ec.Equal(&f.esPriv.PublicKey) {
 		t.Fatalf("ES256 JWKS key is not the HKDF-derived key of %q", esKid)
 	}
 	rs, ok := f.keys[wid.AlgRS256].Key.(*rsa.PublicKey)
@@ -622,7 +626,11 @@ func TestAlgorithmConfusionRefused(t *testing.T) {
 				secrets["PKCS1 PEM"] = pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: pkcs1})
 				secrets["n"] = pub.N.Bytes()
 			case *ecdsa.PublicKey:
-				secrets["uncompressed point"] = elliptic.Marshal(pub.Curve, pub.X, pub.Y)
+				point, err := pub.Bytes() // the uncompressed point, 0x04 || x || y
+				if err != nil {
+					t.Fatal(err)
+				}
+				secrets["uncompressed point"] = point
 			}
 
 			var tokens, names []string

@@ -11,13 +11,13 @@
 //     with the public key, alg none) are refused by both.
 //   - go-oidc v3: discovery, verification and key rotation against a running
 //     `wid serve` (the CLI, $WID_BIN).
-//   - go-spiffe v2: our JWT-SVIDs through jwtsvid.ParseAndValidate, `wid
+//   - go-spiffe v2: our JWT-SVIDs through jwtsvid.ParseAndValidate, and `wid
 //     serve`'s SPIFFE bundle endpoint through federation.FetchBundle over
-//     HTTPS, and (TestWriteGoSpiffeBundle, for
-//     scripts/spiffe-bundle-interop.sh) a bundle go-spiffe writes for our
-//     Rust SpiffeBundleSource to read.
+//     HTTPS. The other direction, a bundle go-spiffe writes for our Rust
+//     SpiffeBundleSource to read, is cmd/gospiffebundle (run by
+//     scripts/spiffe-bundle-interop.sh).
 //
 // It also holds the Verify and Issue benchmarks of package wid against
 // go-jose. Everything is in the tests: go test ./... in this directory, with
-// the cgo flags of the C library (scripts/go-tests.sh).
+// the cgo flags of the C library and WID_BIN (scripts/go-tests.sh).
 package interop

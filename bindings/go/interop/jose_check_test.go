@@ -214,7 +214,7 @@ func TestTamperedTokensFailWithGoJose(t *testing.T) {
 	parts := strings.Split(f.token, ".")
 
 	// A payload claiming another allocation, under the original signature.
-	payload, err := jose.ParseSigned(f.token, []jose.SignatureAlgorithm{jose.EdDSA})
+	payload, err := jose.ParseSignedCompact(f.token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 // Command verifyonly writes tokens of the verify-only algorithms made by
-// go-jose v2 (Debian's golang-gopkg-square-go-jose.v2-dev, GOPATH mode), for
-// tests/verify_only_algorithms.rs:
+// go-jose v4 (github.com/go-jose/go-jose/v4, the version tests/go.mod pins),
+// for tests/verify_only_algorithms.rs:
 //
-//	go run tests/go/verifyonly/main.go OUT.json
+//	go run ./go/verifyonly OUT.json    # in tests/ (module mode)
 //
 // The file has the layout tests/python/verify_only_vectors.py writes: a JWKS
 // of fresh keys (EC P-384, P-521, P-256; RSA keys with alg PS256, PS384,
@@ -22,10 +22,30 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
-	jose "gopkg.in/square/go-jose.v2"
+	"github.com/go-jose/go-jose/v4"
 )
+
+const joseModule = "github.com/go-jose/go-jose/v4"
+
+// generator names go-jose and the version this program was built with (its
+// module's requirement), so a vector file says which go-jose wrote it.
+func generator() string {
+	version := "(unknown version)"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == joseModule {
+				version = dep.Version
+				if dep.Replace != nil {
+					version += " => " + dep.Replace.Path + " " + dep.Replace.Version
+				}
+			}
+		}
+	}
+	return "go-jose v4 (" + joseModule + " " + version + ")"
+}
 
 const now = 1767225660 // 2026-01-01T00:01:00Z, when the test verifies
 const aud = "wid-interop"
@@ -184,13 +204,15 @@ func main() {
 	}
 	// HS384 keyed with a public key (go-jose signs it), and alg none.
 	refuse("HS384 keyed with ps256's public key", sign(ps256.PublicKey.N.Bytes(), jose.HS384, "ps256", claims), unsupported)
-	x384 := p384.PublicKey.X.FillBytes(make([]byte, 48))
+	point, err := p384.PublicKey.Bytes() // 0x04 || x || y, 48 bytes each
+	must(err)
+	x384 := point[1:49]
 	refuse("HS384 keyed with es384's public key", sign(x384, jose.HS384, "es384", claims), unsupported)
 	none := b64.EncodeToString([]byte(`{"alg":"none","kid":"ps256","typ":"JWT"}`)) + "." + b64.EncodeToString(payload(claims)) + "."
 	refuse("alg none", none, unsupported)
 
 	doc := map[string]interface{}{
-		"generator": "go-jose v2 (gopkg.in/square/go-jose.v2, Debian)",
+		"generator": generator(),
 		"now":       now,
 		"aud":       aud,
 		"jwks":      jose.JSONWebKeySet{Keys: keys},
