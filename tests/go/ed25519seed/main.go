@@ -4,11 +4,11 @@
 // ed25519.NewKeyFromSeed(material).Public(), encoded as base64url without
 // padding (the JWK "x" member).
 //
-// Go 1.19 standard library only.
+// The standard library only.
 //
-// Usage:
+// Usage (from tests/, the module tests/go.mod):
 //
-//	go run tests/go/ed25519seed/main.go tests/vectors/keyring.json
+//	go run ./go/ed25519seed vectors/keyring.json
 package main
 
 import (
