@@ -1,9 +1,11 @@
 package wid
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +79,33 @@ func TestRequestsOfBothCodecGenerations(t *testing.T) {
 	}
 	if back, err := DecodeNodeIdentityRequest(ours); err != nil || !reflect.DeepEqual(back, v2) {
 		t.Errorf("%s: re-encoded: %v, %+v", name, err, back)
+	}
+}
+
+// Bytes after the request are refused, as the library refuses them, and the
+// message says how many.
+func TestDecodeRequestRefusesTrailingBytes(t *testing.T) {
+	b, err := EncodeIssueRequest(request(allocID, aud))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeIssueRequest(b); err != nil {
+		t.Fatalf("the request itself: %v", err)
+	}
+	_, err = DecodeIssueRequest(append(b, 0xc0, 0xc0))
+	if err == nil || !strings.Contains(err.Error(), "2 trailing byte(s)") {
+		t.Errorf("two bytes after an IssueRequest: %v", err)
+	}
+	if _, err := newKeyring(t).IssueMsgpack(append(b, 0xc0, 0xc0), at(now)); !errors.Is(err, ErrDecodeError) {
+		t.Errorf("the library on trailing bytes: %v", err)
+	}
+	nb, err := EncodeNodeIdentityRequest(&NodeIdentityRequest{Region: "global",
+		Node: &Node{ID: "n1", Datacenter: "dc1", NodePool: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecodeNodeIdentityRequest(append(nb, 0x01))
+	if err == nil || !strings.Contains(err.Error(), "1 trailing byte(s)") {
+		t.Errorf("a byte after a NodeIdentityRequest: %v", err)
 	}
 }

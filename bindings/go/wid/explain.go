@@ -90,9 +90,9 @@ func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
 	if err != nil {
 		return nil, err
 	}
-	var x Explanation
-	if jerr := json.Unmarshal([]byte(takeString(&out)), &x); jerr != nil {
-		return nil, &Error{Code: ResultDecodeError, Message: "wid: decoding the explanation: " + jerr.Error()}
+	x, jerr := decodeExplanation(takeBytes(&out))
+	if jerr != nil {
+		return nil, jerr
 	}
 	if x.Code == ResultStoreUnavailable && len(fs) > 0 {
 		f := fs[len(fs)-1]
@@ -101,7 +101,7 @@ func (v *Verifier) Explain(token string, now time.Time) (*Explanation, error) {
 			step.Detail = f.what + ": " + f.err.Error()
 		}
 	}
-	return &x, nil
+	return x, nil
 }
 
 // VerifierStats are what a Verifier has done so far (wid_verifier_stats).

@@ -5,7 +5,6 @@ import "C"
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -332,7 +331,8 @@ type IdentityManager struct {
 	m       *C.wid_identity_manager
 	handles []cgo.Handle // the callbacks' userdata, deleted after the free
 	hub     *eventHub
-	log     *failureLog // the Signer's and Exchanges' failures, per calling thread
+	log     *failureLog   // the Signer's and Exchanges' failures, per calling thread
+	closed  chan struct{} // closed by Close: wakes Run at once
 }
 
 // NewIdentityManager makes a manager for identities (the requests of one
@@ -407,7 +407,7 @@ func NewIdentityManager(kr *Keyring, stateDir string, identities []*IssueRequest
 		}
 		return nil, err
 	}
-	im := &IdentityManager{m: m, handles: handles, hub: hub, log: log}
+	im := &IdentityManager{m: m, handles: handles, hub: hub, log: log, closed: make(chan struct{})}
 	runtime.SetFinalizer(im, (*IdentityManager).Close)
 	return im, nil
 }
@@ -520,6 +520,7 @@ func (m *IdentityManager) Close() error {
 	}
 	m.handles = nil
 	m.hub.close()
+	close(m.closed)
 	runtime.SetFinalizer(m, nil)
 	return nil
 }
@@ -601,11 +602,7 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 	}); err != nil {
 		return RestoreReport{}, err
 	}
-	var r RestoreReport
-	if err := json.Unmarshal(takeBytes(&out), &r); err != nil {
-		return RestoreReport{}, &Error{Code: ResultDecodeError, Message: "wid: decoding the restore report: " + err.Error()}
-	}
-	return r, nil
+	return decodeRestoreReport(takeBytes(&out))
 }
 
 // Tick does whatever is due at now (a renewal, an exchange's refresh, a
@@ -709,8 +706,9 @@ const runMaxWait = time.Minute
 
 // Run ticks at NextDue with the wall clock (time.Now) until ctx is done,
 // then returns ctx.Err(); it returns ErrNullArgument once the manager is
-// closed. Call Start or Restore first. It never sleeps longer than a
-// minute between ticks, so a clock that jumps is caught up with.
+// closed, at once when Close is called while it waits. Call Start or
+// Restore first. It never sleeps longer than a minute between ticks, so a
+// clock that jumps is caught up with.
 func (m *IdentityManager) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -718,6 +716,8 @@ func (m *IdentityManager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.closed:
+			return errClosed("IdentityManager")
 		case <-timer.C:
 		}
 		next, ok, err := m.tick(time.Now())
@@ -842,39 +842,7 @@ func (m *IdentityManager) Health(now time.Time) (IdentityManagerHealth, error) {
 	}); err != nil {
 		return IdentityManagerHealth{}, err
 	}
-	var j healthJSON
-	if err := json.Unmarshal(takeBytes(&out), &j); err != nil {
-		return IdentityManagerHealth{}, &Error{Code: ResultDecodeError, Message: "wid: decoding the identity manager's health: " + err.Error()}
-	}
-	h := IdentityManagerHealth{
-		AllocID:       j.AllocID,
-		SignFailures:  j.SignFailures,
-		LastSignError: str(j.LastSignError),
-		NextSigning:   msTime(j.NextSigningMs),
-		AtRisk:        j.AtRisk,
-	}
-	for _, i := range j.Identities {
-		ih := IdentityHealth{Identity: IdentityID{Workload: i.Workload, Name: i.Identity}, Valid: i.Valid}
-		if i.ExpiresAt != nil {
-			ih.ExpiresAt = time.Unix(*i.ExpiresAt, 0)
-		}
-		if i.ExpiresInMs != nil {
-			ih.ExpiresIn = time.Duration(*i.ExpiresInMs) * time.Millisecond
-		}
-		h.Identities = append(h.Identities, ih)
-	}
-	for _, x := range j.Exchanges {
-		h.Exchanges = append(h.Exchanges, ExchangeHealth{
-			Name:        x.Name,
-			Identity:    IdentityID{Workload: x.Workload, Name: x.Identity},
-			HasSecret:   x.HasSecret,
-			HeldBack:    x.HeldBack,
-			Failures:    x.Failures,
-			NextAttempt: msTime(x.NextAttemptMs),
-			LastError:   str(x.LastError),
-		})
-	}
-	return h, nil
+	return decodeHealth(takeBytes(&out))
 }
 
 // eventHub fans the watcher callback's events out to the Watch channels,

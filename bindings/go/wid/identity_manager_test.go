@@ -752,6 +752,41 @@ func TestIdentityManagerRun(t *testing.T) {
 	}
 }
 
+// Close wakes a Run that is waiting for its next tick (up to a minute
+// away): Run returns ErrNullArgument, its goroutine gone, without the
+// caller cancelling its context.
+func TestIdentityManagerCloseStopsRun(t *testing.T) {
+	kr, err := NewKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kr.Close()
+	if _, err := kr.Rotate(time.Now().Add(-10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, kr, t.TempDir(), IssuerSigner(newIssuer(t, kr, IssuerOptions{})))
+	if err := m.Start(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(context.Background()) }()
+	// Nothing is due for most of the token's hour: Run is asleep, or about
+	// to be, when Close comes.
+	if next, ok := m.NextDue(); !ok || time.Until(next) < runMaxWait {
+		t.Fatalf("NextDue %v %v: expected nothing due within a minute", next, ok)
+	}
+	m.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNullArgument) {
+			t.Fatalf("Run after Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		// Without Close waking it, Run would sleep its minute.
+		t.Fatal("Run did not return within 30 s of Close")
+	}
+}
+
 func TestIdentityManagerReplacedSecretIsReleasedAfterDelivery(t *testing.T) {
 	kr := newKeyring(t)
 	iss := newIssuer(t, kr, IssuerOptions{})

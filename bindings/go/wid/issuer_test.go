@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io/ioutil"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -492,7 +491,7 @@ func TestEncodeIssueRequestExtraFields(t *testing.T) {
 // The committed Go vector with the Nomad 2.0.3 fields (written by Nomad's
 // codec from a fuller struct) decodes into these structs.
 func TestGoMsgpackExtraVector(t *testing.T) {
-	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_extra.msgpack"))
+	raw, err := os.ReadFile(filepath.Join(vectorsDir(), "issue_request_extra.msgpack"))
 	if os.IsNotExist(err) {
 		t.Skip("no issue_request_extra.msgpack vector")
 	}
@@ -578,7 +577,7 @@ func TestIssuerExchangeClaims(t *testing.T) {
 // The committed Go vector with Nomad's whole Vault and Consul blocks decodes
 // into these structs (their other fields dropped).
 func TestGoMsgpackExchangeVector(t *testing.T) {
-	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_exchange.msgpack"))
+	raw, err := os.ReadFile(filepath.Join(vectorsDir(), "issue_request_exchange.msgpack"))
 	if os.IsNotExist(err) {
 		t.Skip("no issue_request_exchange.msgpack vector")
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/ioutil"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -450,7 +449,7 @@ func TestEncodeNodeIdentityRequest(t *testing.T) {
 // The committed Go vector of a node request (written by Nomad's codec from
 // a fuller struct) decodes into these structs and issues a node token.
 func TestGoMsgpackNodeVector(t *testing.T) {
-	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "node_identity_request.msgpack"))
+	raw, err := os.ReadFile(filepath.Join(vectorsDir(), "node_identity_request.msgpack"))
 	if os.IsNotExist(err) {
 		t.Skip("no node_identity_request.msgpack vector")
 	}

@@ -6,7 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io/ioutil"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -447,7 +447,7 @@ func TestWorkloadKeyErrorsAndClose(t *testing.T) {
 // issue_request_proof_key.msgpack) decodes into IssueRequest with its
 // ProofKey, and its raw bytes sign a WIT bound to that key.
 func TestWITFromGoVector(t *testing.T) {
-	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_proof_key.msgpack"))
+	raw, err := os.ReadFile(filepath.Join(vectorsDir(), "issue_request_proof_key.msgpack"))
 	if err != nil {
 		t.Fatalf("committed vector: %v", err)
 	}

@@ -229,8 +229,10 @@ type RefreshReport struct {
 // refreshReportJSON is wid_remote_jwks_refresh's document.
 type refreshReportJSON struct {
 	RefreshReport
-	MaxAgeMs        *int64 `json:"max_age_ms"`
-	NextRefreshInMs int64  `json:"next_refresh_in_ms"`
+	// Unsigned, as the library writes them: a max-age of more than
+	// 2^63 ms (a server may send any) saturates at u64::MAX there.
+	MaxAgeMs        *uint64 `json:"max_age_ms"`
+	NextRefreshInMs uint64  `json:"next_refresh_in_ms"`
 }
 
 // Refresh fetches now (after a fetch in flight, if any: one at a time). On
@@ -250,9 +252,9 @@ func (r *RemoteJWKS) Refresh() (*RefreshReport, error) {
 	}
 	rep := j.RefreshReport
 	if j.MaxAgeMs != nil {
-		rep.MaxAge, rep.HasMaxAge = time.Duration(*j.MaxAgeMs)*time.Millisecond, true
+		rep.MaxAge, rep.HasMaxAge = durationMillis(*j.MaxAgeMs), true
 	}
-	rep.NextRefreshIn = time.Duration(j.NextRefreshInMs) * time.Millisecond
+	rep.NextRefreshIn = durationMillis(j.NextRefreshInMs)
 	return &rep, nil
 }
 

@@ -3,6 +3,7 @@ package wid
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,10 +17,11 @@ import (
 // answers what the test sets, and counts the JWKS requests.
 type jwksServer struct {
 	*httptest.Server
-	mu     sync.Mutex
-	status int
-	body   string
-	hits   int64
+	mu           sync.Mutex
+	status       int
+	body         string
+	cacheControl string // sent with the JWKS when set
+	hits         int64
 }
 
 func newJWKSServer(t testing.TB) *jwksServer {
@@ -32,8 +34,11 @@ func newJWKSServer(t testing.TB) *jwksServer {
 		case "/jwks.json":
 			atomic.AddInt64(&s.hits, 1)
 			s.mu.Lock()
-			status, body := s.status, s.body
+			status, body, cc := s.status, s.body, s.cacheControl
 			s.mu.Unlock()
+			if cc != "" {
+				w.Header().Set("Cache-Control", cc)
+			}
 			w.WriteHeader(status)
 			fmt.Fprint(w, body)
 		case "/.well-known/openid-configuration":
@@ -305,4 +310,30 @@ func TestRemoteJWKSConcurrentUse(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	r.Close()
 	wg.Wait()
+}
+
+// A max-age beyond what a time.Duration holds (a server may send any
+// number; the library saturates it at u64::MAX ms) is a successful refresh
+// whose MaxAge is the longest Duration, never an error or a wrapped,
+// negative span.
+func TestRemoteJWKSHugeMaxAge(t *testing.T) {
+	issuer := newKeyring(t)
+	srv := newJWKSServer(t)
+	srv.serve(t, issuer)
+	for _, age := range []string{"99999999999999999999", "9223372036854"} {
+		srv.mu.Lock()
+		srv.cacheControl = "max-age=" + age
+		srv.mu.Unlock()
+		r := newRemote(t, srv.URL+"/jwks.json", &RemoteJWKSOptions{AllowHTTPLoopback: true})
+		rep, err := r.Refresh()
+		if err != nil {
+			t.Fatalf("max-age=%s: %v", age, err)
+		}
+		if !rep.HasMaxAge || rep.MaxAge <= 0 || rep.NextRefreshIn <= 0 || len(rep.Keys) != 1 {
+			t.Errorf("max-age=%s: report %+v", age, rep)
+		}
+		if age == "99999999999999999999" && rep.MaxAge != time.Duration(math.MaxInt64) {
+			t.Errorf("max-age=%s: MaxAge %v, want the longest Duration", age, rep.MaxAge)
+		}
+	}
 }

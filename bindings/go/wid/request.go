@@ -152,6 +152,20 @@ type WorkloadIdentity struct {
 // concurrent use once configured.
 var msgpackHandle = newMsgpackHandle()
 
+// decodeWhole decodes all of b into v, as the library does: bytes after the
+// value are refused (the library would refuse them too), so a request this
+// binding accepts is one the library accepts.
+func decodeWhole(b []byte, v interface{}, what string) error {
+	d := codec.NewDecoderBytes(b, msgpackHandle)
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("wid: decoding the %s: %w", what, err)
+	}
+	if n := d.NumBytesRead(); n != len(b) {
+		return fmt.Errorf("wid: decoding the %s: %d trailing byte(s) after the value (%d bytes)", what, len(b)-n, len(b))
+	}
+	return nil
+}
+
 func newMsgpackHandle() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.RawToString = true
@@ -178,7 +192,7 @@ func EncodeIssueRequest(req *IssueRequest) ([]byte, error) {
 // into an IssueRequest; fields this struct does not have are skipped.
 func DecodeIssueRequest(b []byte) (*IssueRequest, error) {
 	var req IssueRequest
-	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&req); err != nil {
+	if err := decodeWhole(b, &req, "IssueRequest"); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -266,7 +280,7 @@ func EncodeNodeIdentityRequest(req *NodeIdentityRequest) ([]byte, error) {
 // does not have are skipped.
 func DecodeNodeIdentityRequest(b []byte) (*NodeIdentityRequest, error) {
 	var req NodeIdentityRequest
-	if err := codec.NewDecoderBytes(b, msgpackHandle).Decode(&req); err != nil {
+	if err := decodeWhole(b, &req, "NodeIdentityRequest"); err != nil {
 		return nil, err
 	}
 	return &req, nil

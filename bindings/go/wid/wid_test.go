@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/ioutil"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -807,7 +806,7 @@ func TestVerifyBatch(t *testing.T) {
 }
 
 func TestGoMsgpackVector(t *testing.T) {
-	raw, err := ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_task.msgpack"))
+	raw, err := os.ReadFile(filepath.Join(vectorsDir(), "issue_request_task.msgpack"))
 	if err != nil {
 		t.Fatalf("committed vector: %v", err)
 	}
@@ -851,7 +850,7 @@ func TestGoMsgpackVector(t *testing.T) {
 	}
 
 	// The service vector.
-	raw, err = ioutil.ReadFile(filepath.Join(vectorsDir(), "issue_request_service.msgpack"))
+	raw, err = os.ReadFile(filepath.Join(vectorsDir(), "issue_request_service.msgpack"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1038,7 +1037,7 @@ func TestSaveLoad(t *testing.T) {
 	_, err = LoadKeyring("")
 	wantCode(t, err, ErrInvalidArgument)
 	garbage := filepath.Join(t.TempDir(), "garbage.json")
-	if err := ioutil.WriteFile(garbage, []byte("nope"), 0o600); err != nil {
+	if err := os.WriteFile(garbage, []byte("nope"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadKeyring(garbage); err == nil {
