@@ -43,6 +43,12 @@ if [ -z "${WID_BIN:-}" ]; then
     (cd "$REPO_ROOT" && cargo build --release --locked --quiet -p wid)
     WID_BIN="$(wid_target_dir)/release/wid"
 fi
+# Absolute: the tests run in the modules' directories.
+case "$WID_BIN" in
+    /*) ;;
+    *) WID_BIN="$PWD/$WID_BIN" ;;
+esac
+[ -x "$WID_BIN" ] || { echo "go-tests.sh: WID_BIN=$WID_BIN is not an executable" >&2; exit 1; }
 export WID_BIN
 
 export CGO_ENABLED=1
