@@ -4,28 +4,14 @@ package wid_test
 // "<!-- checked by bindings/go/wid/docs_manager_test.go: identity-manager -->"
 // in docs/go.md is runAllocation below, as written (TestDocsManagerExampleIsThisCode),
 // and TestDocsManagerExample runs it through three starts of a "process"
-// against a stand-in Vault over https.
+// against the stand-in Vault over https (example_helpers_test.go).
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"fmt"
-	"math/big"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,122 +91,6 @@ func TestDocsManagerExampleIsThisCode(t *testing.T) {
 	}
 }
 
-// fakeVault follows Vault's token API as VaultLogin uses it: JWT login
-// (checking the token with a wid.Verifier), lookup-self, renew-self,
-// revoke-self.
-type fakeVault struct {
-	*httptest.Server
-	caPEM []byte
-	v     *wid.Verifier
-
-	mu     sync.Mutex
-	live   map[string]time.Time // token -> expiry
-	logins int
-}
-
-func newFakeVault(t *testing.T, kr *wid.Keyring) *fakeVault {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ = x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := wid.NewVerifier(kr, "vault.io", wid.StateStoreFunc(func(string, wid.Consistency) (wid.AllocState, error) {
-		return wid.Live, nil
-	}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(v.Close)
-	f := &fakeVault{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), v: v,
-		live: make(map[string]time.Time)}
-	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-	f.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
-	f.StartTLS()
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeVault) serve(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	token := r.Header.Get("X-Vault-Token")
-	expiry, live := f.live[token]
-	live = live && time.Now().Before(expiry)
-	refuse := func() {
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprint(w, `{"errors":["permission denied"]}`)
-	}
-	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/auth/jwt/login":
-		var body struct{ Role, JWT string }
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Role != "nomad-workloads" {
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprint(w, `{"errors":["invalid role name"]}`)
-			return
-		}
-		if _, err := f.v.Verify(body.JWT, time.Now()); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `{"errors":[%q]}`, "error validating token: "+err.Error())
-			return
-		}
-		f.logins++
-		tok := fmt.Sprintf("hvs.fake-%d", f.logins)
-		f.live[tok] = time.Now().Add(time.Hour)
-		fmt.Fprintf(w, `{"auth":{"client_token":%q,"lease_duration":3600,"renewable":true}}`, tok)
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/auth/token/lookup-self":
-		if !live {
-			refuse()
-			return
-		}
-		fmt.Fprintf(w, `{"data":{"ttl":%d}}`, int(time.Until(expiry).Seconds()))
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/auth/token/renew-self":
-		if !live {
-			refuse()
-			return
-		}
-		f.live[token] = time.Now().Add(time.Hour)
-		fmt.Fprintf(w, `{"auth":{"client_token":%q,"lease_duration":3600,"renewable":true}}`, token)
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/auth/token/revoke-self":
-		delete(f.live, token)
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func (f *fakeVault) revokeAll() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.live = make(map[string]time.Time)
-}
-
-func (f *fakeVault) Logins() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.logins
-}
-
 func TestDocsManagerExample(t *testing.T) {
 	kr, err := wid.NewKeyring()
 	if err != nil {
@@ -235,7 +105,12 @@ func TestDocsManagerExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer iss.Close()
-	vault := newFakeVault(t, kr)
+	jwks, err := kr.JWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault := newStandInVault(jwks, "nomad-workloads") // example_helpers_test.go
+	t.Cleanup(vault.Close)
 	dir := t.TempDir()
 	alloc := &wid.Allocation{ID: "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc", Namespace: "default", JobID: "web", TaskGroup: "frontend"}
 
@@ -247,7 +122,7 @@ func TestDocsManagerExample(t *testing.T) {
 		got := make(chan wid.ManagedEvent, 16)
 		done := make(chan error, 1)
 		go func() {
-			done <- runAllocation(ctx, kr, wid.IssuerSigner(iss), dir, vault.URL, vault.caPEM, alloc,
+			done <- runAllocation(ctx, kr, wid.IssuerSigner(iss), dir, vault.URL, vault.CAPEM, alloc,
 				func(ev wid.ManagedEvent) { got <- ev })
 		}()
 		deadline := time.After(20 * time.Second)
@@ -281,7 +156,7 @@ func TestDocsManagerExample(t *testing.T) {
 	vaultID := wid.IdentityID{Workload: "server", Name: "vault_default"}
 	if len(first) != 2 || first[0].What != wid.ManagedIdentity || first[1].Exchange != "vault" ||
 		first[0].Identity != vaultID || first[1].Identity != vaultID ||
-		!strings.HasPrefix(first[1].Value, "hvs.fake-") || vault.Logins() != 1 {
+		!strings.HasPrefix(first[1].Value, "hvs.stand-in-") || vault.Logins() != 1 {
 		t.Fatalf("first run: %v, logins %d", kinds(first), vault.Logins())
 	}
 	t.Logf("first run: %s", kinds(first))
@@ -294,7 +169,7 @@ func TestDocsManagerExample(t *testing.T) {
 
 	// The token deleted out of band: the restart logs in again and never
 	// hands out the dead token.
-	vault.revokeAll()
+	vault.RevokeAll()
 	third := run()
 	for _, ev := range third {
 		if ev.Value == first[1].Value {
