@@ -2,7 +2,7 @@
 # go-fuzz.sh -- runs every Go fuzz target of the binding (`go test -fuzz`:
 # bindings/go/wid/fuzz_test.go, what the binding decodes from the C library
 # and the request encoding round trip) for WID_GO_FUZZTIME each (default
-# 15s), one at a time, from its committed seed corpus
+# 150000x: that many executions), one at a time, from its committed seed corpus
 # (bindings/go/wid/testdata/fuzz/<target>/). New inputs go to Go's cache,
 # never into the tree; a failing input is written to testdata/fuzz/<target>/
 # by Go (that is how it is replayed: `go test -run <target>/<file> ./wid`)
@@ -11,6 +11,12 @@
 #   scripts/go-fuzz.sh                  all targets
 #   scripts/go-fuzz.sh FuzzClaimsJSON   some
 #   WID_LIB_DIR=dir                     use an already built library (scripts/lib.sh)
+#
+# The default budget is a count, not a duration: with a duration, Go 1.26's
+# fuzz coordinator can report "context deadline exceeded" as a failure when
+# the time runs out while a starved worker is mid-call (golang/go#75804,
+# fixed in Go 1.27), which a loaded 2-core CI machine hits. A count has no
+# deadline to race; a slower machine only takes longer.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,7 +28,7 @@ wid_find_lib go-fuzz.sh
 export CGO_ENABLED=1
 export CGO_CFLAGS="-g -O2 -I$WID_INC"
 export CGO_LDFLAGS="$WID_LIB/libworkload_identity.a -lpthread -ldl -lm"
-fuzztime="${WID_GO_FUZZTIME:-15s}"
+fuzztime="${WID_GO_FUZZTIME:-150000x}"
 cd "$REPO_ROOT/bindings/go"
 
 targets=("$@")
