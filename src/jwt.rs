@@ -56,7 +56,7 @@ fn malformed(reason: impl Into<String>) -> Error {
 /// What a token's `typ` says it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TokenType {
-    /// `JWT` (or no `typ`): a bearer identity token.
+    /// `JWT`, `JOSE` (or no `typ`): a bearer identity token.
     Jwt,
     /// `wit+jwt`: a WIMSE workload identity token, never a bearer token.
     Wit,
@@ -395,12 +395,17 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
             )));
         }
     };
+    // `JOSE` is RFC 7515's media type for a compact JWS, which the SPIFFE
+    // JWT-SVID specification (section 2.2) allows beside `JWT`: SPIRE and
+    // other issuers may write it, and it names nothing but a JWS, so it is a
+    // bearer token like `JWT` (every claim rule still applies). A WIT keeps
+    // its own `wit+jwt`.
     let typ = match header.typ.as_deref() {
-        None | Some("JWT") => TokenType::Jwt,
+        None | Some("JWT") | Some("JOSE") => TokenType::Jwt,
         Some("wit+jwt") => TokenType::Wit,
         Some(other) => {
             return Err(malformed(format!(
-                "header typ is {:?}: expected \"JWT\" (or \"wit+jwt\" for a workload identity token)",
+                "header typ is {:?}: expected \"JWT\" or \"JOSE\" (or \"wit+jwt\" for a workload identity token)",
                 truncate_for_message(other)
             )));
         }

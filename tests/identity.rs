@@ -942,3 +942,30 @@ fn explain_names_the_failing_step_and_agrees_with_verify() {
         }
     }
 }
+
+/// `typ` `JOSE` (RFC 7515's compact JWS, allowed for JWT-SVIDs by the SPIFFE
+/// spec) is a bearer token as `JWT` is: it verifies to the same claims, and
+/// the proof-of-possession rules that refuse bearer tokens refuse it too.
+#[test]
+fn typ_jose_is_a_bearer_token_like_jwt() {
+    let w = world();
+    let good = payload_with(json!({}));
+    let jwt = w.verifier.verify(&w.sign_json(HEADER, &good), NOW).unwrap();
+    let jose = w
+        .verifier
+        .verify(
+            &w.sign_json(r#"{"alg":"EdDSA","kid":"key-1","typ":"JOSE"}"#, &good),
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(jose, jwt);
+    // Case matters, as for JWT: a near name is refused.
+    let e = w
+        .verifier
+        .verify(
+            &w.sign_json(r#"{"alg":"EdDSA","kid":"key-1","typ":"jose"}"#, &good),
+            NOW,
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::MalformedToken, "{e}");
+}

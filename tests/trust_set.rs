@@ -90,7 +90,11 @@ impl Es384 {
     }
 
     fn token(&self, kid: &str, claims: &Value) -> String {
-        let header = json!({"alg": "ES384", "kid": kid, "typ": "JWT"});
+        self.token_typed(kid, "JWT", claims)
+    }
+
+    fn token_typed(&self, kid: &str, typ: &str, claims: &Value) -> String {
+        let header = json!({"alg": "ES384", "kid": kid, "typ": typ});
         let input = format!(
             "{}.{}",
             B64.encode(header.to_string()),
@@ -402,6 +406,22 @@ fn routing_uses_the_verifiers_parser_and_limits() {
 #[test]
 fn jwt_svid_rules_hold_for_a_trust_domain_issuer() {
     let w = world();
+    // The SPIFFE JWT-SVID spec allows typ JOSE beside JWT: both verify, and
+    // another typ is refused.
+    for typ in ["JWT", "JOSE"] {
+        let t = w
+            .spire
+            .token_typed("spire-1", typ, &svid("spiffe://spire.example/a"));
+        w.trust
+            .verify(&t, NOW)
+            .unwrap_or_else(|e| panic!("typ {typ}: {e}"));
+    }
+    let t = w
+        .spire
+        .token_typed("spire-1", "JOSE+JSON", &svid("spiffe://spire.example/a"));
+    let e = w.trust.verify(&t, NOW).unwrap_err();
+    assert_eq!(e.code(), ResultCode::MalformedToken, "{e}");
+    assert!(e.to_string().contains("\"JOSE\""), "{e}");
     // exp is required.
     let t = w.spire.token(
         "spire-1",
