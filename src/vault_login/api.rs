@@ -62,8 +62,9 @@ struct LookupAnswer {
 
 #[derive(Deserialize)]
 struct LookupData {
+    /// Read as any JSON value: only a non-negative integer is a TTL.
     #[serde(default)]
-    ttl: u64,
+    ttl: serde_json::Value,
 }
 
 /// A client token, taken out of its answer.
@@ -157,7 +158,11 @@ impl Api {
     }
 
     /// `GET /v1/auth/token/lookup-self`: the token's TTL left.
-    pub(super) fn lookup_self(&self, token: &str) -> Result<Lease, Refusal> {
+    /// `GET /v1/auth/token/lookup-self`: the token's lease, or `None` when
+    /// the answer gives no usable `ttl` (missing, null, negative, not a
+    /// number). That says nothing of how long the token lives, so it is
+    /// never read as 0, which Vault uses for a token that never expires.
+    pub(super) fn lookup_self(&self, token: &str) -> Result<Option<Lease>, Refusal> {
         let url = self.url("auth/token/lookup-self");
         let resp = self
             .with_namespace(self.agent.get(&url))
@@ -170,7 +175,7 @@ impl Api {
         let data = parsed.data.ok_or_else(|| {
             Refusal::Other(ExchangeError(format!("{url}: an answer without `data`")))
         })?;
-        Ok(Lease { ttl_secs: data.ttl })
+        Ok(data.ttl.as_u64().map(|ttl_secs| Lease { ttl_secs }))
     }
 
     /// `POST /v1/auth/token/revoke-self`.

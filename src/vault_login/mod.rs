@@ -242,7 +242,19 @@ impl TokenExchange for VaultLogin {
         // After a restart the saved token is only looked at: renewing one
         // that may be dead would only say so less clearly.
         let looked = if reason == RefreshReason::Restored {
-            self.api.lookup_self(secret)
+            self.api.lookup_self(secret).and_then(|lease| match lease {
+                Some(lease) => Ok(lease),
+                // No TTL to judge the token by: renew it, whose answer
+                // carries its lease, rather than keep it as if it never
+                // expired.
+                None => {
+                    log::debug!(
+                        "Vault login {:?}: lookup-self gave no numeric ttl: renewing the restored token to learn its lease",
+                        self.name
+                    );
+                    self.api.renew_self(secret)
+                }
+            })
         } else {
             self.api.renew_self(secret)
         };
@@ -445,6 +457,100 @@ impl VaultLoginBuilder {
 mod tests {
     use super::*;
     use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
+
+    /// A loopback HTTP server answering lookup-self with `lookup_body` and
+    /// renew-self with a 600 s lease; it counts the renewals. One request
+    /// per connection (`Connection: close`).
+    fn stand_in(lookup_body: &'static str) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let renewals = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = renewals.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let mut reader = BufReader::new(conn);
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let request = line.clone();
+                let mut length = 0usize;
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                let answer = if request.starts_with("GET /v1/auth/token/lookup-self") {
+                    lookup_body
+                } else if request.starts_with("POST /v1/auth/token/renew-self") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    r#"{"auth":{"client_token":"s","lease_duration":600,"renewable":true}}"#
+                } else {
+                    r#"{"errors":["not here"]}"#
+                };
+                let mut conn = reader.into_inner();
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        (addr, renewals)
+    }
+
+    /// A restored token whose lookup-self answer has no usable `ttl`
+    /// (missing, null, a string, negative) is renewed to learn its lease,
+    /// never kept as a token that never expires; a numeric one is kept on
+    /// it, and `ttl` 0 (Vault's never-expiring token) stays that.
+    #[test]
+    fn lookup_self_without_a_numeric_ttl_is_not_a_token_that_never_expires() {
+        use std::sync::atomic::Ordering;
+        let identity = IdentityId::new("server", "vault_default");
+        let token = IdentityToken {
+            key: identity.clone(),
+            token: "h.p.s".into(),
+            kid: "k".into(),
+            jwt_id: "j".into(),
+            issued_at: 0,
+            expires_at: None,
+            workload_key: None,
+        };
+        let now_ms = 1_700_000_000_000;
+        for (body, renewed, refresh_at_ms) in [
+            (
+                r#"{"data":{"policies":["default"]}}"#,
+                1,
+                Some(now_ms + 400_000),
+            ),
+            (r#"{"data":{"ttl":null}}"#, 1, Some(now_ms + 400_000)),
+            (r#"{"data":{"ttl":"3600"}}"#, 1, Some(now_ms + 400_000)),
+            (r#"{"data":{"ttl":-5}}"#, 1, Some(now_ms + 400_000)),
+            (r#"{"data":{"ttl":3000}}"#, 0, Some(now_ms + 2_000_000)),
+            (r#"{"data":{"ttl":0}}"#, 0, None),
+        ] {
+            let (addr, renewals) = stand_in(body);
+            let login = VaultLogin::builder(&addr, identity.clone(), "role")
+                .allow_http_loopback(true)
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap();
+            let got = login
+                .refresh("s", &token, RefreshReason::Restored, now_ms)
+                .unwrap_or_else(|e| panic!("{body}: {e}"));
+            assert_eq!(got, Refreshed::Kept { refresh_at_ms }, "{body}");
+            assert_eq!(renewals.load(Ordering::SeqCst), renewed, "{body}");
+        }
+    }
 
     /// Malformed and unreachable addresses: the error (and so the logs and
     /// the manager's `TokenExchange` error) and `Debug` never repeat
