@@ -1341,6 +1341,20 @@ fn spiffe_bundle_source_over_https_with_the_configured_ca() {
     assert_eq!(report.sequence, Some(NOW as u64));
 }
 
+/// A verifier over a SPIFFE bundle source's keys, for the audience the
+/// bundle's writer (py-spiffe, go-spiffe) signed its tokens for.
+fn bundle_verifier(source: &SpiffeBundleSource, meta: &serde_json::Value) -> Verifier {
+    let store = Arc::new(MemoryStore::new());
+    store.upsert(&common::allocation());
+    Verifier::builder(
+        source.keyring().clone(),
+        store,
+        Audience::new(meta["audience"].as_str().unwrap()).unwrap(),
+    )
+    .key_wait(Duration::ZERO)
+    .build()
+}
+
 /// A bundle that py-spiffe wrote (tests/python/spiffe_bundle_interop.py
 /// `write`: keys given to spiffe.JwtBundle, dumped with use jwt-svid, a
 /// sequence and a refresh hint) is read by the source, and the JWT-SVIDs
@@ -1373,15 +1387,7 @@ fn spiffe_bundle_written_by_py_spiffe() {
         report.refresh_hint,
         meta["refresh_hint"].as_u64().map(Duration::from_secs)
     );
-    let store = Arc::new(MemoryStore::new());
-    store.upsert(&common::allocation());
-    let v = Verifier::builder(
-        source.keyring().clone(),
-        store,
-        Audience::new(meta["audience"].as_str().unwrap()).unwrap(),
-    )
-    .key_wait(Duration::ZERO)
-    .build();
+    let v = bundle_verifier(&source, &meta);
     let now = meta["now"].as_i64().unwrap();
     let tokens = meta["tokens"].as_object().unwrap();
     assert_eq!(tokens.len(), 3);
@@ -1431,15 +1437,7 @@ fn spiffe_bundle_written_by_go_spiffe() {
         report.refresh_hint,
         meta["refresh_hint"].as_u64().map(Duration::from_secs)
     );
-    let store = Arc::new(MemoryStore::new());
-    store.upsert(&common::allocation());
-    let v = Verifier::builder(
-        source.keyring().clone(),
-        store,
-        Audience::new(meta["audience"].as_str().unwrap()).unwrap(),
-    )
-    .key_wait(Duration::ZERO)
-    .build();
+    let v = bundle_verifier(&source, &meta);
     let now = meta["now"].as_i64().unwrap();
     let tokens = meta["tokens"].as_object().unwrap();
     let mut algs: Vec<&str> = tokens.keys().map(String::as_str).collect();

@@ -458,6 +458,20 @@ mod tests {
     use super::*;
     use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
 
+    /// A signed identity's token as the exchange gets it (its JWT is not
+    /// looked at by these tests).
+    fn identity_token(identity: &IdentityId) -> IdentityToken {
+        IdentityToken {
+            key: identity.clone(),
+            token: "h.p.s".into(),
+            kid: "k".into(),
+            jwt_id: "j".into(),
+            issued_at: 0,
+            expires_at: None,
+            workload_key: None,
+        }
+    }
+
     /// A loopback HTTP server answering lookup-self with `lookup_body` and
     /// renew-self with a 600 s lease; it counts the renewals. One request
     /// per connection (`Connection: close`).
@@ -516,15 +530,7 @@ mod tests {
     fn lookup_self_without_a_numeric_ttl_is_not_a_token_that_never_expires() {
         use std::sync::atomic::Ordering;
         let identity = IdentityId::new("server", "vault_default");
-        let token = IdentityToken {
-            key: identity.clone(),
-            token: "h.p.s".into(),
-            kid: "k".into(),
-            jwt_id: "j".into(),
-            issued_at: 0,
-            expires_at: None,
-            workload_key: None,
-        };
+        let token = identity_token(&identity);
         let now_ms = 1_700_000_000_000;
         for (body, renewed, refresh_at_ms) in [
             (
@@ -558,15 +564,7 @@ mod tests {
     #[test]
     fn login_errors_never_show_what_an_address_holds_beyond_its_host() {
         let identity = IdentityId::new("server", "vault_default");
-        let token = IdentityToken {
-            key: identity.clone(),
-            token: "h.p.s".into(),
-            kid: "k".into(),
-            jwt_id: "j".into(),
-            issued_at: 0,
-            expires_at: None,
-            workload_key: None,
-        };
+        let token = identity_token(&identity);
         for addr in secret_addresses(closed_port()) {
             let built = VaultLogin::builder(&addr, identity.clone(), "role")
                 .allow_http_loopback(true)
