@@ -1289,6 +1289,89 @@ fn spiffe_bundle_source_follows_the_peer_by_hint_and_sequence() {
     assert!(!source.stats().stale);
 }
 
+/// Once a sequence was served, a bundle without one is a rollback: an
+/// older key set with `spiffe_sequence` dropped would otherwise bring a
+/// removed key back. Refused and counted, the held bundle kept, until the
+/// operator resets the source.
+#[test]
+fn spiffe_bundle_source_refuses_a_bundle_that_drops_its_sequence() {
+    let peer = Keyring::new();
+    let old_kid = peer.rotate_alg(Algorithm::Es256, NOW).unwrap();
+    let old_token = token_alg(&peer, Algorithm::Es256);
+    let old_bundle: serde_json::Value =
+        serde_json::from_str(&peer.spiffe_endpoint_bundle_json(Duration::from_secs(300))).unwrap();
+    assert_eq!(old_bundle["spiffe_sequence"], NOW);
+    peer.rotate_alg(Algorithm::Es256, NOW + 100).unwrap();
+    peer.deprecate(&old_kid, NOW + 200).unwrap();
+    peer.remove(&old_kid).unwrap();
+    let new_bundle = peer.spiffe_endpoint_bundle_json(Duration::from_secs(300));
+    let new_token = token_alg(&peer, Algorithm::Es256);
+
+    let server = Server::start();
+    server.set("/bundle", Reply::json(new_bundle));
+    let source = bundle_source(&server, Arc::new(ManualClock(AtomicI64::new(0))));
+    let held = source.refresh().unwrap().sequence.expect("a sequence");
+    let v = Verifier::builder(
+        source.keyring().clone(),
+        {
+            let store = Arc::new(MemoryStore::new());
+            store.upsert(&common::allocation());
+            store
+        },
+        Audience::new(AUD).unwrap(),
+    )
+    .key_wait(Duration::ZERO)
+    .build();
+    v.verify(&new_token, NOW + 100).unwrap();
+    // Looked up in the keyring, not verified: an unknown kid would start a
+    // fetch of its own.
+    let holds_old = || source.keyring().keys().iter().any(|k| k.kid == old_kid);
+    assert!(!holds_old());
+
+    // The old key set with its sequence left out: refused as a rollback.
+    let mut dropped = old_bundle.clone();
+    dropped.as_object_mut().unwrap().remove("spiffe_sequence");
+    server.set("/bundle", Reply::json(dropped.to_string()));
+    let e = source.refresh().unwrap_err();
+    assert_eq!(e.code(), ResultCode::DecodeError);
+    let msg = e.to_string();
+    assert!(msg.contains("carries no spiffe_sequence"), "{msg}");
+    assert!(msg.contains(&format!("expected at least {held}")), "{msg}");
+    assert!(msg.contains("reset_sequence"), "{msg}");
+    let stats = source.stats();
+    assert_eq!(stats.sequence, Some(held));
+    assert_eq!(stats.sequence_refusals, 1);
+    assert!(stats.stale);
+    assert!(!holds_old(), "the removed key stays out");
+    v.verify(&new_token, NOW + 100).unwrap();
+
+    // Again, and with a sequence lower than held: both still refused.
+    assert!(source.refresh().is_err());
+    server.set("/bundle", Reply::json(old_bundle.to_string()));
+    assert!(
+        source
+            .refresh()
+            .unwrap_err()
+            .to_string()
+            .contains("went backwards")
+    );
+    assert_eq!(source.stats().sequence_refusals, 3);
+
+    // The operator resets the source: the next bundle is taken as it is.
+    server.set("/bundle", Reply::json(dropped.to_string()));
+    assert_eq!(source.reset_sequence(), Some(held));
+    let report = source.refresh().unwrap();
+    assert_eq!(report.sequence, None);
+    assert_eq!(source.stats().sequence, None);
+    v.verify(&old_token, NOW + 100).unwrap();
+    // With none held, a bundle with a sequence is taken and held again.
+    server.set("/bundle", Reply::json(old_bundle.to_string()));
+    assert_eq!(source.refresh().unwrap().sequence, Some(NOW as u64));
+    assert_eq!(source.stats().sequence, Some(NOW as u64));
+    assert_eq!(source.reset_sequence(), Some(NOW as u64));
+    assert_eq!(source.reset_sequence(), None);
+}
+
 /// No redirect is followed (the peer named is the peer trusted), and a
 /// bundle without a sequence or hint is still a bundle (the default refresh).
 #[test]

@@ -79,20 +79,27 @@ impl Shared {
             )
         })?;
         let mut state = self.lock();
-        if let (Some(new), Some(held)) = (meta.spiffe_sequence, state.sequence) {
-            if new < held {
-                state.sequence_refusals += 1;
-                return Err(decode_error(
-                    "SpiffeBundle",
-                    uri,
-                    format!(
-                        "spiffe_sequence went backwards: {new}, expected at least {held} \
-                         (the sequence of the bundle held, which is kept)"
-                    ),
-                ));
-            }
-        }
-        Ok(meta)
+        let Some(held) = state.sequence else {
+            return Ok(meta);
+        };
+        let why = match meta.spiffe_sequence {
+            Some(new) if new >= held => return Ok(meta),
+            Some(new) => format!("spiffe_sequence went backwards: {new}"),
+            // Once a sequence was served, dropping it is a rollback too: an
+            // older key set with the field left out would otherwise reset
+            // the protection and bring a removed key back.
+            None => "the bundle carries no spiffe_sequence".to_string(),
+        };
+        state.sequence_refusals += 1;
+        Err(decode_error(
+            "SpiffeBundle",
+            uri,
+            format!(
+                "{why}, expected at least {held} (the sequence of the bundle held, which \
+                 is kept; SpiffeBundleSource::reset_sequence accepts a peer that restarted \
+                 its sequence)"
+            ),
+        ))
     }
 
     /// Reads the issuer's discovery document; its `jwks_uri`.

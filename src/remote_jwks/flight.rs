@@ -139,14 +139,10 @@ impl Shared {
         match &result {
             Ok((uri, report)) => {
                 if let Source::SpiffeBundle(_) = self.config.source {
-                    if state.sequence.is_some() && report.sequence.is_none() {
-                        log::debug!(
-                            "SPIFFE bundle: {} carries no spiffe_sequence now (it carried {:?})",
-                            report.jwks_uri,
-                            state.sequence
-                        );
-                    }
-                    state.sequence = report.sequence;
+                    // Never lowered here: check_bundle refused a bundle that
+                    // dropped or lowered the held sequence, and a reset that
+                    // raced this fetch leaves the sequence just fetched.
+                    state.sequence = report.sequence.max(state.sequence);
                 }
                 state.jwks_uri = Some(uri.clone());
                 state.stale = false;

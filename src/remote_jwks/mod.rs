@@ -330,6 +330,12 @@ impl RemoteJwks {
         self.shared.lock().next_refresh_ms
     }
 
+    /// Forgets the held SPIFFE bundle sequence (see
+    /// [`SpiffeBundleSource::reset_sequence`]).
+    pub(crate) fn reset_sequence(&self) -> Option<u64> {
+        self.shared.lock().sequence.take()
+    }
+
     /// What this source has done so far.
     pub fn stats(&self) -> RemoteJwksStats {
         // The keyring's lock is never taken under the state's.

@@ -30,10 +30,12 @@ use crate::profile::SpiffeProfile;
 ///   `spiffe_refresh_hint` (else the response's `max-age`, else the default
 ///   refresh), clamped to the refresh bounds (default 1 minute to 1 day):
 ///   a peer cannot make us fetch every second nor keep a key for a year.
-/// * **Sequence.** A bundle whose `spiffe_sequence` is lower than the held
-///   bundle's is refused: the keyring keeps the held bundle, the refusal is
+/// * **Sequence.** Once the source holds a bundle with a `spiffe_sequence`,
+///   a bundle whose sequence is lower, or that carries none, is a rollback
+///   and refused: the keyring keeps the held bundle, the refusal is
 ///   counted in [`RemoteJwksStats::sequence_refusals`] (and as a failure, its
-///   message in `last_error`) and logged at debug level. An equal sequence
+///   message in `last_error`) and logged at debug level, until the operator
+///   calls [`SpiffeBundleSource::reset_sequence`]. An equal sequence
 ///   is taken (a publisher may change its keys without raising it; `wid
 ///   serve`'s sequence can stay put on a deprecation, see
 ///   [`Keyring::spiffe_sequence`]).
@@ -130,6 +132,23 @@ impl SpiffeBundleSource {
     /// handle stops it.
     pub fn spawn_refresher(&self) -> Result<Refresher> {
         self.source.spawn_refresher()
+    }
+
+    /// The operator's reset of the rollback protection: forgets the
+    /// `spiffe_sequence` held, so that the next bundle is taken whatever its
+    /// sequence (or none). For a peer that restarted its sequence on purpose
+    /// (a rebuilt trust domain); the keys held stay until that fetch. Returns
+    /// the sequence forgotten, and logs it under the audit target. A new
+    /// source (a restart of this process) starts with no sequence held too.
+    pub fn reset_sequence(&self) -> Option<u64> {
+        let forgotten = self.source.reset_sequence();
+        log::warn!(
+            target: crate::audit::AUDIT_TARGET,
+            "SPIFFE bundle source for {}: sequence reset by the operator (held {})",
+            self.trust_domain,
+            forgotten.map_or("none".to_string(), |n| n.to_string())
+        );
+        forgotten
     }
 }
 
