@@ -1297,3 +1297,66 @@ fn an_emptied_prefix_gets_its_wrapping_record_back_with_the_first_key() {
         kr.keyring().active_id_for(Algorithm::EdDsa)
     );
 }
+
+/// Security round 4 (issue 51, item 3b): the SPIFFE bundle sequence is a
+/// stored counter raised in the transaction of every change, so it changes
+/// with every change of the published keys (a hand deprecation and a
+/// removal included, which move no recorded moment), never falls, and is
+/// the same on every copy of the prefix and after a restart.
+#[test]
+fn the_bundle_sequence_rises_with_every_change_on_every_copy() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let prefix = "/wid-test/keyring-sequence/";
+    let writer = open(cluster.config(0, &[0, 1, 2]), prefix);
+    let reader = open(cluster.config(1, &[1, 2, 0]), prefix);
+    let now = 1_700_000_000;
+    let same_on_both = |what: &str| -> u64 {
+        let want = writer.keyring().spiffe_sequence();
+        eventually(what, Duration::from_secs(30), || {
+            reader.keyring().spiffe_sequence() == want
+        });
+        want
+    };
+    let first = writer.rotate_now(Algorithm::Es256, now).unwrap();
+    let s1 = same_on_both("the first key's sequence");
+    assert!(s1 >= now as u64, "{s1}");
+    writer.rotate_now(Algorithm::Es256, now + 10).unwrap();
+    let s2 = same_on_both("after a rotation");
+    assert!(s2 > s1, "{s2} after {s1}");
+    // A deprecation by hand: the bundle loses a key, no moment moves.
+    let before = writer.keyring().spiffe_bundle_json(Duration::from_secs(1));
+    writer.deprecate(first.as_str(), now + 20).unwrap();
+    assert_ne!(
+        writer.keyring().spiffe_bundle_json(Duration::from_secs(1)),
+        before
+    );
+    let s3 = same_on_both("after a hand deprecation");
+    assert_eq!(s3, s2 + 1);
+    writer.remove(first.as_str()).unwrap();
+    let s4 = same_on_both("after a removal");
+    assert_eq!(s4, s3 + 1);
+    // The reader makes a change: the writer's copy follows it.
+    reader.rotate(Algorithm::Rs256, now + 30).unwrap();
+    let s5 = reader.keyring().spiffe_sequence();
+    eventually(
+        "the writer follows the reader",
+        Duration::from_secs(30),
+        || writer.keyring().spiffe_sequence() == s5,
+    );
+    assert!(s5 > s4);
+    // A restart (a new copy) serves the same sequence and bundle.
+    let bundle = writer
+        .keyring()
+        .spiffe_endpoint_bundle_json(Duration::from_secs(60));
+    drop(writer);
+    let restarted = open(cluster.config(2, &[2, 0, 1]), prefix);
+    assert_eq!(restarted.keyring().spiffe_sequence(), s5);
+    assert_eq!(
+        restarted
+            .keyring()
+            .spiffe_endpoint_bundle_json(Duration::from_secs(60)),
+        bundle
+    );
+    // A copy exported to a keystore keeps it.
+    assert_eq!(restarted.export().unwrap().spiffe_sequence(), s5);
+}

@@ -974,12 +974,14 @@ fn rotation_plans_are_per_purpose() {
 }
 
 /// The bundle endpoint's `spiffe_sequence` (`Keyring::spiffe_sequence`):
-/// the latest moment the bundle's keys record, of either purpose; EdDSA
-/// keys (never in a bundle) do not move it; a deprecation without a policy
-/// to date it leaves it where it was (never lower); a keyring saved and
-/// loaded again (a restart, another server) has the same.
+/// the latest moment the bundle's keys record while keys are added, of
+/// either purpose; EdDSA keys (never in a bundle) do not move it; every
+/// other change of the bundle's keys raises it by one at least, a hand
+/// deprecation and a removal included (SPIFFE Trust Domain and Bundle 4.1:
+/// it MUST change whenever the contents change), and it never falls; a
+/// keyring saved and loaded again (a restart, another server) has the same.
 #[test]
-fn the_bundle_sequence_follows_the_keys_recorded_times() {
+fn the_bundle_sequence_changes_with_every_change_of_the_bundle() {
     let kr = Keyring::new();
     assert_eq!(kr.spiffe_sequence(), 0);
     kr.rotate(NOW).unwrap();
@@ -992,13 +994,20 @@ fn the_bundle_sequence_follows_the_keys_recorded_times() {
     kr.rotate_alg(Algorithm::Es256, NOW + 30).unwrap();
     assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
     kr.rotate(NOW + 40).unwrap();
-    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
+    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64, "an EdDSA key");
+    // A deprecation by hand: no recorded moment moves, the bundle loses a
+    // key, so the sequence rises by one.
     kr.deprecate(first.as_str(), NOW + 50).unwrap();
-    assert_eq!(kr.spiffe_sequence(), (NOW + 30) as u64);
+    assert_eq!(kr.spiffe_sequence(), (NOW + 31) as u64);
+    assert_eq!(
+        kr.spiffe_sequence(),
+        (NOW + 31) as u64,
+        "read again: unchanged"
+    );
 
     let bundle: serde_json::Value =
         serde_json::from_str(&kr.spiffe_endpoint_bundle_json(Duration::from_secs(60))).unwrap();
-    assert_eq!(bundle["spiffe_sequence"], NOW + 30);
+    assert_eq!(bundle["spiffe_sequence"], NOW + 31);
     assert_eq!(bundle["spiffe_refresh_hint"], 60);
     assert_eq!(bundle["keys"].as_array().unwrap().len(), 2, "{bundle}");
 
@@ -1006,8 +1015,35 @@ fn the_bundle_sequence_follows_the_keys_recorded_times() {
     let path = dir.path().join("keystore");
     kr.save(&path).unwrap();
     let again = Keyring::load(&path).unwrap();
+    assert_eq!(again.spiffe_sequence(), (NOW + 31) as u64);
     assert_eq!(
         again.spiffe_endpoint_bundle_json(Duration::from_secs(60)),
         kr.spiffe_endpoint_bundle_json(Duration::from_secs(60))
     );
+    // Removing the deprecated key does not change the bundle (it had left
+    // it): the sequence stays. A policy stored later does not lower it.
+    again.remove(first.as_str()).unwrap();
+    assert_eq!(again.spiffe_sequence(), (NOW + 31) as u64);
+    // A key added with a time older than the newest moment (a clock behind)
+    // still raises it; so does removing a published key (the first WIT key,
+    // by way of a deprecation), which lowers no recorded maximum here.
+    let wit = again
+        .keys()
+        .into_iter()
+        .find(|k| k.purpose == KeyPurpose::Wit)
+        .unwrap()
+        .kid;
+    again
+        .rotate_purpose(KeyPurpose::Wit, Algorithm::Es256, NOW + 25)
+        .unwrap();
+    assert_eq!(again.spiffe_sequence(), (NOW + 32) as u64);
+    again.deprecate(wit.as_str(), NOW + 60).unwrap();
+    again.remove(wit.as_str()).unwrap();
+    assert_eq!(again.spiffe_sequence(), (NOW + 33) as u64);
+    again.save(&path).unwrap();
+    let third = Keyring::load(&path).unwrap();
+    assert_eq!(third.spiffe_sequence(), (NOW + 33) as u64);
+    // The next rotation's create time is the newest moment again.
+    third.rotate_alg(Algorithm::Es256, NOW + 3600).unwrap();
+    assert_eq!(third.spiffe_sequence(), (NOW + 3600) as u64);
 }

@@ -483,7 +483,9 @@ impl EtcdKeyring {
     /// the number of keys copied.
     pub fn import(&self, keyring: &Keyring) -> Result<usize> {
         let s = self.shared();
-        let plan = s.plan();
+        let mut plan = s.plan();
+        // The bundle those keys were served in never sees its sequence fall.
+        plan.sequence = plan.sequence.max(keyring.spiffe_sequence());
         if !plan.keys.is_empty() {
             return Err(s.conflict(format!(
                 "the keyring at {} already holds {} keys; import copies into an empty one",
@@ -520,6 +522,8 @@ impl EtcdKeyring {
             .iter()
             .filter_map(|i| kr.root_key(i.kid.as_str()))
             .collect::<Vec<_>>();
-        Keyring::from_keys(keys)
+        let copy = Keyring::from_keys(keys)?;
+        copy.adopt_sequence(Some(kr.spiffe_sequence()));
+        Ok(copy)
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::view::{KEYS, POLICY, ROTATOR, WRAPPING};
+use super::view::{KEYS, POLICY, ROTATOR, SEQUENCE, WRAPPING};
 use super::{Counters, Shared};
 use crate::codec::{self, Bin};
 use crate::custody::{KeyWrapper, Wrapping};
@@ -26,6 +26,10 @@ pub(crate) struct Plan {
     /// The `policy` record's revision (0: none): a change planned under one
     /// policy is not written under another.
     policy_revision: i64,
+    /// The SPIFFE bundle sequence served at the plan's revision, and the
+    /// `sequence` record's revision (0: none): every change raises it.
+    pub(super) sequence: u64,
+    sequence_revision: i64,
 }
 
 /// Whether a stored key is of the (`purpose`, `alg`) pair (a record naming an
@@ -144,12 +148,23 @@ fn txn(shared: &Shared, body: &serde_json::Value) -> Answer {
 impl Shared {
     /// The copy's keys and revision, to plan a change on.
     pub(crate) fn plan(&self) -> Plan {
-        let view = self.lock_view();
+        let mut view = self.lock_view();
+        if view.synced < view.revision {
+            // A change arrived that the keyring has not taken yet: the
+            // sequence it serves is the one to raise, so wait for it.
+            let revision = view.revision;
+            drop(view);
+            super::view::wait_for_revision(self, revision, Duration::from_secs(2));
+            view = self.lock_view();
+        }
+        let stored = super::sequence::stored(&view).ok().flatten().unwrap_or(0);
         Plan {
             revision: view.revision,
             keys: view.keys(),
             wrapping_revision: view.mod_revision(WRAPPING),
             policy_revision: view.mod_revision(POLICY),
+            sequence: stored.max(self.keyring.spiffe_sequence()),
+            sequence_revision: view.mod_revision(SEQUENCE),
         }
     }
 
@@ -207,11 +222,17 @@ impl Shared {
                 "target": "MOD", "result": "EQUAL",
                 "mod_revision": plan.wrapping_revision.to_string(),
             }),
-            // ... and so is the policy.
+            // ... and so is the policy ...
             serde_json::json!({
                 "key": b64(self.key(POLICY)),
                 "target": "MOD", "result": "EQUAL",
                 "mod_revision": plan.policy_revision.to_string(),
+            }),
+            // ... and the bundle sequence this change raises.
+            serde_json::json!({
+                "key": b64(self.key(SEQUENCE)),
+                "target": "MOD", "result": "EQUAL",
+                "mod_revision": plan.sequence_revision.to_string(),
             }),
         ];
         if let Some(lease) = lease {
@@ -284,6 +305,16 @@ impl Shared {
                 "key": b64(&key), "value": b64(&value),
             }}));
         }
+        // Every change raises the bundle sequence in the same transaction
+        // (a change of the policy too: it can move a deprecated key's
+        // recorded moment), so the sequence changes with the keys on every
+        // server at once.
+        let key = self.key(SEQUENCE);
+        let value = Shared::next_sequence(plan.sequence)?;
+        success.push(serde_json::json!({"request_put": {
+            "key": b64(&key), "value": b64(&value),
+        }}));
+        puts.push((key, zeroize::Zeroizing::new(value)));
         let body = serde_json::json!({"compare": compare, "success": success});
         let answer = match txn(self, &body) {
             Answer::Unknown(why) => self.read_back(&puts, &deletes, &creates, &why)?,

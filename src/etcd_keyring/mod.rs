@@ -8,6 +8,7 @@ mod lease;
 mod listing;
 mod policy;
 mod rotator;
+mod sequence;
 mod servers;
 mod status;
 mod stopper;
@@ -65,6 +66,9 @@ const LONGEST: Duration = Duration::from_secs(24 * 3600);
 ///   rotator ([`Rotator`]);
 /// * `policy`: the policy every process follows ([`EtcdKeyring::set_policy`],
 ///   [`crate::KeyringPolicy`]);
+/// * `sequence`: the SPIFFE bundle sequence (a msgpack map, `Sequence`
+///   uint64), raised in the transaction of every change
+///   ([`crate::Keyring::spiffe_sequence`]);
 /// * `servers/<id>`: each live server's leased record
 ///   ([`EtcdKeyring::announce_server`]).
 ///

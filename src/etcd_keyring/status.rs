@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::servers::{SERVERS, ServerRecord, records_of};
-use super::view::{KEYS, POLICY, ROTATOR, WRAPPING};
+use super::view::{KEYS, POLICY, ROTATOR, SEQUENCE, WRAPPING};
 use super::{EtcdKeyring, normalized_prefix};
 use crate::codec;
 use crate::custody::Wrapping;
@@ -96,7 +96,10 @@ impl EtcdKeyring {
             problems: Vec::new(),
         };
         for (suffix, value, mod_revision) in &entries {
-            let counts = suffix.starts_with(KEYS) || suffix == WRAPPING || suffix == POLICY;
+            let counts = suffix.starts_with(KEYS)
+                || suffix == WRAPPING
+                || suffix == POLICY
+                || suffix == SEQUENCE;
             if counts {
                 status.keyring_revision = status.keyring_revision.max(*mod_revision);
             }

@@ -259,6 +259,7 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
     }
     audit_changes(shared, &before, view.revision);
     adopt_policy(shared, view, &mut problems);
+    shared.adopt_sequence(view, &mut problems);
     let now = Instant::now();
     let ids: Vec<String> = view
         .entries

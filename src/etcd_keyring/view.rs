@@ -19,6 +19,8 @@ pub(crate) const WRAPPING: &str = "wrapping";
 pub(crate) const ROTATOR: &str = "rotator";
 /// The suffix of the policy record.
 pub(crate) const POLICY: &str = "policy";
+/// The suffix of the SPIFFE bundle sequence record.
+pub(crate) const SEQUENCE: &str = "sequence";
 
 /// One record under the prefix.
 #[derive(Clone)]

@@ -9,7 +9,7 @@ use zeroize::Zeroizing;
 
 use super::listing::relist;
 use super::sync::sync;
-use super::view::{Entry, KEYS, POLICY, WRAPPING};
+use super::view::{Entry, KEYS, POLICY, SEQUENCE, WRAPPING};
 use super::{Counters, Shared};
 use crate::error::truncate_for_message;
 use crate::state::etcd::record::{b64, prefix_end, unb64};
@@ -181,7 +181,10 @@ fn follow(weak: &Weak<Shared>, stream: impl Read, endpoint: &str, start: i64) ->
             if revision <= view.revision {
                 continue;
             }
-            keys_changed |= suffix.starts_with(KEYS) || suffix == WRAPPING || suffix == POLICY;
+            keys_changed |= suffix.starts_with(KEYS)
+                || suffix == WRAPPING
+                || suffix == POLICY
+                || suffix == SEQUENCE;
             match change {
                 Some(value) => {
                     view.entries.insert(

@@ -133,7 +133,7 @@ impl Jwks {
 
 /// A SPIFFE bundle of the ES256 and RS256 keys of each set, with its `use`
 /// (and `spiffe_sequence` when given).
-fn bundle_json(
+pub(super) fn bundle_json(
     sets: &[(&Jwks, &'static str)],
     refresh_hint: Duration,
     sequence: Option<u64>,
@@ -331,47 +331,6 @@ impl Keyring {
             refresh_hint,
             Some(self.spiffe_sequence()),
         )
-    }
-
-    /// The bundle's `spiffe_sequence`: the latest moment (Unix seconds) the
-    /// keys record for a change of the bundle's keys (those of an algorithm
-    /// a JWT-SVID or WIT-SVID can have: every one but EdDSA), over every key
-    /// held, deprecated ones included: a key's create time (it is
-    /// published when made, prepublished too), its retired time (when it
-    /// stopped signing) and, for a deprecated key, the earliest time the
-    /// stored policy let it be deprecated (else its retired time). 0 for a
-    /// keyring with no such key.
-    ///
-    /// A pure function of the keys, not a counter: every server publishing
-    /// one keyring (one keystore, one etcd prefix) serves the same sequence,
-    /// and a restart serves the sequence it served before. Each new key
-    /// raises it (its create time is the newest moment), and so does each
-    /// retirement and each policy deprecation later than every other
-    /// recorded moment. Its limit: the keys record no deprecation time, so a
-    /// deprecation that is not the latest recorded moment (a key deprecated
-    /// by hand, or after a newer key was made) changes the keys but not the
-    /// sequence; the sequence never goes backwards for it (readers take an
-    /// equal sequence), only fails to rise. A key removed from the keyring
-    /// after its deprecation can lower it only if no key was made or retired
-    /// since, which a rotating keyring does within its rotation period.
-    pub fn spiffe_sequence(&self) -> u64 {
-        let deprecate_after = self.policy();
-        let latest = self
-            .keys()
-            .iter()
-            .filter(|k| k.algorithm != Algorithm::EdDsa)
-            .map(|k| {
-                let left = match (k.state, &deprecate_after) {
-                    (super::KeyState::Deprecated, Some(p)) => {
-                        p.deprecate_after(k.retired_time).unwrap_or(k.retired_time)
-                    }
-                    _ => k.retired_time,
-                };
-                k.create_time.max(k.retired_time).max(left)
-            })
-            .max()
-            .unwrap_or(0);
-        u64::try_from(latest).unwrap_or(0)
     }
 
     /// The OIDC discovery document for `issuer`, listing the algorithms of the

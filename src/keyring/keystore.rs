@@ -89,6 +89,11 @@ wire_struct! {
         /// The keyring's policy ([`super::KeyringPolicy`]), when one is set.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub(crate) policy: Option<super::PolicyRecord> => "Policy",
+        /// The SPIFFE bundle sequence served for these keys
+        /// ([`Keyring::spiffe_sequence`]); absent in keystores written
+        /// before it was stored.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) sequence: Option<u64> => "Sequence",
     }
 }
 
@@ -285,6 +290,7 @@ impl Keyring {
                 keys,
                 wrapping: None,
                 policy: self.policy().map(super::KeyringPolicy::record),
+                sequence: Some(self.spiffe_sequence()),
             },
             hint,
         )
@@ -532,6 +538,7 @@ impl Keyring {
             .as_ref()
             .map(|p| super::KeyringPolicy::from_parts(p, "Policy"))
             .transpose()?;
+        let sequence = body.sequence;
         let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
         let entries = body
             .keys
@@ -542,6 +549,7 @@ impl Keyring {
         let kr = Keyring::new();
         kr.insert_entries(entries)?;
         kr.adopt_policy(policy);
+        kr.adopt_sequence(sequence);
         if version >= KEYSTORE_VERSION {
             *kr.shared
                 .wrapped_by
@@ -583,6 +591,7 @@ mod tests {
             }],
             wrapping: None,
             policy: None,
+            sequence: None,
         };
         ENVELOPE.encode_as(2, &body, 512).unwrap().to_vec()
     }

@@ -11,6 +11,7 @@
 //! whatever the number of keys.
 
 mod active_cache;
+mod bundle_sequence;
 mod external;
 mod handles;
 mod inspect;
@@ -166,6 +167,8 @@ struct Shared {
     /// Its longest token TTL in seconds, read by every issue without a lock
     /// (`u64::MAX`: no promise).
     longest_ttl: AtomicU64,
+    /// The SPIFFE bundle sequence served, and for which contents.
+    bundle_sequence: bundle_sequence::Recorded,
 }
 
 /// See [`Keyring::on_unknown_key`].
@@ -465,6 +468,7 @@ impl Keyring {
                 replica_of: std::sync::OnceLock::new(),
                 policy: RwLock::new(None),
                 longest_ttl: AtomicU64::new(u64::MAX),
+                bundle_sequence: Default::default(),
             }),
         }
     }

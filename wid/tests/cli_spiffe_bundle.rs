@@ -1,6 +1,6 @@
 //! `wid serve`'s SPIFFE bundle endpoint (`/spiffe/bundle.json`): the bundle
-//! format, `spiffe_sequence` rising with each rotation and equal across
-//! servers and restarts, `spiffe_refresh_hint`, and the caching rules the
+//! format, `spiffe_sequence` rising with each change of its keys (a hand
+//! deprecation too) and equal across servers and restarts, `spiffe_refresh_hint`, and the caching rules the
 //! JWKS follows (ETag, If-None-Match, Cache-Control).
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -144,6 +144,31 @@ fn bundle_endpoint_serves_jwt_svid_keys_with_a_rising_sequence() {
     let there = other.get("/spiffe/bundle.json");
     assert_eq!(there.body, same.body);
     assert_eq!(there.header("ETag"), same.header("ETag"));
+
+    // A deprecation by hand (the first ES256 key, inactive since the
+    // rotation) moves no recorded moment, yet the bundle loses a key: the
+    // sequence rises by one, on both servers alike.
+    let old_es256 = keys
+        .iter()
+        .find(|k| k["alg"] == "ES256")
+        .and_then(|k| k["kid"].as_str())
+        .unwrap()
+        .to_string();
+    wid_ok(&[
+        "keyring",
+        "deprecate",
+        "--keystore",
+        &ks,
+        &old_es256,
+        "--force",
+        "--now",
+        &(T0 + 7300).to_string(),
+    ]);
+    let deprecated = served.get("/spiffe/bundle.json").json();
+    assert_eq!(sequence(&deprecated), (T0 + 3601) as u64, "{deprecated}");
+    assert_eq!(deprecated["keys"].as_array().unwrap().len(), 2);
+    let there = other.get("/spiffe/bundle.json").json();
+    assert_eq!(there, deprecated);
 
     let m = served.get("/metrics").body;
     assert!(
