@@ -1360,3 +1360,123 @@ fn the_bundle_sequence_rises_with_every_change_on_every_copy() {
     // A copy exported to a keystore keeps it.
     assert_eq!(restarted.export().unwrap().spiffe_sequence(), s5);
 }
+
+fn rotator_with(
+    kr: &EtcdKeyring,
+    options: RotatorOptions,
+) -> Result<Rotator, workload_identity::Error> {
+    kr.start_rotator(
+        options
+            .lease_ttl(Duration::from_secs(3))
+            .interval(Duration::from_millis(100)),
+    )
+}
+
+/// Security round 4 (issue 51, item 2): a keyring made without a stored
+/// policy (as `wid keyring init` made them before it stored one) gets its
+/// first rotator's, by a compare-and-set; a second candidate with a
+/// shorter LongestTTL then refuses to start instead of taking over and
+/// deprecating a key whose live token it would reject.
+#[test]
+fn the_first_rotator_stores_its_policy_and_another_one_is_refused() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let prefix = "/wid-test/keyring-first-policy/";
+    let a = open(cluster.config(0, &[0, 1, 2]), prefix);
+    let b = open(cluster.config(1, &[1, 2, 0]), prefix);
+    let now = unix_now();
+    a.rotate_now(Algorithm::Es256, now).unwrap();
+    assert!(a.policy().is_none(), "made without a policy");
+
+    let hour = RotationPolicy::new(Some(Duration::from_secs(3600)))
+        .rotation_threshold(Duration::from_secs(7200));
+    let first = rotator_with(&a, RotatorOptions::new(hour)).unwrap();
+    let stored = a.policy().expect("stored by the first rotator");
+    assert_eq!(stored.longest_token_ttl, Some(Duration::from_secs(3600)));
+    assert_eq!(stored.rotation_threshold, Duration::from_secs(7200));
+    assert_eq!(stored.lead_time, Duration::from_secs(1), "a's lead time");
+    eventually("b's copy has the policy", Duration::from_secs(30), || {
+        b.policy() == Some(stored)
+    });
+
+    // The operator's second candidate, with a shorter promise: refused,
+    // naming the value and the stored one.
+    let short = RotationPolicy::new(Some(Duration::from_secs(60)))
+        .rotation_threshold(Duration::from_secs(7200));
+    let e = rotator_with(&b, RotatorOptions::new(short)).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("stored LongestTTL: 1h"), "{msg}");
+    // Its issuers keep the stored promise too.
+    let issuer = Issuer::new(b.keyring());
+    let mut long = common::issue_request_task();
+    long.identity.ttl = workload_identity::model::GoDuration::from_secs(7200);
+    let e = issuer.issue_with(Algorithm::Es256, &long, now).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    // A candidate that follows the stored policy starts under it.
+    let follower = rotator_with(&b, RotatorOptions::stored_policy()).unwrap();
+    assert_eq!(b.policy(), Some(stored));
+    drop(follower);
+    drop(first);
+}
+
+/// Candidates racing to be the first to store a policy: exactly one policy
+/// is stored, its candidate starts, and every candidate with other values
+/// is refused, whatever the order.
+#[test]
+fn racing_first_rotators_store_exactly_one_policy() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let prefix = "/wid-test/keyring-racing-policy/";
+    let copies: Vec<EtcdKeyring> = (0..3)
+        .map(|i| open(cluster.config(i, &[i, (i + 1) % 3, (i + 2) % 3]), prefix))
+        .collect();
+    copies[0].rotate_now(Algorithm::EdDsa, unix_now()).unwrap();
+    let barrier = Arc::new(Barrier::new(3));
+    let results: Vec<(u64, Result<Rotator, workload_identity::Error>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = copies
+                .iter()
+                .enumerate()
+                .map(|(i, kr)| {
+                    let barrier = Arc::clone(&barrier);
+                    scope.spawn(move || {
+                        let ttl = 600 * (i as u64 + 1);
+                        let policy = RotationPolicy::new(Some(Duration::from_secs(ttl)));
+                        barrier.wait();
+                        (ttl, rotator_with(kr, RotatorOptions::new(policy)))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+    let started: Vec<u64> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(ttl, _)| *ttl)
+        .collect();
+    assert_eq!(
+        started.len(),
+        1,
+        "{:?}",
+        results
+            .iter()
+            .map(|(t, r)| (t, r.as_ref().err().map(ToString::to_string)))
+            .collect::<Vec<_>>()
+    );
+    for (_, r) in &results {
+        if let Err(e) = r {
+            assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+        }
+    }
+    let stored = copies[0].policy().unwrap();
+    assert_eq!(
+        stored.longest_token_ttl,
+        Some(Duration::from_secs(started[0]))
+    );
+    for kr in &copies {
+        eventually(
+            "every copy has the one policy",
+            Duration::from_secs(30),
+            || kr.policy() == Some(stored),
+        );
+    }
+}

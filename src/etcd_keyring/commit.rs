@@ -40,6 +40,11 @@ pub(super) fn of_pair(k: &StoredKey, purpose: KeyPurpose, alg: Algorithm) -> boo
 }
 
 impl Plan {
+    /// Whether a `policy` record was there when the change was planned.
+    pub(super) fn has_policy_record(&self) -> bool {
+        self.policy_revision != 0
+    }
+
     pub(crate) fn active(&self, purpose: KeyPurpose, alg: Algorithm) -> Option<&StoredKey> {
         self.keys
             .values()

@@ -51,6 +51,55 @@ impl EtcdKeyring {
         s.commit_policy(&plan, bytes, &format!("setting the policy ({policy:?})"))
     }
 
+    /// Stores `policy` if the keyring stores none yet, by a compare-and-set
+    /// on the record's absence, so that of processes racing to store theirs
+    /// exactly one wins; returns the policy stored (this one, or the one
+    /// another process stored first: compare it with
+    /// [`EtcdKeyring::check_policy`]). [`EtcdKeyring::start_rotator`] calls
+    /// it, so a keyring made before `wid keyring init` stored a policy gets
+    /// its first rotator's. `InvalidArgument` for a policy that does not
+    /// validate, `KeyringConflict` when the keys kept changing under every
+    /// attempt, `KeyringUnavailable` when etcd does not answer; a record that
+    /// is there but does not decode is never written over (`InvalidArgument`).
+    pub fn store_policy_if_none(&self, policy: &KeyringPolicy) -> Result<KeyringPolicy> {
+        policy.validate()?;
+        let s = self.shared();
+        let bytes = policy.to_record()?;
+        let mut last = None;
+        for _ in 0..20 {
+            if let Some(stored) = s.stored_policy() {
+                return Ok(stored);
+            }
+            let plan = s.plan();
+            if plan.has_policy_record() {
+                return Err(Error::invalid(
+                    "policy",
+                    "record",
+                    format!(
+                        "the policy record at {}policy cannot be used, and no policy is stored over it here; put it right with `wid keyring policy set`",
+                        s.prefix
+                    ),
+                ));
+            }
+            match s.commit_policy(
+                &plan,
+                bytes.clone(),
+                &format!("storing the first rotator's policy ({policy:?}): the keyring had none"),
+            ) {
+                Ok(_) => return Ok(*policy),
+                Err(e) if e.code() == crate::error::ResultCode::KeyringConflict => {
+                    // Another change (or another candidate's policy) came
+                    // first: bring the copy up to date (one linearizable
+                    // read), then look again.
+                    last = Some(e);
+                    super::listing::relist(s)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| s.conflict("the policy could not be stored")))
+    }
+
     /// Checks the values this process was given against the stored policy:
     /// `InvalidArgument` naming each given value that differs, with the
     /// stored value, when they disagree (a process with other rules must not

@@ -20,7 +20,9 @@ use serde::Deserialize;
 use super::view::ROTATOR;
 use super::{EtcdKeyring, Shared};
 use crate::error::{Error, Result};
-use crate::keyring::{KeyState, RootKey, RotationAction, RotationPolicy, plan_rotation};
+use crate::keyring::{
+    KeyState, KeyringPolicy, RootKey, RotationAction, RotationPolicy, plan_rotation,
+};
 use crate::state::StoreError;
 use crate::state::etcd::record::{Header, b64, int64};
 
@@ -513,14 +515,23 @@ impl State {
 
 impl EtcdKeyring {
     /// Starts a rotation candidate in this process: it campaigns for the
-    /// `rotator` key, and while elected runs the stored policy (or, with
-    /// none stored, `options.policy`) every interval (promotions wait for
-    /// the lead time; deprecated keys are removed after the stored policy's
-    /// retention). Refused (`InvalidArgument`, naming the values) when the
-    /// options give a policy that contradicts the stored one: use
+    /// `rotator` key, and while elected runs the stored policy every
+    /// interval (promotions wait for the lead time; deprecated keys are
+    /// removed after the stored policy's retention). A keyring that stores
+    /// no policy yet first gets this candidate's (`options.policy`, with this
+    /// keyring's lead time; [`EtcdKeyring::store_policy_if_none`]). Refused
+    /// (`InvalidArgument`, naming the values) when the options give a policy
+    /// that contradicts the stored one: use
     /// [`RotatorOptions::stored_policy`] to follow whatever is stored. Run one in every server
     /// that may rotate; exactly one acts at a time.
     pub fn start_rotator(&self, options: RotatorOptions) -> Result<Rotator> {
+        // A keyring always has a stored policy: one made without it gets
+        // this candidate's, and every later candidate with other values is
+        // refused below.
+        let first = KeyringPolicy::new(options.policy.longest_token_ttl)
+            .rotation_threshold(options.policy.rotation_threshold)
+            .lead_time(self.shared().settings.lead_time);
+        self.store_policy_if_none(&first)?;
         if options.policy_given {
             self.check_policy(
                 &crate::keyring::PolicyOverrides::of_rotation(&options.policy),

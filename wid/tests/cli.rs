@@ -853,18 +853,42 @@ fn plan_promote_deprecate() {
     assert_eq!(again["saved"], false);
 
     // The active key cannot be deprecated; the old one can, once its
-    // tokens (1 h at most) have expired, and the plan says so.
+    // tokens (1 h at most) have expired, and the plan of a keystore whose
+    // stored policy says so (a copy: init stored LongestTTL unknown, and
+    // `plan --longest-ttl 1h` contradicting it is refused) says so.
     let o = expect(&["keyring", "deprecate", "--keystore", &ks, &second], 2);
     assert!(stderr(&o).contains("hint: rotate first"), "{}", stderr(&o));
+    let o = expect(
+        &["keyring", "plan", "--keystore", &ks, "--longest-ttl", "1h"],
+        2,
+    );
+    assert!(
+        stderr(&o).contains("--longest-ttl differs from the stored LongestTTL (unknown)"),
+        "{}",
+        stderr(&o)
+    );
+    let copy = s.path("keystore-1h");
+    std::fs::copy(&ks, &copy).unwrap();
+    expect(
+        &[
+            "keyring",
+            "policy",
+            "set",
+            "--keystore",
+            &copy,
+            "--longest-ttl",
+            "1h",
+            "--force",
+        ],
+        0,
+    );
     let plan = json_out(&[
         "keyring",
         "plan",
         "--keystore",
-        &ks,
+        &copy,
         "--now",
         &t(502),
-        "--longest-ttl",
-        "1h",
         "--json",
     ]);
     assert_eq!(

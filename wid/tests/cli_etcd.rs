@@ -239,7 +239,15 @@ fn two_servers_serve_one_jwks_and_follow_a_rotation() {
     let init = keyring_json(
         "init",
         &host_c,
-        &["--alg", "EdDSA", "--alg", "ES256", "--json"],
+        &[
+            "--alg",
+            "EdDSA",
+            "--alg",
+            "ES256",
+            "--etcd-lead-time",
+            "2s",
+            "--json",
+        ],
     );
     assert_eq!(init["committed"], true, "{init}");
     assert_eq!(init["etcd_prefix"], prefix);
@@ -464,6 +472,8 @@ fn migrate_round_trip_keeps_every_key() {
             "ES256",
             "--alg",
             "RS256",
+            "--rotation-threshold",
+            "1h",
             "--now",
             &t(0),
             "--json",
@@ -1124,11 +1134,13 @@ fn a_candidate_with_another_policy_refuses_to_start() {
         let ordered: Vec<String> = (0..3).map(|k| urls[(i + k) % 3].clone()).collect();
         etcd_flags(&ordered, prefix, &kek)
     };
-    keyring_json("init", &on(2), &["--alg", "ES256", "--json"]);
-    let set = json_out(&args(
-        &["keyring", "policy", "set"],
+    // init stores the policy with the first key.
+    keyring_json(
+        "init",
         &on(2),
         &[
+            "--alg",
+            "ES256",
             "--longest-ttl",
             "1h",
             "--rotation-threshold",
@@ -1139,9 +1151,10 @@ fn a_candidate_with_another_policy_refuses_to_start() {
             "1h",
             "--json",
         ],
-    ));
+    );
+    let set = json_out(&args(&["keyring", "policy", "show"], &on(2), &["--json"]));
     assert_eq!(set["policy"]["longest_ttl"], "1h", "{set}");
-    assert_eq!(set["previous"], Value::Null, "{set}");
+    assert_eq!(set["policy"]["retention"], "1h", "{set}");
     let shown = json_out(&args(&["keyring", "policy", "show"], &on(1), &["--json"]));
     assert_eq!(shown["policy"], set["policy"]);
 
@@ -1313,12 +1326,11 @@ fn revoke_and_remove_through_etcd() {
     let kek = s.kek("kek");
     let req = request(&s);
     let flags = etcd_flags(&urls, "/wid-cli/revoke/", &kek);
-    keyring_json("init", &flags, &["--alg", "EdDSA", "--json"]);
-    json_out(&args(
-        &["keyring", "policy", "set"],
+    keyring_json(
+        "init",
         &flags,
-        &["--longest-ttl", "1h", "--json"],
-    ));
+        &["--alg", "EdDSA", "--longest-ttl", "1h", "--json"],
+    );
     let a = Served::start(&args(
         &[],
         &flags,
@@ -1560,7 +1572,11 @@ fn the_audit_trail_and_metrics_say_what_happened() {
     let s = Scratch::new();
     let kek = s.kek("kek");
     let flags = etcd_flags(&urls, "/wid-cli/audit/", &kek);
-    let init = keyring_json("init", &flags, &["--alg", "EdDSA", "--json"]);
+    let init = keyring_json(
+        "init",
+        &flags,
+        &["--alg", "EdDSA", "--etcd-lead-time", "1s", "--json"],
+    );
     let first = init["changes"][0]["kid"].as_str().unwrap().to_string();
     let serve = |extra: &[&str]| {
         let mut a = args(
@@ -1747,4 +1763,103 @@ fn a_server_started_while_etcd_is_down_serves_its_snapshot() {
         second.jwks().kids().contains(&new)
     });
     assert!(second.jwks().kids().contains(&kid));
+}
+
+/// Security round 4 (issue 51, item 2), as the operator ran it: a keyring
+/// made by `wid keyring init` with default flags stores the default policy,
+/// so a rotation candidate started later with a shorter --longest-ttl
+/// refuses to start instead of taking over and deprecating the key of a
+/// live token. A keyring of the format before (no policy record) gets its
+/// first candidate's policy, and a second candidate with other values is
+/// refused the same way; the live token keeps verifying.
+#[test]
+fn a_keyring_always_has_a_stored_policy() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let req = request(&s);
+    let serve = |flags: &[String], extra: &[&str]| {
+        let mut a = args(
+            &["serve"],
+            flags,
+            &["--listen", "127.0.0.1:0", "--issuer", "http://127.0.0.1"],
+        );
+        a.extend(strings(extra));
+        a
+    };
+
+    // init with default flags: the default policy is stored.
+    let fresh = etcd_flags(&urls, "/wid-cli/default-policy/", &kek);
+    keyring_json("init", &fresh, &["--alg", "ES256", "--json"]);
+    let shown = json_out(&args(&["keyring", "policy", "show"], &fresh, &["--json"]));
+    assert_eq!(shown["policy"]["longest_ttl"], Value::Null, "{shown}");
+    assert_eq!(shown["policy"]["rotation_threshold"], "720h", "{shown}");
+    let refused = wid(&serve(&fresh, &["--rotator", "--longest-ttl", "1m"]));
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("--longest-ttl differs from the stored LongestTTL (unknown)"),
+        "{err}"
+    );
+    // init with values stores those.
+    let given = etcd_flags(&urls, "/wid-cli/given-policy/", &kek);
+    keyring_json(
+        "init",
+        &given,
+        &[
+            "--alg",
+            "ES256",
+            "--longest-ttl",
+            "1h",
+            "--lead-time",
+            "2s",
+            "--json",
+        ],
+    );
+    let shown = json_out(&args(&["keyring", "policy", "show"], &given, &["--json"]));
+    assert_eq!(shown["policy"]["longest_ttl"], "1h", "{shown}");
+    assert_eq!(shown["policy"]["lead_time"], "2s", "{shown}");
+
+    // A keyring of the format before: init, then its policy record removed.
+    let prefix = "/wid-cli/old-format/";
+    let old = etcd_flags(&urls, prefix, &kek);
+    keyring_json("init", &old, &["--alg", "ES256", "--json"]);
+    cluster.admin_any(
+        "/v3/kv/deleterange",
+        &serde_json::json!({"key": STANDARD.encode(format!("{prefix}policy"))}),
+    );
+    let none = json_out(&args(&["keyring", "policy", "show"], &old, &["--json"]));
+    assert_eq!(none["policy"], Value::Null, "{none}");
+    let (token, _) = issue(&old, &req, "ES256");
+    // The first candidate stores its policy ...
+    let first = Served::start(&serve(&old, &["--rotator", "--longest-ttl", "1h"])[1..]);
+    eventually("the first candidate's policy is stored", LIMIT, || {
+        json_out(&args(&["keyring", "policy", "show"], &old, &["--json"]))["policy"]["longest_ttl"]
+            == "1h"
+    });
+    // ... and the operator's second, with a one-minute policy, refuses to
+    // start, naming both values.
+    let second = wid(&serve(
+        &old,
+        &[
+            "--rotator",
+            "--longest-ttl",
+            "1m",
+            "--rotation-threshold",
+            "1m",
+        ],
+    ));
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    let err = stderr(&second);
+    assert!(
+        err.contains("--longest-ttl differs from the stored LongestTTL (1h)"),
+        "{err}"
+    );
+    // A few rounds of the elected rotator: the live token still verifies.
+    eventually("the first candidate is elected", LIMIT, || {
+        first.get("/health").json()["etcd"]["rotator_elected"] == true
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(verifies(&token, &first.jwks_url()));
 }

@@ -43,6 +43,56 @@ pub(crate) struct PolicyArgs {
     longest_ttl: Option<Duration>,
 }
 
+/// The values of the policy stored with the keys (`wid keyring init`,
+/// `wid keyring policy set`): those given; the stored or default ones for the
+/// rest.
+#[derive(Debug, Args)]
+pub(crate) struct StoredPolicyArgs {
+    /// How long a key signs before its successor takes over (default 720h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rotation_threshold: Option<Duration>,
+    /// The longest TTL any issuer of the keyring may sign (a promise: longer
+    /// tokens are refused, so a key deprecated after it never rejects a live
+    /// token), or `unknown` (the default: no key is then ever deprecated by
+    /// the policy).
+    #[arg(long, value_name = "DURATION|unknown", value_parser = parse_longest)]
+    longest_ttl: Option<Longest>,
+    /// How long a new key is published before it signs (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    lead_time: Option<Duration>,
+    /// How long a deprecated key is kept before the rotator removes it
+    /// (default 168h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    retention: Option<Duration>,
+}
+
+/// `--longest-ttl`: a TTL, or unknown (`None`).
+#[derive(Debug, Clone, Copy)]
+struct Longest(Option<Duration>);
+
+fn parse_longest(text: &str) -> Result<Longest, String> {
+    if text == "unknown" {
+        return Ok(Longest(None));
+    }
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err("0 is no TTL: give a duration, or `unknown`".into());
+    }
+    Ok(Longest(Some(d)))
+}
+
+impl StoredPolicyArgs {
+    /// The values given.
+    pub(crate) fn overrides(&self) -> PolicyOverrides {
+        let mut given = PolicyOverrides::none();
+        given.rotation_threshold = self.rotation_threshold;
+        given.longest_token_ttl = self.longest_ttl.map(|l| l.0);
+        given.lead_time = self.lead_time;
+        given.retention = self.retention;
+        given
+    }
+}
+
 /// The default rotation threshold.
 pub(crate) const DEFAULT_THRESHOLD: Duration = Duration::from_secs(720 * 3600);
 

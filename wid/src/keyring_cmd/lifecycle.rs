@@ -7,11 +7,12 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 use workload_identity::{
-    Algorithm, KeyId, KeyPurpose, KeyState, Keyring, ResultCode, RotationAction, plan_rotation,
+    Algorithm, KeyId, KeyPurpose, KeyState, Keyring, KeyringPolicy, ResultCode, RotationAction,
+    plan_rotation,
 };
 
 use super::change::{Change, report};
-use super::flags::{Pair, PolicyArgs, PurposeArgs, RsaArgs, parse_purpose};
+use super::flags::{Pair, PolicyArgs, PurposeArgs, RsaArgs, StoredPolicyArgs, parse_purpose};
 use super::{etcd, file};
 use crate::etcd_args::{Opened, StoreArgs};
 use crate::output::{Ctx, span, utc, when};
@@ -29,6 +30,10 @@ pub(crate) struct InitArgs {
     rsa: RsaArgs,
     #[command(flatten)]
     purpose: PurposeArgs,
+    /// The policy stored with the new keys (every value not given takes its
+    /// default; `wid keyring policy set` changes it later).
+    #[command(flatten)]
+    policy_values: StoredPolicyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +93,20 @@ pub(super) fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
     if algs.contains(&Algorithm::Rs256) {
         a.rsa.size()?;
     }
+    // A keyring always stores its policy, so that a process started later
+    // with other values refuses to start instead of rotating by its own.
+    let mut given = a.policy_values.overrides();
+    if let (Some(lead), Some(etcd_lead)) = (given.lead_time, a.store.etcd.etcd_lead_time) {
+        if lead != etcd_lead {
+            return Err(bad_flag(
+                "--lead-time",
+                "differs from --etcd-lead-time: give one of them",
+            ));
+        }
+    }
+    given.lead_time = given.lead_time.or(a.store.etcd.etcd_lead_time);
+    let policy = given.apply(KeyringPolicy::default());
+    policy.validate().map_err(CliError::from)?;
     let now = ctx.now();
     let opened = match &a.store.keystore {
         Some(path) => {
@@ -106,9 +125,13 @@ pub(super) fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
                 return Err(bad_flag("--keystore", "or --etcd is required"));
             };
             etcd::refuse_held_keys(r)?;
+            r.set_policy(&policy).map_err(CliError::from)?;
             opened
         }
     };
+    if let Opened::File { keyring, .. } = &opened {
+        keyring.set_policy(Some(policy)).map_err(CliError::from)?;
+    }
     let result = algs
         .iter()
         .map(|&alg| {

@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
+use workload_identity::KeyringPolicy;
 use workload_identity::model::GoDuration;
-use workload_identity::{KeyringPolicy, PolicyOverrides};
 
+use super::flags::StoredPolicyArgs;
 use crate::CliError;
 use crate::etcd_args::{Opened, StoreArgs};
-use crate::output::{Ctx, parse_duration};
+use crate::output::Ctx;
 use crate::sources::{bad_flag, save_keystore};
 
 #[derive(Debug, Subcommand)]
@@ -36,41 +37,13 @@ pub(crate) struct ShowArgs {
 pub(crate) struct SetArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// How long a key signs before its successor takes over (default 720h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    rotation_threshold: Option<Duration>,
-    /// The longest TTL any issuer of the keyring may sign (a promise: longer
-    /// tokens are refused, so a key deprecated after it never rejects a live
-    /// token), or `unknown` (no key is then ever deprecated by the policy).
-    #[arg(long, value_name = "DURATION|unknown", value_parser = parse_longest)]
-    longest_ttl: Option<Longest>,
-    /// How long a new key is published before it signs (default 30s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    lead_time: Option<Duration>,
-    /// How long a deprecated key is kept before the rotator removes it
-    /// (default 168h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    retention: Option<Duration>,
+    #[command(flatten)]
+    values: StoredPolicyArgs,
     /// Lower a stored --longest-ttl even though tokens signed under the
     /// longer one may still be live (a key deprecated by the shorter one
     /// would reject them).
     #[arg(long)]
     force: bool,
-}
-
-/// `--longest-ttl`: a TTL, or unknown (`None`).
-#[derive(Debug, Clone, Copy)]
-struct Longest(Option<Duration>);
-
-fn parse_longest(text: &str) -> Result<Longest, String> {
-    if text == "unknown" {
-        return Ok(Longest(None));
-    }
-    let d = parse_duration(text)?;
-    if d.is_zero() {
-        return Err("0 is no TTL: give a duration, or `unknown`".into());
-    }
-    Ok(Longest(Some(d)))
 }
 
 pub(super) fn run(cmd: &PolicyCommand, ctx: &Ctx) -> Result<(), CliError> {
@@ -143,12 +116,7 @@ fn set(a: &SetArgs, ctx: &Ctx) -> Result<(), CliError> {
     let opened = a.store.open(ctx)?;
     let keyring = opened.keyring();
     let before = keyring.policy();
-    let mut given = PolicyOverrides::none();
-    given.rotation_threshold = a.rotation_threshold;
-    given.longest_token_ttl = a.longest_ttl.map(|l| l.0);
-    given.lead_time = a.lead_time;
-    given.retention = a.retention;
-    let policy = given.apply(before.unwrap_or_default());
+    let policy = a.values.overrides().apply(before.unwrap_or_default());
     policy.validate().map_err(CliError::from)?;
     let mut notes = Vec::new();
     // A shorter promise does not shorten tokens already signed.
