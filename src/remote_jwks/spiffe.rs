@@ -138,12 +138,11 @@ impl SpiffeBundleSource {
     /// `spiffe_sequence` held, so that the next bundle is taken whatever its
     /// sequence (or none). For a peer that restarted its sequence on purpose
     /// (a rebuilt trust domain); the keys held stay until that fetch. Returns
-    /// the sequence forgotten, and logs it under the audit target. A new
+    /// the sequence forgotten, and logs it (warn). A new
     /// source (a restart of this process) starts with no sequence held too.
     pub fn reset_sequence(&self) -> Option<u64> {
         let forgotten = self.source.reset_sequence();
         log::warn!(
-            target: crate::audit::AUDIT_TARGET,
             "SPIFFE bundle source for {}: sequence reset by the operator (held {})",
             self.trust_domain,
             forgotten.map_or("none".to_string(), |n| n.to_string())
