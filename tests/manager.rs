@@ -535,3 +535,92 @@ fn extreme_times_never_overflow() {
         }
     }
 }
+
+/// An exchange that calls back into its own manager from inside its
+/// callback, recording what each call answered.
+struct CallsBack {
+    key: IdentityId,
+    manager: std::sync::OnceLock<IdentityManager>,
+    answers: Mutex<Vec<String>>,
+}
+
+impl TokenExchange for CallsBack {
+    fn name(&self) -> &str {
+        "calls-back"
+    }
+    fn identity(&self) -> &IdentityId {
+        &self.key
+    }
+    fn exchange(&self, token: &IdentityToken) -> Result<String, ExchangeError> {
+        let m = self.manager.get().expect("set before start");
+        let mut answers = self.answers.lock().unwrap();
+        let err = |r: Result<(), Error>| match r {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("{:?}: {e}", e.code()),
+        };
+        answers.push(format!("start {}", err(m.start(T0))));
+        answers.push(format!("restore {}", err(m.restore(T0).map(|_| ()))));
+        answers.push(format!("tick {:?}", m.tick(T0 + 10_000_000)));
+        answers.push(format!(
+            "current {}",
+            m.current(&self.key, T0).map(|t| t.jwt_id) == Some(token.jwt_id.clone())
+        ));
+        answers.push(format!("next_due {}", m.next_due_ms().is_some()));
+        answers.push(format!("health {}", m.health(T0).identities.len()));
+        Ok(format!("secret-{}", &token.jwt_id[..8]))
+    }
+    fn deliver(&self, _secret: &str, _kind: EventKind) {}
+}
+
+/// Security round 4 (issue 51, item 7): an exchange that calls back into the
+/// same manager from inside its callback used to hang forever on the
+/// manager's renewal lock. Now `start` and `restore` from there fail with a
+/// clear `InvalidArgument`, `tick` does nothing (the running call does what
+/// is due: the signer is not called again), and the reads answer; the
+/// outer start completes. The calls run on a thread of their own, so that a
+/// regression fails here instead of hanging the suite.
+#[test]
+fn a_callback_calling_back_into_its_manager_never_hangs() {
+    let s = setup(Arc::new(MemoryIdentityDb::default()));
+    let back = Arc::new(CallsBack {
+        key: task_key(),
+        manager: std::sync::OnceLock::new(),
+        answers: Mutex::new(Vec::new()),
+    });
+    let m = IdentityManager::builder(
+        requests(3600),
+        s.signer.clone(),
+        s.db.clone(),
+        s.keyring.clone(),
+    )
+    .exchange(back.clone())
+    .jitter(Arc::new(FixedJitter(0.5)))
+    .build()
+    .unwrap();
+    back.manager.set(m.clone()).ok().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let running = m.clone();
+    std::thread::spawn(move || tx.send(running.start(T0)).unwrap());
+    let started = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("start from inside a callback deadlocked");
+    started.unwrap();
+    assert_eq!(s.signer.calls.load(Ordering::SeqCst), 1, "signed once");
+    let answers = back.answers.lock().unwrap().clone();
+    assert_eq!(answers.len(), 6, "{answers:?}");
+    for (i, call) in ["start", "restore"].iter().enumerate() {
+        assert!(
+            answers[i].starts_with(&format!("{call} InvalidArgument"))
+                && answers[i].contains("from inside one of this manager's own callbacks"),
+            "{answers:?}"
+        );
+    }
+    // A tick at a time when everything is due signed nothing (one call).
+    assert!(answers[2].starts_with("tick Some("), "{answers:?}");
+    assert_eq!(answers[3], "current true", "{answers:?}");
+    assert_eq!(answers[4], "next_due true", "{answers:?}");
+    assert_eq!(answers[5], "health 2", "{answers:?}");
+    assert!(m.secret("calls-back").is_some());
+    // Outside any callback, the calls work as always (on any thread).
+    assert!(m.tick(T0).is_some());
+}

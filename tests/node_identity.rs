@@ -624,3 +624,66 @@ fn extreme_times_never_overflow_health_or_tick() {
     );
     assert_eq!(m.stats().consecutive_failures, 1);
 }
+
+/// A node signer that calls back into its own manager, recording answers.
+struct CallsBackNode {
+    issuer: Issuer,
+    manager: std::sync::OnceLock<Arc<NodeIdentityManager>>,
+    answers: Mutex<Vec<String>>,
+}
+
+impl NodeSigner for CallsBackNode {
+    fn sign_node(
+        &self,
+        request: &NodeIdentityRequest,
+        now: i64,
+    ) -> Result<workload_identity::SignedIdentity, workload_identity::Error> {
+        if let Some(m) = self.manager.get() {
+            let name = |r: Result<(), workload_identity::Error>| match r {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("{:?}", e.code()),
+            };
+            let mut answers = self.answers.lock().unwrap();
+            answers.push(format!("start {}", name(m.start(now * 1000).map(|_| ()))));
+            answers.push(format!("tick {}", name(m.tick(now * 1000))));
+            answers.push(format!("current {}", m.current(now * 1000).is_some()));
+        }
+        self.issuer.issue_node(request, now)
+    }
+}
+
+/// Security round 4 (issue 51, item 7), for the node manager: a signer
+/// calling back into it gets `InvalidArgument` from `start` and `tick`
+/// (never a hang) and an answer from `current`. On a thread of its own, so
+/// that a regression fails here instead of hanging the suite.
+#[test]
+fn a_node_signer_calling_back_into_its_manager_never_hangs() {
+    let signer = Arc::new(CallsBackNode {
+        issuer: Issuer::new(keyring()),
+        manager: std::sync::OnceLock::new(),
+        answers: Mutex::new(Vec::new()),
+    });
+    let db: Arc<dyn IdentityDb> = Arc::new(MemoryIdentityDb::default());
+    let m = Arc::new(NodeIdentityManager::new(
+        request(),
+        signer.clone(),
+        db,
+        keyring(),
+    ));
+    signer.manager.set(m.clone()).ok().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let running = m.clone();
+    std::thread::spawn(move || tx.send(running.start(NOW * 1000).map(|_| ())).unwrap());
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("a node signer calling back deadlocked")
+        .unwrap();
+    assert_eq!(
+        *signer.answers.lock().unwrap(),
+        [
+            "start InvalidArgument",
+            "tick InvalidArgument",
+            "current false"
+        ]
+    );
+    assert!(m.current(NOW * 1000).is_some());
+}

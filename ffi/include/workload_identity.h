@@ -1143,7 +1143,9 @@ void wid_identity_manager_free(const struct wid_identity_manager *m);
 // A signing failure is its code; an exchange's failure is
 // `WID_RESULT_TOKEN_EXCHANGE_FAILED` (the identities are signed and in use;
 // the exchange is retried by `_tick` after a backoff, and its secret is
-// never handed out before it succeeds).
+// never handed out before it succeeds). Called from inside one of this
+// manager's own callbacks while it works (its signer, an exchange, the
+// watcher told meanwhile): `WID_RESULT_INVALID_ARGUMENT`, nothing done.
 //
 // # Safety
 // `m` must be NULL or a live handle.
@@ -1156,7 +1158,8 @@ wid_result wid_identity_manager_start(const struct wid_identity_manager *m, int6
 // reused, or derived anew: an unconfirmed or empty secret is never handed
 // out. `*out_report_json` (may be NULL) receives
 // `{"reused":bool,"reason":"...","rederived":["<exchange>",...]}`. Codes as
-// `wid_identity_manager_start`.
+// `wid_identity_manager_start` (from inside one of the manager's own
+// callbacks, too).
 //
 // # Safety
 // `m` must be NULL or a live handle; `out_report_json` NULL or writable.
@@ -1168,6 +1171,8 @@ wid_result wid_identity_manager_restore(const struct wid_identity_manager *m,
 // retry) and always returns `WID_RESULT_OK`: failures are retried after a
 // backoff and shown by `_health_json`. `*out_next_due_ms` (may be NULL)
 // receives when to tick next (Unix ms), or -1 when nothing will expire.
+// From inside one of this manager's own callbacks while it works, it does
+// nothing (the running call does what is due) and says when to tick next.
 //
 // # Safety
 // `m` must be NULL or a live handle; `out_next_due_ms` NULL or writable.

@@ -5,12 +5,17 @@
 //!
 //! Every callback is called by the thread running `wid_identity_manager_start`,
 //! `_restore` or `_tick` (one at a time per manager), never while the
-//! manager's state lock is held. A callback that fails, or returns OK without
+//! manager's state lock is held. A callback may call back into its own
+//! manager: from inside the manager's work (the signer, an exchange, or the
+//! watcher told while they run) `_start` and `_restore` fail with
+//! `WID_RESULT_INVALID_ARGUMENT` and `_tick` does nothing (the running call
+//! does what is due); `_current`, `_secret`, `_next_due_ms` and
+//! `_health_json` answer anywhere. The events such calls make are told
+//! after the watcher's callback returns, never from inside it. A callback that fails, or returns OK without
 //! writing what it must, fails closed: the signing or exchange is counted as
 //! failed and retried after a backoff; nothing it wrote is used.
 
 use std::ffi::{c_char, c_void};
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 use zeroize::Zeroizing;
 
@@ -19,12 +24,15 @@ use super::{wid_event, wid_managed, wid_refresh_reason, wid_refreshed, wid_resul
 use workload_identity::codec;
 use workload_identity::{Error, ResultCode};
 
+mod events;
+pub(super) use events::Events;
+
 type Result<T, E = Error> = std::result::Result<T, E>;
 use workload_identity::Keyring;
 use workload_identity::SignedIdentity;
 use workload_identity::manager::{
     Derived, EventKind, ExchangeError, IdentityId, IdentitySigner, IdentityToken, RefreshReason,
-    Refreshed, TokenExchange, Watcher,
+    Refreshed, TokenExchange,
 };
 use workload_identity::model::IssueRequest;
 
@@ -369,91 +377,6 @@ impl HostSigner {
 impl IdentitySigner for HostSigner {
     fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>> {
         requests.iter().map(|r| self.sign_one(r, now)).collect()
-    }
-}
-
-/// The watcher and the identity watchers behind it, shared by a manager and
-/// the exchanges that deliver through it.
-#[derive(Default)]
-pub(super) struct Events {
-    callback: Mutex<Option<(WatchFn, Userdata)>>,
-    /// One per identity, set when the manager is built.
-    watchers: OnceLock<Vec<(IdentityId, Watcher)>>,
-    /// Held while telling, so tokens and secrets are told in order.
-    telling: Mutex<()>,
-}
-
-impl Events {
-    pub(super) fn set_callback(&self, f: WatchFn, userdata: Userdata) {
-        *self.callback.lock().unwrap_or_else(PoisonError::into_inner) = Some((f, userdata));
-    }
-
-    pub(super) fn set_watchers(&self, watchers: Vec<(IdentityId, Watcher)>) {
-        let _ = self.watchers.set(watchers);
-    }
-
-    fn tell(&self, what: ManagedValue, workload: &str, name: &str, value: &str, kind: EventKind) {
-        let Some((f, userdata)) = *self.callback.lock().unwrap_or_else(PoisonError::into_inner)
-        else {
-            return;
-        };
-        // SAFETY: the watcher's contract; the strings outlive the call.
-        unsafe {
-            f(
-                userdata.0,
-                what as u32,
-                workload.as_ptr().cast(),
-                workload.len(),
-                name.as_ptr().cast(),
-                name.len(),
-                value.as_ptr().cast(),
-                value.len(),
-                ManagedEvent::from(kind) as u32,
-            );
-        }
-    }
-
-    /// Tells the watcher of every identity token not told yet.
-    pub(super) fn flush(&self) {
-        let _one = self.telling.lock().unwrap_or_else(PoisonError::into_inner);
-        self.flush_locked();
-    }
-
-    fn flush_locked(&self) {
-        let Some(watchers) = self.watchers.get() else {
-            return;
-        };
-        for (key, w) in watchers {
-            if let Some(u) = w.try_recv() {
-                let token = Zeroizing::new(u.token.token.clone());
-                self.tell(
-                    ManagedValue::Identity,
-                    &key.workload,
-                    &key.name,
-                    &token,
-                    u.kind,
-                );
-            }
-        }
-    }
-
-    /// Tells the watcher of a secret, after any identity token not told yet.
-    pub(super) fn deliver(
-        &self,
-        identity: &IdentityId,
-        exchange: &str,
-        secret: &str,
-        kind: EventKind,
-    ) {
-        let _one = self.telling.lock().unwrap_or_else(PoisonError::into_inner);
-        self.flush_locked();
-        self.tell(
-            ManagedValue::Secret,
-            &identity.workload,
-            exchange,
-            secret,
-            kind,
-        );
     }
 }
 

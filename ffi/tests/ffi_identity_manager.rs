@@ -999,3 +999,212 @@ fn many_threads_at_once() {
         wid_keyring_free(kr);
     }
 }
+
+/// The manager a re-entering callback calls back into, and what it saw.
+#[derive(Default)]
+struct Reentry {
+    manager: std::sync::atomic::AtomicUsize,
+    /// Callbacks running now on this test's thread (a nested one is a
+    /// watcher told from inside its own callback).
+    depth: std::sync::atomic::AtomicUsize,
+    calls: Mutex<Vec<String>>,
+    told: Mutex<Vec<String>>,
+    watch_reentered: std::sync::atomic::AtomicBool,
+}
+
+impl Reentry {
+    fn m(&self) -> *const wid_identity_manager {
+        self.manager.load(std::sync::atomic::Ordering::SeqCst) as *const _
+    }
+    /// Calls start, restore, tick and current from inside a callback.
+    fn call_back(&self, from: &str, now: i64) {
+        let m = self.m();
+        let mut due = 0i64;
+        let start = unsafe { wid_identity_manager_start(m, now) };
+        let start_msg = last_error();
+        let restore = unsafe { wid_identity_manager_restore(m, now, null_mut()) };
+        let tick = unsafe { wid_identity_manager_tick(m, now, &mut due) };
+        let current = current(m, now).map(|_| ());
+        let mut calls = self.calls.lock().unwrap();
+        calls.push(format!(
+            "{from}: start {} restore {} tick {} current {}",
+            name(start),
+            name(restore),
+            name(tick),
+            current.is_ok()
+        ));
+        if start != WID_RESULT_OK {
+            calls.push(format!("{from}: {start_msg}"));
+        }
+    }
+}
+
+unsafe extern "C" fn reentering_watch(
+    userdata: *mut c_void,
+    what: u32,
+    _workload: *const c_char,
+    _workload_len: usize,
+    _name: *const c_char,
+    _name_len: usize,
+    value: *const c_char,
+    value_len: usize,
+    kind: u32,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let r = unsafe { &*userdata.cast::<Reentry>() };
+    let nested = r.depth.fetch_add(1, SeqCst) > 0;
+    let shown = if what == WID_MANAGED_IDENTITY {
+        format!("jwt {kind}")
+    } else {
+        format!("secret {} {kind}", text(value, value_len))
+    };
+    r.told.lock().unwrap().push(if nested {
+        format!("NESTED {shown}")
+    } else {
+        shown
+    });
+    // The first identity token: a host that renews at once from its watcher.
+    if what == WID_MANAGED_IDENTITY && !r.watch_reentered.swap(true, SeqCst) {
+        r.call_back("watch", T0 + 3_000_000);
+    }
+    r.depth.fetch_sub(1, SeqCst);
+}
+
+unsafe extern "C" fn reentering_derive(
+    userdata: *mut c_void,
+    _token: *const c_char,
+    _token_len: usize,
+    now_ms: i64,
+    out_secret: *mut wid_output,
+    _out_refresh_at_ms: *mut i64,
+) -> wid_result {
+    let r = unsafe { &*userdata.cast::<Reentry>() };
+    let n = {
+        let mut calls = r.calls.lock().unwrap();
+        calls.push("derive".into());
+        calls.iter().filter(|c| *c == "derive").count()
+    };
+    if n == 1 {
+        r.call_back("derive", now_ms);
+    }
+    let secret = format!("s{n}");
+    unsafe { wid_output_set(out_secret, secret.as_ptr(), secret.len()) }
+}
+
+type Reentered = (wid_result, Vec<String>, Vec<String>, Result<String, String>);
+
+/// A manager of one identity whose watcher (and, `with_exchange`, whose
+/// exchange) call back into it, started on a thread of its own, so that a
+/// regression fails the test instead of hanging the suite.
+fn start_reentering(with_exchange: bool) -> Reentered {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let kr = keyring();
+        let r = Box::leak(Box::new(Reentry::default()));
+        let ud = (r as *const Reentry).cast_mut().cast::<c_void>();
+        let mut b = null_mut();
+        let (d, dl) = s(&dir);
+        expect(
+            unsafe { wid_identity_manager_builder_new(kr, d, dl, &mut b) },
+            WID_RESULT_OK,
+        );
+        let req = codec::encode(&request()).unwrap();
+        expect(
+            unsafe { wid_identity_manager_builder_add_identity(b, req.as_ptr(), req.len()) },
+            WID_RESULT_OK,
+        );
+        expect(
+            unsafe { wid_identity_manager_builder_set_watcher(b, Some(reentering_watch), ud) },
+            WID_RESULT_OK,
+        );
+        if with_exchange {
+            let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+            expect(
+                unsafe {
+                    wid_identity_manager_builder_add_exchange(
+                        b,
+                        n,
+                        nl,
+                        w,
+                        wl,
+                        i,
+                        il,
+                        Some(reentering_derive),
+                        None,
+                        None,
+                        ud,
+                    )
+                },
+                WID_RESULT_OK,
+            );
+        }
+        in_process(b, kr);
+        let m = build(b);
+        unsafe { wid_identity_manager_builder_free(b) };
+        r.manager
+            .store(m as usize, std::sync::atomic::Ordering::SeqCst);
+        let rc = unsafe { wid_identity_manager_start(m, T0) };
+        let calls = r.calls.lock().unwrap().clone();
+        let told = r.told.lock().unwrap().clone();
+        let secret = secret(m);
+        unsafe { wid_identity_manager_free(m) };
+        unsafe { wid_keyring_free(kr) };
+        tx.send((rc, calls, told, secret)).unwrap();
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("a callback calling back into its manager deadlocked")
+}
+
+/// Security round 4 (issue 51, item 7): callbacks that call back into
+/// their own manager used to hang forever. From inside the manager's work
+/// (an exchange's callback, or the watcher told while it runs), `_start`
+/// and `_restore` fail with `WID_RESULT_INVALID_ARGUMENT`, saying why,
+/// `_tick` does nothing and `_current` answers.
+#[test]
+fn a_callback_inside_the_managers_work_is_refused_start_and_restore() {
+    let (rc, calls, told, secret) = start_reentering(true);
+    assert_eq!(rc, WID_RESULT_OK, "{calls:?}");
+    let refused = "start WID_RESULT_INVALID_ARGUMENT restore WID_RESULT_INVALID_ARGUMENT tick WID_RESULT_OK current true";
+    // The exchange's callback, and the watcher (told the token by the
+    // exchange's own tick, while the start still runs): the same answers.
+    for from in ["derive", "watch"] {
+        assert!(
+            calls.contains(&format!("{from}: {refused}")),
+            "{from}: {calls:?}"
+        );
+        assert!(
+            calls.iter().any(|c| c.starts_with(&format!("{from}: "))
+                && c.contains("from inside one of this manager's own callbacks")),
+            "{from}: {calls:?}"
+        );
+    }
+    assert_eq!(
+        calls.iter().filter(|c| *c == "derive").count(),
+        1,
+        "nothing more was signed or derived: {calls:?}"
+    );
+    assert_eq!(told, ["jwt 1", "secret s1 1"], "{told:?}");
+    assert_eq!(secret.as_deref(), Ok("s1"));
+}
+
+/// A watcher told after the call returned may call anything: here a tick
+/// that renews at once. The token that renewal makes is told after the
+/// watcher's callback returns, in order, never from inside it.
+#[test]
+fn a_watcher_may_drive_its_manager_and_is_told_after_it_returns() {
+    let (rc, calls, told, _) = start_reentering(false);
+    assert_eq!(rc, WID_RESULT_OK, "{calls:?}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    // Its start signs anew (the manager was idle: the call that told the
+    // watcher had returned).
+    assert!(
+        calls[0].starts_with("watch: start WID_RESULT_OK"),
+        "{calls:?}"
+    );
+    // The token its start signed is told after the callback returned.
+    assert_eq!(told.len(), 2, "the first token and the new one: {told:?}");
+    assert!(told.iter().all(|t| t.starts_with("jwt")), "{told:?}");
+    assert_eq!(told[0], "jwt 1");
+}

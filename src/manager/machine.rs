@@ -69,9 +69,13 @@ type WorkloadKeys = Vec<Option<Arc<WorkloadKey>>>;
 
 impl IdentityManager {
     /// Starts a new allocation: signs every identity at once (announced as
-    /// `Initial`) and derives the exchange secrets.
+    /// `Initial`) and derives the exchange secrets. Called from inside one of
+    /// this manager's own callbacks (its signer, an exchange), on the thread
+    /// running them, it fails with `InvalidArgument` and does nothing.
     pub fn start(&self, now_ms: i64) -> Result<()> {
-        let _one = self.renewal();
+        let Some(_one) = self.renewal() else {
+            return Err(super::reentry::refused("IdentityManager", "start"));
+        };
         {
             let mut st = self.lock();
             st.pending = EventKind::Initial;
@@ -85,14 +89,24 @@ impl IdentityManager {
     /// `None` when nothing will expire.
     ///
     /// One at a time: a tick called while another (or a start or restore)
-    /// is running waits for it, then does only what is still due. So the
-    /// signer and the exchanges must not call back into this manager's
-    /// `start`, `restore` or `tick`.
+    /// is running waits for it, then does only what is still due. A tick
+    /// from inside one of this manager's own callbacks (its signer, an
+    /// exchange, a watcher of the C ABI), on the thread running them, does
+    /// nothing and returns when the next tick is due: the call running the
+    /// callback does what is due. (`start` and `restore` from there fail
+    /// with `InvalidArgument`; `current`, `secret`, `next_due_ms`, `watch`
+    /// and `health` are safe anywhere.)
     pub fn tick(&self, now_ms: i64) -> Option<i64> {
         // Decided and done under the renewal lock: deciding under the state
         // lock alone let two threads both find the renewal due, both sign
         // and both refresh (and release) the same old secret.
-        let _one = self.renewal();
+        let Some(_one) = self.renewal() else {
+            log::debug!(
+                "identity manager {}: a tick from inside its own callback does nothing (the running call does what is due)",
+                self.inner.alloc_id
+            );
+            return self.next_due_ms();
+        };
         let (sign_due, refresh_due) = {
             let st = self.lock();
             let sign_due = st.next_ms.is_some_and(|t| now_ms >= t);

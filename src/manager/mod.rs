@@ -23,6 +23,7 @@ mod exchange;
 mod health;
 mod machine;
 mod node;
+mod reentry;
 mod renewal;
 mod restore;
 mod runner;
@@ -332,12 +333,10 @@ impl IdentityManager {
         }
     }
 
-    /// The renewal lock (see `Inner::renewing`).
-    fn renewal(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.inner
-            .renewing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// The renewal lock (see `Inner::renewing`); `None` when this thread
+    /// holds it already: a call from inside one of the manager's callbacks.
+    fn renewal(&self) -> Option<reentry::Renewal<'_>> {
+        reentry::enter(&self.inner.renewing)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -334,7 +334,9 @@ impl NodeIdentityManager {
     /// Signs, installs and saves a new token now. One renewal at a time; a
     /// token that cannot be saved is still used (and the failure logged).
     fn renew(&self, now_ms: i64) -> Result<IdentityToken> {
-        let _one = self.renewing.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(_one) = super::reentry::enter(&self.renewing) else {
+            return Err(super::reentry::refused("NodeIdentityManager", "start"));
+        };
         self.renew_locked(now_ms)
     }
 
@@ -427,11 +429,15 @@ impl NodeIdentityManager {
 
     /// Renews when due (two thirds of the life, or the retry after a
     /// failure). A failure keeps the current token and is returned; the next
-    /// attempt is backed off (1 s doubling to 60 s).
+    /// attempt is backed off (1 s doubling to 60 s). Called from inside this
+    /// manager's own signer (as `start` and `restore` too), on the thread
+    /// running it: `InvalidArgument`, nothing done.
     pub fn tick(&self, now_ms: i64) -> Result<()> {
         // Decided and done under the renewal lock: two threads ticking at
         // the due time renew once.
-        let _one = self.renewing.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(_one) = super::reentry::enter(&self.renewing) else {
+            return Err(super::reentry::refused("NodeIdentityManager", "tick"));
+        };
         let due = self.lock().next_attempt_ms;
         match due {
             Some(due) if now_ms < due => Ok(()),

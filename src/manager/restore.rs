@@ -41,9 +41,12 @@ impl IdentityManager {
     /// A token's renewal window starts half-way through its lifetime
     /// (`iat + (exp - iat) / 2`); tokens without `exp` are never renewed.
     /// On error (the signer or an exchange failing) the manager keeps retrying
-    /// from [`IdentityManager::tick`].
+    /// from [`IdentityManager::tick`]. From inside one of this manager's own
+    /// callbacks: `InvalidArgument`, as [`IdentityManager::start`].
     pub fn restore(&self, now_ms: i64) -> Result<RestoreReport> {
-        let _one = self.renewal();
+        let Some(_one) = self.renewal() else {
+            return Err(super::reentry::refused("IdentityManager", "restore"));
+        };
         let saved = match self.inner.parts.db.load(&self.inner.alloc_id) {
             Ok(Some(saved)) => Ok(saved),
             Ok(None) => Err("no saved state".to_string()),

@@ -562,7 +562,10 @@ func (m *IdentityManager) with(f func(m *C.wid_identity_manager) C.wid_result) e
 // failure is returned (the signer's message in it) and retried by Tick
 // after a backoff; an exchange's failure is ErrTokenExchangeFailed: the
 // identities are signed and in use, the exchange is retried by Tick, and
-// its secret is never handed out before it succeeds.
+// its secret is never handed out before it succeeds. Called from inside
+// one of this manager's own Exchange or Signer callbacks, it returns
+// ErrInvalidArgument and does nothing (it would wait for the call running
+// the callback).
 func (m *IdentityManager) Start(now time.Time) error {
 	ms, err := unixMillis("IdentityManager.Start: now", now)
 	if err != nil {
@@ -588,7 +591,8 @@ type RestoreReport struct {
 // verify, are what the requests ask for and are outside their renewal
 // window (else signs anew); each exchange's saved secret is confirmed
 // (Exchange.Refresh with ReasonRestored; a Vault token with lookup-self)
-// and reused, or derived anew. Errors as Start's; on an error the report is
+// and reused, or derived anew. Errors as Start's (from inside a callback,
+// too); on an error the report is
 // empty. With nothing saved (an empty state directory) everything is
 // signed and derived anew, told as EventRestored.
 func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
@@ -609,7 +613,9 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 // retry); failures are retried after a backoff and shown by Health. next
 // is when to tick again; ok is false when nothing will ever be due (no
 // token expires, no exchange asked for a refresh), the manager is
-// closed or now is the zero time.Time. Run calls it for you.
+// closed or now is the zero time.Time. Run calls it for you. From inside
+// one of this manager's own Exchange or Signer callbacks it does nothing
+// (the running call does what is due) and says when to tick next.
 func (m *IdentityManager) Tick(now time.Time) (next time.Time, ok bool) {
 	next, ok, _ = m.tick(now)
 	return next, ok

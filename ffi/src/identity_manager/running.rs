@@ -28,7 +28,9 @@ fn driving<T>(
 /// A signing failure is its code; an exchange's failure is
 /// `WID_RESULT_TOKEN_EXCHANGE_FAILED` (the identities are signed and in use;
 /// the exchange is retried by `_tick` after a backoff, and its secret is
-/// never handed out before it succeeds).
+/// never handed out before it succeeds). Called from inside one of this
+/// manager's own callbacks while it works (its signer, an exchange, the
+/// watcher told meanwhile): `WID_RESULT_INVALID_ARGUMENT`, nothing done.
 ///
 /// # Safety
 /// `m` must be NULL or a live handle.
@@ -51,7 +53,8 @@ pub unsafe extern "C" fn wid_identity_manager_start(
 /// reused, or derived anew: an unconfirmed or empty secret is never handed
 /// out. `*out_report_json` (may be NULL) receives
 /// `{"reused":bool,"reason":"...","rederived":["<exchange>",...]}`. Codes as
-/// `wid_identity_manager_start`.
+/// `wid_identity_manager_start` (from inside one of the manager's own
+/// callbacks, too).
 ///
 /// # Safety
 /// `m` must be NULL or a live handle; `out_report_json` NULL or writable.
@@ -81,6 +84,8 @@ pub unsafe extern "C" fn wid_identity_manager_restore(
 /// retry) and always returns `WID_RESULT_OK`: failures are retried after a
 /// backoff and shown by `_health_json`. `*out_next_due_ms` (may be NULL)
 /// receives when to tick next (Unix ms), or -1 when nothing will expire.
+/// From inside one of this manager's own callbacks while it works, it does
+/// nothing (the running call does what is due) and says when to tick next.
 ///
 /// # Safety
 /// `m` must be NULL or a live handle; `out_next_due_ms` NULL or writable.
