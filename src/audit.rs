@@ -68,3 +68,14 @@ pub(crate) fn election(prefix: &str, identity: &str, event: &str, why: &str) {
         "rotator {identity} {event} for {prefix}: {why}"
     );
 }
+
+/// A record of the keyring at `prefix` was refused: it is not what the
+/// keyring's authenticated manifest lists (written without the KEK), so it
+/// is not followed.
+pub(crate) fn refused(prefix: &str, record: &str, why: &str, revision: i64) {
+    log::warn!(
+        target: AUDIT_TARGET,
+        event = "refused", prefix = prefix, record = record, why = why, revision = revision;
+        "record {prefix}{record} refused at revision {revision}: {why}"
+    );
+}

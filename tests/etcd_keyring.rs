@@ -126,7 +126,9 @@ fn keys_replicate_wrapped_and_changes_are_linearizable() {
         .lead_time(Duration::from_secs(1))
         .open()
         .unwrap();
-    let unwraps = || counting.unwrapped.load(std::sync::atomic::Ordering::SeqCst);
+    // Key material unwrapped (the record key, unwrapped once at open, is
+    // not counted).
+    let unwraps = || counting.unwrapped.load(std::sync::atomic::Ordering::SeqCst) - 1;
     let now = unix_now();
 
     // The first key is active at once; the other process has it.
@@ -869,11 +871,15 @@ fn tampered_records_and_a_second_kek_are_refused_one_by_one() {
         a.stats().bad_records == 3
     });
     assert_eq!(a.keyring().active_id(), Some(ed.clone()));
-    assert!(a.keyring().key_info(es.as_str()).is_none());
+    // The running copy keeps the ES256 key as the manifest lists it (the
+    // record written over is refused, not followed).
+    assert!(a.keyring().key_info(es.as_str()).is_some());
     assert!(a.keyring().key_info(&other).is_none());
-    // A new server opens all the same, with the good keys.
+    // A new server opens all the same, with the good keys (the tampered
+    // ES256 record left out: it never saw the version the manifest lists).
     let b = open(cluster.config(0, &[0]), prefix);
     assert_eq!(b.keyring().active_id(), Some(ed.clone()));
+    assert!(b.keyring().key_info(es.as_str()).is_none());
     assert_eq!(b.stats().bad_records, 3, "{:?}", b.stats());
     // And changes still arrive.
     let next = a.rotate_now(Algorithm::EdDsa, now + 1).unwrap();
@@ -935,7 +941,8 @@ fn a_kms_outage_never_empties_a_running_copy() {
     kms.down.store(true, std::sync::atomic::Ordering::SeqCst);
     let e = build().unwrap_err();
     assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
-    assert!(e.to_string().contains("could be unwrapped"), "{e}");
+    // The record key is the first thing unwrapped.
+    assert!(e.to_string().contains("could not be unwrapped"), "{e}");
     kms.down.store(false, std::sync::atomic::Ordering::SeqCst);
     let b = build().unwrap();
     assert_eq!(b.keyring().active_id(), Some(first.clone()));
@@ -1479,4 +1486,281 @@ fn racing_first_rotators_store_exactly_one_policy() {
             || kr.policy() == Some(stored),
         );
     }
+}
+
+/// Raw access to one prefix of the cluster, as someone who can write etcd
+/// but holds no KEK.
+struct EtcdWriter<'a> {
+    cluster: &'a Cluster,
+    prefix: &'a str,
+}
+
+impl EtcdWriter<'_> {
+    fn put(&self, suffix: &str, value: &[u8]) {
+        self.cluster.admin_any(
+            "/v3/kv/put",
+            &serde_json::json!({"key": b64(&format!("{}{suffix}", self.prefix)), "value": base64_encode(value)}),
+        );
+    }
+    fn get(&self, suffix: &str) -> Vec<u8> {
+        let r = self.cluster.admin_any(
+            "/v3/kv/range",
+            &serde_json::json!({"key": b64(&format!("{}{suffix}", self.prefix))}),
+        );
+        base64_decode(r["kvs"][0]["value"].as_str().unwrap())
+    }
+    fn delete(&self, suffix: &str) {
+        self.cluster.admin_any(
+            "/v3/kv/deleterange",
+            &serde_json::json!({"key": b64(&format!("{}{suffix}", self.prefix))}),
+        );
+    }
+}
+
+/// `record` with the string value of `field` replaced by `value` (a
+/// msgpack map: its entries are not length-prefixed, so the value may grow).
+fn with_string(record: &[u8], field: &str, old: &str, value: &str) -> Vec<u8> {
+    let mut key = vec![0xa0 | field.len() as u8];
+    key.extend_from_slice(field.as_bytes());
+    let mut was = vec![0xa0 | old.len() as u8];
+    was.extend_from_slice(old.as_bytes());
+    let at = record
+        .windows(key.len())
+        .position(|w| w == key.as_slice())
+        .expect("the field")
+        + key.len();
+    assert_eq!(&record[at..at + was.len()], was.as_slice(), "the old value");
+    let mut out = record[..at].to_vec();
+    out.push(0xa0 | value.len() as u8);
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(&record[at + was.len()..]);
+    out
+}
+
+/// Security round 4 (issue 51, item 1): records in etcd are followed only
+/// as the keyring's authenticated manifest lists them. Someone who can write
+/// etcd but holds no KEK replays a revoked key's earlier record, makes a WIT
+/// key a bearer key and lowers the LongestTTL: the running copy and every
+/// process opened afterwards refuse each record (counted), and follow
+/// nothing of it; a forged manifest is refused whole; stripping the record
+/// key makes new processes refuse to open rather than follow unauthenticated
+/// records.
+#[test]
+fn records_written_without_the_kek_are_never_followed() {
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let prefix = "/wid-test/keyring-sealed/";
+    let etcd = EtcdWriter {
+        cluster: &cluster,
+        prefix,
+    };
+    let a = open(cluster.config(0, &[0]), prefix);
+    assert!(a.records_authenticated());
+    let now = unix_now();
+    let first = a.rotate_now(Algorithm::Es256, now).unwrap();
+    let wit = a
+        .rotate_now_purpose(KeyPurpose::Wit, Algorithm::Es256, now)
+        .unwrap();
+    a.set_policy(&workload_identity::KeyringPolicy::new(Some(
+        Duration::from_secs(3600),
+    )))
+    .unwrap();
+    let token = Issuer::new(a.keyring())
+        .issue_with(Algorithm::Es256, &common::issue_request_task(), now)
+        .unwrap()
+        .token;
+    let verifies = |kr: Keyring| {
+        let store = Arc::new(MemoryStore::new());
+        store.upsert(&common::allocation());
+        Verifier::builder(kr, store, Audience::new("vault.io").unwrap())
+            .key_wait(Duration::ZERO)
+            .build()
+            .verify(&token, now)
+            .is_ok()
+    };
+    assert!(verifies(a.keyring()));
+    // The first key's record while it was good, then its revocation.
+    let before_revoke = etcd.get(&format!("keys/{first}"));
+    a.revoke(first.as_str(), now + 10).unwrap();
+    assert!(!verifies(a.keyring()));
+    let revision = a.stats().revision;
+
+    // The attacks, as plain etcd writes.
+    etcd.put(&format!("keys/{first}"), &before_revoke);
+    let wit_record = etcd.get(&format!("keys/{wit}"));
+    etcd.put(
+        &format!("keys/{wit}"),
+        &with_string(&wit_record, "Purpose", "wit", "bearer"),
+    );
+    let policy = etcd.get("policy");
+    // LongestTTL 1 h (3.6e12 ns, an int64) made 1 s: the same encoding.
+    let hour = 3_600_000_000_000i64.to_be_bytes();
+    let at = policy.windows(8).position(|w| w == hour).unwrap();
+    let mut lowered = policy.clone();
+    lowered[at..at + 8].copy_from_slice(&1_000_000_000i64.to_be_bytes());
+    etcd.put("policy", &lowered);
+
+    eventually(
+        "a refuses the three records",
+        Duration::from_secs(30),
+        || a.stats().refused_records >= 3,
+    );
+    assert!(a.stats().revision > revision);
+    let b = open(cluster.config(0, &[0]), prefix);
+    for (who, kr) in [("a", &a), ("b", &b)] {
+        let keys = kr.keyring();
+        assert!(
+            !verifies(keys.clone()),
+            "{who}: the revoked key verifies again"
+        );
+        assert!(
+            keys.jwks().keys.iter().all(|k| k.kid != wit.as_str()),
+            "{who}: the WIT key is in the bearer JWKS"
+        );
+        assert_ne!(
+            kr.policy().and_then(|p| p.longest_token_ttl),
+            Some(Duration::from_secs(1)),
+            "{who}: the lowered LongestTTL is followed"
+        );
+        assert!(kr.stats().refused_records >= 3, "{who}: {:?}", kr.stats());
+        assert!(kr.stats().bad_records >= 3, "{who}: {:?}", kr.stats());
+    }
+    // a still holds what it held: the policy, the WIT key as a WIT key.
+    assert_eq!(
+        a.policy().unwrap().longest_token_ttl,
+        Some(Duration::from_secs(3600))
+    );
+    assert_eq!(
+        a.keyring().key_info(wit.as_str()).unwrap().purpose,
+        KeyPurpose::Wit
+    );
+
+    // A manifest rewritten by hand (its MAC cannot be made): refused whole.
+    let manifest = etcd.get("sequence");
+    let mut forged = manifest.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1; // the sequence number's last byte
+    etcd.put("sequence", &forged);
+    eventually("a refuses the manifest", Duration::from_secs(30), || {
+        a.stats()
+            .last_error
+            .is_some_and(|e| e.contains("not authenticated by the record key"))
+    });
+    assert!(
+        a.keyring().key_info(wit.as_str()).is_some(),
+        "a keeps the keys it held"
+    );
+    // A change by a holder of the KEK is planned on the manifest last
+    // followed and writes an authenticated one again: every copy follows it,
+    // and the records written by hand stay refused.
+    let next = a.rotate_now(Algorithm::Es256, now + 20).unwrap();
+    eventually("b follows the change", Duration::from_secs(30), || {
+        b.keyring().active_id_for(Algorithm::Es256) == Some(next.clone())
+    });
+    for kr in [&a, &b] {
+        assert!(!verifies(kr.keyring()));
+        assert!(
+            kr.keyring()
+                .jwks()
+                .keys
+                .iter()
+                .all(|k| k.kid != wit.as_str())
+        );
+    }
+
+    // The record key stripped from the wrapping record: a new process
+    // refuses to open, naming the migration.
+    let wrapping = etcd.get("wrapping");
+    let stripped = {
+        let at = wrapping
+            .windows(b"RecordKey".len())
+            .position(|w| w == b"RecordKey")
+            .unwrap();
+        // {KekID, Kind, RecordKey: bin} -> {KekID, Kind}: a fixmap of 2,
+        // cut before the RecordKey entry.
+        let mut out = wrapping[..at - 1].to_vec();
+        out[0] = 0x82;
+        out
+    };
+    etcd.put("wrapping", &stripped);
+    let e = EtcdKeyring::builder(cluster.config(0, &[0]))
+        .prefix(prefix)
+        .wrapper(kek())
+        .open()
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(
+        e.to_string()
+            .contains("wid keyring migrate --authenticate-records"),
+        "{e}"
+    );
+}
+
+/// A keyring of the format before (no record key, no manifest): refused by
+/// default, opened with `allow_unauthenticated_records`, sealed once by
+/// `authenticate_records` (which lists the records as they are), and from
+/// then on authenticated for every process.
+#[test]
+fn a_keyring_of_the_format_before_is_sealed_once() {
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let prefix = "/wid-test/keyring-legacy/";
+    let etcd = EtcdWriter {
+        cluster: &cluster,
+        prefix,
+    };
+    let now = unix_now();
+    let kid = {
+        let a = open(cluster.config(0, &[0]), prefix);
+        a.rotate_now(Algorithm::EdDsa, now).unwrap()
+    };
+    // Made old: the wrapping record without its record key, no manifest.
+    let wrapping = etcd.get("wrapping");
+    let at = wrapping
+        .windows(b"RecordKey".len())
+        .position(|w| w == b"RecordKey")
+        .unwrap();
+    let mut old = wrapping[..at - 1].to_vec();
+    old[0] = 0x82;
+    etcd.put("wrapping", &old);
+    etcd.delete("sequence");
+
+    let builder = || {
+        EtcdKeyring::builder(cluster.config(0, &[0]))
+            .prefix(prefix)
+            .wrapper(kek())
+            .max_lag(Duration::from_millis(400))
+            .lead_time(Duration::from_secs(1))
+    };
+    let e = builder().open().unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(e.to_string().contains("not authenticated"), "{e}");
+    let legacy = builder()
+        .allow_unauthenticated_records(true)
+        .open()
+        .unwrap();
+    assert!(!legacy.records_authenticated());
+    assert_eq!(legacy.keyring().active_id(), Some(kid.clone()));
+    assert_eq!(legacy.authenticate_records().unwrap(), Some(1));
+    assert!(legacy.records_authenticated());
+    assert_eq!(legacy.authenticate_records().unwrap(), None, "once");
+    // Every process now opens it authenticated, and a change is followed.
+    let sealed = builder().open().unwrap();
+    assert!(sealed.records_authenticated());
+    assert_eq!(sealed.keyring().active_id(), Some(kid.clone()));
+    let next = legacy.rotate_now(Algorithm::EdDsa, now + 1).unwrap();
+    eventually("the sealed copy follows", Duration::from_secs(30), || {
+        sealed.keyring().active_id() == Some(next.clone())
+    });
+    assert_eq!(sealed.stats().refused_records, 0, "{:?}", sealed.stats());
+    // A record written by hand now is refused.
+    let record = etcd.get(&format!("keys/{kid}"));
+    etcd.put(
+        &format!("keys/{kid}"),
+        &with_string(&record, "State", "inactive", "active"),
+    );
+    eventually(
+        "the hand-written record is refused",
+        Duration::from_secs(30),
+        || sealed.stats().refused_records >= 1,
+    );
+    assert_eq!(sealed.keyring().active_id(), Some(next));
 }

@@ -13,6 +13,7 @@
 //! 0600 file. Another KMS plugs in by implementing the trait.
 
 mod kek_file;
+mod record_key;
 #[cfg(feature = "transit")]
 mod transit;
 
@@ -25,6 +26,8 @@ use crate::error::{Error, Result};
 use crate::keyring::{Algorithm, KeyId};
 
 pub use kek_file::{KEK_LEN, KekFile};
+pub(crate) use record_key::RecordKey;
+
 #[cfg(feature = "transit")]
 pub use transit::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 
@@ -161,6 +164,11 @@ wire_struct! {
         pub(crate) kek_id: String => "KekID",
         /// [`KeyWrapper::kind`].
         pub(crate) kind: String => "Kind",
+        /// The record key, wrapped by the KEK ([`RecordKey`]); absent in
+        /// keystores and keyrings written before records were
+        /// authenticated.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) record_key: Option<crate::codec::Bin> => "RecordKey",
     }
 }
 
@@ -170,6 +178,7 @@ impl Wrapping {
         Wrapping {
             kek_id: wrapper.kek_id().to_string(),
             kind: wrapper.kind().to_string(),
+            record_key: None,
         }
     }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::view::{KEYS, POLICY, ROTATOR, SEQUENCE, WRAPPING};
 use super::{Counters, Shared};
 use crate::codec::{self, Bin};
-use crate::custody::{KeyWrapper, Wrapping};
+use crate::custody::KeyWrapper;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::keyring::{Algorithm, KeyPurpose, KeyState, Keyring, RootKey, StoredKey, stored_aad};
 use crate::state::StoreError;
@@ -30,6 +30,9 @@ pub(crate) struct Plan {
     /// `sequence` record's revision (0: none): every change raises it.
     pub(super) sequence: u64,
     sequence_revision: i64,
+    /// The authenticated manifest the change is planned on (`None`: the
+    /// records are not authenticated); the change writes it anew.
+    pub(super) manifest: Option<super::seal::Digests>,
 }
 
 /// Whether a stored key is of the (`purpose`, `alg`) pair (a record naming an
@@ -89,6 +92,9 @@ pub(super) enum Write {
     Delete(String),
     /// The `policy` record written (its bytes).
     Policy(Vec<u8>),
+    /// The `wrapping` record written (its bytes), when records are first
+    /// authenticated.
+    Wrapping(Vec<u8>),
 }
 
 #[derive(Deserialize)]
@@ -102,7 +108,8 @@ struct TxnAnswer {
 /// Writes the `wrapping` record if there is none yet (whoever wrote it
 /// first, the caller lists again and checks it names this KEK).
 pub(crate) fn create_wrapping(shared: &Shared, wrapper: &dyn KeyWrapper) -> Result<()> {
-    let value = codec::encode(&Wrapping::of(wrapper))?;
+    // A new keyring's records are authenticated from the start.
+    let value = shared.wrapping_record(wrapper, true)?;
     let key = b64(shared.key(WRAPPING));
     let body = serde_json::json!({
         "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
@@ -170,6 +177,7 @@ impl Shared {
             policy_revision: view.mod_revision(POLICY),
             sequence: stored.max(self.keyring.spiffe_sequence()),
             sequence_revision: view.mod_revision(SEQUENCE),
+            manifest: view.trusted.clone(),
         }
     }
 
@@ -251,6 +259,8 @@ impl Shared {
         let mut puts: Vec<(String, zeroize::Zeroizing<Vec<u8>>)> = Vec::new();
         let mut deletes: Vec<String> = Vec::new();
         let mut creates: Vec<String> = Vec::new();
+        // What the manifest lists anew: each record written, by its name.
+        let mut sealed: Vec<(String, Option<[u8; 32]>)> = Vec::new();
         for w in writes {
             match w {
                 Write::Update(k) => {
@@ -265,6 +275,7 @@ impl Shared {
                     success.push(serde_json::json!({"request_put": {
                         "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
+                    sealed.push((format!("{KEYS}{}", k.id), Some(super::seal::digest(&value))));
                     puts.push((key, value));
                 }
                 Write::Create(k) => {
@@ -278,6 +289,7 @@ impl Shared {
                         "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
                     creates.push(key.clone());
+                    sealed.push((format!("{KEYS}{}", k.id), Some(super::seal::digest(&value))));
                     puts.push((key, value));
                 }
                 Write::Delete(kid) => {
@@ -288,10 +300,19 @@ impl Shared {
                         "mod_revision": seen.to_string(),
                     }));
                     success.push(serde_json::json!({"request_delete_range": {"key": b64(&key)}}));
+                    sealed.push((format!("{KEYS}{kid}"), None));
                     deletes.push(key);
                 }
                 Write::Policy(bytes) => {
                     let key = self.key(POLICY);
+                    success.push(serde_json::json!({"request_put": {
+                        "key": b64(&key), "value": b64(&bytes),
+                    }}));
+                    sealed.push((POLICY.to_string(), Some(super::seal::digest(&bytes))));
+                    puts.push((key, zeroize::Zeroizing::new(bytes)));
+                }
+                Write::Wrapping(bytes) => {
+                    let key = self.key(WRAPPING);
                     success.push(serde_json::json!({"request_put": {
                         "key": b64(&key), "value": b64(&bytes),
                     }}));
@@ -305,7 +326,7 @@ impl Shared {
         // keys written are never left without the KEK that names them.
         if let (Some(w), 0) = (&self.wrapper, plan.wrapping_revision) {
             let key = self.key(WRAPPING);
-            let value = codec::encode(&Wrapping::of(w.as_ref()))?;
+            let value = self.wrapping_record(w.as_ref(), false)?;
             success.push(serde_json::json!({"request_put": {
                 "key": b64(&key), "value": b64(&value),
             }}));
@@ -314,8 +335,31 @@ impl Shared {
         // (a change of the policy too: it can move a deprecated key's
         // recorded moment), so the sequence changes with the keys on every
         // server at once.
+        // The manifest, sealed by the record key, lists every record as this
+        // change leaves it.
         let key = self.key(SEQUENCE);
-        let value = Shared::next_sequence(plan.sequence)?;
+        let record_key = self.record_key();
+        let manifest = match (&record_key, &plan.manifest) {
+            (Some(_), None) => {
+                return Err(Error::KeyCustody {
+                    custodian: self
+                        .wrapper
+                        .as_ref()
+                        .map_or_else(|| "plaintext".into(), |w| format!("KEK {}", w.kek_id())),
+                    reason: format!(
+                        "{what} refused: no authenticated manifest of {} has been followed yet (see stats().last_error), and a change written now would drop every record it does not write",
+                        self.prefix
+                    ),
+                });
+            }
+            (_, Some(m)) => super::seal::apply_writes(m, &sealed),
+            (None, None) => super::seal::Digests::new(),
+        };
+        let value = super::sequence::SequenceRecord::encode(
+            plan.sequence.saturating_add(1),
+            &manifest,
+            record_key.as_deref(),
+        )?;
         success.push(serde_json::json!({"request_put": {
             "key": b64(&key), "value": b64(&value),
         }}));

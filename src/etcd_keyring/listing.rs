@@ -147,6 +147,10 @@ fn relist_checked(shared: &Shared, opening: bool) -> Result<SyncOutcome> {
             other => shared.unavailable(other.to_string()),
         });
     }
+    if opening {
+        // Before the first sync: no record is followed unauthenticated.
+        shared.take_record_key(&entries)?;
+    }
     {
         let mut view = shared.lock_view();
         if revision < view.revision {
@@ -167,6 +171,8 @@ fn relist_checked(shared: &Shared, opening: bool) -> Result<SyncOutcome> {
             Counters::bump(&shared.counters.revision_resets);
             view.revision = 0;
             view.synced = 0;
+            // A restored cluster's manifest is older: followed, as etcd is.
+            view.followed_sequence = 0;
         }
         if revision >= view.revision {
             view.revision = revision;

@@ -8,6 +8,7 @@ mod lease;
 mod listing;
 mod policy;
 mod rotator;
+mod seal;
 mod sequence;
 mod servers;
 mod status;
@@ -158,6 +159,8 @@ pub(crate) struct Settings {
     pub(crate) lead_time: Duration,
     pub(crate) watch_idle: Duration,
     pub(crate) policy: RotationPolicy,
+    /// Open a keyring whose records are not authenticated (`seal.rs`).
+    pub(crate) allow_unauthenticated: bool,
 }
 
 /// What everything shares: the client, the copy, the counters.
@@ -169,6 +172,9 @@ pub(crate) struct Shared {
     pub(crate) settings: Settings,
     pub(crate) keyring: Keyring,
     pub(crate) view: Mutex<view::View>,
+    /// The record key, unwrapped at open (`None`: the records are not
+    /// authenticated; `seal.rs`).
+    pub(crate) record_key: Mutex<Option<Arc<crate::custody::RecordKey>>>,
     /// Signalled whenever the copy's revision advances.
     pub(crate) advanced: Condvar,
     stopped: Mutex<bool>,
@@ -190,6 +196,7 @@ pub(crate) struct Counters {
     pub(crate) conflicts: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) revision_resets: AtomicU64,
+    pub(crate) refused_records: AtomicU64,
 }
 
 impl Counters {
@@ -394,6 +401,7 @@ impl EtcdKeyringBuilder {
             settings: self.settings,
             keyring,
             view: Mutex::new(view::View::default()),
+            record_key: Mutex::new(None),
             advanced: Condvar::new(),
             stopped: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -472,8 +480,11 @@ pub struct EtcdKeyringStats {
     /// Checks etcd did not answer.
     pub check_failures: u64,
     /// Times the records could not be made into a keyring (the copy kept its
-    /// previous keys).
+    /// previous keys), a manifest refused whole included.
     pub sync_failures: u64,
+    /// Records refused because the keyring's authenticated manifest does not
+    /// list them as they are (written without the KEK): never followed.
+    pub refused_records: u64,
     /// Changes this process committed.
     pub commits: u64,
     /// Changes this process lost to another writer.
@@ -498,6 +509,7 @@ impl EtcdKeyring {
                 lead_time: Duration::from_secs(30),
                 watch_idle: Duration::from_secs(60),
                 policy: RotationPolicy::new(None),
+                allow_unauthenticated: false,
             },
             check_interval_set: false,
             lead_time_set: false,
@@ -553,6 +565,7 @@ impl EtcdKeyring {
             checks_behind: c.checks_behind.load(Ordering::Relaxed),
             check_failures: c.check_failures.load(Ordering::Relaxed),
             sync_failures: c.sync_failures.load(Ordering::Relaxed),
+            refused_records: c.refused_records.load(Ordering::Relaxed),
             commits: c.commits.load(Ordering::Relaxed),
             conflicts: c.conflicts.load(Ordering::Relaxed),
             last_error: v.last_error.clone(),

@@ -1,19 +1,82 @@
-//! The replicated keyring's SPIFFE bundle sequence, stored at
-//! `<prefix>sequence` as a msgpack map (`Sequence`, uint64) and raised in
-//! the transaction of every change, so that every server of one prefix
-//! serves the same `spiffe_sequence` ([`crate::Keyring::spiffe_sequence`])
-//! and it changes with every change of the published keys.
+//! The replicated keyring's manifest, stored at `<prefix>sequence`: the
+//! SPIFFE bundle sequence (raised in the transaction of every change, so
+//! every server of one prefix serves the same `spiffe_sequence`, see
+//! [`crate::Keyring::spiffe_sequence`]) and, for a keyring whose records
+//! are authenticated, the SHA-256 of every record a process follows
+//! (`keys/<key id>`, `policy`) under its etcd key name, with a MAC under the
+//! record key (`seal.rs`).
 
-use super::Shared;
+use std::collections::BTreeMap;
+
 use super::view::{SEQUENCE, View};
-use crate::codec::{self, wire_struct};
+use super::{Shared, seal};
+use crate::codec::{self, Bin, wire_struct};
+use crate::custody::RecordKey;
 use crate::error::Result;
 
 wire_struct! {
     /// The `sequence` record.
     pub(crate) struct SequenceRecord {
+        /// HMAC-SHA256 under the record key of the record with `MAC` empty
+        /// (empty for a keyring whose records are not authenticated).
+        pub(crate) mac: Bin => "MAC",
+        /// Each authenticated record's SHA-256, by its name under the prefix.
+        pub(crate) records: BTreeMap<String, Bin> => "Records",
         /// The sequence of the bundle of the keys written with it.
         pub(crate) sequence: u64 => "Sequence",
+    }
+}
+
+impl SequenceRecord {
+    /// The bytes its MAC covers: the record with `MAC` empty.
+    fn unsealed_bytes(&self) -> Result<Vec<u8>> {
+        codec::encode(&SequenceRecord {
+            mac: Bin::default(),
+            records: self.records.clone(),
+            sequence: self.sequence,
+        })
+    }
+
+    /// The record for `sequence` and `records`, sealed by `key` (or, for a
+    /// keyring without one, listing nothing).
+    pub(crate) fn encode(
+        sequence: u64,
+        records: &seal::Digests,
+        key: Option<&RecordKey>,
+    ) -> Result<Vec<u8>> {
+        let Some(key) = key else {
+            return codec::encode(&SequenceRecord {
+                sequence,
+                ..SequenceRecord::default()
+            });
+        };
+        let mut record = SequenceRecord {
+            mac: Bin::default(),
+            records: records
+                .iter()
+                .map(|(name, d)| (name.clone(), Bin::new(d.to_vec())))
+                .collect(),
+            sequence,
+        };
+        record.mac = Bin::new(key.mac(SEQUENCE, &record.unsealed_bytes()?));
+        codec::encode(&record)
+    }
+
+    /// Whether `key` made this record's MAC.
+    pub(crate) fn verify(&self, key: &RecordKey) -> bool {
+        self.unsealed_bytes()
+            .is_ok_and(|bytes| key.verify(SEQUENCE, &bytes, self.mac.as_slice()))
+    }
+
+    /// The digests listed (a digest that is not 32 bytes is listed as none).
+    pub(crate) fn digests(&self) -> seal::Digests {
+        self.records
+            .iter()
+            .filter_map(|(name, d)| {
+                let d: [u8; 32] = d.as_slice().try_into().ok()?;
+                Some((name.clone(), d))
+            })
+            .collect()
     }
 }
 
@@ -29,14 +92,6 @@ pub(crate) fn stored(view: &View) -> std::result::Result<Option<u64>, String> {
 }
 
 impl Shared {
-    /// The record a change planned at `served` (the sequence the copy
-    /// served then) writes: one more, so that the sequence rises with it.
-    pub(crate) fn next_sequence(served: u64) -> Result<Vec<u8>> {
-        codec::encode(&SequenceRecord {
-            sequence: served.saturating_add(1),
-        })
-    }
-
     /// Takes the copy's `sequence` record into the keyring (after its keys
     /// and policy): the sequence it serves.
     pub(crate) fn adopt_sequence(&self, view: &View, problems: &mut Vec<String>) {

@@ -215,22 +215,65 @@ fn unwrap_all(
 /// what was prepared is applied only if the copy did not move meanwhile.
 pub(crate) fn sync(shared: &Shared) -> SyncOutcome {
     for _ in 0..8 {
-        let (revision, entries, unwrapped) = {
+        let (revision, entries, unwrapped, floor, followed) = {
             let v = shared.lock_view();
-            (v.revision, v.entries.clone(), v.unwrapped.clone())
+            (
+                v.revision,
+                v.entries.clone(),
+                v.unwrapped.clone(),
+                v.followed_sequence,
+                v.followed.clone(),
+            )
         };
-        let prepared = prepare(shared, &entries, &unwrapped);
+        // Only what the authenticated manifest lists is followed (seal.rs).
+        let step = shared
+            .check_records(&entries, &followed, floor, revision)
+            .map(|checked| {
+                let prepared = prepare(shared, &checked.entries, &unwrapped);
+                (checked, prepared)
+            });
         let mut view = shared.lock_view();
         if view.revision != revision {
             continue; // a newer change arrived: prepare that instead
         }
-        return apply(shared, &mut view, prepared);
+        return match step {
+            Ok((checked, mut prepared)) => {
+                let mut problems = checked.problems.clone();
+                problems.append(&mut prepared.problems);
+                prepared.problems = problems;
+                apply(shared, &mut view, prepared, &checked)
+            }
+            Err(why) => refuse_all(shared, &mut view, &why),
+        };
     }
     // Changes keep arriving; the sync after the last one applies them.
     SyncOutcome::default()
 }
 
-fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
+/// The manifest was refused whole: the keys held stay, the copy counts as
+/// caught up (nothing more can be taken from this revision), and the
+/// refusal is logged under the audit target, once per distinct problem.
+fn refuse_all(shared: &Shared, view: &mut View, why: &str) -> SyncOutcome {
+    view.synced = view.synced.max(view.revision);
+    Counters::bump(&shared.counters.sync_failures);
+    if view.last_problem_reported.as_deref() != Some(why) {
+        crate::audit::refused(&shared.prefix, super::view::SEQUENCE, why, view.revision);
+        view.last_problem_reported = Some(why.to_string());
+        view.last_error = Some(why.to_string());
+    }
+    view.bad_records = view.bad_records.max(1);
+    SyncOutcome {
+        first_problem: Some(why.to_string()),
+        ..SyncOutcome::default()
+    }
+}
+
+fn apply(
+    shared: &Shared,
+    view: &mut View,
+    prepared: Prepared,
+    checked: &super::seal::Checked,
+) -> SyncOutcome {
     let Prepared {
         keys,
         mut problems,
@@ -258,7 +301,17 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
         }
     }
     audit_changes(shared, &before, view.revision);
-    adopt_policy(shared, view, &mut problems);
+    // A policy record refused (seal.rs) leaves the policy held as it was.
+    if checked.entries.contains_key(POLICY) || !view.entries.contains_key(POLICY) {
+        adopt_policy(shared, &checked.entries, &mut problems);
+    }
+    if let Some((digests, sequence)) = &checked.manifest {
+        view.trusted = Some(digests.clone());
+        view.followed_sequence = *sequence;
+    } else {
+        view.trusted = None;
+    }
+    view.followed = checked.entries.clone();
     shared.adopt_sequence(view, &mut problems);
     let now = Instant::now();
     let ids: Vec<String> = view
@@ -312,8 +365,8 @@ fn apply(shared: &Shared, view: &mut View, prepared: Prepared) -> SyncOutcome {
 /// then a promise every issuer of this process keeps). A record that does not
 /// decode is reported (the rotator does not act on a copy with a bad record)
 /// and the policy held before is kept.
-fn adopt_policy(shared: &Shared, view: &View, problems: &mut Vec<String>) {
-    match view.entries.get(POLICY) {
+fn adopt_policy(shared: &Shared, entries: &BTreeMap<String, Entry>, problems: &mut Vec<String>) {
+    match entries.get(POLICY) {
         None => shared.keyring.adopt_policy(None),
         Some(e) => match KeyringPolicy::from_record(&e.value, "policy") {
             Ok(p) => shared.keyring.adopt_policy(Some(p)),

@@ -65,13 +65,35 @@ pub(crate) struct View {
     pub(crate) last_problem_reported: Option<String>,
     /// The cut-off has been logged (once per cut).
     pub(crate) warned_cut_off: bool,
+    /// The authenticated manifest last followed (`None`: the records are not
+    /// authenticated): a change is planned on these records only.
+    pub(crate) trusted: Option<super::seal::Digests>,
+    /// Its sequence: an older manifest is refused unless etcd's revision
+    /// went back too.
+    pub(crate) followed_sequence: u64,
+    /// The records followed last (each the version the manifest lists).
+    pub(crate) followed: BTreeMap<String, Entry>,
 }
 
 impl View {
-    /// The decoded key records, by key ID (undecodable ones left out).
+    /// The decoded key records, by key ID (undecodable ones, and ones the
+    /// authenticated manifest does not list as they are, left out).
     pub(crate) fn keys(&self) -> BTreeMap<String, (i64, StoredKey)> {
         self.entries
             .iter()
+            .filter_map(|(suffix, e)| match &self.trusted {
+                None => Some((suffix, e)),
+                // The version the manifest lists: the one in etcd, or the
+                // one followed before it was written over.
+                Some(t) => {
+                    let listed = t.get(suffix.as_str())?;
+                    [Some(e), self.followed.get(suffix)]
+                        .into_iter()
+                        .flatten()
+                        .find(|e| super::seal::digest(&e.value) == *listed)
+                        .map(|e| (suffix, e))
+                }
+            })
             .filter_map(|(suffix, e)| {
                 let kid = suffix.strip_prefix(KEYS)?;
                 let k: StoredKey = codec::decode(&e.value).ok()?;

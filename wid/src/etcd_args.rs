@@ -252,6 +252,18 @@ impl EtcdArgs {
         policy: Option<RotationPolicy>,
         ctx: &Ctx,
     ) -> Result<EtcdKeyring, CliError> {
+        self.open_sealing(wrapper, policy, false, ctx)
+    }
+
+    /// [`EtcdArgs::open_with`]; with `unauthenticated`, a keyring whose
+    /// records are not authenticated opens too (to seal it).
+    pub(crate) fn open_sealing(
+        &self,
+        wrapper: Option<Arc<dyn KeyWrapper>>,
+        policy: Option<RotationPolicy>,
+        unauthenticated: bool,
+        ctx: &Ctx,
+    ) -> Result<EtcdKeyring, CliError> {
         // The KEK first: nothing (a password file, etcd) is read for a
         // command that would be refused anyway.
         let wrapper = match (wrapper, self.etcd_insecure_plaintext_keys) {
@@ -287,10 +299,16 @@ impl EtcdArgs {
         if let Some(policy) = policy {
             builder = builder.rotation_policy(policy);
         }
+        builder = builder.allow_unauthenticated_records(unauthenticated);
         builder.open().map_err(|e| {
             let code = e.code();
+            let unsealed = e.to_string().contains("are not authenticated");
             let err = CliError::from(e);
             match code {
+                ResultCode::KeyCustodyFailed if unsealed => err.hint(format!(
+                    "check `wid keyring list --etcd ... --etcd-prefix {}` shows the keys as they should be, then run `wid keyring migrate --authenticate-records` with the same --etcd flags and KEK, once",
+                    self.prefix()
+                )),
                 ResultCode::KeyCustodyFailed => err.hint(format!(
                     "the keyring at {} is wrapped by another KEK, or holds keys of the other kind (wrapped or plaintext): give the KEK it was made with",
                     self.prefix()

@@ -1863,3 +1863,69 @@ fn a_keyring_always_has_a_stored_policy() {
     std::thread::sleep(Duration::from_secs(3));
     assert!(verifies(&token, &first.jwks_url()));
 }
+
+/// Security round 4 (issue 51, item 1), as an operator upgrades: a
+/// replicated keyring of the format before (its records not authenticated)
+/// is refused by `wid issue` with the migration named; `wid keyring
+/// migrate --authenticate-records` seals it once, listing the keys it
+/// sealed; then it is used as before, and a second run has nothing to do.
+#[test]
+fn an_unauthenticated_keyring_is_sealed_by_migrate() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    let urls = cluster.urls();
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let req = request(&s);
+    let prefix = "/wid-cli/seal/";
+    let flags = etcd_flags(&urls, prefix, &kek);
+    let init = keyring_json("init", &flags, &["--alg", "ES256", "--json"]);
+    let kid = init["changes"][0]["kid"].as_str().unwrap().to_string();
+    // Made old: the record key out of the wrapping record, no manifest.
+    let key = |suffix: &str| STANDARD.encode(format!("{prefix}{suffix}"));
+    let got = cluster.admin_any("/v3/kv/range", &serde_json::json!({"key": key("wrapping")}));
+    let wrapping = STANDARD
+        .decode(got["kvs"][0]["value"].as_str().unwrap())
+        .unwrap();
+    let at = wrapping
+        .windows(b"RecordKey".len())
+        .position(|w| w == b"RecordKey")
+        .unwrap();
+    let mut old = wrapping[..at - 1].to_vec();
+    old[0] = 0x82;
+    cluster.admin_any(
+        "/v3/kv/put",
+        &serde_json::json!({"key": key("wrapping"), "value": STANDARD.encode(&old)}),
+    );
+    cluster.admin_any(
+        "/v3/kv/deleterange",
+        &serde_json::json!({"key": key("sequence")}),
+    );
+
+    let refused = wid(&args(
+        &["issue"],
+        &flags,
+        &["--request", &req, "--alg", "ES256"],
+    ));
+    assert_ne!(refused.status.code(), Some(0), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("not authenticated") && err.contains("--authenticate-records"),
+        "{err}"
+    );
+    let sealed = json_out(&args(
+        &["keyring", "migrate"],
+        &flags,
+        &["--authenticate-records", "--json"],
+    ));
+    assert_eq!(sealed["sealed"], 2, "the key and the policy: {sealed}");
+    assert_eq!(sealed["keys"][0]["kid"], kid.as_str(), "{sealed}");
+    let (token, used) = issue(&flags, &req, "ES256");
+    assert_eq!(used, kid);
+    assert_eq!(token.split('.').count(), 3);
+    let again = json_out(&args(
+        &["keyring", "migrate"],
+        &flags,
+        &["--authenticate-records", "--json"],
+    ));
+    assert_eq!(again["sealed"], Value::Null, "{again}");
+}

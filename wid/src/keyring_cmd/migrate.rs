@@ -1,5 +1,7 @@
 //! `wid keyring migrate`: a keystore file into an empty replicated keyring,
-//! or (`--to-keystore`) the replicated keys into a new keystore file.
+//! or (`--to-keystore`) the replicated keys into a new keystore file, or
+//! (`--authenticate-records`) a replicated keyring of the format before
+//! sealed under its KEK.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,8 +20,19 @@ use crate::sources::{CustodyArgs, bad_flag, load_keystore_with};
 pub(crate) struct MigrateArgs {
     /// The keystore file: copied into etcd, or with --to-keystore written
     /// from etcd.
-    #[arg(long, value_name = "FILE")]
-    keystore: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "authenticate_records"
+    )]
+    keystore: Option<PathBuf>,
+    /// Seal a replicated keyring written before its records were
+    /// authenticated: a record key wrapped by the KEK, and a manifest of
+    /// every key record and the policy as they are now, which from then on
+    /// are the only ones any process follows. Check `wid keyring list`
+    /// first. Once; afterwards it says there is nothing to do.
+    #[arg(long, conflicts_with_all = ["keystore", "to_keystore"])]
+    authenticate_records: bool,
     #[command(flatten)]
     custody: CustodyArgs,
     #[command(flatten)]
@@ -45,10 +58,15 @@ pub(super) fn run(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
             "is required: the etcd members the replicated keyring is on",
         ));
     }
+    if a.authenticate_records {
+        return authenticate(a, ctx);
+    }
     if a.to_keystore {
         return to_file(a, ctx);
     }
-    let path = &a.keystore;
+    let Some(path) = &a.keystore else {
+        return Err(bad_flag("--keystore", "is required: the file to copy"));
+    };
     let wrapper = a.custody.wrapper()?;
     // A plaintext keystore may be the source: in etcd its keys are wrapped.
     let mut options = KeystoreLoadOptions::default().allow_plaintext(true);
@@ -109,7 +127,9 @@ pub(super) fn run(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
 }
 
 fn to_file(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
-    let path = &a.keystore;
+    let Some(path) = &a.keystore else {
+        return Err(bad_flag("--keystore", "is required: the file to write"));
+    };
     let kek = a.custody.wrapper()?;
     if kek.is_none() && !a.plaintext_keystore {
         return Err(bad_flag(
@@ -181,4 +201,44 @@ fn kept_by(wrapper: Option<&Arc<dyn KeyWrapper>>, plaintext: &str) -> (Option<St
         }
         None => (None, plaintext.to_string()),
     }
+}
+
+/// `--authenticate-records`: seals a replicated keyring of the format
+/// before, listing what it sealed.
+fn authenticate(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let wrapper = a.custody.wrapper()?;
+    let r = a.etcd.open_sealing(wrapper, None, true, ctx)?;
+    let sealed = r.authenticate_records()?;
+    let keys = r.keyring().keys();
+    let mut human = match sealed {
+        Some(n) => vec![format!(
+            "sealed {n} records of {} under the KEK: from now on every process follows only these",
+            a.etcd.flags()
+        )],
+        None => vec![format!(
+            "the records of {} are authenticated already: nothing to do",
+            a.etcd.flags()
+        )],
+    };
+    for k in &keys {
+        human.push(format!(
+            "  {} {} {} {}",
+            k.kid,
+            k.algorithm.name(),
+            k.purpose.name(),
+            k.state.name()
+        ));
+    }
+    let doc = json!({
+        "etcd_prefix": r.prefix(),
+        "sealed": sealed,
+        "keys": keys.iter().map(|k| json!({
+            "kid": k.kid.as_str(),
+            "algorithm": k.algorithm.name(),
+            "purpose": k.purpose.name(),
+            "state": k.state.name(),
+        })).collect::<Vec<_>>(),
+    });
+    ctx.emit(&human.join("\n"), &doc);
+    Ok(())
 }
