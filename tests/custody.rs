@@ -438,6 +438,10 @@ mod raw {
         pub keys: Vec<Key>,
         #[serde(rename = "Wrapping")]
         pub wrapping: Wrapping,
+        #[serde(rename = "Sequence", default, skip_serializing_if = "Option::is_none")]
+        pub sequence: Option<u64>,
+        #[serde(rename = "MAC", default, skip_serializing_if = "Option::is_none")]
+        pub mac: Option<Bin>,
     }
 
     #[derive(Serialize, Deserialize)]
@@ -446,6 +450,8 @@ mod raw {
         pub kek_id: String,
         #[serde(rename = "Kind")]
         pub kind: String,
+        #[serde(rename = "RecordKey", default, skip_serializing_if = "Option::is_none")]
+        pub record_key: Option<Bin>,
     }
 
     #[derive(Serialize, Deserialize, Clone)]
@@ -568,4 +574,70 @@ fn an_empty_unwrap_is_an_error() {
         .unwrap_err();
     assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
     assert!(e.to_string().contains("unwrapped to nothing"), "{e}");
+}
+
+/// Security round 4 (issue 51, item 1), for keystore files: the KEK wraps
+/// each key's material, and the body's MAC (under the record key the KEK
+/// wraps) authenticates the rest. Someone who can write the file but holds
+/// no KEK changes a key's state or takes a key out, checksum made right:
+/// refused. The MAC taken out (a body of the format before): refused unless
+/// allowed, and `rewrap_keystore` with the allowance seals it again.
+#[test]
+fn a_keystore_whose_metadata_was_changed_without_the_kek_is_refused() {
+    let kr = sample();
+    let a = kek(KEK_A);
+    let bytes = kr.to_wrapped_keystore_bytes(&*a).unwrap();
+    let with_a = KeystoreLoadOptions::default().wrapper(a.clone());
+    Keyring::from_keystore_bytes_with(&bytes, &with_a).unwrap();
+    let state_changed = raw::edit(&bytes, |body| {
+        let k = body.keys.iter_mut().find(|k| k.state == "active").unwrap();
+        k.state = "inactive".into();
+    });
+    let e = Keyring::from_keystore_bytes_with(&state_changed, &with_a).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(e.to_string().contains("MAC does not verify"), "{e}");
+    let key_removed = raw::edit(&bytes, |body| {
+        body.keys.pop();
+    });
+    let e = Keyring::from_keystore_bytes_with(&key_removed, &with_a).unwrap_err();
+    assert!(e.to_string().contains("MAC does not verify"), "{e}");
+    let sequence_lowered = raw::edit(&bytes, |body| body.sequence = Some(1));
+    let e = Keyring::from_keystore_bytes_with(&sequence_lowered, &with_a).unwrap_err();
+    assert!(e.to_string().contains("MAC does not verify"), "{e}");
+
+    // Of the format before: no record key, no MAC.
+    let old = raw::edit(&bytes, |body| {
+        body.mac = None;
+        body.wrapping.record_key = None;
+    });
+    let e = Keyring::from_keystore_bytes_with(&old, &with_a).unwrap_err();
+    assert_eq!(e.code(), ResultCode::KeyCustodyFailed, "{e}");
+    assert!(
+        e.to_string().contains("not authenticated") && e.to_string().contains("wid keyring rewrap"),
+        "{e}"
+    );
+    let allowed = with_a.clone().allow_unauthenticated_metadata(true);
+    assert_eq!(
+        Keyring::from_keystore_bytes_with(&old, &allowed)
+            .unwrap()
+            .keys(),
+        kr.keys()
+    );
+    // Only the MAC taken out (the record key left): refused even so.
+    let half = raw::edit(&bytes, |body| body.mac = None);
+    assert!(Keyring::from_keystore_bytes_with(&half, &allowed).is_err());
+    // A tampered body with a MAC is refused whatever the allowance.
+    assert!(Keyring::from_keystore_bytes_with(&state_changed, &allowed).is_err());
+
+    // rewrap_keystore seals a body of the format before, in place.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keystore");
+    std::fs::write(&path, &old).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    assert!(Keyring::load_with(&path, &with_a).is_err());
+    Keyring::rewrap_keystore(&path, &allowed, Some(&*a)).unwrap();
+    assert_eq!(
+        Keyring::load_with(&path, &with_a).unwrap().keys(),
+        kr.keys()
+    );
 }

@@ -94,6 +94,10 @@ wire_struct! {
         /// before it was stored.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub(crate) sequence: Option<u64> => "Sequence",
+        /// Version 3: HMAC-SHA256 under the record key of the body without
+        /// it (`keystore_seal.rs`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) mac: Option<Bin> => "MAC",
     }
 }
 
@@ -110,6 +114,10 @@ pub struct KeystoreLoadOptions {
     /// (version 1 or 2) keystore (default: refuse it, so a plaintext file
     /// swapped in by someone without the KEK is never signed with).
     pub allow_plaintext: bool,
+    /// Load a wrapped keystore written before its metadata (states,
+    /// purposes, times, policy, which keys) carried a MAC under the KEK
+    /// (default: refuse it; `wid keyring rewrap` seals it).
+    pub allow_unauthenticated_metadata: bool,
 }
 
 impl KeystoreLoadOptions {
@@ -131,6 +139,15 @@ impl KeystoreLoadOptions {
     /// move a deployment to wrapped keystores one file at a time).
     pub fn allow_plaintext(mut self, allow: bool) -> KeystoreLoadOptions {
         self.allow_plaintext = allow;
+        self
+    }
+
+    /// Whether a wrapped keystore of the format before loads although its
+    /// metadata is not authenticated (to seal it: [`Keyring::rewrap_keystore`]
+    /// writes it back sealed). A keystore whose MAC is there but does not
+    /// verify is refused whatever this says.
+    pub fn allow_unauthenticated_metadata(mut self, allow: bool) -> KeystoreLoadOptions {
+        self.allow_unauthenticated_metadata = allow;
         self
     }
 }
@@ -291,6 +308,7 @@ impl Keyring {
                 wrapping: None,
                 policy: self.policy().map(super::KeyringPolicy::record),
                 sequence: Some(self.spiffe_sequence()),
+                mac: None,
             },
             hint,
         )
@@ -348,6 +366,7 @@ impl Keyring {
             k.wrapped = Some(Bin::new(w));
         }
         body.wrapping = Some(Wrapping::of(wrapper));
+        super::keystore_seal::seal(&mut body, wrapper, None)?;
         let hint = 64
             + body
                 .keys
@@ -439,6 +458,10 @@ impl Keyring {
             let mut body = body;
             let wrapping = body.wrapping.clone().unwrap_or_default();
             wrapping.check(to, "keystore")?;
+            // Only a body that verifies (or one of the format before, when
+            // allowed: this is how it is sealed) is rewritten.
+            let key =
+                super::keystore_seal::check(&body, to, options.allow_unauthenticated_metadata)?;
             for k in &mut body.keys {
                 let Some(w) = k.wrapped.as_ref().filter(|w| !w.as_slice().is_empty()) else {
                     continue;
@@ -449,8 +472,9 @@ impl Keyring {
                     .map_err(|e| WrapItem::new(&k.id, &[], &aad).name_in(e))?;
                 k.wrapped = Some(Bin::new(again));
             }
+            super::keystore_seal::seal(&mut body, to, key)?;
             // Checked whole, as a load would, before anything is written.
-            let kr = Keyring::from_body(version, body.clone(), Some(to), false)?;
+            let kr = Keyring::from_body(version, body.clone(), Some(to), false, false)?;
             let hint = 64 + kr.len() * 1024;
             ENVELOPE.save_as(path, KEYSTORE_VERSION, &body, hint)?;
             return Ok(kr.len());
@@ -460,6 +484,7 @@ impl Keyring {
             body,
             options.wrapper.as_deref(),
             options.allow_plaintext,
+            options.allow_unauthenticated_metadata,
         )?;
         match to {
             Some(to) => kr.save_wrapped(path, to)?,
@@ -500,6 +525,7 @@ impl Keyring {
             body,
             options.wrapper.as_deref(),
             options.allow_plaintext,
+            options.allow_unauthenticated_metadata,
         )
     }
 
@@ -520,6 +546,7 @@ impl Keyring {
             body,
             options.wrapper.as_deref(),
             options.allow_plaintext,
+            options.allow_unauthenticated_metadata,
         )
     }
 
@@ -528,7 +555,11 @@ impl Keyring {
         body: Body,
         wrapper: Option<&dyn KeyWrapper>,
         allow_plaintext: bool,
+        allow_unauthenticated: bool,
     ) -> Result<Keyring> {
+        // The body as written, for its MAC, checked once every key unwrapped
+        // (an error about one key names it).
+        let sealed = (version >= KEYSTORE_VERSION).then(|| body.clone());
         let wrapped_by = body
             .wrapping
             .as_ref()
@@ -540,6 +571,9 @@ impl Keyring {
             .transpose()?;
         let sequence = body.sequence;
         let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
+        if let (Some(sealed), Some(w)) = (&sealed, wrapper) {
+            super::keystore_seal::check(sealed, w, allow_unauthenticated)?;
+        }
         let entries = body
             .keys
             .iter()
@@ -592,6 +626,7 @@ mod tests {
             wrapping: None,
             policy: None,
             sequence: None,
+            mac: None,
         };
         ENVELOPE.encode_as(2, &body, 512).unwrap().to_vec()
     }

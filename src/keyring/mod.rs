@@ -19,6 +19,7 @@ mod jwks;
 mod jwks_import;
 mod key_id;
 mod keystore;
+mod keystore_seal;
 mod lifecycle;
 mod lookup;
 mod policy;

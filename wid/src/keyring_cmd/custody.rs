@@ -90,17 +90,26 @@ fn convert(store: &KeystoreArgs, how: Conversion, ctx: &Ctx) -> Result<(), CliEr
     let (from, to, verb) = match how {
         Conversion::Wrap => (KeystoreLoadOptions::default(), Some(kek), "wrapped"),
         Conversion::Unwrap => (
-            KeystoreLoadOptions::default().wrapper(kek),
+            KeystoreLoadOptions::default()
+                // The way a keystore of the format before is sealed.
+                .allow_unauthenticated_metadata(true)
+                .wrapper(kek),
             None,
             "unwrapped",
         ),
         Conversion::Rewrap(None) => (
-            KeystoreLoadOptions::default().wrapper(kek.clone()),
+            KeystoreLoadOptions::default()
+                // The way a keystore of the format before is sealed.
+                .allow_unauthenticated_metadata(true)
+                .wrapper(kek.clone()),
             Some(kek),
             "rewrapped",
         ),
         Conversion::Rewrap(Some(new)) => (
-            KeystoreLoadOptions::default().wrapper(kek),
+            KeystoreLoadOptions::default()
+                // The way a keystore of the format before is sealed.
+                .allow_unauthenticated_metadata(true)
+                .wrapper(kek),
             Some(new),
             "rewrapped",
         ),

@@ -69,7 +69,10 @@ pub(super) fn run(a: &MigrateArgs, ctx: &Ctx) -> Result<(), CliError> {
     };
     let wrapper = a.custody.wrapper()?;
     // A plaintext keystore may be the source: in etcd its keys are wrapped.
-    let mut options = KeystoreLoadOptions::default().allow_plaintext(true);
+    // And one of the format before: the replicated keyring seals its keys.
+    let mut options = KeystoreLoadOptions::default()
+        .allow_plaintext(true)
+        .allow_unauthenticated_metadata(true);
     if let Some(w) = &wrapper {
         options = options.wrapper(Arc::clone(w));
     }

@@ -81,6 +81,9 @@ pub(crate) enum KeyringCommand {
     /// Wrap a keystore's keys again: with --new-kek-file or
     /// --new-transit-key, move them to another KEK; without, rewrap them with
     /// their own KEK (fresh nonces; a Transit key's newest version).
+    /// The file is written sealed: its key states, purposes, times and
+    /// policy under a MAC the KEK authenticates (a keystore of the format
+    /// before is sealed this way; check `wid keyring list` first).
     Rewrap(custody::RewrapArgs),
     /// Make a new KEK file (32 random bytes, base64, mode 0600) for --kek-file;
     /// never replaces an existing file.
