@@ -70,6 +70,7 @@ fn identity_state(g: u64) -> PersistedState {
             identity: IdentityId::new("task", "id0"),
             secret: format!("secret-{g}"),
             derived_from: format!("jti-{g}-0"),
+            origin: format!("consul https://consul-{g}; method nomad"),
         }],
     }
 }

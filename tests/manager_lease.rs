@@ -41,6 +41,8 @@ struct Lease {
     refreshes: Mutex<Vec<(String, RefreshReason, String)>>,
     released: Mutex<Vec<String>>,
     delivered: Mutex<Vec<(String, EventKind)>>,
+    /// Where its secrets are minted (`<server>; <as>`).
+    origin: Mutex<String>,
 }
 
 impl Lease {
@@ -104,6 +106,9 @@ impl TokenExchange for Lease {
     fn release(&self, secret: &str) {
         self.released.lock().unwrap().push(secret.to_string());
     }
+    fn origin(&self) -> String {
+        self.origin.lock().unwrap().clone()
+    }
 }
 
 /// A login named `name` for identity `key`, its secrets `<prefix>-<n>`.
@@ -117,6 +122,7 @@ fn lease(name: &'static str, key: IdentityId, prefix: &'static str) -> Arc<Lease
         refreshes: Mutex::new(Vec::new()),
         released: Mutex::new(Vec::new()),
         delivered: Mutex::new(Vec::new()),
+        origin: Mutex::new("vault https://a.example; mount jwt role web".into()),
     })
 }
 
@@ -554,6 +560,10 @@ fn a_state_file_of_the_previous_version_restores_its_secrets() {
     }
     let db: Arc<dyn IdentityDb> = Arc::new(FileIdentityDb::new(dir.path()));
     let vault = lease("vault", task_id(), "new");
+    // An exchange whose secrets are bound to no server (origin ""): the file
+    // predates origins, and a server-bound exchange drops its secret
+    // instead (a_saved_secret_goes_back_only_to_where_it_was_minted).
+    *vault.origin.lock().unwrap() = String::new();
     let m = two_identities(&s, db)
         .exchange(vault.clone())
         .build()
@@ -671,4 +681,112 @@ fn two_threads_ticking_at_the_due_time_renew_once() {
     assert_eq!(s.lease.derived.load(Ordering::SeqCst), 2, "one new secret");
     assert_eq!(secret(&m).as_deref(), Some("lease-2"), "and it is kept");
     assert_eq!(saved_secret(&s), "lease-2");
+}
+
+/// Security round 4 (issue 51, item 4): a saved secret records where it was
+/// minted, and a restore sends it only back there. Configured for another
+/// server: the saved secret is neither confirmed there nor revoked there
+/// (never sent anywhere), a new one is derived. The same server with
+/// another role: not kept either, and revoked on that server once its
+/// successor is delivered. A secret saved before origins were (origin ""):
+/// dropped, not sent. A restore that re-signs revokes only a secret of this
+/// server.
+#[test]
+fn a_saved_secret_goes_back_only_to_where_it_was_minted() {
+    let s = setup();
+    let set_origin = |o: &str| *s.lease.origin.lock().unwrap() = o.to_string();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-1"));
+    let saved = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert_eq!(
+        saved.secrets[0].origin,
+        "vault https://a.example; mount jwt role web"
+    );
+    let never_sent = |secret: &str| {
+        s.lease
+            .refreshes
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(x, _, _)| x != secret)
+            && s.lease.released.lock().unwrap().iter().all(|x| x != secret)
+    };
+
+    // Another server configured: lease-1 is never sent to it.
+    set_origin("vault https://b.example; mount jwt role web");
+    let m = manager(&s);
+    let report = m.restore(T0 + 1000).unwrap();
+    assert!(report.reused, "{report:?}");
+    assert_eq!(report.rederived, ["vault"]);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert!(
+        never_sent("lease-1"),
+        "{:?} {:?}",
+        s.lease.refreshes,
+        s.lease.released
+    );
+    assert_eq!(
+        s.db.load(common::ALLOC_ID).unwrap().unwrap().secrets[0].origin,
+        "vault https://b.example; mount jwt role web"
+    );
+
+    // The same server, another role: lease-2 is not kept; it is revoked
+    // there once lease-3 is delivered.
+    set_origin("vault https://b.example; mount jwt role api");
+    let m = manager(&s);
+    m.restore(T0 + 2000).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-3"));
+    assert!(
+        s.lease
+            .refreshes
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(x, _, _)| x != "lease-2"),
+        "never confirmed as if it were this role's"
+    );
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-2"]);
+
+    // The same origin: confirmed and reused, as always.
+    let m = manager(&s);
+    let report = m.restore(T0 + 3000).unwrap();
+    assert!(report.rederived.is_empty(), "{report:?}");
+    assert_eq!(secret(&m).as_deref(), Some("lease-3"));
+
+    // A state saved before origins were: dropped, sent nowhere.
+    let mut old = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    old.secrets[0].origin = String::new();
+    s.db.store(common::ALLOC_ID, &old).unwrap();
+    let refreshes = s.lease.refreshes.lock().unwrap().len();
+    let m = manager(&s);
+    m.restore(T0 + 4000).unwrap();
+    assert_eq!(secret(&m).as_deref(), Some("lease-4"));
+    assert_eq!(s.lease.refreshes.lock().unwrap().len(), refreshes);
+    assert!(
+        s.lease
+            .released
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|x| x != "lease-3")
+    );
+
+    // A restore that re-signs (the saved token unusable) releases the saved
+    // secret only when it came from this server.
+    let mut other = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    other.identities[0].token = "not.a.token".into();
+    other.secrets[0].origin = "vault https://c.example; mount jwt role api".into();
+    s.db.store(common::ALLOC_ID, &other).unwrap();
+    let m = manager(&s);
+    let report = m.restore(T0 + 5000).unwrap();
+    assert!(!report.reused, "{report:?}");
+    assert!(
+        s.lease
+            .released
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|x| x != "lease-4")
+    );
 }

@@ -329,6 +329,20 @@ impl TokenExchange for ConsulLogin {
         &self.name
     }
 
+    /// `consul <addr> partition <p> namespace <ns> datacenter <dc>; method
+    /// <auth method>`: a saved token is read or revoked only by a login of
+    /// the same server, partition, namespace, datacenter and auth method.
+    fn origin(&self) -> String {
+        format!(
+            "consul {} partition {} namespace {} datacenter {}; method {}",
+            self.api.addr,
+            self.api.partition.as_deref().unwrap_or(""),
+            self.api.namespace.as_deref().unwrap_or(""),
+            self.api.datacenter.as_deref().unwrap_or(""),
+            self.auth_method
+        )
+    }
+
     fn identity(&self) -> &IdentityId {
         &self.identity
     }

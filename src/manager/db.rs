@@ -102,6 +102,8 @@ wire_struct! {
         pub(crate) exchange: String => "Exchange",
         /// The identity's name.
         pub(crate) name: String => "Name",
+        /// Where it was minted (the exchange's origin; "" before origins).
+        pub(crate) origin: String => "Origin",
         /// The secret. Zeroized on drop.
         pub(crate) secret: Zeroizing<String> => "Secret",
         /// The task or service.
@@ -206,6 +208,7 @@ fn to_stored(state: &PersistedState) -> StoredState {
                 derived_from: s.derived_from.clone(),
                 exchange: s.exchange.clone(),
                 name: s.identity.name.clone(),
+                origin: s.origin.clone(),
                 secret: Zeroizing::new(s.secret.clone()),
                 workload: s.identity.workload.clone(),
             })
@@ -273,6 +276,7 @@ fn from_stored(s: StoredState) -> Result<PersistedState> {
                 secret: std::mem::take(&mut *x.secret),
                 exchange: x.exchange,
                 derived_from: x.derived_from,
+                origin: x.origin,
             })
             .collect(),
     })

@@ -185,4 +185,24 @@ pub trait TokenExchange: Send + Sync {
     fn release(&self, secret: &str) {
         let _ = secret;
     }
+    /// Where this exchange's secrets are minted, saved with each of them: a
+    /// login's server (address, namespace or partition) and what it logs in
+    /// as (mount and role, auth method), as `<server>; <as>`. A restore
+    /// confirms, uses or revokes a saved secret only when it was minted
+    /// with this exchange's origin; any other is dropped and derived anew,
+    /// never sent to the server configured now. Default: `""` (secrets not
+    /// bound to a server).
+    fn origin(&self) -> String {
+        String::new()
+    }
+    /// Whether a secret minted with `origin` (another than this exchange's)
+    /// came from the very server this exchange talks to, so that revoking
+    /// it there ([`TokenExchange::release`]) sends it nowhere else (a role
+    /// or mount changed, the server kept). Default: the part of both
+    /// origins before `;` is the same and not empty.
+    fn same_server(&self, origin: &str) -> bool {
+        let own = self.origin();
+        let server = |o: &str| o.split(';').next().unwrap_or_default().to_string();
+        !server(&own).is_empty() && server(&own) == server(origin)
+    }
 }

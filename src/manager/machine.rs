@@ -403,6 +403,7 @@ impl IdentityManager {
                             identity: x.identity().clone(),
                             secret: std::mem::take(&mut new.secret),
                             derived_from: token.jwt_id.clone(),
+                            origin: x.origin(),
                         },
                     );
                     replaced.push(name.to_string());

@@ -69,8 +69,34 @@ impl IdentityManager {
                     }
                     for s in saved.secrets {
                         let slot = (s.exchange.clone(), s.identity.clone());
-                        if self.exchange_of(&slot).is_some() {
+                        let origin = self.exchange_of(&slot).map(|x| x.origin());
+                        if origin.as_ref() == Some(&s.origin) {
                             st.secrets.insert(slot, s);
+                        } else if let Some(origin) = origin {
+                            // Minted elsewhere (another server, mount,
+                            // role or auth method; or saved before origins
+                            // were): never sent to the server configured
+                            // now. Revoked after its successor is delivered
+                            // only if it came from that very server.
+                            let x = self.exchange_of(&slot).cloned();
+                            let revoke = x.is_some_and(|x| x.same_server(&s.origin));
+                            log::info!(
+                                "restoring allocation {}: the saved secret of exchange {:?} was minted at {:?}, not at {:?} as configured now: dropped{}, and derived anew",
+                                self.inner.alloc_id,
+                                s.exchange,
+                                s.origin,
+                                origin,
+                                if revoke {
+                                    " (revoked on that server once the new one is delivered)"
+                                } else {
+                                    " (not revoked: it would have to be sent to another server; it lives until its TTL ends)"
+                                }
+                            );
+                            if revoke && !s.secret.is_empty() {
+                                st.held_back
+                                    .entry(slot)
+                                    .or_insert_with(|| Zeroizing::new(s.secret.clone()));
+                            }
                         } else {
                             // Only the exchange that derived a secret, from
                             // its own identity, may confirm, use or revoke it.
@@ -294,9 +320,13 @@ impl IdentityManager {
                     continue;
                 }
                 // Only the exchange that derived it, from its own identity,
-                // may revoke it (another may talk to another server).
+                // may revoke it (another may talk to another server), and
+                // only if it was minted at the server it talks to now.
                 let slot = (old.exchange.clone(), old.identity.clone());
-                let Some(x) = self.exchange_of(&slot) else {
+                let Some(x) = self
+                    .exchange_of(&slot)
+                    .filter(|x| x.origin() == old.origin || x.same_server(&old.origin))
+                else {
                     continue;
                 };
                 match st.secrets.get(&slot).filter(|s| !s.secret.is_empty()) {

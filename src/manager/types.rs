@@ -214,6 +214,10 @@ pub struct DerivedSecret {
     pub secret: String,
     /// The `jti` of the identity token it was derived from.
     pub derived_from: String,
+    /// Where it was minted ([`TokenExchange::origin`](super::TokenExchange::origin)):
+    /// a restore sends it back only there. `""` in states saved before
+    /// origins were.
+    pub origin: String,
 }
 
 impl Drop for DerivedSecret {

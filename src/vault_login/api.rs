@@ -65,6 +65,22 @@ struct LookupData {
     /// Read as any JSON value: only a non-negative integer is a TTL.
     #[serde(default)]
     ttl: serde_json::Value,
+    /// The login path that minted it (`auth/<mount>/login`).
+    #[serde(default)]
+    path: serde_json::Value,
+    /// The auth method's metadata (the JWT method's `role`).
+    #[serde(default)]
+    meta: serde_json::Value,
+}
+
+/// What `lookup-self` says of a token.
+pub(super) struct Looked {
+    /// Its lease; `None` without a usable `ttl`.
+    pub(super) lease: Option<Lease>,
+    /// The login path that minted it, when given.
+    pub(super) path: Option<String>,
+    /// The role it logged in as, when given.
+    pub(super) role: Option<String>,
 }
 
 /// A client token, taken out of its answer.
@@ -162,7 +178,7 @@ impl Api {
     /// the answer gives no usable `ttl` (missing, null, negative, not a
     /// number). That says nothing of how long the token lives, so it is
     /// never read as 0, which Vault uses for a token that never expires.
-    pub(super) fn lookup_self(&self, token: &str) -> Result<Option<Lease>, Refusal> {
+    pub(super) fn lookup_self(&self, token: &str) -> Result<Looked, Refusal> {
         let url = self.url("auth/token/lookup-self");
         let resp = self
             .with_namespace(self.agent.get(&url))
@@ -175,7 +191,15 @@ impl Api {
         let data = parsed.data.ok_or_else(|| {
             Refusal::Other(ExchangeError(format!("{url}: an answer without `data`")))
         })?;
-        Ok(data.ttl.as_u64().map(|ttl_secs| Lease { ttl_secs }))
+        Ok(Looked {
+            lease: data.ttl.as_u64().map(|ttl_secs| Lease { ttl_secs }),
+            path: data.path.as_str().map(str::to_string),
+            role: data
+                .meta
+                .get("role")
+                .and_then(|r| r.as_str())
+                .map(str::to_string),
+        })
     }
 
     /// `POST /v1/auth/token/revoke-self`.

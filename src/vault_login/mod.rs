@@ -209,6 +209,19 @@ impl TokenExchange for VaultLogin {
         &self.name
     }
 
+    /// `vault <addr> namespace <ns>; mount <mount> role <role>`: a saved
+    /// token is looked up, renewed or revoked only by a login of the same
+    /// server, namespace, mount and role.
+    fn origin(&self) -> String {
+        format!(
+            "vault {} namespace {}; mount {} role {}",
+            self.api.addr,
+            self.api.namespace.as_deref().unwrap_or(""),
+            self.api.mount,
+            self.role
+        )
+    }
+
     fn identity(&self) -> &IdentityId {
         &self.identity
     }
@@ -242,7 +255,36 @@ impl TokenExchange for VaultLogin {
         // After a restart the saved token is only looked at: renewing one
         // that may be dead would only say so less clearly.
         let looked = if reason == RefreshReason::Restored {
-            self.api.lookup_self(secret).and_then(|lease| match lease {
+            let looked = match self.api.lookup_self(secret) {
+                Ok(l) => l,
+                Err(api::Refusal::TokenRefused(why)) => {
+                    return self.replace(
+                        token,
+                        now_ms,
+                        &format!("lookup-self refused the token: {why}"),
+                    );
+                }
+                Err(api::Refusal::Other(e)) => return Err(e),
+            };
+            // A token minted for another mount or role (saved by another
+            // configuration of this server) is not kept: a new login, and
+            // the old token revoked once its successor is delivered.
+            let login_path = format!("auth/{}/login", self.api.mount);
+            if let Some(path) = looked.path.as_deref().filter(|p| *p != login_path) {
+                return self.replace(
+                    token,
+                    now_ms,
+                    &format!("the saved token was minted at {path:?}, not {login_path:?}"),
+                );
+            }
+            if let Some(role) = looked.role.as_deref().filter(|r| *r != self.role) {
+                return self.replace(
+                    token,
+                    now_ms,
+                    &format!("the saved token is of role {role:?}, not {:?}", self.role),
+                );
+            }
+            Ok(looked.lease).and_then(|lease| match lease {
                 Some(lease) => Ok(lease),
                 // No TTL to judge the token by: renew it, whose answer
                 // carries its lease, rather than keep it as if it never
@@ -508,6 +550,8 @@ mod tests {
                 } else if request.starts_with("POST /v1/auth/token/renew-self") {
                     counted.fetch_add(1, Ordering::SeqCst);
                     r#"{"auth":{"client_token":"s","lease_duration":600,"renewable":true}}"#
+                } else if request.starts_with("POST /v1/auth/jwt/login") {
+                    r#"{"auth":{"client_token":"fresh","lease_duration":600,"renewable":true}}"#
                 } else {
                     r#"{"errors":["not here"]}"#
                 };
@@ -520,6 +564,54 @@ mod tests {
             }
         });
         (addr, renewals)
+    }
+
+    /// Security round 4 (issue 51, item 4): a restored token that
+    /// lookup-self says was minted at another mount's login, or for another
+    /// role, is not kept: a new login replaces it (the manager then revokes
+    /// the old one on this server, after delivering the new one).
+    #[test]
+    fn a_restored_token_of_another_mount_or_role_is_replaced() {
+        let identity = IdentityId::new("server", "vault_default");
+        let token = identity_token(&identity);
+        let now_ms = 1_700_000_000_000;
+        for (body, kept) in [
+            (
+                r#"{"data":{"ttl":3000,"path":"auth/jwt/login","meta":{"role":"web"}}}"#,
+                true,
+            ),
+            (
+                r#"{"data":{"ttl":3000,"path":"auth/jwt-other/login","meta":{"role":"web"}}}"#,
+                false,
+            ),
+            (
+                r#"{"data":{"ttl":3000,"path":"auth/jwt/login","meta":{"role":"admin"}}}"#,
+                false,
+            ),
+        ] {
+            let (addr, _) = stand_in(body);
+            let login = VaultLogin::builder(&addr, identity.clone(), "web")
+                .allow_http_loopback(true)
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap();
+            let got = login
+                .refresh("s", &token, RefreshReason::Restored, now_ms)
+                .unwrap_or_else(|e| panic!("{body}: {e}"));
+            match got {
+                Refreshed::Kept { .. } => assert!(kept, "{body}: kept"),
+                Refreshed::Replaced(d) => {
+                    assert!(!kept, "{body}: replaced");
+                    assert_eq!(d.secret, "fresh");
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+            // Where it logs in, as the manager saves with each token.
+            assert_eq!(
+                login.origin(),
+                format!("vault {addr} namespace ; mount jwt role web")
+            );
+        }
     }
 
     /// A restored token whose lookup-self answer has no usable `ttl`
