@@ -1670,17 +1670,7 @@ fn records_written_without_the_kek_are_never_followed() {
     // The record key stripped from the wrapping record: a new process
     // refuses to open, naming the migration.
     let wrapping = etcd.get("wrapping");
-    let stripped = {
-        let at = wrapping
-            .windows(b"RecordKey".len())
-            .position(|w| w == b"RecordKey")
-            .unwrap();
-        // {KekID, Kind, RecordKey: bin} -> {KekID, Kind}: a fixmap of 2,
-        // cut before the RecordKey entry.
-        let mut out = wrapping[..at - 1].to_vec();
-        out[0] = 0x82;
-        out
-    };
+    let stripped = etcd_support::without_record_key(&wrapping);
     etcd.put("wrapping", &stripped);
     let e = EtcdKeyring::builder(cluster.config(0, &[0]))
         .prefix(prefix)
@@ -1714,12 +1704,7 @@ fn a_keyring_of_the_format_before_is_sealed_once() {
     };
     // Made old: the wrapping record without its record key, no manifest.
     let wrapping = etcd.get("wrapping");
-    let at = wrapping
-        .windows(b"RecordKey".len())
-        .position(|w| w == b"RecordKey")
-        .unwrap();
-    let mut old = wrapping[..at - 1].to_vec();
-    old[0] = 0x82;
+    let old = etcd_support::without_record_key(&wrapping);
     etcd.put("wrapping", &old);
     etcd.delete("sequence");
 

@@ -2,9 +2,13 @@
 //! revoke, remove, import and export, each planned on the local copy and
 //! written as one etcd transaction (`commit.rs`).
 
+use std::sync::Arc;
+
 use super::commit::{Plan, Write, of_pair};
+use super::view::{Digests, digest, sealed};
 use super::{EtcdKeyring, Shared};
 use crate::clock::rfc3339;
+use crate::custody::RecordKey;
 use crate::error::{Error, Result, truncate_for_message};
 use crate::keyring::{Algorithm, KeyId, KeyPurpose, KeyState, Keyring, RootKey, RsaKeySize};
 
@@ -525,5 +529,66 @@ impl EtcdKeyring {
         let copy = Keyring::from_keys(keys)?;
         copy.adopt_sequence(Some(kr.spiffe_sequence()));
         Ok(copy)
+    }
+}
+
+impl EtcdKeyring {
+    /// Whether this keyring's records are authenticated under its KEK.
+    pub fn records_authenticated(&self) -> bool {
+        self.shared().record_key().is_some()
+    }
+
+    /// Seals a keyring written before records were authenticated (opened
+    /// with [`EtcdKeyringBuilder::allow_unauthenticated_records`]): one
+    /// transaction writes a new record key (wrapped by the KEK) into the
+    /// `wrapping` record and a manifest listing every key record and the
+    /// policy as they are now, which from then on are the only ones any
+    /// process follows. Check the keys first (`wid keyring list`): what is
+    /// there now is what gets sealed. Returns the number of records sealed;
+    /// `Ok(None)` when they were authenticated already. `KeyCustodyFailed`
+    /// without a KEK (a plaintext keyring cannot be authenticated),
+    /// `KeyringConflict` when the keys changed meanwhile.
+    pub fn authenticate_records(&self) -> Result<Option<usize>> {
+        let s = self.shared();
+        let Some(w) = s.wrapper.clone() else {
+            return Err(Error::KeyCustody {
+                custodian: "plaintext".into(),
+                reason: format!(
+                    "the keyring at {} has no KEK (insecure_plaintext_keys): its records cannot be authenticated; copy its keys into a wrapped keyring with `wid keyring migrate`",
+                    s.prefix
+                ),
+            });
+        };
+        if s.record_key().is_some() {
+            return Ok(None);
+        }
+        super::listing::relist(s)?;
+        let mut plan = s.plan();
+        let digests: Digests = {
+            let view = s.lock_view();
+            view.entries
+                .iter()
+                .filter(|(name, _)| sealed(name))
+                .map(|(name, e)| (name.clone(), digest(&e.value)))
+                .collect()
+        };
+        let n = digests.len();
+        plan.manifest = Some(digests);
+        let key = Arc::new(RecordKey::generate()?);
+        s.set_record_key(Some(Arc::clone(&key)));
+        let wrapping = s.wrapping_record(w.as_ref(), false);
+        let result = wrapping.and_then(|bytes| {
+            s.commit(
+                &plan,
+                vec![Write::Wrapping(bytes)],
+                None,
+                &format!("authenticating the {n} records of the keyring under its KEK"),
+            )
+        });
+        if let Err(e) = result {
+            s.set_record_key(None);
+            return Err(e);
+        }
+        Ok(Some(n))
     }
 }

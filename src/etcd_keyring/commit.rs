@@ -32,7 +32,7 @@ pub(crate) struct Plan {
     sequence_revision: i64,
     /// The authenticated manifest the change is planned on (`None`: the
     /// records are not authenticated); the change writes it anew.
-    pub(super) manifest: Option<super::seal::Digests>,
+    pub(super) manifest: Option<super::view::Digests>,
 }
 
 /// Whether a stored key is of the (`purpose`, `alg`) pair (a record naming an
@@ -275,7 +275,7 @@ impl Shared {
                     success.push(serde_json::json!({"request_put": {
                         "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
-                    sealed.push((format!("{KEYS}{}", k.id), Some(super::seal::digest(&value))));
+                    sealed.push((format!("{KEYS}{}", k.id), Some(super::view::digest(&value))));
                     puts.push((key, value));
                 }
                 Write::Create(k) => {
@@ -289,7 +289,7 @@ impl Shared {
                         "key": b64(&key), "value": b64(value.as_slice()),
                     }}));
                     creates.push(key.clone());
-                    sealed.push((format!("{KEYS}{}", k.id), Some(super::seal::digest(&value))));
+                    sealed.push((format!("{KEYS}{}", k.id), Some(super::view::digest(&value))));
                     puts.push((key, value));
                 }
                 Write::Delete(kid) => {
@@ -308,7 +308,7 @@ impl Shared {
                     success.push(serde_json::json!({"request_put": {
                         "key": b64(&key), "value": b64(&bytes),
                     }}));
-                    sealed.push((POLICY.to_string(), Some(super::seal::digest(&bytes))));
+                    sealed.push((POLICY.to_string(), Some(super::view::digest(&bytes))));
                     puts.push((key, zeroize::Zeroizing::new(bytes)));
                 }
                 Write::Wrapping(bytes) => {
@@ -352,8 +352,8 @@ impl Shared {
                     ),
                 });
             }
-            (_, Some(m)) => super::seal::apply_writes(m, &sealed),
-            (None, None) => super::seal::Digests::new(),
+            (_, Some(m)) => super::sequence::apply_writes(m, &sealed),
+            (None, None) => super::view::Digests::new(),
         };
         let value = super::sequence::SequenceRecord::encode(
             plan.sequence.saturating_add(1),

@@ -18,36 +18,19 @@
 //!
 //! A keyring written before records were authenticated has no record key:
 //! it is opened only with [`EtcdKeyringBuilder::allow_unauthenticated_records`],
-//! which [`EtcdKeyring::authenticate_records`] (`wid keyring migrate
+//! which [`super::EtcdKeyring::authenticate_records`] (`wid keyring migrate
 //! --authenticate-records`) needs to seal it once. A plaintext keyring
 //! (`insecure_plaintext_keys`) has no KEK, so nothing in it is authenticated.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
-use super::commit::Write;
 use super::sequence::SequenceRecord;
-use super::view::{Entry, KEYS, POLICY, SEQUENCE, WRAPPING};
-use super::{Counters, EtcdKeyring, EtcdKeyringBuilder, Shared};
+use super::view::{Digests, Entry, SEQUENCE, WRAPPING, digest, sealed};
+use super::{Counters, EtcdKeyringBuilder, Shared};
 use crate::codec;
 use crate::custody::{RecordKey, Wrapping};
 use crate::error::{Error, Result};
-
-/// Each authenticated record's SHA-256, by its name under the prefix.
-pub(crate) type Digests = BTreeMap<String, [u8; 32]>;
-
-/// Whether the record named `suffix` is one a process follows only as the
-/// manifest lists it.
-pub(crate) fn sealed(suffix: &str) -> bool {
-    suffix.starts_with(KEYS) || suffix == POLICY
-}
-
-/// A record's digest, as the manifest lists it.
-pub(crate) fn digest(value: &[u8]) -> [u8; 32] {
-    Sha256::digest(value).into()
-}
 
 /// The records of a listing a process may follow.
 pub(crate) struct Checked {
@@ -71,7 +54,7 @@ impl Shared {
             .clone()
     }
 
-    fn set_record_key(&self, key: Option<Arc<RecordKey>>) {
+    pub(crate) fn set_record_key(&self, key: Option<Arc<RecordKey>>) {
         *self
             .record_key
             .lock()
@@ -226,22 +209,6 @@ impl Shared {
     }
 }
 
-/// The manifest after `writes` are applied to `digests`.
-pub(crate) fn apply_writes(digests: &Digests, writes: &[(String, Option<[u8; 32]>)]) -> Digests {
-    let mut out = digests.clone();
-    for (name, d) in writes {
-        match d {
-            Some(d) => {
-                out.insert(name.clone(), *d);
-            }
-            None => {
-                out.remove(name);
-            }
-        }
-    }
-    out
-}
-
 impl EtcdKeyringBuilder {
     /// Opens a keyring whose records are not authenticated (one written
     /// before records carried a MAC under the KEK), to seal it with
@@ -252,66 +219,5 @@ impl EtcdKeyringBuilder {
     pub fn allow_unauthenticated_records(mut self, allow: bool) -> EtcdKeyringBuilder {
         self.settings.allow_unauthenticated = allow;
         self
-    }
-}
-
-impl EtcdKeyring {
-    /// Whether this keyring's records are authenticated under its KEK.
-    pub fn records_authenticated(&self) -> bool {
-        self.shared().record_key().is_some()
-    }
-
-    /// Seals a keyring written before records were authenticated (opened
-    /// with [`EtcdKeyringBuilder::allow_unauthenticated_records`]): one
-    /// transaction writes a new record key (wrapped by the KEK) into the
-    /// `wrapping` record and a manifest listing every key record and the
-    /// policy as they are now, which from then on are the only ones any
-    /// process follows. Check the keys first (`wid keyring list`): what is
-    /// there now is what gets sealed. Returns the number of records sealed;
-    /// `Ok(None)` when they were authenticated already. `KeyCustodyFailed`
-    /// without a KEK (a plaintext keyring cannot be authenticated),
-    /// `KeyringConflict` when the keys changed meanwhile.
-    pub fn authenticate_records(&self) -> Result<Option<usize>> {
-        let s = self.shared();
-        let Some(w) = s.wrapper.clone() else {
-            return Err(Error::KeyCustody {
-                custodian: "plaintext".into(),
-                reason: format!(
-                    "the keyring at {} has no KEK (insecure_plaintext_keys): its records cannot be authenticated; copy its keys into a wrapped keyring with `wid keyring migrate`",
-                    s.prefix
-                ),
-            });
-        };
-        if s.record_key().is_some() {
-            return Ok(None);
-        }
-        super::listing::relist(s)?;
-        let mut plan = s.plan();
-        let digests: Digests = {
-            let view = s.lock_view();
-            view.entries
-                .iter()
-                .filter(|(name, _)| sealed(name))
-                .map(|(name, e)| (name.clone(), digest(&e.value)))
-                .collect()
-        };
-        let n = digests.len();
-        plan.manifest = Some(digests);
-        let key = Arc::new(RecordKey::generate()?);
-        s.set_record_key(Some(Arc::clone(&key)));
-        let wrapping = s.wrapping_record(w.as_ref(), false);
-        let result = wrapping.and_then(|bytes| {
-            s.commit(
-                &plan,
-                vec![Write::Wrapping(bytes)],
-                None,
-                &format!("authenticating the {n} records of the keyring under its KEK"),
-            )
-        });
-        if let Err(e) = result {
-            s.set_record_key(None);
-            return Err(e);
-        }
-        Ok(Some(n))
     }
 }

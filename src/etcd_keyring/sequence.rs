@@ -8,11 +8,27 @@
 
 use std::collections::BTreeMap;
 
-use super::view::{SEQUENCE, View};
-use super::{Shared, seal};
+use super::Shared;
+use super::view::{Digests, SEQUENCE, View};
 use crate::codec::{self, Bin, wire_struct};
 use crate::custody::RecordKey;
 use crate::error::Result;
+
+/// The manifest after `writes` are applied to `digests`.
+pub(crate) fn apply_writes(digests: &Digests, writes: &[(String, Option<[u8; 32]>)]) -> Digests {
+    let mut out = digests.clone();
+    for (name, d) in writes {
+        match d {
+            Some(d) => {
+                out.insert(name.clone(), *d);
+            }
+            None => {
+                out.remove(name);
+            }
+        }
+    }
+    out
+}
 
 wire_struct! {
     /// The `sequence` record.
@@ -41,7 +57,7 @@ impl SequenceRecord {
     /// keyring without one, listing nothing).
     pub(crate) fn encode(
         sequence: u64,
-        records: &seal::Digests,
+        records: &Digests,
         key: Option<&RecordKey>,
     ) -> Result<Vec<u8>> {
         let Some(key) = key else {
@@ -69,7 +85,7 @@ impl SequenceRecord {
     }
 
     /// The digests listed (a digest that is not 32 bytes is listed as none).
-    pub(crate) fn digests(&self) -> seal::Digests {
+    pub(crate) fn digests(&self) -> Digests {
         self.records
             .iter()
             .filter_map(|(name, d)| {

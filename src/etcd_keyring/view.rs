@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use super::Shared;
@@ -21,6 +22,20 @@ pub(crate) const ROTATOR: &str = "rotator";
 pub(crate) const POLICY: &str = "policy";
 /// The suffix of the SPIFFE bundle sequence record.
 pub(crate) const SEQUENCE: &str = "sequence";
+
+/// Each authenticated record's SHA-256, by its name under the prefix.
+pub(crate) type Digests = BTreeMap<String, [u8; 32]>;
+
+/// Whether the record named `suffix` is one a process follows only as the
+/// manifest lists it.
+pub(crate) fn sealed(suffix: &str) -> bool {
+    suffix.starts_with(KEYS) || suffix == POLICY
+}
+
+/// A record's digest, as the manifest lists it.
+pub(crate) fn digest(value: &[u8]) -> [u8; 32] {
+    Sha256::digest(value).into()
+}
 
 /// One record under the prefix.
 #[derive(Clone)]
@@ -67,7 +82,7 @@ pub(crate) struct View {
     pub(crate) warned_cut_off: bool,
     /// The authenticated manifest last followed (`None`: the records are not
     /// authenticated): a change is planned on these records only.
-    pub(crate) trusted: Option<super::seal::Digests>,
+    pub(crate) trusted: Option<Digests>,
     /// Its sequence: an older manifest is refused unless etcd's revision
     /// went back too.
     pub(crate) followed_sequence: u64,
@@ -90,7 +105,7 @@ impl View {
                     [Some(e), self.followed.get(suffix)]
                         .into_iter()
                         .flatten()
-                        .find(|e| super::seal::digest(&e.value) == *listed)
+                        .find(|e| digest(&e.value) == *listed)
                         .map(|e| (suffix, e))
                 }
             })

@@ -56,9 +56,10 @@
 use std::path::Path;
 
 use super::Keyring;
+use super::keystore_seal;
 use super::stored_key::{StoredKey, corrupt, entry_of, stored_aad, stored_key};
 use crate::codec::{Bin, wire_struct};
-use crate::custody::{KeyWrapper, WrapItem, Wrapping};
+use crate::custody::{KeyWrapper, RecordKey, WrapItem, Wrapping};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::storage::atomic_file::FileAccess;
 use crate::storage::envelope::EnvelopeFormat;
@@ -98,6 +99,41 @@ wire_struct! {
         /// it (`keystore_seal.rs`).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub(crate) mac: Option<Bin> => "MAC",
+    }
+}
+
+impl Body {
+    /// The body encoded without its `MAC`: what the MAC covers.
+    fn unsealed_bytes(&self) -> Result<Vec<u8>> {
+        let mut copy = self.clone();
+        copy.mac = None;
+        crate::codec::encode(&copy)
+    }
+
+    /// Seals a version-3 body (its keys wrapped already) under `wrapper`:
+    /// `key`, or a new record key, wrapped into its `Wrapping`, then its MAC.
+    fn seal(&mut self, wrapper: &dyn KeyWrapper, key: Option<RecordKey>) -> Result<()> {
+        let (key, wrapped) = keystore_seal::sealing_key(wrapper, key)?;
+        self.wrapping
+            .get_or_insert_with(|| Wrapping::of(wrapper))
+            .record_key = Some(wrapped);
+        self.mac = Some(keystore_seal::mac(&key, &self.unsealed_bytes()?));
+        Ok(())
+    }
+
+    /// Checks a version-3 body's MAC (see `keystore_seal::check`).
+    fn check_seal(
+        &self,
+        wrapper: &dyn KeyWrapper,
+        allow_unauthenticated: bool,
+    ) -> Result<Option<RecordKey>> {
+        keystore_seal::check(
+            self.wrapping.as_ref().and_then(|w| w.record_key.as_ref()),
+            self.mac.as_ref(),
+            || self.unsealed_bytes(),
+            wrapper,
+            allow_unauthenticated,
+        )
     }
 }
 
@@ -366,7 +402,7 @@ impl Keyring {
             k.wrapped = Some(Bin::new(w));
         }
         body.wrapping = Some(Wrapping::of(wrapper));
-        super::keystore_seal::seal(&mut body, wrapper, None)?;
+        body.seal(wrapper, None)?;
         let hint = 64
             + body
                 .keys
@@ -460,8 +496,7 @@ impl Keyring {
             wrapping.check(to, "keystore")?;
             // Only a body that verifies (or one of the format before, when
             // allowed: this is how it is sealed) is rewritten.
-            let key =
-                super::keystore_seal::check(&body, to, options.allow_unauthenticated_metadata)?;
+            let key = body.check_seal(to, options.allow_unauthenticated_metadata)?;
             for k in &mut body.keys {
                 let Some(w) = k.wrapped.as_ref().filter(|w| !w.as_slice().is_empty()) else {
                     continue;
@@ -472,7 +507,7 @@ impl Keyring {
                     .map_err(|e| WrapItem::new(&k.id, &[], &aad).name_in(e))?;
                 k.wrapped = Some(Bin::new(again));
             }
-            super::keystore_seal::seal(&mut body, to, key)?;
+            body.seal(to, key)?;
             // Checked whole, as a load would, before anything is written.
             let kr = Keyring::from_body(version, body.clone(), Some(to), false, false)?;
             let hint = 64 + kr.len() * 1024;
@@ -572,7 +607,7 @@ impl Keyring {
         let sequence = body.sequence;
         let body = unwrap_body(version, body, wrapper, allow_plaintext)?;
         if let (Some(sealed), Some(w)) = (&sealed, wrapper) {
-            super::keystore_seal::check(sealed, w, allow_unauthenticated)?;
+            sealed.check_seal(w, allow_unauthenticated)?;
         }
         let entries = body
             .keys

@@ -7,48 +7,45 @@
 //! [`KEYSTORE_RECORD`]. A body whose MAC does not verify is refused; one
 //! written before bodies carried it loads only when
 //! [`KeystoreLoadOptions::allow_unauthenticated_metadata`] says so
-//! (`wid keyring rewrap` writes it back sealed).
+//! (`wid keyring rewrap` writes it back sealed). `keystore.rs` hands the
+//! body's parts here; this file knows nothing of the body itself.
 //!
 //! [`KeystoreLoadOptions::allow_unauthenticated_metadata`]: super::KeystoreLoadOptions::allow_unauthenticated_metadata
 
-use super::keystore::Body;
-use crate::codec::{self, Bin};
-use crate::custody::{KeyWrapper, RecordKey, Wrapping};
+use crate::codec::Bin;
+use crate::custody::{KeyWrapper, RecordKey};
 use crate::error::{Error, Result};
 
 /// The record name a keystore body's MAC is made for.
 pub(crate) const KEYSTORE_RECORD: &str = "keystore";
 
-/// The bytes a body's MAC covers.
-fn unsealed_bytes(body: &Body) -> Result<Vec<u8>> {
-    let mut copy = body.clone();
-    copy.mac = None;
-    codec::encode(&copy)
-}
-
-/// Seals `body` (its keys wrapped already) under `wrapper`: `key`, or a new
-/// record key, wrapped into its `Wrapping`, then its MAC.
-pub(crate) fn seal(
-    body: &mut Body,
+/// A record key to seal a body with (`key`, or a new one) and its wrapped
+/// form, for the body's `Wrapping.RecordKey`.
+pub(crate) fn sealing_key(
     wrapper: &dyn KeyWrapper,
     key: Option<RecordKey>,
-) -> Result<()> {
+) -> Result<(RecordKey, Bin)> {
     let key = match key {
         Some(k) => k,
         None => RecordKey::generate()?,
     };
-    let wrapping = body.wrapping.get_or_insert_with(|| Wrapping::of(wrapper));
-    wrapping.record_key = Some(Bin::new(key.wrap(wrapper)?));
-    let bytes = unsealed_bytes(body)?;
-    body.mac = Some(Bin::new(key.mac(KEYSTORE_RECORD, &bytes)));
-    Ok(())
+    let wrapped = Bin::new(key.wrap(wrapper)?);
+    Ok((key, wrapped))
 }
 
-/// Checks a version-3 body's MAC with `wrapper` (after the `Wrapping` map
-/// was checked to name it); returns its record key, or `None` for a body
-/// of the format before when `allow_unauthenticated` says so.
+/// The `MAC` of a body whose encoding without it is `unsealed`.
+pub(crate) fn mac(key: &RecordKey, unsealed: &[u8]) -> Bin {
+    Bin::new(key.mac(KEYSTORE_RECORD, unsealed))
+}
+
+/// Checks a version-3 body's `RecordKey` and `MAC` with `wrapper` (after its
+/// `Wrapping` map was checked to name it); `unsealed` encodes the body
+/// without `MAC`. Returns the record key, or `None` for a body of the format
+/// before (neither is there) when `allow_unauthenticated` says so.
 pub(crate) fn check(
-    body: &Body,
+    record_key: Option<&Bin>,
+    mac: Option<&Bin>,
+    unsealed: impl FnOnce() -> Result<Vec<u8>>,
     wrapper: &dyn KeyWrapper,
     allow_unauthenticated: bool,
 ) -> Result<Option<RecordKey>> {
@@ -56,9 +53,8 @@ pub(crate) fn check(
         custodian: format!("KEK {}", wrapper.kek_id()),
         reason,
     };
-    let wrapped = body.wrapping.as_ref().and_then(|w| w.record_key.as_ref());
-    let (Some(wrapped), Some(mac)) = (wrapped, body.mac.as_ref()) else {
-        if wrapped.is_none() && body.mac.is_none() && allow_unauthenticated {
+    let (Some(wrapped), Some(mac)) = (record_key, mac) else {
+        if record_key.is_none() && mac.is_none() && allow_unauthenticated {
             return Ok(None);
         }
         return Err(custody(
@@ -66,7 +62,7 @@ pub(crate) fn check(
         ));
     };
     let key = RecordKey::unwrap(wrapper, wrapped.as_slice(), "keystore")?;
-    if !key.verify(KEYSTORE_RECORD, &unsealed_bytes(body)?, mac.as_slice()) {
+    if !key.verify(KEYSTORE_RECORD, &unsealed()?, mac.as_slice()) {
         return Err(custody(
             "the keystore's MAC does not verify: its key states, purposes, times, policy or list of keys were changed by someone without the KEK; it is refused (restore it from a backup)".into(),
         ));

@@ -895,3 +895,16 @@ pub fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> D
     }
     t.elapsed()
 }
+
+/// A `wrapping` record (`{KekID, Kind, RecordKey}`, a msgpack map) as the
+/// format before records were authenticated wrote it: `{KekID, Kind}`, the
+/// map cut before its `RecordKey` entry.
+pub fn without_record_key(wrapping: &[u8]) -> Vec<u8> {
+    let at = wrapping
+        .windows(b"RecordKey".len())
+        .position(|w| w == b"RecordKey")
+        .expect("a wrapping record with a RecordKey");
+    let mut out = wrapping[..at - 1].to_vec();
+    out[0] = 0x82;
+    out
+}
