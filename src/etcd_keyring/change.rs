@@ -539,7 +539,7 @@ impl EtcdKeyring {
     }
 
     /// Seals a keyring written before records were authenticated (opened
-    /// with [`EtcdKeyringBuilder::allow_unauthenticated_records`]): one
+    /// with [`super::EtcdKeyringBuilder::allow_unauthenticated_records`]): one
     /// transaction writes a new record key (wrapped by the KEK) into the
     /// `wrapping` record and a manifest listing every key record and the
     /// policy as they are now, which from then on are the only ones any

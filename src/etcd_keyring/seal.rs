@@ -212,7 +212,7 @@ impl Shared {
 impl EtcdKeyringBuilder {
     /// Opens a keyring whose records are not authenticated (one written
     /// before records carried a MAC under the KEK), to seal it with
-    /// [`EtcdKeyring::authenticate_records`]; default: such a keyring is
+    /// [`super::EtcdKeyring::authenticate_records`]; default: such a keyring is
     /// refused (`KeyCustodyFailed`), since anyone able to write etcd could
     /// change what it follows. A keyring whose records are authenticated is
     /// authenticated whatever this says.
