@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use workload_identity::manager::*;
@@ -43,6 +43,13 @@ struct Lease {
     delivered: Mutex<Vec<(String, EventKind)>>,
     /// Where its secrets are minted (`<server>; <as>`).
     origin: Mutex<String>,
+    /// Its server cannot be reached to revoke.
+    revoke_fails: AtomicBool,
+    /// Once set (by a delivery, when `kill_at_delivery`), the process is
+    /// "killed": no revocation reaches the server and `db` is frozen.
+    kill_at_delivery: AtomicBool,
+    dead: AtomicBool,
+    freeze: Mutex<Option<Arc<FreezableDb>>>,
 }
 
 impl Lease {
@@ -66,6 +73,12 @@ impl TokenExchange for Lease {
         unreachable!("derive is overridden")
     }
     fn deliver(&self, secret: &str, kind: EventKind) {
+        if self.kill_at_delivery.swap(false, Ordering::SeqCst) {
+            self.dead.store(true, Ordering::SeqCst);
+            if let Some(db) = &*self.freeze.lock().unwrap() {
+                db.frozen.store(true, Ordering::SeqCst);
+            }
+        }
         self.delivered
             .lock()
             .unwrap()
@@ -103,8 +116,15 @@ impl TokenExchange for Lease {
             Mode::Same => Ok(Refreshed::Replaced(Derived::new(secret.to_string(), None))),
         }
     }
-    fn release(&self, secret: &str) {
+    fn revoke(&self, secret: &str) -> Result<(), ExchangeError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Ok(()); // never reaches the server; nothing is saved after
+        }
+        if self.revoke_fails.load(Ordering::SeqCst) {
+            return Err(ExchangeError("the server is unreachable".into()));
+        }
         self.released.lock().unwrap().push(secret.to_string());
+        Ok(())
     }
     fn origin(&self) -> String {
         self.origin.lock().unwrap().clone()
@@ -123,7 +143,34 @@ fn lease(name: &'static str, key: IdentityId, prefix: &'static str) -> Arc<Lease
         released: Mutex::new(Vec::new()),
         delivered: Mutex::new(Vec::new()),
         origin: Mutex::new("vault https://a.example; mount jwt role web".into()),
+        revoke_fails: AtomicBool::new(false),
+        kill_at_delivery: AtomicBool::new(false),
+        dead: AtomicBool::new(false),
+        freeze: Mutex::new(None),
     })
+}
+
+/// A database that stops saving once frozen: what it holds is what a
+/// process killed at that moment left behind.
+#[derive(Default)]
+struct FreezableDb {
+    inner: MemoryIdentityDb,
+    frozen: AtomicBool,
+}
+
+impl IdentityDb for FreezableDb {
+    fn load(&self, alloc_id: &str) -> Result<Option<PersistedState>, Error> {
+        self.inner.load(alloc_id)
+    }
+    fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<(), Error> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner.store(alloc_id, state)
+    }
+    fn remove(&self, alloc_id: &str) -> Result<(), Error> {
+        self.inner.remove(alloc_id)
+    }
 }
 
 struct Counting {
@@ -789,4 +836,205 @@ fn a_saved_secret_goes_back_only_to_where_it_was_minted() {
             .iter()
             .all(|x| x != "lease-4")
     );
+}
+
+fn manager_on(s: &Setup, db: Arc<dyn IdentityDb>) -> IdentityManager {
+    let mut req = common::issue_request_task();
+    req.identity.ttl = GoDuration::from_secs(3600);
+    IdentityManager::builder(vec![req], s.signer.clone(), db, s.keyring.clone())
+        .exchange(s.lease.clone())
+        .jitter(Arc::new(Fixed))
+        .build()
+        .unwrap()
+}
+
+fn secrets_of(saved: &[DerivedSecret]) -> Vec<&str> {
+    saved.iter().map(|s| s.secret.as_str()).collect()
+}
+
+#[test]
+fn a_kill_before_a_replaced_secret_is_revoked_leaves_the_revocation_to_the_next_start() {
+    let s = setup();
+    let db = Arc::new(FreezableDb::default());
+    *s.lease.freeze.lock().unwrap() = Some(db.clone());
+    manager_on(&s, db.clone()).start(T0).unwrap();
+    // A restore long after re-signs and logs in again (lease-2); the
+    // process is killed when lease-2 is delivered, before lease-1's
+    // revocation reaches the server.
+    s.lease.kill_at_delivery.store(true, Ordering::SeqCst);
+    let later = T0 + 2_000_000;
+    let r = manager_on(&s, db.clone()).restore(later).unwrap();
+    assert!(!r.reused);
+    assert!(s.lease.released.lock().unwrap().is_empty(), "killed first");
+    // The one write it made holds the new secret and the pending revocation.
+    let left = db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert_eq!(secrets_of(&left.secrets), ["lease-2"]);
+    assert_eq!(secrets_of(&left.releasing), ["lease-1"]);
+
+    // The next process restores: lease-2 is confirmed, delivered, and
+    // lease-1 revoked, once; nothing is left pending.
+    s.lease.dead.store(false, Ordering::SeqCst);
+    db.frozen.store(false, Ordering::SeqCst);
+    let m = manager_on(&s, db.clone());
+    let r = m.restore(later + 1_000).unwrap();
+    assert!(r.reused, "{r:?}");
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+    let left = db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert!(left.releasing.is_empty());
+    assert_eq!(secrets_of(&left.secrets), ["lease-2"]);
+}
+
+#[test]
+fn a_pending_revocation_waits_until_a_successor_is_delivered() {
+    let s = setup();
+    let db = Arc::new(FreezableDb::default());
+    *s.lease.freeze.lock().unwrap() = Some(db.clone());
+    manager_on(&s, db.clone()).start(T0).unwrap();
+    s.lease.kill_at_delivery.store(true, Ordering::SeqCst);
+    let later = T0 + 2_000_000;
+    manager_on(&s, db.clone()).restore(later).unwrap();
+    s.lease.dead.store(false, Ordering::SeqCst);
+    db.frozen.store(false, Ordering::SeqCst);
+    // The next process cannot confirm lease-2 (its server down): nothing
+    // is delivered, so nothing is revoked (lease-1 may still be what the
+    // workload uses); both wait, saved.
+    s.lease.set(Mode::Fail);
+    let m = manager_on(&s, db.clone());
+    assert!(m.restore(later + 1_000).is_err());
+    assert!(s.lease.released.lock().unwrap().is_empty());
+    let left = db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert!(
+        left.secrets.is_empty(),
+        "lease-2 is not handed out unconfirmed"
+    );
+    let mut pending = secrets_of(&left.releasing);
+    pending.sort();
+    assert_eq!(pending, ["lease-1", "lease-2"]);
+    assert!(m.health(later + 1_000).exchanges[0].held_back);
+    // The server back, the retry derives lease-3, delivers it, and only
+    // then revokes both.
+    s.lease.set(Mode::Keep);
+    m.tick(m.next_due_ms().unwrap());
+    assert_eq!(secret(&m).as_deref(), Some("lease-3"));
+    let mut revoked = s.lease.released.lock().unwrap().clone();
+    revoked.sort();
+    assert_eq!(revoked, ["lease-1", "lease-2"]);
+    assert!(
+        db.load(common::ALLOC_ID)
+            .unwrap()
+            .unwrap()
+            .releasing
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_revocation_that_fails_stays_saved_and_is_tried_again() {
+    let s = setup();
+    let m = manager(&s);
+    m.start(T0).unwrap();
+    s.lease.revoke_fails.store(true, Ordering::SeqCst);
+    s.lease.set(Mode::Replace);
+    m.tick(T0 + LEASE_MS);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+    let left = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert_eq!(secrets_of(&left.releasing), ["lease-1"]);
+    let h = m.health(T0 + LEASE_MS);
+    assert!(!h.exchanges[0].held_back, "its successor was delivered");
+    // The server answers again: the next delivery's revocations take it too.
+    s.lease.revoke_fails.store(false, Ordering::SeqCst);
+    m.tick(T0 + 2 * LEASE_MS);
+    assert_eq!(secret(&m).as_deref(), Some("lease-3"));
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1", "lease-2"]);
+    let left = s.db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert!(left.releasing.is_empty());
+}
+
+#[test]
+fn ending_an_allocation_revokes_its_secrets_and_forgets_its_state() {
+    let s = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(FileIdentityDb::new(dir.path()));
+    let file = db.path(common::ALLOC_ID).unwrap();
+    let m = manager_on(&s, db.clone());
+    m.start(T0).unwrap();
+    // One replaced secret whose revocation failed, and the one in use.
+    s.lease.revoke_fails.store(true, Ordering::SeqCst);
+    s.lease.set(Mode::Replace);
+    m.tick(T0 + LEASE_MS);
+    assert_eq!(secret(&m).as_deref(), Some("lease-2"));
+
+    // Its server still unreachable: nothing is lost, the error names the
+    // exchange, and the saved state keeps exactly what was not revoked.
+    let e = m.end_allocation().unwrap_err();
+    assert_eq!(e.code(), ResultCode::TokenExchangeFailed, "{e}");
+    assert!(e.to_string().contains("\"vault\""), "{e}");
+    assert!(e.to_string().contains("end_allocation again"), "{e}");
+    assert!(
+        !e.to_string().contains("lease-"),
+        "no secret in errors: {e}"
+    );
+    let left = db.load(common::ALLOC_ID).unwrap().unwrap();
+    assert!(left.identities.is_empty() && left.secrets.is_empty());
+    let mut pending = secrets_of(&left.releasing);
+    pending.sort();
+    assert_eq!(pending, ["lease-1", "lease-2"]);
+    // Ended: nothing is signed or handed out any more.
+    assert!(secret(&m).is_none());
+    assert!(
+        m.current(&IdentityId::new("server", "vault_default"), T0 + LEASE_MS)
+            .is_none()
+    );
+    assert_eq!(m.tick(T0 + 10 * LEASE_MS), None);
+    for e in [
+        m.start(T0 + 11 * LEASE_MS).unwrap_err(),
+        m.restore(T0 + 11 * LEASE_MS).unwrap_err(),
+    ] {
+        assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("was ended"), "{e}");
+    }
+    let calls = s.signer.calls.load(Ordering::SeqCst);
+
+    // Retried with the server back: both revoked, the file gone.
+    s.lease.revoke_fails.store(false, Ordering::SeqCst);
+    m.end_allocation().unwrap();
+    let mut revoked = s.lease.released.lock().unwrap().clone();
+    revoked.sort();
+    assert_eq!(revoked, ["lease-1", "lease-2"]);
+    assert!(!file.exists());
+    assert!(db.load(common::ALLOC_ID).unwrap().is_none());
+    // Again: nothing left to do.
+    m.end_allocation().unwrap();
+    assert_eq!(s.lease.released.lock().unwrap().len(), 2);
+    assert_eq!(
+        s.signer.calls.load(Ordering::SeqCst),
+        calls,
+        "never signed again"
+    );
+}
+
+#[test]
+fn a_host_that_restarted_ends_an_allocation_from_its_saved_state() {
+    let s = setup();
+    manager(&s).start(T0).unwrap();
+    // A restarted host learns the allocation stopped: a manager that was
+    // never started ends it from what the earlier process saved.
+    let m = manager(&s);
+    m.end_allocation().unwrap();
+    assert_eq!(*s.lease.released.lock().unwrap(), ["lease-1"]);
+    assert!(s.db.load(common::ALLOC_ID).unwrap().is_none());
+    assert_eq!(
+        s.signer.calls.load(Ordering::SeqCst),
+        1,
+        "only the start signed"
+    );
+
+    // A secret saved from another server is not sent to this one.
+    let s = setup();
+    manager(&s).start(T0).unwrap();
+    *s.lease.origin.lock().unwrap() = "vault https://b.example; mount jwt role web".into();
+    manager(&s).end_allocation().unwrap();
+    assert!(s.lease.released.lock().unwrap().is_empty());
+    assert!(s.db.load(common::ALLOC_ID).unwrap().is_none());
 }

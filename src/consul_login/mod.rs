@@ -390,17 +390,29 @@ impl TokenExchange for ConsulLogin {
     }
 
     fn release(&self, secret: &str) {
+        if let Err(e) = self.revoke(secret) {
+            log::warn!("{e}");
+        }
+    }
+
+    fn revoke(&self, secret: &str) -> std::result::Result<(), ExchangeError> {
         match self.api.logout(secret) {
-            Ok(()) => log::debug!("Consul login {:?}: logged out a replaced token", self.name),
-            // Already deleted or expired: nothing left to release.
-            Err(api::Refusal::Gone(_)) => log::debug!(
-                "Consul login {:?}: a replaced token was already gone",
+            Ok(()) => {
+                log::debug!("Consul login {:?}: logged out a token", self.name);
+                Ok(())
+            }
+            // Already deleted or expired: nothing left to log out.
+            Err(api::Refusal::Gone(_)) => {
+                log::debug!(
+                    "Consul login {:?}: a token to log out was already gone",
+                    self.name
+                );
+                Ok(())
+            }
+            Err(api::Refusal::Other(e)) => Err(ExchangeError(format!(
+                "Consul login {:?}: logging out a token failed (it stays saved and is logged out on a later try; until then it lives until its ExpirationTime, or until deleted): {e}",
                 self.name
-            ),
-            Err(api::Refusal::Other(e)) => log::warn!(
-                "Consul login {:?}: logging out a replaced token failed (it lives until its ExpirationTime, or until deleted): {e}",
-                self.name
-            ),
+            ))),
         }
     }
 }

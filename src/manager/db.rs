@@ -22,6 +22,12 @@ pub struct PersistedState {
     pub identities: Vec<IdentityToken>,
     /// Secrets derived from them by token exchanges.
     pub secrets: Vec<DerivedSecret>,
+    /// Secrets taken out of use (replaced, or not confirmed at a restore)
+    /// and not yet revoked: saved in the same write as what replaced them,
+    /// so that a process killed before a revocation reached its server
+    /// leaves it to the next start, which revokes each once its slot's
+    /// secret is delivered (see [`IdentityManager::restore`](super::IdentityManager::restore)).
+    pub releasing: Vec<DerivedSecret>,
 }
 
 /// Where a manager keeps its state. Called from the manager's thread.
@@ -31,6 +37,12 @@ pub trait IdentityDb: Send + Sync {
     fn load(&self, alloc_id: &str) -> Result<Option<PersistedState>>;
     /// Replaces the saved state of `alloc_id`, whole.
     fn store(&self, alloc_id: &str, state: &PersistedState) -> Result<()>;
+    /// Forgets `alloc_id` (its allocation ended): a later `load` finds
+    /// nothing. Forgetting what was never saved is not an error. Default:
+    /// stores an empty state (implement it to delete the record).
+    fn remove(&self, alloc_id: &str) -> Result<()> {
+        self.store(alloc_id, &PersistedState::default())
+    }
 }
 
 /// An in-memory database (for tests and embedding without restarts).
@@ -55,6 +67,13 @@ impl IdentityDb for MemoryIdentityDb {
             .insert(alloc_id.to_string(), state.clone());
         Ok(())
     }
+    fn remove(&self, alloc_id: &str) -> Result<()> {
+        self.states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(alloc_id);
+        Ok(())
+    }
 }
 
 wire_struct! {
@@ -64,6 +83,9 @@ wire_struct! {
         pub(crate) identities: Vec<StoredToken> => "Identities",
         /// The derived secrets.
         pub(crate) secrets: Vec<StoredSecret> => "Secrets",
+        /// Secrets taken out of use, not yet revoked (none in files saved
+        /// before these were kept).
+        pub(crate) releasing: Vec<StoredSecret> => "Releasing",
     }
 }
 
@@ -201,18 +223,30 @@ fn to_stored(state: &PersistedState) -> StoredState {
                 workload: t.key.workload.clone(),
             })
             .collect(),
-        secrets: state
-            .secrets
-            .iter()
-            .map(|s| StoredSecret {
-                derived_from: s.derived_from.clone(),
-                exchange: s.exchange.clone(),
-                name: s.identity.name.clone(),
-                origin: s.origin.clone(),
-                secret: Zeroizing::new(s.secret.clone()),
-                workload: s.identity.workload.clone(),
-            })
-            .collect(),
+        secrets: state.secrets.iter().map(stored_secret).collect(),
+        releasing: state.releasing.iter().map(stored_secret).collect(),
+    }
+}
+
+fn stored_secret(s: &DerivedSecret) -> StoredSecret {
+    StoredSecret {
+        derived_from: s.derived_from.clone(),
+        exchange: s.exchange.clone(),
+        name: s.identity.name.clone(),
+        origin: s.origin.clone(),
+        secret: Zeroizing::new(s.secret.clone()),
+        workload: s.identity.workload.clone(),
+    }
+}
+
+fn derived_secret(mut x: StoredSecret) -> DerivedSecret {
+    DerivedSecret {
+        identity: IdentityId::new(&x.workload, &x.name),
+        // Moved out, leaving the zeroizing wrapper empty.
+        secret: std::mem::take(&mut *x.secret),
+        exchange: std::mem::take(&mut x.exchange),
+        derived_from: std::mem::take(&mut x.derived_from),
+        origin: std::mem::take(&mut x.origin),
     }
 }
 
@@ -267,18 +301,8 @@ fn from_stored(s: StoredState) -> Result<PersistedState> {
         .collect::<Result<Vec<_>>>()?;
     Ok(PersistedState {
         identities,
-        secrets: s
-            .secrets
-            .into_iter()
-            .map(|mut x| DerivedSecret {
-                identity: IdentityId::new(&x.workload, &x.name),
-                // Moved out, leaving the zeroizing wrapper empty.
-                secret: std::mem::take(&mut *x.secret),
-                exchange: x.exchange,
-                derived_from: x.derived_from,
-                origin: x.origin,
-            })
-            .collect(),
+        secrets: s.secrets.into_iter().map(derived_secret).collect(),
+        releasing: s.releasing.into_iter().map(derived_secret).collect(),
     })
 }
 
@@ -306,9 +330,22 @@ impl IdentityDb for FileIdentityDb {
             + stored
                 .secrets
                 .iter()
+                .chain(&stored.releasing)
                 .map(|s| s.secret.len() + 256)
                 .sum::<usize>();
         ENVELOPE.save(&path, &stored, hint)
+    }
+
+    fn remove(&self, alloc_id: &str) -> Result<()> {
+        let path = self.path(alloc_id)?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => crate::storage::atomic_file::sync_parent(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::Io {
+                context: format!("removing identity state {}", path.display()),
+                error: e,
+            }),
+        }
     }
 }
 
@@ -363,6 +400,7 @@ mod key_tests {
                 workload_key: key,
             }],
             secrets: Vec::new(),
+            releasing: Vec::new(),
         }
     }
 

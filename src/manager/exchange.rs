@@ -179,11 +179,23 @@ pub trait TokenExchange: Send + Sync {
             refresh_at_ms: None,
         })
     }
-    /// Releases a secret that was replaced (revokes it), best effort: the
-    /// manager goes on whatever happens. Called only after the new secret
-    /// has been saved and delivered. Default: nothing.
+    /// Releases a secret that was replaced (revokes it), best effort.
+    /// The manager calls [`revoke`](TokenExchange::revoke), whose default
+    /// calls this and counts it done. Default: nothing.
     fn release(&self, secret: &str) {
         let _ = secret;
+    }
+    /// Revokes a secret taken out of use, saying whether that is done:
+    /// `Ok` when the server revoked it or it was no longer valid there,
+    /// an error when it may still be live (the server unreachable), so the
+    /// manager keeps it saved and tries again (after a later delivery, on
+    /// the next start, and in
+    /// [`end_allocation`](super::IdentityManager::end_allocation)). Called
+    /// only after its successor (if any) was saved and delivered.
+    /// Default: [`release`](TokenExchange::release), then `Ok`.
+    fn revoke(&self, secret: &str) -> Result<(), ExchangeError> {
+        self.release(secret);
+        Ok(())
     }
     /// Where this exchange's secrets are minted, saved with each of them: a
     /// login's server (address, namespace or partition) and what it logs in

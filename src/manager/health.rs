@@ -30,8 +30,9 @@ pub struct ExchangeHealth {
     /// Whether it holds a secret it may hand out (derived, or confirmed
     /// after a restore).
     pub has_secret: bool,
-    /// Whether a secret is held back: taken out of use unconfirmed after a
-    /// restore, released once a successor is delivered.
+    /// Whether a secret is held back: taken out of use (unconfirmed after a
+    /// restore, or saved by an earlier process to be revoked) and revoked
+    /// once a successor is delivered.
     pub held_back: bool,
     /// Failures since its last success.
     pub failures: u32,
@@ -96,7 +97,7 @@ impl IdentityManager {
                     name: name.to_string(),
                     identity: x.identity().clone(),
                     has_secret: st.secrets.get(&slot).is_some_and(|s| !s.secret.is_empty()),
-                    held_back: st.held_back.contains_key(&slot),
+                    held_back: st.holds_back(&slot),
                     failures: st.exchange_failures.get(name).copied().unwrap_or(0),
                     next_attempt_ms: st.refresh_at.get(name).copied(),
                     last_error: st.exchange_errors.get(name).cloned(),

@@ -76,6 +76,7 @@ impl IdentityManager {
         let Some(_one) = self.renewal() else {
             return Err(super::reentry::refused("IdentityManager", "start"));
         };
+        self.refuse_if_ended("start")?;
         {
             let mut st = self.lock();
             st.pending = EventKind::Initial;
@@ -109,6 +110,9 @@ impl IdentityManager {
         };
         let (sign_due, refresh_due) = {
             let st = self.lock();
+            if st.ended {
+                return None;
+            }
             let sign_due = st.next_ms.is_some_and(|t| now_ms >= t);
             let refresh_due: Vec<_> = self
                 .inner
@@ -335,7 +339,6 @@ impl IdentityManager {
     ) -> Result<()> {
         let mut failed = None;
         let mut replaced = Vec::new();
-        let mut to_release: Vec<(Arc<dyn TokenExchange>, Zeroizing<String>)> = Vec::new();
         for (x, step) in plan {
             let name = x.name();
             let slot = slot_of(x.as_ref());
@@ -386,26 +389,22 @@ impl IdentityManager {
                     st.exchange_failures.remove(name);
                     st.exchange_errors.remove(name);
                     set_refresh(&mut st.refresh_at, name, new.refresh_at_ms, now_ms);
-                    // An exchange that hands back the secret it had has
-                    // replaced nothing: that one is still in use.
-                    if let Some(old) = old.filter(|o| **o != new.secret) {
-                        to_release.push((x.clone(), old));
-                    }
-                    if let Some(held) = st.held_back.remove(&slot) {
-                        if *held != new.secret {
-                            to_release.push((x.clone(), held));
+                    let fresh = DerivedSecret {
+                        exchange: name.to_string(),
+                        identity: x.identity().clone(),
+                        secret: std::mem::take(&mut new.secret),
+                        derived_from: token.jwt_id.clone(),
+                        origin: x.origin(),
+                    };
+                    // The one it replaces is revoked once this one is saved
+                    // (in the same write) and delivered. An exchange that
+                    // hands back the secret it had has replaced nothing.
+                    let same = old.as_deref().is_some_and(|o| *o == fresh.secret);
+                    if let Some(prev) = st.secrets.insert(slot, fresh) {
+                        if !same {
+                            st.retire(prev);
                         }
                     }
-                    st.secrets.insert(
-                        slot,
-                        DerivedSecret {
-                            exchange: name.to_string(),
-                            identity: x.identity().clone(),
-                            secret: std::mem::take(&mut new.secret),
-                            derived_from: token.jwt_id.clone(),
-                            origin: x.origin(),
-                        },
-                    );
                     replaced.push(name.to_string());
                     continue;
                 }
@@ -417,9 +416,10 @@ impl IdentityManager {
             // released: it may still be in use, and is released once a new
             // one has been delivered.
             let hold_back = matches!(step, Step::Derive | Step::Refresh(RefreshReason::Restored));
-            if let (true, Some(old)) = (hold_back, old) {
-                st.secrets.remove(&slot);
-                st.held_back.entry(slot).or_insert(old);
+            if let (true, Some(_)) = (hold_back, old) {
+                if let Some(prev) = st.secrets.remove(&slot) {
+                    st.retire(prev);
+                }
             }
             if kind != EventKind::Renewed {
                 // Its first delivery is still this start's or restore's.
@@ -475,12 +475,17 @@ impl IdentityManager {
             }
             out
         };
-        for (x, secret, k) in deliveries {
-            x.deliver(&secret, k);
+        for (x, secret, k) in &deliveries {
+            x.deliver(secret, *k);
         }
-        for (x, old) in to_release {
-            x.release(&old);
+        // Then what they replaced is revoked (saved until it is).
+        {
+            let mut st = self.lock();
+            for (x, secret, _) in &deliveries {
+                st.delivered(&slot_of(x.as_ref()), secret);
+            }
         }
+        self.revoke_due();
         match failed {
             None => persisted,
             Some((exchange, reason)) => Err(Error::TokenExchange {
@@ -492,12 +497,13 @@ impl IdentityManager {
     }
 
     /// Saves the current state; a failure is logged and returned.
-    fn persist(&self) -> Result<()> {
+    pub(super) fn persist(&self) -> Result<()> {
         let state = {
             let st = self.lock();
             PersistedState {
                 identities: st.tokens.values().cloned().collect(),
                 secrets: st.secrets.values().cloned().collect(),
+                releasing: st.releasing_saved(),
             }
         };
         let saved = self.inner.parts.db.store(&self.inner.alloc_id, &state);

@@ -24,6 +24,7 @@ mod health;
 mod machine;
 mod node;
 mod reentry;
+mod release;
 mod renewal;
 mod restore;
 mod runner;
@@ -70,10 +71,13 @@ struct State {
     refresh_at: BTreeMap<String, i64>,
     /// Per exchange: failures since its last success (its backoff).
     exchange_failures: BTreeMap<String, u32>,
-    /// Per exchange: a secret taken out of use unconfirmed (a failed
-    /// restore check or re-derivation), released once a new one is
-    /// delivered.
-    held_back: BTreeMap<Slot, zeroize::Zeroizing<String>>,
+    /// Secrets taken out of use (replaced, or not confirmed at a restore),
+    /// saved, and revoked once their slot's successor is delivered
+    /// (`release.rs`).
+    releasing: Vec<release::Releasing>,
+    /// [`IdentityManager::end_allocation`] was called: nothing is signed
+    /// any more.
+    ended: bool,
     /// Per exchange: the start or restore whose delivery is still owed.
     undelivered: BTreeMap<String, EventKind>,
     /// When to sign next (Unix ms); `None` when nothing expires.
@@ -295,7 +299,8 @@ impl IdentityManagerBuilder {
                     secrets: BTreeMap::new(),
                     refresh_at: BTreeMap::new(),
                     exchange_failures: BTreeMap::new(),
-                    held_back: BTreeMap::new(),
+                    releasing: Vec::new(),
+                    ended: false,
                     undelivered: BTreeMap::new(),
                     next_ms: None,
                     pending: EventKind::Initial,

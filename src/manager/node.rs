@@ -358,7 +358,7 @@ impl NodeIdentityManager {
                 &self.db_key(),
                 &PersistedState {
                     identities: vec![token.clone()],
-                    secrets: Vec::new(),
+                    ..PersistedState::default()
                 },
             );
             if let Err(e) = saved {

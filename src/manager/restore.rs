@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::machine::{Step, binding_problem};
 use super::{DerivedSecret, EventKind, RefreshReason, slot_of};
 use super::{IdentityId, IdentityManager, PersistedState, RestoreReport, State, TokenExchange};
-use zeroize::Zeroizing;
 
 use crate::error::Result;
 use crate::keyring::Algorithm;
@@ -47,6 +46,7 @@ impl IdentityManager {
         let Some(_one) = self.renewal() else {
             return Err(super::reentry::refused("IdentityManager", "restore"));
         };
+        self.refuse_if_ended("restore")?;
         let saved = match self.inner.parts.db.load(&self.inner.alloc_id) {
             Ok(Some(saved)) => Ok(saved),
             Ok(None) => Err("no saved state".to_string()),
@@ -55,9 +55,9 @@ impl IdentityManager {
         // Secrets saved beside identities that are not reused are released
         // once new ones replace them (a Vault token from before the restart
         // is revoked, not left to live out its TTL).
-        let saved_secrets = saved
+        let saved_secrets: Vec<DerivedSecret> = saved
             .as_ref()
-            .map(|s| s.secrets.clone())
+            .map(|s| s.secrets.iter().chain(&s.releasing).cloned().collect())
             .unwrap_or_default();
         let verdict = saved.and_then(|s| self.reusable(s, now_ms));
         match verdict {
@@ -92,10 +92,8 @@ impl IdentityManager {
                                     " (not revoked: it would have to be sent to another server; it lives until its TTL ends)"
                                 }
                             );
-                            if revoke && !s.secret.is_empty() {
-                                st.held_back
-                                    .entry(slot)
-                                    .or_insert_with(|| Zeroizing::new(s.secret.clone()));
+                            if revoke {
+                                st.retire(s);
                             }
                         } else {
                             // Only the exchange that derived a secret, from
@@ -106,6 +104,14 @@ impl IdentityManager {
                                 s.exchange,
                                 s.identity
                             );
+                        }
+                    }
+                    // Revocations an earlier process saved and did not
+                    // finish (killed first): done once each slot's secret
+                    // is delivered below.
+                    for r in saved.releasing {
+                        if self.may_revoke_saved(&r, "restoring") {
+                            st.retire(r);
                         }
                     }
                     st.failures = 0;
@@ -149,12 +155,18 @@ impl IdentityManager {
                 );
                 {
                     let mut st = self.lock();
+                    // Every saved secret is replaced: each is revoked once
+                    // its slot's new one is delivered (kept, and saved,
+                    // until then).
+                    for s in saved_secrets {
+                        if self.may_revoke_saved(&s, "restoring") {
+                            st.retire(s);
+                        }
+                    }
                     st.pending = EventKind::Restored;
                     st.next_ms = Some(now_ms);
                 }
-                let signed = self.sign_all(now_ms);
-                self.release_replaced(saved_secrets);
-                signed?;
+                self.sign_all(now_ms)?;
                 Ok(RestoreReport {
                     reused: false,
                     reason,
@@ -297,51 +309,5 @@ impl IdentityManager {
                 (x.clone(), step)
             })
             .collect()
-    }
-
-    /// The exchange whose secret is kept in `slot` (its name and identity).
-    fn exchange_of(&self, slot: &super::Slot) -> Option<&Arc<dyn TokenExchange>> {
-        self.inner
-            .parts
-            .exchanges
-            .iter()
-            .find(|x| x.name() == slot.0 && *x.identity() == slot.1)
-    }
-
-    /// Saved secrets that are no longer the one in use: released now when a
-    /// new one has replaced them (it was delivered already), held back
-    /// otherwise (never handed out, released once a new one is delivered).
-    fn release_replaced(&self, saved: Vec<DerivedSecret>) {
-        let mut release = Vec::new();
-        {
-            let mut st = self.lock();
-            for old in saved {
-                if old.secret.is_empty() {
-                    continue;
-                }
-                // Only the exchange that derived it, from its own identity,
-                // may revoke it (another may talk to another server), and
-                // only if it was minted at the server it talks to now.
-                let slot = (old.exchange.clone(), old.identity.clone());
-                let Some(x) = self
-                    .exchange_of(&slot)
-                    .filter(|x| x.origin() == old.origin || x.same_server(&old.origin))
-                else {
-                    continue;
-                };
-                match st.secrets.get(&slot).filter(|s| !s.secret.is_empty()) {
-                    Some(now) if now.secret == old.secret => {}
-                    Some(_) => release.push((x.clone(), Zeroizing::new(old.secret.clone()))),
-                    None => {
-                        st.held_back
-                            .entry(slot)
-                            .or_insert_with(|| Zeroizing::new(old.secret.clone()));
-                    }
-                }
-            }
-        }
-        for (x, secret) in release {
-            x.release(&secret);
-        }
     }
 }

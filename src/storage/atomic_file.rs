@@ -230,7 +230,7 @@ pub(crate) fn replace_file_with_fault(
 
 /// Flushes the directory that holds `target`, so a new entry in it (a rename,
 /// a link) survives a power loss.
-fn sync_parent(target: &Path) -> Result<()> {
+pub(crate) fn sync_parent(target: &Path) -> Result<()> {
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -346,17 +346,29 @@ impl TokenExchange for VaultLogin {
     }
 
     fn release(&self, secret: &str) {
+        if let Err(e) = self.revoke(secret) {
+            log::warn!("{e}");
+        }
+    }
+
+    fn revoke(&self, secret: &str) -> std::result::Result<(), ExchangeError> {
         match self.api.revoke_self(secret) {
-            Ok(()) => log::debug!("Vault login {:?}: revoked a replaced token", self.name),
-            // Already expired or revoked: nothing left to release.
-            Err(api::Refusal::TokenRefused(_)) => log::debug!(
-                "Vault login {:?}: a replaced token was already invalid",
+            Ok(()) => {
+                log::debug!("Vault login {:?}: revoked a token", self.name);
+                Ok(())
+            }
+            // Already expired or revoked: nothing left to revoke.
+            Err(api::Refusal::TokenRefused(_)) => {
+                log::debug!(
+                    "Vault login {:?}: a token to revoke was already invalid",
+                    self.name
+                );
+                Ok(())
+            }
+            Err(api::Refusal::Other(e)) => Err(ExchangeError(format!(
+                "Vault login {:?}: revoking a token failed (it stays saved and is revoked on a later try; until then it lives until its TTL ends): {e}",
                 self.name
-            ),
-            Err(api::Refusal::Other(e)) => log::warn!(
-                "Vault login {:?}: revoking a replaced token failed (it lives until its TTL ends): {e}",
-                self.name
-            ),
+            ))),
         }
     }
 }
