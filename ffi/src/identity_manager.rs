@@ -20,9 +20,10 @@ use super::issuer::wid_issuer;
 use super::keyring::{MAX_PATH, alg_in, keyring_ref, wid_keyring};
 use super::{wid_alg, wid_result};
 pub use running::{
-    wid_identity_manager_current, wid_identity_manager_health_json,
-    wid_identity_manager_next_due_ms, wid_identity_manager_restore, wid_identity_manager_secret,
-    wid_identity_manager_start, wid_identity_manager_tick,
+    wid_identity_manager_current, wid_identity_manager_end_allocation,
+    wid_identity_manager_health_json, wid_identity_manager_next_due_ms,
+    wid_identity_manager_restore, wid_identity_manager_secret, wid_identity_manager_start,
+    wid_identity_manager_tick,
 };
 use workload_identity::Error;
 use workload_identity::codec::{self, DecodeLimits};

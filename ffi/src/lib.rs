@@ -99,9 +99,10 @@ pub use identity_manager::{
     wid_identity_manager_builder_free, wid_identity_manager_builder_new,
     wid_identity_manager_builder_set_issuer, wid_identity_manager_builder_set_proof_of_possession,
     wid_identity_manager_builder_set_signer, wid_identity_manager_builder_set_watcher,
-    wid_identity_manager_current, wid_identity_manager_free, wid_identity_manager_health_json,
-    wid_identity_manager_next_due_ms, wid_identity_manager_restore, wid_identity_manager_secret,
-    wid_identity_manager_start, wid_identity_manager_tick,
+    wid_identity_manager_current, wid_identity_manager_end_allocation, wid_identity_manager_free,
+    wid_identity_manager_health_json, wid_identity_manager_next_due_ms,
+    wid_identity_manager_restore, wid_identity_manager_secret, wid_identity_manager_start,
+    wid_identity_manager_tick,
 };
 pub use issue::{wid_issue, wid_issue_alg, wid_issue_node, wid_issue_with_issuer};
 pub use issuer::{

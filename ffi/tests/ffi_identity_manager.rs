@@ -1208,3 +1208,71 @@ fn a_watcher_may_drive_its_manager_and_is_told_after_it_returns() {
     assert!(told.iter().all(|t| t.starts_with("jwt")), "{told:?}");
     assert_eq!(told[0], "jwt 1");
 }
+
+#[test]
+fn ending_an_allocation_revokes_its_secrets_and_removes_its_state_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap().to_string();
+    let kr = keyring();
+    let log = Log::default();
+    *log.refresh.lock().unwrap() = Some(WID_REFRESHED_REPLACED);
+    let b = builder(kr, &dir, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
+    // The exchange's refresh replaces s1 by s2: s1 is released.
+    let mut next = 0;
+    expect(
+        unsafe { wid_identity_manager_tick(m, T0 + 600_000, &mut next) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(secret(m).unwrap(), "s2");
+    assert!(log.take().contains(&"release s1".to_string()));
+    unsafe { wid_identity_manager_free(m) };
+    let file = tmp
+        .path()
+        .join(format!("{}.identities", request().allocation.id));
+    assert!(file.exists());
+
+    // A host restarted after the allocation stopped: a new handle, never
+    // started, ends it from the state file.
+    let b = builder(kr, &dir, &log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { wid_identity_manager_builder_free(b) };
+    expect(
+        unsafe { wid_identity_manager_end_allocation(m) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(log.take(), ["release s2"]);
+    assert!(!file.exists(), "the state file is removed");
+    // Ended: nothing is signed again.
+    expect(
+        unsafe { wid_identity_manager_start(m, T0 + 700_000) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    assert!(last_error().contains("was ended"), "{}", last_error());
+    expect(
+        unsafe { wid_identity_manager_restore(m, T0 + 700_000, null_mut()) },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    expect(
+        unsafe { wid_identity_manager_tick(m, T0 + 700_000, &mut next) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(next, -1);
+    assert!(current(m, T0 + 700_000).is_err());
+    assert!(log.take().is_empty(), "no callback ran");
+    // Again: nothing left to do.
+    expect(
+        unsafe { wid_identity_manager_end_allocation(m) },
+        WID_RESULT_OK,
+    );
+    unsafe { wid_identity_manager_free(m) };
+    expect(
+        unsafe { wid_identity_manager_end_allocation(null()) },
+        WID_RESULT_NULL_ARGUMENT,
+    );
+    unsafe { wid_keyring_free(kr) };
+}

@@ -609,6 +609,26 @@ func (m *IdentityManager) Restore(now time.Time) (RestoreReport, error) {
 	return decodeRestoreReport(takeBytes(&out))
 }
 
+// EndAllocation is for when the allocation has ended: it revokes every
+// secret the manager's exchanges hold (in use, replaced, or saved by an
+// earlier process and not yet revoked), then removes the allocation's file
+// from the state directory. It works on a manager that was never started
+// or restored, as a host that restarted after the allocation stopped has:
+// the saved state is read. Afterwards the manager signs nothing more: Tick
+// does nothing (ok false), Start and Restore return ErrInvalidArgument,
+// Current and Secret find nothing, and Run keeps waiting until its ctx is
+// done or Close is called. Identity tokens already handed out stay valid
+// until they expire. A secret saved from another server than its exchange
+// talks to now is not sent anywhere. A revocation that fails (its server
+// unreachable) is ErrTokenExchangeFailed naming the exchange; the state
+// file then keeps exactly the secrets not revoked: call it again to retry.
+// From inside one of this manager's own callbacks: ErrInvalidArgument.
+func (m *IdentityManager) EndAllocation() error {
+	return m.withCallbacks(func(p *C.wid_identity_manager) C.wid_result {
+		return C.wid_identity_manager_end_allocation(p)
+	})
+}
+
 // Tick does whatever is due at now (a renewal, an exchange's refresh, a
 // retry); failures are retried after a backoff and shown by Health. next
 // is when to tick again; ok is false when nothing will ever be due (no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -882,5 +883,65 @@ func TestIdentityManagerZeroTime(t *testing.T) {
 	}
 	if err := m.Start(imT0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An allocation that ended: a host that restarted builds a manager on the
+// state directory and ends it without starting it; every saved secret is
+// revoked and the state file removed, and nothing is signed again.
+func TestIdentityManagerEndAllocation(t *testing.T) {
+	kr := newKeyring(t)
+	iss := newIssuer(t, kr, IssuerOptions{})
+	dir := t.TempDir()
+	x := newFakeExchange("db")
+	x.refreshIn = time.Minute
+	m := newManager(t, kr, dir, IssuerSigner(iss), WithExchange(x))
+	if err := m.Start(imT0); err != nil {
+		t.Fatal(err)
+	}
+	x.set(func(x *fakeExchange) { x.outcome = SecretReplaced })
+	m.Tick(imT0.Add(time.Minute))
+	if s, err := m.Secret("db"); err != nil || s != "db-secret-2" {
+		t.Fatalf("Secret: %q %v", s, err)
+	}
+	m.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.identities"))
+	if len(files) != 1 {
+		t.Fatalf("state files: %v", files)
+	}
+	x.Calls()
+
+	m = newManager(t, kr, dir, IssuerSigner(iss), WithExchange(x))
+	if err := m.EndAllocation(); err != nil {
+		t.Fatal(err)
+	}
+	if calls := strings.Join(x.Calls(), " "); calls != "release(db-secret-2)" {
+		t.Fatalf("calls: %v", calls)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.identities")); len(files) != 0 {
+		t.Fatalf("state files left: %v", files)
+	}
+	if err := m.Start(imT0.Add(2 * time.Minute)); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "was ended") {
+		t.Fatalf("Start after EndAllocation: %v", err)
+	}
+	if _, err := m.Restore(imT0.Add(2 * time.Minute)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Restore after EndAllocation: %v", err)
+	}
+	if _, ok := m.Tick(imT0.Add(2 * time.Minute)); ok {
+		t.Fatal("Tick after EndAllocation has work")
+	}
+	if _, err := m.Secret("db"); err == nil {
+		t.Fatal("a secret after EndAllocation")
+	}
+	if err := m.EndAllocation(); err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	if calls := x.Calls(); len(calls) != 0 {
+		t.Fatalf("callbacks after the end: %v", calls)
+	}
+	m.Close()
+	if err := m.EndAllocation(); !errors.Is(err, ErrNullArgument) {
+		t.Fatalf("EndAllocation after Close: %v", err)
 	}
 }

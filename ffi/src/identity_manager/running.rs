@@ -105,6 +105,33 @@ pub unsafe extern "C" fn wid_identity_manager_tick(
     })
 }
 
+/// The allocation ended: revokes every secret its exchanges hold (in use,
+/// replaced, or saved by an earlier process and not yet revoked: a manager
+/// built after a restart and never started or restored ends it from its
+/// saved state), then removes its saved state file. Afterwards the manager
+/// signs nothing more: `_tick` does nothing (`*out_next_due_ms` -1),
+/// `_start` and `_restore` are `WID_RESULT_INVALID_ARGUMENT`, `_current` and
+/// `_secret` find nothing; identity tokens already handed out stay valid
+/// until they expire. A secret saved from another server than its exchange
+/// talks to now is not sent anywhere. A revocation that failed (its server
+/// unreachable) is `WID_RESULT_TOKEN_EXCHANGE_FAILED`, naming the exchange;
+/// the state file then keeps exactly the secrets not revoked: call again to
+/// retry. The file not removable: `WID_RESULT_IO_ERROR`. From inside one of
+/// the manager's own callbacks: `WID_RESULT_INVALID_ARGUMENT`, nothing done.
+///
+/// # Safety
+/// `m` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wid_identity_manager_end_allocation(
+    m: *const wid_identity_manager,
+) -> wid_result {
+    call(|| {
+        // SAFETY: `m` is NULL or a live handle (the contract).
+        let host = unsafe { manager_ref(m)? };
+        driving(host, IdentityManager::end_allocation)
+    })
+}
+
 /// `*out` receives when `_tick` next has work (Unix ms). Nothing scheduled
 /// (before `_start` or `_restore`, or nothing expires) is
 /// `WID_RESULT_INVALID_ARGUMENT`.
