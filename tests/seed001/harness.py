@@ -42,6 +42,13 @@ The C program bindings/c/logins.c (docs/vault.md, docs/consul.md) is run
 against the same servers first: start, then restore (the saved secret
 confirmed, the same one).
 
+Then, against OpenBao with tokens that live 600 s (so nothing is waited
+out): a restore that logs in again is killed before the old tokens'
+revocation reaches the server; the next start must revoke them at once
+(one live token per identity, none of the old ones); and a host run with
+-end (IdentityManager.EndAllocation, never started) must leave no live
+token of the allocation and no state file.
+
 Usage: harness.py --host BIN --clogins BIN --bao BIN --standin PY [--rounds N] [--only vault|consul]
 """
 
@@ -137,7 +144,7 @@ class Proxy:
 
     def __init__(self, upstream_port, paths):
         self.upstream_port = upstream_port
-        self.paths = paths  # point name -> (path prefixes, calls let through first)
+        self.paths = paths  # point name -> (path prefixes, calls let through first[, "before"])
         self.point = None
         self.victim = None
         self.killed_at = None
@@ -153,13 +160,17 @@ class Proxy:
             def forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                if proxy.should_kill(self.path, before=True):
+                    # Killed before the call reached the server.
+                    self.close_connection = True
+                    return
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
-                if proxy.should_kill(self.path):
+                if proxy.should_kill(self.path, before=False):
                     self.close_connection = True
                     return
                 self.send_response(resp.status)
@@ -181,11 +192,15 @@ class Proxy:
         with self.lock:
             self.point, self.victim, self.killed_at, self.seen = point, victim, None, 0
 
-    def should_kill(self, path):
+    def should_kill(self, path, before):
         with self.lock:
             if self.victim is None or self.point not in self.paths:
                 return False
-            prefixes, skip = self.paths[self.point]
+            prefixes, skip, *when = self.paths[self.point]
+            # A point kills after the server answered, unless it says
+            # "before" (the call never reaches the server).
+            if (when == ["before"]) != before:
+                return False
             if not any(path.startswith(p) for p in prefixes):
                 return False
             self.seen += 1
@@ -254,6 +269,7 @@ class Vault:
         )
         wait_until("OpenBao", lambda: http_json("GET", f"{self.addr}/v1/sys/health")[0] == 200)
         self.token_ttl = 15
+        self.long_role = "seed-long"
 
     def api(self, method, path, body=None):
         return http_json(method, f"{self.addr}/v1/{path}", body, {"X-Vault-Token": ROOT})
@@ -267,6 +283,12 @@ class Vault:
                 "role_type": "jwt", "bound_audiences": ["vault.io"], "user_claim": "sub",
                 "claim_mappings": {"nomad_task": "task"}, "token_policies": ["seed"],
                 "token_ttl": f"{self.token_ttl}s", "token_max_ttl": "45s",
+            }),
+            # Tokens that outlive any wait: a revocation that is lost shows.
+            ("POST", f"auth/jwt/role/{self.long_role}", {
+                "role_type": "jwt", "bound_audiences": ["vault.io"], "user_claim": "sub",
+                "claim_mappings": {"nomad_task": "task"}, "token_policies": ["seed"],
+                "token_ttl": "600s", "token_max_ttl": "1200s",
             }),
             ("POST", "secret/data/seed", {"data": {"value": "the allocation's secret"}}),
         ]:
@@ -283,10 +305,12 @@ class Vault:
             "renew": (["/v1/auth/token/renew-self"], 0),
             "check": (["/v1/auth/token/lookup-self"], 0),
             "logout": (["/v1/auth/token/revoke-self"], 0),
+            # A revocation that never reaches the server.
+            "before-logout": (["/v1/auth/token/revoke-self"], 0, "before"),
         }
 
-    def live_tokens(self):
-        """Live tokens from the JWT login, per task."""
+    def live_tokens(self, role=None):
+        """Live tokens from the JWT login, per task (of one role, if given)."""
         status, answer = self.api("LIST", "auth/token/accessors")
         if status != 200:
             fail(f"OpenBao LIST auth/token/accessors: {status} {answer}")
@@ -298,7 +322,10 @@ class Vault:
             d = t["data"]
             if d.get("path") != "auth/jwt/login" or d.get("ttl", 0) <= 0:
                 continue
-            task = (d.get("meta") or {}).get("task", "?")
+            meta = d.get("meta") or {}
+            if role is not None and meta.get("role") != role:
+                continue
+            task = meta.get("task", "?")
             per.setdefault(f"{task}/vault_default", []).append(accessor)
         return per
 
@@ -511,6 +538,96 @@ def loop(args, server, keystore, work):
         f"afterwards one live token per identity")
 
 
+def pending_revocation(args, server, keystore, work):
+    """A kill between a restore's new login and the old token's revocation
+    (issue 51 item 5), with tokens that live 600 s, so that a revocation
+    that is lost shows: the next start revokes the old tokens at once. Then
+    the allocation ends while the host is down: a host run with -end
+    revokes every saved token and removes the state file."""
+    proxy = Proxy(server.port, server.proxy_paths())
+    addr = f"http://127.0.0.1:{proxy.port}"
+    state = tempfile.mkdtemp(prefix="go-pending-", dir=work)
+    role = server.long_role
+
+    def cmd(*extra):
+        return [args.host, "-mode", server.name, "-addr", addr, "-use-addr", server.addr,
+                "-name", role, "-keystore", keystore, "-state", state, *extra]
+
+    def check_deliveries(host):
+        for line in host.all:
+            if line.startswith("FAIL") or (line.startswith("deliver ") and not line.endswith("used=ok")):
+                fail(f"pending revocation: the host reported: {line}")
+
+    def live():
+        per = server.live_tokens(role)
+        return {i: sorted(per.get(i, [])) for i in IDENTITIES}, sorted(set(per) - set(IDENTITIES))
+
+    # A host starts and logs in (tokens A), then is killed.
+    host = Host(cmd())
+    if host.wait_line(lambda l: l == "ready", 30) is None:
+        fail(f"pending revocation: the first host never got ready: {host.all[-10:]}")
+    host.kill()
+    check_deliveries(host)
+    first, other = live()
+    if any(len(a) != 1 for a in first.values()) or other:
+        fail(f"pending revocation: after the start, expected one live token per identity: {first} {other}")
+    # Its identities live 12 s and are due from 6 s: after 7 s down, the
+    # restore re-signs them and logs in again (tokens B). Killed when the
+    # first revocation of an A token leaves the host, before it reaches
+    # OpenBao.
+    time.sleep(7)
+    host = Host(cmd())
+    proxy.arm("before-logout", host.proc)
+    deadline = time.monotonic() + 30
+    while host.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proxy.killed_at is None:
+        fail(f"pending revocation: the restore revoked nothing within 30 s: {host.all[-10:]}")
+    host.kill()
+    check_deliveries(host)
+    both, _ = live()
+    for identity in IDENTITIES:
+        if first[identity][0] not in both[identity] or len(both[identity]) != 2:
+            fail(f"pending revocation: after the kill, expected {identity}'s old token still live beside "
+                 f"its new one (the revocation never reached OpenBao): {both}")
+    log(f"{server.name}: pending revocation: killed before the old tokens' revocation reached OpenBao "
+        f"({proxy.killed_at}); old and new tokens live (600 s TTL)")
+    # The next start restores and finishes the revocation at once: no
+    # waiting out any TTL.
+    proxy.arm(None, None)
+    host = Host(cmd())
+    if host.wait_line(lambda l: l == "ready", 30) is None:
+        fail(f"pending revocation: the next host never got ready: {host.all[-10:]}")
+    # Ready comes after Restore returned, and its revocations with it;
+    # paused so that no renewal is between a login and a revocation.
+    host.proc.send_signal(signal.SIGUSR1)
+    if host.wait_line(lambda l: l == "paused", 30) is None:
+        fail(f"pending revocation: the next host did not pause: {host.all[-10:]}")
+    after, other = live()
+    host.kill()
+    check_deliveries(host)
+    for identity in IDENTITIES:
+        if len(after[identity]) != 1 or first[identity][0] in after[identity]:
+            fail(f"pending revocation: after the next start, expected only {identity}'s new token live "
+                 f"(old {first[identity]}): {after}")
+    if other:
+        fail(f"pending revocation: live tokens of no identity: {other}")
+    log(f"{server.name}: pending revocation: the next start revoked the old tokens; one live token per identity")
+    # The allocation ends while the host is down: -end revokes what the
+    # state directory holds and removes its file.
+    r = subprocess.run(cmd("-end"), capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 or r.stdout.strip() != "ended":
+        fail(f"pending revocation: the host's -end: exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()[-500:]}")
+    ended, other = live()
+    if any(ended.values()) or other:
+        fail(f"pending revocation: after EndAllocation, live tokens remain: {ended} {other}")
+    left = os.listdir(state)
+    if left:
+        fail(f"pending revocation: after EndAllocation, the state directory still holds {left}")
+    proxy.close()
+    log(f"{server.name}: EndAllocation: every token of the allocation revoked, its state file removed")
+
+
 def main():
     # A timeout's SIGTERM (scripts/seed001.sh) ends the run through the
     # finally below, so no server or host outlives it.
@@ -538,6 +655,8 @@ def main():
             server.configure(pem)
             run_c_program(args.clogins, server, server.addr, keystore, work)
             loop(args, server, keystore, work)
+            if kind == "vault":
+                pending_revocation(args, server, keystore, work)
     finally:
         for proc in Host.running:
             if proc.poll() is None:

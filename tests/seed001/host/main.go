@@ -14,6 +14,8 @@
 // the secret. "ready" follows once every identity's secret was delivered;
 // "paused" after SIGUSR1 stopped its ticking. -kill-at-sign N makes it kill
 // itself inside its Nth signing, after signing, before anything is saved.
+// -end ends the allocation (IdentityManager.EndAllocation) and prints
+// "ended".
 package main
 
 import (
@@ -43,17 +45,18 @@ func main() {
 	keystore := flag.String("keystore", "", "the issuer's keystore")
 	stateDir := flag.String("state", "", "the state directory")
 	killAtSign := flag.Int("kill-at-sign", 0, "SIGKILL this process inside its Nth signing (0: never)")
+	end := flag.Bool("end", false, "end the allocation (revoke its secrets, remove its saved state) and exit")
 	flag.Parse()
 	if *useAddr == "" {
 		*useAddr = *addr
 	}
-	if err := run(*mode, *addr, *useAddr, *name, *keystore, *stateDir, *killAtSign); err != nil {
+	if err := run(*mode, *addr, *useAddr, *name, *keystore, *stateDir, *killAtSign, *end); err != nil {
 		fmt.Println("FAIL", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) error {
+func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int, end bool) error {
 	kr, err := wid.LoadKeyring(keystore)
 	if err != nil {
 		return err
@@ -86,6 +89,9 @@ func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) e
 			Identity: &wid.WorkloadIdentity{Name: "vault_default",
 				Audience: []string{"vault.io", "consul.io"}, TTL: 12 * time.Second}})
 		opts = append(opts, login(mode, addr, name, w))
+	}
+	if end {
+		return endAllocation(kr, stateDir, requests, signer, opts)
 	}
 	// doc:begin manager
 	m, err := wid.NewIdentityManager(kr, stateDir, requests, signer, opts...)
@@ -129,6 +135,27 @@ func run(mode, addr, useAddr, name, keystore, stateDir string, killAtSign int) e
 			select {}
 		}
 	}
+}
+
+// endAllocation is what a host does when the allocation stopped while it
+// was down: a manager on the state directory, never started, revokes the
+// saved secrets and removes the saved state.
+func endAllocation(kr *wid.Keyring, stateDir string, requests []*wid.IssueRequest, signer wid.Signer, opts []wid.ManagerOption) error {
+	// doc:begin end
+	m, err := wid.NewIdentityManager(kr, stateDir, requests, signer, opts...)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	// Revokes every saved secret, then removes the allocation's state file;
+	// on an error (a server unreachable) what was not revoked stays saved:
+	// call it again.
+	if err := m.EndAllocation(); err != nil {
+		return err
+	}
+	// doc:end end
+	fmt.Println("ended")
+	return nil
 }
 
 // login is the identity's login: its exchange is named after its workload.
