@@ -104,3 +104,45 @@ fn every_block_the_docs_show_from_a_file_is_that_file() {
         );
     }
 }
+
+/// The region of `text` between a line starting `<!-- doc:begin NAME` and
+/// one starting `<!-- doc:end NAME`, those lines left out.
+fn doc_region(text: &str, name: &str) -> Option<String> {
+    let begin = format!("<!-- doc:begin {name}");
+    let end = format!("<!-- doc:end {name}");
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(&begin));
+    lines.next()?;
+    let mut out = String::new();
+    for line in lines {
+        if line.starts_with(&end) {
+            return Some(out);
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    None
+}
+
+#[test]
+fn what_a_restore_does_is_said_in_one_wording() {
+    // A host learns from these when a task's token changes: the three
+    // pages must not drift apart.
+    let pages = ["docs/go.md", "bindings/go/README.md", "docs/vault.md"];
+    let regions: Vec<String> = pages
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(Path::new(ROOT).join(p)).unwrap();
+            doc_region(&text, "restore").unwrap_or_else(|| {
+                panic!("{p}: no <!-- doc:begin restore --> ... <!-- doc:end restore --> region")
+            })
+        })
+        .collect();
+    assert!(regions[0].contains("What a restore does"), "{}", regions[0]);
+    for (p, r) in pages.iter().zip(&regions).skip(1) {
+        assert_eq!(
+            r, &regions[0],
+            "{p} says what a restore does otherwise than {}",
+            pages[0]
+        );
+    }
+}

@@ -14,7 +14,8 @@
 //! [`TokenExchange::refresh`]: at the time the exchange asks for
 //! ([`Derived::refresh_at_ms`]), whenever the identity is re-signed, and on
 //! restore. A secret that is replaced is handed to
-//! [`TokenExchange::release`] (a Vault login revokes it).
+//! [`TokenExchange::revoke`] (a Vault login revokes it) once its successor
+//! is saved and delivered; it stays in the saved state until that is done.
 
 use std::fmt;
 
@@ -107,7 +108,7 @@ pub enum Refreshed {
         refresh_at_ms: Option<i64>,
     },
     /// A new secret replaces it (derived again from `token`): the manager
-    /// saves and delivers it, then releases the old one.
+    /// saves and delivers it, then revokes the old one.
     Replaced(Derived),
 }
 
@@ -130,15 +131,19 @@ pub enum Refreshed {
 /// | when | call | then |
 /// |---|---|---|
 /// | `start` | [`derive`](TokenExchange::derive) (default: `exchange`) with the freshly signed token | the secret is saved to the state directory, then [`deliver`](TokenExchange::deliver)`(secret, Started)` |
-/// | `restore`, the saved identity still in use and its saved secret derived from it | [`refresh`](TokenExchange::refresh) with [`RefreshReason::Restored`]: confirm it (a Vault login's `lookup-self`) | `Kept`/`Renewed`: `deliver(secret, Restored)`; `Replaced`: the new one saved, delivered, and the old one [`release`](TokenExchange::release)d; an error: nothing is delivered (never an unconfirmed secret), the old one is held back and the confirmation retried (1 s, doubling, at most 60 s) |
-/// | `restore`, the saved secret missing, empty or derived from another token; or the identities re-signed at restore | `derive` with the token in use | saved, `deliver(secret, Restored)`, the saved one released once its successor is delivered |
-/// | `tick`, the identity re-signed (renewal window) | `refresh` with [`RefreshReason::Resigned`] and the new token (or `derive` when there is no secret yet) | `Replaced`: saved, `deliver(secret, Renewed)`, then the old one released |
+/// | `restore`, the saved identity still in use and its saved secret derived from it | [`refresh`](TokenExchange::refresh) with [`RefreshReason::Restored`]: confirm it (a Vault login's `lookup-self`) | `Kept`/`Renewed`: `deliver(secret, Restored)`; `Replaced`: the new one saved, delivered, and the old one [`revoke`](TokenExchange::revoke)d; an error: nothing is delivered (never an unconfirmed secret), the old one is held back and the confirmation retried (1 s, doubling, at most 60 s) |
+/// | `restore`, the saved secret missing, empty or derived from another token; or the identities re-signed at restore | `derive` with the token in use | saved, `deliver(secret, Restored)`, the saved one revoked once its successor is delivered |
+/// | `tick`, the identity re-signed (renewal window) | `refresh` with [`RefreshReason::Resigned`] and the new token (or `derive` when there is no secret yet) | `Replaced`: saved, `deliver(secret, Renewed)`, then the old one revoked |
 /// | `tick`, the time a previous call asked for (`refresh_at_ms`) has come, or a failed call is retried | `refresh` with [`RefreshReason::Due`] | as above |
 ///
+/// | [`end_allocation`](super::IdentityManager::end_allocation) | [`revoke`](TokenExchange::revoke) for every secret held or saved | the saved state removed once all are revoked |
+///
 /// A secret is always saved before it is delivered, and a replaced one is
-/// released only after its successor was saved and delivered: a crash at any
+/// revoked only after its successor was saved and delivered, and saved (in
+/// the successor's write) until its revocation is done: a crash at any
 /// point leaves a state directory whose secret either is the one delivered or
-/// is confirmed (or replaced) by the next restore.
+/// is confirmed (or replaced) by the next restore, and whose replaced
+/// secrets the next start revokes.
 pub trait TokenExchange: Send + Sync {
     /// A stable name, used to persist the derived secret (e.g. `consul`);
     /// unique among a manager's exchanges (its builder refuses two of one
@@ -163,7 +168,7 @@ pub trait TokenExchange: Send + Sync {
     /// newest token; it may have expired when signing has been failing, as a
     /// renewal needs only the secret). On an error the secret stays in use
     /// (after [`RefreshReason::Restored`] it is held back: never handed out
-    /// unconfirmed, and released only once a new one has been delivered) and
+    /// unconfirmed, and revoked only once a new one has been delivered) and
     /// the refresh is retried with [`RefreshReason::Due`] after a backoff (1 s,
     /// doubling, at most 60 s). Default: kept as it is.
     fn refresh(
@@ -209,7 +214,7 @@ pub trait TokenExchange: Send + Sync {
     }
     /// Whether a secret minted with `origin` (another than this exchange's)
     /// came from the very server this exchange talks to, so that revoking
-    /// it there ([`TokenExchange::release`]) sends it nowhere else (a role
+    /// it there ([`TokenExchange::revoke`]) sends it nowhere else (a role
     /// or mount changed, the server kept). Default: the part of both
     /// origins before `;` is the same and not empty.
     fn same_server(&self, origin: &str) -> bool {

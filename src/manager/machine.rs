@@ -326,7 +326,7 @@ impl IdentityManager {
     /// releases: every secret announced as `kind` when `tell_all` (start,
     /// restore, a re-signing), else only the secrets that were replaced
     /// (announced as the start or restore that could not deliver them, if one
-    /// could not). Replaced secrets are released last, once their successors
+    /// could not). Replaced secrets are revoked last, once their successors
     /// are saved and delivered. A failed exchange is retried on its own
     /// after a backoff (the identities are not re-signed for it); the first
     /// failure is returned.
@@ -413,7 +413,7 @@ impl IdentityManager {
             };
             // A secret that was to be derived anew or confirmed (start,
             // restore) and was not is never handed out; it is held back, not
-            // released: it may still be in use, and is released once a new
+            // revoked: it may still be in use, and is revoked once a new
             // one has been delivered.
             let hold_back = matches!(step, Step::Derive | Step::Refresh(RefreshReason::Restored));
             if let (true, Some(_)) = (hold_back, old) {

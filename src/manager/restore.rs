@@ -34,8 +34,12 @@ impl IdentityManager {
     /// | any token expired or inside its renewal window | re-sign all | `Restored` | derived anew, delivered |
     /// | every token verifies and is outside its renewal window | reuse all | `Restored` | reused if non-empty, derived from the token in use and confirmed by its exchange ([`RefreshReason::Restored`]: a Vault login's `lookup-self`), else derived anew; delivered either way, never one its exchange could not confirm |
     ///
-    /// Saved secrets that are not reused are released
-    /// ([`TokenExchange::release`]: a Vault login revokes its old token).
+    /// Saved secrets that are not reused are revoked
+    /// ([`TokenExchange::revoke`]: a Vault login's `revoke-self`) once
+    /// their successors are delivered, and kept in the saved state until
+    /// that is done; so are revocations an earlier process saved and did
+    /// not finish (killed first). A secret minted at another server than
+    /// its exchange talks to now is dropped, never sent there.
     ///
     /// A token's renewal window starts half-way through its lifetime
     /// (`iat + (exp - iat) / 2`); tokens without `exp` are never renewed.
