@@ -49,8 +49,8 @@ fn generation(g: u64) -> Vec<RootKey> {
 
 const ALLOC: &str = "crash-alloc";
 
-/// The identity state of generation `g`: 1 to 3 tokens and a secret, all
-/// carrying `g`.
+/// The identity state of generation `g`: 1 to 3 tokens, a secret and a
+/// replaced one, all carrying `g`.
 fn identity_state(g: u64) -> PersistedState {
     let n = 1 + (g % 3) as usize;
     PersistedState {
@@ -70,6 +70,14 @@ fn identity_state(g: u64) -> PersistedState {
             identity: IdentityId::new("task", "id0"),
             secret: format!("secret-{g}"),
             derived_from: format!("jti-{g}-0"),
+            origin: format!("consul https://consul-{g}; method nomad"),
+        }],
+        // A replaced secret not yet revoked: it survives the crash too.
+        releasing: vec![DerivedSecret {
+            exchange: "consul".into(),
+            identity: IdentityId::new("task", "id0"),
+            secret: format!("replaced-{g}"),
+            derived_from: format!("jti-{}-0", g.saturating_sub(1)),
             origin: format!("consul https://consul-{g}; method nomad"),
         }],
     }
