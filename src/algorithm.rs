@@ -245,20 +245,6 @@ impl JwsAlgorithm {
             _ => "RSA",
         }
     }
-
-    /// The error for signing (issuing, rotating, activating) with a key of
-    /// this algorithm when it is verify-only.
-    pub(crate) fn verify_only_error(self, kid: &str) -> crate::Error {
-        crate::Error::invalid(
-            "Keyring",
-            "algorithm",
-            format!(
-                "key {kid} is {}, a verify-only algorithm: it cannot sign, so it can be only inactive or deprecated (keys sign with EdDSA, ES256 or RS256; {} only verify)",
-                self.name(),
-                JwsAlgorithm::VERIFY_ONLY_NAMES
-            ),
-        )
-    }
 }
 
 impl From<Algorithm> for JwsAlgorithm {

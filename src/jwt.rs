@@ -230,31 +230,8 @@ fn canonical_header(header: &[u8]) -> Option<(JwsAlgorithm, &str, TokenType)> {
         .flatten()
 }
 
-/// Why input is not canonical base64, in our words (the base64 crate's own
-/// messages are its internals, not ours to promise).
-pub(crate) fn b64_problem(e: base64::DecodeError) -> String {
-    use base64::DecodeError as D;
-    match e {
-        D::InvalidByte(at, b'=') => format!("padding '=' at offset {at} where none may be"),
-        D::InvalidByte(at, byte) if byte.is_ascii_graphic() => {
-            format!(
-                "the character {:?} at offset {at} is not in the base64url alphabet",
-                char::from(byte)
-            )
-        }
-        D::InvalidByte(at, byte) => {
-            format!("the byte 0x{byte:02x} at offset {at} is not in the base64url alphabet")
-        }
-        D::InvalidLength(len) => format!("{len} characters is not a possible base64url length"),
-        D::InvalidLastSymbol { offset: at, .. } => {
-            format!("the last character, at offset {at}, has non-zero trailing bits")
-        }
-        D::InvalidPadding => "its padding is missing or misplaced".into(),
-    }
-}
-
 fn not_b64(what: &str, e: base64::DecodeError) -> Error {
-    let why = b64_problem(e);
+    let why = crate::error::b64::problem(e);
     malformed(format!(
         "the {what} is not canonical unpadded base64url: {why}"
     ))
@@ -495,7 +472,7 @@ mod tests {
         )])
         .unwrap();
         assert_eq!(kr.jwks().keys[0].x.as_deref(), Some(s("x").as_str()));
-        let claims: crate::Claims = serde_json::from_str(&s("payload")).unwrap();
+        let claims: crate::claims::Claims = serde_json::from_str(&s("payload")).unwrap();
         assert_eq!(
             claims.to_json(),
             s("payload"),

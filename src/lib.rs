@@ -98,6 +98,7 @@
 mod algorithm;
 #[cfg(feature = "etcd")]
 mod audit;
+mod claim_names;
 mod claims;
 mod clock;
 pub mod codec;
@@ -116,6 +117,7 @@ mod etcd_keyring;
 pub mod fuzzing;
 mod issue;
 mod jwt;
+mod key_id;
 mod keyring;
 pub mod manager;
 pub mod model;
@@ -135,6 +137,8 @@ mod storage;
     feature = "consul"
 ))]
 mod tls_pem;
+#[cfg(feature = "transit")]
+mod transit;
 mod trust;
 #[cfg(any(feature = "transit", feature = "vault", feature = "consul"))]
 mod vault_http;
@@ -179,7 +183,8 @@ pub struct EtcdDocDoctests;
 
 #[cfg(feature = "etcd")]
 pub use audit::AUDIT_TARGET;
-pub use claims::{CLAIMS_SUPPORTED, Claims, ExpectedClaims, NodeClaims};
+pub use claim_names::CLAIMS_SUPPORTED;
+pub use claims::{Claims, ExpectedClaims, NodeClaims};
 pub use clock::{Clock, SystemClock, rfc3339, unix_now};
 #[cfg(feature = "consul")]
 pub use consul_login::{
@@ -191,8 +196,6 @@ pub use custody::{
     KEK_LEN, KIND_AEAD_KEK, KIND_TRANSIT, KekFile, KeyWrapper, WRAP_AAD_PREFIX, WrapItem,
     associated_data,
 };
-#[cfg(feature = "transit")]
-pub use custody::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 pub use error::{DecodeError, Error, FieldProblem, InvalidArgument, ResultCode};
 #[cfg(feature = "etcd")]
 pub use etcd_keyring::{
@@ -219,6 +222,8 @@ pub use remote_jwks::{
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};
 pub use state::{AllocState, Consistency, MemoryStore, NodeState, StateStore, StoreError};
+#[cfg(feature = "transit")]
+pub use transit::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 pub use trust::{
     IssuerId, IssuerStats, KeySource, OwnedKeyring, TrustSet, TrustSetBuilder, TrustSetStats,
     TrustedIdentity, TrustedIssuer,

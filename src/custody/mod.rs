@@ -14,22 +14,18 @@
 
 mod kek_file;
 mod record_key;
-#[cfg(feature = "transit")]
-mod transit;
 
 use std::fmt;
 
 use zeroize::Zeroizing;
 
+use crate::algorithm::Algorithm;
 use crate::codec::wire_struct;
 use crate::error::{Error, Result};
-use crate::keyring::{Algorithm, KeyId};
+use crate::key_id::KeyId;
 
 pub use kek_file::{KEK_LEN, KekFile};
 pub(crate) use record_key::RecordKey;
-
-#[cfg(feature = "transit")]
-pub use transit::{Transit, TransitClient, TransitClientBuilder, TransitSigner, TransitSync};
 
 /// The prefix of every key's associated data (version 1 of the wrapping).
 pub const WRAP_AAD_PREFIX: &str = "workload-identity/kek/v1";

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+pub(crate) mod b64;
+
 /// Stable result codes, shared with the C ABI (`wid_result`).
 ///
 /// The numbers are part of the ABI contract and never change; new codes are only
@@ -442,6 +444,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error for signing (issuing, rotating, activating) with key `kid`
+    /// of `alg` when that algorithm is verify-only.
+    pub(crate) fn verify_only(alg: crate::algorithm::JwsAlgorithm, kid: &str) -> Error {
+        Error::invalid(
+            "Keyring",
+            "algorithm",
+            format!(
+                "key {kid} is {}, a verify-only algorithm: it cannot sign, so it can be only inactive or deprecated (keys sign with EdDSA, ES256 or RS256; {} only verify)",
+                alg.name(),
+                crate::algorithm::JwsAlgorithm::VERIFY_ONLY_NAMES
+            ),
+        )
+    }
+
     /// The stable result code for this error.
     pub fn code(&self) -> ResultCode {
         match self {

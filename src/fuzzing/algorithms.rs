@@ -18,7 +18,7 @@ use aws_lc_rs::signature::{self as lc, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use super::tokens::verdicts_agree;
 use super::world::{KIDS, World, b64, world};
 use crate::keyring::{JwsAlgorithm, KeyId, KeyPurpose, Keyring, PublicKey};
-use crate::{Audience, Verifier};
+use crate::verify::{Audience, Verifier};
 
 /// The verify-only keys of the algorithms world.
 const VERIFY_ONLY_KIDS: [(&str, JwsAlgorithm); 7] = [
@@ -127,7 +127,7 @@ fn algorithms_world() -> &'static World {
                 .key_wait(Duration::ZERO);
             let b = if cache > 0 { b.cache(cache) } else { b };
             if nodes {
-                b.node_tokens(crate::NodeTokens::Accept)
+                b.node_tokens(crate::verify::NodeTokens::Accept)
             } else {
                 b
             }

@@ -2,9 +2,10 @@
 
 use super::world::{ALLOC, NOW, world};
 use crate::codec;
+use crate::issue::Issuer;
 use crate::keyring::Algorithm;
 use crate::model::{IssueRequest, NodeIdentityRequest};
-use crate::{AllocState, Issuer};
+use crate::state::AllocState;
 
 /// Arbitrary msgpack into issuance; whatever issues must verify.
 pub fn issue_request(data: &[u8]) {

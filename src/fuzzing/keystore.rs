@@ -16,7 +16,7 @@ pub fn keystore_load(data: &[u8]) {
 fn keystore_load_invariants(kr: &Keyring) {
     {
         let keys = kr.keys();
-        for purpose in crate::KeyPurpose::ALL {
+        for purpose in crate::keyring::KeyPurpose::ALL {
             for alg in Algorithm::ALL {
                 let active = keys
                     .iter()
@@ -93,7 +93,7 @@ pub fn keystore_wrapped(data: &[u8]) -> bool {
     let e = Keyring::from_keystore_bytes_with(data, &KeystoreLoadOptions::default().wrapper(other))
         .err()
         .unwrap_or_else(|| panic!("a keystore wrapped by the fuzz KEK loaded with another"));
-    assert_eq!(e.code(), crate::ResultCode::KeyCustodyFailed, "{e}");
+    assert_eq!(e.code(), crate::error::ResultCode::KeyCustodyFailed, "{e}");
     let again = kr
         .to_wrapped_keystore_bytes(&*kek)
         .unwrap_or_else(|e| panic!("a loaded keyring wraps again: {e}"));

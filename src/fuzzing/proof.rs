@@ -4,9 +4,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::world::{ALLOC, NOW, b64, world};
+use crate::issue::Issuer;
 use crate::keyring::Algorithm;
 use crate::model::{Allocation, IssueRequest, WorkloadIdentity};
-use crate::{Audience, Issuer, Verifier};
+use crate::verify::{Audience, Verifier};
 
 /// The target URI of every proof in the `verify_proof` target.
 const PROOF_TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";
@@ -35,21 +36,21 @@ const P256_WORKLOAD_KEY: [u8; 138] = [
 struct ProofWorld {
     /// The EdDSA workload key's WIT is signed by the fuzz world's EdDSA key;
     /// the ES256 workload key's by its RS256 key (deterministic signatures).
-    wits: [(crate::WorkloadKey, String); 2],
+    wits: [(crate::pop::WorkloadKey, String); 2],
 }
 
 fn proof_world() -> &'static ProofWorld {
     static WORLD: OnceLock<ProofWorld> = OnceLock::new();
     WORLD.get_or_init(|| {
         let w = world();
-        let ed = crate::WorkloadKey::from_secret(Algorithm::EdDsa, &[9; 32])
+        let ed = crate::pop::WorkloadKey::from_secret(Algorithm::EdDsa, &[9; 32])
             .unwrap_or_else(|e| panic!("the fixed Ed25519 workload key: {e}"));
-        let es = crate::WorkloadKey::from_secret(Algorithm::Es256, &P256_WORKLOAD_KEY)
+        let es = crate::pop::WorkloadKey::from_secret(Algorithm::Es256, &P256_WORKLOAD_KEY)
             .unwrap_or_else(|e| panic!("the fixed P-256 workload key: {e}"));
         let issuer = Issuer::new(w.keyring.clone())
             .trust_domain("fuzz.example.org")
             .unwrap_or_else(|e| panic!("a valid trust domain: {e}"));
-        let wit = |key: &crate::WorkloadKey, signer: Algorithm, jti: &str| {
+        let wit = |key: &crate::pop::WorkloadKey, signer: Algorithm, jti: &str| {
             let req = IssueRequest {
                 region: "global".into(),
                 allocation: Allocation {
@@ -80,7 +81,7 @@ fn proof_world() -> &'static ProofWorld {
                 .unwrap_or_else(|e| panic!("the fuzz WIT's claims encode: {e}"));
             let signing = w
                 .keyring
-                .active_for_purpose(crate::KeyPurpose::Wit, signer)
+                .active_for_purpose(crate::keyring::KeyPurpose::Wit, signer)
                 .unwrap_or_else(|e| panic!("the fuzz world's {signer} WIT key: {e}"));
             crate::jwt::encode_typed(&signing, crate::jwt::TokenType::Wit, &json)
                 .unwrap_or_else(|e| panic!("the fuzz WIT signs: {e}"))
@@ -94,7 +95,7 @@ fn proof_world() -> &'static ProofWorld {
 }
 
 /// A WPT of `header` and `claims` (JSON bytes, as given) signed by `key`.
-fn signed_wpt(key: &crate::WorkloadKey, header: &[u8], claims: &[u8]) -> String {
+fn signed_wpt(key: &crate::pop::WorkloadKey, header: &[u8], claims: &[u8]) -> String {
     let input = format!("{}.{}", b64(header), b64(claims));
     // prove() signs only the claims it builds; fuzzed claims and headers are
     // signed here with the same key, from its secret form.
@@ -102,7 +103,7 @@ fn signed_wpt(key: &crate::WorkloadKey, header: &[u8], claims: &[u8]) -> String 
     format!("{input}.{}", b64(&sig))
 }
 
-fn sign_with(key: &crate::WorkloadKey, message: &[u8]) -> Vec<u8> {
+fn sign_with(key: &crate::pop::WorkloadKey, message: &[u8]) -> Vec<u8> {
     use aws_lc_rs::signature::{self as lc, EcdsaKeyPair};
     let secret = key.secret();
     match key.algorithm() {
@@ -213,7 +214,7 @@ pub fn verify_proof(data: &[u8]) -> bool {
         }
         _ => (ed_wit.into(), String::from_utf8_lossy(data).into_owned()),
     };
-    let mut request = crate::ProofRequest::new(PROOF_TARGET);
+    let mut request = crate::verify::ProofRequest::new(PROOF_TARGET);
     if bound {
         request = request
             .access_token(PROOF_ACCESS_TOKEN)
@@ -249,12 +250,12 @@ pub fn verify_proof(data: &[u8]) -> bool {
     let again = verifier.verify_proof(&wit, &wpt, &request, NOW);
     assert_eq!(
         again.map(|_| ()).map_err(|e| e.code()),
-        Err(crate::ResultCode::ProofReplayed),
+        Err(crate::error::ResultCode::ProofReplayed),
         "a proof was accepted twice"
     );
     assert_eq!(
         verifier.verify(&wit, NOW).map(|_| ()).map_err(|e| e.code()),
-        Err(crate::ResultCode::ProofRequired),
+        Err(crate::error::ResultCode::ProofRequired),
         "a WIT passed as a bearer token"
     );
     true
@@ -262,7 +263,7 @@ pub fn verify_proof(data: &[u8]) -> bool {
 
 /// Checks an accepted WPT independently of the verifier; returns its claims.
 fn assert_genuine_wpt(
-    key: &crate::WorkloadKey,
+    key: &crate::pop::WorkloadKey,
     wit: &str,
     wpt: &str,
     bound: bool,

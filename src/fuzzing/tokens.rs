@@ -13,7 +13,7 @@ pub fn jwt_decode(data: &[u8]) {
 /// Wherever the claims scan accepts a payload, serde reads the same claims.
 fn claims_paths_agree(payload: &[u8]) {
     if let Some(fast) = crate::claims::canonical::parse(payload) {
-        let slow = serde_json::from_slice::<crate::Claims>(payload).ok();
+        let slow = serde_json::from_slice::<crate::claims::Claims>(payload).ok();
         assert_eq!(
             slow.as_ref(),
             Some(&fast),
@@ -92,7 +92,7 @@ pub(super) fn verdicts_agree(w: &World, token: &[u8]) -> bool {
         ),
         (Err(e), Ok(b)) => {
             assert!(b.claims.node.is_some(), "{e}");
-            assert_eq!(e.code(), crate::ResultCode::TokenKindRefused, "{e}");
+            assert_eq!(e.code(), crate::error::ResultCode::TokenKindRefused, "{e}");
         }
         (Err(_), Err(_)) => {}
     }

@@ -6,7 +6,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::keyring::{Algorithm, KeyDerivation, KeyId, KeyMaterial, KeyState, Keyring, RootKey};
-use crate::{AllocState, Audience, MemoryStore, Verifier};
+use crate::state::{AllocState, MemoryStore};
+use crate::verify::{Audience, Verifier};
 
 /// The fixed time of every target.
 pub(super) const NOW: i64 = 1_700_000_000;
@@ -56,15 +57,14 @@ pub(super) fn world() -> &'static World {
         let keyring = Keyring::from_keys(
             KIDS.map(|(kid, alg)| world_key(kid, alg))
                 .into_iter()
-                .chain(
-                    WIT_KIDS
-                        .map(|(kid, alg)| world_key(kid, alg).with_purpose(crate::KeyPurpose::Wit)),
-                ),
+                .chain(WIT_KIDS.map(|(kid, alg)| {
+                    world_key(kid, alg).with_purpose(crate::keyring::KeyPurpose::Wit)
+                })),
         )
         .unwrap_or_else(|_| unreachable!("one active key per (purpose, algorithm)"));
         let store = Arc::new(MemoryStore::new());
         store.set_state(ALLOC, AllocState::Live);
-        store.set_node_state(NODE, crate::NodeState::Live);
+        store.set_node_state(NODE, crate::state::NodeState::Live);
         let audience = Audience::new("vault.io").unwrap_or_else(|_| unreachable!("non-empty"));
         let build = |cache: usize| {
             let b = Verifier::builder(keyring.clone(), store.clone(), audience.clone())
@@ -76,7 +76,7 @@ pub(super) fn world() -> &'static World {
             cached: build(64),
             nodes: Verifier::builder(keyring.clone(), store.clone(), audience.clone())
                 .key_wait(Duration::ZERO)
-                .node_tokens(crate::NodeTokens::Accept)
+                .node_tokens(crate::verify::NodeTokens::Accept)
                 .build(),
             keyring,
             store,

@@ -207,7 +207,7 @@ impl OidcDiscovery {
             id_token_signing_alg_values_supported: algs,
             response_types_supported: vec!["code"],
             subject_types_supported: vec!["public"],
-            claims_supported: crate::claims::CLAIMS_SUPPORTED.to_vec(),
+            claims_supported: crate::claim_names::CLAIMS_SUPPORTED.to_vec(),
         })
     }
 

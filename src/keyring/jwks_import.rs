@@ -118,7 +118,7 @@ fn decode_b64(value: &str, path: &str) -> Result<Vec<u8>> {
             path.to_string(),
             format!(
                 "not canonical unpadded base64url: {}",
-                crate::jwt::b64_problem(e)
+                crate::error::b64::problem(e)
             ),
         )
     })

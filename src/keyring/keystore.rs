@@ -672,7 +672,7 @@ mod tests {
     fn a_verify_only_key_that_would_sign_is_refused_on_load() {
         for state in ["active", "prepublished"] {
             let e = Keyring::from_keystore_bytes(&body_with(state, vec![], "")).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::DecodeError, "{e}");
+            assert_eq!(e.code(), crate::error::ResultCode::DecodeError, "{e}");
             let text = e.to_string();
             assert!(
                 text.contains("Keys[0].Material") && text.contains("no private material"),
@@ -684,7 +684,7 @@ mod tests {
             assert!(!kr.key_info("k1").unwrap().can_sign());
             assert_eq!(
                 kr.active().unwrap_err().code(),
-                crate::ResultCode::NoActiveKey
+                crate::error::ResultCode::NoActiveKey
             );
         }
         // With its material, the same key loads active and signs.
@@ -716,7 +716,7 @@ mod tests {
             retired_time: 0,
         };
         let e = kr.insert_entries(vec![(entry, meta)]).unwrap_err();
-        assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{e}");
+        assert_eq!(e.code(), crate::error::ResultCode::InvalidArgument, "{e}");
         assert!(kr.is_empty());
     }
 }

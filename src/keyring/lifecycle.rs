@@ -162,7 +162,7 @@ impl Keyring {
                 KeyState::Prepublished | KeyState::Inactive => {}
             }
             if slot.entry.signing_algorithm().is_none() {
-                return Err(slot.entry.algorithm().verify_only_error(kid));
+                return Err(Error::verify_only(slot.entry.algorithm(), kid));
             }
             if !slot.entry.can_sign() {
                 return Err(Error::invalid(

@@ -17,7 +17,6 @@ mod handles;
 mod inspect;
 mod jwks;
 mod jwks_import;
-mod key_id;
 mod keystore;
 mod keystore_seal;
 mod lifecycle;
@@ -46,6 +45,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 
 pub use crate::algorithm::{Algorithm, JwsAlgorithm, RsaKeySize};
+pub use crate::key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use crate::purpose::KeyPurpose;
 use crate::purpose::{PAIR_COUNT, pair_index};
 pub use external::ExternalSigner;
@@ -58,7 +58,6 @@ pub use inspect::{KeystoreSummary, inspect_keystore};
 pub use jwks::{Jwk, Jwks, OidcDiscovery};
 pub(crate) use jwks_import::proof_key_checker;
 pub use jwks_import::{ImportReport, SkippedJwk};
-pub use key_id::{KeyId, MAX_KEY_ID_LEN};
 pub use keystore::{
     KEYSTORE_FORMAT, KEYSTORE_PLAINTEXT_VERSION, KEYSTORE_VERSION, KeystoreLoadOptions,
 };
@@ -393,7 +392,7 @@ impl Inner {
         }
         let signing = match alg.signing() {
             Some(signing) => signing,
-            None if state.signs_or_will() => return Err(alg.verify_only_error(id.as_str())),
+            None if state.signs_or_will() => return Err(Error::verify_only(alg, id.as_str())),
             None => return Ok(()),
         };
         if state == KeyState::Active {

@@ -443,7 +443,7 @@ mod tests {
         assert!(!replica.stand_down(KeyPurpose::Bearer, Algorithm::EdDsa, now + 5));
         assert_eq!(
             replica.active().unwrap_err().code(),
-            crate::ResultCode::NoActiveKey
+            crate::error::ResultCode::NoActiveKey
         );
         // It still verifies.
         assert!(replica.verifying_key(a.as_str()).is_some());

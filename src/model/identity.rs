@@ -193,7 +193,7 @@ mod tests {
                 ..valid()
             };
             let e = w.validate().unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument);
+            assert_eq!(e.code(), crate::error::ResultCode::InvalidArgument);
             assert!(e.to_string().contains("Go nanoseconds"), "{e}");
             assert_eq!(fields(e), ["TTL"]);
         }

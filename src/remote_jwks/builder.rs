@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn builder_refuses_bad_inputs() {
         let code = |b: RemoteJwksBuilder| b.build().unwrap_err().code();
-        use crate::ResultCode::InvalidArgument;
+        use crate::error::ResultCode::InvalidArgument;
         assert_eq!(
             code(RemoteJwks::builder("http://example.com/")),
             InvalidArgument

@@ -241,7 +241,7 @@ impl SpiffeBundleSourceBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ResultCode::InvalidArgument;
+    use crate::error::ResultCode::InvalidArgument;
 
     #[test]
     fn builder_checks_trust_domain_and_url() {

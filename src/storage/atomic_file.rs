@@ -307,7 +307,7 @@ mod tests {
         replace_file(&target, b"old contents").unwrap();
         for fault in [Fault::Create, Fault::Write, Fault::Sync, Fault::Rename] {
             let e = replace_file_with_fault(&target, b"new contents!", Some(fault)).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::IoError);
+            assert_eq!(e.code(), crate::error::ResultCode::IoError);
             assert!(e.to_string().contains("injected failure"), "{e}");
             assert_eq!(fs::read(&target).unwrap(), b"old contents", "{fault:?}");
             assert!(leftovers(dir.path()).is_empty(), "{fault:?}");
@@ -331,7 +331,7 @@ mod tests {
         let slash = format!("{}/", parent.path().join("not-yet").display());
         for target in [dir.clone(), PathBuf::from(&slash)] {
             let e = replace_file(&target, b"secret").unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{e}");
+            assert_eq!(e.code(), crate::error::ResultCode::InvalidArgument, "{e}");
             assert!(e.to_string().contains("is a directory"), "{e}");
         }
         let names = |p: &Path| -> Vec<String> {
@@ -349,9 +349,17 @@ mod tests {
         for bad in ["", "/tmp\0x"] {
             let p = Path::new(bad);
             let e = replace_file(p, b"x").unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}: {e}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::InvalidArgument,
+                "{bad:?}: {e}"
+            );
             let e = read_secret_file(p, "test file", 10, FileAccess::OwnerOnly).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument, "{bad:?}: {e}");
+            assert_eq!(
+                e.code(),
+                crate::error::ResultCode::InvalidArgument,
+                "{bad:?}: {e}"
+            );
         }
     }
 }

@@ -348,7 +348,7 @@ impl TrustSet {
     fn route<'a>(
         &self,
         token: &'a [u8],
-    ) -> Result<(jwt::Parsed<'a>, crate::Claims, usize, RoutedBy)> {
+    ) -> Result<(jwt::Parsed<'a>, crate::claims::Claims, usize, RoutedBy)> {
         let parsed = jwt::parse(token, self.inner.max_token_bytes)?;
         let claims = decode_claims(&parsed.payload)?;
         let (index, by) = self.inner.routes.route(&claims)?;
@@ -383,7 +383,7 @@ impl TrustSet {
         let mut waits = KeyWait::new(inner.key_wait);
         // Stage 1: route each token, then stage its key and signature on
         // its issuer's verifier.
-        type Routed = Option<(usize, crate::Claims)>;
+        type Routed = Option<(usize, crate::claims::Claims)>;
         let staged: Vec<(Routed, Result<Staged<'_>>)> = tokens
             .iter()
             .map(|token| match self.route(token.as_bytes()) {

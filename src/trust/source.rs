@@ -32,16 +32,16 @@ impl KeySource for Keyring {
 }
 
 #[cfg(feature = "remote-jwks")]
-impl KeySource for crate::RemoteJwks {
+impl KeySource for crate::remote_jwks::RemoteJwks {
     fn keyring(&self) -> Keyring {
-        crate::RemoteJwks::keyring(self).clone()
+        crate::remote_jwks::RemoteJwks::keyring(self).clone()
     }
 }
 
 #[cfg(feature = "remote-jwks")]
-impl KeySource for crate::SpiffeBundleSource {
+impl KeySource for crate::remote_jwks::SpiffeBundleSource {
     fn keyring(&self) -> Keyring {
-        crate::SpiffeBundleSource::keyring(self).clone()
+        crate::remote_jwks::SpiffeBundleSource::keyring(self).clone()
     }
 }
 

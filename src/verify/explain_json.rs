@@ -64,8 +64,11 @@ mod tests {
 
     #[test]
     fn the_same_bytes_as_inspect_printed() {
+        use crate::issue::Issuer;
+        use crate::keyring::Keyring;
         use crate::model::{Allocation, IssueRequest, WorkloadIdentity};
-        use crate::{Audience, Issuer, Keyring, MemoryStore, Verifier};
+        use crate::state::MemoryStore;
+        use crate::verify::{Audience, Verifier};
         let now = 1_700_000_000;
         let keyring = Keyring::new();
         keyring.rotate(now).unwrap();

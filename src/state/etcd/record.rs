@@ -66,7 +66,7 @@ pub(crate) fn b64(bytes: impl AsRef<[u8]>) -> String {
 pub(crate) fn unb64(field: &str, text: &str) -> Result<Vec<u8>, String> {
     STANDARD
         .decode(text)
-        .map_err(|e| format!("bad base64 in {field}: {}", crate::jwt::b64_problem(e)))
+        .map_err(|e| format!("bad base64 in {field}: {}", crate::error::b64::problem(e)))
 }
 
 /// The state a record stored under allocation `alloc_id` gives, or why it

@@ -133,7 +133,7 @@ mod tests {
         ];
         for (bad, reason) in cases {
             let e = KeyId::new(bad).unwrap_err();
-            assert_eq!(e.code(), crate::ResultCode::InvalidArgument);
+            assert_eq!(e.code(), crate::error::ResultCode::InvalidArgument);
             assert!(e.to_string().contains(reason), "{bad:?}: {e}");
         }
     }

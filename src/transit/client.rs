@@ -391,10 +391,10 @@ mod tests {
                 Err(e) => e,
                 Ok(client) => {
                     assert_no_secret(&addr, &format!("{client:?}"));
-                    let signer = crate::custody::TransitSigner::new(client.clone(), "k").unwrap();
+                    let signer = crate::transit::TransitSigner::new(client.clone(), "k").unwrap();
                     let e = signer.rotate().unwrap_err();
                     assert_no_secret(&addr, &e.to_string());
-                    crate::custody::Transit::new(client, "k").unwrap_err()
+                    crate::transit::Transit::new(client, "k").unwrap_err()
                 }
             };
             assert_no_secret(&addr, &e.to_string());
@@ -406,7 +406,7 @@ mod tests {
             .allow_http_loopback(true)
             .build()
             .unwrap();
-        let e = crate::custody::Transit::new(client, "k").unwrap_err();
+        let e = crate::transit::Transit::new(client, "k").unwrap_err();
         assert!(
             e.to_string()
                 .contains(&format!("cannot reach Transit at http://127.0.0.1:{port}")),
