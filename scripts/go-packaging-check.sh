@@ -160,7 +160,7 @@ copy="$work/checkout"
 mkdir -p "$copy/bindings" "$copy/tests/vectors" "$copy/docs" "$copy/ffi"
 cp "$REPO_ROOT/docs/go.md" "$copy/docs/"   # its manager example is checked by a test
 cp -R "$REPO_ROOT/bindings/go" "$copy/bindings/go"
-cp -R "$REPO_ROOT/ffi/include" "$copy/ffi/include"
+cp -R "$REPO_ROOT/include" "$copy/include"
 cp -R "$REPO_ROOT/tests/vectors/msgpack" "$REPO_ROOT/tests/vectors/msgpack-v2" "$copy/tests/vectors/"
 ln -s "$work/target" "$copy/target"
 block self > "$work/self.sh"

@@ -6,7 +6,7 @@
 #   wid_find_lib NAME        sets WID_LIB (the library directory) and WID_INC
 #                            (the header directory): $WID_LIB_DIR when set (its
 #                            own workload_identity.h if it has one, else
-#                            ffi/include/), otherwise the build tree's C library
+#                            include/), otherwise the build tree's C library
 #                            staged as installed (wid_stage_lib). NAME prefixes
 #                            its messages.
 #   wid_stage_lib NAME       builds the C library (the workload-identity-ffi
@@ -25,7 +25,7 @@
 #   wid_target_dir           where cargo builds: $CARGO_TARGET_DIR or the
 #                            build configuration's, else target/
 #   wid_abi_version          the C ABI version the header declares
-#   WID_HEADER               ffi/include/workload_identity.h
+#   WID_HEADER               include/workload_identity.h
 #   wid_soname FILE          the SONAME recorded in a shared library (empty if none)
 #   WID_ROOT                 the repository root
 #   wid_go_setup NAME        checks the machine's Go (on PATH, at least every
@@ -41,7 +41,7 @@ WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One place for the C library's features: every script that builds it (and
 # .ci/run) builds the same library, so cargo does not rebuild it between them.
 WID_LIB_FEATURES="--features remote-jwks,vault,consul"
-WID_HEADER="$WID_ROOT/ffi/include/workload_identity.h"
+WID_HEADER="$WID_ROOT/include/workload_identity.h"
 
 wid_apt_install() {
     local sudo=""
@@ -105,7 +105,7 @@ wid_find_lib() {
         elif [ -f "$WID_LIB/../include/workload_identity.h" ]; then
             WID_INC="$(cd "$WID_LIB/../include" && pwd)"
         else
-            WID_INC="$WID_ROOT/ffi/include"
+            WID_INC="$WID_ROOT/include"
         fi
     else
         wid_stage_lib "$who"
@@ -118,7 +118,7 @@ wid_find_lib() {
         fi
     done
     if ! cmp -s "$WID_INC/workload_identity.h" "$WID_HEADER"; then
-        echo "$who: warning: $WID_INC/workload_identity.h differs from ffi/include/workload_identity.h" >&2
+        echo "$who: warning: $WID_INC/workload_identity.h differs from include/workload_identity.h" >&2
     fi
 }
 

@@ -16,13 +16,13 @@
  * `cargo build --release --locked -p workload-identity-ffi`, the C library's
  * crate; cargo names the archive after it):
  *
- *   gcc -std=c11 -Wall -Wextra -pedantic -Iffi/include bindings/c/example.c \
+ *   gcc -std=c11 -Wall -Wextra -pedantic -Iinclude bindings/c/example.c \
  *       target/release/libworkload_identity_ffi.a -lpthread -ldl -lm -o example
  *
  * or, installed (scripts/install.sh), with
  * $(pkg-config --cflags --libs workload_identity); see docs/c.md.
  *
- * Conventions worth knowing (see ffi/include/workload_identity.h):
+ * Conventions worth knowing (see include/workload_identity.h):
  *   - string inputs are (pointer, length), not NUL-terminated;
  *   - every function returns a wid_result; outputs are written only on success;
  *   - on failure, wid_last_error_message() gives a per-thread detail message;

@@ -1,4 +1,4 @@
-//! The committed C header (`ffi/include/workload_identity.h`) is exactly what
+//! The committed C header (`include/workload_identity.h`, at the top level) is exactly what
 //! cbindgen generates from `ffi/src/`.
 //! `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` rewrites
 //! it after a deliberate change.
@@ -15,14 +15,14 @@ fn committed_header_is_current() {
         .expect("cbindgen generates the header")
         .write(&mut generated);
     let generated = String::from_utf8(generated).unwrap();
-    let path = format!("{dir}/include/workload_identity.h");
+    let path = format!("{dir}/../include/workload_identity.h");
     if std::env::var_os("WID_BLESS").is_some() {
         std::fs::write(&path, &generated).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "ffi/include/workload_identity.h is out of date: run `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` and commit it"
+        "include/workload_identity.h is out of date: run `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` and commit it"
     );
     for line in generated.lines().filter(|l| l.starts_with("#define ")) {
         let name = line.split_whitespace().nth(1).unwrap();
@@ -35,7 +35,7 @@ fn committed_header_is_current() {
     for (i, line) in generated.lines().enumerate() {
         assert!(
             !line.contains("[`") && !line.contains("]("),
-            "ffi/include/workload_identity.h:{}: rustdoc link syntax in a C comment: {line}",
+            "include/workload_identity.h:{}: rustdoc link syntax in a C comment: {line}",
             i + 1
         );
     }

@@ -74,7 +74,7 @@ except ImportError as exc:  # pragma: no cover - environment dependent
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 REQUEST_MSGPACK = REPO_ROOT / "tests/vectors/msgpack/issue_request_task.msgpack"
 
-# From ffi/include/workload_identity.h.
+# From include/workload_identity.h.
 WID_KEY_STATE_ACTIVE = 1
 WID_KEY_STATE_INACTIVE = 2
 WID_KEY_DERIVATION_HKDF_V1 = 1

@@ -1,5 +1,5 @@
 // Package wid is the Go binding of the workload-identity library's C ABI
-// (the workload-identity-ffi crate, ffi/include/workload_identity.h in the
+// (the workload-identity-ffi crate, include/workload_identity.h in the
 // repository; installed as include/workload_identity.h and
 // libworkload_identity.so/.a): it mints and verifies JWT workload
 // identities bound to live allocations, compatible with Nomad's, signed with
@@ -37,7 +37,7 @@
 // than once.
 //
 // Building: cgo needs the header and the library, given through CGO_CFLAGS
-// and CGO_LDFLAGS (from a checkout: -I<repo>/ffi/include and
+// and CGO_LDFLAGS (from a checkout: -I<repo>/include and
 // <cargo target dir>/release/libworkload_identity_ffi.a, after cargo build
 // --release -p workload-identity-ffi), or, with the build tag wid_pkgconfig,
 // from the installed library's workload_identity.pc (scripts/install.sh; see
