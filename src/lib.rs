@@ -119,6 +119,8 @@ mod issue;
 mod jwt;
 mod key_id;
 mod keyring;
+#[cfg(any(feature = "vault", feature = "consul"))]
+mod login;
 pub mod manager;
 pub mod model;
 mod numbering;

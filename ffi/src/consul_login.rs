@@ -65,7 +65,17 @@ pub unsafe extern "C" fn wid_consul_login_config_new(
     call(|| {
         with_feature!((addr, addr_len, workload, workload_len, identity, identity_len, auth_method, auth_method_len, out) => {
             // SAFETY: the contract.
-            unsafe { imp::new(addr, addr_len, workload, workload_len, identity, identity_len, auth_method, auth_method_len, out) }
+            unsafe {
+                imp::new(
+                    imp::Start {
+                        addr: (addr, addr_len),
+                        workload: (workload, workload_len),
+                        identity: (identity, identity_len),
+                        own: (auth_method, auth_method_len, "auth_method"),
+                    },
+                    out,
+                )
+            }
         })
     })
 }
@@ -316,12 +326,11 @@ mod imp {
     use std::sync::Mutex;
 
     use super::super::boundary::str_in;
-    use super::super::handle::{self, Castable, require_out};
-    use super::super::identity_manager::identity_in;
-    use super::super::login_config::{LoginBuilder, MAX_STR, change};
+    use super::super::handle::{self, Castable};
+    pub(super) use super::super::login_config::Start;
+    use super::super::login_config::{MAX_STR, change, login_builder, new_config};
     use super::wid_consul_login_config;
     use workload_identity::Error;
-    use workload_identity::manager::EventKind;
     use workload_identity::{ConsulLogin, ConsulLoginBuilder};
 
     pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
@@ -333,40 +342,19 @@ mod imp {
         const OWNED: bool = true;
     }
 
-    impl LoginBuilder for ConsulLoginBuilder {
-        type Login = ConsulLogin;
-        fn build_login(self) -> Result<ConsulLogin, Error> {
-            self.build()
-        }
-        fn with_on_token(self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
-            self.on_token(f)
-        }
-    }
+    login_builder!(ConsulLoginBuilder => ConsulLogin);
 
-    #[allow(clippy::too_many_arguments)]
+    /// A new config in `*out`.
+    ///
+    /// # Safety
+    /// The strings of `start` NULL or valid for their lengths; `out` NULL
+    /// or writable.
     pub(super) unsafe fn new(
-        addr: *const c_char,
-        addr_len: usize,
-        workload: *const c_char,
-        workload_len: usize,
-        identity: *const c_char,
-        identity_len: usize,
-        auth_method: *const c_char,
-        auth_method_len: usize,
+        start: Start,
         out: *mut *mut wid_consul_login_config,
     ) -> Result<(), Error> {
-        // SAFETY (this block): the strings are NULL or valid for their
-        // lengths, `out` NULL or writable (the contract).
-        let addr = unsafe { str_in(addr, addr_len, "addr", MAX_STR)? };
-        let identity = unsafe { identity_in(workload, workload_len, identity, identity_len)? };
-        let method = unsafe { str_in(auth_method, auth_method_len, "auth_method", MAX_STR)? };
-        require_out(out, "out")?;
-        let b = ConsulLogin::builder(addr, identity, method);
-        unsafe {
-            handle::out(out, "out", || {
-                handle::into_raw_owned::<wid_consul_login_config>(Mutex::new(Some(b)))
-            })
-        }
+        // SAFETY: the contract.
+        unsafe { new_config(start, ConsulLogin::builder, out) }
     }
 
     pub(super) unsafe fn set_meta(

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::boundary::{bytes_in, invalid, str_in};
-use super::handle::{self, Castable};
-use super::identity_manager::{update, wid_identity_manager_builder};
+use super::handle::{self, Castable, require_out};
+use super::identity_manager::{identity_in, update, wid_identity_manager_builder};
 use workload_identity::Error;
-use workload_identity::manager::{EventKind, TokenExchange};
+use workload_identity::manager::{EventKind, IdentityId, TokenExchange};
 
 /// The most bytes of a string setting.
 pub(super) const MAX_STR: usize = 8192;
@@ -30,6 +30,67 @@ pub(super) trait LoginBuilder: Clone + Send + 'static {
     fn build_login(self) -> Result<Self::Login, Error>;
     /// This builder, handing every new token to `f`.
     fn with_on_token(self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self;
+}
+
+/// Implements [`LoginBuilder`] for a library login builder `$builder` of
+/// login `$login` (its `build` and `on_token`).
+macro_rules! login_builder {
+    ($builder:ty => $login:ty) => {
+        impl $crate::login_config::LoginBuilder for $builder {
+            type Login = $login;
+            fn build_login(self) -> Result<$login, workload_identity::Error> {
+                self.build()
+            }
+            fn with_on_token(
+                self,
+                f: impl Fn(&str, workload_identity::manager::EventKind) + Send + Sync + 'static,
+            ) -> Self {
+                self.on_token(f)
+            }
+        }
+    };
+}
+pub(super) use login_builder;
+
+/// The strings a login config starts from: the server's address, the
+/// identity whose token logs in (its workload and name), and the login's
+/// own (a role, an auth method), each NULL or valid for its length.
+pub(super) struct Start {
+    pub(super) addr: (*const c_char, usize),
+    pub(super) workload: (*const c_char, usize),
+    pub(super) identity: (*const c_char, usize),
+    /// The login's own string and its name (`role`).
+    pub(super) own: (*const c_char, usize, &'static str),
+}
+
+/// A new config handle in `*out`: `make(addr, identity, own)`'s builder.
+///
+/// # Safety
+/// The strings of `start` NULL or valid for their lengths; `out` NULL or
+/// writable.
+pub(super) unsafe fn new_config<C, B>(
+    start: Start,
+    make: impl FnOnce(&str, IdentityId, &str) -> B,
+    out: *mut *mut C,
+) -> Result<(), Error>
+where
+    C: Castable<Rust = Mutex<Option<B>>>,
+{
+    // SAFETY (this block): the strings are NULL or valid for their
+    // lengths, `out` NULL or writable (the contract).
+    let addr = unsafe { str_in(start.addr.0, start.addr.1, "addr", MAX_STR)? };
+    let (w, wl) = start.workload;
+    let (i, il) = start.identity;
+    let identity = unsafe { identity_in(w, wl, i, il)? };
+    let (own, own_len, own_name) = start.own;
+    let own = unsafe { str_in(own, own_len, own_name, MAX_STR)? };
+    require_out(out, "out")?;
+    let b = make(addr, identity, own);
+    unsafe {
+        handle::out(out, "out", || {
+            handle::into_raw_owned::<C>(Mutex::new(Some(b)))
+        })
+    }
 }
 
 /// Replaces the builder behind `cfg` with `change(builder)`.

@@ -64,7 +64,17 @@ pub unsafe extern "C" fn wid_vault_login_config_new(
     call(|| {
         with_feature!((addr, addr_len, workload, workload_len, identity, identity_len, role, role_len, out) => {
             // SAFETY: the contract.
-            unsafe { imp::new(addr, addr_len, workload, workload_len, identity, identity_len, role, role_len, out) }
+            unsafe {
+                imp::new(
+                    imp::Start {
+                        addr: (addr, addr_len),
+                        workload: (workload, workload_len),
+                        identity: (identity, identity_len),
+                        own: (role, role_len, "role"),
+                    },
+                    out,
+                )
+            }
         })
     })
 }
@@ -221,16 +231,13 @@ pub unsafe extern "C" fn wid_identity_manager_builder_add_vault_login(
 
 #[cfg(feature = "vault")]
 mod imp {
-    use std::ffi::c_char;
     use std::sync::Mutex;
 
-    use super::super::boundary::str_in;
-    use super::super::handle::{self, Castable, require_out};
-    use super::super::identity_manager::identity_in;
-    use super::super::login_config::{LoginBuilder, MAX_STR};
+    use super::super::handle::Castable;
+    pub(super) use super::super::login_config::Start;
+    use super::super::login_config::{login_builder, new_config};
     use super::wid_vault_login_config;
     use workload_identity::Error;
-    use workload_identity::manager::EventKind;
     use workload_identity::{VaultLogin, VaultLoginBuilder};
 
     pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
@@ -242,39 +249,18 @@ mod imp {
         const OWNED: bool = true;
     }
 
-    impl LoginBuilder for VaultLoginBuilder {
-        type Login = VaultLogin;
-        fn build_login(self) -> Result<VaultLogin, Error> {
-            self.build()
-        }
-        fn with_on_token(self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
-            self.on_token(f)
-        }
-    }
+    login_builder!(VaultLoginBuilder => VaultLogin);
 
-    #[allow(clippy::too_many_arguments)]
+    /// A new config in `*out`.
+    ///
+    /// # Safety
+    /// The strings of `start` NULL or valid for their lengths; `out` NULL
+    /// or writable.
     pub(super) unsafe fn new(
-        addr: *const c_char,
-        addr_len: usize,
-        workload: *const c_char,
-        workload_len: usize,
-        identity: *const c_char,
-        identity_len: usize,
-        role: *const c_char,
-        role_len: usize,
+        start: Start,
         out: *mut *mut wid_vault_login_config,
     ) -> Result<(), Error> {
-        // SAFETY (this block): the strings are NULL or valid for their
-        // lengths, `out` NULL or writable (the contract).
-        let addr = unsafe { str_in(addr, addr_len, "addr", MAX_STR)? };
-        let identity = unsafe { identity_in(workload, workload_len, identity, identity_len)? };
-        let role = unsafe { str_in(role, role_len, "role", MAX_STR)? };
-        require_out(out, "out")?;
-        let b = VaultLogin::builder(addr, identity, role);
-        unsafe {
-            handle::out(out, "out", || {
-                handle::into_raw_owned::<wid_vault_login_config>(Mutex::new(Some(b)))
-            })
-        }
+        // SAFETY: the contract.
+        unsafe { new_config(start, VaultLogin::builder, out) }
     }
 }

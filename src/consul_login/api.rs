@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use super::diagnose;
+use crate::login::Refusal;
 use crate::manager::ExchangeError;
 use crate::vault_http::read_zeroizing;
 
@@ -36,17 +37,6 @@ pub(super) struct TokenLife {
     pub(super) created_ms: Option<i64>,
     /// Its `ExpirationTime`; `None` for a token that never expires.
     pub(super) expires_ms: Option<i64>,
-}
-
-/// Why a call with a token failed.
-#[derive(Debug)]
-pub(super) enum Refusal {
-    /// Consul no longer knows the token (403 "ACL not found": deleted out of
-    /// band, logged out, or expired and reaped): logging in again is the
-    /// remedy.
-    Gone(String),
-    /// Anything else (the network, ACLs disabled, the server).
-    Other(ExchangeError),
 }
 
 #[derive(Serialize)]
@@ -161,7 +151,7 @@ impl Api {
             .send(&body[..]);
         let (status, answer) = match read(resp) {
             Ok(x) => x,
-            Err(io) => return Err(diagnose::unreachable(&url, &io, self.ca_bundle_given)),
+            Err(io) => return Err(diagnose::REACH.unreachable(&url, &io, self.ca_bundle_given)),
         };
         if !(200..300).contains(&status) {
             return Err(diagnose::login_refused(
@@ -214,14 +204,15 @@ impl Api {
         url: &str,
         resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Zeroizing<Vec<u8>>, Refusal> {
-        let (status, answer) = read(resp)
-            .map_err(|io| Refusal::Other(diagnose::unreachable(url, &io, self.ca_bundle_given)))?;
+        let (status, answer) = read(resp).map_err(|io| {
+            Refusal::Other(diagnose::REACH.unreachable(url, &io, self.ca_bundle_given))
+        })?;
         if (200..300).contains(&status) {
             return Ok(answer);
         }
         let said = said(&answer);
         if diagnose::token_gone(status, &said) {
-            return Err(Refusal::Gone(format!("HTTP {status}: {said}")));
+            return Err(Refusal::TokenRefused(format!("HTTP {status}: {said}")));
         }
         Err(Refusal::Other(diagnose::token_call_refused(
             url, status, &said,

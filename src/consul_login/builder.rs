@@ -3,67 +3,68 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::api::Api;
-use super::{ConsulLogin, META_NODE_ID, META_REQUESTED_BY, OnToken};
+use super::{
+    Consul, ConsulLogin, DEFAULT_LEEWAY, DEFAULT_MIN_TTL, META_NODE_ID, META_REQUESTED_BY,
+};
 use crate::error::{Error, Result, truncate_for_message};
-use crate::manager::{EventKind, IdentityId};
-use crate::vault_http::{check_addr, is_path_byte};
+use crate::login::{Login, Settings, common_setters};
+use crate::manager::IdentityId;
+use crate::vault_http::is_path_byte;
 
 /// Builds a [`ConsulLogin`].
 #[derive(Clone)]
 pub struct ConsulLoginBuilder {
-    pub(super) addr: String,
-    pub(super) identity: IdentityId,
-    pub(super) auth_method: String,
-    pub(super) name: String,
-    pub(super) namespace: Option<String>,
-    pub(super) partition: Option<String>,
-    pub(super) datacenter: Option<String>,
-    pub(super) meta: BTreeMap<String, String>,
-    pub(super) service: bool,
-    pub(super) node_id: Option<String>,
-    pub(super) ca_bundle_pem: Option<Vec<u8>>,
-    pub(super) timeout: Duration,
-    pub(super) leeway: Duration,
-    pub(super) min_ttl: Duration,
-    pub(super) allow_http_loopback: bool,
-    pub(super) on_token: Option<Arc<OnToken>>,
+    common: Settings,
+    auth_method: String,
+    namespace: Option<String>,
+    partition: Option<String>,
+    datacenter: Option<String>,
+    meta: BTreeMap<String, String>,
+    service: bool,
+    node_id: Option<String>,
+    leeway: Duration,
 }
 
 impl fmt::Debug for ConsulLoginBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConsulLoginBuilder")
-            .field("addr", &crate::vault_http::shown_addr(&self.addr))
-            .field("identity", &self.identity)
+            .field("addr", &crate::vault_http::shown_addr(&self.common.addr))
+            .field("identity", &self.common.identity)
             .field("auth_method", &self.auth_method)
-            .field("name", &self.name)
+            .field("name", &self.common.name)
             .field("namespace", &self.namespace)
             .field("partition", &self.partition)
             .field("datacenter", &self.datacenter)
             .field("meta", &self.meta)
             .field("service", &self.service)
             .field("node_id", &self.node_id)
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.common.timeout)
             .field("leeway", &self.leeway)
-            .field("min_ttl", &self.min_ttl)
+            .field("min_ttl", &self.common.min_ttl)
             .finish_non_exhaustive()
     }
 }
 
 impl ConsulLoginBuilder {
-    /// The exchange's name: where its token is saved and how
-    /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
-    /// finds it (default `consul`). Each exchange of a manager needs its
-    /// own: give two logins of one allocation (two tasks', say) two names,
-    /// such as `consul-<task>`; a manager refuses two of one name.
-    pub fn name(mut self, name: &str) -> Self {
-        self.name = name.to_string();
-        self
+    /// The defaults for [`ConsulLogin::builder`].
+    pub(super) fn new(addr: &str, identity: IdentityId, auth_method: &str) -> Self {
+        ConsulLoginBuilder {
+            common: Settings::new(addr, identity, "consul", DEFAULT_MIN_TTL),
+            auth_method: auth_method.to_string(),
+            namespace: None,
+            partition: None,
+            datacenter: None,
+            meta: BTreeMap::new(),
+            service: false,
+            node_id: None,
+            leeway: DEFAULT_LEEWAY,
+        }
     }
+
+    common_setters!("ConsulLogin", "consul", "agent", "Consul token");
 
     /// The Consul Enterprise namespace to log in to (the login's
     /// `Namespace`, and `ns` on the token calls); default none (the
@@ -110,25 +111,6 @@ impl ConsulLoginBuilder {
         self
     }
 
-    /// Trust only the certificates of this PEM bundle (default: the Mozilla
-    /// roots).
-    pub fn ca_bundle_pem(mut self, pem: &[u8]) -> Self {
-        self.ca_bundle_pem = Some(pem.to_vec());
-        self
-    }
-
-    /// Trust only the certificates of this PEM file.
-    pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let pem = crate::vault_http::read_ca_bundle_file(path.as_ref(), "ConsulLogin")?;
-        Ok(self.ca_bundle_pem(&pem))
-    }
-
-    /// The time a whole request may take (default 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// The least life an identity token must have left to be sent (default
     /// 5 s): a login with one that expires sooner fails at once, without a
     /// request (it could expire on its way, or by Consul's clock). Match the
@@ -145,30 +127,14 @@ impl ConsulLoginBuilder {
     /// its life when that is earlier). Keep it well below the auth method's
     /// `MaxTokenTTL`.
     pub fn min_ttl(mut self, min_ttl: Duration) -> Self {
-        self.min_ttl = min_ttl;
-        self
-    }
-
-    /// Allow `http://` to a loopback host (a dev agent on this machine);
-    /// default: https only.
-    pub fn allow_http_loopback(mut self, allow: bool) -> Self {
-        self.allow_http_loopback = allow;
-        self
-    }
-
-    /// Called with every Consul token the workload should use from now on
-    /// (on start, on every restore, whenever a new login replaces it).
-    pub fn on_token(mut self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
-        self.on_token = Some(Arc::new(f));
+        self.common.min_ttl = min_ttl;
         self
     }
 
     /// The exchange, after checking the address, names and `Meta`.
     pub fn build(self) -> Result<ConsulLogin> {
         let bad = |field: &str, why: String| Error::invalid("ConsulLogin", field, why);
-        check_addr(
-            &self.addr,
-            self.allow_http_loopback,
+        self.common.check_addr(
             "ConsulLogin",
             "a login carries the identity token and its answer a Consul token",
         )?;
@@ -203,19 +169,19 @@ impl ConsulLoginBuilder {
         }
         let mut meta = BTreeMap::new();
         if !self.meta.contains_key(META_REQUESTED_BY) {
-            if self.identity.workload.is_empty() {
+            if self.common.identity.workload.is_empty() {
                 return Err(bad(
                     "meta",
                     format!(
                         "identity {} names no workload, so Meta {META_REQUESTED_BY:?} (nomad_task_<task> or nomad_service_<service>) cannot be derived; name the workload, or give it with .meta({META_REQUESTED_BY:?}, ...)",
-                        self.identity
+                        self.common.identity
                     ),
                 ));
             }
             let kind = if self.service { "service" } else { "task" };
             meta.insert(
                 META_REQUESTED_BY.to_string(),
-                format!("nomad_{kind}_{}", self.identity.workload),
+                format!("nomad_{kind}_{}", self.common.identity.workload),
             );
         }
         if let Some(node) = &self.node_id {
@@ -249,34 +215,26 @@ impl ConsulLoginBuilder {
                 format!("{} Meta entries; at most 64 are sent", meta.len()),
             ));
         }
-        if self.name.is_empty() {
-            return Err(bad("name", "the exchange's name is empty".into()));
-        }
-        if self.timeout.is_zero() {
-            return Err(bad("timeout", "a zero timeout can never succeed".into()));
-        }
-        let agent = crate::vault_http::agent(
-            self.ca_bundle_pem.as_deref(),
-            self.timeout,
-            self.allow_http_loopback,
-            "ConsulLogin",
-        )?;
+        let name = self.common.name.clone();
+        let built = self.common.finish("ConsulLogin")?;
         Ok(ConsulLogin {
-            name: self.name,
-            identity: self.identity,
-            auth_method: self.auth_method,
-            meta,
-            leeway: self.leeway,
-            min_ttl: self.min_ttl,
-            api: Api {
-                agent,
-                addr: self.addr,
-                namespace: self.namespace,
-                partition: self.partition,
-                datacenter: self.datacenter,
-                ca_bundle_given: self.ca_bundle_pem.is_some(),
+            login: Login {
+                common: built.common,
+                server: Consul {
+                    name,
+                    auth_method: self.auth_method,
+                    meta,
+                    leeway: self.leeway,
+                    api: Api {
+                        agent: built.agent,
+                        addr: built.addr,
+                        namespace: self.namespace,
+                        partition: self.partition,
+                        datacenter: self.datacenter,
+                        ca_bundle_given: built.ca_bundle_given,
+                    },
+                },
             },
-            on_token: self.on_token,
         })
     }
 }

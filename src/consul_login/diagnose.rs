@@ -11,21 +11,12 @@
 
 use crate::manager::ExchangeError;
 
-/// Consul could not be reached (or its answer not read); a refused TLS
-/// certificate in plain words (which check failed and what to do).
-pub(super) fn unreachable(url: &str, io: &std::io::Error, ca_bundle_given: bool) -> ExchangeError {
-    let trust = crate::tls_pem::TrustSettings {
-        ca_bundle: "ConsulLoginBuilder::ca_bundle_pem or ca_bundle_file",
-        ca_bundle_given,
-        client_certificate: None,
-    };
-    if let Some(plain) = crate::tls_pem::explain_refusal(url, io, &trust) {
-        return ExchangeError(format!("cannot reach Consul at {url}: {plain}"));
-    }
-    ExchangeError(format!(
-        "cannot reach Consul at {url} ({io}): the network or the address is wrong, or the agent is down"
-    ))
-}
+/// How Consul is named when it cannot be reached.
+pub(super) const REACH: crate::login::Reach = crate::login::Reach {
+    server: "Consul",
+    builder: "ConsulLoginBuilder",
+    down: "agent is down",
+};
 
 /// Consul's answer when ACLs are off (its `aclDisabled`: HTTP 401).
 fn acl_disabled(status: u16, lower: &str) -> bool {
@@ -84,16 +75,23 @@ pub(super) fn login_refused(url: &str, method: &str, status: u16, said: &str) ->
     } else if has("no cluster leader") || has("no path to datacenter") || status == 503 {
         "Consul is unavailable (no cluster leader, or the datacenter is unreachable)".to_string()
     } else {
-        "the login was refused".to_string()
+        return crate::login::refused(
+            "Consul login",
+            url,
+            &format!("with auth method {method:?}"),
+            None,
+            status,
+            said,
+        );
     };
-    let said = if said.is_empty() {
-        "no error text"
-    } else {
-        said
-    };
-    ExchangeError(format!(
-        "Consul login at {url} with auth method {method:?} refused: {what} (HTTP {status}: {said})"
-    ))
+    crate::login::refused(
+        "Consul login",
+        url,
+        &format!("with auth method {method:?}"),
+        Some(what),
+        status,
+        said,
+    )
 }
 
 /// Whether a token call's refusal means Consul no longer knows the token

@@ -1,4 +1,8 @@
 //! [`ConsulLogin`] (feature `consul`): its behaviour is documented on the type.
+//! What is Consul's own lives here (its ACL calls in `api.rs`, its
+//! refusals in `diagnose.rs`, the builder's names and `Meta` in
+//! `builder.rs`, the leeway before a login); the rest is the login core
+//! every login shares (`crate::login`).
 
 mod api;
 mod builder;
@@ -6,19 +10,14 @@ mod diagnose;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::manager::{
-    Derived, EventKind, ExchangeError, IdentityId, IdentityToken, RefreshReason, Refreshed,
-    TokenExchange,
-};
+use crate::login::{Life, Login, Refusal, Saved, Server};
+use crate::manager::{ExchangeError, IdentityToken};
 
 use api::{Api, TokenLife};
 pub use builder::ConsulLoginBuilder;
 
-/// The default time a whole request may take.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default least life a Consul token must have left to be kept, and
 /// the least before its `ExpirationTime` a new login is made (see
 /// [`ConsulLoginBuilder::min_ttl`]).
@@ -31,9 +30,6 @@ pub const META_REQUESTED_BY: &str = "requested_by";
 /// Nomad's `Meta` key (since Nomad 2.0.5) for the client node's ID.
 pub const META_NODE_ID: &str = "node_id";
 
-/// What a [`ConsulLogin`] calls with each new Consul token.
-type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
-
 /// A token exchange that logs in to Consul with an identity token (a JWT
 /// auth method) and keeps a Consul ACL token for the workload.
 ///
@@ -45,7 +41,7 @@ type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 /// whenever the identity is re-signed and before the token's
 /// `ExpirationTime` (two thirds into its life, and at least
 /// [`ConsulLoginBuilder::min_ttl`] before it ends); the manager then logs
-/// out the token it replaced (`POST /v1/acl/logout`, best effort, logged)
+/// out the token it replaced (`POST /v1/acl/logout`)
 /// once its successor is saved and delivered. After a restore it reuses a
 /// saved token only if `GET /v1/acl/token/self` shows it alive (and not
 /// about to expire): a token Consul no longer knows (deleted out of band,
@@ -85,29 +81,35 @@ type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 /// ```
 #[derive(Clone)]
 pub struct ConsulLogin {
+    login: Login<Consul>,
+}
+
+/// Consul's side of a [`ConsulLogin`]: the calls, the auth method and
+/// `Meta`, and the leeway an identity token must have left to be sent.
+#[derive(Clone)]
+struct Consul {
+    /// The exchange's name, for messages.
     name: String,
-    identity: IdentityId,
     auth_method: String,
     meta: BTreeMap<String, String>,
     leeway: Duration,
-    min_ttl: Duration,
     api: Api,
-    on_token: Option<Arc<OnToken>>,
 }
 
 impl fmt::Debug for ConsulLogin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let consul = &self.login.server;
         f.debug_struct("ConsulLogin")
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("addr", &self.api.addr)
-            .field("auth_method", &self.auth_method)
-            .field("namespace", &self.api.namespace)
-            .field("partition", &self.api.partition)
-            .field("datacenter", &self.api.datacenter)
-            .field("meta", &self.meta)
-            .field("leeway", &self.leeway)
-            .field("min_ttl", &self.min_ttl)
+            .field("name", &self.login.common.name)
+            .field("identity", &self.login.common.identity)
+            .field("addr", &consul.api.addr)
+            .field("auth_method", &consul.auth_method)
+            .field("namespace", &consul.api.namespace)
+            .field("partition", &consul.api.partition)
+            .field("datacenter", &consul.api.datacenter)
+            .field("meta", &consul.meta)
+            .field("leeway", &consul.leeway)
+            .field("min_ttl", &self.login.common.min_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -119,215 +121,52 @@ impl ConsulLogin {
     /// [`build`](ConsulLoginBuilder::build), and errors never repeat them)
     /// with identity `identity`'s token, through the JWT auth method named
     /// `auth_method`.
-    pub fn builder(addr: &str, identity: IdentityId, auth_method: &str) -> ConsulLoginBuilder {
-        ConsulLoginBuilder {
-            addr: addr.trim_end_matches('/').to_string(),
-            identity,
-            auth_method: auth_method.to_string(),
-            name: "consul".into(),
-            namespace: None,
-            partition: None,
-            datacenter: None,
-            meta: BTreeMap::new(),
-            service: false,
-            node_id: None,
-            ca_bundle_pem: None,
-            timeout: DEFAULT_TIMEOUT,
-            leeway: DEFAULT_LEEWAY,
-            min_ttl: DEFAULT_MIN_TTL,
-            allow_http_loopback: false,
-            on_token: None,
-        }
+    pub fn builder(
+        addr: &str,
+        identity: crate::manager::IdentityId,
+        auth_method: &str,
+    ) -> ConsulLoginBuilder {
+        ConsulLoginBuilder::new(addr, identity, auth_method)
     }
 
     /// The agent's address.
     pub fn addr(&self) -> &str {
-        &self.api.addr
+        &self.login.server.api.addr
     }
 
     /// The auth method it logs in with.
     pub fn auth_method(&self) -> &str {
-        &self.auth_method
+        &self.login.server.auth_method
     }
 
     /// The `Meta` every login sends (`requested_by`, `node_id`, and any
     /// given with [`ConsulLoginBuilder::meta`]).
     pub fn meta(&self) -> &BTreeMap<String, String> {
-        &self.meta
-    }
-
-    /// Logs in with `token` at `now_ms`: the SecretID and its life.
-    fn login_raw(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<(String, TokenLife), ExchangeError> {
-        if let Some(exp) = token.expires_at {
-            let left_ms = exp.saturating_mul(1000).saturating_sub(now_ms);
-            let leeway_ms = i64::try_from(self.leeway.as_millis()).unwrap_or(i64::MAX);
-            if left_ms < leeway_ms {
-                return Err(ExchangeError(format!(
-                    "Consul login {:?}: not sent: identity {} expires {} (exp {}), within the {} s leeway a token must have left to log in with; it is logged in again once the identity is re-signed",
-                    self.name,
-                    self.identity,
-                    if left_ms <= 0 {
-                        "now or earlier".to_string()
-                    } else {
-                        format!("in {} ms", left_ms)
-                    },
-                    crate::clock::rfc3339(exp),
-                    self.leeway.as_secs_f64(),
-                )));
-            }
-        }
-        let (secret, life) = self
-            .api
-            .login(&self.auth_method, &token.token, &self.meta)?;
-        log::debug!(
-            "Consul login {:?}: logged in with auth method {:?}: token {} (expires {})",
-            self.name,
-            self.auth_method,
-            life.accessor,
-            life.expires_ms
-                .map_or("never".to_string(), |ms| crate::clock::rfc3339(
-                    ms.div_euclid(1000)
-                ))
-        );
-        Ok((std::mem::take(&mut *secret.into_string()), life))
-    }
-
-    /// Logs in with `token` at `now_ms`.
-    fn login(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<Derived, ExchangeError> {
-        let (secret, life) = self.login_raw(token, now_ms)?;
-        // A fresh token's life by Consul's own clock (CreateTime to
-        // ExpirationTime) is immune to skew between our clocks.
-        let left_ms = match (life.created_ms, life.expires_ms) {
-            (Some(c), Some(e)) if e >= c => Some(e - c),
-            (_, Some(e)) => Some(e.saturating_sub(now_ms)),
-            (_, None) => None,
-        };
-        Ok(Derived::new(
-            secret,
-            left_ms.map(|l| self.refresh_time(l, now_ms)),
-        ))
-    }
-
-    /// When to log in again for a token with `left_ms` to live at
-    /// `now_ms`: two thirds into what is left, and no later than
-    /// [`ConsulLoginBuilder::min_ttl`] before it ends (unless its whole life
-    /// is shorter than that).
-    fn refresh_time(&self, left_ms: i64, now_ms: i64) -> i64 {
-        let margin_ms = i64::try_from(self.min_ttl.as_millis()).unwrap_or(i64::MAX);
-        let two_thirds = left_ms.saturating_mul(2) / 3;
-        let latest = left_ms.saturating_sub(margin_ms);
-        let wait = if latest >= 1000 {
-            two_thirds.min(latest)
-        } else {
-            two_thirds
-        };
-        now_ms.saturating_add(wait.max(1000))
-    }
-
-    /// A new login replacing a token, logged with why.
-    fn replace(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-        why: &str,
-    ) -> std::result::Result<Refreshed, ExchangeError> {
-        log::debug!(
-            "Consul login {:?}: logging in again with auth method {:?}: {why}",
-            self.name,
-            self.auth_method
-        );
-        self.login(token, now_ms).map(Refreshed::Replaced)
-    }
-
-    /// After a restore: keep the saved token only if Consul still knows it,
-    /// it was made by this auth method, and it has at least `min_ttl` left.
-    fn confirm(
-        &self,
-        secret: &str,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<Refreshed, ExchangeError> {
-        let life = match self.api.token_self(secret) {
-            Ok(life) => life,
-            Err(api::Refusal::Gone(why)) => {
-                return self.replace(
-                    token,
-                    now_ms,
-                    &format!(
-                        "Consul no longer knows the saved token (deleted, logged out or expired: {why})"
-                    ),
-                );
-            }
-            Err(api::Refusal::Other(e)) => return Err(e),
-        };
-        if life.auth_method != self.auth_method {
-            return self.replace(
-                token,
-                now_ms,
-                &format!(
-                    "the saved token {} was made by auth method {:?}, not {:?}",
-                    life.accessor, life.auth_method, self.auth_method
-                ),
-            );
-        }
-        let Some(expires_ms) = life.expires_ms else {
-            log::debug!(
-                "Consul login {:?}: the saved token {} lives on (no expiration)",
-                self.name,
-                life.accessor
-            );
-            return Ok(Refreshed::Kept {
-                refresh_at_ms: None,
-            });
-        };
-        let left_ms = expires_ms.saturating_sub(now_ms);
-        let margin_ms = i64::try_from(self.min_ttl.as_millis()).unwrap_or(i64::MAX);
-        if left_ms >= margin_ms {
-            log::debug!(
-                "Consul login {:?}: the saved token {} lives {} ms more",
-                self.name,
-                life.accessor,
-                left_ms
-            );
-            return Ok(Refreshed::Kept {
-                refresh_at_ms: Some(self.refresh_time(left_ms, now_ms)),
-            });
-        }
-        let why = format!(
-            "the saved token {} has {} ms left, less than the {} s kept",
-            life.accessor,
-            left_ms,
-            self.min_ttl.as_secs_f64()
-        );
-        match self.replace(token, now_ms, &why) {
-            Ok(new) => Ok(new),
-            // It still works for now: keep it, say so, and try again soon
-            // (within its life).
-            Err(e) => {
-                log::warn!(
-                    "Consul login {:?}: {why}, and logging in again failed: {e}; keeping it for now",
-                    self.name
-                );
-                Ok(Refreshed::Kept {
-                    refresh_at_ms: Some(now_ms.saturating_add((left_ms / 2).clamp(1000, 30_000))),
-                })
-            }
-        }
+        &self.login.server.meta
     }
 }
 
-impl TokenExchange for ConsulLogin {
-    fn name(&self) -> &str {
-        &self.name
+crate::login::login_exchange!(ConsulLogin);
+
+/// A token's life left at `now_ms` by what Consul said: a fresh token's by
+/// Consul's own clock (CreateTime to ExpirationTime, immune to skew between
+/// the clocks), else to its ExpirationTime from now.
+fn life(life: &TokenLife, now_ms: i64) -> Life {
+    Life {
+        left_ms: match (life.created_ms, life.expires_ms) {
+            (Some(c), Some(e)) if e >= c => Some(e - c),
+            (_, Some(e)) => Some(e.saturating_sub(now_ms)),
+            (_, None) => None,
+        },
     }
+}
+
+impl Server for Consul {
+    const KIND: &'static str = "Consul login";
+    const LOOK_UP: &'static str = "token/self";
+    const RENEW: Option<&'static str> = None;
+    const REVOKING: &'static str = "logging out";
+    const LIVES_UNTIL: &'static str = "its ExpirationTime, or until deleted";
 
     /// `consul <addr> partition <p> namespace <ns> datacenter <dc>; method
     /// <auth method>`: a saved token is read or revoked only by a login of
@@ -343,83 +182,80 @@ impl TokenExchange for ConsulLogin {
         )
     }
 
-    fn identity(&self) -> &IdentityId {
-        &self.identity
+    fn logs_in_as(&self) -> String {
+        format!("with auth method {:?}", self.auth_method)
     }
 
-    fn exchange(&self, token: &IdentityToken) -> std::result::Result<String, ExchangeError> {
-        let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-        self.login_raw(token, now_ms).map(|(secret, _)| secret)
-    }
-
-    fn deliver(&self, secret: &str, kind: EventKind) {
-        if let Some(f) = &self.on_token {
-            f(secret, kind);
-        }
-    }
-
-    fn derive(
+    /// Never sends an identity token that expires within the leeway.
+    fn login(
         &self,
         token: &IdentityToken,
         now_ms: i64,
-    ) -> std::result::Result<Derived, ExchangeError> {
-        self.login(token, now_ms)
-    }
-
-    fn refresh(
-        &self,
-        secret: &str,
-        token: &IdentityToken,
-        reason: RefreshReason,
-        now_ms: i64,
-    ) -> std::result::Result<Refreshed, ExchangeError> {
-        match reason {
-            RefreshReason::Restored => self.confirm(secret, token, now_ms),
-            RefreshReason::Resigned => self.replace(
-                token,
-                now_ms,
-                "the identity was re-signed (a Consul login token cannot be renewed)",
-            ),
-            // Due, and any reason added later: the token's time has come.
-            _ => self.replace(
-                token,
-                now_ms,
-                "the token nears its ExpirationTime (a Consul login token cannot be renewed)",
-            ),
-        }
-    }
-
-    fn release(&self, secret: &str) {
-        if let Err(e) = self.revoke(secret) {
-            log::warn!("{e}");
-        }
-    }
-
-    fn revoke(&self, secret: &str) -> std::result::Result<(), ExchangeError> {
-        match self.api.logout(secret) {
-            Ok(()) => {
-                log::debug!("Consul login {:?}: logged out a token", self.name);
-                Ok(())
+    ) -> std::result::Result<(zeroize::Zeroizing<String>, Life), ExchangeError> {
+        if let Some(exp) = token.expires_at {
+            let left_ms = exp.saturating_mul(1000).saturating_sub(now_ms);
+            let leeway_ms = i64::try_from(self.leeway.as_millis()).unwrap_or(i64::MAX);
+            if left_ms < leeway_ms {
+                return Err(ExchangeError(format!(
+                    "Consul login {:?}: not sent: identity {} expires {} (exp {}), within the {} s leeway a token must have left to log in with; it is logged in again once the identity is re-signed",
+                    self.name,
+                    token.key,
+                    if left_ms <= 0 {
+                        "now or earlier".to_string()
+                    } else {
+                        format!("in {} ms", left_ms)
+                    },
+                    crate::clock::rfc3339(exp),
+                    self.leeway.as_secs_f64(),
+                )));
             }
-            // Already deleted or expired: nothing left to log out.
-            Err(api::Refusal::Gone(_)) => {
-                log::debug!(
-                    "Consul login {:?}: a token to log out was already gone",
-                    self.name
-                );
-                Ok(())
-            }
-            Err(api::Refusal::Other(e)) => Err(ExchangeError(format!(
-                "Consul login {:?}: logging out a token failed (it stays saved and is logged out on a later try; until then it lives until its ExpirationTime, or until deleted): {e}",
-                self.name
-            ))),
         }
+        let (secret, told) = self
+            .api
+            .login(&self.auth_method, &token.token, &self.meta)?;
+        log::debug!(
+            "Consul login {:?}: logged in with auth method {:?}: token {} (expires {})",
+            self.name,
+            self.auth_method,
+            told.accessor,
+            told.expires_ms
+                .map_or("never".to_string(), |ms| crate::clock::rfc3339(
+                    ms.div_euclid(1000)
+                ))
+        );
+        Ok((secret.into_string(), life(&told, now_ms)))
+    }
+
+    fn renew(&self, _secret: &str) -> std::result::Result<Life, Refusal> {
+        Err(Refusal::Other(ExchangeError(
+            "a Consul login token cannot be renewed".into(),
+        )))
+    }
+
+    /// Kept only if Consul still knows it and it was made by this auth
+    /// method; its life is to its ExpirationTime from now.
+    fn look_up(&self, secret: &str, now_ms: i64) -> std::result::Result<Saved, Refusal> {
+        let told = self.api.token_self(secret)?;
+        if told.auth_method != self.auth_method {
+            return Ok(Saved::Foreign(format!(
+                "the saved token {} was made by auth method {:?}, not {:?}",
+                told.accessor, told.auth_method, self.auth_method
+            )));
+        }
+        Ok(Saved::Alive(Life {
+            left_ms: told.expires_ms.map(|e| e.saturating_sub(now_ms)),
+        }))
+    }
+
+    fn revoke(&self, secret: &str) -> std::result::Result<(), Refusal> {
+        self.api.logout(secret)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manager::{IdentityId, RefreshReason, TokenExchange};
     use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
 
     fn token(expires_at: Option<i64>) -> IdentityToken {
@@ -582,32 +418,6 @@ mod tests {
             let e = builder.build().unwrap_err().to_string();
             assert!(e.contains(field), "{field}: {e}");
         }
-    }
-
-    /// Two thirds into a token's life, and never later than `min_ttl`
-    /// before its end; a token shorter than `min_ttl` at two thirds; never
-    /// sooner than a second.
-    #[test]
-    fn refresh_is_scheduled_before_the_expiration_time() {
-        let l = ConsulLogin::builder(
-            "https://c:8501",
-            IdentityId::new("web", "consul_default"),
-            "m",
-        )
-        .min_ttl(Duration::from_secs(30))
-        .build()
-        .unwrap();
-        let now = 1_700_000_000_000;
-        // 1 h: two thirds (40 min) is earlier than 30 s before the end.
-        assert_eq!(l.refresh_time(3_600_000, now), now + 2_400_000);
-        // 60 s: two thirds is 40 s, but 30 s before the end is 30 s.
-        assert_eq!(l.refresh_time(60_000, now), now + 30_000);
-        // 20 s, shorter than min_ttl: two thirds.
-        assert_eq!(l.refresh_time(20_000, now), now + 13_333);
-        // Expired or nearly: a second (never a busy loop).
-        assert_eq!(l.refresh_time(0, now), now + 1000);
-        assert_eq!(l.refresh_time(-5_000, now), now + 1000);
-        assert_eq!(l.refresh_time(i64::MAX, i64::MAX - 10), i64::MAX);
     }
 
     /// An identity token that expires within the leeway is never sent: the

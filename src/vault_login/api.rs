@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use super::diagnose;
+use crate::login::Refusal;
 use crate::manager::ExchangeError;
 use crate::vault_http::{read_zeroizing, vault_errors};
 
@@ -25,16 +26,6 @@ pub(super) struct Api {
 pub(super) struct Lease {
     /// Seconds left; 0 for a token that never expires.
     pub(super) ttl_secs: u64,
-}
-
-/// Why a call with a token failed.
-#[derive(Debug)]
-pub(super) enum Refusal {
-    /// The server refused the token itself (expired, revoked, unknown, or
-    /// not renewable): logging in again is the remedy.
-    TokenRefused(String),
-    /// Anything else (the network, the server).
-    Other(ExchangeError),
 }
 
 #[derive(Serialize)]
@@ -121,7 +112,7 @@ impl Api {
             .send(&body[..]);
         let (status, answer) = match self.read(resp) {
             Ok(x) => x,
-            Err(io) => return Err(diagnose::unreachable(&url, &io, self.ca_bundle_given)),
+            Err(io) => return Err(diagnose::REACH.unreachable(&url, &io, self.ca_bundle_given)),
         };
         if !(200..300).contains(&status) {
             let json = serde_json::from_slice(&answer).unwrap_or(serde_json::Value::Null);
@@ -219,9 +210,9 @@ impl Api {
         url: &str,
         resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Zeroizing<Vec<u8>>, Refusal> {
-        let (status, answer) = self
-            .read(resp)
-            .map_err(|io| Refusal::Other(diagnose::unreachable(url, &io, self.ca_bundle_given)))?;
+        let (status, answer) = self.read(resp).map_err(|io| {
+            Refusal::Other(diagnose::REACH.unreachable(url, &io, self.ca_bundle_given))
+        })?;
         if (200..300).contains(&status) {
             return Ok(answer);
         }

@@ -5,21 +5,12 @@
 
 use crate::manager::ExchangeError;
 
-/// The server could not be reached (or its answer not read); a refused TLS
-/// certificate in plain words (which check failed and what to do).
-pub(super) fn unreachable(url: &str, io: &std::io::Error, ca_bundle_given: bool) -> ExchangeError {
-    let trust = crate::tls_pem::TrustSettings {
-        ca_bundle: "VaultLoginBuilder::ca_bundle_pem or ca_bundle_file",
-        ca_bundle_given,
-        client_certificate: None,
-    };
-    if let Some(plain) = crate::tls_pem::explain_refusal(url, io, &trust) {
-        return ExchangeError(format!("cannot reach Vault at {url}: {plain}"));
-    }
-    ExchangeError(format!(
-        "cannot reach Vault at {url} ({io}): the network or the address is wrong, or the server is down"
-    ))
-}
+/// How Vault is named when it cannot be reached.
+pub(super) const REACH: crate::login::Reach = crate::login::Reach {
+    server: "Vault",
+    builder: "VaultLoginBuilder",
+    down: "server is down",
+};
 
 /// What was wrong with a login that Vault refused with `status` and `said`
 /// (its `errors`, joined).
@@ -66,16 +57,23 @@ pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> E
     } else if status == 503 || has("sealed") {
         "Vault is unavailable (sealed or in standby)".to_string()
     } else {
-        "the login was refused".to_string()
+        return crate::login::refused(
+            "Vault login",
+            url,
+            &format!("as role {role:?}"),
+            None,
+            status,
+            said,
+        );
     };
-    let said = if said.is_empty() {
-        "no error text"
-    } else {
-        said
-    };
-    ExchangeError(format!(
-        "Vault login at {url} as role {role:?} refused: {what} (HTTP {status}: {said})"
-    ))
+    crate::login::refused(
+        "Vault login",
+        url,
+        &format!("as role {role:?}"),
+        Some(what),
+        status,
+        said,
+    )
 }
 
 /// Whether a token call's refusal was of the token itself (expired,

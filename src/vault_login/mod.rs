@@ -1,30 +1,24 @@
 //! [`VaultLogin`] (feature `vault`): its behaviour is documented on the type.
+//! What is Vault's own lives here (the JWT login's calls in `api.rs`, its
+//! refusals in `diagnose.rs`, the checks of a mount, namespace and role);
+//! the rest is the login core every login shares (`crate::login`).
 
 mod api;
 mod diagnose;
 
 use std::fmt;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result, truncate_for_message};
-use crate::manager::{
-    Derived, EventKind, ExchangeError, IdentityId, IdentityToken, RefreshReason, Refreshed,
-    TokenExchange,
-};
-use crate::vault_http::{check_addr, is_mount_path, is_path_byte};
+use crate::login::{Life, Login, Refusal, Saved, Server, Settings, common_setters};
+use crate::manager::{ExchangeError, IdentityId, IdentityToken};
+use crate::vault_http::{is_mount_path, is_path_byte};
 
 use api::{Api, Lease};
 
-/// The default time a whole request may take.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default least TTL a token must have left to be kept (see
 /// [`VaultLoginBuilder::min_ttl`]).
 pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(60);
-
-/// What a [`VaultLogin`] calls with each new client token.
-type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 
 /// A token exchange that logs in to Vault or OpenBao with an identity token
 /// (JWT auth method) and keeps the client token alive.
@@ -34,7 +28,7 @@ type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 /// alive (`auth/token/renew-self` when the identity is re-signed or two
 /// thirds of its TTL have passed; a new login when renewal is refused, the
 /// token is not renewable, or its max TTL is near), revokes a token that was replaced
-/// (`auth/token/revoke-self`, best effort), and after a restore reuses a saved
+/// (`auth/token/revoke-self`), and after a restore reuses a saved
 /// token only if `auth/token/lookup-self` says it still lives for at least
 /// [`VaultLoginBuilder::min_ttl`] — otherwise it logs in again, so a restored
 /// workload never runs with a dead token.
@@ -70,23 +64,26 @@ type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
 /// ```
 #[derive(Clone)]
 pub struct VaultLogin {
-    name: String,
-    identity: IdentityId,
+    login: Login<Vault>,
+}
+
+/// Vault's side of a [`VaultLogin`]: the calls and the role.
+#[derive(Clone)]
+struct Vault {
     role: String,
-    min_ttl: Duration,
     api: Api,
-    on_token: Option<Arc<OnToken>>,
 }
 
 impl fmt::Debug for VaultLogin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let vault = &self.login.server;
         f.debug_struct("VaultLogin")
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("addr", &self.api.addr)
-            .field("mount", &self.api.mount)
-            .field("role", &self.role)
-            .field("min_ttl", &self.min_ttl)
+            .field("name", &self.login.common.name)
+            .field("identity", &self.login.common.identity)
+            .field("addr", &vault.api.addr)
+            .field("mount", &vault.api.mount)
+            .field("role", &vault.role)
+            .field("min_ttl", &self.login.common.min_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -94,30 +91,23 @@ impl fmt::Debug for VaultLogin {
 /// Builds a [`VaultLogin`].
 #[derive(Clone)]
 pub struct VaultLoginBuilder {
-    addr: String,
-    identity: IdentityId,
+    common: Settings,
     role: String,
-    name: String,
     mount: String,
     namespace: Option<String>,
-    ca_bundle_pem: Option<Vec<u8>>,
-    timeout: Duration,
-    min_ttl: Duration,
-    allow_http_loopback: bool,
-    on_token: Option<Arc<OnToken>>,
 }
 
 impl fmt::Debug for VaultLoginBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VaultLoginBuilder")
-            .field("addr", &self.addr)
-            .field("identity", &self.identity)
+            .field("addr", &self.common.addr)
+            .field("identity", &self.common.identity)
             .field("role", &self.role)
-            .field("name", &self.name)
+            .field("name", &self.common.name)
             .field("mount", &self.mount)
             .field("namespace", &self.namespace)
-            .field("timeout", &self.timeout)
-            .field("min_ttl", &self.min_ttl)
+            .field("timeout", &self.common.timeout)
+            .field("min_ttl", &self.common.min_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -132,82 +122,45 @@ impl VaultLogin {
     /// [`VaultLoginBuilder::mount`] says otherwise).
     pub fn builder(addr: &str, identity: IdentityId, role: &str) -> VaultLoginBuilder {
         VaultLoginBuilder {
-            addr: addr.trim_end_matches('/').to_string(),
-            identity,
+            common: Settings::new(addr, identity, "vault", DEFAULT_MIN_TTL),
             role: role.to_string(),
-            name: "vault".into(),
             mount: "jwt".into(),
             namespace: None,
-            ca_bundle_pem: None,
-            timeout: DEFAULT_TIMEOUT,
-            min_ttl: DEFAULT_MIN_TTL,
-            allow_http_loopback: false,
-            on_token: None,
         }
     }
 
     /// The server's address.
     pub fn addr(&self) -> &str {
-        &self.api.addr
+        &self.login.server.api.addr
     }
 
     /// The JWT auth method's mount path.
     pub fn mount(&self) -> &str {
-        &self.api.mount
+        &self.login.server.api.mount
     }
 
     /// The role it logs in as.
     pub fn role(&self) -> &str {
-        &self.role
-    }
-
-    /// Logs in with `token` at `now_ms`.
-    fn login(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<Derived, ExchangeError> {
-        let (secret, lease) = self.api.login(&self.role, &token.token)?;
-        Ok(Derived::new(
-            std::mem::take(&mut *secret.into_string()),
-            self.refresh_time(&lease, now_ms),
-        ))
-    }
-
-    /// When to look at a token with `lease` again: once two thirds of its
-    /// TTL have passed; never for a token without a TTL.
-    fn refresh_time(&self, lease: &Lease, now_ms: i64) -> Option<i64> {
-        (lease.ttl_secs > 0).then(|| {
-            let ms = i64::try_from(lease.ttl_secs.saturating_mul(2000) / 3).unwrap_or(i64::MAX);
-            now_ms.saturating_add(ms.max(1000))
-        })
-    }
-
-    /// Whether a token with `lease` left may be kept.
-    fn enough(&self, lease: &Lease) -> bool {
-        lease.ttl_secs == 0 || Duration::from_secs(lease.ttl_secs) >= self.min_ttl
-    }
-
-    /// A new login replacing a token, logged with why.
-    fn replace(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-        why: &str,
-    ) -> std::result::Result<Refreshed, ExchangeError> {
-        log::debug!(
-            "Vault login {:?}: logging in again as role {:?}: {why}",
-            self.name,
-            self.role
-        );
-        self.login(token, now_ms).map(Refreshed::Replaced)
+        &self.login.server.role
     }
 }
 
-impl TokenExchange for VaultLogin {
-    fn name(&self) -> &str {
-        &self.name
+crate::login::login_exchange!(VaultLogin);
+
+/// A Vault lease as the core reads a life: a TTL of 0 never expires.
+fn life(lease: Lease) -> Life {
+    Life {
+        left_ms: (lease.ttl_secs > 0)
+            .then(|| i64::try_from(lease.ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX)),
     }
+}
+
+impl Server for Vault {
+    const KIND: &'static str = "Vault login";
+    const LOOK_UP: &'static str = "lookup-self";
+    const RENEW: Option<&'static str> = Some("renew-self");
+    const REVOKING: &'static str = "revoking";
+    const LIVES_UNTIL: &'static str = "its TTL ends";
 
     /// `vault <addr> namespace <ns>; mount <mount> role <role>`: a saved
     /// token is looked up, renewed or revoked only by a login of the same
@@ -222,167 +175,51 @@ impl TokenExchange for VaultLogin {
         )
     }
 
-    fn identity(&self) -> &IdentityId {
-        &self.identity
+    fn logs_in_as(&self) -> String {
+        format!("as role {:?}", self.role)
     }
 
-    fn exchange(&self, token: &IdentityToken) -> std::result::Result<String, ExchangeError> {
-        let (secret, _) = self.api.login(&self.role, &token.token)?;
-        Ok(std::mem::take(&mut *secret.into_string()))
-    }
-
-    fn deliver(&self, secret: &str, kind: EventKind) {
-        if let Some(f) = &self.on_token {
-            f(secret, kind);
-        }
-    }
-
-    fn derive(
+    fn login(
         &self,
         token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<Derived, ExchangeError> {
-        self.login(token, now_ms)
+        _now_ms: i64,
+    ) -> std::result::Result<(zeroize::Zeroizing<String>, Life), ExchangeError> {
+        let (secret, lease) = self.api.login(&self.role, &token.token)?;
+        Ok((secret.into_string(), life(lease)))
     }
 
-    fn refresh(
-        &self,
-        secret: &str,
-        token: &IdentityToken,
-        reason: RefreshReason,
-        now_ms: i64,
-    ) -> std::result::Result<Refreshed, ExchangeError> {
-        // After a restart the saved token is only looked at: renewing one
-        // that may be dead would only say so less clearly.
-        let looked = if reason == RefreshReason::Restored {
-            let looked = match self.api.lookup_self(secret) {
-                Ok(l) => l,
-                Err(api::Refusal::TokenRefused(why)) => {
-                    return self.replace(
-                        token,
-                        now_ms,
-                        &format!("lookup-self refused the token: {why}"),
-                    );
-                }
-                Err(api::Refusal::Other(e)) => return Err(e),
-            };
-            // A token minted for another mount or role (saved by another
-            // configuration of this server) is not kept: a new login, and
-            // the old token revoked once its successor is delivered.
-            let login_path = format!("auth/{}/login", self.api.mount);
-            if let Some(path) = looked.path.as_deref().filter(|p| *p != login_path) {
-                return self.replace(
-                    token,
-                    now_ms,
-                    &format!("the saved token was minted at {path:?}, not {login_path:?}"),
-                );
-            }
-            if let Some(role) = looked.role.as_deref().filter(|r| *r != self.role) {
-                return self.replace(
-                    token,
-                    now_ms,
-                    &format!("the saved token is of role {role:?}, not {:?}", self.role),
-                );
-            }
-            Ok(looked.lease).and_then(|lease| match lease {
-                Some(lease) => Ok(lease),
-                // No TTL to judge the token by: renew it, whose answer
-                // carries its lease, rather than keep it as if it never
-                // expired.
-                None => {
-                    log::debug!(
-                        "Vault login {:?}: lookup-self gave no numeric ttl: renewing the restored token to learn its lease",
-                        self.name
-                    );
-                    self.api.renew_self(secret)
-                }
-            })
-        } else {
-            self.api.renew_self(secret)
-        };
-        let verb = if reason == RefreshReason::Restored {
-            "lookup-self"
-        } else {
-            "renew-self"
-        };
-        match looked {
-            Ok(lease) if self.enough(&lease) => {
-                let refresh_at_ms = self.refresh_time(&lease, now_ms);
-                Ok(if reason == RefreshReason::Restored {
-                    Refreshed::Kept { refresh_at_ms }
-                } else {
-                    Refreshed::Renewed { refresh_at_ms }
-                })
-            }
-            Ok(lease) => {
-                let why = format!(
-                    "after {verb} the token has {} s left, less than the {} s kept (its max TTL is near)",
-                    lease.ttl_secs,
-                    self.min_ttl.as_secs()
-                );
-                match self.replace(token, now_ms, &why) {
-                    Ok(new) => Ok(new),
-                    // The token still works for now: keep it, say so, and
-                    // try again soon (within its life).
-                    Err(e) => {
-                        log::warn!(
-                            "Vault login {:?}: {why}, and logging in again failed: {e}; keeping it for now",
-                            self.name
-                        );
-                        let retry_ms = i64::try_from(lease.ttl_secs.saturating_mul(500))
-                            .unwrap_or(i64::MAX)
-                            .clamp(1000, 30_000);
-                        Ok(Refreshed::Kept {
-                            refresh_at_ms: Some(now_ms.saturating_add(retry_ms)),
-                        })
-                    }
-                }
-            }
-            Err(api::Refusal::TokenRefused(why)) => {
-                self.replace(token, now_ms, &format!("{verb} refused the token: {why}"))
-            }
-            Err(api::Refusal::Other(e)) => Err(e),
-        }
+    fn renew(&self, secret: &str) -> std::result::Result<Life, Refusal> {
+        self.api.renew_self(secret).map(life)
     }
 
-    fn release(&self, secret: &str) {
-        if let Err(e) = self.revoke(secret) {
-            log::warn!("{e}");
+    fn look_up(&self, secret: &str, _now_ms: i64) -> std::result::Result<Saved, Refusal> {
+        let looked = self.api.lookup_self(secret)?;
+        // A token minted for another mount or role (saved by another
+        // configuration of this server) is not kept.
+        let login_path = format!("auth/{}/login", self.api.mount);
+        if let Some(path) = looked.path.as_deref().filter(|p| *p != login_path) {
+            return Ok(Saved::Foreign(format!(
+                "the saved token was minted at {path:?}, not {login_path:?}"
+            )));
         }
+        if let Some(role) = looked.role.as_deref().filter(|r| *r != self.role) {
+            return Ok(Saved::Foreign(format!(
+                "the saved token is of role {role:?}, not {:?}",
+                self.role
+            )));
+        }
+        Ok(looked
+            .lease
+            .map_or(Saved::NoLife, |l| Saved::Alive(life(l))))
     }
 
-    fn revoke(&self, secret: &str) -> std::result::Result<(), ExchangeError> {
-        match self.api.revoke_self(secret) {
-            Ok(()) => {
-                log::debug!("Vault login {:?}: revoked a token", self.name);
-                Ok(())
-            }
-            // Already expired or revoked: nothing left to revoke.
-            Err(api::Refusal::TokenRefused(_)) => {
-                log::debug!(
-                    "Vault login {:?}: a token to revoke was already invalid",
-                    self.name
-                );
-                Ok(())
-            }
-            Err(api::Refusal::Other(e)) => Err(ExchangeError(format!(
-                "Vault login {:?}: revoking a token failed (it stays saved and is revoked on a later try; until then it lives until its TTL ends): {e}",
-                self.name
-            ))),
-        }
+    fn revoke(&self, secret: &str) -> std::result::Result<(), Refusal> {
+        self.api.revoke_self(secret)
     }
 }
 
 impl VaultLoginBuilder {
-    /// The exchange's name: where its token is saved and how
-    /// [`IdentityManager::secret`](crate::manager::IdentityManager::secret)
-    /// finds it (default `vault`). Each exchange of a manager needs its own:
-    /// give two logins of one allocation (two tasks', say) two names, such
-    /// as `vault-<task>`; a manager refuses two of one name.
-    pub fn name(mut self, name: &str) -> Self {
-        self.name = name.to_string();
-        self
-    }
+    common_setters!("VaultLogin", "vault", "server", "client token");
 
     /// The JWT auth method's mount path (default `jwt`).
     pub fn mount(mut self, mount: &str) -> Self {
@@ -397,55 +234,20 @@ impl VaultLoginBuilder {
         self
     }
 
-    /// Trust only the certificates of this PEM bundle (default: the Mozilla
-    /// roots).
-    pub fn ca_bundle_pem(mut self, pem: &[u8]) -> Self {
-        self.ca_bundle_pem = Some(pem.to_vec());
-        self
-    }
-
-    /// Trust only the certificates of this PEM file.
-    pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let pem = crate::vault_http::read_ca_bundle_file(path.as_ref(), "VaultLogin")?;
-        Ok(self.ca_bundle_pem(&pem))
-    }
-
-    /// The time a whole request may take (default 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// The least TTL a token must have left to be kept (default 60 s): a
     /// saved token after a restore, or a token just renewed (a renewal capped
     /// by the role's `token_max_ttl` leaves less); otherwise it logs in
     /// again. Keep it below the role's `token_ttl`, or every renewal becomes
     /// a new login.
     pub fn min_ttl(mut self, min_ttl: Duration) -> Self {
-        self.min_ttl = min_ttl;
-        self
-    }
-
-    /// Allow `http://` to a loopback host (a dev server on this machine);
-    /// default: https only.
-    pub fn allow_http_loopback(mut self, allow: bool) -> Self {
-        self.allow_http_loopback = allow;
-        self
-    }
-
-    /// Called with every client token the workload should use from now on
-    /// (on start, on every restore, whenever a new login replaces it).
-    pub fn on_token(mut self, f: impl Fn(&str, EventKind) + Send + Sync + 'static) -> Self {
-        self.on_token = Some(Arc::new(f));
+        self.common.min_ttl = min_ttl;
         self
     }
 
     /// The exchange, after checking the address, mount, role and name.
     pub fn build(self) -> Result<VaultLogin> {
         let bad = |field: &str, why: String| Error::invalid("VaultLogin", field, why);
-        check_addr(
-            &self.addr,
-            self.allow_http_loopback,
+        self.common.check_addr(
             "VaultLogin",
             "a login carries the identity token and its answer a Vault token",
         )?;
@@ -478,31 +280,21 @@ impl VaultLoginBuilder {
                 ),
             ));
         }
-        if self.name.is_empty() {
-            return Err(bad("name", "the exchange's name is empty".into()));
-        }
-        if self.timeout.is_zero() {
-            return Err(bad("timeout", "a zero timeout can never succeed".into()));
-        }
-        let agent = crate::vault_http::agent(
-            self.ca_bundle_pem.as_deref(),
-            self.timeout,
-            self.allow_http_loopback,
-            "VaultLogin",
-        )?;
+        let built = self.common.finish("VaultLogin")?;
         Ok(VaultLogin {
-            name: self.name,
-            identity: self.identity,
-            role: self.role,
-            min_ttl: self.min_ttl,
-            api: Api {
-                agent,
-                addr: self.addr,
-                mount: self.mount,
-                namespace: self.namespace,
-                ca_bundle_given: self.ca_bundle_pem.is_some(),
+            login: Login {
+                common: built.common,
+                server: Vault {
+                    role: self.role,
+                    api: Api {
+                        agent: built.agent,
+                        addr: built.addr,
+                        mount: self.mount,
+                        namespace: self.namespace,
+                        ca_bundle_given: built.ca_bundle_given,
+                    },
+                },
             },
-            on_token: self.on_token,
         })
     }
 }
@@ -510,7 +302,9 @@ impl VaultLoginBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manager::{RefreshReason, Refreshed, TokenExchange};
     use crate::vault_http::test_addresses::{assert_no_secret, closed_port, secret_addresses};
+    use std::sync::Arc;
 
     /// A signed identity's token as the exchange gets it (its JWT is not
     /// looked at by these tests).
