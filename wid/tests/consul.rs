@@ -19,37 +19,29 @@
 //!
 //! Needs python3 with PyJWT: `pip install "PyJWT[crypto]" cryptography`.
 //! `cargo test -p wid --test consul`
+mod login_support;
 #[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use login_support::{Client, KeystoreSigner, free_port};
 use serde_json::{Value, json};
 use serve_support::{Served, wid_ok};
 use workload_identity::manager::{
-    EventKind, FileIdentityDb, IdentityDb, IdentityId, IdentityManager, IdentitySigner,
-    MemoryIdentityDb,
+    EventKind, IdentityDb, IdentityId, IdentityManager, MemoryIdentityDb,
 };
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
-use workload_identity::{
-    Clock, ConsulLogin, ConsulLoginBuilder, Error, Issuer, Keyring, SignedIdentity, SystemClock,
-};
+use workload_identity::model::IssueRequest;
+use workload_identity::{Clock, ConsulLogin, ConsulLoginBuilder, Keyring, SystemClock};
 
 const ALLOC: &str = "7a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const ROOT: &str = "5e1f7c3a-0b2d-4c6e-8f9a-1b3c5d7e9f00";
 const METHOD: &str = "nomad-workloads";
 const NODE: &str = "b2d9a4c6-1e3f-4a5b-9c8d-7e6f5a4b3c2d";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
 
 fn now_ms() -> i64 {
     SystemClock.now_ms()
@@ -184,16 +176,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let keystore = dir.path().join("keystore").display().to_string();
         wid_ok(&["keyring", "init", "--keystore", &keystore, "--alg", "EdDSA"]);
-        let port = free_port();
-        let issuer = format!("http://127.0.0.1:{port}");
-        let served = Served::start(&[
-            "--keystore",
-            &keystore,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--issuer",
-            &issuer,
-        ]);
+        let (issuer, served) = login_support::serve(&keystore);
         let consul = Standin::start(&[]);
         configure(
             &consul,
@@ -270,91 +253,23 @@ fn task_identity() -> IdentityId {
 }
 
 fn request(namespace: &str, aud: &str, ttl_secs: i64) -> IssueRequest {
-    IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: ALLOC.into(),
-            namespace: namespace.into(),
-            job_id: "web".into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Allocation::default()
-        },
-        task: "server".into(),
-        identity: WorkloadIdentity {
-            name: "consul_default".into(),
-            audience: vec![aud.into()],
-            ttl: GoDuration::from_secs(ttl_secs),
-            ..WorkloadIdentity::default()
-        },
-        ..IssueRequest::default()
-    }
+    login_support::request(ALLOC, "consul_default", "web", namespace, aud, ttl_secs)
 }
 
-/// Signs with the keystore as it is on disk now.
-struct KeystoreSigner {
-    keystore: String,
-    issuer: String,
+/// A client whose manager logs in to the stand-in as the client process
+/// builds it at every start.
+trait ConsulClient {
+    fn manager(&self, w: &World) -> IdentityManager;
 }
 
-impl IdentitySigner for KeystoreSigner {
-    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
-        let issuer = Issuer::new(Keyring::load(&self.keystore)?).issuer(&self.issuer);
-        requests.iter().map(|r| issuer.issue(r, now)).collect()
-    }
-}
-
-/// Every token a [`ConsulLogin`] handed to the workload.
-type Delivered = Arc<Mutex<Vec<(String, EventKind)>>>;
-
-struct Client {
-    db: Arc<FileIdentityDb>,
-    delivered: Delivered,
-}
-
-impl Client {
-    fn new(w: &World) -> Client {
-        Client {
-            db: Arc::new(FileIdentityDb::new(w.dir.path().join("client-state"))),
-            delivered: Delivered::default(),
-        }
-    }
-
-    /// A manager as the client process builds it at every start.
+impl ConsulClient for Client {
     fn manager(&self, w: &World) -> IdentityManager {
-        let sink = self.delivered.clone();
-        let login = w
-            .login()
-            .on_token(move |token, kind| sink.lock().unwrap().push((token.to_string(), kind)))
-            .build()
-            .unwrap();
-        IdentityManager::builder(
-            vec![request("default", "consul.io", 3600)],
+        self.manager_with(
+            request("default", "consul.io", 3600),
             w.signer(),
-            self.db.clone(),
             w.keyring(),
+            w.login(),
         )
-        .exchange(Arc::new(login))
-        .build()
-        .unwrap()
-    }
-
-    fn last(&self) -> (String, EventKind) {
-        self.delivered
-            .lock()
-            .unwrap()
-            .last()
-            .cloned()
-            .expect("a token was delivered")
-    }
-
-    fn all(&self) -> Vec<String> {
-        self.delivered
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(t, _)| t.clone())
-            .collect()
     }
 }
 
@@ -382,7 +297,7 @@ fn seed_001_with_consul_start_restart_deletion_expiry_and_resigning() {
     // up to 2 h ahead of its (real) clock, so the manager's clock can be
     // moved to the identity's renewal without waiting for it.
     let w = World::new("30s", "2h");
-    let client = Client::new(&w);
+    let client = Client::new(w.dir.path());
 
     // Start: signed, logged in with Nomad's Meta, the token works.
     let m = client.manager(&w);

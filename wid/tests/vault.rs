@@ -23,22 +23,23 @@
 //! `cargo test -p wid --test vault`
 #[path = "../../tests/bao_support/mod.rs"]
 mod bao_support;
+mod login_support;
 #[path = "../../tests/serve_support/mod.rs"]
 mod serve_support;
 
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bao_support::Bao;
+use login_support::{Client, KeystoreSigner, free_port};
 use serde_json::{Value, json};
 use serve_support::{Served, wid_ok};
 use workload_identity::manager::{
-    EventKind, FileIdentityDb, IdentityDb, IdentityId, IdentityManager, IdentitySigner,
-    TokenExchange,
+    EventKind, IdentityDb, IdentityId, IdentityManager, TokenExchange,
 };
-use workload_identity::model::{Allocation, GoDuration, IssueRequest, WorkloadIdentity};
-use workload_identity::{Clock, Error, Issuer, Keyring, SignedIdentity, SystemClock, VaultLogin};
+use workload_identity::model::IssueRequest;
+use workload_identity::{Clock, Keyring, SystemClock, VaultLogin};
 
 const ALLOC: &str = "5fd0b5e4-3b8f-4d0b-9b1e-1a2b3c4d5e6f";
 const ROLE: &str = "nomad-workloads";
@@ -62,13 +63,6 @@ struct World {
     keystore: String,
     served: Served,
     issuer: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
 }
 
 fn now_secs() -> i64 {
@@ -99,16 +93,7 @@ impl World {
         ]);
         // The issuer URL names the port, so it is chosen before the server
         // starts; OpenBao fetches over loopback, plain http.
-        let port = free_port();
-        let issuer = format!("http://127.0.0.1:{port}");
-        let served = Served::start(&[
-            "--keystore",
-            &keystore,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--issuer",
-            &issuer,
-        ]);
+        let (issuer, served) = login_support::serve(&keystore);
         drop(ports);
         let w = World {
             bao,
@@ -384,85 +369,26 @@ fn task_identity() -> IdentityId {
 }
 
 fn request(job: &str, namespace: &str, aud: &str) -> IssueRequest {
-    IssueRequest {
-        region: "global".into(),
-        allocation: Allocation {
-            id: ALLOC.into(),
-            namespace: namespace.into(),
-            job_id: job.into(),
-            task_group: "frontend".into(),
-            client_status: "running".into(),
-            ..Allocation::default()
-        },
-        task: "server".into(),
-        identity: WorkloadIdentity {
-            name: "vault_default".into(),
-            audience: vec![aud.into()],
-            ttl: GoDuration::from_secs(3600),
-            ..WorkloadIdentity::default()
-        },
-        ..IssueRequest::default()
-    }
+    login_support::request(ALLOC, "vault_default", job, namespace, aud, 3600)
 }
 
-/// Signs with the keystore as it is on disk now (as `wid issue` does), so a
-/// rotation made with `wid keyring rotate` takes effect.
-struct KeystoreSigner {
-    keystore: String,
-    issuer: String,
+/// A client whose manager logs in with `login` as the client process
+/// builds it at every start.
+trait VaultClient {
+    fn manager(&self, w: &World, login: workload_identity::VaultLoginBuilder) -> IdentityManager;
 }
 
-impl IdentitySigner for KeystoreSigner {
-    fn sign(&self, requests: &[IssueRequest], now: i64) -> Result<Vec<SignedIdentity>, Error> {
-        let issuer = Issuer::new(Keyring::load(&self.keystore)?).issuer(&self.issuer);
-        requests.iter().map(|r| issuer.issue(r, now)).collect()
-    }
-}
-
-/// Every token a [`VaultLogin`] handed to the workload.
-type Delivered = Arc<Mutex<Vec<(String, EventKind)>>>;
-
-struct Client {
-    db: Arc<FileIdentityDb>,
-    delivered: Delivered,
-}
-
-impl Client {
-    fn new(w: &World) -> Client {
-        Client {
-            db: Arc::new(FileIdentityDb::new(w.dir.path().join("client-state"))),
-            delivered: Delivered::default(),
-        }
-    }
-
-    /// A manager as the client process builds it at every start.
+impl VaultClient for Client {
     fn manager(&self, w: &World, login: workload_identity::VaultLoginBuilder) -> IdentityManager {
-        let sink = self.delivered.clone();
-        let login = login
-            .on_token(move |token, kind| sink.lock().unwrap().push((token.to_string(), kind)))
-            .build()
-            .unwrap();
-        IdentityManager::builder(
-            vec![request("web", "default", "vault.io")],
+        self.manager_with(
+            request("web", "default", "vault.io"),
             Arc::new(KeystoreSigner {
                 keystore: w.keystore.clone(),
                 issuer: w.issuer.clone(),
             }),
-            self.db.clone(),
             w.keyring(),
+            login,
         )
-        .exchange(Arc::new(login))
-        .build()
-        .unwrap()
-    }
-
-    fn last(&self) -> (String, EventKind) {
-        self.delivered
-            .lock()
-            .unwrap()
-            .last()
-            .cloned()
-            .expect("a token was delivered")
     }
 }
 
@@ -554,7 +480,7 @@ fn seed_003_every_key_source_and_algorithm_logs_in_and_reads_only_its_own_secret
 #[test]
 fn seed_001_a_restored_workload_gets_a_working_token_and_never_none() {
     let w = World::new();
-    let client = Client::new(&w);
+    let client = Client::new(w.dir.path());
 
     // A new allocation: signed, logged in, its secret read.
     let m = client.manager(&w, w.vault_login(ROLE));
@@ -674,7 +600,7 @@ fn seed_001_a_restored_workload_gets_a_working_token_and_never_none() {
 #[test]
 fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
     let w = World::new();
-    let client = Client::new(&w);
+    let client = Client::new(w.dir.path());
 
     // The identity is re-signed half-way through its hour (before the
     // 1 h Vault token's own refresh, two thirds through): the Vault token is
@@ -713,7 +639,7 @@ fn vault_login_renews_logs_in_again_at_the_max_ttl_and_says_what_was_wrong() {
     // give the 30 s kept, the next refresh logs in again and revokes the
     // old token.
     w.role("short", json!({"token_ttl": "30s", "token_max_ttl": "31s"}));
-    let client = Client::new(&w);
+    let client = Client::new(w.dir.path());
     std::fs::remove_dir_all(w.dir.path().join("client-state")).ok();
     let m = client.manager(&w, w.vault_login("short").min_ttl(Duration::from_secs(30)));
     let t0 = SystemClock.now_ms();
