@@ -47,68 +47,31 @@ fn committed_header_is_current() {
         assert!(generated.contains(needle), "header lacks {needle}");
     }
 
+    // Each constant named with its value.
+    macro_rules! named {
+        ($($name:ident),* $(,)?) => { [$((stringify!($name), $name)),*] };
+    }
+    use workload_identity_ffi::*;
     // The claims' names: the header's macros are the Rust constants.
-    for (name, value) in [
-        (
-            "WID_CLAIM_ALLOCATION_ID",
-            workload_identity_ffi::WID_CLAIM_ALLOCATION_ID,
-        ),
-        (
-            "WID_CLAIM_NAMESPACE",
-            workload_identity_ffi::WID_CLAIM_NAMESPACE,
-        ),
-        ("WID_CLAIM_JOB_ID", workload_identity_ffi::WID_CLAIM_JOB_ID),
-        ("WID_CLAIM_TASK", workload_identity_ffi::WID_CLAIM_TASK),
-        (
-            "WID_CLAIM_SERVICE",
-            workload_identity_ffi::WID_CLAIM_SERVICE,
-        ),
-        (
-            "WID_CLAIM_SUBJECT",
-            workload_identity_ffi::WID_CLAIM_SUBJECT,
-        ),
-        ("WID_CLAIM_ISSUER", workload_identity_ffi::WID_CLAIM_ISSUER),
-        ("WID_CLAIM_JWT_ID", workload_identity_ffi::WID_CLAIM_JWT_ID),
-        (
-            "WID_CLAIM_ISSUED_AT",
-            workload_identity_ffi::WID_CLAIM_ISSUED_AT,
-        ),
-        (
-            "WID_CLAIM_NOT_BEFORE",
-            workload_identity_ffi::WID_CLAIM_NOT_BEFORE,
-        ),
-        (
-            "WID_CLAIM_EXPIRES",
-            workload_identity_ffi::WID_CLAIM_EXPIRES,
-        ),
-        (
-            "WID_CLAIM_NODE_ID",
-            workload_identity_ffi::WID_CLAIM_NODE_ID,
-        ),
-        (
-            "WID_CLAIM_NODE_DATACENTER",
-            workload_identity_ffi::WID_CLAIM_NODE_DATACENTER,
-        ),
-        (
-            "WID_CLAIM_NODE_POOL",
-            workload_identity_ffi::WID_CLAIM_NODE_POOL,
-        ),
-        (
-            "WID_CLAIM_NODE_CLASS",
-            workload_identity_ffi::WID_CLAIM_NODE_CLASS,
-        ),
-        (
-            "WID_CLAIM_CONSUL_NAMESPACE",
-            workload_identity_ffi::WID_CLAIM_CONSUL_NAMESPACE,
-        ),
-        (
-            "WID_CLAIM_VAULT_NAMESPACE",
-            workload_identity_ffi::WID_CLAIM_VAULT_NAMESPACE,
-        ),
-        (
-            "WID_CLAIM_VAULT_ROLE",
-            workload_identity_ffi::WID_CLAIM_VAULT_ROLE,
-        ),
+    for (name, value) in named![
+        WID_CLAIM_ALLOCATION_ID,
+        WID_CLAIM_NAMESPACE,
+        WID_CLAIM_JOB_ID,
+        WID_CLAIM_TASK,
+        WID_CLAIM_SERVICE,
+        WID_CLAIM_SUBJECT,
+        WID_CLAIM_ISSUER,
+        WID_CLAIM_JWT_ID,
+        WID_CLAIM_ISSUED_AT,
+        WID_CLAIM_NOT_BEFORE,
+        WID_CLAIM_EXPIRES,
+        WID_CLAIM_NODE_ID,
+        WID_CLAIM_NODE_DATACENTER,
+        WID_CLAIM_NODE_POOL,
+        WID_CLAIM_NODE_CLASS,
+        WID_CLAIM_CONSUL_NAMESPACE,
+        WID_CLAIM_VAULT_NAMESPACE,
+        WID_CLAIM_VAULT_ROLE,
     ] {
         let line = format!("#define {name} \"{value}\"");
         assert!(
@@ -151,17 +114,13 @@ fn committed_header_is_current() {
         "the header's numbers differ from ffi/abi/constants.txt"
     );
     // And the Rust constants (from ffi/src/codes.rs) name the same numbers.
-    use workload_identity_ffi::*;
-    for (name, value) in [
-        ("WID_RESULT_OK", WID_RESULT_OK),
-        ("WID_RESULT_ISSUER_MISMATCH", WID_RESULT_ISSUER_MISMATCH),
-        ("WID_KEY_STATE_DEPRECATED", WID_KEY_STATE_DEPRECATED),
-        (
-            "WID_KEY_DERIVATION_NOMAD_RAW_SEED",
-            WID_KEY_DERIVATION_NOMAD_RAW_SEED,
-        ),
-        ("WID_CONSISTENCY_CONSISTENT", WID_CONSISTENCY_CONSISTENT),
-        ("WID_ALLOC_TERMINAL", WID_ALLOC_TERMINAL),
+    for (name, value) in named![
+        WID_RESULT_OK,
+        WID_RESULT_ISSUER_MISMATCH,
+        WID_KEY_STATE_DEPRECATED,
+        WID_KEY_DERIVATION_NOMAD_RAW_SEED,
+        WID_CONSISTENCY_CONSISTENT,
+        WID_ALLOC_TERMINAL,
     ] {
         assert!(
             pinned.contains(&(name.to_string(), u64::from(value))),

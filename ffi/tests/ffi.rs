@@ -8,114 +8,67 @@ mod common;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::{null, null_mut};
 
+use common::bytes::{empty, sentinel, take};
+use common::ffi_text::{error_says, last_error, name};
+use common::handles::free;
+use common::identity::{AUD, NOW};
+use common::keys::{jwks, keyring, new_keyring};
+use common::lookup::by_consistency as lookup;
+use common::request::{issue, task_vector};
+use common::strings::s;
+use common::verifier::{verify, verify_batch};
 use workload_identity_ffi::*;
 
 const ALLOC: &str = common::ALLOC_ID;
-const NOW: i64 = 1_700_000_000;
 
-use common::ffi_text::{last_error, name};
-
-/// userdata: a pointer to [stale_state, consistent_state, rc].
-unsafe extern "C" fn lookup(
-    userdata: *mut c_void,
-    id: *const u8,
-    len: usize,
-    consistency: u32,
-    out: *mut u32,
-) -> wid_result {
-    let cfg = unsafe { &*(userdata as *const [u32; 3]) };
-    let id = unsafe { std::slice::from_raw_parts(id, len) };
-    if cfg[2] != WID_RESULT_OK {
-        return cfg[2];
-    }
-    let state = if id != ALLOC.as_bytes() {
-        WID_ALLOC_MISSING
-    } else {
-        cfg[consistency as usize]
-    };
-    if state != u32::MAX - 1 {
-        unsafe { *out = state };
-    }
-    WID_RESULT_OK
-}
+/// The lookup's `cfg` for an allocation live at both consistencies.
+static LIVE: [u32; 3] = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
 
 struct Fixture {
     kr: *mut wid_keyring,
     token: String,
 }
 
+/// A keyring with an active EdDSA key "k1", and a token it issued.
 fn fixture() -> Fixture {
-    let mut kr = null_mut();
-    assert_eq!(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [9u8; 32];
-    let rc = unsafe {
-        wid_keyring_insert(
-            kr,
-            "k1".as_ptr().cast(),
-            2,
-            m.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_HKDF_V1,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        )
-    };
-    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
-    let req = common::go_vector("issue_request_task.msgpack");
-    let mut out = wid_bytes {
-        data: null_mut(),
-        len: 0,
-    };
-    let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
-    assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
-    let token = unsafe {
-        std::str::from_utf8(std::slice::from_raw_parts(out.data, out.len))
-            .unwrap()
-            .to_string()
-    };
-    unsafe { wid_bytes_free(&mut out) };
+    let kr = keyring("k1", 9);
+    let token = issue(kr);
     Fixture { kr, token }
 }
 
+/// A verifier for "vault.io" (no leeway, never waiting for keys, no cache)
+/// whose lookup answers as `cfg` says.
 fn verifier(kr: *const wid_keyring, cfg: &[u32; 3]) -> *mut wid_verifier {
+    verifier_with_cache(kr, cfg, 0)
+}
+
+/// [`verifier`] with a cache of `cache_entries`.
+fn verifier_with_cache(
+    kr: *const wid_keyring,
+    cfg: &[u32; 3],
+    cache_entries: usize,
+) -> *mut wid_verifier {
     let mut v = null_mut();
     let opts = wid_verifier_options {
         leeway_secs: 0,
         key_wait_ms: -1,
         max_token_bytes: 0,
         require_exp: 0,
-        cache_entries: 0,
+        cache_entries,
         issuer: null(),
         issuer_len: 0,
     };
-    let rc = unsafe {
-        wid_verifier_new_with_options(
-            kr,
-            "vault.io".as_ptr().cast(),
-            8,
-            &opts,
-            Some(lookup),
-            cfg as *const _ as *mut c_void,
-            &mut v,
-        )
-    };
+    let ((a, al), ud) = (s(AUD), cfg as *const _ as *mut c_void);
+    let rc = unsafe { wid_verifier_new_with_options(kr, a, al, &opts, Some(lookup), ud, &mut v) };
     assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
     v
-}
-
-fn verify(v: *const wid_verifier, token: &str) -> wid_result {
-    unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, null_mut()) }
 }
 
 #[test]
 fn issue_and_verify_through_the_abi() {
     let f = fixture();
-    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
-    let v = verifier(f.kr, &cfg);
-    let mut claims = wid_bytes {
-        data: null_mut(),
-        len: 0,
-    };
+    let v = verifier(f.kr, &LIVE);
+    let mut claims = empty();
     let rc = unsafe { wid_verify(v, f.token.as_ptr().cast(), f.token.len(), NOW, &mut claims) };
     assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
     let json = unsafe { CStr::from_ptr(claims.data.cast()) }
@@ -126,8 +79,7 @@ fn issue_and_verify_through_the_abi() {
     assert!(json.contains(ALLOC), "{json}");
     unsafe { wid_bytes_free(&mut claims) };
     assert_eq!(last_error(), "", "success clears the detail");
-    unsafe { wid_verifier_free(v) };
-    unsafe { wid_keyring_free(f.kr) };
+    unsafe { free!(v, f.kr) };
 }
 
 #[test]
@@ -173,11 +125,7 @@ fn the_callback_fails_closed_and_the_fallback_is_consistent() {
         let rc = verify(v, &f.token);
         assert_eq!(name(rc), name(want), "{cfg:?}: {}", last_error());
         if cfg[2] == WID_RESULT_IO_ERROR {
-            assert!(
-                last_error().contains("WID_RESULT_IO_ERROR"),
-                "{}",
-                last_error()
-            );
+            error_says("WID_RESULT_IO_ERROR");
         }
         unsafe { wid_verifier_free(v) };
     }
@@ -187,10 +135,6 @@ fn the_callback_fails_closed_and_the_fallback_is_consistent() {
 #[test]
 fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
     let f = fixture();
-    let sentinel = || wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    };
     let mut out = sentinel();
     unsafe {
         assert_eq!(
@@ -198,34 +142,20 @@ fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
             WID_RESULT_NULL_ARGUMENT
         );
         // out_key_id only reports: NULL is fine (a key is still made).
-        let before = {
-            let mut n = wid_bytes {
-                data: null_mut(),
-                len: 0,
-            };
-            assert_eq!(wid_keyring_jwks(f.kr, &mut n), WID_RESULT_OK);
-            let keys = std::slice::from_raw_parts(n.data, n.len).to_vec();
-            wid_bytes_free(&mut n);
-            keys
-        };
+        let before = jwks(f.kr);
         assert_eq!(wid_keyring_rotate(f.kr, NOW, null_mut()), WID_RESULT_OK);
-        let mut after = wid_bytes {
-            data: null_mut(),
-            len: 0,
-        };
-        assert_eq!(wid_keyring_jwks(f.kr, &mut after), WID_RESULT_OK);
+        let after = jwks(f.kr);
         assert!(
-            after.len > before.len(),
+            after.len() > before.len(),
             "rotate with a NULL out_key_id made a key"
         );
-        wid_bytes_free(&mut after);
         assert_eq!(wid_keyring_jwks(f.kr, null_mut()), WID_RESULT_NULL_ARGUMENT);
         assert_eq!(wid_keyring_new(null_mut()), WID_RESULT_NULL_ARGUMENT);
         let bad_utf8 = [0xffu8, 0xfe];
         let m = [1u8; 32];
         let rc = wid_keyring_insert(f.kr, bad_utf8.as_ptr().cast(), 2, m.as_ptr(), 32, 1, 2, 0);
         assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
-        assert!(last_error().contains("not valid UTF-8"), "{}", last_error());
+        error_says("not valid UTF-8");
         for (len, deriv, state) in [
             (31, 1, 2),
             (33, 1, 2),
@@ -249,7 +179,7 @@ fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
         let rc = wid_keyring_insert(f.kr, "k1".as_ptr().cast(), 2, m.as_ptr(), 32, 1, 2, 0);
         assert_eq!(rc, WID_RESULT_DUPLICATE_KEY);
         // Truncated msgpack at every length: a decode error, the output untouched.
-        let req = common::go_vector("issue_request_task.msgpack");
+        let req = task_vector();
         for cut in 0..req.len() {
             let rc = wid_issue(f.kr, req.as_ptr(), cut, NOW, &mut out);
             assert_eq!(rc, WID_RESULT_DECODE_ERROR, "cut {cut}");
@@ -299,8 +229,8 @@ fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
         let mut none = null_mut();
         let rc = wid_verifier_new(
             f.kr,
-            "vault.io".as_ptr().cast(),
-            8,
+            AUD.as_ptr().cast(),
+            AUD.len(),
             60,
             None,
             null_mut(),
@@ -331,33 +261,14 @@ fn null_and_bad_arguments_are_codes_and_outputs_stay_untouched() {
 #[test]
 fn a_verifier_sees_later_rotations_and_many_threads_verify_at_once() {
     let f = fixture();
-    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
-    let v = verifier(f.kr, &cfg);
-    let mut id = wid_bytes {
-        data: null_mut(),
-        len: 0,
-    };
+    let v = verifier(f.kr, &LIVE);
+    let mut id = empty();
     assert_eq!(
         unsafe { wid_keyring_rotate(f.kr, NOW, &mut id) },
         WID_RESULT_OK
     );
-    assert_eq!(id.len, 36);
-    unsafe { wid_bytes_free(&mut id) };
-    let req = common::go_vector("issue_request_task.msgpack");
-    let mut out = wid_bytes {
-        data: null_mut(),
-        len: 0,
-    };
-    assert_eq!(
-        unsafe { wid_issue(f.kr, req.as_ptr(), req.len(), NOW, &mut out) },
-        WID_RESULT_OK
-    );
-    let fresh = unsafe {
-        std::str::from_utf8(std::slice::from_raw_parts(out.data, out.len))
-            .unwrap()
-            .to_string()
-    };
-    unsafe { wid_bytes_free(&mut out) };
+    assert_eq!(take(&mut id).len(), 36);
+    let fresh = issue(f.kr);
     assert_eq!(verify(v, &fresh), WID_RESULT_OK);
     assert_eq!(
         verify(v, &f.token),
@@ -382,44 +293,30 @@ fn a_verifier_sees_later_rotations_and_many_threads_verify_at_once() {
     }
     let tokens = [fresh.as_ptr().cast::<c_char>(), "x.y.z".as_ptr().cast()];
     let lens = [fresh.len(), 5];
-    let mut results = [u32::MAX; 2];
-    let rc = unsafe {
-        wid_verify_batch(
-            v,
-            tokens.as_ptr(),
-            lens.as_ptr(),
-            2,
-            NOW,
-            results.as_mut_ptr(),
-        )
-    };
-    assert_eq!(rc, WID_RESULT_OK);
+    let results = verify_batch(v, &tokens, &lens);
     assert_eq!(results, [WID_RESULT_OK, WID_RESULT_MALFORMED_TOKEN]);
     unsafe { wid_verifier_free(v) };
 }
 
-fn bytes_string(b: &mut wid_bytes) -> String {
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
 #[test]
 fn every_algorithm_through_the_abi_and_its_argument_checks() {
-    let mut kr = null_mut();
-    assert_eq!(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let req = common::go_vector("issue_request_task.msgpack");
-    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
-    let v = verifier(kr, &cfg);
+    let kr = new_keyring();
+    let req = task_vector();
+    let v = verifier(kr, &LIVE);
+    // An inactive key of `alg` (`wid_keyring_insert_alg`), created at 0.
+    let insert = |alg: u32, kid: &str, material: &[u8], derivation: u32| unsafe {
+        wid_keyring_insert_alg(
+            kr,
+            alg,
+            kid.as_ptr().cast(),
+            kid.len(),
+            material.as_ptr(),
+            material.len(),
+            derivation,
+            WID_KEY_STATE_INACTIVE,
+            0,
+        )
+    };
     let issue = |alg: u32, issuer: &str, out: &mut wid_bytes| unsafe {
         wid_issue_alg(
             kr,
@@ -441,17 +338,13 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
     let mut out = empty();
     assert_eq!(issue(WID_ALG_ES256, "", &mut out), WID_RESULT_NO_ACTIVE_KEY);
     assert!(out.data.is_null());
-    assert!(
-        last_error().contains("no active ES256 key"),
-        "{}",
-        last_error()
-    );
+    error_says("no active ES256 key");
 
     // Rotate in ES256 (key ID reported) and RS256 (output NULL allowed).
     let mut kid = empty();
     let rc = unsafe { wid_keyring_rotate_alg(kr, WID_ALG_ES256, NOW, &mut kid) };
     assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
-    let es_kid = bytes_string(&mut kid);
+    let es_kid = take(&mut kid);
     assert_eq!(es_kid.len(), 36);
     let rc = unsafe { wid_keyring_rotate_alg(kr, WID_ALG_RS256, NOW, null_mut()) };
     assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
@@ -467,7 +360,7 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
             "{}",
             last_error()
         );
-        let token = bytes_string(&mut out);
+        let token = take(&mut out);
         let header = token.split('.').next().unwrap();
         assert!(
             header.starts_with(&base64_of(&format!(r#"{{"alg":"{name}""#))[..12]),
@@ -484,27 +377,10 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
     for bad in [0, 4, u32::MAX] {
         let mut out = empty();
         assert_eq!(issue(bad, "", &mut out), WID_RESULT_INVALID_ARGUMENT);
-        assert!(
-            last_error().contains("not a WID_ALG_* value"),
-            "{}",
-            last_error()
-        );
+        error_says("not a WID_ALG_* value");
         let rc = unsafe { wid_keyring_rotate_alg(kr, bad, NOW, null_mut()) };
         assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
-        let m = [1u8; 32];
-        let rc = unsafe {
-            wid_keyring_insert_alg(
-                kr,
-                bad,
-                "x".as_ptr().cast(),
-                1,
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_INACTIVE,
-                0,
-            )
-        };
+        let rc = insert(bad, "x", &[1u8; 32], WID_KEY_DERIVATION_HKDF_V1);
         assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
     }
     // Pairings the contract forbids, and weak RSA keys.
@@ -542,19 +418,7 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
             "exactly 32 bytes",
         ),
     ] {
-        let rc = unsafe {
-            wid_keyring_insert_alg(
-                kr,
-                alg,
-                "pair".as_ptr().cast(),
-                4,
-                material.as_ptr(),
-                material.len(),
-                derivation,
-                WID_KEY_STATE_INACTIVE,
-                0,
-            )
-        };
+        let rc = insert(alg, "pair", material, derivation);
         assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT, "{why}");
         assert!(last_error().contains(why), "{why}: {}", last_error());
     }
@@ -574,9 +438,7 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
     assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
 
     // The JWKS has the EC and RSA entries in the contract's form.
-    let mut json = empty();
-    assert_eq!(unsafe { wid_keyring_jwks(kr, &mut json) }, WID_RESULT_OK);
-    let jwks: serde_json::Value = serde_json::from_str(&bytes_string(&mut json)).unwrap();
+    let jwks: serde_json::Value = serde_json::from_str(&jwks(kr)).unwrap();
     let keys = jwks["keys"].as_array().unwrap();
     assert_eq!(keys.len(), 2);
     let ec = keys.iter().find(|k| k["kid"] == es_kid.as_str()).unwrap();
@@ -595,8 +457,7 @@ fn every_algorithm_through_the_abi_and_its_argument_checks() {
     assert_eq!((&rsa["e"], &rsa["alg"]), (&"AQAB".into(), &"RS256".into()));
     assert_eq!(rsa.as_object().unwrap().len(), 6, "{rsa}");
 
-    unsafe { wid_verifier_free(v) };
-    unsafe { wid_keyring_free(kr) };
+    unsafe { free!(v, kr) };
 }
 
 fn base64_of(s: &str) -> String {
@@ -611,30 +472,8 @@ fn base64_of(s: &str) -> String {
 #[test]
 fn a_huge_cache_size_is_clamped_and_works() {
     let f = fixture();
-    let cfg = [WID_ALLOC_LIVE, WID_ALLOC_LIVE, WID_RESULT_OK];
     for entries in [usize::MAX, usize::MAX / 2 + 1, 1 << 40] {
-        let mut v = null_mut();
-        let opts = wid_verifier_options {
-            leeway_secs: 0,
-            key_wait_ms: -1,
-            max_token_bytes: 0,
-            require_exp: 0,
-            cache_entries: entries,
-            issuer: null(),
-            issuer_len: 0,
-        };
-        let rc = unsafe {
-            wid_verifier_new_with_options(
-                f.kr,
-                "vault.io".as_ptr().cast(),
-                8,
-                &opts,
-                Some(lookup),
-                &cfg as *const _ as *mut c_void,
-                &mut v,
-            )
-        };
-        assert_eq!(rc, WID_RESULT_OK, "{}", last_error());
+        let v = verifier_with_cache(f.kr, &LIVE, entries);
         for _ in 0..3 {
             assert_eq!(verify(v, &f.token), WID_RESULT_OK, "{}", last_error());
         }

@@ -6,278 +6,208 @@
 //! arguments, outputs written only on success, and wrong handle types.
 //! (`bindings/c/test.c` drives the same functions from C under valgrind.)
 
-#[path = "common/ffi_text.rs"]
-mod ffi_text;
+mod common;
 
-use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
-use ffi_text::{last_error, name};
-use workload_identity::codec;
-use workload_identity::model::{IssueRequest, ProofKey};
+use common::bytes::{empty, is_sentinel, json, json_of, sentinel, take};
+use common::ffi_text::{error_says, last_error};
+use common::handles::free;
+use common::identity::{AUD, NOW};
+use common::keys::{keyring, public_jwk, rotated_keyring, workload_key};
+use common::lookup::{LIVE, MISSING, TERMINAL, sample_state, state};
+use common::proof::issue_wit_into;
+use common::request::{issue_with_issuer as issue, with_proof_key};
+use common::result::{expect, ok};
+use common::strings::s;
+use common::verifier::{build, stats, verify, verify_at};
 use workload_identity_ffi::*;
 
-const NOW: i64 = 1_700_000_000;
-const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
-const AUD: &str = "vault.io";
 const ISS: &str = "https://nomad.example.com";
 const TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";
 
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    assert_eq!(unsafe { *b.data.add(b.len) }, 0, "NUL-terminated");
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-fn json(b: &mut wid_bytes) -> serde_json::Value {
-    serde_json::from_str(&take(b)).unwrap()
-}
-
-/// The committed Go-encoded request: allocation `ALLOC`, audience
-/// `vault.io`, an hour's TTL.
-fn request() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/msgpack/issue_request_task.msgpack"
-    ))
-    .unwrap()
-}
-
 /// A keyring with an active EdDSA key "k1".
-fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [9u8; 32];
-    let rc = unsafe {
-        wid_keyring_insert(
-            kr,
-            "k1".as_ptr().cast(),
-            2,
-            m.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_HKDF_V1,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    kr
+fn k1() -> *mut wid_keyring {
+    keyring("k1", 9)
 }
 
-fn issue(kr: *const wid_keyring, iss: &str) -> String {
-    let req = request();
-    let mut out = empty();
-    let rc = unsafe {
-        wid_issue_with_issuer(
-            kr,
-            req.as_ptr(),
-            req.len(),
-            iss.as_ptr().cast(),
-            iss.len(),
-            NOW,
-            &mut out,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    take(&mut out)
+/// A keyring with "k1", a token of it (no issuer), a builder over it for
+/// a live sample allocation and a verifier built from that.
+fn live_world() -> (
+    *mut wid_keyring,
+    String,
+    *mut wid_verifier_builder,
+    *mut wid_verifier,
+) {
+    let kr = k1();
+    let token = issue(kr, "");
+    let b = builder(kr, &LIVE);
+    let v = build(b);
+    (kr, token, b, v)
 }
 
-/// userdata: the state to report for `ALLOC` (others are missing).
-unsafe extern "C" fn lookup(
-    userdata: *mut c_void,
-    id: *const u8,
-    len: usize,
-    _consistency: u32,
-    out: *mut u32,
-) -> wid_result {
-    let state = unsafe { *(userdata as *const u32) };
-    let id = unsafe { std::slice::from_raw_parts(id, len) };
+/// A builder for `AUD` whose lookup reports `alloc` for the sample
+/// allocation (others are missing).
+fn builder(kr: *const wid_keyring, alloc: &'static u32) -> *mut wid_verifier_builder {
+    common::verifier::builder(kr, Some(sample_state), state(alloc), AUD)
+}
+
+/// One value for each of the verifier builder's setters (the issuer `None`
+/// is `(NULL, 0)`).
+#[derive(Clone, Copy)]
+struct Settings {
+    leeway_secs: i64,
+    key_wait_ms: i64,
+    max_token_bytes: usize,
+    require_exp: u32,
+    cache_entries: usize,
+    issuer: Option<&'static str>,
+    require_proof: u32,
+    max_proof_lifetime_secs: i64,
+    proof_replay_capacity: usize,
+}
+
+/// Calls every setter on `b` with `values`, in the header's order, each
+/// answering `want`.
+#[track_caller]
+fn set_all(b: *mut wid_verifier_builder, values: &Settings, want: wid_result) {
+    let Settings {
+        leeway_secs: leeway,
+        key_wait_ms: wait,
+        max_token_bytes: max,
+        require_exp: exp,
+        cache_entries: cache,
+        issuer,
+        require_proof,
+        max_proof_lifetime_secs: lifetime,
+        proof_replay_capacity: capacity,
+    } = *values;
+    let (iss, iss_len) = common::strings::opt(issuer);
+    // SAFETY: the issuer is valid for its length (or (NULL, 0)).
     unsafe {
-        *out = if id == ALLOC.as_bytes() {
-            state
-        } else {
-            WID_ALLOC_MISSING
-        }
-    };
-    WID_RESULT_OK
+        expect(wid_verifier_builder_set_leeway_secs(b, leeway), want);
+        expect(wid_verifier_builder_set_key_wait_ms(b, wait), want);
+        expect(wid_verifier_builder_set_max_token_bytes(b, max), want);
+        expect(wid_verifier_builder_set_require_exp(b, exp), want);
+        expect(wid_verifier_builder_set_cache_entries(b, cache), want);
+        expect(wid_verifier_builder_set_issuer(b, iss, iss_len), want);
+    }
+    set_proof_options(b, require_proof, lifetime, capacity, want);
 }
 
-static LIVE: u32 = WID_ALLOC_LIVE;
-static TERMINAL: u32 = WID_ALLOC_TERMINAL;
-
-fn builder(kr: *const wid_keyring, state: &'static u32) -> *mut wid_verifier_builder {
-    let mut b = null_mut();
-    let rc = unsafe {
-        wid_verifier_builder_new(
-            kr,
-            Some(lookup),
-            state as *const u32 as *mut c_void,
-            AUD.as_ptr().cast(),
-            AUD.len(),
-            &mut b,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    assert!(!b.is_null());
-    b
+/// Sets `b`'s proof options (required, the longest lifetime, the replay
+/// cache's capacity), each answering `want`.
+#[track_caller]
+fn set_proof_options(
+    b: *mut wid_verifier_builder,
+    require: u32,
+    lifetime_secs: i64,
+    capacity: usize,
+    want: wid_result,
+) {
+    // SAFETY: plain values; `b` is whatever the test passes.
+    unsafe {
+        expect(wid_verifier_builder_set_require_proof(b, require), want);
+        expect(
+            wid_verifier_builder_set_max_proof_lifetime_secs(b, lifetime_secs),
+            want,
+        );
+        expect(
+            wid_verifier_builder_set_proof_replay_capacity(b, capacity),
+            want,
+        );
+    }
 }
 
-fn build(b: *const wid_verifier_builder) -> *mut wid_verifier {
-    let mut v = null_mut();
-    expect(
-        unsafe { wid_verifier_builder_build(b, &mut v) },
-        WID_RESULT_OK,
-    );
-    assert!(!v.is_null());
-    v
-}
-
-fn verify_at(v: *const wid_verifier, token: &str, now: i64) -> wid_result {
-    unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), now, null_mut()) }
-}
-
-fn verify(v: *const wid_verifier, token: &str) -> wid_result {
-    verify_at(v, token, NOW)
-}
-
+/// `wid_explain` of `token` at `now`, which must succeed.
 fn explain_at(v: *const wid_verifier, token: &[u8], now: i64) -> serde_json::Value {
-    let mut out = empty();
-    let rc = unsafe { wid_explain(v, token.as_ptr().cast(), token.len(), now, &mut out) };
-    expect(rc, WID_RESULT_OK);
-    json(&mut out)
-}
-
-fn stats(v: *const wid_verifier) -> serde_json::Value {
-    let mut out = empty();
-    expect(unsafe { wid_verifier_stats(v, &mut out) }, WID_RESULT_OK);
-    json(&mut out)
+    let (t, tl) = (token.as_ptr().cast(), token.len());
+    json_of(|out| unsafe { wid_explain(v, t, tl, now, out) })
 }
 
 #[test]
 fn builder_new_checks_its_arguments() {
-    let kr = keyring();
-    let ud = &LIVE as *const u32 as *mut c_void;
+    let kr = k1();
+    let ud = state(&LIVE);
     let sentinel_b = std::ptr::dangling_mut::<wid_verifier_builder>();
     let mut b = sentinel_b;
     let new = |kr, f: wid_alloc_lookup_fn, aud: *const u8, len, out| unsafe {
         wid_verifier_builder_new(kr, f, ud, aud.cast(), len, out)
     };
     expect(
-        new(null(), Some(lookup), AUD.as_ptr(), 8, &mut b),
+        new(null(), Some(sample_state), AUD.as_ptr(), 8, &mut b),
         WID_RESULT_NULL_ARGUMENT,
     );
     expect(
         new(kr, None, AUD.as_ptr(), 8, &mut b),
         WID_RESULT_NULL_ARGUMENT,
     );
-    assert!(last_error().contains("lookup"), "{}", last_error());
+    error_says("lookup");
     expect(
-        new(kr, Some(lookup), null(), 8, &mut b),
+        new(kr, Some(sample_state), null(), 8, &mut b),
         WID_RESULT_NULL_ARGUMENT,
     );
     expect(
-        new(kr, Some(lookup), AUD.as_ptr(), 8, null_mut()),
+        new(kr, Some(sample_state), AUD.as_ptr(), 8, null_mut()),
         WID_RESULT_NULL_ARGUMENT,
     );
     // The audience is required, UTF-8, at most 4096 bytes.
     expect(
-        new(kr, Some(lookup), null(), 0, &mut b),
+        new(kr, Some(sample_state), null(), 0, &mut b),
         WID_RESULT_INVALID_ARGUMENT,
     );
     expect(
-        new(kr, Some(lookup), b"\xff\xfe".as_ptr(), 2, &mut b),
+        new(kr, Some(sample_state), b"\xff\xfe".as_ptr(), 2, &mut b),
         WID_RESULT_INVALID_ARGUMENT,
     );
     expect(
-        new(kr, Some(lookup), AUD.as_ptr(), usize::MAX, &mut b),
+        new(kr, Some(sample_state), AUD.as_ptr(), usize::MAX, &mut b),
         WID_RESULT_INVALID_ARGUMENT,
     );
     let long = vec![b'a'; 4097];
     expect(
-        new(kr, Some(lookup), long.as_ptr(), long.len(), &mut b),
+        new(kr, Some(sample_state), long.as_ptr(), long.len(), &mut b),
         WID_RESULT_INVALID_ARGUMENT,
     );
     // A verifier handle is not a keyring.
     let good = builder(kr, &LIVE);
     let v = build(good);
     expect(
-        new(v.cast(), Some(lookup), AUD.as_ptr(), 8, &mut b),
+        new(v.cast(), Some(sample_state), AUD.as_ptr(), 8, &mut b),
         WID_RESULT_INVALID_ARGUMENT,
     );
     assert_eq!(b, sentinel_b, "outputs are written only on success");
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_builder_free(good);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, good, kr) };
 }
 
 #[test]
 fn setters_refuse_bad_values_and_leave_the_builder_unchanged() {
-    let kr = keyring();
+    let kr = k1();
     let token = issue(kr, ISS);
     let b = builder(kr, &LIVE);
     // A valid configuration first.
-    unsafe {
-        expect(wid_verifier_builder_set_leeway_secs(b, 0), WID_RESULT_OK);
-        expect(wid_verifier_builder_set_key_wait_ms(b, 0), WID_RESULT_OK);
-        expect(
-            wid_verifier_builder_set_max_token_bytes(b, 4096),
-            WID_RESULT_OK,
-        );
-        expect(wid_verifier_builder_set_require_exp(b, 1), WID_RESULT_OK);
-        expect(wid_verifier_builder_set_cache_entries(b, 64), WID_RESULT_OK);
-        expect(
-            wid_verifier_builder_set_issuer(b, ISS.as_ptr().cast(), ISS.len()),
-            WID_RESULT_OK,
-        );
-        expect(wid_verifier_builder_set_require_proof(b, 0), WID_RESULT_OK);
-        expect(
-            wid_verifier_builder_set_max_proof_lifetime_secs(b, 60),
-            WID_RESULT_OK,
-        );
-        expect(
-            wid_verifier_builder_set_proof_replay_capacity(b, 1000),
-            WID_RESULT_OK,
-        );
-    }
+    let valid = Settings {
+        leeway_secs: 0,
+        key_wait_ms: 0,
+        max_token_bytes: 4096,
+        require_exp: 1,
+        cache_entries: 64,
+        issuer: Some(ISS),
+        require_proof: 0,
+        max_proof_lifetime_secs: 60,
+        proof_replay_capacity: 1000,
+    };
+    set_all(b, &valid, WID_RESULT_OK);
     // Every refusal.
     unsafe {
         let bad = WID_RESULT_INVALID_ARGUMENT;
         expect(wid_verifier_builder_set_leeway_secs(b, -1), bad);
-        assert!(last_error().contains("-1"), "{}", last_error());
+        error_says("-1");
         expect(wid_verifier_builder_set_leeway_secs(b, i64::MIN), bad);
         expect(wid_verifier_builder_set_key_wait_ms(b, -1), bad);
         expect(wid_verifier_builder_set_max_token_bytes(b, 0), bad);
         expect(wid_verifier_builder_set_require_exp(b, 2), bad);
-        assert!(last_error().contains("0 or 1"), "{}", last_error());
+        error_says("0 or 1");
         expect(wid_verifier_builder_set_require_proof(b, u32::MAX), bad);
         expect(
             wid_verifier_builder_set_issuer(b, b"\xff".as_ptr().cast(), 1),
@@ -294,25 +224,21 @@ fn setters_refuse_bad_values_and_leave_the_builder_unchanged() {
         expect(wid_verifier_builder_set_max_proof_lifetime_secs(b, 0), bad);
         expect(wid_verifier_builder_set_max_proof_lifetime_secs(b, -5), bad);
         expect(wid_verifier_builder_set_proof_replay_capacity(b, 15), bad);
-        assert!(last_error().contains("16"), "{}", last_error());
+        error_says("16");
         // NULL builders, whatever the value.
-        let nb = null_mut();
         let null_arg = WID_RESULT_NULL_ARGUMENT;
-        expect(wid_verifier_builder_set_leeway_secs(nb, -1), null_arg);
-        expect(wid_verifier_builder_set_key_wait_ms(nb, 0), null_arg);
-        expect(wid_verifier_builder_set_max_token_bytes(nb, 0), null_arg);
-        expect(wid_verifier_builder_set_require_exp(nb, 9), null_arg);
-        expect(wid_verifier_builder_set_cache_entries(nb, 1), null_arg);
-        expect(wid_verifier_builder_set_issuer(nb, null(), 0), null_arg);
-        expect(wid_verifier_builder_set_require_proof(nb, 0), null_arg);
-        expect(
-            wid_verifier_builder_set_max_proof_lifetime_secs(nb, 0),
-            null_arg,
-        );
-        expect(
-            wid_verifier_builder_set_proof_replay_capacity(nb, 0),
-            null_arg,
-        );
+        let whatever = Settings {
+            leeway_secs: -1,
+            key_wait_ms: 0,
+            max_token_bytes: 0,
+            require_exp: 9,
+            cache_entries: 1,
+            issuer: None,
+            require_proof: 0,
+            max_proof_lifetime_secs: 0,
+            proof_replay_capacity: 0,
+        };
+        set_all(null_mut(), &whatever, null_arg);
         let mut v = std::ptr::dangling_mut::<wid_verifier>();
         expect(wid_verifier_builder_build(null(), &mut v), null_arg);
         expect(wid_verifier_builder_build(b, null_mut()), null_arg);
@@ -327,7 +253,7 @@ fn setters_refuse_bad_values_and_leave_the_builder_unchanged() {
     expect(verify(v, &other), WID_RESULT_ISSUER_MISMATCH);
     let long = format!("{token}{}", "A".repeat(4096));
     expect(verify(v, &long), WID_RESULT_MALFORMED_TOKEN);
-    assert!(last_error().contains("4096"), "{}", last_error());
+    error_says("4096");
     // The cache was on: a second verification is a hit.
     expect(verify(v, &token), WID_RESULT_OK);
     let s = stats(v);
@@ -345,23 +271,14 @@ fn setters_refuse_bad_values_and_leave_the_builder_unchanged() {
     expect(verify(v2, &token), WID_RESULT_OK);
     assert_eq!(stats(v2)["cache_hits"], 0);
     // Verifiers outlive the builder and the keyring handle.
-    unsafe {
-        wid_verifier_builder_free(b);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(b, kr) };
     expect(verify(v2, &token), WID_RESULT_OK);
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_free(v2);
-    }
+    unsafe { free!(v, v2) };
 }
 
 #[test]
 fn the_defaults_are_the_rust_builders() {
-    let kr = keyring();
-    let token = issue(kr, "");
-    let b = builder(kr, &LIVE);
-    let v = build(b);
+    let (kr, token, b, v) = live_world();
     // 60 s leeway: valid until exp + 60.
     expect(verify_at(v, &token, NOW + 3600 + 59), WID_RESULT_OK);
     expect(verify_at(v, &token, NOW + 3600 + 60), WID_RESULT_EXPIRED);
@@ -370,19 +287,7 @@ fn the_defaults_are_the_rust_builders() {
     let vt = build(bt);
     expect(verify(vt, &token), WID_RESULT_ALLOCATION_TERMINAL);
     // A wrong audience.
-    let mut b2 = null_mut();
-    let aud = "nomad.io";
-    let rc = unsafe {
-        wid_verifier_builder_new(
-            kr,
-            Some(lookup),
-            &LIVE as *const u32 as *mut c_void,
-            aud.as_ptr().cast(),
-            aud.len(),
-            &mut b2,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
+    let b2 = common::verifier::builder(kr, Some(sample_state), state(&LIVE), "nomad.io");
     let v2 = build(b2);
     expect(verify(v2, &token), WID_RESULT_AUDIENCE_MISMATCH);
     unsafe {
@@ -398,7 +303,7 @@ fn the_defaults_are_the_rust_builders() {
 
 #[test]
 fn key_wait_leeway_and_max_token_bytes_take_effect() {
-    let kr = keyring();
+    let kr = k1();
     let token = issue(kr, "");
     let b = builder(kr, &LIVE);
     unsafe {
@@ -415,12 +320,7 @@ fn key_wait_leeway_and_max_token_bytes_take_effect() {
     expect(verify_at(v, &token, NOW + 3605), WID_RESULT_EXPIRED);
     // An unknown kid is waited for (50 ms), then refused.
     let other = {
-        let mut k = null_mut();
-        expect(unsafe { wid_keyring_new(&mut k) }, WID_RESULT_OK);
-        expect(
-            unsafe { wid_keyring_rotate(k, NOW, null_mut()) },
-            WID_RESULT_OK,
-        );
+        let k = rotated_keyring(NOW);
         let t = issue(k, "");
         unsafe { wid_keyring_free(k) };
         t
@@ -434,37 +334,16 @@ fn key_wait_leeway_and_max_token_bytes_take_effect() {
     let big = format!("{token}{}", "A".repeat(10_000));
     expect(verify(v, &big), WID_RESULT_MALFORMED_TOKEN);
     assert!(!last_error().contains("-byte limit"), "{}", last_error());
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_builder_free(b);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, b, kr) };
 }
 
 // ---- Proof options.
 
+/// A workload key and a WIT for it (from an EdDSA WIT key rotated into
+/// `kr`, issuer `ISS`).
 fn wit_and_key(kr: *const wid_keyring) -> (*mut wid_workload_key, String) {
-    let mut key = null_mut();
-    expect(
-        unsafe { wid_workload_key_generate(WID_ALG_ES256, &mut key) },
-        WID_RESULT_OK,
-    );
-    let mut out = empty();
-    expect(
-        unsafe { wid_workload_key_public_jwk(key, &mut out) },
-        WID_RESULT_OK,
-    );
-    let jwk = json(&mut out);
-    let member = |m: &str| jwk[m].as_str().unwrap_or("").to_string();
-    let mut req: IssueRequest = codec::decode(&request()).unwrap();
-    req.proof_key = Some(ProofKey {
-        alg: member("alg"),
-        crv: member("crv"),
-        kty: member("kty"),
-        x: member("x"),
-        y: member("y"),
-    });
-    let req = codec::encode(&req).unwrap();
+    let key = workload_key(WID_ALG_ES256);
+    let req = with_proof_key(&public_jwk(key));
     let td = "nomad.example.com";
     // WITs are signed only by WIT keys.
     expect(
@@ -473,80 +352,39 @@ fn wit_and_key(kr: *const wid_keyring) -> (*mut wid_workload_key, String) {
         },
         WID_RESULT_OK,
     );
-    let rc = unsafe {
-        wid_issue_wit(
-            kr,
-            WID_ALG_EDDSA,
-            req.as_ptr(),
-            req.len(),
-            ISS.as_ptr().cast(),
-            ISS.len(),
-            td.as_ptr().cast(),
-            td.len(),
-            NOW,
-            &mut out,
-        )
-    };
+    let mut out = empty();
+    let rc = issue_wit_into(
+        kr,
+        WID_ALG_EDDSA,
+        &req,
+        ISS.as_bytes(),
+        td.as_bytes(),
+        NOW,
+        &mut out,
+    );
     expect(rc, WID_RESULT_OK);
     (key, take(&mut out))
 }
 
+/// `key`'s proof for `wit` and `TARGET`, living `ttl` seconds.
 fn prove(key: *const wid_workload_key, wit: &str, ttl: i64) -> String {
-    let mut out = empty();
-    let rc = unsafe {
-        wid_workload_key_prove(
-            key,
-            wit.as_ptr().cast(),
-            wit.len(),
-            TARGET.as_ptr().cast(),
-            TARGET.len(),
-            null(),
-            0,
-            ttl,
-            NOW,
-            &mut out,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    take(&mut out)
+    ok(common::proof::prove(key, wit, TARGET, None, ttl, NOW))
 }
 
+/// The verdict on `wit` and its proof `wpt` for `TARGET` (no claims out).
 fn verify_proof(v: *const wid_verifier, wit: &str, wpt: &str) -> wid_result {
-    unsafe {
-        wid_verify_proof(
-            v,
-            wit.as_ptr().cast(),
-            wit.len(),
-            wpt.as_ptr().cast(),
-            wpt.len(),
-            TARGET.as_ptr().cast(),
-            TARGET.len(),
-            null(),
-            0,
-            NOW,
-            null_mut(),
-        )
-    }
+    let ((w, wl), (p, pl), (t, tl)) = (s(wit), s(wpt), s(TARGET));
+    unsafe { wid_verify_proof(v, w, wl, p, pl, t, tl, null(), 0, NOW, null_mut()) }
 }
 
 #[test]
 fn proof_options_take_effect() {
-    let kr = keyring();
+    let kr = k1();
     let bearer = issue(kr, "");
     let (key, wit) = wit_and_key(kr);
     let b = builder(kr, &LIVE);
-    unsafe {
-        expect(wid_verifier_builder_set_require_proof(b, 1), WID_RESULT_OK);
-        expect(
-            wid_verifier_builder_set_max_proof_lifetime_secs(b, 30),
-            WID_RESULT_OK,
-        );
-        // 16 entries: one workload key may hold 16/64, rounded up to 1.
-        expect(
-            wid_verifier_builder_set_proof_replay_capacity(b, 16),
-            WID_RESULT_OK,
-        );
-    }
+    // 16 entries: one workload key may hold 16/64, rounded up to 1.
+    set_proof_options(b, 1, 30, 16, WID_RESULT_OK);
     let v = build(b);
     // Bearer tokens are refused outright, and explain says where.
     expect(verify(v, &bearer), WID_RESULT_PROOF_REQUIRED);
@@ -567,38 +405,19 @@ fn proof_options_take_effect() {
     let next = prove(key, &wit, 20);
     expect(verify_proof(v, &wit, &next), WID_RESULT_PROOF_REPLAYED);
     // The default verifier from the same builder, reset: takes both.
-    unsafe {
-        expect(wid_verifier_builder_set_require_proof(b, 0), WID_RESULT_OK);
-        expect(
-            wid_verifier_builder_set_max_proof_lifetime_secs(b, 300),
-            WID_RESULT_OK,
-        );
-        expect(
-            wid_verifier_builder_set_proof_replay_capacity(b, 100_000),
-            WID_RESULT_OK,
-        );
-    }
+    set_proof_options(b, 0, 300, 100_000, WID_RESULT_OK);
     let v2 = build(b);
     expect(verify(v2, &bearer), WID_RESULT_OK);
     expect(verify_proof(v2, &wit, &long), WID_RESULT_OK);
     expect(verify_proof(v2, &wit, &next), WID_RESULT_OK);
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_free(v2);
-        wid_verifier_builder_free(b);
-        wid_workload_key_free(key);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, v2, b, key, kr) };
 }
 
 // ---- Explain and stats.
 
 #[test]
 fn explain_gives_the_steps_and_the_verdict() {
-    let kr = keyring();
-    let token = issue(kr, "");
-    let b = builder(kr, &LIVE);
-    let v = build(b);
+    let (kr, token, b, v) = live_world();
 
     let ok = explain_at(v, token.as_bytes(), NOW);
     assert_eq!(ok["accepted"], true, "{ok}");
@@ -717,7 +536,7 @@ fn explain_gives_the_steps_and_the_verdict() {
             wid_explain(v, b"\xff\xfe".as_ptr().cast(), 2, NOW, &mut out),
             WID_RESULT_MALFORMED_TOKEN,
         );
-        assert!(last_error().contains("UTF-8"), "{}", last_error());
+        error_says("UTF-8");
         expect(
             wid_explain(null(), token.as_ptr().cast(), token.len(), NOW, &mut out),
             WID_RESULT_NULL_ARGUMENT,
@@ -741,23 +560,12 @@ fn explain_gives_the_steps_and_the_verdict() {
     }
     assert!(is_sentinel(&out));
 
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_free(vm);
-        wid_verifier_builder_free(b);
-        wid_verifier_builder_free(bm);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, vm, b, bm, kr) };
 }
-
-static MISSING: u32 = WID_ALLOC_MISSING;
 
 #[test]
 fn stats_count_what_the_verifier_did() {
-    let kr = keyring();
-    let token = issue(kr, "");
-    let b = builder(kr, &LIVE);
-    let v = build(b);
+    let (kr, token, b, v) = live_world();
     assert_eq!(
         stats(v),
         serde_json::json!({"accepted":0,"rejected":0,"consistent_fallbacks":0,
@@ -776,59 +584,39 @@ fn stats_count_what_the_verifier_did() {
     assert_eq!(stats(vm)["consistent_fallbacks"], 1);
 
     let mut out = sentinel();
+    let (na, bad) = (WID_RESULT_NULL_ARGUMENT, WID_RESULT_INVALID_ARGUMENT);
     unsafe {
-        expect(
-            wid_verifier_stats(null(), &mut out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(wid_verifier_stats(v, null_mut()), WID_RESULT_NULL_ARGUMENT);
-        expect(
-            wid_verifier_stats(kr.cast(), &mut out),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_verifier_stats(b.cast(), &mut out),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
+        expect(wid_verifier_stats(null(), &mut out), na);
+        expect(wid_verifier_stats(v, null_mut()), na);
+        expect(wid_verifier_stats(kr.cast(), &mut out), bad);
+        expect(wid_verifier_stats(b.cast(), &mut out), bad);
     }
     assert!(is_sentinel(&out));
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_free(vm);
-        wid_verifier_builder_free(b);
-        wid_verifier_builder_free(bm);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, vm, b, bm, kr) };
 }
 
 #[test]
 fn wrong_handle_types_are_refused_and_frees_ignored() {
-    let kr = keyring();
-    let token = issue(kr, "");
-    let b = builder(kr, &LIVE);
-    let v = build(b);
+    let (kr, token, b, v) = live_world();
     let bad = WID_RESULT_INVALID_ARGUMENT;
     let kr_as_b: *mut wid_verifier_builder = kr.cast();
     let v_as_b: *mut wid_verifier_builder = v.cast();
     let b_as_v: *const wid_verifier = b.cast();
     let mut out_v = std::ptr::dangling_mut::<wid_verifier>();
+    let values = Settings {
+        leeway_secs: 1,
+        key_wait_ms: 1,
+        max_token_bytes: 1,
+        require_exp: 1,
+        cache_entries: 1,
+        issuer: None,
+        require_proof: 1,
+        max_proof_lifetime_secs: 1,
+        proof_replay_capacity: 16,
+    };
     unsafe {
         for wrong in [kr_as_b, v_as_b] {
-            expect(wid_verifier_builder_set_leeway_secs(wrong, 1), bad);
-            expect(wid_verifier_builder_set_key_wait_ms(wrong, 1), bad);
-            expect(wid_verifier_builder_set_max_token_bytes(wrong, 1), bad);
-            expect(wid_verifier_builder_set_require_exp(wrong, 1), bad);
-            expect(wid_verifier_builder_set_cache_entries(wrong, 1), bad);
-            expect(wid_verifier_builder_set_issuer(wrong, null(), 0), bad);
-            expect(wid_verifier_builder_set_require_proof(wrong, 1), bad);
-            expect(
-                wid_verifier_builder_set_max_proof_lifetime_secs(wrong, 1),
-                bad,
-            );
-            expect(
-                wid_verifier_builder_set_proof_replay_capacity(wrong, 16),
-                bad,
-            );
+            set_all(wrong, &values, bad);
             expect(wid_verifier_builder_build(wrong, &mut out_v), bad);
             wid_verifier_builder_free(wrong);
         }
@@ -854,7 +642,7 @@ fn wrong_handle_types_are_refused_and_frees_ignored() {
 
 #[test]
 fn a_builder_and_its_verifiers_are_shared_by_threads() {
-    let kr = keyring();
+    let kr = k1();
     let token = issue(kr, "");
     let b = builder(kr, &LIVE) as usize;
     let v = build(b as *const _) as usize;

@@ -5,47 +5,24 @@
 
 mod common;
 
-use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
 
-use common::ffi_text::{last_error, name};
+use common::bytes::empty;
+use common::ffi_text::{error_says, last_error};
+use common::identity::{AUD, NOW};
+use common::keys::keyring;
+use common::live::ffi_live;
+use common::result::expect;
+use common::strings::{nul_text, s};
 use workload_identity::codec;
 use workload_identity_ffi::*;
-
-const NOW: i64 = 1_700_000_000;
-
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-unsafe extern "C" fn live(
-    _: *mut c_void,
-    _: *const u8,
-    _: usize,
-    _: wid_consistency,
-    out: *mut wid_alloc,
-) -> wid_result {
-    unsafe { *out = WID_ALLOC_LIVE };
-    WID_RESULT_OK
-}
-
-fn s(v: &str) -> (*const c_char, usize) {
-    (v.as_ptr().cast(), v.len())
-}
-
-fn text<'a>(p: *const c_char, len: usize) -> &'a str {
-    // The library NUL-terminates what it hands out.
-    assert_eq!(unsafe { *p.add(len) }, 0);
-    unsafe { std::str::from_utf8(std::slice::from_raw_parts(p.cast::<u8>(), len)) }.unwrap()
-}
 
 fn get(c: *const wid_claims, key: &str) -> Result<String, String> {
     let (k, kl) = s(key);
     let (mut p, mut n) = (null(), 777usize);
     let rc = unsafe { wid_claims_str(c, k, kl, &mut p, &mut n) };
     if rc == WID_RESULT_OK {
-        Ok(text(p, n).to_string())
+        Ok(nul_text(p, n).to_string())
     } else {
         assert!(p.is_null() && n == 777, "not written on failure");
         Err(last_error())
@@ -54,37 +31,17 @@ fn get(c: *const wid_claims, key: &str) -> Result<String, String> {
 
 /// A verified task token's claims, as a handle.
 fn verified() -> (*mut wid_keyring, *mut wid_verifier, *mut wid_claims) {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [5u8; 32];
-    expect(
-        unsafe {
-            wid_keyring_insert(
-                kr,
-                c"k1".as_ptr(),
-                2,
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_ACTIVE,
-                0,
-            )
-        },
-        WID_RESULT_OK,
-    );
+    let kr = keyring("k1", 5);
     let req = codec::encode(&common::issue_request_task()).unwrap();
-    let mut token = wid_bytes {
-        data: null_mut(),
-        len: 0,
-    };
+    let mut token = empty();
     expect(
         unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut token) },
         WID_RESULT_OK,
     );
     let mut v = null_mut();
-    let (a, al) = s("vault.io");
+    let (a, al) = s(AUD);
     expect(
-        unsafe { wid_verifier_new(kr, a, al, 0, Some(live), null_mut(), &mut v) },
+        unsafe { wid_verifier_new(kr, a, al, 0, Some(ffi_live), null_mut(), &mut v) },
         WID_RESULT_OK,
     );
     let mut c = null_mut();
@@ -140,7 +97,7 @@ fn a_verified_tokens_claims_without_json() {
                 unsafe { wid_claims_audience(c, i, &mut p, &mut l) },
                 WID_RESULT_OK,
             );
-            text(p, l).to_string()
+            nul_text(p, l).to_string()
         })
         .collect();
     assert_eq!(auds, ["vault.io", "consul.io"]);
@@ -153,7 +110,7 @@ fn a_verified_tokens_claims_without_json() {
         unsafe { wid_claims_identity_name(c, &mut p, &mut l) },
         WID_RESULT_OK,
     );
-    assert_eq!(text(p, l), "vault_default");
+    assert_eq!(nul_text(p, l), "vault_default");
     // NULLs and other handles.
     expect(
         unsafe { wid_claims_identity_name(null(), &mut p, &mut l) },
@@ -198,11 +155,7 @@ fn claims_json_from_elsewhere_and_subjects_without_an_identity() {
         unsafe { wid_claims_identity_name(c, &mut p, &mut l) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(
-        last_error().contains("names no identity"),
-        "{}",
-        last_error()
-    );
+    error_says("names no identity");
     assert!(p.is_null());
     unsafe { wid_claims_free(c) };
     for bad in [&b"[1,2]"[..], b"{", b""] {

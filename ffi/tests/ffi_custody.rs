@@ -6,16 +6,13 @@
 
 mod common;
 
-use std::ffi::c_char;
 use std::os::unix::fs::PermissionsExt;
 use std::ptr::{null, null_mut};
 
-use common::ffi_text::{last_error, name};
+use common::ffi_text::{error_says, last_error, name};
+use common::keys::{jwks, new_keyring};
+use common::strings::s;
 use workload_identity_ffi::*;
-
-fn s(text: &str) -> (*const c_char, usize) {
-    (text.as_ptr().cast(), text.len())
-}
 
 fn kek_file(dir: &std::path::Path, name: &str, byte: u8) -> String {
     let p = dir.join(name);
@@ -41,8 +38,7 @@ fn wrapped_keystores_through_the_c_abi() {
     unsafe {
         let a = wrapper(&ka);
         let b = wrapper(&kb);
-        let mut kr = null_mut();
-        assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
+        let kr = new_keyring();
         for alg in [WID_ALG_EDDSA, WID_ALG_ES256, WID_ALG_RS256] {
             assert_eq!(
                 wid_keyring_rotate_alg(kr, alg, 1_700_000_000, null_mut()),
@@ -57,16 +53,6 @@ fn wrapped_keystores_through_the_c_abi() {
         // Loads with its KEK; the JWKS is the same.
         let mut back = null_mut();
         assert_eq!(wid_keyring_load_wrapped(p, n, a, &mut back), WID_RESULT_OK);
-        let jwks = |k: *const wid_keyring| {
-            let mut out = wid_bytes {
-                data: null_mut(),
-                len: 0,
-            };
-            assert_eq!(wid_keyring_jwks(k, &mut out), WID_RESULT_OK);
-            let v = std::slice::from_raw_parts(out.data, out.len).to_vec();
-            wid_bytes_free(&mut out);
-            v
-        };
         assert_eq!(jwks(back), jwks(kr));
         wid_keyring_free(back);
 
@@ -77,21 +63,13 @@ fn wrapped_keystores_through_the_c_abi() {
             wid_keyring_load_wrapped(p, n, b, &mut out),
             WID_RESULT_KEY_CUSTODY_FAILED
         );
-        assert!(
-            last_error().contains("not by the given KEK"),
-            "{}",
-            last_error()
-        );
+        error_says("not by the given KEK");
         assert_eq!(out, sentinel, "no output on failure");
         assert_eq!(
             wid_keyring_load(p, n, &mut out),
             WID_RESULT_KEY_CUSTODY_FAILED
         );
-        assert!(
-            last_error().contains("no KEK was given"),
-            "{}",
-            last_error()
-        );
+        error_says("no KEK was given");
         assert_eq!(
             name(WID_RESULT_KEY_CUSTODY_FAILED),
             "WID_RESULT_KEY_CUSTODY_FAILED"
@@ -114,7 +92,7 @@ fn wrapped_keystores_through_the_c_abi() {
             wid_keyring_load_wrapped(p, n, a, &mut out),
             WID_RESULT_KEY_CUSTODY_FAILED
         );
-        assert!(last_error().contains("plaintext"), "{}", last_error());
+        error_says("plaintext");
         assert_eq!(
             wid_keystore_rewrap(p, n, null(), a, null_mut()),
             WID_RESULT_OK
@@ -152,7 +130,7 @@ fn wrapped_keystores_through_the_c_abi() {
             wid_keyring_save_wrapped(kr, p, n, kr.cast::<wid_key_wrapper>()),
             WID_RESULT_INVALID_ARGUMENT
         );
-        assert!(last_error().contains("wid_key_wrapper"), "{}", last_error());
+        error_says("wid_key_wrapper");
         assert_eq!(
             wid_keyring_save_wrapped(a.cast::<wid_keyring>(), p, n, a),
             WID_RESULT_INVALID_ARGUMENT
@@ -183,7 +161,7 @@ fn wrapped_keystores_through_the_c_abi() {
             wid_key_wrapper_kek_file(kp, kn, &mut w),
             WID_RESULT_IO_ERROR
         );
-        assert!(last_error().contains("mode 0644"), "{}", last_error());
+        error_says("mode 0644");
 
         // Transit: refused plainly when built without it, fails closed on an
         // unreachable server when built with it.
@@ -193,18 +171,10 @@ fn wrapped_keystores_through_the_c_abi() {
         let rc = wid_key_wrapper_transit(ap, an, null(), 0, kp, kn, tp, tn, null(), 0, &mut w);
         if cfg!(feature = "transit") {
             assert_eq!(rc, WID_RESULT_KEY_CUSTODY_FAILED, "{}", last_error());
-            assert!(
-                last_error().contains("cannot reach Transit"),
-                "{}",
-                last_error()
-            );
+            error_says("cannot reach Transit");
         } else {
             assert_eq!(rc, WID_RESULT_INVALID_ARGUMENT);
-            assert!(
-                last_error().contains("--features transit"),
-                "{}",
-                last_error()
-            );
+            error_says("--features transit");
         }
         assert_eq!(w, std::ptr::dangling_mut::<wid_key_wrapper>());
         let (hp, hn) = s("http://vault.example.com");

@@ -13,37 +13,19 @@ use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
 
-use common::ffi_text::{last_error, name};
+use common::bytes::{empty, json, json_of, take};
+use common::ffi_text::{error_says, last_error, name};
+use common::handles::{free, made};
+use common::keys::{issuer, keyring as keyring_of};
+use common::result::expect;
+#[cfg(any(feature = "vault", feature = "consul"))]
+use common::strings::StrArg;
+use common::strings::{s, text};
 use workload_identity::codec;
 use workload_identity::model::{GoDuration, IssueRequest};
 use workload_identity_ffi::*;
 
 const T0: i64 = 1_700_000_000_000;
-
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-fn text<'a>(p: *const c_char, len: usize) -> &'a str {
-    unsafe { std::str::from_utf8(std::slice::from_raw_parts(p.cast::<u8>(), len)) }.unwrap()
-}
 
 /// The task's identity `vault_default`, 1 h.
 fn request() -> IssueRequest {
@@ -52,36 +34,14 @@ fn request() -> IssueRequest {
     r
 }
 
+/// A keyring with an active EdDSA key `k1`.
 fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [7u8; 32];
-    let rc = unsafe {
-        wid_keyring_insert(
-            kr,
-            c"k1".as_ptr(),
-            2,
-            m.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_HKDF_V1,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    kr
+    keyring_of("k1", 7)
 }
 
-fn issuer(kr: *const wid_keyring) -> *mut wid_issuer {
-    let mut b = null_mut();
-    expect(unsafe { wid_issuer_builder_new(kr, &mut b) }, WID_RESULT_OK);
-    let mut iss = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_build(b, &mut iss) },
-        WID_RESULT_OK,
-    );
-    unsafe { wid_issuer_builder_free(b) };
-    iss
+/// A keyring with another key under the same ID.
+fn keyring_with_other_key() -> *mut wid_keyring {
+    keyring_of("k1", 9)
 }
 
 /// What the callbacks saw, in order.
@@ -97,6 +57,19 @@ struct Log {
 }
 
 impl Log {
+    /// A log whose host signer signs ("ok") with `kr`'s keys.
+    fn signing_with(kr: *const wid_keyring) -> Log {
+        let log = Log {
+            kr: kr as usize,
+            ..Log::default()
+        };
+        *log.signer.lock().unwrap() = "ok";
+        log
+    }
+    /// `self` as the callbacks' userdata.
+    fn ud(&self) -> *mut c_void {
+        (self as *const Log).cast_mut().cast()
+    }
     fn push(&self, e: String) {
         self.events.lock().unwrap().push(e);
     }
@@ -233,92 +206,120 @@ unsafe extern "C" fn sign(
     unsafe { wid_output_set(out_token, token.as_ptr(), token.len()) }
 }
 
-fn s(v: &str) -> (*const c_char, usize) {
-    (v.as_ptr().cast(), v.len())
+/// A temporary state directory, and its path.
+fn state_dir() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    (dir, path)
 }
 
-/// A builder over `kr` and `dir` with the task's identity, a watcher and a
-/// host exchange `x`, all reporting to `log`.
-fn builder(kr: *const wid_keyring, dir: &str, log: &Log) -> *mut wid_identity_manager_builder {
-    let mut b = null_mut();
+/// A host exchange's callbacks: derive, refresh, release.
+type Callbacks = (
+    wid_exchange_derive_fn,
+    wid_exchange_refresh_fn,
+    wid_exchange_release_fn,
+);
+
+/// Adds to `b` the host exchange `name` of identity `server/<identity>`,
+/// its callbacks `cb` called with `ud`.
+fn add_exchange(
+    b: *mut wid_identity_manager_builder,
+    name: &str,
+    identity: &str,
+    (derive, refresh, release): Callbacks,
+    ud: *mut c_void,
+) -> wid_result {
+    let ((n, nl), (w, wl), (i, il)) = (s(name), s("server"), s(identity));
+    unsafe {
+        wid_identity_manager_builder_add_exchange(
+            b, n, nl, w, wl, i, il, derive, refresh, release, ud,
+        )
+    }
+}
+
+/// A builder over `kr` and `dir` with the task's identity (no watcher, no
+/// exchange, no signer yet).
+fn task_builder(kr: *const wid_keyring, dir: &str) -> *mut wid_identity_manager_builder {
     let (d, dl) = s(dir);
-    expect(
-        unsafe { wid_identity_manager_builder_new(kr, d, dl, &mut b) },
-        WID_RESULT_OK,
-    );
+    let b = made(|out| unsafe { wid_identity_manager_builder_new(kr, d, dl, out) });
     let req = codec::encode(&request()).unwrap();
     expect(
         unsafe { wid_identity_manager_builder_add_identity(b, req.as_ptr(), req.len()) },
         WID_RESULT_OK,
     );
-    let ud = (log as *const Log).cast_mut().cast::<c_void>();
+    b
+}
+
+/// A builder over `kr` and `dir` with the task's identity, a watcher and a
+/// host exchange `x`, all reporting to `log`.
+fn builder(kr: *const wid_keyring, dir: &str, log: &Log) -> *mut wid_identity_manager_builder {
+    let b = task_builder(kr, dir);
     expect(
-        unsafe { wid_identity_manager_builder_set_watcher(b, Some(watch), ud) },
+        unsafe { wid_identity_manager_builder_set_watcher(b, Some(watch), log.ud()) },
         WID_RESULT_OK,
     );
-    let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+    let callbacks = (Some(derive as _), Some(refresh as _), Some(release as _));
     expect(
-        unsafe {
-            wid_identity_manager_builder_add_exchange(
-                b,
-                n,
-                nl,
-                w,
-                wl,
-                i,
-                il,
-                Some(derive),
-                Some(refresh),
-                Some(release),
-                ud,
-            )
-        },
+        add_exchange(b, "x", "vault_default", callbacks, log.ud()),
         WID_RESULT_OK,
     );
     b
 }
 
 fn build(b: *mut wid_identity_manager_builder) -> *mut wid_identity_manager {
-    let mut m = null_mut();
+    made(|out| unsafe { wid_identity_manager_builder_build(b, out) })
+}
+
+/// [`builder`] with the in-process issuer of `kr`, built (the builder
+/// freed).
+fn manager(kr: *const wid_keyring, dir: &str, log: &Log) -> *mut wid_identity_manager {
+    let b = builder(kr, dir, log);
+    in_process(b, kr);
+    let m = build(b);
+    unsafe { free!(b) };
+    m
+}
+
+/// [`builder`] with the host signer `sign` reporting to `log`, built (the
+/// builder freed).
+fn host_signed(kr: *const wid_keyring, dir: &str, log: &Log) -> *mut wid_identity_manager {
+    let b = builder(kr, dir, log);
     expect(
-        unsafe { wid_identity_manager_builder_build(b, &mut m) },
+        unsafe { wid_identity_manager_builder_set_signer(b, Some(sign), log.ud()) },
         WID_RESULT_OK,
     );
-    assert!(!m.is_null());
+    let m = build(b);
+    unsafe { free!(b) };
     m
+}
+
+/// The text a manager's call wrote to `out` on success, or the library's
+/// detail, `out` checked unwritten.
+fn text_or_detail(rc: wid_result, out: &mut wid_bytes) -> Result<String, String> {
+    if rc == WID_RESULT_OK {
+        Ok(take(out))
+    } else {
+        assert!(out.data.is_null(), "not written on failure");
+        Err(last_error())
+    }
 }
 
 fn secret(m: *const wid_identity_manager) -> Result<String, String> {
     let mut out = empty();
     let (n, nl) = s("x");
     let rc = unsafe { wid_identity_manager_secret(m, n, nl, &mut out) };
-    if rc == WID_RESULT_OK {
-        Ok(take(&mut out))
-    } else {
-        assert!(out.data.is_null(), "not written on failure");
-        Err(last_error())
-    }
+    text_or_detail(rc, &mut out)
 }
 
 fn current(m: *const wid_identity_manager, now: i64) -> Result<String, String> {
     let mut out = empty();
     let ((w, wl), (i, il)) = (s("server"), s("vault_default"));
     let rc = unsafe { wid_identity_manager_current(m, w, wl, i, il, now, &mut out) };
-    if rc == WID_RESULT_OK {
-        Ok(take(&mut out))
-    } else {
-        assert!(out.data.is_null(), "not written on failure");
-        Err(last_error())
-    }
+    text_or_detail(rc, &mut out)
 }
 
 fn health(m: *const wid_identity_manager, now: i64) -> serde_json::Value {
-    let mut out = empty();
-    expect(
-        unsafe { wid_identity_manager_health_json(m, now, &mut out) },
-        WID_RESULT_OK,
-    );
-    serde_json::from_str(&take(&mut out)).unwrap()
+    json_of(|out| unsafe { wid_identity_manager_health_json(m, now, out) })
 }
 
 fn in_process(b: *mut wid_identity_manager_builder, kr: *const wid_keyring) {
@@ -327,13 +328,12 @@ fn in_process(b: *mut wid_identity_manager_builder, kr: *const wid_keyring) {
         unsafe { wid_identity_manager_builder_set_issuer(b, iss) },
         WID_RESULT_OK,
     );
-    unsafe { wid_issuer_free(iss) };
+    unsafe { free!(iss) };
 }
 
 #[test]
 fn start_restore_and_a_secret_that_cannot_be_confirmed() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path().to_str().unwrap().to_string();
+    let (_dir, dir) = state_dir();
     let kr = keyring();
     let log = Log::default();
     *log.refresh.lock().unwrap() = Some(WID_REFRESHED_KEPT);
@@ -347,7 +347,7 @@ fn start_restore_and_a_secret_that_cannot_be_confirmed() {
         unsafe { wid_identity_manager_builder_build(b, &mut again) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("already built"), "{}", last_error());
+    error_says("already built");
     assert!(again.is_null());
     unsafe { wid_identity_manager_builder_free(b) };
 
@@ -382,16 +382,13 @@ fn start_restore_and_a_secret_that_cannot_be_confirmed() {
 
     // A restart: a new manager on the same directory confirms the saved
     // secret (refresh, reason RESTORED) and delivers it as restored.
-    let b = builder(kr, &dir, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &dir, &log);
     let mut report = empty();
     expect(
         unsafe { wid_identity_manager_restore(m, T0 + 5_000, &mut report) },
         WID_RESULT_OK,
     );
-    let report: serde_json::Value = serde_json::from_str(&take(&mut report)).unwrap();
+    let report = json(&mut report);
     assert_eq!(report["reused"], true, "{report}");
     assert_eq!(report["rederived"], serde_json::json!([]));
     assert_eq!(current(m, T0 + 5_000).unwrap(), token, "the saved token");
@@ -409,10 +406,7 @@ fn start_restore_and_a_secret_that_cannot_be_confirmed() {
     // handed out unconfirmed (not delivered, not readable), and is released
     // only after its successor was delivered.
     *log.refresh.lock().unwrap() = None;
-    let b = builder(kr, &dir, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &dir, &log);
     expect(
         unsafe { wid_identity_manager_restore(m, T0 + 6_000, null_mut()) },
         WID_RESULT_TOKEN_EXCHANGE_FAILED,
@@ -482,29 +476,16 @@ fn start_restore_and_a_secret_that_cannot_be_confirmed() {
             .contains("with outcome 0"),
         "{h}"
     );
-    unsafe { wid_identity_manager_free(m) };
-    unsafe { wid_keyring_free(kr) };
+    unsafe { free!(m, kr) };
 }
 
 #[test]
 fn a_host_signer_is_checked_and_fails_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path().to_str().unwrap().to_string();
+    let (_dir, dir) = state_dir();
     let kr = keyring();
-    let log = Log {
-        kr: kr as usize,
-        ..Log::default()
-    };
-    *log.signer.lock().unwrap() = "ok";
+    let log = Log::signing_with(kr);
     *log.refresh.lock().unwrap() = Some(WID_REFRESHED_KEPT);
-    let b = builder(kr, &dir, &log);
-    let ud = (&log as *const Log).cast_mut().cast::<c_void>();
-    expect(
-        unsafe { wid_identity_manager_builder_set_signer(b, Some(sign), ud) },
-        WID_RESULT_OK,
-    );
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = host_signed(kr, &dir, &log);
     expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
     assert_eq!(log.take()[..2], ["sign ok", "derive -> s1"]);
     assert!(current(m, T0).is_ok());
@@ -542,63 +523,20 @@ fn a_host_signer_is_checked_and_fails_closed() {
     }
     // A token no key of the keyring signed is refused.
     let other = keyring_with_other_key();
-    let foreign = Log {
-        kr: other as usize,
-        ..Log::default()
-    };
-    *foreign.signer.lock().unwrap() = "ok";
-    let b = builder(kr, &dir, &foreign);
-    let ud = (&foreign as *const Log).cast_mut().cast::<c_void>();
-    expect(
-        unsafe { wid_identity_manager_builder_set_signer(b, Some(sign), ud) },
-        WID_RESULT_OK,
-    );
-    let m2 = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let foreign = Log::signing_with(other);
+    let m2 = host_signed(kr, &dir, &foreign);
     expect(
         unsafe { wid_identity_manager_start(m2, T0) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(
-        last_error().contains("does not verify against the manager's keyring"),
-        "{}",
-        last_error()
-    );
+    error_says("does not verify against the manager's keyring");
     assert!(current(m2, T0).is_err());
-    unsafe {
-        wid_identity_manager_free(m2);
-        wid_identity_manager_free(m);
-        wid_keyring_free(other);
-        wid_keyring_free(kr);
-    }
-}
-
-fn keyring_with_other_key() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [9u8; 32];
-    expect(
-        unsafe {
-            wid_keyring_insert(
-                kr,
-                c"k1".as_ptr(),
-                2,
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_ACTIVE,
-                0,
-            )
-        },
-        WID_RESULT_OK,
-    );
-    kr
+    unsafe { free!(m2, m, other, kr) };
 }
 
 #[test]
 fn builder_refusals_nulls_and_wrong_handles() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap().to_string();
+    let (_dir, d) = state_dir();
     let kr = keyring();
     let log = Log::default();
     let (dp, dl) = s(&d);
@@ -631,62 +569,28 @@ fn builder_refusals_nulls_and_wrong_handles() {
         unsafe { wid_identity_manager_builder_build(b, &mut m) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("has no signer"), "{}", last_error());
+    error_says("has no signer");
     assert!(m.is_null());
     // Two exchanges of one name.
     in_process(b, kr);
-    let ud = (&log as *const Log).cast_mut().cast::<c_void>();
-    let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+    let ud = log.ud();
+    let derive_only = (Some(derive as _), None, None);
     expect(
-        unsafe {
-            wid_identity_manager_builder_add_exchange(
-                b,
-                n,
-                nl,
-                w,
-                wl,
-                i,
-                il,
-                Some(derive),
-                None,
-                None,
-                ud,
-            )
-        },
+        add_exchange(b, "x", "vault_default", derive_only, ud),
         WID_RESULT_OK,
     );
     expect(
         unsafe { wid_identity_manager_builder_build(b, &mut m) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(
-        last_error().contains("two exchanges are named \"x\""),
-        "{}",
-        last_error()
-    );
+    error_says("two exchanges are named \"x\"");
     // No derive; an empty name; bytes that are no request.
     expect(
-        unsafe {
-            wid_identity_manager_builder_add_exchange(b, n, nl, w, wl, i, il, None, None, None, ud)
-        },
+        add_exchange(b, "x", "vault_default", (None, None, None), ud),
         WID_RESULT_NULL_ARGUMENT,
     );
     expect(
-        unsafe {
-            wid_identity_manager_builder_add_exchange(
-                b,
-                n,
-                0,
-                w,
-                wl,
-                i,
-                il,
-                Some(derive),
-                None,
-                None,
-                ud,
-            )
-        },
+        add_exchange(b, "", "vault_default", derive_only, ud),
         WID_RESULT_INVALID_ARGUMENT,
     );
     expect(
@@ -698,30 +602,15 @@ fn builder_refusals_nulls_and_wrong_handles() {
     // An exchange of an identity not requested.
     let b = builder(kr, &d, &log);
     in_process(b, kr);
-    let ((n2, n2l), (i2, i2l)) = (s("y"), s("vault_other"));
     expect(
-        unsafe {
-            wid_identity_manager_builder_add_exchange(
-                b,
-                n2,
-                n2l,
-                w,
-                wl,
-                i2,
-                i2l,
-                Some(derive),
-                None,
-                None,
-                ud,
-            )
-        },
+        add_exchange(b, "y", "vault_other", derive_only, ud),
         WID_RESULT_OK,
     );
     expect(
         unsafe { wid_identity_manager_builder_build(b, &mut m) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("not requested"), "{}", last_error());
+    error_says("not requested");
     unsafe { wid_identity_manager_builder_free(b) };
 
     // The manager's functions refuse NULL and other handles.
@@ -734,17 +623,14 @@ fn builder_refusals_nulls_and_wrong_handles() {
         WID_RESULT_INVALID_ARGUMENT,
     );
     let mut next = 7;
-    let b = builder(kr, &d, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &d, &log);
     expect(
         unsafe { wid_identity_manager_next_due_ms(m, &mut next) },
         WID_RESULT_INVALID_ARGUMENT,
     );
     assert_eq!(next, 7, "not written on failure");
     let mut out = empty();
-    let (ow, owl) = s("nope");
+    let ((ow, owl), (i, il)) = (s("nope"), s("vault_default"));
     expect(
         unsafe { wid_identity_manager_current(m, ow, owl, i, il, T0, &mut out) },
         WID_RESULT_INVALID_ARGUMENT,
@@ -768,20 +654,21 @@ fn builder_refusals_nulls_and_wrong_handles() {
     }
 }
 
+/// A login's workload, identity and role (or auth method), as
+/// `(pointer, length)` pairs.
+#[cfg(any(feature = "vault", feature = "consul"))]
+fn login_of() -> (StrArg, StrArg, StrArg) {
+    (s("server"), s("vault_default"), s("nomad-workloads"))
+}
+
 #[cfg(feature = "vault")]
 #[test]
 fn a_vault_login_is_checked_when_added() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap().to_string();
-    let kr = keyring();
-    let log = Log::default();
+    let (_dir, d) = state_dir();
+    let (kr, log) = (keyring(), Log::default());
     let mut cfg = null_mut();
-    let ((a, al), (w, wl), (i, il), (r, rl)) = (
-        s("http://vault.example.com:8200"),
-        s("server"),
-        s("vault_default"),
-        s("nomad-workloads"),
-    );
+    let ((w, wl), (i, il), (r, rl)) = login_of();
+    let (a, al) = s("http://vault.example.com:8200");
     expect(
         unsafe { wid_vault_login_config_new(a, al, w, wl, i, il, r, rl, &mut cfg) },
         WID_RESULT_OK,
@@ -800,7 +687,7 @@ fn a_vault_login_is_checked_when_added() {
         unsafe { wid_identity_manager_builder_add_vault_login(b, cfg) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("http"), "{}", last_error());
+    error_says("http");
     unsafe { wid_vault_login_config_free(cfg) };
     let ((a, al), (n, nl)) = (s("https://vault.example.com:8200"), s("x"));
     expect(
@@ -822,32 +709,18 @@ fn a_vault_login_is_checked_when_added() {
         unsafe { wid_identity_manager_builder_build(b, &mut m) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(
-        last_error().contains("two exchanges are named \"x\""),
-        "{}",
-        last_error()
-    );
-    unsafe {
-        wid_vault_login_config_free(cfg);
-        wid_identity_manager_builder_free(b);
-        wid_keyring_free(kr);
-    }
+    error_says("two exchanges are named \"x\"");
+    unsafe { free!(cfg, b, kr) };
 }
 
 #[cfg(feature = "consul")]
 #[test]
 fn a_consul_login_is_checked_when_added() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap().to_string();
-    let kr = keyring();
-    let log = Log::default();
+    let (_dir, d) = state_dir();
+    let (kr, log) = (keyring(), Log::default());
     let mut cfg = null_mut();
-    let ((a, al), (w, wl), (i, il), (m, ml)) = (
-        s("http://consul.example.com:8500"),
-        s("server"),
-        s("vault_default"),
-        s("nomad-workloads"),
-    );
+    let ((w, wl), (i, il), (m, ml)) = login_of();
+    let (a, al) = s("http://consul.example.com:8500");
     expect(
         unsafe { wid_consul_login_config_new(a, al, w, wl, i, il, m, ml, null_mut()) },
         WID_RESULT_NULL_ARGUMENT,
@@ -879,7 +752,7 @@ fn a_consul_login_is_checked_when_added() {
         unsafe { wid_identity_manager_builder_add_consul_login(b, cfg) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("http"), "{}", last_error());
+    error_says("http");
     // A Vault config is not a Consul one.
     expect(
         unsafe { wid_identity_manager_builder_add_consul_login(b, kr.cast()) },
@@ -905,12 +778,7 @@ fn a_consul_login_is_checked_when_added() {
         .map(|x| x["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["x", "consul"]);
-    unsafe {
-        wid_consul_login_config_free(cfg);
-        wid_identity_manager_builder_free(b);
-        wid_identity_manager_free(mgr);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(cfg, b, mgr, kr) };
 }
 
 /// The manager's functions from many threads at once: readers (`current`,
@@ -919,15 +787,11 @@ fn a_consul_login_is_checked_when_added() {
 /// under way and does only what is still due).
 #[test]
 fn many_threads_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap().to_string();
+    let (_dir, d) = state_dir();
     let kr = keyring();
     let log = Log::default();
     *log.refresh.lock().unwrap() = Some(WID_REFRESHED_RENEWED);
-    let b = builder(kr, &d, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &d, &log);
     expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
     let handle = m as usize;
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -994,10 +858,7 @@ fn many_threads_at_once() {
         events.iter().all(|e| !e.starts_with("release")),
         "{events:?}"
     );
-    unsafe {
-        wid_identity_manager_free(m);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(m, kr) };
 }
 
 /// The manager a re-entering callback calls back into, and what it saw.
@@ -1097,46 +958,21 @@ type Reentered = (wid_result, Vec<String>, Vec<String>, Result<String, String>);
 /// exchange) call back into it, started on a thread of its own, so that a
 /// regression fails the test instead of hanging the suite.
 fn start_reentering(with_exchange: bool) -> Reentered {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path().to_str().unwrap().to_string();
+    let (_dir, dir) = state_dir();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let kr = keyring();
         let r = Box::leak(Box::new(Reentry::default()));
         let ud = (r as *const Reentry).cast_mut().cast::<c_void>();
-        let mut b = null_mut();
-        let (d, dl) = s(&dir);
-        expect(
-            unsafe { wid_identity_manager_builder_new(kr, d, dl, &mut b) },
-            WID_RESULT_OK,
-        );
-        let req = codec::encode(&request()).unwrap();
-        expect(
-            unsafe { wid_identity_manager_builder_add_identity(b, req.as_ptr(), req.len()) },
-            WID_RESULT_OK,
-        );
+        let b = task_builder(kr, &dir);
         expect(
             unsafe { wid_identity_manager_builder_set_watcher(b, Some(reentering_watch), ud) },
             WID_RESULT_OK,
         );
         if with_exchange {
-            let ((n, nl), (w, wl), (i, il)) = (s("x"), s("server"), s("vault_default"));
+            let callbacks = (Some(reentering_derive as _), None, None);
             expect(
-                unsafe {
-                    wid_identity_manager_builder_add_exchange(
-                        b,
-                        n,
-                        nl,
-                        w,
-                        wl,
-                        i,
-                        il,
-                        Some(reentering_derive),
-                        None,
-                        None,
-                        ud,
-                    )
-                },
+                add_exchange(b, "x", "vault_default", callbacks, ud),
                 WID_RESULT_OK,
             );
         }
@@ -1149,8 +985,7 @@ fn start_reentering(with_exchange: bool) -> Reentered {
         let calls = r.calls.lock().unwrap().clone();
         let told = r.told.lock().unwrap().clone();
         let secret = secret(m);
-        unsafe { wid_identity_manager_free(m) };
-        unsafe { wid_keyring_free(kr) };
+        unsafe { free!(m, kr) };
         tx.send((rc, calls, told, secret)).unwrap();
     });
     rx.recv_timeout(std::time::Duration::from_secs(120))
@@ -1211,15 +1046,11 @@ fn a_watcher_may_drive_its_manager_and_is_told_after_it_returns() {
 
 #[test]
 fn ending_an_allocation_revokes_its_secrets_and_removes_its_state_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_str().unwrap().to_string();
+    let (tmp, dir) = state_dir();
     let kr = keyring();
     let log = Log::default();
     *log.refresh.lock().unwrap() = Some(WID_REFRESHED_REPLACED);
-    let b = builder(kr, &dir, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &dir, &log);
     expect(unsafe { wid_identity_manager_start(m, T0) }, WID_RESULT_OK);
     // The exchange's refresh replaces s1 by s2: s1 is released.
     let mut next = 0;
@@ -1237,10 +1068,7 @@ fn ending_an_allocation_revokes_its_secrets_and_removes_its_state_file() {
 
     // A host restarted after the allocation stopped: a new handle, never
     // started, ends it from the state file.
-    let b = builder(kr, &dir, &log);
-    in_process(b, kr);
-    let m = build(b);
-    unsafe { wid_identity_manager_builder_free(b) };
+    let m = manager(kr, &dir, &log);
     expect(
         unsafe { wid_identity_manager_end_allocation(m) },
         WID_RESULT_OK,
@@ -1252,7 +1080,7 @@ fn ending_an_allocation_revokes_its_secrets_and_removes_its_state_file() {
         unsafe { wid_identity_manager_start(m, T0 + 700_000) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("was ended"), "{}", last_error());
+    error_says("was ended");
     expect(
         unsafe { wid_identity_manager_restore(m, T0 + 700_000, null_mut()) },
         WID_RESULT_INVALID_ARGUMENT,

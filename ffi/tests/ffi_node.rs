@@ -8,143 +8,74 @@
 //! wrong handle types. (`bindings/c/test.c` drives the same functions from C
 //! under valgrind.)
 
-#[path = "common/ffi_text.rs"]
-mod ffi_text;
+mod common;
 
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::Mutex;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ffi_text::{last_error, name};
+use common::bytes::{is_sentinel, sentinel, text_of};
+use common::ffi_text::{error_says, last_error};
+use common::handles::free;
+use common::handles::made;
+use common::identity::{NOW, decode_segment};
+use common::keys::{build_issuer, insert, issuer_builder, new_keyring};
+use common::request::{NODE, issue as issue_alloc, node_request, task_vector as alloc_request};
+use common::result::expect;
+use common::strings::{opt, s};
+use common::verifier::{build, claims_at, verify, verify_batch};
 use workload_identity::codec;
-use workload_identity::model::{GoDuration, Node, NodeIdentityRequest};
+use workload_identity::model::{GoDuration, NodeIdentityRequest};
 use workload_identity_ffi::*;
 
-const NOW: i64 = 1_700_000_000;
-const NODE: &str = "da86421c-7de9-85e4-2f50-3b2bf95102c1";
-const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
+const ALLOC: &str = common::ALLOC_ID;
 const NODE_AUD: &str = "nomadproject.io";
 const ISS: &str = "https://nomad.example.com";
-
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    assert_eq!(unsafe { *b.data.add(b.len) }, 0, "NUL-terminated");
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-/// The node request: Nomad's defaults for audience and TTL.
-fn node_request() -> NodeIdentityRequest {
-    NodeIdentityRequest {
-        region: "global".into(),
-        node: Node {
-            id: NODE.into(),
-            name: "client-1".into(),
-            datacenter: "dc1".into(),
-            node_class: "gpu".into(),
-            node_pool: "default".into(),
-            status: "ready".into(),
-        },
-        ..NodeIdentityRequest::default()
-    }
-}
 
 fn encoded(req: &NodeIdentityRequest) -> Vec<u8> {
     codec::encode(req).unwrap()
 }
 
-/// The committed Go-encoded allocation request (allocation `ALLOC`,
-/// audience `vault.io`).
-fn alloc_request() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/msgpack/issue_request_task.msgpack"
-    ))
-    .unwrap()
-}
-
 /// A keyring with active EdDSA ("k1") and ES256 ("e1") keys.
 fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [9u8; 32];
+    let kr = new_keyring();
     for (alg, kid) in [(WID_ALG_EDDSA, "k1"), (WID_ALG_ES256, "e1")] {
-        let rc = unsafe {
-            wid_keyring_insert_alg(
-                kr,
-                alg,
-                kid.as_ptr().cast(),
-                kid.len(),
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_ACTIVE,
-                0,
-            )
-        };
-        expect(rc, WID_RESULT_OK);
+        insert(kr, None, alg, kid, 9, 0);
     }
     kr
 }
 
-fn issue_node(kr: *const wid_keyring, alg: wid_alg, req: &[u8], iss: &str) -> String {
-    let mut out = empty();
-    let rc = unsafe {
-        wid_issue_node(
-            kr,
-            alg,
-            req.as_ptr(),
-            req.len(),
-            iss.as_ptr().cast(),
-            iss.len(),
-            NOW,
-            &mut out,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    take(&mut out)
+/// The node token `kr`'s key of `alg` issues for `req` at `NOW`, with `iss`
+/// (or `None`: `(NULL, 0)`) as its issuer.
+fn issue_node_with(kr: *const wid_keyring, alg: wid_alg, req: &[u8], iss: Option<&str>) -> String {
+    let ((r, rl), (i, il)) = ((req.as_ptr(), req.len()), opt(iss));
+    text_of(|out| unsafe { wid_issue_node(kr, alg, r, rl, i, il, NOW, out) })
 }
 
-/// An allocation token for `aud` from the committed request.
-fn issue_alloc(kr: *const wid_keyring) -> String {
-    let req = alloc_request();
-    let mut out = empty();
-    let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
-    expect(rc, WID_RESULT_OK);
-    take(&mut out)
+/// [`issue_node_with`] the issuer `iss` ("" for none).
+fn issue_node(kr: *const wid_keyring, alg: wid_alg, req: &[u8], iss: &str) -> String {
+    issue_node_with(kr, alg, req, Some(iss))
 }
 
 fn header(token: &str) -> serde_json::Value {
-    let h = token.split('.').next().unwrap();
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(h).unwrap()).unwrap()
+    decode_segment(token, 0)
+}
+
+/// A keyring with "k1" and "e1", a node token of its EdDSA key (no
+/// issuer), and an allocation lookup where the sample allocation is live.
+fn world() -> (*mut wid_keyring, String, Table) {
+    let kr = keyring();
+    let token = issue_node(kr, WID_ALG_EDDSA, &encoded(&node_request()), "");
+    (kr, token, live().0)
+}
+
+/// Allocation and node lookups where the sample allocation and node are
+/// live.
+fn live() -> (Table, Table) {
+    (
+        Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE),
+        Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE),
+    )
 }
 
 /// What a lookup callback answers, and the consistencies it was asked for.
@@ -178,16 +109,16 @@ impl Table {
     }
 }
 
-/// The lookup for both kinds: `userdata` is a `Table`; IDs other than its
+/// The lookup for both kinds: the userdata is a `Table`; IDs other than its
 /// own are missing (0 is both WID_ALLOC_MISSING and WID_NODE_MISSING).
 unsafe extern "C" fn lookup(
-    userdata: *mut c_void,
+    table: *mut c_void,
     id: *const u8,
     len: usize,
     consistency: u32,
     out: *mut u32,
 ) -> wid_result {
-    let t = unsafe { &*(userdata as *const Table) };
+    let t = unsafe { &*(table as *const Table) };
     let id = unsafe { std::str::from_utf8(std::slice::from_raw_parts(id, len)) }
         .unwrap()
         .to_string();
@@ -209,33 +140,12 @@ unsafe extern "C" fn lookup(
 
 /// A builder for `aud` whose allocation lookup is `allocs`.
 fn builder(kr: *const wid_keyring, aud: &str, allocs: &Table) -> *mut wid_verifier_builder {
-    let mut b = null_mut();
-    let rc = unsafe {
-        wid_verifier_builder_new(
-            kr,
-            Some(lookup),
-            allocs.ptr(),
-            aud.as_ptr().cast(),
-            aud.len(),
-            &mut b,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
+    let b = common::verifier::builder(kr, Some(lookup), allocs.ptr(), aud);
     expect(
         unsafe { wid_verifier_builder_set_key_wait_ms(b, 0) },
         WID_RESULT_OK,
     );
     b
-}
-
-fn build(b: *const wid_verifier_builder) -> *mut wid_verifier {
-    let mut v = null_mut();
-    expect(
-        unsafe { wid_verifier_builder_build(b, &mut v) },
-        WID_RESULT_OK,
-    );
-    assert!(!v.is_null());
-    v
 }
 
 /// A verifier for `aud`, accepting `mode`, with `nodes` as its node lookup
@@ -248,38 +158,43 @@ fn node_verifier(
     nodes: Option<&Table>,
 ) -> *mut wid_verifier {
     let b = builder(kr, aud, allocs);
-    expect(
-        unsafe { wid_verifier_builder_set_node_tokens(b, mode) },
-        WID_RESULT_OK,
-    );
-    if let Some(nodes) = nodes {
-        expect(
-            unsafe { wid_verifier_builder_set_node_lookup(b, Some(lookup), nodes.ptr()) },
-            WID_RESULT_OK,
-        );
-    }
+    set_node_tokens(b, mode, nodes, WID_RESULT_OK);
     let v = build(b);
     unsafe { wid_verifier_builder_free(b) };
     v
 }
 
-fn verify(v: *const wid_verifier, token: &str) -> wid_result {
-    unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, null_mut()) }
+/// Sets `b` to take node tokens as `mode` says and, with `nodes`, to ask it
+/// about nodes; each answering `want`.
+#[track_caller]
+fn set_node_tokens(
+    b: *mut wid_verifier_builder,
+    mode: u32,
+    nodes: Option<&Table>,
+    want: wid_result,
+) {
+    expect(
+        unsafe { wid_verifier_builder_set_node_tokens(b, mode) },
+        want,
+    );
+    if let Some(nodes) = nodes {
+        let n = nodes.ptr();
+        expect(
+            unsafe { wid_verifier_builder_set_node_lookup(b, Some(lookup), n) },
+            want,
+        );
+    }
 }
 
 fn verify_claims(v: *const wid_verifier, token: &str) -> serde_json::Value {
-    let mut out = empty();
-    let rc = unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, &mut out) };
-    expect(rc, WID_RESULT_OK);
-    serde_json::from_str(&take(&mut out)).unwrap()
+    claims_at(v, token, NOW)
 }
 
 #[test]
 fn node_tokens_issued_from_c_carry_nomads_node_claims() {
     let kr = keyring();
     let req = encoded(&node_request());
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
-    let nodes = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
+    let (allocs, nodes) = live();
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, Some(&nodes));
 
     let token = issue_node(kr, WID_ALG_EDDSA, &req, ISS);
@@ -315,21 +230,7 @@ fn node_tokens_issued_from_c_carry_nomads_node_claims() {
         ..node_request()
     };
     let req = encoded(&custom);
-    let mut out = empty();
-    let rc = unsafe {
-        wid_issue_node(
-            kr,
-            WID_ALG_ES256,
-            req.as_ptr(),
-            req.len(),
-            null(),
-            0,
-            NOW,
-            &mut out,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    let token = take(&mut out);
+    let token = issue_node_with(kr, WID_ALG_ES256, &req, None);
     assert_eq!(header(&token)["alg"], "ES256");
     assert_eq!(header(&token)["kid"], "e1");
     let c = verify_claims(v, &token);
@@ -339,17 +240,13 @@ fn node_tokens_issued_from_c_carry_nomads_node_claims() {
     let token = issue_node(kr, WID_ALG_EDDSA, &req, "");
     assert!(verify_claims(v, &token).get("iss").is_none());
 
-    unsafe {
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, kr) };
 }
 
 #[test]
 fn an_issuer_handle_issues_node_tokens_with_its_algorithm_and_iss() {
     let kr = keyring();
-    let mut b = null_mut();
-    expect(unsafe { wid_issuer_builder_new(kr, &mut b) }, WID_RESULT_OK);
+    let b = issuer_builder(kr);
     expect(
         unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
         WID_RESULT_OK,
@@ -364,20 +261,13 @@ fn an_issuer_handle_issues_node_tokens_with_its_algorithm_and_iss() {
         unsafe { wid_issuer_builder_set_spiffe(b, td.as_ptr().cast(), td.len(), null(), 0) },
         WID_RESULT_OK,
     );
-    let mut iss = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_build(b, &mut iss) },
-        WID_RESULT_OK,
-    );
+    let iss = build_issuer(b);
     let req = encoded(&node_request());
-    let mut out = empty();
-    let rc = unsafe { wid_issuer_issue_node(iss, req.as_ptr(), req.len(), NOW, &mut out) };
-    expect(rc, WID_RESULT_OK);
-    let token = take(&mut out);
+    let token =
+        text_of(|out| unsafe { wid_issuer_issue_node(iss, req.as_ptr(), req.len(), NOW, out) });
     assert_eq!(header(&token)["alg"], "ES256");
 
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
-    let nodes = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
+    let (allocs, nodes) = live();
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ONLY, &allocs, Some(&nodes));
     let c = verify_claims(v, &token);
     assert_eq!(c["iss"], ISS);
@@ -389,36 +279,24 @@ fn an_issuer_handle_issues_node_tokens_with_its_algorithm_and_iss() {
         unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_RS256) },
         WID_RESULT_OK,
     );
-    let mut rs = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_build(b, &mut rs) },
-        WID_RESULT_OK,
-    );
+    let rs = build_issuer(b);
     let mut out = sentinel();
     let rc = unsafe { wid_issuer_issue_node(rs, req.as_ptr(), req.len(), NOW, &mut out) };
     expect(rc, WID_RESULT_NO_ACTIVE_KEY);
     assert!(is_sentinel(&out));
 
-    unsafe {
-        wid_issuer_free(rs);
-        wid_issuer_free(iss);
-        wid_issuer_builder_free(b);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(rs, iss, b, v, kr) };
 }
 
 #[test]
 fn the_node_lookup_decides_and_fails_closed() {
-    let kr = keyring();
-    let token = issue_node(kr, WID_ALG_EDDSA, &encoded(&node_request()), "");
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    let (kr, token, allocs) = world();
 
     // Missing after a stale and a consistent read.
     let nodes = Table::new(NODE, WID_NODE_MISSING, WID_NODE_MISSING);
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, Some(&nodes));
     expect(verify(v, &token), WID_RESULT_NODE_NOT_FOUND);
-    assert!(last_error().contains(NODE), "{}", last_error());
+    error_says(NODE);
     assert_eq!(
         nodes.seen(),
         [
@@ -453,16 +331,12 @@ fn the_node_lookup_decides_and_fails_closed() {
         Some(&failing),
     );
     expect(verify(v, &token), WID_RESULT_STORE_UNAVAILABLE);
-    assert!(
-        last_error().contains("WID_RESULT_IO_ERROR"),
-        "{}",
-        last_error()
-    );
+    error_says("WID_RESULT_IO_ERROR");
     unsafe { wid_verifier_free(v) };
     let odd = Table::new(NODE, 7, WID_NODE_LIVE);
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, Some(&odd));
     expect(verify(v, &token), WID_RESULT_STORE_UNAVAILABLE);
-    assert!(last_error().contains("state 7"), "{}", last_error());
+    error_says("state 7");
     unsafe { wid_verifier_free(v) };
     let mut silent = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
     silent.write = false;
@@ -474,11 +348,7 @@ fn the_node_lookup_decides_and_fails_closed() {
     // unaffected.
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, None);
     expect(verify(v, &token), WID_RESULT_STORE_UNAVAILABLE);
-    assert!(
-        last_error().contains("wid_verifier_builder_set_node_lookup"),
-        "{}",
-        last_error()
-    );
+    error_says("wid_verifier_builder_set_node_lookup");
     unsafe { wid_verifier_free(v) };
     let alloc_token = issue_alloc(kr);
     let v = node_verifier(kr, "vault.io", WID_NODE_TOKENS_ACCEPT, &allocs, None);
@@ -496,23 +366,9 @@ fn the_node_lookup_decides_and_fails_closed() {
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, Some(&nodes));
     let toks = [token.as_ptr().cast(), token.as_ptr().cast()];
     let lens = [token.len(), 3];
-    let mut results = [u32::MAX; 2];
-    let rc = unsafe {
-        wid_verify_batch(
-            v,
-            toks.as_ptr(),
-            lens.as_ptr(),
-            2,
-            NOW,
-            results.as_mut_ptr(),
-        )
-    };
-    expect(rc, WID_RESULT_OK);
+    let results = verify_batch(v, &toks, &lens);
     assert_eq!(results, [WID_RESULT_NODE_DOWN, WID_RESULT_MALFORMED_TOKEN]);
-    unsafe {
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, kr) };
 }
 
 #[test]
@@ -525,8 +381,7 @@ fn each_kind_is_accepted_only_where_the_mode_allows_it() {
     };
     let node_token = issue_node(kr, WID_ALG_EDDSA, &encoded(&node_req), "");
     let alloc_token = issue_alloc(kr);
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
-    let nodes = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
+    let (allocs, nodes) = live();
 
     for (mode, node_rc, alloc_rc) in [
         (
@@ -554,32 +409,14 @@ fn each_kind_is_accepted_only_where_the_mode_allows_it() {
     let b = builder(kr, "vault.io", &allocs);
     let v = build(b);
     let mut out = sentinel();
-    let rc = unsafe {
-        wid_verify(
-            v,
-            node_token.as_ptr().cast(),
-            node_token.len(),
-            NOW,
-            &mut out,
-        )
-    };
+    let (t, tl) = s(&node_token);
+    let rc = unsafe { wid_verify(v, t, tl, NOW, &mut out) };
     expect(rc, WID_RESULT_TOKEN_KIND_REFUSED);
-    assert!(last_error().contains(NODE), "{}", last_error());
+    error_says(NODE);
     assert!(is_sentinel(&out));
-    let mut old = null_mut();
-    let aud = "vault.io";
-    let rc = unsafe {
-        wid_verifier_new(
-            kr,
-            aud.as_ptr().cast(),
-            aud.len(),
-            60,
-            Some(lookup),
-            allocs.ptr(),
-            &mut old,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
+    let (a, al) = s("vault.io");
+    let old =
+        made(|out| unsafe { wid_verifier_new(kr, a, al, 60, Some(lookup), allocs.ptr(), out) });
     expect(verify(old, &node_token), WID_RESULT_TOKEN_KIND_REFUSED);
     expect(verify(old, &alloc_token), WID_RESULT_OK);
 
@@ -596,20 +433,12 @@ fn each_kind_is_accepted_only_where_the_mode_allows_it() {
     expect(verify(v2, &node_token), WID_RESULT_TOKEN_KIND_REFUSED);
     expect(verify(v2, &alloc_token), WID_RESULT_OK);
 
-    unsafe {
-        wid_verifier_free(old);
-        wid_verifier_free(v);
-        wid_verifier_free(v2);
-        wid_verifier_builder_free(b);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(old, v, v2, b, kr) };
 }
 
 #[test]
 fn settings_reach_only_verifiers_built_after_them() {
-    let kr = keyring();
-    let token = issue_node(kr, WID_ALG_EDDSA, &encoded(&node_request()), "");
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    let (kr, token, allocs) = world();
     let live = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
     let down = Table::new(NODE, WID_NODE_DOWN, WID_NODE_DOWN);
     let b = builder(kr, NODE_AUD, &allocs);
@@ -655,8 +484,7 @@ fn settings_reach_only_verifiers_built_after_them() {
 fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
     let kr = keyring();
     let req = encoded(&node_request());
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
-    let nodes = Table::new(NODE, WID_NODE_LIVE, WID_NODE_LIVE);
+    let (allocs, nodes) = live();
     let issue = |kr: *const wid_keyring, alg: u32, r: *const u8, n: usize, out: *mut wid_bytes| unsafe {
         wid_issue_node(kr, alg, r, n, null(), 0, NOW, out)
     };
@@ -742,36 +570,16 @@ fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
         issue(kr, WID_ALG_EDDSA, alloc.as_ptr(), alloc.len(), &mut out),
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("Node.ID"), "{}", last_error());
+    error_says("Node.ID");
     let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
     expect(rc, WID_RESULT_INVALID_ARGUMENT);
     // The issuer string.
-    let rc = unsafe {
-        wid_issue_node(
-            kr,
-            WID_ALG_EDDSA,
-            req.as_ptr(),
-            req.len(),
-            [0xffu8, 0xfe].as_ptr().cast(),
-            2,
-            NOW,
-            &mut out,
-        )
-    };
+    let (r, rl, ed) = (req.as_ptr(), req.len(), WID_ALG_EDDSA);
+    let not_utf8 = [0xffu8, 0xfe];
+    let rc = unsafe { wid_issue_node(kr, ed, r, rl, not_utf8.as_ptr().cast(), 2, NOW, &mut out) };
     expect(rc, WID_RESULT_INVALID_ARGUMENT);
-    assert!(last_error().contains("UTF-8"), "{}", last_error());
-    let rc = unsafe {
-        wid_issue_node(
-            kr,
-            WID_ALG_EDDSA,
-            req.as_ptr(),
-            req.len(),
-            null(),
-            3,
-            NOW,
-            &mut out,
-        )
-    };
+    error_says("UTF-8");
+    let rc = unsafe { wid_issue_node(kr, ed, r, rl, null(), 3, NOW, &mut out) };
     expect(rc, WID_RESULT_NULL_ARGUMENT);
     // No active key of the algorithm.
     expect(
@@ -781,16 +589,8 @@ fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
     assert!(is_sentinel(&out));
 
     // wid_issuer_issue_node
-    let mut ib = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_new(kr, &mut ib) },
-        WID_RESULT_OK,
-    );
-    let mut iss = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_build(ib, &mut iss) },
-        WID_RESULT_OK,
-    );
+    let ib = issuer_builder(kr);
+    let iss = build_issuer(ib);
     let node_of = |iss: *const wid_issuer, r: *const u8, n: usize, out: *mut wid_bytes| unsafe {
         wid_issuer_issue_node(iss, r, n, NOW, out)
     };
@@ -842,14 +642,7 @@ fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
     // The setters: NULL builders whatever the values, bad values, wrong
     // handles; the builder unchanged (checked by what it builds).
     let b = builder(kr, NODE_AUD, &allocs);
-    expect(
-        unsafe { wid_verifier_builder_set_node_tokens(b, WID_NODE_TOKENS_ONLY) },
-        WID_RESULT_OK,
-    );
-    expect(
-        unsafe { wid_verifier_builder_set_node_lookup(b, Some(lookup), nodes.ptr()) },
-        WID_RESULT_OK,
-    );
+    set_node_tokens(b, WID_NODE_TOKENS_ONLY, Some(&nodes), WID_RESULT_OK);
     expect(
         unsafe { wid_verifier_builder_set_node_tokens(null_mut(), 9) },
         WID_RESULT_NULL_ARGUMENT,
@@ -863,29 +656,19 @@ fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
             unsafe { wid_verifier_builder_set_node_tokens(b, mode) },
             WID_RESULT_INVALID_ARGUMENT,
         );
-        assert!(
-            last_error().contains(&format!("got {mode}")),
-            "{}",
-            last_error()
-        );
+        error_says(&format!("got {mode}"));
     }
     expect(
         unsafe { wid_verifier_builder_set_node_lookup(b, None, nodes.ptr()) },
         WID_RESULT_NULL_ARGUMENT,
     );
-    assert!(last_error().contains("lookup"), "{}", last_error());
+    error_says("lookup");
     for wrong in [
         kr.cast::<wid_verifier_builder>(),
         iss.cast::<wid_verifier_builder>(),
     ] {
-        expect(
-            unsafe { wid_verifier_builder_set_node_tokens(wrong, WID_NODE_TOKENS_ACCEPT) },
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            unsafe { wid_verifier_builder_set_node_lookup(wrong, Some(lookup), nodes.ptr()) },
-            WID_RESULT_INVALID_ARGUMENT,
-        );
+        let bad = WID_RESULT_INVALID_ARGUMENT;
+        set_node_tokens(wrong, WID_NODE_TOKENS_ACCEPT, Some(&nodes), bad);
     }
     let v = build(b);
     let token = issue_node(kr, WID_ALG_EDDSA, &req, "");
@@ -907,21 +690,12 @@ fn nulls_bad_values_and_wrong_handles_leave_everything_untouched() {
     );
     assert_eq!(nodes.seen().len(), 1);
 
-    unsafe {
-        wid_verifier_free(v);
-        wid_verifier_free(v_alloc_aud);
-        wid_verifier_builder_free(b);
-        wid_issuer_free(iss);
-        wid_issuer_builder_free(ib);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, v_alloc_aud, b, iss, ib, kr) };
 }
 
 #[test]
 fn many_threads_verify_node_tokens_at_once() {
-    let kr = keyring();
-    let token = issue_node(kr, WID_ALG_EDDSA, &encoded(&node_request()), "");
-    let allocs = Table::new(ALLOC, WID_ALLOC_LIVE, WID_ALLOC_LIVE);
+    let (kr, token, allocs) = world();
     let nodes = Table::new(NODE, WID_NODE_MISSING, WID_NODE_LIVE);
     let v = node_verifier(kr, NODE_AUD, WID_NODE_TOKENS_ACCEPT, &allocs, Some(&nodes));
     let v_addr = v as usize;
@@ -943,8 +717,5 @@ fn many_threads_verify_node_tokens_at_once() {
             .count(),
         200
     );
-    unsafe {
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(v, kr) };
 }

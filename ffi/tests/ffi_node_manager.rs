@@ -6,142 +6,68 @@
 //! untouched on failure, and many threads at once. (`bindings/c/test.c`
 //! drives the same functions from C under valgrind.)
 
-#[path = "common/ffi_text.rs"]
-mod ffi_text;
+mod common;
 
 use std::ptr::{null, null_mut};
 
-use ffi_text::{last_error, name};
+use common::bytes::{is_sentinel, json_of, sentinel, text_of};
+use common::ffi_text::{error_says, last_error, name};
+use common::handles::{free, made};
+use common::keys::{issuer, new_keyring};
+use common::request::node_request;
+use common::result::expect;
+use common::strings::s;
 use workload_identity::codec;
-use workload_identity::model::{Node, NodeIdentityRequest};
+use workload_identity::model::NodeIdentityRequest;
 use workload_identity_ffi::*;
 
 const T0: i64 = 1_700_000_000_000;
-const NODE: &str = "da86421c-7de9-85e4-2f50-3b2bf95102c1";
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    assert_eq!(unsafe { *b.data.add(b.len) }, 0, "NUL-terminated");
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-/// Nomad's defaults: audience `nomadproject.io`, 24 h.
+/// The node request, with Nomad's defaults: audience `nomadproject.io`, 24 h.
 fn request() -> Vec<u8> {
-    codec::encode(&NodeIdentityRequest {
-        region: "global".into(),
-        node: Node {
-            id: NODE.into(),
-            name: "client-1".into(),
-            datacenter: "dc1".into(),
-            node_pool: "default".into(),
-            ..Node::default()
-        },
-        ..NodeIdentityRequest::default()
-    })
-    .unwrap()
+    codec::encode(&node_request()).unwrap()
 }
 
 /// A keyring with an active EdDSA key `k1` of fixed material.
 fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let m = [7u8; 32];
-    let rc = unsafe {
-        wid_keyring_insert(
-            kr,
-            c"k1".as_ptr(),
-            2,
-            m.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_HKDF_V1,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    kr
+    common::keys::keyring("k1", 7)
 }
 
-fn issuer(kr: *const wid_keyring) -> *mut wid_issuer {
-    let mut b = null_mut();
-    expect(unsafe { wid_issuer_builder_new(kr, &mut b) }, WID_RESULT_OK);
-    let mut iss = null_mut();
-    expect(
-        unsafe { wid_issuer_builder_build(b, &mut iss) },
-        WID_RESULT_OK,
-    );
-    unsafe { wid_issuer_builder_free(b) };
-    iss
+/// A temporary state directory, a keyring with `k1` and an issuer over it.
+fn world() -> (tempfile::TempDir, *mut wid_keyring, *mut wid_issuer) {
+    let kr = keyring();
+    (tempfile::tempdir().unwrap(), kr, issuer(kr))
 }
 
+/// `wid_node_identity_manager_new` of `req` over `dir`, into `out`.
+fn new_manager(
+    iss: *const wid_issuer,
+    kr: *const wid_keyring,
+    req: &[u8],
+    dir: &str,
+    out: *mut *mut wid_node_identity_manager,
+) -> wid_result {
+    let ((r, rl), (d, dl)) = ((req.as_ptr(), req.len()), s(dir));
+    unsafe { wid_node_identity_manager_new(iss, kr, r, rl, d, dl, out) }
+}
+
+/// A manager of [`request`] over `dir`.
 fn manager(
     iss: *const wid_issuer,
     kr: *const wid_keyring,
     dir: &std::path::Path,
 ) -> *mut wid_node_identity_manager {
-    let req = request();
     let dir = dir.to_str().unwrap();
-    let mut m = null_mut();
-    let rc = unsafe {
-        wid_node_identity_manager_new(
-            iss,
-            kr,
-            req.as_ptr(),
-            req.len(),
-            dir.as_ptr().cast(),
-            dir.len(),
-            &mut m,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    assert!(!m.is_null());
-    m
+    made(|out| new_manager(iss, kr, &request(), dir, out))
 }
 
 fn current(m: *const wid_node_identity_manager, now: i64) -> String {
-    let mut t = empty();
-    expect(
-        unsafe { wid_node_identity_manager_current(m, now, &mut t) },
-        WID_RESULT_OK,
-    );
-    take(&mut t)
+    text_of(|out| unsafe { wid_node_identity_manager_current(m, now, out) })
 }
 
 fn health(m: *const wid_node_identity_manager, now: i64) -> serde_json::Value {
-    let mut j = empty();
-    expect(
-        unsafe { wid_node_identity_manager_health_json(m, now, &mut j) },
-        WID_RESULT_OK,
-    );
-    serde_json::from_str(&take(&mut j)).unwrap()
+    json_of(|out| unsafe { wid_node_identity_manager_health_json(m, now, out) })
 }
 
 fn next_due(m: *const wid_node_identity_manager) -> i64 {
@@ -155,9 +81,7 @@ fn next_due(m: *const wid_node_identity_manager) -> i64 {
 
 #[test]
 fn starts_renews_when_due_and_a_new_handle_restores_the_saved_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let kr = keyring();
-    let iss = issuer(kr);
+    let (dir, kr, iss) = world();
     let m = manager(iss, kr, dir.path());
 
     // Nothing yet: no token, nothing scheduled, at risk.
@@ -166,11 +90,7 @@ fn starts_renews_when_due_and_a_new_handle_restores_the_saved_token() {
         unsafe { wid_node_identity_manager_current(m, T0, &mut t) },
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(
-        last_error().contains("no valid node identity"),
-        "{}",
-        last_error()
-    );
+    error_says("no valid node identity");
     assert!(is_sentinel(&t));
     let mut due = -7;
     expect(
@@ -263,12 +183,7 @@ fn starts_renews_when_due_and_a_new_handle_restores_the_saved_token() {
     );
     assert_eq!(reused, 0);
 
-    unsafe {
-        wid_node_identity_manager_free(m2);
-        wid_node_identity_manager_free(m3);
-        wid_issuer_free(iss);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(m2, m3, iss, kr) };
 }
 
 #[test]
@@ -293,7 +208,7 @@ fn a_failed_renewal_keeps_the_token_and_says_so() {
     let due = next_due(m);
     let rc = unsafe { wid_node_identity_manager_tick(m, due) };
     assert_ne!(rc, WID_RESULT_OK);
-    assert!(last_error().contains("does not verify"), "{}", last_error());
+    error_says("does not verify");
     assert_eq!(current(m, due), first);
     let h = health(m, due);
     assert_eq!(h["at_risk"], true);
@@ -317,11 +232,7 @@ fn a_failed_renewal_keeps_the_token_and_says_so() {
     assert!(is_sentinel(&t));
 
     // No key at all: start fails with the signer's code.
-    let none = {
-        let mut kr = null_mut();
-        expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-        kr
-    };
+    let none = new_keyring();
     let iss2 = issuer(none);
     let d2 = tempfile::tempdir().unwrap();
     let m2 = manager(iss2, none, d2.path());
@@ -337,40 +248,16 @@ fn a_failed_renewal_keeps_the_token_and_says_so() {
     assert_eq!(reused, 99);
     assert_eq!(health(m2, T0)["failures"], 2);
 
-    unsafe {
-        wid_node_identity_manager_free(m);
-        wid_node_identity_manager_free(m2);
-        wid_issuer_free(iss);
-        wid_issuer_free(iss2);
-        wid_keyring_free(signing);
-        wid_keyring_free(checking);
-        wid_keyring_free(none);
-    }
+    unsafe { free!(m, m2, iss, iss2, signing, checking, none) };
 }
 
 #[test]
 fn nulls_bad_values_and_wrong_handles_leave_outputs_untouched() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, kr, iss) = world();
     let d = dir.path().to_str().unwrap();
-    let kr = keyring();
-    let iss = issuer(kr);
     let req = request();
     let sentinel_m = std::ptr::dangling_mut::<wid_node_identity_manager>();
-    let new = |iss: *const wid_issuer,
-               kr: *const wid_keyring,
-               req: &[u8],
-               dir: &str,
-               out: *mut *mut wid_node_identity_manager| unsafe {
-        wid_node_identity_manager_new(
-            iss,
-            kr,
-            req.as_ptr(),
-            req.len(),
-            dir.as_ptr().cast(),
-            dir.len(),
-            out,
-        )
-    };
+    let new = new_manager;
     let mut m = sentinel_m;
     expect(new(null(), kr, &req, d, &mut m), WID_RESULT_NULL_ARGUMENT);
     expect(new(iss, null(), &req, d, &mut m), WID_RESULT_NULL_ARGUMENT);
@@ -470,18 +357,12 @@ fn nulls_bad_values_and_wrong_handles_leave_outputs_untouched() {
     );
     assert!(is_sentinel(&jwks));
 
-    unsafe {
-        wid_node_identity_manager_free(real);
-        wid_issuer_free(iss);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(real, iss, kr) };
 }
 
 #[test]
 fn many_threads_share_one_manager() {
-    let dir = tempfile::tempdir().unwrap();
-    let kr = keyring();
-    let iss = issuer(kr);
+    let (dir, kr, iss) = world();
     let m = manager(iss, kr, dir.path());
     expect(
         unsafe { wid_node_identity_manager_start(m, T0) },
@@ -516,11 +397,7 @@ fn many_threads_share_one_manager() {
         WID_RESULT_OK,
     );
     assert_eq!(health(m, due)["signed"], 2);
-    unsafe {
-        wid_node_identity_manager_free(m);
-        wid_issuer_free(iss);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(m, iss, kr) };
 }
 
 /// `now_ms` anywhere in `int64_t`, `INT64_MIN` and `INT64_MAX` included:
@@ -532,9 +409,7 @@ fn extreme_times_are_answered_never_a_panic() {
     let not_panic = |rc: wid_result, what: &str| {
         assert_ne!(name(rc), name(WID_RESULT_PANIC), "{what}: {}", last_error());
     };
-    let dir = tempfile::tempdir().unwrap();
-    let kr = keyring();
-    let iss = issuer(kr);
+    let (dir, kr, iss) = world();
 
     // A token of today, looked at from either end of time.
     let m = manager(iss, kr, dir.path());
@@ -579,7 +454,5 @@ fn extreme_times_are_answered_never_a_panic() {
         );
         let _ = health(m, now);
     }
-    unsafe { wid_node_identity_manager_free(m) };
-    unsafe { wid_issuer_free(iss) };
-    unsafe { wid_keyring_free(kr) };
+    unsafe { free!(m, iss, kr) };
 }

@@ -8,9 +8,19 @@
 
 mod common;
 
-use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
+use common::bytes::{empty, is_sentinel, json_of, sentinel, take, taken};
+use common::ffi_text::{error_says, last_error};
+use common::handles::free;
+use common::handles::made;
+use common::identity::decode_segment;
+use common::keys::{bearer_and_wit_keyring, jwks, public_jwk, workload_key};
+use common::keys::{build_issuer as build, issuer_builder as builder};
+use common::live::ffi_live;
+use common::request::proof_key;
+use common::result::expect;
+use common::strings::{StrArg, opt, s};
 use workload_identity::codec;
 use workload_identity::model::{IssueRequest, Node};
 use workload_identity_ffi::*;
@@ -22,156 +32,84 @@ const POLICY: &str = r#"{"namespaces":{"default":{
     "required_extra_claims":{"unique_id":"${job.namespace}:${job.id}","owner":"${job.meta.owner}"},
     "optional_extra_claims":{"dc":"dc:${node.datacenter}","pool":"${job.node_pool}"}}}}"#;
 
-use common::ffi_text::{last_error, name};
-
-/// Asserts `rc` is `want`, naming both and the library's detail on failure.
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-/// An output a failed call must leave exactly as it was.
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    assert_eq!(unsafe { *b.data.add(b.len) }, 0, "NUL-terminated");
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-/// A keyring with active EdDSA and ES256 bearer keys ("ed", "es") and WIT
-/// keys ("wit-ed", "wit-es").
+/// The bearer-and-WIT keyring, its keys created just before `NOW`.
 fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    // Bearer keys, and WIT keys (WITs are signed only by those).
-    for (purpose, alg, kid, byte) in [
-        (WID_KEY_PURPOSE_BEARER, WID_ALG_EDDSA, "ed", 7u8),
-        (WID_KEY_PURPOSE_BEARER, WID_ALG_ES256, "es", 8),
-        (WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, "wit-ed", 9),
-        (WID_KEY_PURPOSE_WIT, WID_ALG_ES256, "wit-es", 10),
-    ] {
-        let m = [byte; 32];
-        let rc = unsafe {
-            wid_keyring_insert_purpose(
-                kr,
-                purpose,
-                alg,
-                kid.as_ptr().cast(),
-                kid.len(),
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_ACTIVE,
-                NOW - 10,
-            )
-        };
-        expect(rc, WID_RESULT_OK);
-    }
-    kr
-}
-
-unsafe extern "C" fn live(
-    _userdata: *mut c_void,
-    _id: *const u8,
-    _len: usize,
-    _consistency: u32,
-    out: *mut u32,
-) -> wid_result {
-    unsafe { *out = WID_ALLOC_LIVE };
-    WID_RESULT_OK
+    bearer_and_wit_keyring(NOW - 10)
 }
 
 /// A verifier for `audience` whose allocations are all live.
 fn verifier(kr: *const wid_keyring, audience: &str) -> *mut wid_verifier {
-    let mut v = null_mut();
-    let rc = unsafe {
-        wid_verifier_new(
-            kr,
-            audience.as_ptr().cast(),
-            audience.len(),
-            0,
-            Some(live),
-            null_mut(),
-            &mut v,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    v
+    let (a, al) = s(audience);
+    made(|out| unsafe { wid_verifier_new(kr, a, al, 0, Some(ffi_live), null_mut(), out) })
 }
 
-fn builder(kr: *const wid_keyring) -> *mut wid_issuer_builder {
-    let mut b = null_mut();
-    expect(unsafe { wid_issuer_builder_new(kr, &mut b) }, WID_RESULT_OK);
-    assert!(!b.is_null());
-    b
+/// The bearer-and-WIT keyring, a verifier of its tokens for "vault.io" and
+/// an issuer builder over it.
+fn world() -> (*mut wid_keyring, *mut wid_verifier, *mut wid_issuer_builder) {
+    let kr = keyring();
+    (kr, verifier(kr, "vault.io"), builder(kr))
 }
 
-fn set_spiffe(b: *mut wid_issuer_builder, td: &str, path: Option<&str>) -> wid_result {
-    let (p, n) = path.map_or((null(), 0), |p| (p.as_ptr().cast(), p.len()));
-    unsafe { wid_issuer_builder_set_spiffe(b, td.as_ptr().cast(), td.len(), p, n) }
-}
-
-fn set_policy(b: *mut wid_issuer_builder, json: &str) -> wid_result {
-    unsafe { wid_issuer_builder_set_extra_claims_policy(b, json.as_ptr().cast(), json.len()) }
-}
-
-fn build(b: *const wid_issuer_builder) -> *mut wid_issuer {
-    let mut iss = null_mut();
+/// Sets `b` to sign with ES256 and to the SPIFFE profile of `TD` with
+/// `path` (`None`: the default).
+#[track_caller]
+fn set_es256_spiffe(b: *mut wid_issuer_builder, path: Option<&str>) {
     expect(
-        unsafe { wid_issuer_builder_build(b, &mut iss) },
+        unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
         WID_RESULT_OK,
     );
-    assert!(!iss.is_null());
-    iss
+    expect(set_spiffe(b, TD, path), WID_RESULT_OK);
 }
 
+/// `wid_issuer_builder_set_spiffe` with trust domain `td` and path `path`
+/// (`None`: `(NULL, 0)`).
+fn set_spiffe(b: *mut wid_issuer_builder, td: &str, path: Option<&str>) -> wid_result {
+    let ((t, tl), (p, pl)) = (s(td), opt(path));
+    unsafe { wid_issuer_builder_set_spiffe(b, t, tl, p, pl) }
+}
+
+/// `wid_issuer_builder_set_extra_claims_policy` with `json`.
+fn set_policy(b: *mut wid_issuer_builder, json: &str) -> wid_result {
+    let (j, jl) = s(json);
+    unsafe { wid_issuer_builder_set_extra_claims_policy(b, j, jl) }
+}
+
+/// The token `iss` issues for `req` at `NOW`, or the code, the output
+/// untouched.
 fn issue(iss: *const wid_issuer, req: &IssueRequest) -> Result<String, wid_result> {
     let bytes = codec::encode(req).unwrap();
     let mut out = sentinel();
     let rc = unsafe { wid_issuer_issue(iss, bytes.as_ptr(), bytes.len(), NOW, &mut out) };
-    if rc == WID_RESULT_OK {
-        Ok(take(&mut out))
-    } else {
-        assert!(is_sentinel(&out), "outputs only on success");
-        Err(rc)
-    }
+    taken(rc, &mut out, is_sentinel)
 }
 
+/// The claims of `token`, which must verify at `NOW`.
 fn verify(v: *const wid_verifier, token: &str) -> serde_json::Value {
-    let mut out = empty();
-    let rc = unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, &mut out) };
-    expect(rc, WID_RESULT_OK);
-    serde_json::from_str(&take(&mut out)).unwrap()
+    common::verifier::claims_at(v, token, NOW)
 }
 
+/// `kr`'s SPIFFE bundle with refresh hint `hint`.
 fn bundle(kr: *const wid_keyring, hint: u64) -> serde_json::Value {
-    let mut out = empty();
-    expect(
-        unsafe { wid_keyring_spiffe_bundle(kr, hint, &mut out) },
-        WID_RESULT_OK,
-    );
-    serde_json::from_str(&take(&mut out)).unwrap()
+    json_of(|out| unsafe { wid_keyring_spiffe_bundle(kr, hint, out) })
+}
+
+/// Each string setter of `b` given `value`, every one refused: the issuer,
+/// the SPIFFE trust domain (no path), the SPIFFE path (`spiffe`: a trust
+/// domain and the path), the WIMSE trust domain and the claims policy.
+#[track_caller]
+fn refuse_strings(
+    b: *mut wid_issuer_builder,
+    (v, vl): StrArg,
+    ((t, tl), (p, pl)): (StrArg, StrArg),
+) {
+    let bad = WID_RESULT_INVALID_ARGUMENT;
+    unsafe {
+        expect(wid_issuer_builder_set_issuer(b, v, vl), bad);
+        expect(wid_issuer_builder_set_spiffe(b, v, vl, null(), 0), bad);
+        expect(wid_issuer_builder_set_spiffe(b, t, tl, p, pl), bad);
+        expect(wid_issuer_builder_set_wimse_trust_domain(b, v, vl), bad);
+        expect(wid_issuer_builder_set_extra_claims_policy(b, v, vl), bad);
+    }
 }
 
 /// The sample task request (a child job of "web"; audiences vault.io and
@@ -184,21 +122,15 @@ fn task_request() -> IssueRequest {
 
 #[test]
 fn an_es256_spiffe_issuer_signs_jwt_svids_that_verify() {
-    let kr = keyring();
-    let v = verifier(kr, "vault.io");
-    let b = builder(kr);
-    expect(
-        unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
-        WID_RESULT_OK,
-    );
-    expect(set_spiffe(b, TD, None), WID_RESULT_OK);
+    let (kr, v, b) = world();
+    set_es256_spiffe(b, None);
     expect(
         unsafe { wid_issuer_builder_set_issuer(b, ISS.as_ptr().cast(), ISS.len()) },
         WID_RESULT_OK,
     );
     let iss = build(b);
     let token = issue(iss, &task_request()).unwrap();
-    let header = common::identity::decode_segment(&token, 0);
+    let header = decode_segment(&token, 0);
     assert_eq!(header["alg"], "ES256");
     assert_eq!(header["kid"], "es");
     let claims = verify(v, &token);
@@ -219,7 +151,7 @@ fn an_es256_spiffe_issuer_signs_jwt_svids_that_verify() {
         issue(eddsa, &task_request()).unwrap_err(),
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("ES256 or RS256"), "{}", last_error());
+    error_says("ES256 or RS256");
     // No audience, no TTL: refused.
     let mut r = task_request();
     r.identity.audience.clear();
@@ -247,7 +179,7 @@ fn an_es256_spiffe_issuer_signs_jwt_svids_that_verify() {
         issue(pooled, &task_request()).unwrap_err(),
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("Node.NodePool"), "{}", last_error());
+    error_says("Node.NodePool");
     assert_eq!(
         verify(v, &issue(iss, &r).unwrap())["sub"],
         "spiffe://example.org/global/default/web/frontend/server/vault_default"
@@ -260,27 +192,16 @@ fn an_es256_spiffe_issuer_signs_jwt_svids_that_verify() {
         WID_RESULT_OK,
     );
     let new_kid = take(&mut new_kid);
-    unsafe {
-        wid_issuer_builder_free(b);
-        wid_issuer_builder_free(eddsa_b);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(b, eddsa_b, kr) };
     let token = issue(iss, &task_request()).unwrap();
-    assert_eq!(common::identity::decode_segment(&token, 0)["kid"], new_kid);
+    assert_eq!(decode_segment(&token, 0)["kid"], new_kid);
     verify(v, &token);
-    unsafe {
-        wid_issuer_free(iss);
-        wid_issuer_free(pooled);
-        wid_issuer_free(eddsa);
-        wid_verifier_free(v);
-    }
+    unsafe { free!(iss, pooled, eddsa, v) };
 }
 
 #[test]
 fn extra_claims_from_a_policy_reach_the_verified_claims() {
-    let kr = keyring();
-    let v = verifier(kr, "vault.io");
-    let b = builder(kr);
+    let (kr, v, b) = world();
     expect(set_policy(b, POLICY), WID_RESULT_OK);
     let iss = build(b);
 
@@ -296,7 +217,7 @@ fn extra_claims_from_a_policy_reach_the_verified_claims() {
     let mut r = common::issue_request_extra();
     r.identity.extra_claims = vec!["nope".into()];
     expect(issue(iss, &r).unwrap_err(), WID_RESULT_INVALID_ARGUMENT);
-    assert!(last_error().contains("nope"), "{}", last_error());
+    error_says("nope");
     let mut r = common::issue_request_extra();
     r.identity.extra_claims = vec!["dc".into(), "pool".into()];
     let claims = verify(v, &issue(iss, &r).unwrap());
@@ -313,7 +234,7 @@ fn extra_claims_from_a_policy_reach_the_verified_claims() {
     );
     // As the token carries it (the verified JSON is the same claim).
     assert_eq!(
-        common::identity::decode_segment(&token, 1)["extra_claims"],
+        decode_segment(&token, 1)["extra_claims"],
         claims["extra_claims"]
     );
     // A required claim whose field the request lacks.
@@ -321,7 +242,7 @@ fn extra_claims_from_a_policy_reach_the_verified_claims() {
     r.identity.extra_claims = vec!["dc".into()];
     r.allocation.job.as_mut().unwrap().meta.clear();
     expect(issue(iss, &r).unwrap_err(), WID_RESULT_INVALID_ARGUMENT);
-    assert!(last_error().contains("Meta"), "{}", last_error());
+    error_says("Meta");
 
     // Without a policy, an identity naming claims is refused; wid_issue too.
     let plain_b = builder(kr);
@@ -336,43 +257,20 @@ fn extra_claims_from_a_policy_reach_the_verified_claims() {
         WID_RESULT_INVALID_ARGUMENT,
     );
     assert!(is_sentinel(&out));
-    unsafe {
-        wid_issuer_free(iss);
-        wid_issuer_free(plain);
-        wid_issuer_builder_free(b);
-        wid_issuer_builder_free(plain_b);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(iss, plain, b, plain_b, v, kr) };
 }
 
 #[test]
 fn a_proof_key_request_gets_a_wit_with_a_trust_domain() {
     let kr = keyring();
     let b = builder(kr);
-    let mut key = null_mut();
-    expect(
-        unsafe { wid_workload_key_generate(WID_ALG_ES256, &mut key) },
-        WID_RESULT_OK,
-    );
-    let mut jwk = empty();
-    expect(
-        unsafe { wid_workload_key_public_jwk(key, &mut jwk) },
-        WID_RESULT_OK,
-    );
-    let jwk: serde_json::Value = serde_json::from_str(&take(&mut jwk)).unwrap();
-    let member = |m: &str| jwk[m].as_str().unwrap_or("").to_string();
+    let key = workload_key(WID_ALG_ES256);
+    let jwk = public_jwk(key);
     let mut r = task_request();
-    r.proof_key = Some(workload_identity::model::ProofKey {
-        alg: member("alg"),
-        crv: member("crv"),
-        kty: member("kty"),
-        x: member("x"),
-        y: member("y"),
-    });
+    r.proof_key = Some(proof_key(&jwk));
     let no_td = build(b);
     expect(issue(no_td, &r).unwrap_err(), WID_RESULT_INVALID_ARGUMENT);
-    assert!(last_error().contains("trust domain"), "{}", last_error());
+    error_says("trust domain");
     let td = "nomad.example.com";
     expect(
         unsafe { wid_issuer_builder_set_wimse_trust_domain(b, td.as_ptr().cast(), td.len()) },
@@ -380,8 +278,8 @@ fn a_proof_key_request_gets_a_wit_with_a_trust_domain() {
     );
     let wimse = build(b);
     let wit = issue(wimse, &r).unwrap();
-    assert_eq!(common::identity::decode_segment(&wit, 0)["typ"], "wit+jwt");
-    let claims = common::identity::decode_segment(&wit, 1);
+    assert_eq!(decode_segment(&wit, 0)["typ"], "wit+jwt");
+    let claims = decode_segment(&wit, 1);
     assert_eq!(
         claims["sub"],
         "wimse://nomad.example.com/global/default/web/frontend/server/vault_default"
@@ -392,19 +290,19 @@ fn a_proof_key_request_gets_a_wit_with_a_trust_domain() {
     expect(set_spiffe(b, TD, None), WID_RESULT_OK);
     let ed_svid = build(b);
     expect(issue(ed_svid, &r).unwrap_err(), WID_RESULT_INVALID_ARGUMENT);
-    assert!(last_error().contains("WIT-SVID"), "{}", last_error());
+    error_says("WIT-SVID");
     expect(
         unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
         WID_RESULT_OK,
     );
     let svid = build(b);
     let wit = issue(svid, &r).unwrap();
-    let header = common::identity::decode_segment(&wit, 0);
+    let header = decode_segment(&wit, 0);
     assert_eq!(
         (&header["alg"], &header["kid"]),
         (&"ES256".into(), &"wit-es".into())
     );
-    let claims = common::identity::decode_segment(&wit, 1);
+    let claims = decode_segment(&wit, 1);
     assert_eq!(
         claims["sub"],
         "spiffe://example.org/global/default/web/frontend/server/vault_default"
@@ -413,31 +311,14 @@ fn a_proof_key_request_gets_a_wit_with_a_trust_domain() {
         claims.get("aud").is_none(),
         "a WIT carries no aud: {claims}"
     );
-    unsafe {
-        wid_issuer_free(ed_svid);
-        wid_issuer_free(no_td);
-        wid_issuer_free(wimse);
-        wid_issuer_free(svid);
-        wid_issuer_builder_free(b);
-        wid_workload_key_free(key);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(ed_svid, no_td, wimse, svid, b, key, kr) };
 }
 
 #[test]
 fn bad_values_are_refused_at_once_and_leave_the_builder_unchanged() {
-    let kr = keyring();
-    let v = verifier(kr, "vault.io");
-    let b = builder(kr);
+    let (kr, v, b) = world();
     // A valid configuration first.
-    expect(
-        unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
-        WID_RESULT_OK,
-    );
-    expect(
-        set_spiffe(b, TD, Some("/ns/${job.namespace}")),
-        WID_RESULT_OK,
-    );
+    set_es256_spiffe(b, Some("/ns/${job.namespace}"));
     expect(
         unsafe { wid_issuer_builder_set_issuer(b, ISS.as_ptr().cast(), ISS.len()) },
         WID_RESULT_OK,
@@ -510,54 +391,12 @@ fn bad_values_are_refused_at_once_and_leave_the_builder_unchanged() {
             WID_RESULT_INVALID_ARGUMENT,
         );
     }
-    // Not UTF-8, anywhere.
-    let bad = [0xffu8, 0xfe];
-    unsafe {
-        expect(
-            wid_issuer_builder_set_issuer(b, bad.as_ptr().cast(), 2),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_spiffe(b, bad.as_ptr().cast(), 2, null(), 0),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_spiffe(b, TD.as_ptr().cast(), TD.len(), bad.as_ptr().cast(), 2),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_wimse_trust_domain(b, bad.as_ptr().cast(), 2),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_extra_claims_policy(b, bad.as_ptr().cast(), 2),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-    }
-    // Lengths past the caps: refused from the length alone (never read).
-    let one = [b'a'];
-    unsafe {
-        expect(
-            wid_issuer_builder_set_issuer(b, one.as_ptr().cast(), usize::MAX),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_spiffe(b, one.as_ptr().cast(), usize::MAX, null(), 0),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_spiffe(b, one.as_ptr().cast(), 1, one.as_ptr().cast(), 1 << 30),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_wimse_trust_domain(b, one.as_ptr().cast(), usize::MAX),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_extra_claims_policy(b, one.as_ptr().cast(), usize::MAX),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-    }
+    // Not UTF-8, anywhere; lengths past the caps, refused from the length
+    // alone (never read).
+    let (bad, one) = ([0xffu8, 0xfe], [b'a']);
+    let (bad, one) = ((bad.as_ptr().cast(), 2), one.as_ptr().cast());
+    refuse_strings(b, bad, (s(TD), bad));
+    refuse_strings(b, (one, usize::MAX), ((one, 1), (one, 1 << 30)));
 
     // After all that, the builder is as it was.
     let iss = build(b);
@@ -577,13 +416,7 @@ fn bad_values_are_refused_at_once_and_leave_the_builder_unchanged() {
         claims["sub"],
         "spiffe://example.org/global/default/web/frontend/server/vault_default"
     );
-    unsafe {
-        wid_issuer_free(iss);
-        wid_issuer_free(cleared);
-        wid_issuer_builder_free(b);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(iss, cleared, b, v, kr) };
 }
 
 #[test]
@@ -595,90 +428,46 @@ fn nulls_decoding_errors_and_wrong_handles() {
     let mut out = sentinel();
     unsafe {
         // NULL handles and outputs.
+        let na = WID_RESULT_NULL_ARGUMENT;
+        let ((i, il), (t, tl), p) = (s(ISS), s(TD), POLICY.as_ptr().cast());
+        let (r, rl) = (req.as_ptr(), req.len());
         let mut b_out = std::ptr::dangling_mut::<wid_issuer_builder>();
-        expect(
-            wid_issuer_builder_new(null(), &mut b_out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
+        expect(wid_issuer_builder_new(null(), &mut b_out), na);
         assert_eq!(b_out, std::ptr::dangling_mut());
-        expect(
-            wid_issuer_builder_new(kr, null_mut()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_issuer(null_mut(), ISS.as_ptr().cast(), ISS.len()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_issuer(b, null(), 3),
-            WID_RESULT_NULL_ARGUMENT,
-        );
+        expect(wid_issuer_builder_new(kr, null_mut()), na);
+        expect(wid_issuer_builder_set_issuer(null_mut(), i, il), na);
+        expect(wid_issuer_builder_set_issuer(b, null(), 3), na);
         expect(
             wid_issuer_builder_set_algorithm(null_mut(), WID_ALG_ES256),
-            WID_RESULT_NULL_ARGUMENT,
+            na,
         );
         expect(
-            wid_issuer_builder_set_spiffe(null_mut(), TD.as_ptr().cast(), TD.len(), null(), 0),
-            WID_RESULT_NULL_ARGUMENT,
+            wid_issuer_builder_set_spiffe(null_mut(), t, tl, null(), 0),
+            na,
         );
+        expect(wid_issuer_builder_set_spiffe(b, null(), 3, null(), 0), na);
+        expect(wid_issuer_builder_set_spiffe(b, t, tl, null(), 3), na);
+        let empty_td = wid_issuer_builder_set_spiffe(b, null(), 0, null(), 0);
+        expect(empty_td, WID_RESULT_INVALID_ARGUMENT);
         expect(
-            wid_issuer_builder_set_spiffe(b, null(), 3, null(), 0),
-            WID_RESULT_NULL_ARGUMENT,
+            wid_issuer_builder_set_wimse_trust_domain(null_mut(), t, tl),
+            na,
         );
+        expect(wid_issuer_builder_set_wimse_trust_domain(b, null(), 3), na);
         expect(
-            wid_issuer_builder_set_spiffe(b, TD.as_ptr().cast(), TD.len(), null(), 3),
-            WID_RESULT_NULL_ARGUMENT,
+            wid_issuer_builder_set_extra_claims_policy(null_mut(), p, 3),
+            na,
         );
-        expect(
-            wid_issuer_builder_set_spiffe(b, null(), 0, null(), 0),
-            WID_RESULT_INVALID_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_wimse_trust_domain(null_mut(), TD.as_ptr().cast(), TD.len()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_wimse_trust_domain(b, null(), 3),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_extra_claims_policy(null_mut(), POLICY.as_ptr().cast(), 3),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_builder_set_extra_claims_policy(b, null(), 3),
-            WID_RESULT_NULL_ARGUMENT,
-        );
+        expect(wid_issuer_builder_set_extra_claims_policy(b, null(), 3), na);
         let mut iss_out = std::ptr::dangling_mut::<wid_issuer>();
-        expect(
-            wid_issuer_builder_build(null(), &mut iss_out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
+        expect(wid_issuer_builder_build(null(), &mut iss_out), na);
         assert_eq!(iss_out, std::ptr::dangling_mut());
-        expect(
-            wid_issuer_builder_build(b, null_mut()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_issue(null(), req.as_ptr(), req.len(), NOW, &mut out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_issue(iss, null(), 5, NOW, &mut out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_issuer_issue(iss, req.as_ptr(), req.len(), NOW, null_mut()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_keyring_spiffe_bundle(null(), 0, &mut out),
-            WID_RESULT_NULL_ARGUMENT,
-        );
-        expect(
-            wid_keyring_spiffe_bundle(kr, 0, null_mut()),
-            WID_RESULT_NULL_ARGUMENT,
-        );
+        expect(wid_issuer_builder_build(b, null_mut()), na);
+        expect(wid_issuer_issue(null(), r, rl, NOW, &mut out), na);
+        expect(wid_issuer_issue(iss, null(), 5, NOW, &mut out), na);
+        expect(wid_issuer_issue(iss, r, rl, NOW, null_mut()), na);
+        expect(wid_keyring_spiffe_bundle(null(), 0, &mut out), na);
+        expect(wid_keyring_spiffe_bundle(kr, 0, null_mut()), na);
         // Bytes that are not a request; a length past the 4 MiB cap.
         for cut in [0, 1, req.len() / 2, req.len() - 1] {
             expect(
@@ -705,7 +494,7 @@ fn nulls_decoding_errors_and_wrong_handles() {
                 wid_issuer_issue(handle, req.as_ptr(), req.len(), NOW, &mut out),
                 WID_RESULT_INVALID_ARGUMENT,
             );
-            assert!(last_error().contains("wid_issuer"), "{}", last_error());
+            error_says("wid_issuer");
         }
         for handle in [iss_as_b, kr_as_b] {
             expect(
@@ -765,9 +554,7 @@ fn the_spiffe_bundle_lists_jwt_authorities() {
     assert_eq!(bundle(kr, 0)["spiffe_refresh_hint"], 300, "0: the default");
     assert_eq!(bundle(kr, u64::MAX)["spiffe_refresh_hint"], u64::MAX);
     // The same keys as the JWKS, apart from `use`.
-    let mut jwks = empty();
-    expect(unsafe { wid_keyring_jwks(kr, &mut jwks) }, WID_RESULT_OK);
-    let jwks: serde_json::Value = serde_json::from_str(&take(&mut jwks)).unwrap();
+    let jwks: serde_json::Value = serde_json::from_str(&jwks(kr)).unwrap();
     let mut es = jwks["keys"]
         .as_array()
         .unwrap()
@@ -782,14 +569,8 @@ fn the_spiffe_bundle_lists_jwt_authorities() {
 
 #[test]
 fn an_issuer_is_shared_by_threads() {
-    let kr = keyring();
-    let v = verifier(kr, "vault.io");
-    let b = builder(kr);
-    expect(
-        unsafe { wid_issuer_builder_set_algorithm(b, WID_ALG_ES256) },
-        WID_RESULT_OK,
-    );
-    expect(set_spiffe(b, TD, None), WID_RESULT_OK);
+    let (kr, v, b) = world();
+    set_es256_spiffe(b, None);
     expect(set_policy(b, POLICY), WID_RESULT_OK);
     let iss = build(b);
     let (iss_addr, v_addr, b_addr) = (iss as usize, v as usize, b as usize);
@@ -815,10 +596,5 @@ fn an_issuer_is_shared_by_threads() {
             });
         }
     });
-    unsafe {
-        wid_issuer_free(iss);
-        wid_issuer_builder_free(b);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(iss, b, v, kr) };
 }

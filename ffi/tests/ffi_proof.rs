@@ -6,14 +6,24 @@
 
 mod common;
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::ptr::{null, null_mut};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use common::bytes::{empty, is_empty, is_sentinel, json, sentinel, take, taken};
+use common::ffi_text::{error_says, name};
+use common::handles::free;
+use common::identity::{AUD, decode_segment};
+use common::keys::workload_key as generate;
+use common::keys::{bearer_and_wit_keyring, jwks, new_keyring, public_jwk};
+use common::lookup::{LIVE, TERMINAL, sample_state, state};
+use common::proof::{issue_wit_into, prove, verify_proof};
+use common::request::with_proof_key as request_for;
+use common::result::expect;
 use sha2::{Digest, Sha256};
 use workload_identity::codec;
-use workload_identity::model::{GoDuration, IssueRequest, ProofKey};
+use workload_identity::model::{GoDuration, IssueRequest};
 use workload_identity_ffi::*;
 
 const NOW: i64 = 1_800_000_000;
@@ -21,100 +31,14 @@ const TARGET: &str = "https://vault.example.com/v1/auth/jwt/login";
 const TD: &str = "nomad.example.com";
 const ISS: &str = "https://nomad.example.com";
 
-use common::ffi_text::{last_error, name};
-
-/// Asserts `rc` is `want`, naming both and the library's detail on failure.
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-/// An output a failed call must leave exactly as it was.
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    assert_eq!(unsafe { *b.data.add(b.len) }, 0, "NUL-terminated");
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    assert!(b.data.is_null() && b.len == 0);
-    s
-}
-
-/// A keyring with active EdDSA and ES256 bearer keys ("ed", "es") and WIT
-/// keys ("wit-ed", "wit-es"): WITs are signed only by WIT keys.
+/// The bearer-and-WIT keyring, its keys created just before `NOW`.
 fn keyring() -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    for (purpose, alg, kid, byte) in [
-        (WID_KEY_PURPOSE_BEARER, WID_ALG_EDDSA, "ed", 7u8),
-        (WID_KEY_PURPOSE_BEARER, WID_ALG_ES256, "es", 8),
-        (WID_KEY_PURPOSE_WIT, WID_ALG_EDDSA, "wit-ed", 9),
-        (WID_KEY_PURPOSE_WIT, WID_ALG_ES256, "wit-es", 10),
-    ] {
-        let m = [byte; 32];
-        let rc = unsafe {
-            wid_keyring_insert_purpose(
-                kr,
-                purpose,
-                alg,
-                kid.as_ptr().cast(),
-                kid.len(),
-                m.as_ptr(),
-                32,
-                WID_KEY_DERIVATION_HKDF_V1,
-                WID_KEY_STATE_ACTIVE,
-                NOW - 10,
-            )
-        };
-        expect(rc, WID_RESULT_OK);
-    }
-    kr
+    bearer_and_wit_keyring(NOW - 10)
 }
 
-/// The allocation lookup: userdata points to the state to report.
-unsafe extern "C" fn lookup(
-    userdata: *mut c_void,
-    id: *const u8,
-    len: usize,
-    _consistency: u32,
-    out: *mut u32,
-) -> wid_result {
-    let state = unsafe { *(userdata as *const u32) };
-    let id = unsafe { std::slice::from_raw_parts(id, len) };
-    unsafe {
-        *out = if id == common::ALLOC_ID.as_bytes() {
-            state
-        } else {
-            WID_ALLOC_MISSING
-        }
-    };
-    WID_RESULT_OK
-}
-
-static LIVE: u32 = WID_ALLOC_LIVE;
-static TERMINAL: u32 = WID_ALLOC_TERMINAL;
-
-/// A verifier for "vault.io" requiring `ISS`, never waiting for keys.
-fn verifier(kr: *const wid_keyring, state: &'static u32) -> *mut wid_verifier {
+/// A verifier for "vault.io" requiring `ISS`, never waiting for keys, whose
+/// lookup reports `alloc` for the sample allocation.
+fn verifier(kr: *const wid_keyring, alloc: &'static u32) -> *mut wid_verifier {
     let opts = wid_verifier_options {
         leeway_secs: 0,
         key_wait_ms: -1,
@@ -128,11 +52,11 @@ fn verifier(kr: *const wid_keyring, state: &'static u32) -> *mut wid_verifier {
     let rc = unsafe {
         wid_verifier_new_with_options(
             kr,
-            "vault.io".as_ptr().cast(),
-            8,
+            AUD.as_ptr().cast(),
+            AUD.len(),
             &opts,
-            Some(lookup),
-            state as *const u32 as *mut c_void,
+            Some(sample_state),
+            state(alloc),
             &mut v,
         )
     };
@@ -140,144 +64,27 @@ fn verifier(kr: *const wid_keyring, state: &'static u32) -> *mut wid_verifier {
     v
 }
 
-fn generate(alg: wid_alg) -> *mut wid_workload_key {
-    let mut key = null_mut();
-    expect(
-        unsafe { wid_workload_key_generate(alg, &mut key) },
-        WID_RESULT_OK,
-    );
-    assert!(!key.is_null());
-    key
+/// The bearer-and-WIT keyring, a verifier of its WITs for a live sample
+/// allocation, and a fresh workload key of `alg`.
+fn world(alg: wid_alg) -> (*mut wid_keyring, *mut wid_verifier, *mut wid_workload_key) {
+    let kr = keyring();
+    (kr, verifier(kr, &LIVE), generate(alg))
 }
 
-fn public_jwk(key: *const wid_workload_key) -> serde_json::Value {
-    let mut out = empty();
-    expect(
-        unsafe { wid_workload_key_public_jwk(key, &mut out) },
-        WID_RESULT_OK,
-    );
-    serde_json::from_str(&take(&mut out)).unwrap()
-}
-
-/// The sample task request carrying `jwk` as its `ProofKey`, msgpack-encoded
-/// (what a workload sends: its public JWK's members under the codec names).
-fn request_for(jwk: &serde_json::Value) -> Vec<u8> {
-    let member = |m: &str| {
-        jwk.get(m)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
-    let mut req = common::issue_request_task();
-    req.proof_key = Some(ProofKey {
-        alg: member("alg"),
-        crv: member("crv"),
-        kty: member("kty"),
-        x: member("x"),
-        y: member("y"),
-    });
-    codec::encode(&req).unwrap()
-}
-
-/// `wid_issue_wit` with this issuer and trust domain, into `out`.
-fn issue_wit_into(
-    kr: *const wid_keyring,
-    alg: wid_alg,
-    request: &[u8],
-    iss: &[u8],
-    td: &[u8],
-    out: &mut wid_bytes,
-) -> wid_result {
-    unsafe {
-        wid_issue_wit(
-            kr,
-            alg,
-            request.as_ptr(),
-            request.len(),
-            iss.as_ptr().cast(),
-            iss.len(),
-            td.as_ptr().cast(),
-            td.len(),
-            NOW,
-            out,
-        )
-    }
-}
-
+/// A WIT `kr`'s WIT key of `alg` issues for `request` (issuer `ISS`, trust
+/// domain `TD`, at `NOW`), or the code, the output untouched.
 fn issue_wit(kr: *const wid_keyring, alg: wid_alg, request: &[u8]) -> Result<String, wid_result> {
     let mut out = empty();
-    let rc = issue_wit_into(kr, alg, request, ISS.as_bytes(), TD.as_bytes(), &mut out);
-    if rc == WID_RESULT_OK {
-        Ok(take(&mut out))
-    } else {
-        assert!(out.data.is_null() && out.len == 0, "output untouched");
-        Err(rc)
-    }
-}
-
-fn prove(
-    key: *const wid_workload_key,
-    wit: &str,
-    target: &str,
-    access_token: Option<&str>,
-    ttl_secs: i64,
-    now: i64,
-) -> Result<String, wid_result> {
-    let (at, at_len) = access_token.map_or((null(), 0), |t| (t.as_ptr().cast(), t.len()));
-    let mut out = empty();
-    let rc = unsafe {
-        wid_workload_key_prove(
-            key,
-            wit.as_ptr().cast(),
-            wit.len(),
-            target.as_ptr().cast(),
-            target.len(),
-            at,
-            at_len,
-            ttl_secs,
-            now,
-            &mut out,
-        )
-    };
-    if rc == WID_RESULT_OK {
-        Ok(take(&mut out))
-    } else {
-        assert!(out.data.is_null() && out.len == 0, "output untouched");
-        Err(rc)
-    }
-}
-
-fn verify_proof(
-    v: *const wid_verifier,
-    wit: &str,
-    wpt: &str,
-    target: &str,
-    access_token: Option<&str>,
-    now: i64,
-) -> Result<serde_json::Value, wid_result> {
-    let (at, at_len) = access_token.map_or((null(), 0), |t| (t.as_ptr().cast(), t.len()));
-    let mut out = sentinel();
-    let rc = unsafe {
-        wid_verify_proof(
-            v,
-            wit.as_ptr().cast(),
-            wit.len(),
-            wpt.as_ptr().cast(),
-            wpt.len(),
-            target.as_ptr().cast(),
-            target.len(),
-            at,
-            at_len,
-            now,
-            &mut out,
-        )
-    };
-    if rc == WID_RESULT_OK {
-        Ok(serde_json::from_str(&take(&mut out)).unwrap())
-    } else {
-        assert!(is_sentinel(&out), "outputs only on success");
-        Err(rc)
-    }
+    let rc = issue_wit_into(
+        kr,
+        alg,
+        request,
+        ISS.as_bytes(),
+        TD.as_bytes(),
+        NOW,
+        &mut out,
+    );
+    taken(rc, &mut out, is_empty)
 }
 
 fn sha256_b64(s: &str) -> String {
@@ -309,9 +116,9 @@ fn a_wit_and_its_proof_round_trip_for_every_key_and_signer() {
         let request = request_for(&jwk);
         for signer in [WID_ALG_EDDSA, WID_ALG_ES256] {
             let wit = issue_wit(kr, signer, &request).unwrap();
-            let header = common::identity::decode_segment(&wit, 0);
+            let header = decode_segment(&wit, 0);
             assert_eq!(header["typ"], "wit+jwt", "{header}");
-            let claims = common::identity::decode_segment(&wit, 1);
+            let claims = decode_segment(&wit, 1);
             assert_eq!(
                 claims["sub"],
                 "wimse://nomad.example.com/global/default/web/frontend/server/vault_default"
@@ -332,12 +139,12 @@ fn a_wit_and_its_proof_round_trip_for_every_key_and_signer() {
                 NOW,
             )
             .unwrap();
-            let wpt_header = common::identity::decode_segment(&wpt, 0);
+            let wpt_header = decode_segment(&wpt, 0);
             assert_eq!(
                 wpt_header,
                 serde_json::json!({"alg": alg_name, "typ": "wpt+jwt"})
             );
-            let wpt_claims = common::identity::decode_segment(&wpt, 1);
+            let wpt_claims = decode_segment(&wpt, 1);
             assert_eq!(wpt_claims["aud"], TARGET, "query and fragment dropped");
             assert_eq!(wpt_claims["exp"], NOW + 60, "ttl 0: the default 60 s");
             assert_eq!(wpt_claims["wth"], sha256_b64(&wit));
@@ -353,7 +160,7 @@ fn a_wit_and_its_proof_round_trip_for_every_key_and_signer() {
                 verify_proof(v, &wit, &wpt, TARGET, Some("at-1"), NOW + 1).unwrap_err(),
                 WID_RESULT_PROOF_REPLAYED,
             );
-            assert!(last_error().contains("jti"), "{}", last_error());
+            error_says("jti");
             // A WIT is never a bearer token.
             let mut out = sentinel();
             let rc = unsafe { wid_verify(v, wit.as_ptr().cast(), wit.len(), NOW, &mut out) };
@@ -392,15 +199,12 @@ fn a_wit_and_its_proof_round_trip_for_every_key_and_signer() {
         }
         unsafe { wid_workload_key_free(key) };
     }
-    unsafe { wid_verifier_free(v) };
-    unsafe { wid_keyring_free(kr) };
+    unsafe { free!(v, kr) };
 }
 
 #[test]
 fn proofs_from_another_key_for_another_wit_or_out_of_time_are_refused() {
-    let kr = keyring();
-    let v = verifier(kr, &LIVE);
-    let key = generate(WID_ALG_ES256);
+    let (kr, v, key) = world(WID_ALG_ES256);
     let thief = generate(WID_ALG_ES256);
     let request = request_for(&public_jwk(key));
     let wit = issue_wit(kr, WID_ALG_EDDSA, &request).unwrap();
@@ -418,11 +222,11 @@ fn proofs_from_another_key_for_another_wit_or_out_of_time_are_refused() {
         verify_proof(v, &wit, &for_other, TARGET, None, NOW).unwrap_err(),
         WID_RESULT_PROOF_INVALID,
     );
-    assert!(last_error().contains("wth"), "{}", last_error());
+    error_says("wth");
     // ttl_secs sets exp; a proof past it (beyond the 60 s leeway) is refused,
     // and so is one that lives longer than proofs may (300 s by default).
     let short = prove(key, &wit, TARGET, None, 5, NOW).unwrap();
-    assert_eq!(common::identity::decode_segment(&short, 1)["exp"], NOW + 5);
+    assert_eq!(decode_segment(&short, 1)["exp"], NOW + 5);
     expect(
         verify_proof(v, &wit, &short, TARGET, None, NOW + 5 + 61).unwrap_err(),
         WID_RESULT_PROOF_INVALID,
@@ -460,13 +264,7 @@ fn proofs_from_another_key_for_another_wit_or_out_of_time_are_refused() {
     );
     // And the genuine proof still verifies with a live allocation.
     verify_proof(v, &wit, &fresh, TARGET, None, NOW).unwrap();
-    unsafe {
-        wid_verifier_free(dead);
-        wid_workload_key_free(thief);
-        wid_workload_key_free(key);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(dead, thief, key, v, kr) };
 }
 
 #[test]
@@ -513,7 +311,7 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
     let request = request_for(&public_jwk(key));
     let issue = |request: &[u8], alg: wid_alg, iss: &[u8], td: &[u8]| {
         let mut out = sentinel();
-        let rc = issue_wit_into(kr, alg, request, iss, td, &mut out);
+        let rc = issue_wit_into(kr, alg, request, iss, td, NOW, &mut out);
         if rc == WID_RESULT_OK {
             take(&mut out);
         } else {
@@ -532,7 +330,7 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
         issue(&bearer, WID_ALG_EDDSA, b"", TD.as_bytes()),
         WID_RESULT_INVALID_ARGUMENT,
     );
-    assert!(last_error().contains("ProofKey"), "{}", last_error());
+    error_says("ProofKey");
     // The committed Go request (no ProofKey) likewise.
     let go = common::go_vector("issue_request_task.msgpack");
     expect(
@@ -552,7 +350,7 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
             WID_RESULT_INVALID_ARGUMENT,
         );
     }
-    assert!(last_error().contains("trust_domain"), "{}", last_error());
+    error_says("trust_domain");
     // No active RS256 key; an unknown alg.
     expect(
         issue(&request, WID_ALG_RS256, b"", TD.as_bytes()),
@@ -562,30 +360,21 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
         issue(&request, 9, b"", TD.as_bytes()),
         WID_RESULT_INVALID_ARGUMENT,
     );
-    // A WIT must expire: TTL 0 is refused.
-    let mut req: IssueRequest = codec::decode(&request).unwrap();
-    req.identity.ttl = GoDuration::from_nanos(0);
-    expect(
-        issue(
-            &codec::encode(&req).unwrap(),
-            WID_ALG_EDDSA,
-            b"",
-            TD.as_bytes(),
-        ),
-        WID_RESULT_INVALID_ARGUMENT,
-    );
-    // A ProofKey that is not a usable public key.
-    let mut req: IssueRequest = codec::decode(&request).unwrap();
-    req.proof_key.as_mut().unwrap().x = "AAAA".into();
-    expect(
-        issue(
-            &codec::encode(&req).unwrap(),
-            WID_ALG_EDDSA,
-            b"",
-            TD.as_bytes(),
-        ),
-        WID_RESULT_INVALID_ARGUMENT,
-    );
+    let edits: [fn(&mut IssueRequest); 2] = [
+        // A WIT must expire: TTL 0 is refused.
+        |req| req.identity.ttl = GoDuration::from_nanos(0),
+        // A ProofKey that is not a usable public key.
+        |req| req.proof_key.as_mut().unwrap().x = "AAAA".into(),
+    ];
+    for edit in edits {
+        let mut req: IssueRequest = codec::decode(&request).unwrap();
+        edit(&mut req);
+        let req = codec::encode(&req).unwrap();
+        expect(
+            issue(&req, WID_ALG_EDDSA, b"", TD.as_bytes()),
+            WID_RESULT_INVALID_ARGUMENT,
+        );
+    }
     // Bytes: truncated at every length, an issuer that is not UTF-8.
     for cut in 0..request.len() {
         let rc = issue(&request[..cut], WID_ALG_EDDSA, b"", TD.as_bytes());
@@ -633,22 +422,13 @@ fn issue_wit_needs_a_proof_key_a_trust_domain_and_a_ttl() {
         );
     }
     let wit = take(&mut out);
-    assert!(
-        common::identity::decode_segment(&wit, 1)
-            .get("iss")
-            .is_none()
-    );
-    unsafe {
-        wid_workload_key_free(key);
-        wid_keyring_free(kr);
-    }
+    assert!(decode_segment(&wit, 1).get("iss").is_none());
+    unsafe { free!(key, kr) };
 }
 
 #[test]
 fn prove_and_verify_proof_check_their_arguments() {
-    let kr = keyring();
-    let v = verifier(kr, &LIVE);
-    let key = generate(WID_ALG_EDDSA);
+    let (kr, v, key) = world(WID_ALG_EDDSA);
     let wit = issue_wit(kr, WID_ALG_EDDSA, &request_for(&public_jwk(key))).unwrap();
     let t = TARGET.as_ptr().cast::<c_char>();
     let tl = TARGET.len();
@@ -755,9 +535,7 @@ fn prove_and_verify_proof_check_their_arguments() {
     }
     let wpt = prove(key, &wit, TARGET, None, 0, NOW).unwrap();
     assert!(
-        common::identity::decode_segment(&wpt, 1)
-            .get("ath")
-            .is_none(),
+        decode_segment(&wpt, 1).get("ath").is_none(),
         "no access token, no ath"
     );
     let p = wpt.as_ptr().cast::<c_char>();
@@ -854,9 +632,7 @@ fn prove_and_verify_proof_check_their_arguments() {
 
 #[test]
 fn a_proof_is_accepted_once_across_threads() {
-    let kr = keyring();
-    let v = verifier(kr, &LIVE);
-    let key = generate(WID_ALG_ES256);
+    let (kr, v, key) = world(WID_ALG_ES256);
     let wit = issue_wit(kr, WID_ALG_ES256, &request_for(&public_jwk(key))).unwrap();
     let wpt = prove(key, &wit, TARGET, Some("token"), 30, NOW).unwrap();
     let v_addr = v as usize;
@@ -903,11 +679,7 @@ fn a_proof_is_accepted_once_across_threads() {
     for wpt in &proofs {
         verify_proof(v, &wit, wpt, TARGET, None, NOW).unwrap();
     }
-    unsafe {
-        wid_workload_key_free(key);
-        wid_verifier_free(v);
-        wid_keyring_free(kr);
-    }
+    unsafe { free!(key, v, kr) };
 }
 
 #[test]
@@ -943,7 +715,7 @@ fn wit_keys_through_the_c_abi() {
             unsafe { wid_keyring_jwks_purpose(kr, purpose, &mut out) },
             WID_RESULT_OK,
         );
-        serde_json::from_str(&take(&mut out)).unwrap()
+        json(&mut out)
     };
     let kids = |set: &serde_json::Value| -> Vec<String> {
         set["keys"]
@@ -957,10 +729,8 @@ fn wit_keys_through_the_c_abi() {
     let wit_set = jwks_of(WID_KEY_PURPOSE_WIT);
     assert_eq!(kids(&bearer), ["ed", "es"]);
     assert_eq!(kids(&wit_set), ["wit-ed", "wit-es"]);
-    let mut plain = empty();
-    expect(unsafe { wid_keyring_jwks(kr, &mut plain) }, WID_RESULT_OK);
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&take(&mut plain)).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&jwks(kr)).unwrap(),
         bearer,
         "wid_keyring_jwks is the bearer key set"
     );
@@ -971,11 +741,7 @@ fn wit_keys_through_the_c_abi() {
             unsafe { wid_keyring_jwks_purpose(kr, bad, &mut out) },
             WID_RESULT_INVALID_ARGUMENT,
         );
-        assert!(
-            last_error().contains("WID_KEY_PURPOSE_"),
-            "{}",
-            last_error()
-        );
+        error_says("WID_KEY_PURPOSE_");
         expect(
             unsafe { wid_keyring_rotate_purpose(kr, bad, WID_ALG_EDDSA, NOW, &mut out) },
             WID_RESULT_INVALID_ARGUMENT,
@@ -987,14 +753,13 @@ fn wit_keys_through_the_c_abi() {
     let key = generate(WID_ALG_ES256);
     let request = request_for(&public_jwk(key));
     let wit = issue_wit(kr, WID_ALG_ES256, &request).unwrap();
-    assert_eq!(common::identity::decode_segment(&wit, 0)["kid"], "wit-es");
+    assert_eq!(decode_segment(&wit, 0)["kid"], "wit-es");
     let wpt = prove(key, &wit, TARGET, None, 60, NOW).unwrap();
     for (purpose, set, want) in [
         (WID_KEY_PURPOSE_BEARER, &bearer, WID_RESULT_UNKNOWN_KEY),
         (WID_KEY_PURPOSE_WIT, &wit_set, WID_RESULT_OK),
     ] {
-        let mut rp = null_mut();
-        expect(unsafe { wid_keyring_new(&mut rp) }, WID_RESULT_OK);
+        let rp = new_keyring();
         let json = set.to_string();
         let mut n = 0usize;
         expect(
@@ -1013,15 +778,11 @@ fn wit_keys_through_the_c_abi() {
         let v = verifier(rp, &LIVE);
         let got = verify_proof(v, &wit, &wpt, TARGET, None, NOW);
         expect(got.err().unwrap_or(WID_RESULT_OK), want);
-        unsafe {
-            wid_verifier_free(v);
-            wid_keyring_free(rp);
-        }
+        unsafe { free!(v, rp) };
     }
 
     // Bearer keys only: no WIT, and the message names the fix; then one.
-    let mut bearer_only = null_mut();
-    expect(unsafe { wid_keyring_new(&mut bearer_only) }, WID_RESULT_OK);
+    let bearer_only = new_keyring();
     expect(
         unsafe { wid_keyring_rotate_alg(bearer_only, WID_ALG_ES256, NOW, null_mut()) },
         WID_RESULT_OK,
@@ -1030,7 +791,7 @@ fn wit_keys_through_the_c_abi() {
         issue_wit(bearer_only, WID_ALG_ES256, &request).unwrap_err(),
         WID_RESULT_NO_ACTIVE_KEY,
     );
-    assert!(last_error().contains("--purpose wit"), "{}", last_error());
+    error_says("--purpose wit");
     let mut kid = empty();
     expect(
         unsafe {
@@ -1046,13 +807,6 @@ fn wit_keys_through_the_c_abi() {
     );
     let kid = take(&mut kid);
     let wit = issue_wit(bearer_only, WID_ALG_ES256, &request).unwrap();
-    assert_eq!(
-        common::identity::decode_segment(&wit, 0)["kid"],
-        kid.as_str()
-    );
-    unsafe {
-        wid_workload_key_free(key);
-        wid_keyring_free(bearer_only);
-        wid_keyring_free(kr);
-    }
+    assert_eq!(decode_segment(&wit, 0)["kid"], kid.as_str());
+    unsafe { free!(key, bearer_only, kr) };
 }

@@ -8,29 +8,14 @@
 //! naming the feature. (`bindings/c/test.c` drives the same functions from
 //! C under valgrind.)
 
-#[path = "common/ffi_text.rs"]
-mod ffi_text;
+mod common;
 
 use std::ptr::{null, null_mut};
 
-use ffi_text::{last_error, name};
+use common::bytes::{is_sentinel, sentinel};
+use common::ffi_text::error_says;
+use common::result::expect;
 use workload_identity_ffi::*;
-
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn sentinel() -> wid_bytes {
-    wid_bytes {
-        data: std::ptr::dangling_mut::<u8>(),
-        len: 12345,
-    }
-}
-
-fn is_sentinel(b: &wid_bytes) -> bool {
-    b.data == std::ptr::dangling_mut::<u8>() && b.len == 12345
-}
 
 #[cfg(not(feature = "remote-jwks"))]
 #[test]
@@ -66,7 +51,7 @@ fn without_the_feature_every_function_refuses_naming_it() {
             expect(rc, bad);
         }
         expect(wid_remote_jwks_refresh(null(), null_mut()), bad);
-        assert!(last_error().contains("`remote-jwks`"), "{}", last_error());
+        error_says("`remote-jwks`");
         // The frees do nothing (no handle can exist), NULL or not.
         wid_remote_jwks_builder_free(null_mut());
         wid_remote_jwks_free(null());
@@ -82,7 +67,6 @@ fn without_the_feature_every_function_refuses_naming_it() {
 #[cfg(feature = "remote-jwks")]
 mod with_the_feature {
     use std::collections::HashMap;
-    use std::ffi::c_void;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,10 +74,15 @@ mod with_the_feature {
     use std::time::{Duration, Instant};
 
     use super::*;
-
-    const NOW: i64 = 1_700_000_000;
-    const AUD: &str = "vault.io";
-    const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
+    use common::bytes::{empty, json, json_of};
+    use common::ffi_text::last_error;
+    use common::handles::{free, made};
+    use common::identity::{AUD, NOW};
+    use common::keys::{jwks, new_keyring, rotated_keyring};
+    use common::lookup::sample_live as live;
+    use common::request::issue;
+    use common::strings::s;
+    use common::verifier::verify;
 
     // ---- A server on loopback: one request per connection.
 
@@ -184,78 +173,25 @@ mod with_the_feature {
 
     // ---- Fixtures.
 
-    fn empty() -> wid_bytes {
-        wid_bytes {
-            data: null_mut(),
-            len: 0,
-        }
-    }
-
-    fn take(b: &mut wid_bytes) -> String {
-        assert!(!b.data.is_null());
-        let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-            .unwrap()
-            .to_string();
-        unsafe { wid_bytes_free(b) };
-        s
-    }
-
-    fn json(b: &mut wid_bytes) -> serde_json::Value {
-        serde_json::from_str(&take(b)).unwrap()
-    }
-
     /// The issuer's keyring, with one fresh active EdDSA key.
     fn issuer_keyring() -> *mut wid_keyring {
-        let mut kr = null_mut();
-        expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-        expect(
-            unsafe { wid_keyring_rotate(kr, NOW, null_mut()) },
-            WID_RESULT_OK,
-        );
-        kr
+        rotated_keyring(NOW)
     }
 
-    fn jwks(kr: *const wid_keyring) -> String {
-        let mut out = empty();
-        expect(unsafe { wid_keyring_jwks(kr, &mut out) }, WID_RESULT_OK);
-        take(&mut out)
+    /// A server serving the JWKS of an issuer's keyring at `/jwks.json`, the
+    /// keyring, and a builder for that URL.
+    fn serving() -> (Server, *mut wid_keyring, *mut wid_remote_jwks_builder) {
+        let server = Server::start();
+        let issuer = issuer_keyring();
+        server.set("/jwks.json", 200, &jwks(issuer));
+        let b = builder(&server.url("/jwks.json"));
+        (server, issuer, b)
     }
 
-    fn issue(kr: *const wid_keyring) -> String {
-        let req = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/vectors/msgpack/issue_request_task.msgpack"
-        ))
-        .unwrap();
-        let mut out = empty();
-        let rc = unsafe { wid_issue(kr, req.as_ptr(), req.len(), NOW, &mut out) };
-        expect(rc, WID_RESULT_OK);
-        take(&mut out)
-    }
-
-    unsafe extern "C" fn live(
-        _: *mut c_void,
-        id: *const u8,
-        len: usize,
-        _: u32,
-        out: *mut u32,
-    ) -> wid_result {
-        let id = unsafe { std::slice::from_raw_parts(id, len) };
-        let state = if id == ALLOC.as_bytes() {
-            WID_ALLOC_LIVE
-        } else {
-            WID_ALLOC_MISSING
-        };
-        unsafe { *out = state };
-        WID_RESULT_OK
-    }
-
+    /// A builder for `url`, plain http to loopback allowed.
     fn builder(url: &str) -> *mut wid_remote_jwks_builder {
-        let mut b = null_mut();
-        expect(
-            unsafe { wid_remote_jwks_builder_new(url.as_ptr().cast(), url.len(), &mut b) },
-            WID_RESULT_OK,
-        );
+        let (u, ul) = s(url);
+        let b = made(|out| unsafe { wid_remote_jwks_builder_new(u, ul, out) });
         expect(
             unsafe { wid_remote_jwks_builder_set_allow_http_loopback(b, 1) },
             WID_RESULT_OK,
@@ -264,52 +200,72 @@ mod with_the_feature {
     }
 
     fn build(b: *const wid_remote_jwks_builder) -> *mut wid_remote_jwks {
-        let mut r = null_mut();
-        expect(
-            unsafe { wid_remote_jwks_builder_build(b, &mut r) },
-            WID_RESULT_OK,
-        );
-        assert!(!r.is_null());
-        r
+        made(|out| unsafe { wid_remote_jwks_builder_build(b, out) })
     }
 
     fn remote_keyring(r: *const wid_remote_jwks) -> *mut wid_keyring {
-        let mut kr = null_mut();
-        expect(
-            unsafe { wid_remote_jwks_keyring(r, &mut kr) },
-            WID_RESULT_OK,
-        );
-        kr
+        made(|out| unsafe { wid_remote_jwks_keyring(r, out) })
     }
 
+    /// One value for each numeric setter of the builder.
+    #[derive(Clone, Copy)]
+    struct Settings {
+        allow_http_loopback: u32,
+        timeout_ms: u64,
+        refresh_bounds_ms: (u64, u64),
+        default_refresh_ms: u64,
+        unknown_kid_cooldown_ms: u64,
+        max_body_bytes: usize,
+        max_keys: usize,
+    }
+
+    /// Calls every numeric setter on `b` with `values`, in the header's order,
+    /// each answering `want`.
+    #[track_caller]
+    fn set_all(b: *mut wid_remote_jwks_builder, values: &Settings, want: wid_result) {
+        let Settings {
+            allow_http_loopback: allow,
+            timeout_ms: timeout,
+            refresh_bounds_ms: (min, max),
+            default_refresh_ms: default,
+            unknown_kid_cooldown_ms: cooldown,
+            max_body_bytes: body,
+            max_keys: keys,
+        } = *values;
+        unsafe {
+            expect(
+                wid_remote_jwks_builder_set_allow_http_loopback(b, allow),
+                want,
+            );
+            expect(wid_remote_jwks_builder_set_timeout_ms(b, timeout), want);
+            expect(
+                wid_remote_jwks_builder_set_refresh_bounds_ms(b, min, max),
+                want,
+            );
+            expect(
+                wid_remote_jwks_builder_set_default_refresh_ms(b, default),
+                want,
+            );
+            expect(
+                wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, cooldown),
+                want,
+            );
+            expect(wid_remote_jwks_builder_set_max_body_bytes(b, body), want);
+            expect(wid_remote_jwks_builder_set_max_keys(b, keys), want);
+        }
+    }
+
+    /// A verifier for `AUD` over `kr` (the sample allocation live), waiting
+    /// `key_wait_ms` for unknown keys.
     fn verifier(kr: *const wid_keyring, key_wait_ms: i64) -> *mut wid_verifier {
-        let mut b = null_mut();
-        let rc = unsafe {
-            wid_verifier_builder_new(
-                kr,
-                Some(live),
-                null_mut(),
-                AUD.as_ptr().cast(),
-                AUD.len(),
-                &mut b,
-            )
-        };
-        expect(rc, WID_RESULT_OK);
+        let b = common::verifier::builder(kr, Some(live), null_mut(), AUD);
         expect(
             unsafe { wid_verifier_builder_set_key_wait_ms(b, key_wait_ms) },
             WID_RESULT_OK,
         );
-        let mut v = null_mut();
-        expect(
-            unsafe { wid_verifier_builder_build(b, &mut v) },
-            WID_RESULT_OK,
-        );
+        let v = common::verifier::build(b);
         unsafe { wid_verifier_builder_free(b) };
         v
-    }
-
-    fn verify(v: *const wid_verifier, token: &str) -> wid_result {
-        unsafe { wid_verify(v, token.as_ptr().cast(), token.len(), NOW, null_mut()) }
     }
 
     fn refresh(r: *const wid_remote_jwks) -> Result<serde_json::Value, wid_result> {
@@ -321,9 +277,7 @@ mod with_the_feature {
     }
 
     fn stats(r: *const wid_remote_jwks) -> serde_json::Value {
-        let mut out = empty();
-        expect(unsafe { wid_remote_jwks_stats(r, &mut out) }, WID_RESULT_OK);
-        json(&mut out)
+        json_of(|out| unsafe { wid_remote_jwks_stats(r, out) })
     }
 
     fn kid_of(kr: *const wid_keyring) -> String {
@@ -382,7 +336,7 @@ mod with_the_feature {
         expect(new(url, &mut b), WID_RESULT_OK);
         let mut r = std::ptr::dangling_mut::<wid_remote_jwks>();
         expect(unsafe { wid_remote_jwks_builder_build(b, &mut r) }, bad);
-        assert!(last_error().contains("http"), "{}", last_error());
+        error_says("http");
         assert_eq!(r, std::ptr::dangling_mut());
 
         unsafe {
@@ -422,7 +376,7 @@ mod with_the_feature {
                 wid_remote_jwks_builder_set_ca_bundle_pem(b, b"not pem".as_ptr(), 7),
                 bad,
             );
-            assert!(last_error().contains("ca_bundle_pem"), "{}", last_error());
+            error_says("ca_bundle_pem");
             expect(
                 wid_remote_jwks_builder_set_ca_bundle_pem(b, null(), 3),
                 WID_RESULT_NULL_ARGUMENT,
@@ -464,16 +418,16 @@ mod with_the_feature {
             // NULL builders.
             let n = null_mut();
             let na = WID_RESULT_NULL_ARGUMENT;
-            expect(wid_remote_jwks_builder_set_allow_http_loopback(n, 5), na);
-            expect(wid_remote_jwks_builder_set_timeout_ms(n, 0), na);
-            expect(wid_remote_jwks_builder_set_refresh_bounds_ms(n, 5, 1), na);
-            expect(wid_remote_jwks_builder_set_default_refresh_ms(n, 0), na);
-            expect(
-                wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(n, 0),
-                na,
-            );
-            expect(wid_remote_jwks_builder_set_max_body_bytes(n, 0), na);
-            expect(wid_remote_jwks_builder_set_max_keys(n, 0), na);
+            let whatever = Settings {
+                allow_http_loopback: 5,
+                timeout_ms: 0,
+                refresh_bounds_ms: (5, 1),
+                default_refresh_ms: 0,
+                unknown_kid_cooldown_ms: 0,
+                max_body_bytes: 0,
+                max_keys: 0,
+            };
+            set_all(n, &whatever, na);
             expect(wid_remote_jwks_builder_set_ca_bundle_pem(n, null(), 0), na);
             expect(wid_remote_jwks_builder_build(null(), &mut r), na);
             expect(wid_remote_jwks_builder_build(b, null_mut()), na);
@@ -481,19 +435,12 @@ mod with_the_feature {
         // The builder kept loopback allowed: it builds now, and again.
         let r1 = build(b);
         let r2 = build(b);
-        unsafe {
-            wid_remote_jwks_free(r1);
-            wid_remote_jwks_free(r2);
-            wid_remote_jwks_builder_free(b);
-        }
+        unsafe { free!(r1, r2, b) };
     }
 
     #[test]
     fn a_remote_keyring_verifies_and_follows_rotation() {
-        let server = Server::start();
-        let issuer = issuer_keyring();
-        server.set("/jwks.json", 200, &jwks(issuer));
-        let b = builder(&server.url("/jwks.json"));
+        let (server, issuer, b) = serving();
         unsafe {
             expect(
                 wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, 0),
@@ -547,7 +494,7 @@ mod with_the_feature {
             refresh(r).map(|_| WID_RESULT_OK).unwrap_or_else(|rc| rc),
             WID_RESULT_IO_ERROR,
         );
-        assert!(last_error().contains("500"), "{}", last_error());
+        error_says("500");
         let s = stats(r);
         assert_eq!(s["failures"], 1, "{s}");
         assert_eq!(s["stale"], true, "{s}");
@@ -577,17 +524,9 @@ mod with_the_feature {
         expect(verify(v0, &rotated), WID_RESULT_OK);
 
         // The keyring outlives the source; it is no longer refreshed.
-        unsafe {
-            wid_remote_jwks_free(r);
-            wid_remote_jwks_builder_free(b);
-        }
+        unsafe { free!(r, b) };
         expect(verify(v, &rotated), WID_RESULT_OK);
-        unsafe {
-            wid_verifier_free(v);
-            wid_verifier_free(v0);
-            wid_keyring_free(kr);
-            wid_keyring_free(issuer);
-        }
+        unsafe { free!(v, v0, kr, issuer) };
     }
 
     #[test]
@@ -621,21 +560,12 @@ mod with_the_feature {
         let kr = remote_keyring(r);
         let v = verifier(kr, 0);
         expect(verify(v, &issue(issuer)), WID_RESULT_OK);
-        unsafe {
-            wid_verifier_free(v);
-            wid_keyring_free(kr);
-            wid_remote_jwks_free(r);
-            wid_remote_jwks_builder_free(b);
-            wid_keyring_free(issuer);
-        }
+        unsafe { free!(v, kr, r, b, issuer) };
     }
 
     #[test]
     fn the_refresher_runs_until_the_handle_is_freed() {
-        let server = Server::start();
-        let issuer = issuer_keyring();
-        server.set("/jwks.json", 200, &jwks(issuer));
-        let b = builder(&server.url("/jwks.json"));
+        let (server, issuer, b) = serving();
         unsafe {
             expect(
                 wid_remote_jwks_builder_set_refresh_bounds_ms(b, 20, 50),
@@ -656,10 +586,7 @@ mod with_the_feature {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(stats(r)["keys"], 1);
-        unsafe {
-            wid_remote_jwks_free(r);
-            wid_remote_jwks_builder_free(b);
-        }
+        unsafe { free!(r, b) };
         // Stopped (joined) by the free: no more requests.
         let after = server.hits("/jwks.json");
         std::thread::sleep(Duration::from_millis(200));
@@ -671,8 +598,7 @@ mod with_the_feature {
     fn wrong_handles_null_arguments_and_untouched_outputs() {
         let b = builder("http://127.0.0.1:9/jwks.json");
         let r = build(b);
-        let mut kr = null_mut();
-        expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
+        let kr = new_keyring();
         let bad = WID_RESULT_INVALID_ARGUMENT;
         let na = WID_RESULT_NULL_ARGUMENT;
         let mut out = sentinel();
@@ -682,31 +608,22 @@ mod with_the_feature {
         let kr_as_b: *mut wid_remote_jwks_builder = kr.cast();
         let b_as_r: *const wid_remote_jwks = b.cast();
         let kr_as_r: *const wid_remote_jwks = kr.cast();
+        let values = Settings {
+            allow_http_loopback: 1,
+            timeout_ms: 10,
+            refresh_bounds_ms: (1, 2),
+            default_refresh_ms: 1,
+            unknown_kid_cooldown_ms: 1,
+            max_body_bytes: 10,
+            max_keys: 10,
+        };
         unsafe {
             for wrong in [r_as_b, kr_as_b] {
                 expect(
                     wid_remote_jwks_builder_set_ca_bundle_pem(wrong, null(), 0),
                     bad,
                 );
-                expect(
-                    wid_remote_jwks_builder_set_allow_http_loopback(wrong, 1),
-                    bad,
-                );
-                expect(wid_remote_jwks_builder_set_timeout_ms(wrong, 10), bad);
-                expect(
-                    wid_remote_jwks_builder_set_refresh_bounds_ms(wrong, 1, 2),
-                    bad,
-                );
-                expect(
-                    wid_remote_jwks_builder_set_default_refresh_ms(wrong, 1),
-                    bad,
-                );
-                expect(
-                    wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(wrong, 1),
-                    bad,
-                );
-                expect(wid_remote_jwks_builder_set_max_body_bytes(wrong, 10), bad);
-                expect(wid_remote_jwks_builder_set_max_keys(wrong, 10), bad);
+                set_all(wrong, &values, bad);
                 expect(wid_remote_jwks_builder_build(wrong, &mut out_r), bad);
                 wid_remote_jwks_builder_free(wrong);
             }
@@ -736,11 +653,6 @@ mod with_the_feature {
         // Everything still works after the wrong frees.
         assert_eq!(stats(r)["failures"], 1);
         let r2 = build(b);
-        unsafe {
-            wid_remote_jwks_free(r);
-            wid_remote_jwks_free(r2);
-            wid_remote_jwks_builder_free(b);
-            wid_keyring_free(kr);
-        }
+        unsafe { free!(r, r2, b, kr) };
     }
 }

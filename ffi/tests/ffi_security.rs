@@ -4,14 +4,15 @@
 
 mod common;
 
+use common::bytes::empty;
 use common::identity::{AUD, NOW};
+use common::keys::new_keyring;
 use workload_identity_ffi::*;
 
 #[test]
 fn the_c_abi_never_reads_past_the_clamped_cap() {
     unsafe {
-        let mut kr = std::ptr::null_mut();
-        assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
+        let kr = new_keyring();
         let mut options: wid_verifier_options = std::mem::zeroed();
         options.max_token_bytes = usize::MAX;
         let mut v = std::ptr::null_mut();
@@ -28,10 +29,7 @@ fn the_c_abi_never_reads_past_the_clamped_cap() {
         // A length past isize::MAX over a one-byte buffer: refused from the
         // length alone, never turned into a slice.
         let one = [b'a'];
-        let mut out = wid_bytes {
-            data: std::ptr::null_mut(),
-            len: 0,
-        };
+        let mut out = empty();
         let rc = wid_verify(v, one.as_ptr().cast(), usize::MAX / 2 + 1, NOW, &mut out);
         assert_eq!(rc, WID_RESULT_MALFORMED_TOKEN);
         assert!(out.data.is_null());

@@ -6,8 +6,11 @@
 
 #[path = "../../tests/bao_support/mod.rs"]
 mod bao_support;
+mod common;
 
 use bao_support::Bao;
+use common::keys::new_keyring;
+use common::strings::s;
 use workload_identity_ffi::*;
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -28,7 +31,6 @@ fn through_the_c_abi(bao: &Bao, dir: &std::path::Path) {
     bao.cmd(&["write", "-f", "transit/keys/wid-ffi", "type=aes256-gcm96"]);
     let ca = bao.ca_pem();
     let ks = dir.join("ffi-keystore").display().to_string();
-    let s = |t: &str| (t.as_ptr().cast::<std::ffi::c_char>(), t.len());
     unsafe {
         let (ap, an) = s(&bao.addr);
         let (kp, kn) = s("wid-ffi");
@@ -48,8 +50,7 @@ fn through_the_c_abi(bao: &Bao, dir: &std::path::Path) {
             &mut w,
         );
         assert_eq!(rc, WID_RESULT_OK);
-        let mut kr = null_mut();
-        assert_eq!(wid_keyring_new(&mut kr), WID_RESULT_OK);
+        let kr = new_keyring();
         assert_eq!(
             wid_keyring_rotate_alg(kr, WID_ALG_ES256, 0, null_mut()),
             WID_RESULT_OK

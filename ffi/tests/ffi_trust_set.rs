@@ -4,101 +4,23 @@
 //! unknown issuers refused, refusals that leave the builder unchanged, NULL
 //! arguments, and outputs written only on success.
 
-#[path = "common/ffi_text.rs"]
-mod ffi_text;
+mod common;
 
-use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
-use ffi_text::{last_error, name};
+use common::bytes::{empty, take};
+use common::ffi_text::error_says;
+use common::handles::free;
+use common::identity::{AUD, NOW};
+use common::keys::keyring;
+use common::lookup::sample_live as live;
+use common::request::issue_with_issuer as issue;
+use common::result::expect;
 use workload_identity_ffi::*;
 
-const NOW: i64 = 1_700_000_000;
-const ALLOC: &str = "5f8c7d2e-3b1a-4c6d-9e0f-123456789abc";
+const ALLOC: &str = common::ALLOC_ID;
 const EAST: &str = "https://east.example";
 const WEST: &str = "https://west.example";
-
-#[track_caller]
-fn expect(rc: wid_result, want: wid_result) {
-    assert_eq!(name(rc), name(want), "{}", last_error());
-}
-
-fn empty() -> wid_bytes {
-    wid_bytes {
-        data: null_mut(),
-        len: 0,
-    }
-}
-
-fn take(b: &mut wid_bytes) -> String {
-    assert!(!b.data.is_null());
-    let s = unsafe { std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len)) }
-        .unwrap()
-        .to_string();
-    unsafe { wid_bytes_free(b) };
-    s
-}
-
-/// A keyring with one active EdDSA key `kid` of material `m`.
-fn keyring(kid: &str, m: u8) -> *mut wid_keyring {
-    let mut kr = null_mut();
-    expect(unsafe { wid_keyring_new(&mut kr) }, WID_RESULT_OK);
-    let material = [m; 32];
-    let rc = unsafe {
-        wid_keyring_insert(
-            kr,
-            kid.as_ptr().cast(),
-            kid.len(),
-            material.as_ptr(),
-            32,
-            WID_KEY_DERIVATION_HKDF_V1,
-            WID_KEY_STATE_ACTIVE,
-            0,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    kr
-}
-
-fn issue(kr: *const wid_keyring, iss: &str) -> String {
-    let req = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/msgpack/issue_request_task.msgpack"
-    ))
-    .unwrap();
-    let mut out = empty();
-    let rc = unsafe {
-        wid_issue_with_issuer(
-            kr,
-            req.as_ptr(),
-            req.len(),
-            iss.as_ptr().cast(),
-            iss.len(),
-            NOW,
-            &mut out,
-        )
-    };
-    expect(rc, WID_RESULT_OK);
-    take(&mut out)
-}
-
-unsafe extern "C" fn live(
-    _userdata: *mut c_void,
-    id: *const u8,
-    len: usize,
-    _consistency: u32,
-    out: *mut u32,
-) -> wid_result {
-    let id = unsafe { std::slice::from_raw_parts(id, len) };
-    unsafe {
-        *out = if id == ALLOC.as_bytes() {
-            WID_ALLOC_LIVE
-        } else {
-            WID_ALLOC_MISSING
-        }
-    };
-    WID_RESULT_OK
-}
 
 fn add_iss(
     b: *mut wid_trust_set_builder,
@@ -106,15 +28,14 @@ fn add_iss(
     kr: *const wid_keyring,
     lookup: wid_alloc_lookup_fn,
 ) -> wid_result {
-    let aud = "vault.io";
     unsafe {
         wid_trust_set_builder_add_iss(
             b,
             iss.as_ptr().cast(),
             iss.len(),
             kr,
-            aud.as_ptr().cast(),
-            aud.len(),
+            AUD.as_ptr().cast(),
+            AUD.len(),
             lookup,
             null_mut(),
         )
@@ -190,11 +111,7 @@ fn a_trust_set_routes_each_token_to_the_issuer_it_claims() {
         verify(t, &issue(east, "https://evil.example")).0,
         WID_RESULT_ISSUER_MISMATCH,
     );
-    assert!(
-        last_error().contains("https://evil.example"),
-        "{}",
-        last_error()
-    );
+    error_says("https://evil.example");
 
     // Two issuers under one iss: refused when built.
     expect(add_iss(b, EAST, west, None), WID_RESULT_OK);
@@ -205,12 +122,7 @@ fn a_trust_set_routes_each_token_to_the_issuer_it_claims() {
     );
     assert!(t2.is_null(), "no output on failure");
 
-    unsafe {
-        wid_trust_set_free(t);
-        wid_trust_set_builder_free(b);
-        wid_keyring_free(east);
-        wid_keyring_free(west);
-    }
+    unsafe { free!(t, b, east, west) };
 }
 
 #[test]

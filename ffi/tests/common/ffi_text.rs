@@ -1,5 +1,5 @@
 //! The C ABI's text outputs, read from Rust tests: this thread's last error
-//! detail and a result's name.
+//! detail (and what it says) and a result's name.
 
 use std::ffi::{CStr, c_char};
 
@@ -22,4 +22,11 @@ pub fn name(rc: wid_result) -> String {
     unsafe { CStr::from_ptr(wid_result_name(rc)) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// Asserts this thread's last error detail contains `needle`.
+#[track_caller]
+pub fn error_says(needle: &str) {
+    let e = last_error();
+    assert!(e.contains(needle), "{e}");
 }
