@@ -31,16 +31,49 @@ pub fn free_port() -> u16 {
     free_ports(1)[0]
 }
 
-/// `n` distinct free loopback ports. Every listener is held until all are
-/// bound, so the kernel cannot hand the same ephemeral port out twice (a
-/// cluster once got `m1` and `m3` on one peer port and etcd refused to start).
+/// `n` distinct free loopback ports, outside the kernel's ephemeral range.
+/// A member restarted on its old ports must find them free, and a port of
+/// the ephemeral range may meanwhile be any outgoing connection's source
+/// port (a CI run saw `bind: address already in use` on a restart). Every
+/// listener is held until all are bound, so no port is handed out twice (a
+/// cluster once got `m1` and `m3` on one peer port and etcd refused to
+/// start).
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    use std::hash::{BuildHasher, Hasher};
+    let (lo, hi) = listening_range();
+    let random = std::collections::hash_map::RandomState::new();
+    let mut held: Vec<TcpListener> = Vec::new();
+    let mut tries = 0u64;
+    while held.len() < n {
+        tries += 1;
+        assert!(tries < 100_000, "no free loopback port in {lo}..={hi}");
+        let mut h = random.build_hasher();
+        h.write_u64(tries);
+        let port = lo + (h.finish() % u64::from(hi - lo + 1)) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
     held.iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect()
+}
+
+/// Ports to listen on: below the ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; Linux's default is 32768 to
+/// 60999), or above it when it starts too low.
+fn listening_range() -> (u16, u16) {
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|x| x.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        });
+    match ephemeral {
+        Some((lo, _)) if lo > 12_000 => (10_000, lo - 1),
+        Some((_, hi)) if hi < 63_000 => (hi + 1, 65_535),
+        _ => (20_000, 32_767),
+    }
 }
 
 pub fn run(cmd: &str, args: &[&str]) -> bool {
