@@ -50,6 +50,7 @@ pub(crate) enum Saved {
     /// It lives, but the answer gave no life to judge it by (Vault's
     /// `lookup-self` without a numeric `ttl`): renew it to learn it, never
     /// take it as a token that never expires.
+    #[cfg_attr(not(feature = "vault"), allow(dead_code))]
     NoLife,
     /// It was minted by another configuration of this server (another
     /// mount, role or auth method): why.
