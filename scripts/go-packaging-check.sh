@@ -13,9 +13,18 @@
 #      (bindings/go/wid/wid_header.h), not only "No such file or directory";
 #   3. go-module:self -- the binding's own `go test ./wid` from a copy of the
 #      checkout's Go files.
+# and docs/go.md's blocks marked `run by scripts/go-packaging-check.sh: NAME`
+# (or `checked by`), as printed, paths substituted:
+#   install, add, build -- scripts/install.sh into a scratch /opt/wid, then
+#      1 and 2 again in a second new module, as that page writes them;
+#   untagged -- the error it quotes is what the untagged build printed;
+#   checkout -- `go test ./wid` against the build tree's archive, from the
+#      copy of 3.
 # Needs the C library (WID_LIB_DIR: an installed or staged lib directory, as
-# go-tests.sh passes; else the checkout's, staged by scripts/lib.sh), the
-# machine's Go, pkg-config, and the Go module proxy.
+# go-tests.sh passes; else the checkout's, staged by scripts/lib.sh), cargo
+# (docs/go.md's install block builds the checkout's library first: nothing
+# to do after its release build), the machine's Go, pkg-config, and the Go
+# module proxy.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,6 +47,18 @@ block() {
 }
 for name in add build self; do
     [ -n "$(block "$name")" ] || { echo "go-packaging-check: $readme lost its go-module:$name block" >&2; exit 1; }
+done
+godoc="$REPO_ROOT/docs/go.md"
+go_doc_block() {
+    awk -v run="<!-- run by scripts/go-packaging-check.sh: $1 -->" \
+        -v checked="<!-- checked by scripts/go-packaging-check.sh: $1 -->" '
+        $0 == run || $0 == checked { armed = 1; next }
+        armed && /^```/ { if (inside) exit; inside = 1; next }
+        inside { print }
+    ' "$godoc"
+}
+for name in install add build untagged checkout; do
+    [ -n "$(go_doc_block "$name")" ] || { echo "go-packaging-check: docs/go.md lost its $name block" >&2; exit 1; }
 done
 module_path="$(sed -n 's/^module //p' "$REPO_ROOT/bindings/go/go.mod")"
 block add | grep -qF "$module_path" ||
@@ -76,7 +97,8 @@ prefix="$work/prefix"
 "$REPO_ROOT/scripts/install.sh" --no-build --from "$libdir" --prefix "$prefix" >/dev/null 2>"$work/install.err" ||
     { cat "$work/install.err" >&2; exit 1; }
 mkdir -p "$work/plugin"
-cat > "$work/plugin/main.go" <<GO
+plugin_main() {
+    cat <<GO
 package main
 
 import (
@@ -107,6 +129,8 @@ func main() {
 	fmt.Printf("module mode: library %s issued a %d-byte token\n", wid.Version(), len(tok))
 }
 GO
+}
+plugin_main > "$work/plugin/main.go"
 block add | sed "s|/path/to/workload-identity|$REPO_ROOT|g" > "$work/add.sh"
 (cd "$work/plugin" && "${goenv[@]}" bash -euo pipefail "$work/add.sh") > "$work/add.out" 2>&1 ||
     { cat "$work/add.out" >&2; echo "go-packaging-check: the README's go-module:add block failed; it ran:" >&2; cat "$work/add.sh" >&2; exit 1; }
@@ -152,6 +176,44 @@ if grep -q "No such file or directory" "$work/untagged.out"; then
     exit 1
 fi
 echo "go-packaging-check: without -tags wid_pkgconfig or cgo flags the build fails naming both"
+# docs/go.md quotes that message: it is the compiler's, word for word.
+quoted="$(go_doc_block untagged)"
+grep -qF -- "$quoted" "$work/untagged.out" || {
+    cat "$work/untagged.out" >&2
+    echo "go-packaging-check: docs/go.md's untagged block is not what the build printed: $quoted" >&2
+    exit 1
+}
+
+# --- docs/go.md: install, add, build, in a second new module ------------------
+# Its install block builds first (cargo has nothing to do after the release
+# build) and installs into /opt/wid: a scratch prefix here. It runs in the
+# caller's environment, as cargo's other builds do (PKG_CONFIG_PATH
+# included: cargo rebuilds aws-lc-sys when it changes).
+docprefix="$work/opt-wid"
+go_doc_block install | sed "s|/opt/wid|$docprefix|g" > "$work/doc-install.sh"
+(cd "$REPO_ROOT" && bash -euo pipefail "$work/doc-install.sh") > "$work/doc-install.out" 2>&1 ||
+    { cat "$work/doc-install.out" >&2; echo "go-packaging-check: docs/go.md's install block failed; it ran:" >&2; cat "$work/doc-install.sh" >&2; exit 1; }
+[ -f "$docprefix/lib/pkgconfig/workload_identity.pc" ] ||
+    { echo "go-packaging-check: docs/go.md's install block installed no $docprefix/lib/pkgconfig/workload_identity.pc" >&2; exit 1; }
+# "from your module": a new one, with the same plugin.
+mkdir -p "$work/plugin-docs"
+(cd "$work/plugin-docs" && "${goenv[@]}" go mod init example.com/plugin) > "$work/doc-init.out" 2>&1 ||
+    { cat "$work/doc-init.out" >&2; exit 1; }
+plugin_main > "$work/plugin-docs/main.go"
+go_doc_block add | sed "s|/path/to/workload-identity|$REPO_ROOT|g" > "$work/doc-add.sh"
+(cd "$work/plugin-docs" && "${goenv[@]}" bash -euo pipefail "$work/doc-add.sh") > "$work/doc-add.out" 2>&1 ||
+    { cat "$work/doc-add.out" >&2; echo "go-packaging-check: docs/go.md's add block failed; it ran:" >&2; cat "$work/doc-add.sh" >&2; exit 1; }
+grep -q "^github.com/hashicorp/go-msgpack/v2 " "$work/plugin-docs/go.sum" ||
+    { echo "go-packaging-check: after docs/go.md's add block the module's go.sum has no go-msgpack/v2 line:" >&2; cat "$work/plugin-docs/go.sum" >&2; exit 1; }
+go_doc_block build | sed "s|/opt/wid|$docprefix|g" > "$work/doc-build.sh"
+(cd "$work/plugin-docs" && "${goenv[@]}" bash -euo pipefail "$work/doc-build.sh") > "$work/doc-plugin.out" ||
+    { echo "go-packaging-check: docs/go.md's build block failed; it ran:" >&2; cat "$work/doc-build.sh" >&2; exit 1; }
+grep -q "^module mode: library .* issued a" "$work/doc-plugin.out" ||
+    { echo "go-packaging-check: docs/go.md's plugin printed: $(cat "$work/doc-plugin.out")" >&2; exit 1; }
+deps="$(env -u LD_LIBRARY_PATH ldd "$work/plugin-docs/plugin")"
+grep -q "$soname => $docprefix/lib/" <<<"$deps" ||
+    { echo "go-packaging-check: docs/go.md's plugin does not load $docprefix/lib/$soname:" >&2; echo "$deps" >&2; exit 1; }
+echo "go-packaging-check: docs/go.md's install, add and build blocks, as printed: $(cat "$work/doc-plugin.out")"
 
 # --- 3. the binding's own tests, as the README says ---------------------------
 # A copy of the checkout's Go files (the tests read the committed vectors and
@@ -174,3 +236,12 @@ if ! diff -q "$REPO_ROOT/bindings/go/go.mod" "$copy/bindings/go/go.mod" >/dev/nu
     exit 1
 fi
 echo "go-packaging-check: module mode: $(grep "^ok" "$work/self.out")"
+
+# docs/go.md's checkout block, from the same copy: the build tree's archive
+# (the scratch target dir's) with the page's cgo flags.
+go_doc_block checkout > "$work/doc-checkout.sh"
+(cd "$copy" && "${goenv[@]}" CARGO_TARGET_DIR="$work/target" bash -euo pipefail "$work/doc-checkout.sh") > "$work/doc-checkout.out" 2>&1 ||
+    { cat "$work/doc-checkout.out" >&2; echo "go-packaging-check: docs/go.md's checkout block failed; it ran:" >&2; cat "$work/doc-checkout.sh" >&2; exit 1; }
+grep -Eq "^ok[[:space:]]+$module_path/wid" "$work/doc-checkout.out" ||
+    { cat "$work/doc-checkout.out" >&2; echo "go-packaging-check: no 'ok $module_path/wid' from docs/go.md's checkout block" >&2; exit 1; }
+echo "go-packaging-check: docs/go.md's checkout block: $(grep "^ok" "$work/doc-checkout.out")"

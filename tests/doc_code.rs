@@ -7,6 +7,14 @@
 //! ones by scripts/c-tests.sh, the Go ones by their go tests, the seed-001
 //! host by its loop against OpenBao and the Consul stand-in), so a doc that
 //! drifts from them fails here.
+//!
+//! Every other block a reader could run (shell, C, Go, untagged, Rust that
+//! is not a doctest of src/lib.rs) follows `<!-- run by PATH: NAME -->` or
+//! `<!-- checked by PATH: NAME -->`: PATH (from the repository root) is the
+//! test or script that finds the block by that marker and runs it as
+//! printed, or checks what it says when it cannot be run (a cloud CLI), and
+//! must name the marker, the block and the page (see
+//! `every_code_block_of_the_docs_is_run_or_names_its_test`).
 
 use std::path::Path;
 
@@ -145,4 +153,186 @@ fn what_a_restore_does_is_said_in_one_wording() {
             pages[0]
         );
     }
+}
+
+/// Blocks that are documents or output (a config file, a JSON body, a
+/// policy, what a command prints): nothing runs them, so they need no test.
+const DOCUMENTS: [&str; 4] = ["text", "json", "toml", "hcl"];
+
+/// One fenced block of a page: the line its opening fence is on (from 1),
+/// its language (the info string's first word, before any comma; empty
+/// when untagged), the rest of the info string's words (`no_run`,
+/// `ignore`) and the line above the fence, trimmed.
+struct Fence {
+    line: usize,
+    lang: String,
+    attributes: Vec<String>,
+    above: String,
+}
+
+/// Every fenced block of `text`, indented ones (in a list item) too.
+fn fences(name: &str, text: &str) -> Vec<Fence> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        if let Some(info) = line.strip_prefix("```") {
+            let mut words = info.split(',').map(|w| w.trim().to_string());
+            let lang = words.next().unwrap_or_default();
+            let above = if i > 0 { lines[i - 1].trim() } else { "" };
+            out.push(Fence {
+                line: i + 1,
+                lang,
+                attributes: words.collect(),
+                above: above.to_string(),
+            });
+            let close = (i + 1..lines.len())
+                .find(|&j| lines[j].trim() == "```")
+                .unwrap_or_else(|| panic!("{name}:{}: a fenced block that never ends", i + 1));
+            i = close;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `<!-- run by PATH: NAME -->` or `<!-- checked by PATH: NAME -->`: the
+/// kind ("run by", "checked by"), PATH (from the repository root) and NAME.
+fn test_marker(line: &str) -> Option<(&'static str, &str, &str)> {
+    let inner = line.strip_prefix("<!-- ")?.strip_suffix(" -->")?;
+    for kind in ["run by", "checked by"] {
+        if let Some((path, name)) = inner
+            .strip_prefix(kind)
+            .and_then(|r| r.strip_prefix(' '))
+            .and_then(|r| r.split_once(": "))
+        {
+            return Some((kind, path, name));
+        }
+    }
+    None
+}
+
+/// Whether `word` is in `text` with no letter, digit, `_` or `-` on either
+/// side.
+fn has_word(text: &str, word: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(word).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(part)
+            && !text[at + word.len()..].chars().next().is_some_and(part)
+    })
+}
+
+/// Why the block `fence` of `page` (`docs/NAME.md`) is not known to be run
+/// or checked, if it is not. `lib_rs` is src/lib.rs (which pages its
+/// doctests include).
+fn uncovered(page: &str, fence: &Fence, lib_rs: &str) -> Option<String> {
+    let lang = fence.lang.as_str();
+    if DOCUMENTS.contains(&lang) {
+        return None;
+    }
+    let file = page.strip_prefix("docs/").unwrap();
+    let compiled = !fence.attributes.iter().any(|a| a == "ignore");
+    if lang == "rust" && compiled && lib_rs.contains(&format!("include_str!(\"../docs/{file}\")")) {
+        return None; // a doctest of src/lib.rs
+    }
+    let above = fence.above.as_str();
+    if above.starts_with("<!-- shown from ") {
+        return None; // every_block_the_docs_show_from_a_file_is_that_file
+    }
+    let what = if lang.is_empty() {
+        "an untagged block".to_string()
+    } else {
+        format!("a ```{lang} block")
+    };
+    let Some((kind, path, name)) = test_marker(above) else {
+        return Some(format!(
+            "{what} with no `<!-- shown from PATH -->`, `<!-- run by PATH: NAME -->` or `<!-- checked by PATH: NAME -->` on the line above it{}",
+            if lang == "rust" {
+                " (nor is it a doctest of src/lib.rs: the page is not included, or the block is `ignore`)"
+            } else {
+                ""
+            }
+        ));
+    };
+    let Ok(test) = std::fs::read_to_string(Path::new(ROOT).join(path)) else {
+        return Some(format!("`{above}` names {path}, which does not exist"));
+    };
+    // The test must read this marker of this page: its own kind and path
+    // (from which it builds the marker it looks for), the name, the page.
+    let prefix = format!("{kind} {path}: ");
+    if !test.contains(&prefix) {
+        return Some(format!(
+            "`{above}`: {path} never builds a marker `{prefix}...`: it does not read the block"
+        ));
+    }
+    if !has_word(&test, name) {
+        return Some(format!(
+            "`{above}`: {path} never names {name:?}: it does not read this block"
+        ));
+    }
+    if !test.contains(page) {
+        return Some(format!(
+            "`{above}`: {path} never names {page}: it does not read this page"
+        ));
+    }
+    None
+}
+
+/// Every code block of docs/ that a reader could run (shell, C, Go,
+/// untagged, Rust outside the doctests) is run or checked by CI, and says
+/// by what: a `shown from` marker (the block is a file CI builds and runs),
+/// or a `run by PATH: NAME` / `checked by PATH: NAME` marker naming a test
+/// (PATH from the repository root) that finds the block by that marker.
+/// Documents and output (`text`, `json`, `toml`, `hcl`) need nothing.
+#[test]
+fn every_code_block_of_the_docs_is_run_or_names_its_test() {
+    let lib_rs = std::fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
+    let mut pages: Vec<_> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for path in pages {
+        let page = path.strip_prefix(ROOT).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let blocks = fences(&page, &text);
+        let mut markers = std::collections::HashSet::new();
+        for fence in &blocks {
+            checked += 1;
+            if let Some(why) = uncovered(&page, fence, &lib_rs) {
+                problems.push(format!("{page}:{}: {why}", fence.line));
+            }
+            if test_marker(&fence.above).is_some() && !markers.insert(fence.above.clone()) {
+                problems.push(format!(
+                    "{page}:{}: `{}` marks two blocks: a test finds only the first",
+                    fence.line, fence.above
+                ));
+            }
+        }
+        // A marker with no block under it marks nothing.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let line = line.trim();
+            if (test_marker(line).is_some() || line.starts_with("<!-- shown from "))
+                && !lines
+                    .get(i + 1)
+                    .is_some_and(|l| l.trim().starts_with("```"))
+            {
+                problems.push(format!(
+                    "{page}:{}: `{line}` is not followed by a fenced block",
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} blocks found in docs/");
+    assert!(
+        problems.is_empty(),
+        "code blocks of docs/ that no test is known to run or check (add the marker of the test that does, or write one):\n{}",
+        problems.join("\n")
+    );
 }

@@ -2587,7 +2587,7 @@ fn issue_checks_the_issuer_as_serve_does() {
 /// its JWKS before the script ends (its trap then stops it).
 #[test]
 fn the_walkthrough_of_docs_wid_md_runs_as_printed() {
-    const MARKER: &str = "<!-- run by tests/cli.rs: walkthrough -->";
+    const MARKER: &str = "<!-- run by wid/tests/cli.rs: walkthrough -->";
     let page = include_str!("../../docs/wid.md");
     let after = page
         .split_once(MARKER)
@@ -2676,4 +2676,221 @@ fn the_walkthrough_of_docs_wid_md_runs_as_printed() {
         serde_json::from_slice(&raw).unwrap()
     };
     assert!(kids.contains(&header["kid"].as_str().unwrap()), "{header}");
+}
+
+/// The ```sh block that follows `marker` in `page` (the text of `name`).
+fn doc_block(page: &str, name: &str, marker: &str) -> String {
+    let after = page
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("{name} has no {marker}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .unwrap_or_else(|| panic!("{name}: a ```sh block after {marker}"));
+    block[..block.find("\n```").expect("the block ends")].to_string() + "\n"
+}
+
+/// docs/relying-parties.md's "Publishing the keys": the export block run by
+/// bash as printed (only the keystore's and the KEK's directories replaced,
+/// `wid` the binary under test), then what the cloud block (which CI cannot
+/// run: no AWS or GCP account) takes from it, checked word by word: the
+/// directory it uploads holds only JSON (its `--content-type`), the bucket
+/// is the issuer's host, so each object is served at the URL the discovery
+/// document names, and the file given to GCP is that JWKS.
+#[test]
+fn publishing_the_keys_as_docs_relying_parties_md_prints_it() {
+    const PAGE: &str = include_str!("../../docs/relying-parties.md");
+    const NAME: &str = "docs/relying-parties.md";
+    let export = doc_block(PAGE, NAME, "<!-- run by wid/tests/cli.rs: publish -->");
+    let cloud = doc_block(
+        PAGE,
+        NAME,
+        "<!-- checked by wid/tests/cli.rs: publish-cloud -->",
+    );
+
+    let s = Scratch::new();
+    let d = s.dir.path().display().to_string();
+    std::fs::create_dir_all(s.dir.path().join("var-lib-wid")).unwrap();
+    std::fs::create_dir_all(s.dir.path().join("secrets")).unwrap();
+    let keystore = format!("{d}/var-lib-wid/keystore");
+    let kek = format!("{d}/secrets/wid-kek");
+    expect(&["keyring", "generate-kek", "--kek-file", &kek], 0);
+    expect(
+        &[
+            "keyring",
+            "init",
+            "--keystore",
+            &keystore,
+            "--kek-file",
+            &kek,
+            "--alg",
+            "EdDSA",
+            "--alg",
+            "ES256",
+        ],
+        0,
+    );
+    let bin = s.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(WID, bin.join("wid")).unwrap();
+    let script = export
+        .replace("/var/lib/wid", &format!("{d}/var-lib-wid"))
+        .replace("/run/secrets", &format!("{d}/secrets"));
+    let out = Command::new("bash")
+        .args(["-eu", "-c", &script])
+        .current_dir(s.dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let printed = stdout(&out);
+    assert!(
+        out.status.success(),
+        "{NAME}'s export block failed:\n{script}\n{printed}\n{}",
+        stderr(&out)
+    );
+
+    // The export: the JWKS and discovery document of the issuer the block
+    // sets, exactly as `wid keyring jwks` and `wid keyring oidc` make them.
+    let issuer = export
+        .lines()
+        .find_map(|l| l.strip_prefix("ISSUER="))
+        .expect("the block sets ISSUER")
+        .to_string();
+    let site = s.dir.path().join("site");
+    let read = |rel: &str| -> Value {
+        let text =
+            std::fs::read_to_string(site.join(rel)).unwrap_or_else(|e| panic!("site/{rel}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("site/{rel} is not JSON ({e})"))
+    };
+    let jwks = read(".well-known/jwks.json");
+    let discovery = read(".well-known/openid-configuration");
+    let ks = ["--keystore", keystore.as_str(), "--kek-file", kek.as_str()];
+    assert_eq!(
+        jwks,
+        json_out(&[&["keyring", "jwks"][..], &ks[..]].concat())
+    );
+    assert_eq!(
+        discovery,
+        json_out(
+            &[
+                &["keyring", "oidc"][..],
+                &ks[..],
+                &["--issuer", issuer.as_str()][..]
+            ]
+            .concat()
+        )
+    );
+    assert_eq!(discovery["issuer"], issuer.as_str(), "{discovery}");
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids.len(), 2, "{jwks}");
+    // The PEM keys: one per key of the JWKS, each after its `kid:` line
+    // (`kid: ID (ALG)`).
+    let pem_kids: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.strip_prefix("kid: ")?.split(' ').next())
+        .collect();
+    assert_eq!(pem_kids, kids, "{printed}");
+    assert_eq!(
+        printed.matches("-----BEGIN PUBLIC KEY-----").count(),
+        2,
+        "{printed}"
+    );
+
+    // The cloud block's words (continuation lines joined, comments left out).
+    let words: Vec<String> = cloud
+        .replace("\\\n", " ")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let after = |flag: &str| -> &str {
+        let at = words
+            .iter()
+            .position(|w| w == flag)
+            .unwrap_or_else(|| panic!("the cloud block has no {flag}"));
+        &words[at + 1]
+    };
+    // It uses the issuer the export block set, never a literal of its own.
+    for flag in ["--url", "--issuer-uri"] {
+        let given = words
+            .iter()
+            .enumerate()
+            .find_map(|(i, w)| {
+                if w == flag {
+                    words.get(i + 1).map(String::as_str)
+                } else {
+                    w.strip_prefix(&format!("{flag}="))
+                }
+            })
+            .unwrap_or_else(|| panic!("the cloud block has no {flag}"));
+        assert_eq!(given, "\"$ISSUER\"", "{flag}");
+    }
+    // The upload: every file of the directory is of the content type given.
+    assert_eq!(after("--content-type"), "application/json");
+    let at = words.iter().position(|w| w == "--recursive").unwrap();
+    let (from, to) = (&words[at + 3], &words[at + 4]);
+    assert_eq!(
+        (words[at + 1].as_str(), from.as_str()),
+        ("--content-type", "site/")
+    );
+    let mut files = Vec::new();
+    let mut dirs = vec![s.dir.path().join(from)];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                files.push(p.strip_prefix(&site).unwrap().display().to_string());
+            }
+        }
+    }
+    files.sort();
+    assert_eq!(
+        files,
+        [".well-known/jwks.json", ".well-known/openid-configuration"]
+    );
+    for f in &files {
+        read(f);
+    }
+    // The bucket is the issuer's host (virtual-hosted S3): each object is
+    // served at the issuer's URL plus its key, so where the discovery
+    // document says the JWKS is, and where AWS looks for the document.
+    let bucket = to
+        .strip_prefix("s3://")
+        .and_then(|b| b.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("{to}"));
+    let host = issuer.strip_prefix("https://").unwrap();
+    assert!(
+        host.starts_with(&format!("{bucket}.s3.")) && host.ends_with(".amazonaws.com"),
+        "{bucket} is not the bucket of {issuer}"
+    );
+    assert_eq!(
+        discovery["jwks_uri"],
+        format!("{issuer}/.well-known/jwks.json").as_str(),
+        "{discovery}"
+    );
+    // GCP gets that JWKS, uploaded.
+    let given = words
+        .iter()
+        .find_map(|w| w.strip_prefix("--jwk-json-path="))
+        .expect("--jwk-json-path");
+    assert_eq!(
+        read(given.strip_prefix("site/").expect("a file under site/")),
+        jwks
+    );
 }

@@ -3,9 +3,10 @@
 //! one prefix serve one JWKS and follow a rotation made by a third `wid`;
 //! tokens from `wid issue --etcd` verify against either server; `wid keyring
 //! migrate` copies a keystore into etcd (wrapped) and back without losing a
-//! key; docs/etcd.md's backup and restore blocks, run as printed; the
-//! refusals (no KEK, a wrong KEK, plain http) and the secrets that must
-//! never be printed.
+//! key; docs/etcd.md's policy, remove and revoke, backup and restore
+//! blocks and docs/wid.md's move to etcd, run as printed; the refusals (no
+//! KEK, a wrong KEK, plain http) and the secrets that must never be
+//! printed.
 //!
 //! Needs Debian's `etcd-server` and root (as the library's
 //! `tests/etcd_keyring.rs`):
@@ -1398,13 +1399,16 @@ fn revoke_and_remove_through_etcd() {
     assert_eq!(state_of(&list, &signer).as_deref(), Some("active"));
 }
 
-/// A marked ```sh block of docs/etcd.md (`<!-- run by tests/cli_etcd.rs: NAME -->`).
-fn etcd_doc_block(name: &str) -> String {
-    let page = include_str!("../../docs/etcd.md");
-    let marker = format!("<!-- run by tests/cli_etcd.rs: {name} -->");
+const ETCD_MD: &str = include_str!("../../docs/etcd.md");
+const WID_MD: &str = include_str!("../../docs/wid.md");
+
+/// The ```sh block of `page` (the text of `page_name`) marked
+/// `<!-- run by wid/tests/cli_etcd.rs: NAME -->`.
+fn marked_block(page: &str, page_name: &str, name: &str) -> String {
+    let marker = format!("<!-- run by wid/tests/cli_etcd.rs: {name} -->");
     let after = page
         .split_once(&marker)
-        .unwrap_or_else(|| panic!("docs/etcd.md has no {marker}"))
+        .unwrap_or_else(|| panic!("{page_name} has no {marker}"))
         .1;
     let block = after
         .trim_start()
@@ -1413,10 +1417,16 @@ fn etcd_doc_block(name: &str) -> String {
     block[..block.find("\n```").expect("the block ends")].to_string() + "\n"
 }
 
-/// Runs `script` with bash (stopping at the first failure) in `dir`, `wid`
-/// being the binary under test; its stdout.
+/// A marked ```sh block of docs/etcd.md.
+fn etcd_doc_block(name: &str) -> String {
+    marked_block(ETCD_MD, "docs/etcd.md", name)
+}
+
+/// Runs `script` (`what`, for messages) with bash (stopping at the first
+/// failure) in `dir`, `wid` being the binary under test; its stdout and
+/// stderr.
 #[track_caller]
-fn run_doc_block(what: &str, script: &str, dir: &std::path::Path) -> String {
+fn run_doc_block(what: &str, script: &str, dir: &std::path::Path) -> (String, String) {
     let bin = dir.join("bin");
     if !bin.exists() {
         std::fs::create_dir(&bin).unwrap();
@@ -1437,11 +1447,11 @@ fn run_doc_block(what: &str, script: &str, dir: &std::path::Path) -> String {
         .unwrap();
     assert!(
         o.status.success(),
-        "docs/etcd.md's {what} block failed:\n{script}\nstdout: {}\nstderr: {}",
+        "{what} block failed:\n{script}\nstdout: {}\nstderr: {}",
         stdout(&o),
         stderr(&o)
     );
-    stdout(&o)
+    (stdout(&o), stderr(&o))
 }
 
 /// docs/etcd.md's "Backup and restore" as printed, against a TLS etcd
@@ -1507,7 +1517,7 @@ fn backup_and_restore_as_docs_etcd_md_prints_them() {
 
     // Back up.
     let backup_block = here(etcd_doc_block("backup")).replace("/var/backups/wid", &backups);
-    let listed = run_doc_block("backup", &backup_block, s.dir.path());
+    let (listed, _) = run_doc_block("docs/etcd.md's backup", &backup_block, s.dir.path());
     let files: Vec<String> = std::fs::read_dir(&backups)
         .unwrap()
         .map(|e| e.unwrap().path().display().to_string())
@@ -1533,7 +1543,7 @@ fn backup_and_restore_as_docs_etcd_md_prints_them() {
     let restore_block = here(etcd_doc_block("restore"))
         .replace("keyring-20250101T020000Z", &name)
         .replace("/var/backups/wid", &backups);
-    let listed = run_doc_block("restore", &restore_block, s.dir.path());
+    let (listed, _) = run_doc_block("docs/etcd.md's restore", &restore_block, s.dir.path());
     for (kid, _) in &before {
         assert!(listed.contains(kid.as_str()), "{listed}");
     }
@@ -1547,6 +1557,205 @@ fn backup_and_restore_as_docs_etcd_md_prints_them() {
     assert_no_plaintext(&in_etcd, "etcd");
     let served = serve();
     assert_eq!(served.jwks().kids(), kids_before);
+}
+
+/// docs/etcd.md's policy block, then its remove and revoke block, run by
+/// bash as printed against a TLS etcd member, in a directory holding the
+/// `ca.pem` and `kek` they name; only the member's URL and the `...` the
+/// page leaves to the reader (`--etcd ...`: the URL and the CA;
+/// `--etcd-prefix ...`: the prefix `init` was given), `[KID...]` (none:
+/// every key that may go) and the revoked `KID` are filled in. The stored
+/// policy is the block's; `remove` removes the deprecated key whose tokens
+/// have all expired and keeps, saying until when, the one whose tokens may
+/// be live; `revoke` replaces the active key and takes it out of the JWKS.
+#[test]
+fn policy_remove_and_revoke_as_docs_etcd_md_prints_them() {
+    let cluster = Cluster::start_sized(Options::new(Security::Tls), 1);
+    let url = cluster.urls()[0].clone();
+    let s = Scratch::new();
+    std::fs::copy(cluster.pki.path("ca.crt"), s.path("ca.pem")).unwrap();
+    let kek = s.kek("kek");
+    let prefix = "/workload-identity/keyring/";
+    let here = |block: String| {
+        block
+            .replace("https://10.0.0.1:2379", &url)
+            .replace(
+                "--etcd ...",
+                &format!("--etcd {url} --etcd-ca-bundle ca.pem"),
+            )
+            .replace("--etcd-prefix ...", &format!("--etcd-prefix {prefix}"))
+    };
+    let flags = strings(&[
+        "--etcd",
+        &url,
+        "--etcd-ca-bundle",
+        &s.path("ca.pem"),
+        "--etcd-prefix",
+        prefix,
+        "--kek-file",
+        &kek,
+    ]);
+
+    // The policy: init stores the values given, set changes one, show
+    // prints them.
+    let (shown, _) = run_doc_block(
+        "docs/etcd.md's policy",
+        &here(etcd_doc_block("policy")),
+        s.dir.path(),
+    );
+    let shown = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+    for line in [
+        "RotationThreshold 720h",
+        "LongestTTL 1h",
+        "LeadTime 30s",
+        "Retention 72h",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in: {shown}");
+    }
+    let stored = json_out(&args(&["keyring", "policy", "show"], &flags, &["--json"]));
+    assert_eq!(stored["policy"]["retention"], "72h", "{stored}");
+    assert_eq!(stored["policy"]["longest_ttl"], "1h", "{stored}");
+    let list = keyring_json("list", &flags, &["--json"]);
+    let first = list["keys"][0]["kid"].as_str().unwrap().to_string();
+    assert_eq!(state_of(&list, &first).as_deref(), Some("active"), "{list}");
+
+    // Keys for remove: `first` replaced and deprecated two hours ago (its
+    // tokens, of at most the stored LongestTTL, have all expired) and a
+    // second replaced and deprecated now (its tokens may be live).
+    let then = (workload_identity::unix_now() - 7_200).to_string();
+    let immediate = ["--alg", "ES256", "--immediate", "--json"];
+    keyring_json(
+        "rotate",
+        &flags,
+        &[&immediate[..], &["--now", then.as_str()]].concat(),
+    );
+    keyring_json(
+        "deprecate",
+        &flags,
+        &[first.as_str(), "--force", "--now", &then, "--json"],
+    );
+    let active = |list: &Value| -> String {
+        list["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["state"] == "active")
+            .unwrap_or_else(|| panic!("no active key: {list}"))["kid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let second = active(&keyring_json("list", &flags, &["--json"]));
+    keyring_json("rotate", &flags, &immediate);
+    keyring_json("deprecate", &flags, &[second.as_str(), "--force", "--json"]);
+    let signer = active(&keyring_json("list", &flags, &["--json"]));
+    let served = Served::start(&args(
+        &[],
+        &flags,
+        &["--listen", "127.0.0.1:0", "--issuer", "http://127.0.0.1"],
+    ));
+    assert_eq!(served.jwks().kids(), std::slice::from_ref(&signer));
+
+    let block = here(etcd_doc_block("remove-and-revoke"))
+        .replace(" [KID...]", "")
+        .replace(
+            "--kek-file kek KID\n",
+            &format!("--kek-file kek {signer}\n"),
+        );
+    let (said, notes) = run_doc_block("docs/etcd.md's remove and revoke", &block, s.dir.path());
+    assert!(
+        notes.contains(&format!("kept: {second} stays until")),
+        "{notes}"
+    );
+    assert!(said.contains("auth/jwt/config"), "{said}");
+    let list = keyring_json("list", &flags, &["--json"]);
+    assert_eq!(state_of(&list, &first), None, "removed: {list}");
+    assert_eq!(
+        state_of(&list, &second).as_deref(),
+        Some("deprecated"),
+        "kept: {list}"
+    );
+    assert_eq!(
+        state_of(&list, &signer).as_deref(),
+        Some("deprecated"),
+        "revoked: {list}"
+    );
+    let replacement = active(&list);
+    assert!(
+        ![&first, &second, &signer].contains(&&replacement),
+        "{list}"
+    );
+    eventually("the server drops the revoked key", LIMIT, || {
+        served.jwks().kids() == std::slice::from_ref(&replacement)
+    });
+}
+
+/// docs/wid.md's move to etcd as printed: a keystore's keys copied into a
+/// TLS etcd member by `wid keyring migrate`, then `wid serve --etcd ...
+/// --rotator` on them (each command of the block run with its words as
+/// printed; the member's URL, the CA, the KEK and the keystore replaced,
+/// and port 0 for 8080): the server serves the keystore's keys and is
+/// elected the rotator.
+#[test]
+fn migrate_and_serve_as_docs_wid_md_prints_them() {
+    let cluster = Cluster::start_sized(Options::new(Security::Tls), 1);
+    let url = cluster.urls()[0].clone();
+    let ca = cluster.pki.path("ca.crt");
+    let s = Scratch::new();
+    let kek = s.kek("kek");
+    let keystore = s.path("keystore");
+    let file = keystore_flags(&keystore, &kek);
+    keyring_json(
+        "init",
+        &file,
+        &["--alg", "EdDSA", "--alg", "ES256", "--json"],
+    );
+    let mut kids: Vec<String> = keyring_json("list", &file, &["--json"])["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_string())
+        .collect();
+    kids.sort();
+    assert_eq!(kids.len(), 2);
+
+    let block = marked_block(WID_MD, "docs/wid.md", "migrate-and-serve")
+        .replace(
+            "https://10.0.0.1:2379,https://10.0.0.2:2379,https://10.0.0.3:2379",
+            &url,
+        )
+        .replace("/etc/etcd/ca.pem", &ca)
+        .replace("/run/secrets/wid-kek", &kek)
+        .replace("/var/lib/wid/keystore", &keystore)
+        .replace("127.0.0.1:8080", "127.0.0.1:0");
+    let commands: Vec<Vec<String>> = block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    assert_eq!(commands[0][..3], ["wid", "keyring", "migrate"]);
+    assert_eq!(commands[1][..2], ["wid", "serve"]);
+    expect(&commands[0][1..], 0);
+    let served = Served::start(&commands[1][2..]);
+
+    let mut served_kids = served.jwks().kids();
+    served_kids.sort();
+    assert_eq!(served_kids, kids);
+    let etcd = strings(&["--etcd", &url, "--etcd-ca-bundle", &ca, "--kek-file", &kek]);
+    let mut in_etcd: Vec<String> = keyring_json("list", &etcd, &["--json"])["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_string())
+        .collect();
+    in_etcd.sort();
+    assert_eq!(in_etcd, kids);
+    eventually("the server is elected the rotator", LIMIT, || {
+        served.get("/health").json()["etcd"]["rotator_elected"] == true
+    });
 }
 
 /// The JSON lines `wid serve --log-format json` wrote, parsed (each must be

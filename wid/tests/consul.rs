@@ -6,6 +6,9 @@
 //! Consul can be had here) whose auth method fetches our keys from a real
 //! `wid serve`:
 //!
+//! * docs/consul.md's setup (the auth method and its binding rule) run as
+//!   printed with curl, the keys fetched over https trusting `JWKSCACert`;
+//!   every other test's auth method and rule are the page's too;
 //! * a start logs in (Nomad's `Meta`), the token works at `token/self`;
 //! * a restart confirms the saved token with `token/self` and does not log
 //!   in again; a token deleted out of band is replaced at the restore and
@@ -212,40 +215,156 @@ impl World {
     }
 }
 
-/// docs/consul.md's setup: the auth method and its binding rule.
+/// docs/consul.md's setup block (the auth method and its binding rule).
+fn setup_block() -> String {
+    let page = include_str!("../../docs/consul.md");
+    let marker = "<!-- run by wid/tests/consul.rs: setup -->";
+    let after = page
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("docs/consul.md has no {marker}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .expect("a ```sh block after the marker");
+    block[..block.find("\n```").expect("the block ends")].to_string() + "\n"
+}
+
+/// The JSON bodies the setup block sends (its `<<'JSON'` documents): the
+/// auth method's, then the binding rule's.
+fn setup_bodies() -> (Value, Value) {
+    let block = setup_block();
+    let bodies: Vec<Value> = block
+        .split("<<'JSON'\n")
+        .skip(1)
+        .map(|rest| {
+            let body = &rest[..rest.find("\nJSON\n").expect("the document ends")];
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+        })
+        .collect();
+    assert_eq!(bodies.len(), 2, "{block}");
+    (bodies[0].clone(), bodies[1].clone())
+}
+
+/// docs/consul.md's auth method and binding rule, for keys served over
+/// plain http at `jwks_url` (so no `JWKSCACert`), with the tests' own
+/// `MaxTokenTTL` and `ClockSkewLeeway`.
 fn configure(consul: &Standin, jwks_url: &str, issuer: &str, ttl: &str, skew: &str) {
-    consul.ok(
-        "PUT",
-        "/v1/acl/auth-method",
-        Some(&json!({
-            "Name": METHOD,
-            "Type": "jwt",
-            "MaxTokenTTL": ttl,
-            "TokenLocality": "local",
-            "Config": {
-                "JWKSURL": jwks_url,
-                "JWTSupportedAlgs": ["EdDSA", "ES256", "RS256"],
-                "BoundAudiences": ["consul.io"],
-                "BoundIssuer": issuer,
-                "ClockSkewLeeway": skew,
-                "ClaimMappings": {
-                    "nomad_namespace": "nomad_namespace",
-                    "nomad_job_id": "nomad_job_id",
-                    "nomad_task": "nomad_task",
-                },
-            },
-        })),
+    let (mut method, rule) = setup_bodies();
+    assert_eq!(method["Name"], METHOD);
+    method["MaxTokenTTL"] = json!(ttl);
+    let config = method["Config"].as_object_mut().unwrap();
+    config.remove("JWKSCACert");
+    config.insert("JWKSURL".into(), json!(jwks_url));
+    config.insert("BoundIssuer".into(), json!(issuer));
+    config.insert("ClockSkewLeeway".into(), json!(skew));
+    consul.ok("PUT", "/v1/acl/auth-method", Some(&method));
+    consul.ok("PUT", "/v1/acl/binding-rule", Some(&rule));
+}
+
+/// docs/consul.md's setup as printed (bash, curl), against the stand-in
+/// and a `wid serve` over https with a private CA (docs/etcd.md's
+/// certificates): only the hosts, the management token and the CA the
+/// page leaves as `...` are filled in. A task of namespace default logs in
+/// with the service identity of its job, for `MaxTokenTTL`; one of another
+/// namespace is refused, as no rule binds it.
+#[test]
+fn the_setup_of_the_page_runs_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    login_support::recipe_certificates(dir.path());
+    let keystore = path("keystore");
+    wid_ok(&["keyring", "init", "--keystore", &keystore, "--alg", "EdDSA"]);
+    let port = free_port();
+    let issuer = format!("https://127.0.0.1:{port}");
+    let _served = Served::start(&[
+        "--keystore",
+        &keystore,
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--issuer",
+        &issuer,
+        "--tls-cert",
+        &path("member1.pem"),
+        "--tls-key",
+        &path("member1.key"),
+    ]);
+    let consul = Standin::start(&[]);
+    let ca = std::fs::read_to_string(path("ca.pem")).unwrap();
+    let mut script = setup_block();
+    for (from, to) in [
+        ("CONSUL_HTTP_TOKEN=...", format!("CONSUL_HTTP_TOKEN={ROOT}")),
+        ("https://consul.example.com:8501", consul.url()),
+        ("https://issuer.example.com", issuer.clone()),
+        (
+            r#""-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n""#,
+            json!(ca).to_string(),
+        ),
+    ] {
+        assert!(script.contains(from), "the setup block has no {from}");
+        script = script.replace(from, &to);
+    }
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/consul.md's setup failed:\n{script}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
-    consul.ok(
-        "PUT",
-        "/v1/acl/binding-rule",
-        Some(&json!({
-            "AuthMethod": METHOD,
-            "BindType": "service",
-            "BindName": "${value.nomad_job_id}",
-            "Selector": "value.nomad_namespace == \"default\" and value.nomad_task != \"\"",
-        })),
+    let method = consul.ok("GET", &format!("/v1/acl/auth-method/{METHOD}"), None);
+    assert_eq!(method["Config"]["JWKSCACert"], ca.as_str(), "{method}");
+
+    let login = |namespace: &str| {
+        let req = json!({
+            "Region": "global",
+            "Allocation": {"ID": ALLOC, "Namespace": namespace, "JobID": "web",
+                "TaskGroup": "frontend", "ClientStatus": "running"},
+            "Task": "server",
+            "Identity": {"Name": "consul_default", "Audience": ["consul.io"], "TTL": "1h"},
+        });
+        std::fs::write(path("request.json"), req.to_string()).unwrap();
+        let jwt = wid_ok(&[
+            "issue",
+            "--keystore",
+            &keystore,
+            "--request",
+            &path("request.json"),
+            "--issuer",
+            &issuer,
+        ]);
+        consul.call(
+            "POST",
+            "/v1/acl/login",
+            None,
+            Some(&json!({"AuthMethod": METHOD, "BearerToken": jwt.trim()})),
+        )
+    };
+    // The stand-in fetched the keys over https, trusting JWKSCACert.
+    let (status, body) = login("default");
+    assert_eq!(status, 200, "{body}");
+    let token: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        token["ServiceIdentities"][0]["ServiceName"], "web",
+        "{token}"
     );
+    // (Microseconds both, taken to milliseconds: 1 ms of rounding.)
+    let lifetime = expiration_ms(&token) - created_ms(&token);
+    assert!(
+        (lifetime - 3_600_000).abs() <= 1,
+        "MaxTokenTTL 1h: {lifetime} ms: {token}"
+    );
+    assert!(
+        consul
+            .token_self(token["SecretID"].as_str().unwrap())
+            .is_ok()
+    );
+    let (status, body) = login("prod");
+    assert_eq!((status, body.trim()), (403, "Permission denied"));
 }
 
 fn task_identity() -> IdentityId {
@@ -274,7 +393,18 @@ impl ConsulClient for Client {
 }
 
 fn expiration_ms(token: &Value) -> i64 {
-    let t = token["ExpirationTime"].as_str().expect("an ExpirationTime");
+    time_ms(token, "ExpirationTime")
+}
+
+fn created_ms(token: &Value) -> i64 {
+    time_ms(token, "CreateTime")
+}
+
+/// A token's time `field`, in Unix milliseconds.
+fn time_ms(token: &Value, field: &str) -> i64 {
+    let t = token[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field}: {token}"));
     // The stand-in writes Go's layout with microseconds: parse by hand.
     let out = Command::new("python3")
         .args([

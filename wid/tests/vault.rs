@@ -8,9 +8,12 @@
 //!   `claim_mappings`, and a templated policy under which a workload reads
 //!   only its own job's secrets; EdDSA, ES256 and RS256 tokens; what OpenBao
 //!   refuses (audience, namespace, issuer, expiry, tampering); the page's
-//!   config commands as printed, over https with a private CA
-//!   (`jwks_ca_pem`, `oidc_discovery_ca_pem`), and what OpenBao says without
-//!   the CA or with the issuer's host under another name.
+//!   commands as printed (its marked blocks: `wid serve` with TLS, the
+//!   config commands over https with a private CA, `jwks_ca_pem` and
+//!   `oidc_discovery_ca_pem`, the role's write, the policy's with `jq`, a
+//!   secret and a login, the config written again after a key's removal),
+//!   and what OpenBao says without the CA or with the issuer's host under
+//!   another name.
 //! * seed 001: an identity manager with [`VaultLogin`] logs in and reads its
 //!   secret; restarted from its state file it reuses the saved Vault token
 //!   only while `lookup-self` accepts it, else logs in again (the old token
@@ -32,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bao_support::Bao;
-use login_support::{Client, KeystoreSigner, free_port};
+use login_support::{Client, KeystoreSigner, free_port, recipe_certificates};
 use serde_json::{Value, json};
 use serve_support::{Served, wid_ok};
 use workload_identity::manager::{
@@ -105,20 +108,37 @@ impl World {
         // docs/vault.md's steps, in order.
         w.bao.cmd(&["auth", "enable", "jwt"]);
         w.configure(KeySource::JwksUrl);
-        let accessor = w.accessor();
-        w.bao.policy(
-            "nomad-workloads",
-            &doc_block("policy").replace("ACCESSOR", &accessor),
+        // Step 3's role, written by the page's command.
+        w.file("role.json", &doc_block("role"));
+        run_bao_block(&w.bao, w.dir.path(), "role-write", &[]);
+        // Step 4 by the page's commands: the templated policy (its accessor
+        // from `bao auth list` and jq), web's secret, and a login of a
+        // workload of job web with its token in secrets/vault.jwt.
+        w.file("policy.hcl", &doc_block("policy"));
+        std::fs::create_dir(w.dir.path().join("secrets")).unwrap();
+        let jwt = w.issue("web", "default", "vault.io", "EdDSA", &[]);
+        w.file("secrets/vault.jwt", &jwt);
+        let token = run_bao_block(
+            &w.bao,
+            w.dir.path(),
+            "policy-write",
+            &[("password=...", "password=web-password")],
         );
-        w.role(ROLE, json!({}));
-        for job in ["web", "api"] {
-            w.bao.cmd(&[
-                "kv",
-                "put",
-                &format!("secret/default/{job}/db"),
-                &format!("password={job}-password"),
-            ]);
-        }
+        // What the block printed last: the login's token (-field=token).
+        let token = token.lines().last().unwrap_or_default().trim();
+        w.bao.cmd(&[
+            "kv",
+            "put",
+            "secret/default/api/db",
+            "password=api-password",
+        ]);
+        // Its token reads secret/default/web/* and nothing of another job.
+        assert_eq!(
+            w.read(token, "default", "web").as_deref(),
+            Ok("web-password")
+        );
+        let other = w.read(token, "default", "api").unwrap_err();
+        assert!(other.contains("permission denied"), "{other}");
         w
     }
 
@@ -126,13 +146,6 @@ impl World {
         let path = self.dir.path().join(name);
         std::fs::write(&path, body).unwrap();
         path.display().to_string()
-    }
-
-    /// The JWT auth method's accessor (the templated policy names it).
-    fn accessor(&self) -> String {
-        let list: Value =
-            serde_json::from_str(&self.bao.cmd(&["auth", "list", "-format=json"])).unwrap();
-        list["jwt/"]["accessor"].as_str().unwrap().to_string()
     }
 
     /// `auth/jwt/config` with the keys from `source` and `bound_issuer` (a
@@ -338,13 +351,23 @@ impl World {
     }
 }
 
-/// The fenced block that follows `<!-- checked by tests/vault.rs: NAME -->`
+/// The fenced block that follows `<!-- checked by wid/tests/vault.rs: NAME -->`
 /// in docs/vault.md: the test uses what the page tells a user.
 fn doc_block(name: &str) -> String {
+    marked_block(&format!("<!-- checked by wid/tests/vault.rs: {name} -->"))
+}
+
+/// The ```sh block that follows `<!-- run by wid/tests/vault.rs: NAME -->`
+/// in docs/vault.md: commands the test runs as printed.
+fn run_block(name: &str) -> String {
+    marked_block(&format!("<!-- run by wid/tests/vault.rs: {name} -->"))
+}
+
+/// The fenced block of docs/vault.md that follows `marker`.
+fn marked_block(marker: &str) -> String {
     let page = include_str!("../../docs/vault.md");
-    let marker = format!("<!-- checked by tests/vault.rs: {name} -->");
     let after = page
-        .split_once(&marker)
+        .split_once(marker)
         .unwrap_or_else(|| panic!("docs/vault.md has no {marker}"))
         .1;
     let fence = after.find("```").expect("a fenced block after the marker");
@@ -352,6 +375,65 @@ fn doc_block(name: &str) -> String {
     let start = body.find('\n').unwrap() + 1;
     let end = body[start..].find("```").unwrap();
     body[start..start + end].to_string()
+}
+
+/// The run block `name` of docs/vault.md, with each `(from, to)` of `fill`
+/// replaced (the values the page leaves to the reader), run by bash in
+/// `dir` against `bao` as its root (BAO_ADDR, BAO_CACERT, BAO_TOKEN); its
+/// stdout.
+#[track_caller]
+fn run_bao_block(bao: &Bao, dir: &std::path::Path, name: &str, fill: &[(&str, &str)]) -> String {
+    let mut script = run_block(name);
+    for (from, to) in fill {
+        assert!(script.contains(from), "{name}: no {from:?} in {script}");
+        script = script.replace(from, to);
+    }
+    let mut path = std::env::var("PATH").unwrap_or_default();
+    // The block says `bao`: the one the tests were given, if not PATH's.
+    if let Ok(given) = std::env::var("WID_BAO") {
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let _ = std::os::unix::fs::symlink(given, bin.join("bao"));
+        path = format!("{}:{path}", bin.display());
+    }
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("BAO_ADDR", &bao.addr)
+        .env("BAO_CACERT", bao.ca_path())
+        .env("BAO_TOKEN", &bao.root_token)
+        .env("HOME", bao.dir.path())
+        .env_remove("VAULT_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/vault.md's {name} block failed (jq, bao):\n{script}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The commands of a block of `bao` or `wid` commands: continuation lines
+/// joined, comments and blank lines left out, each split into its words,
+/// after each `(from, to)` of `fill` is replaced.
+fn commands_of(block: &str, fill: &[(&str, String)]) -> Vec<Vec<String>> {
+    block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut l = l.to_string();
+            for (from, to) in fill {
+                l = l.replace(from, to);
+            }
+            l.split_whitespace().map(str::to_string).collect()
+        })
+        .collect()
 }
 
 /// The Python program of docs/vault.md's JWKS-to-PEM one-liner.
@@ -1018,36 +1100,17 @@ fn a_revoked_key_stops_logging_in_after_the_printed_step() {
         .expect("the replacement key's token logs in");
 }
 
-/// docs/etcd.md's openssl recipe, run as printed in `dir`: a CA (`ca.pem`)
-/// and leaf certificates for 127.0.0.1 and localhost (`member1.pem`,
-/// `member1.key`).
-fn recipe_certificates(dir: &std::path::Path) {
-    let page = include_str!("../../docs/etcd.md");
-    let marker = "<!-- run by tests/tls_refusals.rs: openssl recipe -->";
-    let after = page.split_once(marker).expect("docs/etcd.md's recipe").1;
-    let block = after.trim_start().strip_prefix("```sh\n").unwrap();
-    let script = &block[..block.find("\n```").unwrap()];
-    std::fs::write(dir.join("recipe.sh"), script).unwrap();
-    let out = Command::new("bash")
-        .args(["-eu", "recipe.sh"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "docs/etcd.md's openssl recipe: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// docs/vault.md step 2 as printed, over https with a private CA: `wid
-/// serve` with a certificate from docs/etcd.md's recipe, every command of
-/// the page's config block run with the example host and files replaced,
-/// each followed by a login that must succeed. Without `jwks_ca_pem` OpenBao
-/// refuses the config (the failure issue 41 reported), and a discovery URL
-/// naming the issuer's host by another name is refused: the discovery
-/// document's `issuer` must equal it.
+/// docs/vault.md steps 1 and 2 as printed, over https with a private CA:
+/// `wid serve` with a certificate from docs/etcd.md's recipe, started by
+/// the page's command, and every command of the page's config block, with
+/// the example host and files replaced, each followed by a login that must
+/// succeed (the role written by the page's command). Without `jwks_ca_pem`
+/// OpenBao refuses the config (the failure issue 41 reported), and a
+/// discovery URL naming the issuer's host by another name is refused: the
+/// discovery document's `issuer` must equal it. Then "Rotation and removed
+/// keys": a key taken out of the JWKS still logs in (OpenBao's cache) until
+/// the page's rewrite of the config, after which its token is refused and
+/// the new key's logs in.
 #[test]
 fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
     let bao = Bao::start();
@@ -1058,45 +1121,51 @@ fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
     let path = |name: &str| dir.path().join(name).display().to_string();
     recipe_certificates(dir.path());
     let keystore = path("keystore");
-    wid_ok(&[
-        "keyring",
-        "init",
-        "--keystore",
-        &keystore,
-        "--alg",
-        "EdDSA",
-        "--alg",
-        "ES256",
-    ]);
+    let kek = path("kek");
+    wid_ok(&["keyring", "generate-kek", "--kek-file", &kek]);
+    let ks = ["--keystore", keystore.as_str(), "--kek-file", kek.as_str()];
+    wid_ok(
+        &[
+            &["keyring", "init"][..],
+            &ks,
+            &["--alg", "EdDSA", "--alg", "ES256"],
+        ]
+        .concat(),
+    );
     let port = free_port();
     let issuer = format!("https://127.0.0.1:{port}");
-    let _served = Served::start(&[
-        "--keystore",
-        &keystore,
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--issuer",
-        &issuer,
-        "--tls-cert",
-        &path("member1.pem"),
-        "--tls-key",
-        &path("member1.key"),
-    ]);
+    // Step 1's command, its files and address replaced.
+    let serve = commands_of(
+        &run_block("serve"),
+        &[
+            ("/var/lib/wid/keystore", keystore.clone()),
+            ("/run/secrets/wid-kek", kek.clone()),
+            ("0.0.0.0:443", format!("127.0.0.1:{port}")),
+            ("/etc/wid/tls.pem", path("member1.pem")),
+            ("/etc/wid/tls.key", path("member1.key")),
+            ("https://issuer.example.com", issuer.clone()),
+        ],
+    );
+    assert_eq!(serve.len(), 1, "{serve:?}");
+    assert_eq!(serve[0][..2], ["wid", "serve"], "{serve:?}");
+    let served = Served::start(&serve[0][2..]);
+    assert_eq!(
+        served.first_line().trim(),
+        format!("listening on {issuer}"),
+        "{}",
+        served.stderr()
+    );
     drop(ports);
 
     // The PEM keys the last command names, as step 2 says to make them.
-    let pems: Vec<String> = wid_ok(&[
-        "keyring",
-        "jwks",
-        "--keystore",
-        &keystore,
-        "--format",
-        "pem",
-    ])
-    .split("kid: ")
-    .skip(1)
-    .map(|block| block.split_once('\n').unwrap().1.to_string())
-    .collect();
+    let pems = |ks: &[&str]| -> Vec<String> {
+        wid_ok(&[&["keyring", "jwks"][..], ks, &["--format", "pem"]].concat())
+            .split("kid: ")
+            .skip(1)
+            .map(|block| block.split_once('\n').unwrap().1.to_string())
+            .collect()
+    };
+    let pems = pems(&ks);
     assert_eq!(pems.len(), 2);
     for (i, pem) in pems.iter().enumerate() {
         std::fs::write(dir.path().join(format!("key-{}.pem", i + 1)), pem).unwrap();
@@ -1111,18 +1180,20 @@ fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
         "Identity": {"Name": "vault_default", "Audience": ["vault.io"], "TTL": "1h"},
     });
     std::fs::write(dir.path().join("request.json"), request.to_string()).unwrap();
-    let token = wid_ok(&[
-        "issue",
-        "--keystore",
-        &keystore,
-        "--request",
-        &path("request.json"),
-        "--issuer",
-        &issuer,
-    ])
-    .trim()
-    .to_string();
-    let login = || {
+    let issue = || {
+        wid_ok(
+            &[
+                &["issue"][..],
+                &ks,
+                &["--request", &path("request.json"), "--issuer", &issuer],
+            ]
+            .concat(),
+        )
+        .trim()
+        .to_string()
+    };
+    let token = issue();
+    let login = |jwt: &str| {
         bao.try_cmd_as(
             "",
             &[
@@ -1130,26 +1201,18 @@ fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
                 "-field=token",
                 "auth/jwt/login",
                 &format!("role={ROLE}"),
-                &format!("jwt={token}"),
+                &format!("jwt={jwt}"),
             ],
         )
     };
 
-    // The block's commands, continuation lines joined, comments dropped.
-    let block = doc_block("config").replace("\\\n", " ");
-    let commands: Vec<Vec<String>> = block
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            l.replace("https://issuer.example.com", &issuer)
-                .replace("@/etc/wid/ca.pem", &format!("@{}", path("ca.pem")))
-                .replace("@key-", &format!("@{}/key-", dir.path().display()))
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        })
-        .collect();
+    // The config block's commands, the example host and files replaced.
+    let fill = [
+        ("https://issuer.example.com", issuer.clone()),
+        ("@/etc/wid/ca.pem", format!("@{}", path("ca.pem"))),
+        ("@key-", format!("@{}/key-", dir.path().display())),
+    ];
+    let commands = commands_of(&doc_block("config"), &fill);
     assert_eq!(commands.len(), 4, "{commands:?}");
     let mut configs = 0;
     for command in &commands {
@@ -1157,17 +1220,13 @@ fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
         let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
         bao.cmd(&args);
         if args[..2] == ["auth", "enable"] {
-            // Step 3's role, for the logins.
+            // Step 3's role, for the logins, by the page's command.
             std::fs::write(dir.path().join("role.json"), doc_block("role")).unwrap();
-            bao.cmd(&[
-                "write",
-                &format!("auth/jwt/role/{ROLE}"),
-                &format!("@{}", path("role.json")),
-            ]);
+            run_bao_block(&bao, dir.path(), "role-write", &[]);
         }
         if args[..2] == ["write", "auth/jwt/config"] {
             configs += 1;
-            let o = login();
+            let o = login(&token);
             assert!(
                 o.status.success(),
                 "login after {command:?}: {}",
@@ -1213,5 +1272,59 @@ fn the_config_commands_of_the_page_work_over_https_with_a_private_ca() {
     assert!(
         said.contains("issuer did not match the returned issuer"),
         "{said}"
+    );
+
+    // "Rotation and removed keys": the page's rewrite of the config.
+    let rewrite = commands_of(&run_block("rewrite-config"), &fill);
+    assert_eq!(rewrite.len(), 1, "{rewrite:?}");
+    assert_eq!(rewrite[0][..3], ["bao", "write", "auth/jwt/config"]);
+    let rewrite: Vec<&str> = rewrite[0][1..].iter().map(String::as_str).collect();
+    bao.cmd(&rewrite);
+    let o = login(&token);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The token's key is replaced and taken out of the JWKS (--force: its
+    // tokens are still live, which is the point here) ...
+    let header = segment(&token, 0);
+    let (kid, alg) = (
+        header["kid"].as_str().unwrap(),
+        header["alg"].as_str().unwrap(),
+    );
+    wid_ok(&[&["keyring", "rotate"][..], &ks, &["--alg", alg]].concat());
+    wid_ok(&[&["keyring", "deprecate"][..], &ks, &[kid, "--force"]].concat());
+    let jwks_url = format!("{issuer}/.well-known/jwks.json");
+    let start = Instant::now();
+    loop {
+        let o = Command::new("curl")
+            .args(["-sf", "--cacert", &path("ca.pem"), &jwks_url])
+            .output()
+            .expect("curl");
+        if o.status.success() && !String::from_utf8_lossy(&o.stdout).contains(kid) {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "wid serve never dropped {kid}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // ... and OpenBao, which keeps the key set it fetched, still takes it:
+    // what the page's step is for.
+    let o = login(&token);
+    assert!(
+        o.status.success(),
+        "OpenBao dropped its cached key by itself; the page's step would be needless: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    bao.cmd(&rewrite);
+    let o = login(&token);
+    assert!(!o.status.success(), "the removed key's token still logs in");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("error verifying token signature"), "{said}");
+    let o = login(&issue());
+    assert!(
+        o.status.success(),
+        "the new key's token: {}",
+        String::from_utf8_lossy(&o.stderr)
     );
 }

@@ -53,14 +53,13 @@ func runAllocation(ctx context.Context, kr *wid.Keyring, signer wid.Signer, stat
 
 // end docs/go.md identity-manager
 
-// docsBlock is the fenced block after the marker in docs/go.md.
-func docsBlock(t *testing.T, name string) string {
+// docsBlock is the ```go block after the line marker in docs/go.md.
+func docsBlock(t *testing.T, marker string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "go.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	marker := "<!-- checked by bindings/go/wid/docs_manager_test.go: " + name + " -->"
 	_, after, ok := strings.Cut(string(raw), marker)
 	if !ok {
 		t.Fatalf("docs/go.md has no %s", marker)
@@ -86,7 +85,7 @@ func TestDocsManagerExampleIsThisCode(t *testing.T) {
 	if code == "" {
 		t.Fatal("no marked code")
 	}
-	if doc := docsBlock(t, "identity-manager"); doc != code {
+	if doc := docsBlock(t, "<!-- checked by bindings/go/wid/docs_manager_test.go: identity-manager -->"); doc != code {
 		t.Fatalf("docs/go.md's identity manager block differs from runAllocation in docs_manager_test.go: copy the code into the page\n--- page:\n%s\n--- code:\n%s", doc, code)
 	}
 }

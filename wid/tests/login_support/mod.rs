@@ -1,10 +1,12 @@
 //! What the Vault and Consul login tests share: an allocation's request,
-//! a signer over the keystore as it is on disk, and a client that keeps
-//! its state directory across "restarts" and records every token its login
-//! hands out. Each test file keeps only its server's setup.
+//! a signer over the keystore as it is on disk, a client that keeps its
+//! state directory across "restarts" and records every token its login
+//! hands out, and docs/etcd.md's certificates for a `wid serve` over https.
+//! Each test file keeps only its server's setup.
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use workload_identity::manager::{
@@ -38,6 +40,29 @@ pub fn serve(keystore: &str) -> (String, crate::serve_support::Served) {
         &issuer,
     ]);
     (issuer, served)
+}
+
+/// docs/etcd.md's openssl recipe, run as printed in `dir`: a CA (`ca.pem`)
+/// and leaf certificates for 127.0.0.1 and localhost (`member1.pem`,
+/// `member1.key`), for a `wid serve` over https with a private CA.
+pub fn recipe_certificates(dir: &Path) {
+    let page = include_str!("../../../docs/etcd.md");
+    let marker = "<!-- run by tests/tls_refusals.rs: openssl recipe -->";
+    let after = page.split_once(marker).expect("docs/etcd.md's recipe").1;
+    let block = after.trim_start().strip_prefix("```sh\n").unwrap();
+    let script = &block[..block.find("\n```").unwrap()];
+    std::fs::write(dir.join("recipe.sh"), script).unwrap();
+    let out = Command::new("bash")
+        .args(["-eu", "recipe.sh"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/etcd.md's openssl recipe: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Allocation `alloc` of job `job` in `namespace`: task `server`'s identity
