@@ -1488,6 +1488,71 @@ fn racing_first_rotators_store_exactly_one_policy() {
     }
 }
 
+/// Candidates storing their policy on a keyring that has none (at once, or
+/// one after another as rotators started in turn) all come back with the
+/// one that won, whichever moment the winner's record reaches each copy:
+/// a record that arrives mid-attempt is the stored policy, not an unusable
+/// one.
+#[test]
+fn racing_policy_stores_all_answer_with_the_winner() {
+    let cluster = Cluster::start(Options::new(Security::Plain));
+    for round in 0..20 {
+        let prefix = format!("/wid-test/keyring-policy-race-{round}/");
+        let copies: Vec<EtcdKeyring> = (0..3)
+            .map(|i| open(cluster.config(i, &[i, (i + 1) % 3, (i + 2) % 3]), &prefix))
+            .collect();
+        // Keys to unwrap make each copy's sync of the winner's record take
+        // a while after its watch saw it.
+        for alg in [Algorithm::EdDsa, Algorithm::Es256, Algorithm::Rs256] {
+            copies[0].rotate_now(alg, unix_now()).unwrap();
+        }
+        let policy_of = |i: usize| {
+            workload_identity::KeyringPolicy::new(Some(Duration::from_secs(600 * (i as u64 + 1))))
+        };
+        let answers: Vec<Result<workload_identity::KeyringPolicy, workload_identity::Error>> =
+            if round % 2 == 1 {
+                // One after another, as rotators started in turn: the next
+                // asks while the first one's record is on its way to it.
+                copies
+                    .iter()
+                    .enumerate()
+                    .map(|(i, kr)| kr.store_policy_if_none(&policy_of(i)))
+                    .collect()
+            } else {
+                let barrier = Arc::new(Barrier::new(3));
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = copies
+                        .iter()
+                        .enumerate()
+                        .map(|(i, kr)| {
+                            let barrier = Arc::clone(&barrier);
+                            scope.spawn(move || {
+                                barrier.wait();
+                                kr.store_policy_if_none(&policy_of(i))
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                })
+            };
+        let answers: Vec<workload_identity::KeyringPolicy> = answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|e| panic!("round {round}: {e}")))
+            .collect();
+        assert!(
+            answers.iter().all(|a| *a == answers[0]),
+            "round {round}: {answers:?}"
+        );
+        for kr in &copies {
+            eventually(
+                "every copy holds the winner",
+                Duration::from_secs(30),
+                || kr.policy() == Some(answers[0]),
+            );
+        }
+    }
+}
+
 /// Raw access to one prefix of the cluster, as someone who can write etcd
 /// but holds no KEK.
 struct EtcdWriter<'a> {

@@ -72,6 +72,16 @@ impl EtcdKeyring {
             }
             let plan = s.plan();
             if plan.has_policy_record() {
+                // The record may be another candidate's, stored after the
+                // look above: once the copy has taken the revision the plan
+                // was made at, the policy is held unless its record was
+                // refused. A copy still behind (a busy host) looks again.
+                if !super::view::wait_for_revision(s, plan.revision, Duration::from_secs(5)) {
+                    continue;
+                }
+                if let Some(stored) = s.stored_policy() {
+                    return Ok(stored);
+                }
                 return Err(Error::invalid(
                     "policy",
                     "record",
