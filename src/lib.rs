@@ -129,6 +129,7 @@ pub mod profile;
 mod purpose;
 #[cfg(feature = "remote-jwks")]
 mod remote_jwks;
+mod service_account;
 mod state;
 mod storage;
 #[cfg(any(
@@ -220,6 +221,10 @@ pub use pop::{DEFAULT_PROOF_TTL, ProofOptions, WorkloadKey};
 pub use remote_jwks::{
     MAX_JWKS_BODY_LIMIT, RefreshReport, Refresher, RemoteJwks, RemoteJwksBuilder, RemoteJwksStats,
     SpiffeBundleSource, SpiffeBundleSourceBuilder,
+};
+pub use service_account::{
+    MAX_CLAIMS_CHARS, MIN_MAX_TOKEN_EXPIRATION, ServiceAccountKey, ServiceAccountSigner,
+    SignedServiceAccountToken,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};

@@ -50,7 +50,7 @@ numbered! {
     KeyState { Active, Inactive, Prepublished, Deprecated }
     KeyDerivation { HkdfV1, NomadRawSeed, Pkcs8 }
     Algorithm { EdDsa, Es256, Rs256 }
-    KeyPurpose { Bearer, Wit }
+    KeyPurpose { Bearer, Wit, Kubernetes }
     Consistency { Stale, Consistent }
     AllocState { Missing, Live, Terminal }
     NodeState { Missing, Live, Down }

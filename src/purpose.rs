@@ -23,10 +23,17 @@ pub enum KeyPurpose {
     /// in the WIT key set (`wid keyring jwks --purpose wit`, `/wit/jwks.json`,
     /// SPIFFE bundle entries with `use` `wit-svid`), never in the JWKS.
     Wit = 2,
+    /// Signs a Kubernetes cluster's service-account tokens, through `wid
+    /// k8s-signer` (the apiserver's external signer): ES256 or RS256 keys
+    /// only, published in that purpose's own key set (`wid keyring jwks
+    /// --purpose kubernetes`, the cluster issuer's discovery document on
+    /// `wid serve`), never in the JWKS nor the WIT key set, so that no
+    /// service-account token verifies as a workload identity, or the reverse.
+    Kubernetes = 3,
 }
 
 /// How many purposes there are (the size of per-purpose tables).
-pub(crate) const PURPOSE_COUNT: usize = 2;
+pub(crate) const PURPOSE_COUNT: usize = 3;
 
 impl KeyPurpose {
     /// Its name in keystores, etcd records and flags: `bearer` or `wit`.
@@ -34,6 +41,7 @@ impl KeyPurpose {
         match self {
             KeyPurpose::Bearer => "bearer",
             KeyPurpose::Wit => "wit",
+            KeyPurpose::Kubernetes => "kubernetes",
         }
     }
 
@@ -47,10 +55,44 @@ impl KeyPurpose {
         match self {
             KeyPurpose::Bearer => "bearer tokens",
             KeyPurpose::Wit => "workload identity tokens (WITs)",
+            KeyPurpose::Kubernetes => "Kubernetes service-account tokens",
         }
     }
 
-    /// Position in per-purpose tables (0, 1).
+    /// Whether keys of this purpose may be made for `alg`: every algorithm
+    /// but for `kubernetes`, which the apiserver accepts as ES256 and RS256
+    /// only (of ours).
+    pub const fn allows(self, alg: crate::algorithm::Algorithm) -> bool {
+        match self {
+            KeyPurpose::Kubernetes => matches!(
+                alg,
+                crate::algorithm::Algorithm::Es256 | crate::algorithm::Algorithm::Rs256
+            ),
+            KeyPurpose::Bearer | KeyPurpose::Wit => true,
+        }
+    }
+
+    /// `InvalidArgument` unless keys of this purpose may be made for `alg`
+    /// ([`KeyPurpose::allows`]); `what` names the key for the message.
+    pub(crate) fn check_allows(
+        self,
+        alg: crate::algorithm::Algorithm,
+        what: &str,
+    ) -> crate::error::Result<()> {
+        if self.allows(alg) {
+            return Ok(());
+        }
+        Err(crate::error::Error::invalid(
+            "Keyring",
+            "purpose",
+            format!(
+                "{what} cannot be a {self} key of {alg}: {} are signed with ES256 or RS256 keys only (kube-apiserver takes no EdDSA); make one with `wid keyring rotate --purpose {self} --alg ES256` (or RS256)",
+                self.signs()
+            ),
+        ))
+    }
+
+    /// Position in per-purpose tables (0, 1, 2).
     pub(crate) const fn index(self) -> usize {
         self as usize - 1
     }
@@ -81,6 +123,14 @@ mod tests {
         assert_eq!(KeyPurpose::default(), KeyPurpose::Bearer);
         assert_eq!(KeyPurpose::Bearer as u32, 1);
         assert_eq!(KeyPurpose::Wit as u32, 2);
+        assert_eq!(KeyPurpose::Kubernetes as u32, 3);
+        assert_eq!(
+            KeyPurpose::from_name("kubernetes"),
+            Some(KeyPurpose::Kubernetes)
+        );
+        assert!(!KeyPurpose::Kubernetes.allows(Algorithm::EdDsa));
+        assert!(KeyPurpose::Kubernetes.allows(Algorithm::Es256));
+        assert!(KeyPurpose::Kubernetes.allows(Algorithm::Rs256));
         for &p in KeyPurpose::ALL {
             assert_eq!(KeyPurpose::from_name(p.name()), Some(p));
         }

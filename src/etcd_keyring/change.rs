@@ -258,7 +258,10 @@ impl Shared {
 }
 
 fn generator(purpose: KeyPurpose, alg: Algorithm) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
-    move |state, now| Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
+    move |state, now| {
+        purpose.check_allows(alg, "a new key")?;
+        Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
+    }
 }
 
 impl EtcdKeyring {

@@ -318,6 +318,15 @@ impl KeyWait {
 /// accepted by `verify`, whatever the token's `typ` says (a WIT key's tokens
 /// are shown to every service their workload calls).
 pub(super) fn check_bearer_key(key: &VerifyingHandle) -> Result<()> {
+    if key.purpose() == KeyPurpose::Kubernetes {
+        return Err(Error::UnknownKey {
+            kid: key.id().to_string(),
+            reason: format!(
+                "key {} is a kubernetes key: it signs only Kubernetes service-account tokens, which verify against the cluster issuer's key set (wid keyring jwks --purpose kubernetes), never as workload identities; bearer keys are the JWKS's",
+                key.id()
+            ),
+        });
+    }
     if key.purpose() != KeyPurpose::Bearer {
         return Err(Error::UnknownKey {
             kid: key.id().to_string(),
