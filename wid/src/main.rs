@@ -27,11 +27,13 @@ mod logging;
 mod etcd_args;
 mod inspect_cmd;
 mod issue_cmd;
+mod k8s_signer;
 mod keyring_cmd;
 mod output;
 mod request;
 mod serve;
 mod sources;
+mod stamp;
 mod verify_cmd;
 
 use std::process::ExitCode;
@@ -103,6 +105,11 @@ enum Command {
     /// keystore (or the replicated keyring) as it changes.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
+    /// Sign a Kubernetes cluster's service-account tokens for kube-apiserver
+    /// (its external signer: gRPC on a Unix socket) with the keyring's
+    /// kubernetes keys.
+    #[command(name = "k8s-signer", after_help = k8s_signer::AFTER_HELP)]
+    K8sSigner(k8s_signer::K8sSignerArgs),
 }
 
 /// The exit statuses `wid` documents (`EXIT_CODES`).
@@ -226,12 +233,13 @@ fn main() -> ExitCode {
     // A server logs what happens as it happens (the audit trail: elections,
     // key changes); a one-shot command prints what it did, and only the
     // library's warnings.
-    let level = if matches!(cli.command, Command::Serve(_)) {
+    let server = matches!(cli.command, Command::Serve(_) | Command::K8sSigner(_));
+    let level = if server {
         log::LevelFilter::Info
     } else {
         log::LevelFilter::Warn
     };
-    if matches!(cli.command, Command::Serve(_)) || cli.log_format == logging::LogFormat::Json {
+    if server || cli.log_format == logging::LogFormat::Json {
         logging::init(cli.log_format, level);
     }
     let result = match cli.command {
@@ -240,6 +248,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify_cmd::run(&args, &ctx),
         Command::Inspect(args) => inspect_cmd::run(&args, &ctx),
         Command::Serve(args) => serve::run(&args, &ctx),
+        Command::K8sSigner(args) => k8s_signer::run(&args, &ctx),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -126,6 +126,7 @@ impl Change {
 fn published_in(pair: &Pair) -> &'static str {
     match pair.purpose {
         workload_identity::KeyPurpose::Bearer => "JWKS",
+        workload_identity::KeyPurpose::Kubernetes => "kubernetes key set",
         _ => "WIT key set",
     }
 }

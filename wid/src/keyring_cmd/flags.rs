@@ -119,21 +119,23 @@ impl PolicyArgs {
     }
 }
 
-/// `--purpose bearer|wit`: which keys a command makes, lists or publishes.
+/// `--purpose bearer|wit|kubernetes`: which keys a command makes, lists or
+/// publishes.
 #[derive(Debug, Args)]
 pub(super) struct PurposeArgs {
     /// The keys' purpose: `bearer` (tokens relying parties verify with the
     /// JWKS) or `wit` (workload identity tokens, verified only with a proof;
-    /// published apart, in the WIT key set). A key's purpose is fixed when it
-    /// is made.
-    #[arg(long, value_name = "bearer|wit", value_parser = parse_purpose, default_value = "bearer")]
+    /// published apart, in the WIT key set) or `kubernetes` (a cluster's
+    /// service-account tokens, signed by `wid k8s-signer`; ES256 or RS256
+    /// only, published apart too). A key's purpose is fixed when it is made.
+    #[arg(long, value_name = "bearer|wit|kubernetes", value_parser = parse_purpose, default_value = "bearer")]
     pub(super) purpose: KeyPurpose,
 }
 
-/// A key purpose by name (`bearer` or `wit`, any case).
+/// A key purpose by name (`bearer`, `wit` or `kubernetes`, any case).
 pub(crate) fn parse_purpose(name: &str) -> Result<KeyPurpose, String> {
     KeyPurpose::from_name(&name.to_ascii_lowercase())
-        .ok_or_else(|| format!("unknown key purpose {name:?}: expected bearer or wit"))
+        .ok_or_else(|| format!("unknown key purpose {name:?}: expected bearer, wit or kubernetes"))
 }
 
 /// The keys a change is about: a purpose and an algorithm (each pair has

@@ -207,6 +207,7 @@ pub(super) fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<(), CliError> {
     }
     let published = match pair.purpose {
         workload_identity::KeyPurpose::Bearer => "/.well-known/jwks.json",
+        workload_identity::KeyPurpose::Kubernetes => "/kubernetes/jwks.json",
         _ => "/wit/jwks.json",
     };
     let steps = relying_party_steps(&a.kid, published);

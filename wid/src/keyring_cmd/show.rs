@@ -40,8 +40,9 @@ pub(crate) struct JwksArgs {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// Only the keys of this purpose (`bearer` or `wit`; default: all).
-    #[arg(long, value_name = "bearer|wit", value_parser = parse_purpose)]
+    /// Only the keys of this purpose (`bearer`, `wit` or `kubernetes`;
+    /// default: all).
+    #[arg(long, value_name = "bearer|wit|kubernetes", value_parser = parse_purpose)]
     purpose: Option<KeyPurpose>,
 }
 
@@ -163,6 +164,12 @@ pub(super) fn jwks(a: &JwksArgs, ctx: &Ctx) -> Result<(), CliError> {
                 .unwrap_or(std::time::Duration::from_secs(300));
             let bundle = match purpose {
                 KeyPurpose::Bearer => jwks.to_spiffe_bundle_json(hint),
+                KeyPurpose::Kubernetes => {
+                    return Err(crate::sources::bad_flag(
+                        "--format spiffe",
+                        "has no kubernetes keys: a cluster's service-account keys are no SPIFFE authority; print them as JSON or PEM",
+                    ));
+                }
                 _ => jwks.to_wit_svid_bundle_json(hint),
             };
             let held = jwks.keys.iter().any(|k| k.kty != "OKP");

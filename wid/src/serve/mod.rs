@@ -24,7 +24,6 @@ mod replicated;
 mod respond;
 mod routes;
 mod server;
-mod stamp;
 mod tls;
 
 use std::io::Write;
@@ -42,10 +41,10 @@ use crate::etcd_args::{self, Opened, StoreArgs};
 use crate::keyring_cmd::PolicyArgs;
 use crate::output::{Ctx, utc};
 use crate::sources::bad_flag;
+use crate::stamp::stamp;
 use crate::{CliError, Exit};
 use metrics::Metrics;
 use server::{Loaded, Server, Source, discovery_for};
-use stamp::stamp;
 
 pub(crate) const AFTER_HELP: &str = "\
 Routes (GET or HEAD):

@@ -15,8 +15,8 @@ use workload_identity::{
 use super::metrics::{Gauges, Metrics};
 use super::replicated;
 use super::respond::etag_of;
-use super::stamp::{Stamp, stamp};
 use crate::CliError;
+use crate::stamp::{Stamp, stamp};
 
 /// The keys as last loaded, and what their source looked like then.
 pub(super) struct Loaded {

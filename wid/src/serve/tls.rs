@@ -21,9 +21,9 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig, version};
 
 use super::metrics::Metrics;
-use super::stamp::{Stamp, stamp};
 use crate::CliError;
 use crate::etcd_args::read_file;
+use crate::stamp::{Stamp, stamp};
 
 /// The files TLS is served from.
 pub(super) struct TlsFiles {
