@@ -224,7 +224,7 @@ pub use remote_jwks::{
 };
 pub use service_account::{
     MAX_CLAIMS_CHARS, MIN_MAX_TOKEN_EXPIRATION, ServiceAccountKey, ServiceAccountSigner,
-    SignedServiceAccountToken,
+    SignedServiceAccountToken, service_account_discovery, service_account_jwks,
 };
 #[cfg(feature = "etcd")]
 pub use state::etcd::{EtcdConfig, EtcdMirror, EtcdMirrorBuilder, EtcdMirrorStats, EtcdStore};

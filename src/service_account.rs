@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
 use crate::key_id::KeyId;
-use crate::keyring::Keyring;
+use crate::keyring::{Jwks, Keyring, OidcDiscovery};
 use crate::purpose::KeyPurpose;
 
 /// The shortest `max_token_expiration_seconds` kube-apiserver accepts.
@@ -285,6 +285,57 @@ impl ServiceAccountSigner {
             subject,
         })
     }
+}
+
+/// The cluster issuer's key set, what kube-apiserver publishes at
+/// `/openid/v1/jwks` and `wid serve` at `/kubernetes/jwks.json`: the
+/// `kubernetes` keys [`ServiceAccountSigner::keys`] lists for discovery
+/// (those that verify and that this keyring signs with; imported
+/// verify-only keys are left out, as the apiserver leaves them).
+pub fn service_account_jwks(keyring: &Keyring) -> Jwks {
+    let listed: std::collections::HashSet<KeyId> = keyring
+        .keys()
+        .into_iter()
+        .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies() && k.can_sign())
+        .map(|k| k.kid)
+        .collect();
+    let mut jwks = keyring.jwks_for(KeyPurpose::Kubernetes);
+    jwks.keys
+        .retain(|k| listed.iter().any(|kid| kid.as_str() == k.kid));
+    jwks
+}
+
+/// The cluster issuer's discovery document, in kube-apiserver's shape:
+/// `jwks_uri` `<issuer>/openid/v1/jwks`, `response_types_supported`
+/// `["id_token"]`, the algorithms of [`service_account_jwks`]'s keys (RS256,
+/// the apiserver's default, while it holds none). `InvalidArgument` for an
+/// issuer that is not https (http only to a loopback host).
+pub fn service_account_discovery(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery> {
+    let mut algorithms: Vec<Algorithm> = keyring
+        .keys()
+        .into_iter()
+        .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies() && k.can_sign())
+        .filter_map(|k| k.algorithm.signing())
+        .collect();
+    algorithms.sort();
+    algorithms.dedup();
+    if algorithms.is_empty() {
+        algorithms.push(Algorithm::Rs256);
+    }
+    let mut doc = OidcDiscovery::with_algorithms(issuer, &algorithms)?;
+    doc.jwks_uri = format!("{}/openid/v1/jwks", issuer.trim_end_matches('/'));
+    doc.response_types_supported = vec!["id_token"];
+    doc.claims_supported = vec![
+        "aud",
+        "exp",
+        "iat",
+        "iss",
+        "jti",
+        "kubernetes.io",
+        "nbf",
+        "sub",
+    ];
+    Ok(doc)
 }
 
 struct CheckedClaims {

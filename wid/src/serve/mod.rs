@@ -61,6 +61,12 @@ Routes (GET or HEAD):
                                        recorded change, Unix seconds) and
                                        spiffe_refresh_hint
   /.well-known/openid-configuration    the discovery document (needs --issuer)
+  /kubernetes/jwks.json                the kubernetes keys (a cluster's
+                                       service-account tokens, signed by
+                                       `wid k8s-signer`); with
+                                       --kubernetes-issuer also at
+                                       <path>/openid/v1/jwks, beside
+                                       <path>/.well-known/openid-configuration
   /health                              200 when the keystore is loaded and
                                        current, 503 when a reload failed, no
                                        key is published (--etcd: when cut off
@@ -125,6 +131,13 @@ pub(crate) struct ServeArgs {
     /// The issuer URL, for the discovery document.
     #[arg(long, value_name = "URL")]
     issuer: Option<String>,
+    /// A Kubernetes cluster's issuer (kube-apiserver's
+    /// --service-account-issuer, whose tokens `wid k8s-signer` signs):
+    /// serve its discovery document at <path>/.well-known/openid-configuration
+    /// and its key set (the kubernetes keys) at <path>/openid/v1/jwks, the
+    /// paths the apiserver serves them at, <path> being the URL's path.
+    #[arg(long, value_name = "URL")]
+    kubernetes_issuer: Option<String>,
     /// The SPIFFE bundle's spiffe_refresh_hint (/spiffe/bundle.json): how
     /// often a federated trust domain should fetch it again, e.g. 5m.
     #[arg(long, value_name = "DURATION", default_value = "5m",
@@ -269,6 +282,24 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
         }
         discovery_for(&keyring, issuer)?;
     }
+    let kubernetes = match &a.kubernetes_issuer {
+        Some(url) => {
+            workload_identity::service_account_discovery(&keyring, url)
+                .map_err(|e| bad_flag("--kubernetes-issuer", e.to_string()))?;
+            let k = server::KubernetesIssuer::new(url);
+            if a.issuer.is_some() && k.discovery_path == "/.well-known/openid-configuration" {
+                return Err(bad_flag(
+                    "--kubernetes-issuer",
+                    format!(
+                        "{url} would serve its discovery document where --issuer's is; give the cluster's issuer a path of its own (e.g. {}/k8s)",
+                        url.trim_end_matches('/')
+                    ),
+                ));
+            }
+            Some(k)
+        }
+        None => None,
+    };
     // TLS first: a certificate that cannot be used stops the start, before
     // the address is announced.
     let tls = match (&a.tls_cert, &a.tls_key) {
@@ -366,6 +397,7 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     let server = Arc::new(Server {
         source,
         issuer: a.issuer.clone(),
+        kubernetes,
         spiffe_refresh_hint: a.spiffe_refresh_hint,
         policy,
         loaded: Mutex::new(Loaded {

@@ -15,6 +15,25 @@ use crate::output::utc;
 /// by the caller).
 pub(super) fn route(server: &Server, path: &str) -> Response {
     let now = server.now();
+    if let Some(k) = &server.kubernetes {
+        if path == k.jwks_path {
+            return kubernetes_jwks(server, now);
+        }
+        if path == k.discovery_path {
+            let (docs, _) = server.docs(now);
+            return match &docs.kubernetes_discovery {
+                Some(Ok((body, tag))) => {
+                    Response::document(body.clone(), tag.clone(), docs.timing.0)
+                }
+                Some(Err(e)) => Response::json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({ "error": e }).to_string(),
+                    None,
+                ),
+                None => unreachable!("made whenever --kubernetes-issuer is given"),
+            };
+        }
+    }
     match path {
         "/.well-known/jwks.json" => {
             let (docs, _) = server.docs(now);
@@ -28,6 +47,7 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
                 docs.timing.0,
             )
         }
+        "/kubernetes/jwks.json" => kubernetes_jwks(server, now),
         "/spiffe/bundle.json" => {
             let (docs, _) = server.docs(now);
             // The JWKS's lifetime, but never past the refresh hint the
@@ -64,7 +84,11 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
             let (keyring, error, _) = server.current();
             // A server with nothing in its JWKS lets no relying party verify
             // anything: not healthy, whatever else holds.
-            let published = keyring.jwks().keys.len();
+            // A cluster issuer's keys count when this server publishes them.
+            let published = keyring.jwks().keys.len()
+                + server.kubernetes.as_ref().map_or(0, |_| {
+                    workload_identity::service_account_jwks(&keyring).keys.len()
+                });
             let error = error.or_else(|| {
                 (published == 0)
                     .then(|| "no key is published: relying parties can verify nothing".to_string())
@@ -142,4 +166,15 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
             None,
         ),
     }
+}
+
+/// The cluster issuer's key set: the kubernetes keys kube-apiserver would
+/// publish (never a bearer or WIT key).
+fn kubernetes_jwks(server: &Server, now: i64) -> Response {
+    let (docs, _) = server.docs(now);
+    Response::document(
+        docs.kubernetes_jwks.clone(),
+        docs.kubernetes_jwks_etag.clone(),
+        docs.timing.0,
+    )
 }

@@ -53,6 +53,12 @@ pub(super) struct Docs {
     pub(super) spiffe_bundle_etag: HeaderValue,
     /// `None` without --issuer; `Err` when the document cannot be made.
     pub(super) discovery: Option<Result<(Bytes, HeaderValue), String>>,
+    /// The cluster issuer's key set (`/kubernetes/jwks.json`, and
+    /// `<path>/openid/v1/jwks` with --kubernetes-issuer).
+    pub(super) kubernetes_jwks: Bytes,
+    pub(super) kubernetes_jwks_etag: HeaderValue,
+    /// `None` without --kubernetes-issuer.
+    pub(super) kubernetes_discovery: Option<Result<(Bytes, HeaderValue), String>>,
     pub(super) keys_served: usize,
     /// The second `timing` was computed for.
     pub(super) at: i64,
@@ -73,12 +79,40 @@ pub(super) enum Source {
     Etcd(replicated::Replicated),
 }
 
+/// A cluster issuer whose discovery document and key set this server
+/// serves (`--kubernetes-issuer`), at the paths kube-apiserver serves them:
+/// `<path>/.well-known/openid-configuration` and `<path>/openid/v1/jwks`.
+pub(super) struct KubernetesIssuer {
+    pub(super) issuer: String,
+    pub(super) discovery_path: String,
+    pub(super) jwks_path: String,
+}
+
+impl KubernetesIssuer {
+    /// The paths of `issuer`'s documents (its URL's path, no trailing `/`).
+    pub(super) fn new(issuer: &str) -> KubernetesIssuer {
+        let after_scheme = issuer.split_once("://").map_or(issuer, |(_, r)| r);
+        let path = after_scheme
+            .find('/')
+            .map_or("", |i| &after_scheme[i..])
+            .trim_end_matches('/');
+        KubernetesIssuer {
+            issuer: issuer.to_string(),
+            discovery_path: format!("{path}/.well-known/openid-configuration"),
+            jwks_path: format!("{path}/openid/v1/jwks"),
+        }
+    }
+}
+
 /// How soon a reload that failed on I/O is tried again.
 const RELOAD_RETRY: Duration = Duration::from_secs(1);
 
 pub(super) struct Server {
     pub(super) source: Source,
     pub(super) issuer: Option<String>,
+    /// `--kubernetes-issuer`: the cluster's issuer and the path its
+    /// documents are served under.
+    pub(super) kubernetes: Option<KubernetesIssuer>,
     /// The SPIFFE bundle's `spiffe_refresh_hint` (`--spiffe-refresh-hint`).
     pub(super) spiffe_refresh_hint: Duration,
     pub(super) policy: RotationPolicy,
@@ -237,6 +271,9 @@ impl Server {
                 spiffe_bundle: d.spiffe_bundle.clone(),
                 spiffe_bundle_etag: d.spiffe_bundle_etag.clone(),
                 discovery: d.discovery.clone(),
+                kubernetes_jwks: d.kubernetes_jwks.clone(),
+                kubernetes_jwks_etag: d.kubernetes_jwks_etag.clone(),
+                kubernetes_discovery: d.kubernetes_discovery.clone(),
                 keys_served: d.keys_served,
                 at: now,
                 timing,
@@ -258,8 +295,22 @@ impl Server {
                         (body, tag)
                     })
                 });
+                let kubernetes_body =
+                    Bytes::from(workload_identity::service_account_jwks(&keyring).to_json());
+                let kubernetes_discovery = self.kubernetes.as_ref().map(|k| {
+                    workload_identity::service_account_discovery(&keyring, &k.issuer)
+                        .map(|doc| {
+                            let body = Bytes::from(doc.to_json());
+                            let tag = etag_of(&body);
+                            (body, tag)
+                        })
+                        .map_err(|e| e.to_string())
+                });
                 Docs {
                     generation,
+                    kubernetes_jwks_etag: etag_of(&kubernetes_body),
+                    kubernetes_jwks: kubernetes_body,
+                    kubernetes_discovery,
                     jwks_etag: etag_of(&jwks_body),
                     jwks: jwks_body,
                     wit_jwks_etag: etag_of(&wit_body),
