@@ -88,6 +88,15 @@ pub(crate) fn run(a: &K8sSignerArgs, ctx: &Ctx) -> Result<(), CliError> {
             "is empty: give the apiserver's --service-account-issuer",
         ));
     }
+    if !workload_identity::KeyPurpose::Kubernetes.allows(a.alg) {
+        return Err(crate::sources::bad_flag(
+            "--alg",
+            format!(
+                "{} signs no service-account token: kube-apiserver takes ES256 or RS256 of ours",
+                a.alg
+            ),
+        ));
+    }
     let (keys, described) = match a.store.open(ctx)? {
         Opened::File { path, keyring } => {
             let described = json!({"keystore": path.display().to_string()});

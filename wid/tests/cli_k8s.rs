@@ -1,0 +1,318 @@
+//! The `kubernetes` key purpose from the command line: `wid keyring` makes
+//! and publishes its keys apart, `wid serve` publishes the cluster issuer's
+//! documents at the apiserver's paths and never a kubernetes key in the
+//! JWKS, and `wid k8s-signer` refuses to start on what kube-apiserver could
+//! not use. The signer's gRPC service itself is driven by kube-apiserver's
+//! own client stubs in bindings/go/interop/k8ssigner.
+#[path = "../../tests/serve_support/mod.rs"]
+mod serve_support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use serve_support::{Served, wid, wid_ok};
+
+fn keystore(dir: &Path, purpose: &str, alg: &str, longest: &str) -> (String, String) {
+    let kek = dir.join("kek").display().to_string();
+    let ks = dir.join(format!("{purpose}.json")).display().to_string();
+    wid_ok(&["keyring", "generate-kek", "--kek-file", &kek]);
+    wid_ok(&[
+        "keyring",
+        "init",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        purpose,
+        "--alg",
+        alg,
+        "--longest-ttl",
+        longest,
+    ]);
+    (ks, kek)
+}
+
+fn kids(json: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(json).unwrap();
+    v["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn kubernetes_keys_are_published_apart_and_never_in_the_jwks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ks, kek) = keystore(dir.path(), "kubernetes", "ES256", "1h");
+    wid_ok(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--alg",
+        "EdDSA",
+    ]);
+    wid_ok(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        "wit",
+        "--alg",
+        "ES256",
+    ]);
+    let k8s = kids(&wid_ok(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        "kubernetes",
+    ]));
+    assert_eq!(k8s.len(), 1);
+    let bearer = kids(&wid_ok(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+    ]));
+    let wit = kids(&wid_ok(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        "wit",
+    ]));
+    assert_eq!((bearer.len(), wit.len()), (1, 1));
+    assert!(!bearer.contains(&k8s[0]) && !wit.contains(&k8s[0]));
+    // EdDSA is no algorithm of the purpose; a SPIFFE bundle has no kubernetes keys.
+    let o = wid(&[
+        "keyring",
+        "rotate",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        "kubernetes",
+        "--alg",
+        "EdDSA",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("ES256 or RS256"), "{err}");
+    let o = wid(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--purpose",
+        "kubernetes",
+        "--format",
+        "spiffe",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no SPIFFE authority"));
+
+    let issuer = "http://127.0.0.1/k8s";
+    let served = Served::start(&[
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--listen",
+        "127.0.0.1:0",
+        "--issuer",
+        "http://127.0.0.1",
+        "--kubernetes-issuer",
+        issuer,
+    ]);
+    assert_eq!(served.get("/kubernetes/jwks.json").kids(), k8s);
+    assert_eq!(served.get("/k8s/openid/v1/jwks").kids(), k8s);
+    assert_eq!(served.jwks().kids(), bearer);
+    assert_eq!(served.get("/wit/jwks.json").kids(), wit);
+    let doc = served.get("/k8s/.well-known/openid-configuration").json();
+    assert_eq!(doc["issuer"], issuer);
+    assert_eq!(doc["jwks_uri"], format!("{issuer}/openid/v1/jwks"));
+    assert_eq!(
+        doc["id_token_signing_alg_values_supported"],
+        serde_json::json!(["ES256"])
+    );
+    let bearer_doc = served.get("/.well-known/openid-configuration").json();
+    assert_eq!(bearer_doc["issuer"], "http://127.0.0.1");
+    // The SPIFFE bundle holds no kubernetes key either.
+    let bundle = served.get("/spiffe/bundle.json").json();
+    assert!(!bundle.to_string().contains(&k8s[0]), "{bundle}");
+    drop(served);
+
+    // A cluster issuer without a path of its own would take --issuer's place.
+    let o = wid(&[
+        "serve",
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--listen",
+        "127.0.0.1:0",
+        "--issuer",
+        "http://127.0.0.1",
+        "--kubernetes-issuer",
+        "http://127.0.0.1/",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("a path of its own"), "{err}");
+}
+
+#[test]
+fn a_server_of_the_cluster_keys_alone_is_healthy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ks, kek) = keystore(dir.path(), "kubernetes", "RS256", "1h");
+    let served = Served::start(&[
+        "--keystore",
+        &ks,
+        "--kek-file",
+        &kek,
+        "--listen",
+        "127.0.0.1:0",
+        "--kubernetes-issuer",
+        "https://cluster.example",
+    ]);
+    let health = served.get("/health");
+    assert_eq!(health.json()["status"], "ok", "{}", health.json());
+    assert_eq!(served.get("/openid/v1/jwks").kids().len(), 1);
+    assert_eq!(
+        served.get("/.well-known/openid-configuration").json()["jwks_uri"],
+        "https://cluster.example/openid/v1/jwks"
+    );
+}
+
+#[track_caller]
+fn refused(args: &[&str], code: i32, says: &str) {
+    let mut all = vec!["k8s-signer"];
+    all.extend_from_slice(args);
+    let o = wid(&all);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{all:?}: {err}");
+    assert!(err.contains(says), "{says:?} not in: {err}");
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn the_signer_refuses_to_start_on_what_the_apiserver_could_not_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock").display().to_string();
+    let issuer = "https://cluster.example";
+    // Only a bearer key: none signs for the cluster.
+    let bearer = tempfile::tempdir().unwrap();
+    let (ks, kek) = keystore(bearer.path(), "bearer", "ES256", "1h");
+    refused(
+        &[
+            "--keystore",
+            &ks,
+            "--kek-file",
+            &kek,
+            "--issuer",
+            issuer,
+            "--socket",
+            &sock,
+        ],
+        4,
+        "wid keyring rotate --purpose kubernetes --alg ES256",
+    );
+    // A LongestTTL under the apiserver's 600 s.
+    let short = tempfile::tempdir().unwrap();
+    let (ks, kek) = keystore(short.path(), "kubernetes", "ES256", "5m");
+    refused(
+        &[
+            "--keystore",
+            &ks,
+            "--kek-file",
+            &kek,
+            "--issuer",
+            issuer,
+            "--socket",
+            &sock,
+        ],
+        4,
+        "600 s",
+    );
+    let (ks, kek) = keystore(dir.path(), "kubernetes", "ES256", "1h");
+    let base = [
+        "--keystore",
+        ks.as_str(),
+        "--kek-file",
+        kek.as_str(),
+        "--issuer",
+        issuer,
+    ];
+    // No RS256 kubernetes key; EdDSA is none of the purpose's.
+    refused(
+        &[&base[..], &["--socket", &sock, "--alg", "RS256"]].concat(),
+        4,
+        "RS256",
+    );
+    refused(
+        &[&base[..], &["--socket", &sock, "--alg", "EdDSA"]].concat(),
+        4,
+        "ES256 or RS256",
+    );
+    // A regular file where the socket goes is refused and left alone.
+    std::fs::write(&sock, b"not a socket").unwrap();
+    refused(
+        &[&base[..], &["--socket", &sock]].concat(),
+        2,
+        "is not a socket",
+    );
+    assert_eq!(std::fs::read(&sock).unwrap(), b"not a socket");
+    // An abstract socket has no mode to set.
+    refused(
+        &[
+            &base[..],
+            &["--socket", "@wid-test-mode", "--socket-mode", "660"],
+        ]
+        .concat(),
+        2,
+        "does not apply to an abstract socket",
+    );
+    refused(
+        &[&base[..], &["--socket", &sock, "--socket-mode", "0060"]].concat(),
+        2,
+        "owner",
+    );
+    refused(
+        &[
+            "--keystore",
+            &ks,
+            "--kek-file",
+            &kek,
+            "--issuer",
+            " ",
+            "--socket",
+            &sock,
+        ],
+        2,
+        "--issuer",
+    );
+}
