@@ -201,6 +201,13 @@ enum wid_key_purpose
   // in the WIT key set (`wid keyring jwks --purpose wit`, `/wit/jwks.json`,
   // SPIFFE bundle entries with `use` `wit-svid`), never in the JWKS.
   WID_KEY_PURPOSE_WIT = 2,
+  // Signs a Kubernetes cluster's service-account tokens, through `wid
+  // k8s-signer` (the apiserver's external signer): ES256 or RS256 keys
+  // only, published in that purpose's own key set (`wid keyring jwks
+  // --purpose kubernetes`, the cluster issuer's discovery document on
+  // `wid serve`), never in the JWKS nor the WIT key set, so that no
+  // service-account token verifies as a workload identity, or the reverse.
+  WID_KEY_PURPOSE_KUBERNETES = 3,
 };
 #ifndef __cplusplus
 typedef uint32_t wid_key_purpose;

@@ -120,6 +120,7 @@ c_numbers! {
     KeyPurpose {
         Bearer => WID_KEY_PURPOSE_BEARER,
         Wit => WID_KEY_PURPOSE_WIT,
+        Kubernetes => WID_KEY_PURPOSE_KUBERNETES,
     }
     Consistency {
         Stale => WID_CONSISTENCY_STALE,

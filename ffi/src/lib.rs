@@ -179,7 +179,8 @@ pub type wid_result = u32;
 pub type wid_alg = u32;
 
 /// Key purposes (`wid_key_purpose`): `WID_KEY_PURPOSE_BEARER 1`,
-/// `WID_KEY_PURPOSE_WIT 2`; see `KeyPurpose` (Rust).
+/// `WID_KEY_PURPOSE_WIT 2`, `WID_KEY_PURPOSE_KUBERNETES 3`; see
+/// `KeyPurpose` (Rust).
 /// cbindgen:ignore
 pub type wid_key_purpose = u32;
 

@@ -810,3 +810,57 @@ fn wit_keys_through_the_c_abi() {
     assert_eq!(decode_segment(&wit, 0)["kid"], kid.as_str());
     unsafe { free!(key, bearer_only, kr) };
 }
+
+/// The kubernetes purpose through the C ABI: ES256 and RS256 keys only,
+/// published in their own key set, never in the JWKS or the WIT key set,
+/// and never signing a bearer token or a WIT.
+#[test]
+fn kubernetes_keys_are_their_own_purpose() {
+    let kr = new_keyring();
+    expect(
+        // SAFETY: kr is live; a NULL out_key_id is allowed.
+        unsafe {
+            wid_keyring_rotate_purpose(
+                kr,
+                WID_KEY_PURPOSE_KUBERNETES,
+                WID_ALG_EDDSA,
+                NOW,
+                null_mut(),
+            )
+        },
+        WID_RESULT_INVALID_ARGUMENT,
+    );
+    error_says("ES256 or RS256");
+    for alg in [WID_ALG_ES256, WID_ALG_RS256] {
+        expect(
+            // SAFETY: as above.
+            unsafe {
+                wid_keyring_rotate_purpose(kr, WID_KEY_PURPOSE_KUBERNETES, alg, NOW, null_mut())
+            },
+            WID_RESULT_OK,
+        );
+    }
+    let mut out = empty();
+    // SAFETY: kr is live, out a valid output.
+    expect(
+        unsafe { wid_keyring_jwks_purpose(kr, WID_KEY_PURPOSE_KUBERNETES, &mut out) },
+        WID_RESULT_OK,
+    );
+    let set = json(&mut out);
+    assert_eq!(set["keys"].as_array().unwrap().len(), 2, "{set}");
+    let bearer: serde_json::Value = serde_json::from_str(&jwks(kr)).unwrap();
+    assert_eq!(bearer["keys"], serde_json::json!([]));
+    let mut out = empty();
+    // SAFETY: as above.
+    expect(
+        unsafe { wid_keyring_jwks_purpose(kr, WID_KEY_PURPOSE_WIT, &mut out) },
+        WID_RESULT_OK,
+    );
+    assert_eq!(json(&mut out)["keys"], serde_json::json!([]));
+    // No bearer or WIT key: nothing signs for a workload.
+    let key = generate(WID_ALG_ES256);
+    let refused = issue_wit(kr, WID_ALG_ES256, &request_for(&public_jwk(key)));
+    assert_eq!(refused.err(), Some(WID_RESULT_NO_ACTIVE_KEY));
+    // SAFETY: both are live and freed once.
+    unsafe { free!(key, kr) };
+}

@@ -97,6 +97,10 @@ type KeyPurpose uint32
 const (
 	PurposeBearer KeyPurpose = C.WID_KEY_PURPOSE_BEARER // bearer tokens; every key made before purposes existed
 	PurposeWIT    KeyPurpose = C.WID_KEY_PURPOSE_WIT    // workload identity tokens only (IssueWIT, VerifyProof)
+	// PurposeKubernetes signs a Kubernetes cluster's service-account tokens
+	// (wid k8s-signer) with ES256 or RS256 keys; JWKSPurpose(PurposeKubernetes)
+	// is the cluster issuer's key set, never the JWKS.
+	PurposeKubernetes KeyPurpose = C.WID_KEY_PURPOSE_KUBERNETES
 )
 
 // String returns the JOSE name ("EdDSA", "ES256", "RS256").
