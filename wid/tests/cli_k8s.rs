@@ -316,3 +316,136 @@ fn the_signer_refuses_to_start_on_what_the_apiserver_could_not_use() {
         "--issuer",
     );
 }
+
+const PAGE: &str = include_str!("../../docs/kubernetes.md");
+
+/// The ```sh block of docs/kubernetes.md marked
+/// `<!-- run by wid/tests/cli_k8s.rs: NAME -->`, with the page's paths put
+/// under `dir` and the listener on any free port.
+fn doc_block(name: &str, dir: &Path) -> String {
+    let marker = format!("<!-- run by wid/tests/cli_k8s.rs: {name} -->");
+    let after = PAGE
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("docs/kubernetes.md has no {marker}"))
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .expect("a ```sh block after the marker");
+    let d = dir.display().to_string();
+    block[..block.find("\n```").expect("the block ends")]
+        .replace("/etc/wid/kek", &format!("{d}/kek"))
+        .replace("/var/lib/wid/keystore.json", &format!("{d}/keystore.json"))
+        .replace("/run/wid/k8s-signer.sock", &format!("{d}/k8s.sock"))
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+}
+
+/// `bash -c script` with `wid` on PATH.
+fn bash(script: &str) -> std::process::Command {
+    let bin = std::path::Path::new(serve_support::WID).parent().unwrap();
+    let mut c = std::process::Command::new("bash");
+    c.args(["-eu", "-c", script]).env(
+        "PATH",
+        format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    );
+    c
+}
+
+#[track_caller]
+fn run_block(name: &str, dir: &Path) -> String {
+    let script = doc_block(name, dir);
+    let o = bash(&script).output().unwrap();
+    assert!(
+        o.status.success(),
+        "docs/kubernetes.md's {name} block failed:\n{script}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Starts a server block in the background: its first stdout line, and the
+/// running child.
+fn start_block(name: &str, dir: &Path) -> (String, std::process::Child) {
+    use std::io::BufRead;
+    let script = doc_block(name, dir);
+    let mut child = bash(&format!("exec {script}"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (line.trim().to_string(), child)
+}
+
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait().unwrap()
+}
+
+/// docs/kubernetes.md as printed: the keys, the signer on its socket (mode
+/// 0660, removed at SIGTERM), a rotation it signs with at once, and `wid
+/// serve` publishing the cluster issuer's documents.
+#[test]
+fn the_kubernetes_page_runs_as_printed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let listed = run_block("keys", dir.path());
+    assert!(
+        listed.contains("kubernetes") && listed.contains("ES256"),
+        "{listed}"
+    );
+    let (first, mut signer) = start_block("signer", dir.path());
+    let sock = dir.path().join("k8s.sock");
+    assert_eq!(first, format!("listening on unix:{}", sock.display()));
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+    let before = kids(&run_jwks(dir.path()));
+    run_block("rotate", dir.path());
+    let after = kids(&run_jwks(dir.path()));
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(after.contains(&before[0]));
+    assert!(terminate(&mut signer).success());
+    assert!(!sock.exists(), "the socket outlived a SIGTERM");
+    let (first, mut served) = start_block("serve", dir.path());
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    let doc = serve_support::http(&addr, "GET", "/.well-known/openid-configuration").json();
+    assert_eq!(doc["issuer"], "https://cluster.example.com");
+    assert_eq!(
+        doc["jwks_uri"],
+        "https://cluster.example.com/openid/v1/jwks"
+    );
+    let set = serve_support::http(&addr, "GET", "/openid/v1/jwks").kids();
+    assert_eq!(set.len(), 2);
+    assert!(terminate(&mut served).success());
+}
+
+fn run_jwks(dir: &Path) -> String {
+    let d = dir.display().to_string();
+    wid_ok(&[
+        "keyring",
+        "jwks",
+        "--keystore",
+        &format!("{d}/keystore.json"),
+        "--kek-file",
+        &format!("{d}/kek"),
+        "--purpose",
+        "kubernetes",
+    ])
+}
