@@ -234,12 +234,20 @@ impl ServiceAccountSigner {
                 "the claims are not base64url without padding (the JWT's second segment): {e}"
             ))
         })?;
-        let value: Value = serde_json::from_slice(&json)
+        if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            // Checked first: serde would take an array as the fields in order.
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(&json) {
+                    Ok(_) => bad_claims("the claims are JSON but not an object"),
+                    Err(e) => bad_claims(format!("the claims are not JSON: {e}")),
+                },
+            );
+        }
+        // Only the claims checked are kept; the others are read past (and
+        // one named twice is refused, as serde refuses a duplicate field).
+        let map: Wanted = serde_json::from_slice(&json)
             .map_err(|e| bad_claims(format!("the claims are not JSON: {e}")))?;
-        let Value::Object(map) = value else {
-            return Err(bad_claims("the claims are JSON but not an object"));
-        };
-        match map.get("iss") {
+        match &map.iss {
             Some(Value::String(iss)) if *iss == self.issuer => {}
             Some(Value::String(iss)) => {
                 return Err(bad_claims(format!(
@@ -256,7 +264,7 @@ impl ServiceAccountSigner {
                 )));
             }
         }
-        let expires_at = match map.get("exp") {
+        let expires_at = match &map.exp {
             Some(v) => numeric_date(v, "exp")?,
             None => {
                 return Err(bad_claims(
@@ -264,7 +272,7 @@ impl ServiceAccountSigner {
                 ));
             }
         };
-        let (starts_at, start_claim) = match map.get("iat") {
+        let (starts_at, start_claim) = match &map.iat {
             Some(v) => (numeric_date(v, "iat")?, "iat"),
             None => (now, "now"),
         };
@@ -273,8 +281,8 @@ impl ServiceAccountSigner {
                 "exp {expires_at} is not after {start_claim} {starts_at}"
             )));
         }
-        let subject = match map.get("sub") {
-            Some(Value::String(s)) => Some(s.clone()),
+        let subject = match map.sub {
+            Some(Value::String(s)) => Some(s),
             Some(_) => return Err(bad_claims("sub is not a string")),
             None => None,
         };
@@ -336,6 +344,19 @@ pub fn service_account_discovery(keyring: &Keyring, issuer: &str) -> Result<Oidc
         "sub",
     ];
     Ok(doc)
+}
+
+/// The claims `Sign` checks, as the JSON has them.
+#[derive(serde::Deserialize)]
+struct Wanted {
+    #[serde(default)]
+    iss: Option<Value>,
+    #[serde(default)]
+    exp: Option<Value>,
+    #[serde(default)]
+    iat: Option<Value>,
+    #[serde(default)]
+    sub: Option<Value>,
 }
 
 struct CheckedClaims {

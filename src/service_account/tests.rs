@@ -108,6 +108,13 @@ fn refuses_claims_it_must_not_sign() {
         ("not base64!".into(), "not base64url"),
         (URL_SAFE_NO_PAD.encode(b"{not json"), "not JSON"),
         (URL_SAFE_NO_PAD.encode(b"[1,2]"), "not an object"),
+        (URL_SAFE_NO_PAD.encode(b" [\"iss\""), "not JSON"),
+        (
+            URL_SAFE_NO_PAD.encode(format!(
+                r#"{{"iss":"{ISSUER}","iss":"https://other","exp":1}}"#
+            )),
+            "duplicate field",
+        ),
         (b64(&other_issuer), "not this signer's issuer"),
         (b64(&no_iss), "no iss"),
         (b64(&no_exp), "no exp"),
