@@ -1067,6 +1067,63 @@ fn a_cluster_restored_from_an_older_snapshot_is_followed_never_served_as_current
 /// prepublished for the replaced key (issue 41, item 5): left pending, it
 /// would take over from the new key when its time came (an operator saw the
 /// rotator promote the older pending key over the immediate one).
+/// Kubernetes keys on the replicated keyring: an EdDSA one is refused
+/// before anything is written; an ES256 one replicates with its purpose to
+/// another process, which signs service-account tokens with it and never
+/// publishes it in the JWKS.
+#[test]
+fn kubernetes_keys_replicate_with_their_purpose() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let cluster = Cluster::start_sized(Options::new(Security::Plain), 1);
+    let url = cluster.url(0);
+    let prefix = "/wid-test/kubernetes/";
+    let a = open(cluster.config_for(&url, &[&url]), prefix);
+    let b = open(cluster.config_for(&url, &[&url]), prefix);
+    let now = unix_now();
+    let e = a
+        .rotate_now_purpose(KeyPurpose::Kubernetes, Algorithm::EdDsa, now)
+        .unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("ES256 or RS256"), "{e}");
+    assert!(a.keyring().keys().is_empty());
+    a.set_policy(&workload_identity::KeyringPolicy::new(Some(
+        Duration::from_secs(3600),
+    )))
+    .unwrap();
+    let kid = a
+        .rotate_now_purpose(KeyPurpose::Kubernetes, Algorithm::Es256, now)
+        .unwrap();
+    eventually("the other copy holds the kubernetes key", LIMIT, || {
+        b.keyring()
+            .active_id_for_purpose(KeyPurpose::Kubernetes, Algorithm::Es256)
+            .as_ref()
+            == Some(&kid)
+    });
+    assert!(b.keyring().jwks().keys.is_empty());
+    let signer = workload_identity::ServiceAccountSigner::new(
+        &b.keyring(),
+        "https://cluster.example",
+        Algorithm::Es256,
+    )
+    .unwrap();
+    eventually("the other copy holds the policy", LIMIT, || {
+        signer.check_ready().is_ok()
+    });
+    let claims = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            r#"{{"iss":"https://cluster.example","sub":"system:serviceaccount:a:b","exp":{}}}"#,
+            now + 600
+        ))
+    };
+    assert_eq!(signer.sign(&claims, now).unwrap().kid, kid);
+    assert_eq!(signer.keys().len(), 1);
+    assert_eq!(
+        signer.data_timestamp(),
+        a.keyring().key_info(kid.as_str()).unwrap().create_time
+    );
+}
+
 #[test]
 fn an_immediate_rotation_cancels_the_pending_successor() {
     const LIMIT: Duration = Duration::from_secs(30);

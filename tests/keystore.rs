@@ -55,6 +55,34 @@ fn save_and_load_round_trip_everything_with_mode_0600() {
     assert_eq!(std::fs::read(&path).unwrap(), first);
 }
 
+/// A kubernetes key keeps its purpose through a keystore (record
+/// `Purpose` `kubernetes`), and an EdDSA key of the purpose is never taken.
+#[test]
+fn kubernetes_keys_keep_their_purpose_and_algorithms() {
+    use workload_identity::{Algorithm, KeyPurpose};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ks");
+    let kr = Keyring::new();
+    let kid = kr
+        .rotate_purpose(KeyPurpose::Kubernetes, Algorithm::Rs256, 50)
+        .unwrap();
+    kr.save(&path).unwrap();
+    let back = Keyring::load(&path).unwrap();
+    assert_eq!(back.keys(), kr.keys());
+    assert_eq!(
+        back.active_id_for_purpose(KeyPurpose::Kubernetes, Algorithm::Rs256),
+        Some(kid)
+    );
+    assert!(back.jwks().keys.is_empty());
+    // However a key comes in, an EdDSA key of the purpose is refused.
+    let ed = RootKey::generate_for(Algorithm::EdDsa, KeyState::Active, 60)
+        .unwrap()
+        .with_purpose(KeyPurpose::Kubernetes);
+    let e = Keyring::from_keys([ed]).unwrap_err();
+    assert_eq!(e.code(), ResultCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("ES256 or RS256"), "{e}");
+}
+
 #[test]
 fn verify_only_keys_survive_a_round_trip() {
     let (kr, _) = Keyring::from_jwks(&sample().jwks().to_json()).unwrap();

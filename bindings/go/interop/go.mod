@@ -19,6 +19,7 @@ require (
 require (
 	github.com/hashicorp/go-msgpack/v2 v2.1.5 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
+	k8s.io/externaljwt v0.37.2 // indirect
 )
 
 replace github.com/workload-identity/workload-identity/bindings/go => ../
