@@ -20,6 +20,85 @@ fn wid_with_transit_against_a_real_openbao() {
     let bao = Bao::start();
     let dir = tempfile::tempdir().unwrap();
     command_line(&bao, dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    k8s_signer(&bao, dir.path());
+}
+
+/// `wid k8s-signer` on a keystore wrapped by Transit: it unwraps its
+/// kubernetes key through OpenBao at start (listening only once it holds
+/// it), and refuses to start without the Transit token.
+fn k8s_signer(bao: &Bao, dir: &std::path::Path) {
+    use std::io::BufRead;
+    bao.cmd(&["write", "-f", "transit/keys/wid-k8s", "type=aes256-gcm96"]);
+    let ks = dir.join("k8s-keystore").display().to_string();
+    let sock = dir.join("k8s.sock").display().to_string();
+    let ca = bao.ca_path().display().to_string();
+    let token_file = bao.token_file(dir, &bao.root_token).display().to_string();
+    let transit = [
+        "--transit-addr",
+        bao.addr.as_str(),
+        "--transit-key",
+        "wid-k8s",
+        "--transit-ca-bundle",
+        ca.as_str(),
+    ];
+    let wid = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_wid"));
+        c.env_remove("VAULT_TOKEN").env_remove("BAO_TOKEN");
+        c
+    };
+    let out = wid()
+        .args([
+            "keyring",
+            "init",
+            "--keystore",
+            &ks,
+            "--purpose",
+            "kubernetes",
+        ])
+        .args(["--alg", "ES256", "--longest-ttl", "1h"])
+        .args(transit)
+        .args(["--transit-token-file", &token_file])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let signer = [
+        "k8s-signer",
+        "--keystore",
+        &ks,
+        "--issuer",
+        "https://cluster.example",
+    ];
+    let out = wid()
+        .args(signer)
+        .args(["--socket", &sock])
+        .args(transit)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("VAULT_TOKEN or BAO_TOKEN"), "{err}");
+    assert!(!std::path::Path::new(&sock).exists());
+    let mut child = wid()
+        .args(signer)
+        .args(["--socket", &sock])
+        .args(transit)
+        .args(["--transit-token-file", &token_file])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), format!("listening on unix:{sock}"));
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
 
 /// `wid` with the Transit flags: init wraps from the start, every command
