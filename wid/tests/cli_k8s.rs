@@ -224,40 +224,39 @@ fn the_signer_refuses_to_start_on_what_the_apiserver_could_not_use() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("s.sock").display().to_string();
     let issuer = "https://cluster.example";
-    // Only a bearer key: none signs for the cluster.
-    let bearer = tempfile::tempdir().unwrap();
-    let (ks, kek) = keystore(bearer.path(), "bearer", "ES256", "1h");
-    refused(
-        &[
+    let flags = |ks: &str, kek: &str| -> Vec<String> {
+        [
             "--keystore",
-            &ks,
+            ks,
             "--kek-file",
-            &kek,
+            kek,
             "--issuer",
             issuer,
             "--socket",
             &sock,
-        ],
-        4,
-        "wid keyring rotate --purpose kubernetes --alg ES256",
-    );
-    // A LongestTTL under the apiserver's 600 s.
-    let short = tempfile::tempdir().unwrap();
-    let (ks, kek) = keystore(short.path(), "kubernetes", "ES256", "5m");
-    refused(
-        &[
-            "--keystore",
-            &ks,
-            "--kek-file",
-            &kek,
-            "--issuer",
-            issuer,
-            "--socket",
-            &sock,
-        ],
-        4,
-        "600 s",
-    );
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    // Only a bearer key: none signs for the cluster; a LongestTTL under the
+    // apiserver's 600 s.
+    for (purpose, longest, says) in [
+        (
+            "bearer",
+            "1h",
+            "wid keyring rotate --purpose kubernetes --alg ES256",
+        ),
+        ("kubernetes", "5m", "600 s"),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let (ks, kek) = keystore(d.path(), purpose, "ES256", longest);
+        let args = flags(&ks, &kek);
+        refused(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            4,
+            says,
+        );
+    }
     let (ks, kek) = keystore(dir.path(), "kubernetes", "ES256", "1h");
     let base = [
         "--keystore",

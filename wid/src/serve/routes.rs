@@ -21,17 +21,7 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
         }
         if path == k.discovery_path {
             let (docs, _) = server.docs(now);
-            return match &docs.kubernetes_discovery {
-                Some(Ok((body, tag))) => {
-                    Response::document(body.clone(), tag.clone(), docs.timing.0)
-                }
-                Some(Err(e)) => Response::json(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    json!({ "error": e }).to_string(),
-                    None,
-                ),
-                None => unreachable!("made whenever --kubernetes-issuer is given"),
-            };
+            return discovery(&docs, &docs.kubernetes_discovery, "--kubernetes-issuer URL");
         }
     }
     match path {
@@ -63,22 +53,7 @@ pub(super) fn route(server: &Server, path: &str) -> Response {
         }
         "/.well-known/openid-configuration" => {
             let (docs, _) = server.docs(now);
-            match &docs.discovery {
-                None => Response::json(
-                    StatusCode::NOT_FOUND,
-                    json!({"error": "no issuer configured: start wid serve with --issuer URL"})
-                        .to_string(),
-                    None,
-                ),
-                Some(Ok((body, tag))) => {
-                    Response::document(body.clone(), tag.clone(), docs.timing.0)
-                }
-                Some(Err(e)) => Response::json(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    json!({ "error": e }).to_string(),
-                    None,
-                ),
-            }
+            discovery(&docs, &docs.discovery, "--issuer URL")
         }
         "/health" => {
             let (keyring, error, _) = server.current();
@@ -177,4 +152,27 @@ fn kubernetes_jwks(server: &Server, now: i64) -> Response {
         docs.kubernetes_jwks_etag.clone(),
         docs.timing.0,
     )
+}
+
+/// A discovery document of `docs` (`doc`: the issuer's or the cluster
+/// issuer's), or why there is none (`flag` names how to ask for one).
+fn discovery(
+    docs: &super::server::Docs,
+    doc: &Option<Result<(hyper::body::Bytes, hyper::header::HeaderValue), String>>,
+    flag: &str,
+) -> Response {
+    match doc {
+        None => Response::json(
+            StatusCode::NOT_FOUND,
+            json!({ "error": format!("no issuer configured: start wid serve with {flag}") })
+                .to_string(),
+            None,
+        ),
+        Some(Ok((body, tag))) => Response::document(body.clone(), tag.clone(), docs.timing.0),
+        Some(Err(e)) => Response::json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": e }).to_string(),
+            None,
+        ),
+    }
 }
