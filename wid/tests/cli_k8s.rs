@@ -43,107 +43,52 @@ fn kids(json: &str) -> Vec<String> {
         .collect()
 }
 
+/// `wid WORDS` (split at spaces: the paths here have none).
+fn wid_words(words: &str) -> std::process::Output {
+    wid(&words.split(' ').collect::<Vec<_>>())
+}
+
+/// `wid WORDS`, which must succeed: the kids of the key set it prints.
+#[track_caller]
+fn kids_of(words: &str) -> Vec<String> {
+    kids(&wid_ok(&words.split(' ').collect::<Vec<_>>()))
+}
+
 #[test]
 fn kubernetes_keys_are_published_apart_and_never_in_the_jwks() {
     let dir = tempfile::tempdir().unwrap();
     let (ks, kek) = keystore(dir.path(), "kubernetes", "ES256", "1h");
-    wid_ok(&[
-        "keyring",
-        "rotate",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--alg",
-        "EdDSA",
-    ]);
-    wid_ok(&[
-        "keyring",
-        "rotate",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--purpose",
-        "wit",
-        "--alg",
-        "ES256",
-    ]);
-    let k8s = kids(&wid_ok(&[
-        "keyring",
-        "jwks",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--purpose",
-        "kubernetes",
-    ]));
+    let store = format!("--keystore {ks} --kek-file {kek}");
+    kids_of(&format!("keyring rotate {store} --alg EdDSA --json"));
+    kids_of(&format!(
+        "keyring rotate {store} --purpose wit --alg ES256 --json"
+    ));
+    let k8s = kids_of(&format!("keyring jwks {store} --purpose kubernetes"));
     assert_eq!(k8s.len(), 1);
-    let bearer = kids(&wid_ok(&[
-        "keyring",
-        "jwks",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-    ]));
-    let wit = kids(&wid_ok(&[
-        "keyring",
-        "jwks",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--purpose",
-        "wit",
-    ]));
+    let bearer = kids_of(&format!("keyring jwks {store}"));
+    let wit = kids_of(&format!("keyring jwks {store} --purpose wit"));
     assert_eq!((bearer.len(), wit.len()), (1, 1));
     assert!(!bearer.contains(&k8s[0]) && !wit.contains(&k8s[0]));
     // EdDSA is no algorithm of the purpose; a SPIFFE bundle has no kubernetes keys.
-    let o = wid(&[
-        "keyring",
-        "rotate",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--purpose",
-        "kubernetes",
-        "--alg",
-        "EdDSA",
-    ]);
+    let o = wid_words(&format!(
+        "keyring rotate {store} --purpose kubernetes --alg EdDSA"
+    ));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("ES256 or RS256"), "{err}");
-    let o = wid(&[
-        "keyring",
-        "jwks",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--purpose",
-        "kubernetes",
-        "--format",
-        "spiffe",
-    ]);
+    let o = wid_words(&format!(
+        "keyring jwks {store} --purpose kubernetes --format spiffe"
+    ));
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no SPIFFE authority"));
 
     let issuer = "http://127.0.0.1/k8s";
-    let served = Served::start(&[
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--listen",
-        "127.0.0.1:0",
-        "--issuer",
-        "http://127.0.0.1",
-        "--kubernetes-issuer",
-        issuer,
-    ]);
+    let serve = format!("{store} --listen 127.0.0.1:0 --issuer http://127.0.0.1");
+    let served = Served::start(
+        &format!("{serve} --kubernetes-issuer {issuer}")
+            .split(' ')
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(served.get("/kubernetes/jwks.json").kids(), k8s);
     assert_eq!(served.get("/k8s/openid/v1/jwks").kids(), k8s);
     assert_eq!(served.jwks().kids(), bearer);
@@ -163,19 +108,9 @@ fn kubernetes_keys_are_published_apart_and_never_in_the_jwks() {
     drop(served);
 
     // A cluster issuer without a path of its own would take --issuer's place.
-    let o = wid(&[
-        "serve",
-        "--keystore",
-        &ks,
-        "--kek-file",
-        &kek,
-        "--listen",
-        "127.0.0.1:0",
-        "--issuer",
-        "http://127.0.0.1",
-        "--kubernetes-issuer",
-        "http://127.0.0.1/",
-    ]);
+    let o = wid_words(&format!(
+        "serve {serve} --kubernetes-issuer http://127.0.0.1/"
+    ));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("a path of its own"), "{err}");
