@@ -17,6 +17,10 @@
 //     SpiffeBundleSource to read, is cmd/gospiffebundle (run by
 //     scripts/spiffe-bundle-interop.sh).
 //
+// Package k8ssigner (its own directory) calls `wid k8s-signer` over its Unix
+// socket with k8s.io/externaljwt's gRPC stubs, as kube-apiserver calls an
+// external JWT signer; it runs the wid binary only.
+//
 // It also holds the Verify and Issue benchmarks of package wid against
 // go-jose. Everything is in the tests: go test ./... in this directory, with
 // the cgo flags of the C library and WID_BIN (scripts/go-tests.sh).

@@ -104,7 +104,6 @@ func shortDir(t testing.TB) string {
 // prefix in etcd, and the KEK that wraps its keys.
 type store struct {
 	flags []string // --keystore FILE --kek-file KEK, or the --etcd flags and --kek-file
-	kek   string
 }
 
 // newKEK writes a KEK in dir.
@@ -129,7 +128,7 @@ func newKeystore(t testing.TB, dir, purpose, longestTTL string, algs ...string) 
 		args = append(args, "--longest-ttl", longestTTL)
 	}
 	runWid(t, args...)
-	return &store{flags: []string{"--keystore", ks, "--kek-file", kek}, kek: kek}
+	return &store{flags: []string{"--keystore", ks, "--kek-file", kek}}
 }
 
 // keyring runs `wid keyring <sub> <store flags> args...`.
@@ -293,7 +292,6 @@ func (p *proc) running() bool {
 type signer struct {
 	*proc
 	socket string // the --socket argument: a path or @NAME
-	conn   *grpc.ClientConn
 	client v1.ExternalJWTSignerClient
 }
 
@@ -347,12 +345,12 @@ func refuseStart(t testing.TB, st *store, issuer, socket string, extra []string,
 			t.Errorf("wid k8s-signer %v: stderr does not name %q:\n%s", extra, w, stderr)
 		}
 	}
+	t.Logf("refused to start (%v): %s", s.waitErr, strings.TrimSpace(stderr))
 	return stderr
 }
 
-// grpcTarget is the target kube-apiserver's plugin dials for a
-// --service-account-signing-endpoint: unix:PATH, or unix-abstract:NAME for
-// @NAME.
+// grpcTarget is a gRPC target naming the socket with grpc-go's own
+// resolvers: unix:PATH, or unix-abstract:NAME for @NAME.
 func grpcTarget(socket string) string {
 	if name, ok := strings.CutPrefix(socket, "@"); ok {
 		return "unix-abstract:" + name
@@ -360,22 +358,53 @@ func grpcTarget(socket string) string {
 	return "unix:" + socket
 }
 
-// dial connects (lazily) as the apiserver does: insecure credentials,
-// authority localhost. Closed when the test ends.
+// dial connects (lazily) exactly as kube-apiserver's externaljwt plugin
+// does with its --service-account-signing-endpoint: the endpoint as given
+// (a path, or @NAME, which Go dials as an abstract socket) through a
+// context dialer of network "unix", insecure credentials, authority
+// localhost, calls waiting for the connection to be ready. (The plugin
+// calls grpc.Dial, whose default scheme is passthrough; grpc.NewClient's
+// is dns, hence the explicit passthrough:///.) Closed when the test ends.
 func (s *signer) dial(t testing.TB) {
 	t.Helper()
-	conn, err := grpc.NewClient(grpcTarget(s.socket),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"))
-	if err != nil {
-		t.Fatalf("grpc.NewClient(%s): %v", grpcTarget(s.socket), err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	s.conn, s.client = conn, v1.NewExternalJWTSignerClient(conn)
+	s.dialTarget(t, "passthrough:///"+s.socket,
+		grpc.WithContextDialer(func(ctx context.Context, path string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}))
 }
 
+// via is the signer with a client of its own dialing target (grpc-go's
+// unix: or unix-abstract: resolvers) instead of the apiserver's way.
+func (s *signer) via(t testing.TB, target string) *signer {
+	t.Helper()
+	other := &signer{proc: s.proc, socket: s.socket}
+	other.dialTarget(t, target)
+	return other
+}
+
+// dialTarget connects to target (lazily) with insecure credentials and
+// authority localhost, and makes it the signer's client.
+func (s *signer) dialTarget(t testing.TB, target string, opts ...grpc.DialOption) {
+	t.Helper()
+	opts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
+	}, opts...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		t.Fatalf("grpc.NewClient(%s): %v", target, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	s.client = v1.NewExternalJWTSignerClient(conn)
+}
+
+// callWait bounds a gRPC call (which waits for the connection to be ready,
+// as the apiserver's do).
+const callWait = time.Minute
+
 func callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), widWait)
+	return context.WithTimeout(context.Background(), callWait)
 }
 
 // fetchKeys calls FetchKeys; an error fails the test.
@@ -413,10 +442,8 @@ func (s *signer) signRaw(claims string) (*v1.SignJWTResponse, error) {
 type signed struct {
 	token     string
 	kid       string
-	header    string // base64url, as answered
 	claimsB64 string
 	claims    []byte // the JSON sent
-	exp       int64
 }
 
 // sign sends claims (JSON-encoded, then base64url) and assembles the token
@@ -451,19 +478,15 @@ func (s *signer) sign(t testing.TB, claims map[string]any, wantAlg string) *sign
 	out := &signed{
 		token:     resp.GetHeader() + "." + b64 + "." + resp.GetSignature(),
 		kid:       kid,
-		header:    resp.GetHeader(),
 		claimsB64: b64,
 		claims:    raw,
-	}
-	if e, ok := claims["exp"].(int64); ok {
-		out.exp = e
 	}
 	return out
 }
 
 // checkHeader holds the apiserver's checks of a signed header (its
 // externaljwt plugin): base64url JSON with exactly alg, kid and typ; typ
-// JWT; alg one of RS256, ES256, ES384, ES512; kid 1 to 1024 characters. Ours
+// JWT; alg one of RS256, ES256, ES384, ES512; kid 1 to 1024 bytes. Ours
 // is also exactly {"alg":ALG,"kid":KID,"typ":"JWT"}, alg the signer's
 // --alg. It returns the kid.
 func checkHeader(t testing.TB, header, wantAlg string) string {
@@ -493,8 +516,8 @@ func checkHeader(t testing.TB, header, wantAlg string) string {
 	if alg != wantAlg {
 		t.Fatalf("Sign: header %s: alg %q, want the signer's --alg %s", raw, alg, wantAlg)
 	}
-	if n := len([]rune(kid)); n < 1 || n > 1024 {
-		t.Fatalf("Sign: header %s: kid of %d characters, want 1 to 1024", raw, n)
+	if n := len(kid); n < 1 || n > 1024 {
+		t.Fatalf("Sign: header %s: kid of %d bytes, want 1 to 1024", raw, n)
 	}
 	exact, err := json.Marshal(struct {
 		Alg string `json:"alg"`
@@ -519,7 +542,7 @@ type fetched struct {
 }
 
 // checkKeys holds the apiserver's checks of a FetchKeys answer (at least
-// one key, each kid 1 to 1024 characters, each key PKIX DER it can parse, a
+// one key, each kid 1 to 1024 bytes, each key PKIX DER it can parse, a
 // valid data_timestamp, a refresh hint > 0) and ours (wantAlg's key type:
 // ES256 a P-256 *ecdsa.PublicKey, RS256 an *rsa.PublicKey; "" either), and
 // returns the keys by kid.
@@ -538,8 +561,8 @@ func checkKeys(t testing.TB, resp *v1.FetchKeysResponse, wantAlg string) map[str
 	}
 	keys := map[string]fetched{}
 	for _, k := range resp.GetKeys() {
-		if n := len([]rune(k.GetKeyId())); n < 1 || n > 1024 {
-			t.Fatalf("FetchKeys: key_id %q of %d characters, want 1 to 1024", k.GetKeyId(), n)
+		if n := len(k.GetKeyId()); n < 1 || n > 1024 {
+			t.Fatalf("FetchKeys: key_id %q of %d bytes, want 1 to 1024", k.GetKeyId(), n)
 		}
 		if _, dup := keys[k.GetKeyId()]; dup {
 			t.Fatalf("FetchKeys: key_id %q listed twice", k.GetKeyId())
@@ -576,7 +599,7 @@ func verifyWith(tok *signed, keys map[string]fetched, alg jose.SignatureAlgorith
 	if !ok {
 		return nil, fmt.Errorf("kid %s is not among the %d keys listed (%s)", tok.kid, len(keys), kidList(keys))
 	}
-	jws, err := jose.ParseSigned(tok.token, []jose.SignatureAlgorithm{alg})
+	jws, err := jose.ParseSignedCompact(tok.token, []jose.SignatureAlgorithm{alg})
 	if err != nil {
 		return nil, fmt.Errorf("go-jose ParseSigned: %w", err)
 	}
@@ -609,6 +632,22 @@ func sameKeys(a, b map[string]fetched) bool {
 	for kid, ka := range a {
 		kb, ok := b[kid]
 		if !ok || !bytes.Equal(ka.der, kb.der) || ka.exclude != kb.exclude {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAnswer says whether two FetchKeys answers are the same to the
+// apiserver's keysChanged: data_timestamp, and the keys in order with their
+// exclude flags (and here their DER too).
+func sameAnswer(a, b *v1.FetchKeysResponse) bool {
+	if !a.GetDataTimestamp().AsTime().Equal(b.GetDataTimestamp().AsTime()) || len(a.GetKeys()) != len(b.GetKeys()) {
+		return false
+	}
+	for i, ka := range a.GetKeys() {
+		kb := b.GetKeys()[i]
+		if ka.GetKeyId() != kb.GetKeyId() || ka.GetExcludeFromOidcDiscovery() != kb.GetExcludeFromOidcDiscovery() || !bytes.Equal(ka.GetKey(), kb.GetKey()) {
 			return false
 		}
 	}
