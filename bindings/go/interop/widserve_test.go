@@ -3,7 +3,6 @@ package interop
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/workload-identity/workload-identity/bindings/go/interop/internal/widcli"
 	"io"
 	"math/big"
 	"net"
@@ -28,59 +28,21 @@ import (
 	"time"
 )
 
+// The wid binary and runs of it, shared with the other interop checks
+// (internal/widcli).
+var (
+	widBin = widcli.Bin
+	runWid = widcli.Run
+	widRun = widcli.RunErr
+)
+
+const widWait = widcli.Wait
+
 // The `wid` CLI as the go-oidc and go-spiffe checks meet it: a keystore made
 // and rotated with `wid keyring`, tokens from `wid issue`, and a running
 // `wid serve` on loopback (a free port it picks, or one the test names when
 // the issuer URL must carry it), killed when the test ends. As in
 // wid/tests/cli.rs and tests/python/spiffe_bundle_interop.py.
-
-// widWait bounds every wait on `wid` (a command, a server's first line):
-// long, since CI is a loaded 2-core machine, and only there to turn a hang
-// into a failure that says what hung.
-const widWait = 2 * time.Minute
-
-// widBin is $WID_BIN, the `wid` binary (a release build). Unset is a
-// failure, not a skip: CI always sets it, and a check that silently does
-// not run is no check.
-func widBin(t testing.TB) string {
-	t.Helper()
-	bin := os.Getenv("WID_BIN")
-	if bin == "" {
-		t.Fatal("WID_BIN is not set: set it to the wid CLI (cargo build --release --locked -p wid; " +
-			"WID_BIN=$PWD/target/release/wid); scripts/go-tests.sh and CI set it")
-	}
-	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		t.Fatalf("WID_BIN=%s is not an executable file (%v)", bin, err)
-	}
-	return bin
-}
-
-// runWid runs `wid args...` to completion (within widWait) and returns its
-// stdout; a non-zero exit fails the test with its stderr.
-func runWid(t testing.TB, args ...string) string {
-	t.Helper()
-	out, stderr, err := widRun(t, args...)
-	if err != nil {
-		t.Fatalf("wid %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	return out
-}
-
-// widRun runs `wid args...` and returns stdout, stderr and the error of a
-// non-zero exit (*exec.ExitError).
-func widRun(t testing.TB, args ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), widWait)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, widBin(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("wid %s: no exit within %v\n%s", strings.Join(args, " "), widWait, stderr.String())
-	}
-	return stdout.String(), stderr.String(), err
-}
 
 // issueRequest is an IssueRequest as `wid issue --request` reads it (JSON
 // with Go's field names), for audience aud, valid ten minutes from when

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/workload-identity/workload-identity/bindings/go/interop/internal/widcli"
 	"io"
 	"net"
 	"net/http"
@@ -31,61 +32,18 @@ import (
 	v1 "k8s.io/externaljwt/apis/v1"
 )
 
-// widWait bounds every wait on a process (a command, a server's first line,
-// a gRPC call): long, since CI is a loaded 2-core machine, and only there to
-// turn a hang into a failure that says what hung.
-const widWait = 2 * time.Minute
+// The wid binary and runs of it, shared with the other interop checks
+// (internal/widcli).
+var (
+	widBin = widcli.Bin
+	runWid = widcli.Run
+	widRun = widcli.RunErr
+)
+
+const widWait = widcli.Wait
 
 // The issuer of the signers whose issuer does not matter to the check.
 const testIssuer = "https://kubernetes.default.svc.cluster.local"
-
-// widBin is $WID_BIN, the `wid` binary, as in the interop package's
-// widserve_test.go; unset, the debug build of this checkout
-// (../../../../target/debug/wid from this directory). Missing is a failure,
-// not a skip: a check that silently does not run is no check.
-func widBin(t testing.TB) string {
-	t.Helper()
-	bin := os.Getenv("WID_BIN")
-	if bin == "" {
-		abs, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "target", "debug", "wid"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = abs
-	}
-	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		t.Fatalf("WID_BIN=%s is not an executable file (%v): set WID_BIN to the wid CLI "+
-			"(cargo build -p wid; WID_BIN=$PWD/target/debug/wid); scripts/go-tests.sh and CI set it", bin, err)
-	}
-	return bin
-}
-
-// runWid runs `wid args...` to completion and returns its stdout; a
-// non-zero exit fails the test with its stderr.
-func runWid(t testing.TB, args ...string) string {
-	t.Helper()
-	out, stderr, err := widRun(t, args...)
-	if err != nil {
-		t.Fatalf("wid %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	return out
-}
-
-// widRun runs `wid args...` and returns stdout, stderr and the error of a
-// non-zero exit (*exec.ExitError).
-func widRun(t testing.TB, args ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), widWait)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, widBin(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("wid %s: no exit within %v\n%s", strings.Join(args, " "), widWait, stderr.String())
-	}
-	return stdout.String(), stderr.String(), err
-}
 
 // shortDir is a fresh directory directly under the system temp directory
 // (/tmp/k8sXXXX): a Unix socket's path must fit in 108 bytes, which
