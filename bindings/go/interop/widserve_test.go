@@ -2,7 +2,6 @@ package interop
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,7 +22,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,6 +35,9 @@ var (
 )
 
 const widWait = widcli.Wait
+
+// lockedBuffer is a process's output, read while it runs.
+type lockedBuffer = widcli.Output
 
 // The `wid` CLI as the go-oidc and go-spiffe checks meet it: a keystore made
 // and rotated with `wid keyring`, tokens from `wid issue`, and a running
@@ -94,16 +95,8 @@ func widRotate(t testing.TB, ks, alg string, now int64) string {
 	if now != 0 {
 		args = append(args, "--now", strconv.FormatInt(now, 10))
 	}
-	var out struct {
-		Changes []struct {
-			Kid string `json:"kid"`
-		} `json:"changes"`
-	}
 	raw := runWid(t, args...)
-	if err := json.Unmarshal([]byte(raw), &out); err != nil || len(out.Changes) == 0 || out.Changes[0].Kid == "" {
-		t.Fatalf("wid keyring rotate --json: %v\n%s", err, raw)
-	}
-	return out.Changes[0].Kid
+	return widcli.ChangedKid(t, raw)
 }
 
 // widIssue signs request with alg's active key; extra are more flags
@@ -112,24 +105,6 @@ func widIssue(t testing.TB, ks, request, alg string, extra ...string) string {
 	t.Helper()
 	args := append([]string{"issue", "--keystore", ks, "--request", request, "--alg", alg}, extra...)
 	return strings.TrimSpace(runWid(t, args...))
-}
-
-// lockedBuffer is a bytes.Buffer for a process's output, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // served is a running `wid serve`.

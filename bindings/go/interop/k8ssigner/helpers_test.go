@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +40,9 @@ var (
 )
 
 const widWait = widcli.Wait
+
+// lockedBuffer is a process's output, read while it runs.
+type lockedBuffer = widcli.Output
 
 // The issuer of the signers whose issuer does not matter to the check.
 const testIssuer = "https://kubernetes.default.svc.cluster.local"
@@ -100,15 +102,7 @@ func (st *store) keyring(t testing.TB, sub string, args ...string) string {
 func (st *store) rotate(t testing.TB, alg string) string {
 	t.Helper()
 	raw := st.keyring(t, "rotate", "--purpose", "kubernetes", "--alg", alg, "--json")
-	var out struct {
-		Changes []struct {
-			Kid string `json:"kid"`
-		} `json:"changes"`
-	}
-	if err := json.Unmarshal([]byte(raw), &out); err != nil || len(out.Changes) == 0 || out.Changes[0].Kid == "" {
-		t.Fatalf("wid keyring rotate --json: %v\n%s", err, raw)
-	}
-	return out.Changes[0].Kid
+	return widcli.ChangedKid(t, raw)
 }
 
 // listedKey is a key as `wid keyring list --json` shows it.
@@ -133,24 +127,6 @@ func (st *store) list(t testing.TB) []listedKey {
 		t.Fatalf("wid keyring list --json: %v\n%s", err, raw)
 	}
 	return out.Keys
-}
-
-// lockedBuffer is a bytes.Buffer for a process's output, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // proc is a running process whose first stdout line has been read; the

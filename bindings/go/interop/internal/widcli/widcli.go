@@ -7,9 +7,11 @@ package widcli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,4 +61,37 @@ func RunErr(t testing.TB, args ...string) (string, string, error) {
 		t.Fatalf("wid %s: no exit within %v\n%s", strings.Join(args, " "), Wait, stderr.String())
 	}
 	return stdout.String(), stderr.String(), err
+}
+
+// Output is a process's output, written by it and read while it runs.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Output) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Output) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ChangedKid is the key of the first change `wid keyring rotate --json`
+// printed (raw); none fails the test.
+func ChangedKid(t testing.TB, raw string) string {
+	t.Helper()
+	var out struct {
+		Changes []struct {
+			Kid string `json:"kid"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil || len(out.Changes) == 0 || out.Changes[0].Kid == "" {
+		t.Fatalf("wid keyring rotate --json: %v\n%s", err, raw)
+	}
+	return out.Changes[0].Kid
 }
