@@ -134,15 +134,15 @@ pub(crate) fn run(a: &InspectArgs, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
     }
-    if let Some((_, _, basis, x)) = explanation {
-        if let Err(e) = x.result {
-            let code = e.code();
-            let err = CliError::from(e).exit(Exit::Rejected);
-            return Err(match basis.hint_for(code) {
-                Some(h) => err.hint(h),
-                None => err,
-            });
-        }
+    if let Some((_, _, basis, x)) = explanation
+        && let Err(e) = x.result
+    {
+        let code = e.code();
+        let err = CliError::from(e).exit(Exit::Rejected);
+        return Err(match basis.hint_for(code) {
+            Some(h) => err.hint(h),
+            None => err,
+        });
     }
     Ok(())
 }

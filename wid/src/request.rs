@@ -93,10 +93,10 @@ fn fold_case(value: &mut serde_json::Value, names: &[&str], at: &str) -> Result<
         ("Consul", workload_identity::model::Consul::CODEC_NAMES),
     ];
     for (field, inner) in nested {
-        if names.contains(&field) {
-            if let Some(v) = obj.get_mut(field) {
-                fold_case(v, inner, &format!("{at}{field}."))?;
-            }
+        if names.contains(&field)
+            && let Some(v) = obj.get_mut(field)
+        {
+            fold_case(v, inner, &format!("{at}{field}."))?;
         }
     }
     Ok(())
@@ -166,11 +166,11 @@ fn from_json(bytes: &[u8]) -> Result<IssueRequest, String> {
     let mut json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     fold_case(&mut json, IssueRequest::CODEC_NAMES, "")?;
     // A duration string for people ("1h") becomes Go's nanoseconds.
-    if let Some(ttl) = json.pointer_mut("/Identity/TTL") {
-        if let Some(text) = ttl.as_str() {
-            let d = parse_duration(text).map_err(|e| format!("Identity.TTL: {e}"))?;
-            *ttl = GoDuration::from(d).as_nanos().into();
-        }
+    if let Some(ttl) = json.pointer_mut("/Identity/TTL")
+        && let Some(text) = ttl.as_str()
+    {
+        let d = parse_duration(text).map_err(|e| format!("Identity.TTL: {e}"))?;
+        *ttl = GoDuration::from(d).as_nanos().into();
     }
     // The wire types deserialize by their codec names, which are Go's field
     // names: the same in Go's encoding/json as in its msgpack.

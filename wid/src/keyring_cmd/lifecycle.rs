@@ -96,13 +96,13 @@ pub(super) fn init(a: &InitArgs, ctx: &Ctx) -> Result<(), CliError> {
     // A keyring always stores its policy, so that a process started later
     // with other values refuses to start instead of rotating by its own.
     let mut given = a.policy_values.overrides();
-    if let (Some(lead), Some(etcd_lead)) = (given.lead_time, a.store.etcd.etcd_lead_time) {
-        if lead != etcd_lead {
-            return Err(bad_flag(
-                "--lead-time",
-                "differs from --etcd-lead-time: give one of them",
-            ));
-        }
+    if let (Some(lead), Some(etcd_lead)) = (given.lead_time, a.store.etcd.etcd_lead_time)
+        && lead != etcd_lead
+    {
+        return Err(bad_flag(
+            "--lead-time",
+            "differs from --etcd-lead-time: give one of them",
+        ));
     }
     given.lead_time = given.lead_time.or(a.store.etcd.etcd_lead_time);
     let policy = given.apply(KeyringPolicy::default());
@@ -305,10 +305,10 @@ fn apply(
             }
         }
         RotationAction::Promote { kid } => {
-            if let Opened::Etcd(r) = opened {
-                if !etcd::ready_to_promote(r, kid, now, ctx) {
-                    return Ok(None);
-                }
+            if let Opened::Etcd(r) = opened
+                && !etcd::ready_to_promote(r, kid, now, ctx)
+            {
+                return Ok(None);
             }
             promote_key(opened, kid.as_str(), now, seen, ctx)?
         }

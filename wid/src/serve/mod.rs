@@ -421,14 +421,14 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     );
     // The test harness and supervisors read the address from this line.
     let _ = std::io::stdout().flush();
-    if let Some(port) = a.issuer.as_deref().and_then(http_issuer_port) {
-        if port != addr.port() {
-            ctx.note(&format!(
+    if let Some(port) = a.issuer.as_deref().and_then(http_issuer_port)
+        && port != addr.port()
+    {
+        ctx.note(&format!(
                 "the issuer {} names port {port}, but this server listens on {}: relying parties following the discovery document will fetch the JWKS from port {port}",
                 a.issuer.as_deref().unwrap_or_default(),
                 addr.port()
             ));
-        }
     }
     if let Source::Etcd(r) = &server.source {
         if let Some(live) = r.live() {

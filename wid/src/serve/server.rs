@@ -242,10 +242,11 @@ impl Server {
         // Read before the keys are: see Keyring::generation.
         let generation = (source_generation, keyring.generation());
         let mut cached = self.docs.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(d) = cached.as_ref() {
-            if d.generation == generation && d.at == now {
-                return (Arc::clone(d), error);
-            }
+        if let Some(d) = cached.as_ref()
+            && d.generation == generation
+            && d.at == now
+        {
+            return (Arc::clone(d), error);
         }
         // The policy stored with the keys, as it is now (it may be changed
         // while this server runs), else the flags'.
