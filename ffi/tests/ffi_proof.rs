@@ -736,7 +736,7 @@ fn wit_keys_through_the_c_abi() {
     );
     // Unknown purposes: refused, outputs untouched.
     let mut out = sentinel();
-    for bad in [0, 3, u32::MAX] {
+    for bad in [0, 4, u32::MAX] {
         expect(
             unsafe { wid_keyring_jwks_purpose(kr, bad, &mut out) },
             WID_RESULT_INVALID_ARGUMENT,
