@@ -36,7 +36,6 @@ import (
 var (
 	widBin = widcli.Bin
 	runWid = widcli.Run
-	widRun = widcli.RunErr
 )
 
 const widWait = widcli.Wait
