@@ -185,6 +185,9 @@ EOF
     echo $! > "$dir/agent/pid"
     wait_for "spire-agent healthy" "$dir/agent/log" \
         "$bin/spire-agent" healthcheck -socketPath "$dir/agent/public/api.sock"
+    # The entry docs/federation.md shows (`<!-- checked by scripts/spire.sh:
+    # entry -->`), with this run's names: federating with the peer's trust
+    # domain is what hands its bundle to the workload.
     "$bin/spire-server" entry create -socketPath "$dir/server/api.sock" \
         -parentID "spiffe://$TRUST_DOMAIN/agent/ci" -spiffeID "spiffe://$TRUST_DOMAIN/workload" \
         -selector "unix:uid:$(id -u)" "${federate_flags[@]}" > "$dir/server/entry" \
