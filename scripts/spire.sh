@@ -185,9 +185,16 @@ EOF
     echo $! > "$dir/agent/pid"
     wait_for "spire-agent healthy" "$dir/agent/log" \
         "$bin/spire-agent" healthcheck -socketPath "$dir/agent/public/api.sock"
-    # The entry docs/federation.md shows (`<!-- checked by scripts/spire.sh:
-    # entry -->`), with this run's names: federating with the peer's trust
-    # domain is what hands its bundle to the workload.
+    # The entry docs/federation.md shows is this one, with this run's names
+    # (its block's flags are checked here): federating with the peer's
+    # trust domain is what hands its bundle to the workload.
+    local doc_entry
+    doc_entry="$(awk '/<!-- checked by scripts\/spire.sh: entry -->/ { f = 1; next }
+        f && /^```sh/ { g = 1; next } g && /^```/ { exit } g' "$WID_ROOT/docs/federation.md")"
+    for flag in "spire-server entry create" -parentID -spiffeID "-selector unix:uid:" -federatesWith; do
+        grep -q -- "$flag" <<<"$doc_entry" \
+            || die "docs/federation.md's block marked 'checked by scripts/spire.sh: entry' lacks $flag"
+    done
     "$bin/spire-server" entry create -socketPath "$dir/server/api.sock" \
         -parentID "spiffe://$TRUST_DOMAIN/agent/ci" -spiffeID "spiffe://$TRUST_DOMAIN/workload" \
         -selector "unix:uid:$(id -u)" "${federate_flags[@]}" > "$dir/server/entry" \
