@@ -15,6 +15,13 @@
 #   v2 workload (bindings/go/interop/cmd/gospiffeworkload) fetching JWT
 #   bundles from the agent must see our keys.
 #
+#   We trust SPIRE. SPIRE's own bundle endpoint (profile https_web, a
+#   certificate of the same test CA) is read by SpiffeBundleSource; a trust
+#   set verifies the JWT-SVIDs `spire-server jwt mint` makes and follows
+#   SPIRE's JWT authority rotation (localauthority jwt prepare, activate,
+#   taint, revoke): the new authority's tokens verify without a restart, the
+#   revoked one's are refused after the next fetch (examples/spire_trust.rs).
+#
 # Every answer SPIRE gives is printed, so the log shows what it said. The
 # server and the agent are stopped however the checks end. Reports the
 # build and start times.
@@ -79,6 +86,7 @@ echo "spire-interop.sh: our bundle at $base/spiffe/bundle.json (trust domain $OU
 
 # --- SPIRE, federating with us -------------------------------------------------
 SPIRE_FEDERATE_TD="$OUR_TD" SPIRE_FEDERATE_URL="$base/spiffe/bundle.json" SPIRE_FEDERATE_CA="$work/ca.pem" \
+    SPIRE_ENDPOINT_CERT="$work/tls.pem" SPIRE_ENDPOINT_KEY="$work/tls.key" \
     "$SCRIPT_DIR/spire.sh" start "$work/spire"
 # shellcheck source=/dev/null
 source "$work/spire/env"
@@ -160,6 +168,12 @@ eventually "the agent refuses the revoked key's token" agent_refuses "$es_token"
 validate "ES256 JWT-SVID of the revoked key $es_kid" refuse "$AUD" "$es_token"
 validate "ES256 JWT-SVID of the replacement key $new_es" accept "$AUD" "$(issue --alg ES256 --spiffe-trust-domain "$OUR_TD")"
 validate "RS256 JWT-SVID after the revocation" accept "$AUD" "$rs_token"
+
+# --- we trust SPIRE: its bundle endpoint, its tokens, its rotation ----------
+echo "spire-interop.sh: SpiffeBundleSource reads SPIRE's bundle endpoint ($SPIRE_BUNDLE_PROFILE, $SPIRE_BUNDLE_ENDPOINT)"
+cargo run --locked --quiet --example spire_trust --features "${WID_TEST_FEATURES:-etcd,fuzzing,remote-jwks,transit,vault,consul}" -- \
+    "$SPIRE_BIN/spire-server" "$SPIRE_SERVER_SOCKET" "$SPIRE_TRUST_DOMAIN" "$SPIRE_BUNDLE_ENDPOINT" "$work/ca.pem" \
+    || fail "we do not trust SPIRE as we must (examples/spire_trust.rs)"
 
 "$SCRIPT_DIR/spire.sh" stop "$work/spire"
 echo "spire-interop.sh: OK (SPIRE $("$SPIRE_BIN/spire-server" --version 2>&1 | head -n1) trusts our bundle and follows a revocation)"
