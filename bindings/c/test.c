@@ -2031,7 +2031,11 @@ static void test_key_purposes(void) {
     CHECK(bytes_contain(&jwks, "bearer-ed") && !bytes_contain(&jwks, "wit-"));
     CHECK(bytes_contain(&wit_set, "\"wit-es\"") && !bytes_contain(&wit_set, "bearer-"));
     CHECK_RC(wid_keyring_jwks_purpose(kr, 0, &out), WID_RESULT_INVALID_ARGUMENT);
-    CHECK_RC(wid_keyring_jwks_purpose(kr, 3, &out), WID_RESULT_INVALID_ARGUMENT);
+    CHECK_RC(wid_keyring_jwks_purpose(kr, 4, &out), WID_RESULT_INVALID_ARGUMENT);
+    /* The kubernetes purpose: no EdDSA key; none held here, so an empty set. */
+    CHECK_RC(wid_keyring_rotate_purpose(kr, WID_KEY_PURPOSE_KUBERNETES, WID_ALG_EDDSA, NOW, &out),
+             WID_RESULT_INVALID_ARGUMENT);
+    CHECK(is_sentinel(&out));
     CHECK_RC(wid_keyring_rotate_purpose(kr, 9, WID_ALG_EDDSA, NOW, &out),
              WID_RESULT_INVALID_ARGUMENT);
     CHECK_RC(wid_keyring_jwks_purpose(NULL, WID_KEY_PURPOSE_WIT, &out), WID_RESULT_NULL_ARGUMENT);
