@@ -75,6 +75,7 @@ fn the_readme_is_short_and_its_map_leads_somewhere() {
         "docs/c.md",
         "docs/go.md",
         "docs/wid.md",
+        "docs/kubernetes.md",
         "docs/relying-parties.md",
         "docs/vault.md",
         "docs/security.md",
