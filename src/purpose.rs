@@ -72,26 +72,6 @@ impl KeyPurpose {
         }
     }
 
-    /// `InvalidArgument` unless keys of this purpose may be made for `alg`
-    /// ([`KeyPurpose::allows`]); `what` names the key for the message.
-    pub(crate) fn check_allows(
-        self,
-        alg: crate::algorithm::Algorithm,
-        what: &str,
-    ) -> crate::error::Result<()> {
-        if self.allows(alg) {
-            return Ok(());
-        }
-        Err(crate::error::Error::invalid(
-            "Keyring",
-            "purpose",
-            format!(
-                "{what} cannot be a {self} key of {alg}: {} are signed with ES256 or RS256 keys only (kube-apiserver takes no EdDSA); make one with `wid keyring rotate --purpose {self} --alg ES256` (or RS256)",
-                self.signs()
-            ),
-        ))
-    }
-
     /// Position in per-purpose tables (0, 1, 2).
     pub(crate) const fn index(self) -> usize {
         self as usize - 1

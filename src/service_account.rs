@@ -82,7 +82,7 @@ impl ServiceAccountSigner {
                 "the cluster's issuer is empty: give the apiserver's --service-account-issuer",
             ));
         }
-        KeyPurpose::Kubernetes.check_allows(algorithm, "the signing key")?;
+        Error::unless_purpose_allows(KeyPurpose::Kubernetes, algorithm, "the signing key")?;
         Ok(ServiceAccountSigner {
             keyring: keyring.clone(),
             issuer: issuer.to_string(),

@@ -444,6 +444,27 @@ pub enum Error {
 }
 
 impl Error {
+    /// `InvalidArgument` unless keys of `purpose` may be made for `alg`
+    /// ([`KeyPurpose::allows`](crate::purpose::KeyPurpose::allows)); `what`
+    /// names the key for the message.
+    pub(crate) fn unless_purpose_allows(
+        purpose: crate::purpose::KeyPurpose,
+        alg: crate::algorithm::Algorithm,
+        what: &str,
+    ) -> Result<()> {
+        if purpose.allows(alg) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "Keyring",
+            "purpose",
+            format!(
+                "{what} cannot be a {purpose} key of {alg}: {} are signed with ES256 or RS256 keys only (kube-apiserver takes no EdDSA); make one with `wid keyring rotate --purpose {purpose} --alg ES256` (or RS256)",
+                purpose.signs()
+            ),
+        ))
+    }
+
     /// The error for signing (issuing, rotating, activating) with key `kid`
     /// of `alg` when that algorithm is verify-only.
     pub(crate) fn verify_only(alg: crate::algorithm::JwsAlgorithm, kid: &str) -> Error {

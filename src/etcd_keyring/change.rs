@@ -259,7 +259,7 @@ impl Shared {
 
 fn generator(purpose: KeyPurpose, alg: Algorithm) -> impl FnOnce(KeyState, i64) -> Result<RootKey> {
     move |state, now| {
-        purpose.check_allows(alg, "a new key")?;
+        crate::error::Error::unless_purpose_allows(purpose, alg, "a new key")?;
         Ok(RootKey::generate_for(alg, state, now)?.with_purpose(purpose))
     }
 }

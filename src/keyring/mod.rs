@@ -395,7 +395,7 @@ impl Inner {
             None if state.signs_or_will() => return Err(Error::verify_only(alg, id.as_str())),
             None => return Ok(()),
         };
-        purpose.check_allows(signing, &format!("key {id}"))?;
+        Error::unless_purpose_allows(purpose, signing, &format!("key {id}"))?;
         if state == KeyState::Active {
             if let Some(active) = &self.active[pair_index(purpose, signing)] {
                 return Err(Error::invalid(
