@@ -404,16 +404,21 @@ pub(crate) fn parse(token: &[u8], max_bytes: usize) -> Result<Parsed<'_>> {
     })
 }
 
-/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
-/// the header naming the key's algorithm and `typ`.
-pub(crate) fn encode_typed(key: &ActiveKey, typ: TokenType, claims_json: &[u8]) -> Result<String> {
+/// The JOSE header of a token `key` signs: exactly `alg`, `kid` and `typ`.
+pub(crate) fn header_json(key: &ActiveKey, typ: TokenType) -> String {
     // The kid is a validated KeyId: only [A-Za-z0-9._:-], so no JSON escaping.
-    let header = format!(
+    format!(
         r#"{{"alg":"{}","kid":"{}","typ":"{}"}}"#,
         key.algorithm().name(),
         key.id(),
         typ.name()
-    );
+    )
+}
+
+/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
+/// the header naming the key's algorithm and `typ`.
+pub(crate) fn encode_typed(key: &ActiveKey, typ: TokenType, claims_json: &[u8]) -> Result<String> {
+    let header = header_json(key, typ);
     let sig_len = match key.algorithm() {
         Algorithm::Rs256 => 4 * MAX_SIGNATURE_BYTES / 3,
         _ => 88,

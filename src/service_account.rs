@@ -155,12 +155,7 @@ impl ServiceAccountSigner {
         }
         self.keyring
             .with_active(KeyPurpose::Kubernetes, self.algorithm, |key| {
-                // A KeyId is [A-Za-z0-9._:-] only: no JSON escaping.
-                let header = format!(
-                    r#"{{"alg":"{}","kid":"{}","typ":"JWT"}}"#,
-                    key.algorithm().name(),
-                    key.id()
-                );
+                let header = crate::jwt::header_json(key, crate::jwt::TokenType::Jwt);
                 let mut input = String::with_capacity(header.len() * 4 / 3 + claims.len() + 4);
                 URL_SAFE_NO_PAD.encode_string(header.as_bytes(), &mut input);
                 let header_len = input.len();
@@ -183,11 +178,7 @@ impl ServiceAccountSigner {
     /// moment it is published, before it signs, and a retired one for as
     /// long as its tokens may live. Sorted by key ID.
     pub fn keys(&self) -> Vec<ServiceAccountKey> {
-        let mut keys: Vec<ServiceAccountKey> = self
-            .keyring
-            .keys()
-            .into_iter()
-            .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies())
+        let mut keys: Vec<ServiceAccountKey> = listed_keys(&self.keyring)
             .map(|k| ServiceAccountKey {
                 spki_der: k.public_key.to_spki_der(),
                 exclude_from_oidc_discovery: !k.can_sign(),
@@ -295,18 +286,27 @@ impl ServiceAccountSigner {
     }
 }
 
+/// The `kubernetes` keys that verify: what `FetchKeys` lists.
+fn listed_keys(keyring: &Keyring) -> impl Iterator<Item = crate::keyring::KeyInfo> {
+    keyring
+        .keys()
+        .into_iter()
+        .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies())
+}
+
+/// Of [`listed_keys`], those not excluded from discovery: the keys this
+/// keyring signs with.
+fn discovery_keys(keyring: &Keyring) -> impl Iterator<Item = crate::keyring::KeyInfo> {
+    listed_keys(keyring).filter(|k| k.can_sign())
+}
+
 /// The cluster issuer's key set, what kube-apiserver publishes at
 /// `/openid/v1/jwks` and `wid serve` at `/kubernetes/jwks.json`: the
 /// `kubernetes` keys [`ServiceAccountSigner::keys`] lists for discovery
 /// (those that verify and that this keyring signs with; imported
 /// verify-only keys are left out, as the apiserver leaves them).
 pub fn service_account_jwks(keyring: &Keyring) -> Jwks {
-    let listed: std::collections::HashSet<KeyId> = keyring
-        .keys()
-        .into_iter()
-        .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies() && k.can_sign())
-        .map(|k| k.kid)
-        .collect();
+    let listed: std::collections::HashSet<KeyId> = discovery_keys(keyring).map(|k| k.kid).collect();
     let mut jwks = keyring.jwks_for(KeyPurpose::Kubernetes);
     jwks.keys
         .retain(|k| listed.iter().any(|kid| kid.as_str() == k.kid));
@@ -319,10 +319,7 @@ pub fn service_account_jwks(keyring: &Keyring) -> Jwks {
 /// the apiserver's default, while it holds none). `InvalidArgument` for an
 /// issuer that is not https (http only to a loopback host).
 pub fn service_account_discovery(keyring: &Keyring, issuer: &str) -> Result<OidcDiscovery> {
-    let mut algorithms: Vec<Algorithm> = keyring
-        .keys()
-        .into_iter()
-        .filter(|k| k.purpose == KeyPurpose::Kubernetes && k.state.verifies() && k.can_sign())
+    let mut algorithms: Vec<Algorithm> = discovery_keys(keyring)
         .filter_map(|k| k.algorithm.signing())
         .collect();
     algorithms.sort();

@@ -318,24 +318,23 @@ impl KeyWait {
 /// accepted by `verify`, whatever the token's `typ` says (a WIT key's tokens
 /// are shown to every service their workload calls).
 pub(super) fn check_bearer_key(key: &VerifyingHandle) -> Result<()> {
-    if key.purpose() == KeyPurpose::Kubernetes {
-        return Err(Error::UnknownKey {
-            kid: key.id().to_string(),
-            reason: format!(
+    if key.purpose() != KeyPurpose::Bearer {
+        // The refusal alone reads which purpose it was: the accepted path
+        // (every token verified) makes one comparison.
+        let reason = match key.purpose() {
+            KeyPurpose::Kubernetes => format!(
                 "key {} is a kubernetes key: it signs only Kubernetes service-account tokens, which verify against the cluster issuer's key set (wid keyring jwks --purpose kubernetes), never as workload identities; bearer keys are the JWKS's",
                 key.id()
             ),
-        });
-    }
-    if key.purpose() != KeyPurpose::Bearer {
+            other => format!(
+                "key {} is a {other} key: it signs only {}, which verify only with a proof (verify_proof), never as bearer tokens; bearer keys are the JWKS's",
+                key.id(),
+                other.signs()
+            ),
+        };
         return Err(Error::UnknownKey {
             kid: key.id().to_string(),
-            reason: format!(
-                "key {} is a {} key: it signs only {}, which verify only with a proof (verify_proof), never as bearer tokens; bearer keys are the JWKS's",
-                key.id(),
-                key.purpose(),
-                key.purpose().signs()
-            ),
+            reason,
         });
     }
     Ok(())
