@@ -132,6 +132,8 @@ mod remote_jwks;
 mod service_account;
 mod state;
 mod storage;
+#[cfg(all(test, any(feature = "etcd", feature = "consul")))]
+mod test_http;
 #[cfg(any(
     feature = "etcd",
     feature = "remote-jwks",

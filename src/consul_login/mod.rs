@@ -317,7 +317,7 @@ mod tests {
     /// the status, and the place it pointed to is never asked.
     #[test]
     fn redirects_are_not_followed() {
-        use std::io::{Read, Write};
+        use std::io::Write;
         use std::net::TcpListener;
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
@@ -333,8 +333,7 @@ mod tests {
             // Two requests: the login, and the token/self of the restore.
             for _ in 0..2 {
                 let (mut conn, _) = redirector.accept().unwrap();
-                let mut buf = [0u8; 4096];
-                let _ = conn.read(&mut buf);
+                crate::test_http::read_request(&mut conn);
                 let answer = format!(
                     "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{elsewhere_port}/v1/acl/login\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 );
