@@ -9,6 +9,7 @@
 use std::ffi::c_char;
 
 use super::boundary::{call, call_void};
+use super::feature_gate::with_feature;
 use super::identity_manager::wid_identity_manager_builder;
 use super::wid_result;
 
@@ -20,23 +21,14 @@ pub struct wid_consul_login_config {
     _private: [u8; 0],
 }
 
-/// Runs `$imp` in a build with the feature; without it, fails naming the
-/// feature (the arguments listed are only there to be used).
-macro_rules! with_feature {
-    (($($arg:expr),*) => $imp:expr) => {{
-        #[cfg(feature = "consul")]
-        let result = $imp;
-        #[cfg(not(feature = "consul"))]
-        let result = {
-            let _ = ($($arg,)*);
-            Err(super::boundary::invalid(
-                "wid_consul_login_config",
-                "this library was built without the cargo feature `consul`: build it with \
-                 `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Consul",
-            ))
-        };
-        result
-    }};
+/// The error of every function here in a build without `consul`.
+#[cfg(not(feature = "consul"))]
+fn absent() -> workload_identity::Error {
+    super::boundary::invalid(
+        "wid_consul_login_config",
+        "this library was built without the cargo feature `consul`: build it with \
+         `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Consul",
+    )
 }
 
 /// Starts configuring a login to the Consul agent or server at `addr`
@@ -62,22 +54,10 @@ pub unsafe extern "C" fn wid_consul_login_config_new(
     auth_method_len: usize,
     out: *mut *mut wid_consul_login_config,
 ) -> wid_result {
-    call(|| {
-        with_feature!((addr, addr_len, workload, workload_len, identity, identity_len, auth_method, auth_method_len, out) => {
-            // SAFETY: the contract.
-            unsafe {
-                imp::new(
-                    imp::Start {
-                        addr: (addr, addr_len),
-                        workload: (workload, workload_len),
-                        identity: (identity, identity_len),
-                        own: (auth_method, auth_method_len, "auth_method"),
-                    },
-                    out,
-                )
-            }
-        })
-    })
+    // SAFETY: the contract.
+    call(
+        || with_feature!("consul", absent(), (addr, addr_len, workload, workload_len, identity, identity_len, auth_method, auth_method_len, out) => unsafe { imp::new_config([(addr, addr_len), (workload, workload_len), (identity, identity_len)], (auth_method, auth_method_len, "auth_method"), workload_identity::ConsulLogin::builder, out) }),
+    )
 }
 
 /// Releases a config. NULL-safe.
@@ -87,14 +67,10 @@ pub unsafe extern "C" fn wid_consul_login_config_new(
 /// call using it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_consul_login_config_free(cfg: *mut wid_consul_login_config) {
+    // SAFETY: `cfg` is NULL or a live config handle the caller gives up.
     call_void(|| {
-        #[cfg(feature = "consul")]
-        // SAFETY: `cfg` is NULL or a live config handle the caller gives up.
-        unsafe {
-            super::handle::free_owned(cfg)
-        };
-        #[cfg(not(feature = "consul"))]
-        let _ = cfg;
+        let _nothing_to_report: Result<(), workload_identity::Error> =
+            with_feature!("consul", absent(), (cfg) => unsafe { imp::free(cfg) });
     });
 }
 
@@ -112,7 +88,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_name(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, name, len) => unsafe { imp::set_str(cfg, name, len, "name", |b, v| b.name(v)) }),
+        || with_feature!("consul", absent(), (cfg, name, len) => unsafe { imp::set_str(cfg, name, len, "name", |b, v| b.name(v)) }),
     )
 }
 
@@ -129,7 +105,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_namespace(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, namespace, len) => unsafe { imp::set_str(cfg, namespace, len, "namespace", |b, v| b.namespace(v)) }),
+        || with_feature!("consul", absent(), (cfg, namespace, len) => unsafe { imp::set_str(cfg, namespace, len, "namespace", |b, v| b.namespace(v)) }),
     )
 }
 
@@ -146,7 +122,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_partition(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, partition, len) => unsafe { imp::set_str(cfg, partition, len, "partition", |b, v| b.partition(v)) }),
+        || with_feature!("consul", absent(), (cfg, partition, len) => unsafe { imp::set_str(cfg, partition, len, "partition", |b, v| b.partition(v)) }),
     )
 }
 
@@ -162,7 +138,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_datacenter(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, datacenter, len) => unsafe { imp::set_str(cfg, datacenter, len, "datacenter", |b, v| b.datacenter(v)) }),
+        || with_feature!("consul", absent(), (cfg, datacenter, len) => unsafe { imp::set_str(cfg, datacenter, len, "datacenter", |b, v| b.datacenter(v)) }),
     )
 }
 
@@ -179,7 +155,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_node_id(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, node_id, len) => unsafe { imp::set_str(cfg, node_id, len, "node_id", |b, v| b.node_id(v)) }),
+        || with_feature!("consul", absent(), (cfg, node_id, len) => unsafe { imp::set_str(cfg, node_id, len, "node_id", |b, v| b.node_id(v)) }),
     )
 }
 
@@ -200,7 +176,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_meta(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, key, key_len, value, value_len) => unsafe { imp::set_meta(cfg, key, key_len, value, value_len) }),
+        || with_feature!("consul", absent(), (cfg, key, key_len, value, value_len) => unsafe { imp::set_meta(cfg, key, key_len, value, value_len) }),
     )
 }
 
@@ -217,7 +193,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_ca_bundle_pem(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
+        || with_feature!("consul", absent(), (cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
     )
 }
 
@@ -234,7 +210,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_service(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, service) => unsafe { imp::set_flag(cfg, service, "service", |b, v| b.service(v)) }),
+        || with_feature!("consul", absent(), (cfg, service) => unsafe { imp::set_flag(cfg, service, "service", |b, v| b.service(v)) }),
     )
 }
 
@@ -250,7 +226,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_timeout_ms(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, timeout_ms) => unsafe { imp::set_ms(cfg, timeout_ms, "timeout_ms", 1, |b, d| b.timeout(d)) }),
+        || with_feature!("consul", absent(), (cfg, timeout_ms) => unsafe { imp::set_ms(cfg, timeout_ms, "timeout_ms", 1, |b, d| b.timeout(d)) }),
     )
 }
 
@@ -267,7 +243,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_leeway_ms(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, leeway_ms) => unsafe { imp::set_ms(cfg, leeway_ms, "leeway_ms", 0, |b, d| b.leeway(d)) }),
+        || with_feature!("consul", absent(), (cfg, leeway_ms) => unsafe { imp::set_ms(cfg, leeway_ms, "leeway_ms", 0, |b, d| b.leeway(d)) }),
     )
 }
 
@@ -284,7 +260,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_min_ttl_ms(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, min_ttl_ms) => unsafe { imp::set_ms(cfg, min_ttl_ms, "min_ttl_ms", 0, |b, d| b.min_ttl(d)) }),
+        || with_feature!("consul", absent(), (cfg, min_ttl_ms) => unsafe { imp::set_ms(cfg, min_ttl_ms, "min_ttl_ms", 0, |b, d| b.min_ttl(d)) }),
     )
 }
 
@@ -299,7 +275,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_allow_http_loopback(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
+        || with_feature!("consul", absent(), (cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
     )
 }
 
@@ -317,7 +293,7 @@ pub unsafe extern "C" fn wid_identity_manager_builder_add_consul_login(
     cfg: *const wid_consul_login_config,
 ) -> wid_result {
     // SAFETY: the contract.
-    call(|| with_feature!((b, cfg) => unsafe { imp::add(b, cfg) }))
+    call(|| with_feature!("consul", absent(), (b, cfg) => unsafe { imp::add(b, cfg) }))
 }
 
 #[cfg(feature = "consul")]
@@ -327,13 +303,14 @@ mod imp {
 
     use super::super::boundary::str_in;
     use super::super::handle::{self, Castable};
-    pub(super) use super::super::login_config::Start;
-    use super::super::login_config::{MAX_STR, change, login_builder, new_config};
+    use super::super::login_config::{MAX_STR, change, login_builder};
     use super::wid_consul_login_config;
     use workload_identity::Error;
     use workload_identity::{ConsulLogin, ConsulLoginBuilder};
 
-    pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
+    pub(super) use super::super::login_config::{
+        add, free_config as free, new_config, set_flag, set_ms, set_pem, set_str,
+    };
 
     impl Castable for wid_consul_login_config {
         type Rust = Mutex<Option<ConsulLoginBuilder>>;
@@ -343,19 +320,6 @@ mod imp {
     }
 
     login_builder!(ConsulLoginBuilder => ConsulLogin);
-
-    /// A new config in `*out`.
-    ///
-    /// # Safety
-    /// The strings of `start` NULL or valid for their lengths; `out` NULL
-    /// or writable.
-    pub(super) unsafe fn new(
-        start: Start,
-        out: *mut *mut wid_consul_login_config,
-    ) -> Result<(), Error> {
-        // SAFETY: the contract.
-        unsafe { new_config(start, ConsulLogin::builder, out) }
-    }
 
     pub(super) unsafe fn set_meta(
         cfg: *mut wid_consul_login_config,

@@ -40,6 +40,7 @@ mod codes;
 mod consul_login;
 mod custody;
 mod explain;
+mod feature_gate;
 /// The `ffi` fuzz target's entry point (fuzz/, and the corpus replay):
 /// not part of the C ABI (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]

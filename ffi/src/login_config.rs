@@ -52,24 +52,16 @@ macro_rules! login_builder {
 }
 pub(super) use login_builder;
 
-/// The strings a login config starts from: the server's address, the
-/// identity whose token logs in (its workload and name), and the login's
-/// own (a role, an auth method), each NULL or valid for its length.
-pub(super) struct Start {
-    pub(super) addr: (*const c_char, usize),
-    pub(super) workload: (*const c_char, usize),
-    pub(super) identity: (*const c_char, usize),
-    /// The login's own string and its name (`role`).
-    pub(super) own: (*const c_char, usize, &'static str),
-}
-
 /// A new config handle in `*out`: `make(addr, identity, own)`'s builder.
+/// The strings are the server's address, the identity whose token logs in
+/// (its workload and name), and the login's own (a role, an auth method)
+/// with its name (`role`).
 ///
 /// # Safety
-/// The strings of `start` NULL or valid for their lengths; `out` NULL or
-/// writable.
+/// Each string NULL or valid for its length; `out` NULL or writable.
 pub(super) unsafe fn new_config<C, B>(
-    start: Start,
+    [addr, workload, identity]: [(*const c_char, usize); 3],
+    (own, own_len, own_name): (*const c_char, usize, &'static str),
     make: impl FnOnce(&str, IdentityId, &str) -> B,
     out: *mut *mut C,
 ) -> Result<(), Error>
@@ -78,11 +70,8 @@ where
 {
     // SAFETY (this block): the strings are NULL or valid for their
     // lengths, `out` NULL or writable (the contract).
-    let addr = unsafe { str_in(start.addr.0, start.addr.1, "addr", MAX_STR)? };
-    let (w, wl) = start.workload;
-    let (i, il) = start.identity;
-    let identity = unsafe { identity_in(w, wl, i, il)? };
-    let (own, own_len, own_name) = start.own;
+    let addr = unsafe { str_in(addr.0, addr.1, "addr", MAX_STR)? };
+    let identity = unsafe { identity_in(workload.0, workload.1, identity.0, identity.1)? };
     let own = unsafe { str_in(own, own_len, own_name, MAX_STR)? };
     require_out(out, "out")?;
     let b = make(addr, identity, own);
@@ -91,6 +80,17 @@ where
             handle::into_raw_owned::<C>(Mutex::new(Some(b)))
         })
     }
+}
+
+/// Releases a config handle. NULL-safe.
+///
+/// # Safety
+/// `cfg` NULL or a handle from this library not yet freed, with no call
+/// using it.
+pub(super) unsafe fn free_config<C: Castable>(cfg: *mut C) -> Result<(), Error> {
+    // SAFETY: the contract.
+    unsafe { handle::free_owned(cfg) };
+    Ok(())
 }
 
 /// Replaces the builder behind `cfg` with `change(builder)`.

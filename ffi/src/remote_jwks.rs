@@ -13,6 +13,7 @@ mod imp;
 use std::ffi::c_char;
 
 use super::boundary::{call, call_void};
+use super::feature_gate::with_feature;
 use super::keyring::wid_keyring;
 use super::{wid_bytes, wid_result};
 
@@ -30,22 +31,6 @@ pub struct wid_remote_jwks_builder {
 /// `wid_remote_jwks_free` (which stops its refresher).
 pub struct wid_remote_jwks {
     _private: [u8; 0],
-}
-
-/// Runs `$imp` (an expression over the `imp` module) in a build with the
-/// feature; without it, fails naming the feature (the arguments listed are
-/// only there to be used).
-macro_rules! with_feature {
-    (($($arg:expr),*) => $imp:expr) => {{
-        #[cfg(feature = "remote-jwks")]
-        let result = $imp;
-        #[cfg(not(feature = "remote-jwks"))]
-        let result = {
-            let _ = ($($arg,)*);
-            Err(disabled())
-        };
-        result
-    }};
 }
 
 /// The error of every function here in a build without `remote-jwks`.
@@ -87,7 +72,7 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_new(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!((jwks_url, len, out) => unsafe { imp::builder_new(jwks_url, len, false, out) }),
+        || with_feature!("remote-jwks", disabled(), (jwks_url, len, out) => unsafe { imp::builder_new(jwks_url, len, false, out) }),
     )
 }
 
@@ -107,7 +92,7 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_new_discover(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!((issuer, len, out) => unsafe { imp::builder_new(issuer, len, true, out) }),
+        || with_feature!("remote-jwks", disabled(), (issuer, len, out) => unsafe { imp::builder_new(issuer, len, true, out) }),
     )
 }
 
@@ -143,7 +128,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_ca_bundle_pem(
     len: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, pem, len) => unsafe { imp::set_ca_bundle_pem(b, pem, len) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, pem, len) => unsafe { imp::set_ca_bundle_pem(b, pem, len) }),
+    )
 }
 
 /// `allow` 1: plain `http` URLs whose host is a loopback address
@@ -160,7 +147,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_allow_http_loopback(
     allow: u32,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, allow) => unsafe { imp::set_allow_http_loopback(b, allow) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, allow) => unsafe { imp::set_allow_http_loopback(b, allow) }),
+    )
 }
 
 /// Sets the whole time one request may take, connection to last byte, in
@@ -175,7 +164,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_timeout_ms(
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_timeout_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_timeout_ms(b, ms) }),
+    )
 }
 
 /// Sets the bounds on the time between successful fetches, in
@@ -195,7 +186,7 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_refresh_bounds_ms(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!((b, min_ms, max_ms) => unsafe { imp::set_refresh_bounds_ms(b, min_ms, max_ms) }),
+        || with_feature!("remote-jwks", disabled(), (b, min_ms, max_ms) => unsafe { imp::set_refresh_bounds_ms(b, min_ms, max_ms) }),
     )
 }
 
@@ -212,7 +203,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_default_refresh_ms(
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_default_refresh_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_default_refresh_ms(b, ms) }),
+    )
 }
 
 /// Sets the least time between two fetches started by unknown kids, in
@@ -231,7 +224,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_unknown_kid_cooldown_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_unknown_kid_cooldown_ms(b, ms) }),
+    )
 }
 
 /// Sets the largest response body read, in bytes (default 524288, 512 KiB);
@@ -246,7 +241,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_max_body_bytes(
     max: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, max) => unsafe { imp::set_max_body_bytes(b, max) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, max) => unsafe { imp::set_max_body_bytes(b, max) }),
+    )
 }
 
 /// Sets the most entries a JWKS may list, skipped ones included (default
@@ -261,7 +258,9 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_set_max_keys(
     max: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, max) => unsafe { imp::set_max_keys(b, max) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, max) => unsafe { imp::set_max_keys(b, max) }),
+    )
 }
 
 /// Makes a source with the builder's current settings: an empty keyring,
@@ -280,7 +279,7 @@ pub unsafe extern "C" fn wid_remote_jwks_builder_build(
     out: *mut *mut wid_remote_jwks,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, out) => unsafe { imp::build(b, out) }))
+    call(|| with_feature!("remote-jwks", disabled(), (b, out) => unsafe { imp::build(b, out) }))
 }
 
 /// Releases a source handle (reference counted). The last reference stops
@@ -323,7 +322,7 @@ pub unsafe extern "C" fn wid_remote_jwks_keyring(
     out: *mut *mut wid_keyring,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((r, out) => unsafe { imp::keyring(r, out) }))
+    call(|| with_feature!("remote-jwks", disabled(), (r, out) => unsafe { imp::keyring(r, out) }))
 }
 
 /// Fetches now, on this thread (waiting first for a fetch in flight: one
@@ -347,7 +346,9 @@ pub unsafe extern "C" fn wid_remote_jwks_refresh(
     out_report_json: *mut wid_bytes,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((r, out_report_json) => unsafe { imp::refresh(r, out_report_json) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (r, out_report_json) => unsafe { imp::refresh(r, out_report_json) }),
+    )
 }
 
 /// Starts a background thread that fetches whenever a fetch is due (at
@@ -362,7 +363,7 @@ pub unsafe extern "C" fn wid_remote_jwks_refresh(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_remote_jwks_start_refresher(r: *const wid_remote_jwks) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((r) => unsafe { imp::start_refresher(r) }))
+    call(|| with_feature!("remote-jwks", disabled(), (r) => unsafe { imp::start_refresher(r) }))
 }
 
 /// What the source has done so far, as JSON: `{"fetches":N, "failures":N,
@@ -386,5 +387,7 @@ pub unsafe extern "C" fn wid_remote_jwks_stats(
     out_json: *mut wid_bytes,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((r, out_json) => unsafe { imp::stats(r, out_json) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (r, out_json) => unsafe { imp::stats(r, out_json) }),
+    )
 }

@@ -9,6 +9,7 @@
 use std::ffi::c_char;
 
 use super::boundary::{call, call_void};
+use super::feature_gate::with_feature;
 use super::identity_manager::wid_identity_manager_builder;
 use super::wid_result;
 
@@ -20,23 +21,14 @@ pub struct wid_vault_login_config {
     _private: [u8; 0],
 }
 
-/// Runs `$imp` in a build with the feature; without it, fails naming the
-/// feature (the arguments listed are only there to be used).
-macro_rules! with_feature {
-    (($($arg:expr),*) => $imp:expr) => {{
-        #[cfg(feature = "vault")]
-        let result = $imp;
-        #[cfg(not(feature = "vault"))]
-        let result = {
-            let _ = ($($arg,)*);
-            Err(super::boundary::invalid(
-                "wid_vault_login_config",
-                "this library was built without the cargo feature `vault`: build it with \
-                 `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Vault or OpenBao",
-            ))
-        };
-        result
-    }};
+/// The error of every function here in a build without `vault`.
+#[cfg(not(feature = "vault"))]
+fn absent() -> workload_identity::Error {
+    super::boundary::invalid(
+        "wid_vault_login_config",
+        "this library was built without the cargo feature `vault`: build it with \
+         `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Vault or OpenBao",
+    )
 }
 
 /// Starts configuring a login to the Vault or OpenBao at `addr`
@@ -61,22 +53,10 @@ pub unsafe extern "C" fn wid_vault_login_config_new(
     role_len: usize,
     out: *mut *mut wid_vault_login_config,
 ) -> wid_result {
-    call(|| {
-        with_feature!((addr, addr_len, workload, workload_len, identity, identity_len, role, role_len, out) => {
-            // SAFETY: the contract.
-            unsafe {
-                imp::new(
-                    imp::Start {
-                        addr: (addr, addr_len),
-                        workload: (workload, workload_len),
-                        identity: (identity, identity_len),
-                        own: (role, role_len, "role"),
-                    },
-                    out,
-                )
-            }
-        })
-    })
+    // SAFETY: the contract.
+    call(
+        || with_feature!("vault", absent(), (addr, addr_len, workload, workload_len, identity, identity_len, role, role_len, out) => unsafe { imp::new_config([(addr, addr_len), (workload, workload_len), (identity, identity_len)], (role, role_len, "role"), workload_identity::VaultLogin::builder, out) }),
+    )
 }
 
 /// Releases a config. NULL-safe.
@@ -86,14 +66,10 @@ pub unsafe extern "C" fn wid_vault_login_config_new(
 /// call using it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_vault_login_config_free(cfg: *mut wid_vault_login_config) {
+    // SAFETY: `cfg` is NULL or a live config handle the caller gives up.
     call_void(|| {
-        #[cfg(feature = "vault")]
-        // SAFETY: `cfg` is NULL or a live config handle the caller gives up.
-        unsafe {
-            super::handle::free_owned(cfg)
-        };
-        #[cfg(not(feature = "vault"))]
-        let _ = cfg;
+        let _nothing_to_report: Result<(), workload_identity::Error> =
+            with_feature!("vault", absent(), (cfg) => unsafe { imp::free(cfg) });
     });
 }
 
@@ -111,7 +87,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_name(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, name, len) => unsafe { imp::set_str(cfg, name, len, "name", |b, v| b.name(v)) }),
+        || with_feature!("vault", absent(), (cfg, name, len) => unsafe { imp::set_str(cfg, name, len, "name", |b, v| b.name(v)) }),
     )
 }
 
@@ -127,7 +103,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_mount(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, mount, len) => unsafe { imp::set_str(cfg, mount, len, "mount", |b, v| b.mount(v)) }),
+        || with_feature!("vault", absent(), (cfg, mount, len) => unsafe { imp::set_str(cfg, mount, len, "mount", |b, v| b.mount(v)) }),
     )
 }
 
@@ -143,7 +119,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_namespace(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, namespace, len) => unsafe { imp::set_str(cfg, namespace, len, "namespace", |b, v| b.namespace(v)) }),
+        || with_feature!("vault", absent(), (cfg, namespace, len) => unsafe { imp::set_str(cfg, namespace, len, "namespace", |b, v| b.namespace(v)) }),
     )
 }
 
@@ -160,7 +136,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_ca_bundle_pem(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
+        || with_feature!("vault", absent(), (cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
     )
 }
 
@@ -176,7 +152,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_timeout_ms(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, timeout_ms) => unsafe { imp::set_ms(cfg, timeout_ms, "timeout_ms", 1, |b, d| b.timeout(d)) }),
+        || with_feature!("vault", absent(), (cfg, timeout_ms) => unsafe { imp::set_ms(cfg, timeout_ms, "timeout_ms", 1, |b, d| b.timeout(d)) }),
     )
 }
 
@@ -193,7 +169,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_min_ttl_ms(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, min_ttl_ms) => unsafe { imp::set_ms(cfg, min_ttl_ms, "min_ttl_ms", 0, |b, d| b.min_ttl(d)) }),
+        || with_feature!("vault", absent(), (cfg, min_ttl_ms) => unsafe { imp::set_ms(cfg, min_ttl_ms, "min_ttl_ms", 0, |b, d| b.min_ttl(d)) }),
     )
 }
 
@@ -208,7 +184,7 @@ pub unsafe extern "C" fn wid_vault_login_config_set_allow_http_loopback(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!((cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
+        || with_feature!("vault", absent(), (cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
     )
 }
 
@@ -226,7 +202,7 @@ pub unsafe extern "C" fn wid_identity_manager_builder_add_vault_login(
     cfg: *const wid_vault_login_config,
 ) -> wid_result {
     // SAFETY: the contract.
-    call(|| with_feature!((b, cfg) => unsafe { imp::add(b, cfg) }))
+    call(|| with_feature!("vault", absent(), (b, cfg) => unsafe { imp::add(b, cfg) }))
 }
 
 #[cfg(feature = "vault")]
@@ -234,13 +210,13 @@ mod imp {
     use std::sync::Mutex;
 
     use super::super::handle::Castable;
-    pub(super) use super::super::login_config::Start;
-    use super::super::login_config::{login_builder, new_config};
+    use super::super::login_config::login_builder;
     use super::wid_vault_login_config;
-    use workload_identity::Error;
     use workload_identity::{VaultLogin, VaultLoginBuilder};
 
-    pub(super) use super::super::login_config::{add, set_flag, set_ms, set_pem, set_str};
+    pub(super) use super::super::login_config::{
+        add, free_config as free, new_config, set_flag, set_ms, set_pem, set_str,
+    };
 
     impl Castable for wid_vault_login_config {
         type Rust = Mutex<Option<VaultLoginBuilder>>;
@@ -250,17 +226,4 @@ mod imp {
     }
 
     login_builder!(VaultLoginBuilder => VaultLogin);
-
-    /// A new config in `*out`.
-    ///
-    /// # Safety
-    /// The strings of `start` NULL or valid for their lengths; `out` NULL
-    /// or writable.
-    pub(super) unsafe fn new(
-        start: Start,
-        out: *mut *mut wid_vault_login_config,
-    ) -> Result<(), Error> {
-        // SAFETY: the contract.
-        unsafe { new_config(start, VaultLogin::builder, out) }
-    }
 }
