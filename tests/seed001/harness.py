@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seed 001 for real: a Go host on the binding, killed and restored, against
-a real OpenBao (VaultLogin) and the Consul stand-in (ConsulLogin).
+a real OpenBao (VaultLogin) and a real Consul (ConsulLogin).
 
 Seed 001 is a scheduler's client that restored its allocations after a
 restart and never logged in to Consul again: the sidecars ran with the
@@ -49,7 +49,7 @@ revocation reaches the server; the next start must revoke them at once
 -end (IdentityManager.EndAllocation, never started) must leave no live
 token of the allocation and no state file.
 
-Usage: harness.py --host BIN --clogins BIN --bao BIN --standin PY [--rounds N] [--only vault|consul]
+Usage: harness.py --host BIN --clogins BIN --bao BIN --consul BIN [--rounds N] [--only vault|consul]
 """
 
 import argparse
@@ -339,21 +339,42 @@ class Vault:
 
 
 class Consul:
+    """A real Consul agent (`consul agent -dev`, ACLs on) on loopback ports
+    of its own."""
+
     name = "consul"
 
-    def __init__(self, standin, work):
-        self.mgmt = "seed001-management"
+    def __init__(self, consul, work):
+        self.mgmt = "5e1f7c3a-0b2d-4c6e-8f9a-1b3c5d7e9f00"
         self.log = open(os.path.join(work, "consul.log"), "w")
+        http_port = free_port()
+        acl = ('acl {\n  enabled = true\n  default_policy = "deny"\n'
+               f'  tokens {{\n    initial_management = "{self.mgmt}"\n  }}\n}}\n')
         self.proc = subprocess.Popen(
-            [sys.executable, standin, "--listen", "127.0.0.1:0", "--bootstrap-token", self.mgmt],
-            stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [consul, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+             "-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
+             "-http-port", str(http_port), "-serf-lan-port", str(free_port()),
+             "-serf-wan-port", str(free_port()), "-server-port", str(free_port()),
+             "-hcl", acl],
+            stdout=self.log, stderr=subprocess.STDOUT,
         )
-        first = self.proc.stdout.readline().strip()
-        if not first.startswith("listening on "):
-            fail(f"the Consul stand-in did not start: {first!r}")
-        self.addr = first[len("listening on "):]
-        self.port = int(self.addr.rsplit(":", 1)[1])
-        self.token_ttl = 15
+        self.addr = f"http://127.0.0.1:{http_port}"
+        self.port = http_port
+        # The least MaxTokenTTL Consul takes (ACLTokenMinExpirationTTL).
+        self.token_ttl = 60
+        deadline = time.monotonic() + 120
+        while True:
+            if self.proc.poll() is not None:
+                fail(f"consul exited ({self.proc.returncode}): see {self.log.name}")
+            try:
+                status, _ = self.api("GET", "acl/token/self")
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                fail(f"consul was not up within 120 s: see {self.log.name}")
+            time.sleep(0.1)
 
     def api(self, method, path, body=None):
         return http_json(method, f"{self.addr}/v1/{path}", body, {"X-Consul-Token": self.mgmt})
@@ -375,7 +396,7 @@ class Consul:
         ]:
             status, answer = self.api(method, path, body)
             if status >= 300:
-                fail(f"Consul stand-in {method} {path}: {status} {answer}")
+                fail(f"Consul {method} {path}: {status} {answer}")
 
     def login_name(self):
         return "nomad-workloads"
@@ -394,7 +415,7 @@ class Consul:
     def live_tokens(self):
         status, answer = self.api("GET", "acl/tokens?authmethod=nomad-workloads")
         if status != 200:
-            fail(f"Consul stand-in GET acl/tokens: {status} {answer}")
+            fail(f"Consul GET acl/tokens: {status} {answer}")
         per = {}
         for t in answer:
             names = [s["ServiceName"] for s in t.get("ServiceIdentities") or []]
@@ -636,7 +657,7 @@ def main():
     p.add_argument("--host", required=True)
     p.add_argument("--clogins", required=True)
     p.add_argument("--bao", default=shutil.which("bao"))
-    p.add_argument("--standin", required=True)
+    p.add_argument("--consul", required=True)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--only", choices=["vault", "consul"])
     args = p.parse_args()
@@ -650,7 +671,7 @@ def main():
         for kind in ["vault", "consul"]:
             if args.only not in (None, kind):
                 continue
-            server = Vault(args.bao, work) if kind == "vault" else Consul(args.standin, work)
+            server = Vault(args.bao, work) if kind == "vault" else Consul(args.consul, work)
             servers.append(server)
             server.configure(pem)
             run_c_program(args.clogins, server, server.addr, keystore, work)
