@@ -22,6 +22,9 @@
 #   taint, revoke): the new authority's tokens verify without a restart, the
 #   revoked one's are refused after the next fetch (examples/spire_trust.rs).
 #
+#   SPIRE's WIT-SVIDs (experimental): what `spire-server wit mint` makes,
+#   and that SPIRE v1.15.3 publishes their key in no SPIFFE bundle.
+#
 # Every answer SPIRE gives is printed, so the log shows what it said. The
 # server and the agent are stopped however the checks end. Reports the
 # build and start times.
@@ -86,7 +89,7 @@ echo "spire-interop.sh: our bundle at $base/spiffe/bundle.json (trust domain $OU
 
 # --- SPIRE, federating with us -------------------------------------------------
 SPIRE_FEDERATE_TD="$OUR_TD" SPIRE_FEDERATE_URL="$base/spiffe/bundle.json" SPIRE_FEDERATE_CA="$work/ca.pem" \
-    SPIRE_ENDPOINT_CERT="$work/tls.pem" SPIRE_ENDPOINT_KEY="$work/tls.key" \
+    SPIRE_WIT_SVID=1 SPIRE_ENDPOINT_CERT="$work/tls.pem" SPIRE_ENDPOINT_KEY="$work/tls.key" \
     "$SCRIPT_DIR/spire.sh" start "$work/spire"
 # shellcheck source=/dev/null
 source "$work/spire/env"
@@ -174,6 +177,39 @@ echo "spire-interop.sh: SpiffeBundleSource reads SPIRE's bundle endpoint ($SPIRE
 cargo run --locked --quiet --example spire_trust --features "${WID_TEST_FEATURES:-etcd,fuzzing,remote-jwks,transit,vault,consul}" -- \
     "$SPIRE_BIN/spire-server" "$SPIRE_SERVER_SOCKET" "$SPIRE_TRUST_DOMAIN" "$SPIRE_BUNDLE_ENDPOINT" "$work/ca.pem" \
     || fail "we do not trust SPIRE as we must (examples/spire_trust.rs)"
+
+# --- SPIRE's WIT-SVIDs (experimental, feature flag wit-svid) ----------------
+# What SPIRE v1.15.3 makes and where it publishes the key, printed and held
+# to: `wit mint` makes a WIT-SVID (typ wit+jwt, kid, cnf.jwk with its alg,
+# sub, exp; no iss); the key is in the server API's bundle (wit_authorities)
+# but in no SPIFFE bundle: neither the bundle endpoint nor `bundle show
+# -format spiffe` carries a `wit-svid` key, so no federated relying party
+# can verify SPIRE's WITs yet. When SPIRE publishes them this check fails,
+# saying so.
+mkdir -p "$work/wit"
+SPIRE_SERVER_FFLAGS=wit-svid server wit mint -spiffeID "spiffe://$SPIRE_TRUST_DOMAIN/billing" \
+    -ttl 5m -write "$work/wit" > "$work/wit/mint.out" 2>&1 \
+    || fail "spire-server wit mint: $(cat "$work/wit/mint.out")"
+curl --silent --show-error --cacert "$work/ca.pem" "$SPIRE_BUNDLE_ENDPOINT" > "$work/wit/endpoint.json" \
+    || fail "SPIRE's bundle endpoint did not answer"
+server bundle show -output json > "$work/wit/api.json"
+python3 - "$work/wit" <<'PY' || fail "SPIRE's WIT-SVIDs are not what docs/federation.md says"
+import base64, json, sys
+d = sys.argv[1]
+token = open(f"{d}/token").read().strip()
+part = lambda p: json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+head, claims = part(token.split(".")[0]), part(token.split(".")[1])
+claims["cnf"]["jwk"] = {k: v for k, v in claims["cnf"]["jwk"].items() if k in ("kty", "crv", "alg")}
+print(f"  wit mint: header {json.dumps(head, sort_keys=True)}")
+print(f"  wit mint: claims {json.dumps(claims, sort_keys=True)}")
+assert head["typ"] == "wit+jwt" and head["alg"] == "ES256" and head.get("kid"), head
+assert claims["cnf"]["jwk"]["alg"] == "ES256" and "iss" not in claims and claims["sub"].endswith("/billing"), claims
+api = [a["key_id"] for a in json.load(open(f"{d}/api.json"))["wit_authorities"]]
+uses = sorted(k.get("use", "") for k in json.load(open(f"{d}/endpoint.json"))["keys"])
+print(f"  server API bundle: wit_authorities {api}; bundle endpoint key uses: {uses}")
+assert head["kid"] in api, (head["kid"], api)
+assert "wit-svid" not in uses, "SPIRE's bundle endpoint now publishes wit-svid keys: issue 52 item 4 can go on"
+PY
 
 "$SCRIPT_DIR/spire.sh" stop "$work/spire"
 echo "spire-interop.sh: OK (SPIRE $("$SPIRE_BIN/spire-server" --version 2>&1 | head -n1) trusts our bundle and follows a revocation)"

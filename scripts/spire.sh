@@ -112,6 +112,14 @@ cmd_start() {
       }"
         bundle_scheme_note="https_web"
     fi
+    # SPIRE_WIT_SVID=1: SPIRE's experimental WIT-SVIDs (its feature flag
+    # wit-svid; `SPIRE_SERVER_FFLAGS=wit-svid spire-server wit mint`).
+    local experimental=""
+    if [ "${SPIRE_WIT_SVID:-0}" = 1 ]; then
+        experimental='  experimental {
+    feature_flags = ["wit-svid"]
+  }'
+    fi
     local federates="" federate_flags=()
     if [ -n "${SPIRE_FEDERATE_TD:-}" ]; then
         [ -n "${SPIRE_FEDERATE_URL:-}" ] || die "SPIRE_FEDERATE_TD needs SPIRE_FEDERATE_URL (its bundle endpoint)"
@@ -132,6 +140,7 @@ server {
   ca_ttl = "24h"
   default_x509_svid_ttl = "1h"
   default_jwt_svid_ttl = "5m"
+$experimental
   federation {
     bundle_endpoint {
       address = "127.0.0.1"
