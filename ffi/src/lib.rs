@@ -57,6 +57,7 @@ mod login_config;
 mod node_manager;
 mod proof;
 mod remote_jwks;
+mod spiffe_bundle_source;
 mod trust_set;
 mod vault_login;
 mod verifier_builder;
@@ -141,6 +142,21 @@ pub use remote_jwks::{
     wid_remote_jwks_builder_set_unknown_kid_cooldown_ms, wid_remote_jwks_free,
     wid_remote_jwks_keyring, wid_remote_jwks_refresh, wid_remote_jwks_start_refresher,
     wid_remote_jwks_stats,
+};
+pub use spiffe_bundle_source::{
+    wid_spiffe_bundle_source, wid_spiffe_bundle_source_builder,
+    wid_spiffe_bundle_source_builder_build, wid_spiffe_bundle_source_builder_free,
+    wid_spiffe_bundle_source_builder_new, wid_spiffe_bundle_source_builder_set_allow_http_loopback,
+    wid_spiffe_bundle_source_builder_set_ca_bundle_pem,
+    wid_spiffe_bundle_source_builder_set_default_refresh_ms,
+    wid_spiffe_bundle_source_builder_set_max_body_bytes,
+    wid_spiffe_bundle_source_builder_set_max_keys,
+    wid_spiffe_bundle_source_builder_set_refresh_bounds_ms,
+    wid_spiffe_bundle_source_builder_set_timeout_ms,
+    wid_spiffe_bundle_source_builder_set_unknown_kid_cooldown_ms, wid_spiffe_bundle_source_free,
+    wid_spiffe_bundle_source_keyring, wid_spiffe_bundle_source_refresh,
+    wid_spiffe_bundle_source_reset_sequence, wid_spiffe_bundle_source_start_refresher,
+    wid_spiffe_bundle_source_stats,
 };
 pub use trust_set::{
     wid_trust_set, wid_trust_set_builder, wid_trust_set_builder_add_iss,
