@@ -41,6 +41,8 @@ mod consul_login;
 mod custody;
 mod explain;
 mod feature_gate;
+#[cfg(feature = "remote-jwks")]
+mod fetch_tuning;
 /// The `ffi` fuzz target's entry point (fuzz/, and the corpus replay):
 /// not part of the C ABI (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]

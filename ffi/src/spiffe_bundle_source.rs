@@ -13,8 +13,6 @@
 
 #[cfg(feature = "remote-jwks")]
 mod imp;
-#[cfg(feature = "remote-jwks")]
-mod tuning;
 
 use std::ffi::c_char;
 

@@ -8,19 +8,17 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::boundary::{bytes_in, invalid, str_in};
+use super::super::boundary::str_in;
+use super::super::fetch_tuning::Tuning;
 use super::super::handle::{self, Castable, out_optional, require_out};
-use super::super::keyring::{MAX_JSON, wid_keyring};
+use super::super::keyring::wid_keyring;
 use super::super::wid_bytes;
 use super::{wid_remote_jwks, wid_remote_jwks_builder};
 use workload_identity::Error;
-use workload_identity::{MAX_JWKS_BODY_LIMIT, Refresher, RemoteJwks, RemoteJwksBuilder};
+use workload_identity::{Refresher, RemoteJwks, RemoteJwksBuilder};
 
 /// Longest URL or issuer read, in bytes.
 const MAX_URL: usize = 8192;
-/// The longest timeout or interval accepted: a week (the Rust builder's
-/// saturation point, refused here rather than silently shortened).
-const LONGEST_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// Where the keys come from.
 #[derive(Clone)]
@@ -29,48 +27,19 @@ enum Source {
     Issuer(String),
 }
 
-/// What a builder holds (`None`: the Rust builder's default).
+/// What a builder holds: where the keys come from, and the fetch settings
+/// (shared with `wid_spiffe_bundle_source_builder`: fetch_tuning.rs).
 pub(crate) struct Settings {
     source: Source,
-    ca_bundle_pem: Option<Vec<u8>>,
-    allow_http_loopback: bool,
-    timeout: Option<Duration>,
-    refresh_bounds: Option<(Duration, Duration)>,
-    default_refresh: Option<Duration>,
-    unknown_kid_cooldown: Option<Duration>,
-    max_body_bytes: Option<usize>,
-    max_keys: Option<usize>,
+    tuning: Tuning,
 }
 
 impl Settings {
     fn builder(&self) -> RemoteJwksBuilder {
-        let mut b = match &self.source {
+        self.tuning.apply(match &self.source {
             Source::Jwks(url) => RemoteJwks::builder(url),
             Source::Issuer(issuer) => RemoteJwks::discover(issuer),
-        };
-        b = b.allow_http_loopback(self.allow_http_loopback);
-        if let Some(pem) = &self.ca_bundle_pem {
-            b = b.ca_bundle_pem(pem);
-        }
-        if let Some(t) = self.timeout {
-            b = b.timeout(t);
-        }
-        if let Some((min, max)) = self.refresh_bounds {
-            b = b.refresh_bounds(min, max);
-        }
-        if let Some(d) = self.default_refresh {
-            b = b.default_refresh(d);
-        }
-        if let Some(c) = self.unknown_kid_cooldown {
-            b = b.unknown_kid_cooldown(c);
-        }
-        if let Some(n) = self.max_body_bytes {
-            b = b.max_body_bytes(n);
-        }
-        if let Some(n) = self.max_keys {
-            b = b.max_keys(n);
-        }
-        b
+        })
     }
 }
 
@@ -109,31 +78,25 @@ unsafe fn remote_ref<'a>(r: *const wid_remote_jwks) -> Result<&'a Remote, Error>
     unsafe { handle::borrow(r, "r") }
 }
 
-/// Applies `change` to the settings of `b` (checked values only).
+/// Applies `change` (which checks its value and changes nothing when it
+/// refuses it) to the fetch settings of `b`.
 ///
 /// # Safety
 /// `b` must be NULL or a live handle from this library.
 unsafe fn update(
     b: *const wid_remote_jwks_builder,
-    change: impl FnOnce(&mut Settings),
+    change: impl FnOnce(&mut Tuning) -> Result<(), Error>,
 ) -> Result<(), Error> {
     // SAFETY: `b` is NULL or a live handle (this function's contract).
     let builder = unsafe { builder_ref(b)? };
     // Settings are plain values assigned whole: a poisoned lock still
     // holds consistent ones.
-    change(&mut builder.lock().unwrap_or_else(PoisonError::into_inner));
-    Ok(())
-}
-
-/// A duration in milliseconds, refused above a week (or below `least`).
-fn millis_in(ms: u64, name: &'static str, least: u64) -> Result<Duration, Error> {
-    if ms < least || ms > LONGEST_MS {
-        return Err(invalid(
-            name,
-            format!("must be {least} to {LONGEST_MS} ms (a week), got {ms}"),
-        ));
-    }
-    Ok(Duration::from_millis(ms))
+    change(
+        &mut builder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tuning,
+    )
 }
 
 fn millis_out(d: Duration) -> u64 {
@@ -159,14 +122,7 @@ pub(super) unsafe fn builder_new(
     };
     let settings = Settings {
         source,
-        ca_bundle_pem: None,
-        allow_http_loopback: false,
-        timeout: None,
-        refresh_bounds: None,
-        default_refresh: None,
-        unknown_kid_cooldown: None,
-        max_body_bytes: None,
-        max_keys: None,
+        tuning: Tuning::default(),
     };
     // The URL rules, as far as they hold whatever the loopback setting
     // (the build checks them again with it): a source built and dropped
@@ -180,125 +136,7 @@ pub(super) unsafe fn builder_new(
     }
 }
 
-/// # Safety
-/// `b` NULL or a live handle; `pem` NULL or valid for `len` bytes.
-pub(super) unsafe fn set_ca_bundle_pem(
-    b: *mut wid_remote_jwks_builder,
-    pem: *const u8,
-    len: usize,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle; `pem` NULL or
-    // valid for `len` bytes (the contract).
-    unsafe { builder_ref(b)? };
-    let pem = unsafe { bytes_in(pem, len, "pem", MAX_JSON)? };
-    let pem = if pem.is_empty() {
-        None
-    } else {
-        RemoteJwksBuilder::check_ca_bundle_pem(pem)?;
-        Some(pem.to_vec())
-    };
-    unsafe { update(b, |s| s.ca_bundle_pem = pem) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_allow_http_loopback(
-    b: *mut wid_remote_jwks_builder,
-    allow: u32,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    let allow = match allow {
-        0 => false,
-        1 => true,
-        n => return Err(invalid("allow", format!("must be 0 or 1, got {n}"))),
-    };
-    unsafe { update(b, |s| s.allow_http_loopback = allow) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_timeout_ms(b: *mut wid_remote_jwks_builder, ms: u64) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    let t = millis_in(ms, "ms", 1)?;
-    unsafe { update(b, |s| s.timeout = Some(t)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_refresh_bounds_ms(
-    b: *mut wid_remote_jwks_builder,
-    min_ms: u64,
-    max_ms: u64,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    let max = millis_in(max_ms, "max_ms", 0)?;
-    if min_ms > max_ms {
-        return Err(invalid(
-            "min_ms",
-            format!("must not exceed max_ms ({max_ms}), got {min_ms}"),
-        ));
-    }
-    let min = Duration::from_millis(min_ms);
-    unsafe { update(b, |s| s.refresh_bounds = Some((min, max))) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_default_refresh_ms(
-    b: *mut wid_remote_jwks_builder,
-    ms: u64,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    let d = millis_in(ms, "ms", 0)?;
-    unsafe { update(b, |s| s.default_refresh = Some(d)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_unknown_kid_cooldown_ms(
-    b: *mut wid_remote_jwks_builder,
-    ms: u64,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    let d = millis_in(ms, "ms", 0)?;
-    unsafe { update(b, |s| s.unknown_kid_cooldown = Some(d)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_max_body_bytes(
-    b: *mut wid_remote_jwks_builder,
-    max: usize,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    if max == 0 || max > MAX_JWKS_BODY_LIMIT {
-        return Err(invalid(
-            "max",
-            format!("must be 1 to {MAX_JWKS_BODY_LIMIT} bytes (16 MiB), got {max}"),
-        ));
-    }
-    unsafe { update(b, |s| s.max_body_bytes = Some(max)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_max_keys(
-    b: *mut wid_remote_jwks_builder,
-    max: usize,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle (the contract).
-    unsafe { builder_ref(b)? };
-    if max == 0 {
-        return Err(invalid("max", "must be at least 1 key, got 0"));
-    }
-    unsafe { update(b, |s| s.max_keys = Some(max)) }
-}
+super::super::fetch_tuning::fetch_setters!(wid_remote_jwks_builder);
 
 /// # Safety
 /// `b` NULL or a live handle; `out` NULL or writable.

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::boundary::{bytes_in, str_in};
+use super::super::boundary::str_in;
+use super::super::fetch_tuning::Tuning;
 use super::super::handle::{self, Castable, out_optional, require_out};
-use super::super::keyring::{MAX_JSON, wid_keyring};
+use super::super::keyring::wid_keyring;
 use super::super::wid_bytes;
-use super::tuning::Tuning;
 use super::{wid_spiffe_bundle_source, wid_spiffe_bundle_source_builder};
 use workload_identity::{Error, Refresher, SpiffeBundleSource, SpiffeBundleSourceBuilder};
 
@@ -130,92 +130,7 @@ pub(super) unsafe fn builder_new(
     }
 }
 
-/// # Safety
-/// `b` NULL or a live handle; `pem` NULL or valid for `len` bytes.
-pub(super) unsafe fn set_ca_bundle_pem(
-    b: *mut wid_spiffe_bundle_source_builder,
-    pem: *const u8,
-    len: usize,
-) -> Result<(), Error> {
-    // SAFETY (this block): `b` is NULL or a live handle, checked before the
-    // bundle is read; `pem` NULL or valid for `len` bytes (the contract).
-    unsafe {
-        builder_ref(b)?;
-        let pem = bytes_in(pem, len, "pem", MAX_JSON)?;
-        update(b, |t| t.set_ca_bundle_pem(pem))
-    }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_allow_http_loopback(
-    b: *mut wid_spiffe_bundle_source_builder,
-    allow: u32,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_allow_http_loopback(allow)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_timeout_ms(
-    b: *mut wid_spiffe_bundle_source_builder,
-    ms: u64,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_timeout_ms(ms)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_refresh_bounds_ms(
-    b: *mut wid_spiffe_bundle_source_builder,
-    min_ms: u64,
-    max_ms: u64,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_refresh_bounds_ms(min_ms, max_ms)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_default_refresh_ms(
-    b: *mut wid_spiffe_bundle_source_builder,
-    ms: u64,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_default_refresh_ms(ms)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_unknown_kid_cooldown_ms(
-    b: *mut wid_spiffe_bundle_source_builder,
-    ms: u64,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_unknown_kid_cooldown_ms(ms)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_max_body_bytes(
-    b: *mut wid_spiffe_bundle_source_builder,
-    max: usize,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_max_body_bytes(max)) }
-}
-
-/// # Safety
-/// `b` NULL or a live handle.
-pub(super) unsafe fn set_max_keys(
-    b: *mut wid_spiffe_bundle_source_builder,
-    max: usize,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (the contract).
-    unsafe { update(b, |t| t.set_max_keys(max)) }
-}
+super::super::fetch_tuning::fetch_setters!(wid_spiffe_bundle_source_builder);
 
 /// # Safety
 /// `b` NULL or a live handle; `out` NULL or writable.
