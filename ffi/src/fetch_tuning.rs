@@ -140,6 +140,44 @@ impl Tuning {
     }
 }
 
+/// A builder handle's settings, which hold the fetch settings.
+pub(crate) trait HoldsTuning {
+    /// The fetch settings.
+    fn tuning(&mut self) -> &mut Tuning;
+}
+
+/// Applies `change` (which checks its value and changes nothing when it
+/// refuses it) to the fetch settings of the builder handle `b` (named `arg`
+/// in messages).
+///
+/// # Safety
+/// `b` must be NULL or a live handle from this library.
+pub(crate) unsafe fn update<H, S>(
+    b: *const H,
+    arg: &'static str,
+    change: impl FnOnce(&mut Tuning) -> Result<(), Error>,
+) -> Result<(), Error>
+where
+    H: super::handle::Castable<Rust = std::sync::Mutex<S>>,
+    S: HoldsTuning + Send,
+{
+    // SAFETY: `b` is NULL or a live handle (this function's contract).
+    let builder = unsafe { super::handle::borrow(b, arg)? };
+    // Settings are plain values assigned whole: a poisoned lock still
+    // holds consistent ones.
+    change(
+        builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tuning(),
+    )
+}
+
+/// A duration in whole milliseconds, saturating (for reports and stats).
+pub(crate) fn millis_out(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A Rust builder that fetches keys over HTTPS: both take the same settings.
 pub(crate) trait Fetching: Sized {
     fn allow_http_loopback(self, allow: bool) -> Self;
@@ -169,9 +207,9 @@ macro_rules! fetching {
 
 fetching!(RemoteJwksBuilder, SpiffeBundleSourceBuilder);
 
-/// The builder setters of a remote key source's handle `$handle`, over the
-/// calling module's `update(b, |tuning| ...)` (which borrows the handle,
-/// so a NULL or foreign one is refused before any value is read): one
+/// The builder setters of a remote key source's handle `$handle`, over
+/// [`update`] (which borrows the handle, so a NULL or foreign one is
+/// refused before any value is read): one
 /// definition for `wid_remote_jwks_builder` and
 /// `wid_spiffe_bundle_source_builder`, whose C entry points stay their own.
 macro_rules! fetch_setters {
@@ -183,9 +221,9 @@ macro_rules! fetch_setters {
             // before the bundle is read; `pem` NULL or valid for `len`
             // bytes (the contract).
             unsafe {
-                update(b, |_| Ok(()))?;
+                $crate::fetch_tuning::update(b, "b", |_| Ok(()))?;
                 let pem = super::super::boundary::bytes_in(pem, len, "pem", super::super::keyring::MAX_JSON)?;
-                update(b, |t| t.set_ca_bundle_pem(pem))
+                $crate::fetch_tuning::update(b, "b", |t| t.set_ca_bundle_pem(pem))
             }
         }
         $crate::fetch_tuning::fetch_setters!(@numeric $handle;
@@ -203,7 +241,7 @@ macro_rules! fetch_setters {
         /// `b` NULL or a live handle.
         pub(super) unsafe fn $name(b: *mut $handle, $($arg: $ty),+) -> Result<(), Error> {
             // SAFETY: `b` is NULL or a live handle (the contract).
-            unsafe { update(b, |t| t.$name($($arg),+)) }
+            unsafe { $crate::fetch_tuning::update(b, "b", |t| t.$name($($arg),+)) }
         }
     )*};
 }

@@ -4,12 +4,11 @@
 
 use std::ffi::c_char;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::super::boundary::str_in;
-use super::super::fetch_tuning::Tuning;
+use super::super::fetch_tuning::{Tuning, millis_out};
 use super::super::handle::{self, Castable, out_optional, require_out};
 use super::super::keyring::wid_keyring;
 use super::super::wid_bytes;
@@ -78,29 +77,10 @@ unsafe fn remote_ref<'a>(r: *const wid_remote_jwks) -> Result<&'a Remote, Error>
     unsafe { handle::borrow(r, "r") }
 }
 
-/// Applies `change` (which checks its value and changes nothing when it
-/// refuses it) to the fetch settings of `b`.
-///
-/// # Safety
-/// `b` must be NULL or a live handle from this library.
-unsafe fn update(
-    b: *const wid_remote_jwks_builder,
-    change: impl FnOnce(&mut Tuning) -> Result<(), Error>,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (this function's contract).
-    let builder = unsafe { builder_ref(b)? };
-    // Settings are plain values assigned whole: a poisoned lock still
-    // holds consistent ones.
-    change(
-        &mut builder
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .tuning,
-    )
-}
-
-fn millis_out(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+impl super::super::fetch_tuning::HoldsTuning for Settings {
+    fn tuning(&mut self) -> &mut Tuning {
+        &mut self.tuning
+    }
 }
 
 /// # Safety

@@ -5,12 +5,11 @@
 
 use std::ffi::c_char;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::super::boundary::str_in;
-use super::super::fetch_tuning::Tuning;
+use super::super::fetch_tuning::{Tuning, millis_out};
 use super::super::handle::{self, Castable, out_optional, require_out};
 use super::super::keyring::wid_keyring;
 use super::super::wid_bytes;
@@ -73,29 +72,10 @@ unsafe fn source_ref<'a>(s: *const wid_spiffe_bundle_source) -> Result<&'a Sourc
     unsafe { handle::borrow(s, "s") }
 }
 
-/// Applies `change` (which checks its value and changes nothing when it
-/// refuses it) to the settings of `b`.
-///
-/// # Safety
-/// `b` must be NULL or a live handle from this library.
-unsafe fn update(
-    b: *const wid_spiffe_bundle_source_builder,
-    change: impl FnOnce(&mut Tuning) -> Result<(), Error>,
-) -> Result<(), Error> {
-    // SAFETY: `b` is NULL or a live handle (this function's contract).
-    let builder = unsafe { builder_ref(b)? };
-    // Settings are plain values assigned whole: a poisoned lock still
-    // holds consistent ones.
-    change(
-        &mut builder
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .tuning,
-    )
-}
-
-fn millis_out(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+impl super::super::fetch_tuning::HoldsTuning for Settings {
+    fn tuning(&mut self) -> &mut Tuning {
+        &mut self.tuning
+    }
 }
 
 /// # Safety
