@@ -17,6 +17,7 @@ mod imp;
 use std::ffi::c_char;
 
 use super::boundary::{call, call_void};
+use super::feature_gate::with_feature;
 use super::keyring::wid_keyring;
 use super::{wid_bytes, wid_result};
 
@@ -33,22 +34,6 @@ pub struct wid_spiffe_bundle_source_builder {
 /// released by `wid_spiffe_bundle_source_free` (which stops its refresher).
 pub struct wid_spiffe_bundle_source {
     _private: [u8; 0],
-}
-
-/// Runs `$imp` (an expression over the `imp` module) in a build with the
-/// feature; without it, fails naming the feature (the arguments listed are
-/// only there to be used).
-macro_rules! with_feature {
-    (($($arg:expr),*) => $imp:expr) => {{
-        #[cfg(feature = "remote-jwks")]
-        let result = $imp;
-        #[cfg(not(feature = "remote-jwks"))]
-        let result = {
-            let _ = ($($arg,)*);
-            Err(disabled())
-        };
-        result
-    }};
 }
 
 /// The error of every function here in a build without `remote-jwks`.
@@ -100,7 +85,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_new(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(|| {
-        with_feature!((trust_domain, trust_domain_len, bundle_url, bundle_url_len, out) => unsafe {
+        with_feature!("remote-jwks", disabled(), (trust_domain, trust_domain_len, bundle_url, bundle_url_len, out) => unsafe {
             imp::builder_new(trust_domain, trust_domain_len, bundle_url, bundle_url_len, out)
         })
     })
@@ -140,7 +125,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_ca_bundle_pem(
     len: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, pem, len) => unsafe { imp::set_ca_bundle_pem(b, pem, len) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, pem, len) => unsafe { imp::set_ca_bundle_pem(b, pem, len) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_allow_http_loopback`: `allow` 1 allows
@@ -156,7 +143,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_allow_http_loopbac
     allow: u32,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, allow) => unsafe { imp::set_allow_http_loopback(b, allow) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, allow) => unsafe { imp::set_allow_http_loopback(b, allow) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_timeout_ms`: the whole time one request
@@ -172,7 +161,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_timeout_ms(
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_timeout_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_timeout_ms(b, ms) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_refresh_bounds_ms`: the bounds on the
@@ -192,7 +183,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!((b, min_ms, max_ms) => unsafe { imp::set_refresh_bounds_ms(b, min_ms, max_ms) }),
+        || with_feature!("remote-jwks", disabled(), (b, min_ms, max_ms) => unsafe { imp::set_refresh_bounds_ms(b, min_ms, max_ms) }),
     )
 }
 
@@ -210,7 +201,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_default_refresh_ms
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_default_refresh_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_default_refresh_ms(b, ms) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_unknown_kid_cooldown_ms`: the least time
@@ -227,7 +220,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_unknown_kid_cooldo
     ms: u64,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, ms) => unsafe { imp::set_unknown_kid_cooldown_ms(b, ms) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, ms) => unsafe { imp::set_unknown_kid_cooldown_ms(b, ms) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_max_body_bytes`: the largest response
@@ -242,7 +237,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_max_body_bytes(
     max: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, max) => unsafe { imp::set_max_body_bytes(b, max) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, max) => unsafe { imp::set_max_body_bytes(b, max) }),
+    )
 }
 
 /// As `wid_remote_jwks_builder_set_max_keys`: the most entries a bundle may
@@ -257,7 +254,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_set_max_keys(
     max: usize,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, max) => unsafe { imp::set_max_keys(b, max) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (b, max) => unsafe { imp::set_max_keys(b, max) }),
+    )
 }
 
 /// Makes a source with the builder's current settings: an empty keyring,
@@ -277,7 +276,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_builder_build(
     out: *mut *mut wid_spiffe_bundle_source,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((b, out) => unsafe { imp::build(b, out) }))
+    call(|| with_feature!("remote-jwks", disabled(), (b, out) => unsafe { imp::build(b, out) }))
 }
 
 /// Releases a source handle (reference counted). The last reference stops
@@ -318,7 +317,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_keyring(
     out: *mut *mut wid_keyring,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((s, out) => unsafe { imp::keyring(s, out) }))
+    call(|| with_feature!("remote-jwks", disabled(), (s, out) => unsafe { imp::keyring(s, out) }))
 }
 
 /// Fetches the bundle now, on this thread (waiting first for a fetch in
@@ -347,7 +346,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_refresh(
     out_report_json: *mut wid_bytes,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((s, out_report_json) => unsafe { imp::refresh(s, out_report_json) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (s, out_report_json) => unsafe { imp::refresh(s, out_report_json) }),
+    )
 }
 
 /// Starts a background thread that fetches whenever a fetch is due (at
@@ -365,7 +366,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_start_refresher(
     s: *const wid_spiffe_bundle_source,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((s) => unsafe { imp::start_refresher(s) }))
+    call(|| with_feature!("remote-jwks", disabled(), (s) => unsafe { imp::start_refresher(s) }))
 }
 
 /// What the source has done so far, as JSON: `{"trust_domain":"...",
@@ -387,7 +388,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_stats(
     out_json: *mut wid_bytes,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!((s, out_json) => unsafe { imp::stats(s, out_json) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (s, out_json) => unsafe { imp::stats(s, out_json) }),
+    )
 }
 
 /// The operator's reset of the rollback protection: forgets the
@@ -409,6 +412,6 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_reset_sequence(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!((s, out_previous, out_had) => unsafe { imp::reset_sequence(s, out_previous, out_had) }),
+        || with_feature!("remote-jwks", disabled(), (s, out_previous, out_had) => unsafe { imp::reset_sequence(s, out_previous, out_had) }),
     )
 }
