@@ -43,6 +43,8 @@ mod explain;
 mod feature_gate;
 #[cfg(feature = "remote-jwks")]
 mod fetch_tuning;
+#[cfg(feature = "remote-jwks")]
+mod followed;
 /// The `ffi` fuzz target's entry point (fuzz/, and the corpus replay):
 /// not part of the C ABI (feature `fuzzing`, off by default).
 #[cfg(feature = "fuzzing")]

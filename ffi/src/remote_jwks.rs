@@ -322,7 +322,9 @@ pub unsafe extern "C" fn wid_remote_jwks_keyring(
     out: *mut *mut wid_keyring,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!("remote-jwks", disabled(), (r, out) => unsafe { imp::keyring(r, out) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (r, out) => unsafe { imp::keyring(r, "r", out) }),
+    )
 }
 
 /// Fetches now, on this thread (waiting first for a fetch in flight: one
@@ -347,7 +349,7 @@ pub unsafe extern "C" fn wid_remote_jwks_refresh(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!("remote-jwks", disabled(), (r, out_report_json) => unsafe { imp::refresh(r, out_report_json) }),
+        || with_feature!("remote-jwks", disabled(), (r, out_report_json) => unsafe { imp::refresh(r, "r", out_report_json) }),
     )
 }
 
@@ -363,7 +365,9 @@ pub unsafe extern "C" fn wid_remote_jwks_refresh(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wid_remote_jwks_start_refresher(r: *const wid_remote_jwks) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!("remote-jwks", disabled(), (r) => unsafe { imp::start_refresher(r) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (r) => unsafe { imp::start_refresher(r, "r") }),
+    )
 }
 
 /// What the source has done so far, as JSON: `{"fetches":N, "failures":N,
@@ -388,6 +392,6 @@ pub unsafe extern "C" fn wid_remote_jwks_stats(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!("remote-jwks", disabled(), (r, out_json) => unsafe { imp::stats(r, out_json) }),
+        || with_feature!("remote-jwks", disabled(), (r, out_json) => unsafe { imp::stats(r, "r", out_json) }),
     )
 }

@@ -317,7 +317,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_keyring(
     out: *mut *mut wid_keyring,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!("remote-jwks", disabled(), (s, out) => unsafe { imp::keyring(s, out) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (s, out) => unsafe { imp::keyring(s, "s", out) }),
+    )
 }
 
 /// Fetches the bundle now, on this thread (waiting first for a fetch in
@@ -347,7 +349,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_refresh(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!("remote-jwks", disabled(), (s, out_report_json) => unsafe { imp::refresh(s, out_report_json) }),
+        || with_feature!("remote-jwks", disabled(), (s, out_report_json) => unsafe { imp::refresh(s, "s", out_report_json) }),
     )
 }
 
@@ -366,7 +368,9 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_start_refresher(
     s: *const wid_spiffe_bundle_source,
 ) -> wid_result {
     // SAFETY: the contract, passed on.
-    call(|| with_feature!("remote-jwks", disabled(), (s) => unsafe { imp::start_refresher(s) }))
+    call(
+        || with_feature!("remote-jwks", disabled(), (s) => unsafe { imp::start_refresher(s, "s") }),
+    )
 }
 
 /// What the source has done so far, as JSON: `{"trust_domain":"...",
@@ -389,7 +393,7 @@ pub unsafe extern "C" fn wid_spiffe_bundle_source_stats(
 ) -> wid_result {
     // SAFETY: the contract, passed on.
     call(
-        || with_feature!("remote-jwks", disabled(), (s, out_json) => unsafe { imp::stats(s, out_json) }),
+        || with_feature!("remote-jwks", disabled(), (s, out_json) => unsafe { imp::stats(s, "s", out_json) }),
     )
 }
 

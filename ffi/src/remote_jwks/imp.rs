@@ -5,16 +5,14 @@
 use std::ffi::c_char;
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::json;
-
 use super::super::boundary::str_in;
-use super::super::fetch_tuning::{Tuning, millis_out};
-use super::super::handle::{self, Castable, out_optional, require_out};
-use super::super::keyring::wid_keyring;
-use super::super::wid_bytes;
+use super::super::fetch_tuning::Tuning;
+use super::super::followed::Followed;
+pub(super) use super::super::followed::{keyring, refresh, start_refresher, stats};
+use super::super::handle::{self, Castable, require_out};
 use super::{wid_remote_jwks, wid_remote_jwks_builder};
 use workload_identity::Error;
-use workload_identity::{Refresher, RemoteJwks, RemoteJwksBuilder};
+use workload_identity::{RemoteJwks, RemoteJwksBuilder};
 
 /// Longest URL or issuer read, in bytes.
 const MAX_URL: usize = 8192;
@@ -42,13 +40,6 @@ impl Settings {
     }
 }
 
-/// What a source handle holds: the source, and its refresher once
-/// started (dropped with the last reference, which stops it).
-pub(crate) struct Remote {
-    jwks: RemoteJwks,
-    refresher: Mutex<Option<Refresher>>,
-}
-
 impl Castable for wid_remote_jwks_builder {
     // A lock: setters change the settings behind a shared reference.
     type Rust = Mutex<Settings>;
@@ -58,7 +49,7 @@ impl Castable for wid_remote_jwks_builder {
 }
 
 impl Castable for wid_remote_jwks {
-    type Rust = Remote;
+    type Rust = Followed<RemoteJwks>;
     const TAG: u64 = 0x5749_445f_524a_0001; // "WID_RJ" v1
     const NAME: &'static str = "wid_remote_jwks";
 }
@@ -68,13 +59,6 @@ impl Castable for wid_remote_jwks {
 unsafe fn builder_ref<'a>(b: *const wid_remote_jwks_builder) -> Result<&'a Mutex<Settings>, Error> {
     // SAFETY: `b` is NULL or a live handle (this function's contract).
     unsafe { handle::borrow(b, "builder") }
-}
-
-/// # Safety
-/// `r` must be NULL or a live handle from this library.
-unsafe fn remote_ref<'a>(r: *const wid_remote_jwks) -> Result<&'a Remote, Error> {
-    // SAFETY: `r` is NULL or a live handle (this function's contract).
-    unsafe { handle::borrow(r, "r") }
 }
 
 impl super::super::fetch_tuning::HoldsTuning for Settings {
@@ -132,93 +116,7 @@ pub(super) unsafe fn build(
         .unwrap_or_else(PoisonError::into_inner)
         .builder()
         .build()?;
-    let remote = Remote {
-        jwks,
-        refresher: Mutex::new(None),
-    };
+    let remote = Followed::new(jwks);
     // SAFETY: `out` is writable (checked non-NULL; the contract).
     unsafe { handle::out(out, "out", || handle::into_raw::<wid_remote_jwks>(remote)) }
-}
-
-/// # Safety
-/// `r` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn keyring(
-    r: *const wid_remote_jwks,
-    out: *mut *mut wid_keyring,
-) -> Result<(), Error> {
-    // SAFETY: `r` is NULL or a live handle (the contract).
-    let remote = unsafe { remote_ref(r)? };
-    let keyring = remote.jwks.keyring().clone();
-    // SAFETY: `out` is NULL or writable (the contract).
-    unsafe { handle::out(out, "out", || handle::into_raw::<wid_keyring>(keyring)) }
-}
-
-/// # Safety
-/// `r` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn refresh(r: *const wid_remote_jwks, out: *mut wid_bytes) -> Result<(), Error> {
-    // SAFETY: `r` is NULL or a live handle (the contract).
-    let remote = unsafe { remote_ref(r)? };
-    let report = remote.jwks.refresh()?;
-    let ids = |ids: &[workload_identity::KeyId]| {
-        ids.iter()
-            .map(|k| k.as_str().to_string())
-            .collect::<Vec<_>>()
-    };
-    // SAFETY: `out` is NULL or writable (the contract).
-    unsafe {
-        out_optional(out, || {
-            let json = json!({
-                "jwks_uri": report.jwks_uri,
-                "keys": ids(&report.keys),
-                "added": ids(&report.added),
-                "removed": ids(&report.removed),
-                "skipped": report.skipped,
-                "max_age_ms": report.max_age.map(millis_out),
-                "next_refresh_in_ms": millis_out(report.next_refresh_in),
-            });
-            wid_bytes::from_vec(json.to_string().into_bytes())
-        })
-    };
-    Ok(())
-}
-
-/// # Safety
-/// `r` NULL or a live handle.
-pub(super) unsafe fn start_refresher(r: *const wid_remote_jwks) -> Result<(), Error> {
-    // SAFETY: `r` is NULL or a live handle (the contract).
-    let remote = unsafe { remote_ref(r)? };
-    // A panic while the lock was held left `None` or a running refresher.
-    let mut running = remote
-        .refresher
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if running.is_none() {
-        *running = Some(remote.jwks.spawn_refresher()?);
-    }
-    Ok(())
-}
-
-/// # Safety
-/// `r` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn stats(r: *const wid_remote_jwks, out: *mut wid_bytes) -> Result<(), Error> {
-    // SAFETY: `r` is NULL or a live handle (the contract).
-    let remote = unsafe { remote_ref(r)? };
-    require_out(out, "out_json")?;
-    let s = remote.jwks.stats();
-    let json = json!({
-        "fetches": s.fetches,
-        "failures": s.failures,
-        "unknown_kid_fetches": s.unknown_kid_fetches,
-        "unknown_kid_suppressed": s.unknown_kid_suppressed,
-        "stale": s.stale,
-        "last_error": s.last_error,
-        "last_attempt_ms": s.last_attempt_ms,
-        "last_success_ms": s.last_success_ms,
-        "next_refresh_ms": s.next_refresh_ms,
-        "jwks_uri": s.jwks_uri,
-        "keys": s.keys,
-    })
-    .to_string();
-    // SAFETY: `out` is writable (checked non-NULL; the contract).
-    unsafe { handle::out(out, "out_json", || wid_bytes::from_vec(json.into_bytes())) }
 }

@@ -6,15 +6,13 @@
 use std::ffi::c_char;
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::json;
-
 use super::super::boundary::str_in;
-use super::super::fetch_tuning::{Tuning, millis_out};
+use super::super::fetch_tuning::Tuning;
+use super::super::followed::Followed;
+pub(super) use super::super::followed::{keyring, refresh, start_refresher, stats};
 use super::super::handle::{self, Castable, out_optional, require_out};
-use super::super::keyring::wid_keyring;
-use super::super::wid_bytes;
 use super::{wid_spiffe_bundle_source, wid_spiffe_bundle_source_builder};
-use workload_identity::{Error, Refresher, SpiffeBundleSource, SpiffeBundleSourceBuilder};
+use workload_identity::{Error, SpiffeBundleSource, SpiffeBundleSourceBuilder};
 
 /// Longest bundle URL or trust domain read, in bytes.
 const MAX_URL: usize = 8192;
@@ -35,13 +33,6 @@ impl Settings {
     }
 }
 
-/// What a source handle holds: the source, and its refresher once
-/// started (dropped with the last reference, which stops it).
-pub(crate) struct Source {
-    source: SpiffeBundleSource,
-    refresher: Mutex<Option<Refresher>>,
-}
-
 impl Castable for wid_spiffe_bundle_source_builder {
     // A lock: setters change the settings behind a shared reference.
     type Rust = Mutex<Settings>;
@@ -51,7 +42,7 @@ impl Castable for wid_spiffe_bundle_source_builder {
 }
 
 impl Castable for wid_spiffe_bundle_source {
-    type Rust = Source;
+    type Rust = Followed<SpiffeBundleSource>;
     const TAG: u64 = 0x5749_445f_5353_0001; // "WID_SS" v1
     const NAME: &'static str = "wid_spiffe_bundle_source";
 }
@@ -67,7 +58,9 @@ unsafe fn builder_ref<'a>(
 
 /// # Safety
 /// `s` must be NULL or a live handle from this library.
-unsafe fn source_ref<'a>(s: *const wid_spiffe_bundle_source) -> Result<&'a Source, Error> {
+unsafe fn source_ref<'a>(
+    s: *const wid_spiffe_bundle_source,
+) -> Result<&'a Followed<SpiffeBundleSource>, Error> {
     // SAFETY: `s` is NULL or a live handle (this function's contract).
     unsafe { handle::borrow(s, "s") }
 }
@@ -126,110 +119,13 @@ pub(super) unsafe fn build(
         .unwrap_or_else(PoisonError::into_inner)
         .builder()
         .build()?;
-    let source = Source {
-        source,
-        refresher: Mutex::new(None),
-    };
+    let source = Followed::new(source);
     // SAFETY: `out` is writable (checked non-NULL; the contract).
     unsafe {
         handle::out(out, "out", || {
             handle::into_raw::<wid_spiffe_bundle_source>(source)
         })
     }
-}
-
-/// # Safety
-/// `s` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn keyring(
-    s: *const wid_spiffe_bundle_source,
-    out: *mut *mut wid_keyring,
-) -> Result<(), Error> {
-    // SAFETY: `s` is NULL or a live handle (the contract).
-    let source = unsafe { source_ref(s)? };
-    let keyring = source.source.keyring().clone();
-    // SAFETY: `out` is NULL or writable (the contract).
-    unsafe { handle::out(out, "out", || handle::into_raw::<wid_keyring>(keyring)) }
-}
-
-/// # Safety
-/// `s` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn refresh(
-    s: *const wid_spiffe_bundle_source,
-    out: *mut wid_bytes,
-) -> Result<(), Error> {
-    // SAFETY: `s` is NULL or a live handle (the contract).
-    let source = unsafe { source_ref(s)? };
-    let report = source.source.refresh()?;
-    let ids = |ids: &[workload_identity::KeyId]| {
-        ids.iter()
-            .map(|k| k.as_str().to_string())
-            .collect::<Vec<_>>()
-    };
-    // SAFETY: `out` is NULL or writable (the contract).
-    unsafe {
-        out_optional(out, || {
-            let json = json!({
-                "bundle_url": report.jwks_uri,
-                "keys": ids(&report.keys),
-                "added": ids(&report.added),
-                "removed": ids(&report.removed),
-                "skipped": report.skipped,
-                "max_age_ms": report.max_age.map(millis_out),
-                "refresh_hint_ms": report.refresh_hint.map(millis_out),
-                "sequence": report.sequence,
-                "next_refresh_in_ms": millis_out(report.next_refresh_in),
-            });
-            wid_bytes::from_vec(json.to_string().into_bytes())
-        })
-    };
-    Ok(())
-}
-
-/// # Safety
-/// `s` NULL or a live handle.
-pub(super) unsafe fn start_refresher(s: *const wid_spiffe_bundle_source) -> Result<(), Error> {
-    // SAFETY: `s` is NULL or a live handle (the contract).
-    let source = unsafe { source_ref(s)? };
-    // A panic while the lock was held left `None` or a running refresher.
-    let mut running = source
-        .refresher
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if running.is_none() {
-        *running = Some(source.source.spawn_refresher()?);
-    }
-    Ok(())
-}
-
-/// # Safety
-/// `s` NULL or a live handle; `out` NULL or writable.
-pub(super) unsafe fn stats(
-    s: *const wid_spiffe_bundle_source,
-    out: *mut wid_bytes,
-) -> Result<(), Error> {
-    // SAFETY: `s` is NULL or a live handle (the contract).
-    let source = unsafe { source_ref(s)? };
-    require_out(out, "out_json")?;
-    let st = source.source.stats();
-    let json = json!({
-        "trust_domain": source.source.trust_domain(),
-        "bundle_url": st.jwks_uri,
-        "fetches": st.fetches,
-        "failures": st.failures,
-        "unknown_kid_fetches": st.unknown_kid_fetches,
-        "unknown_kid_suppressed": st.unknown_kid_suppressed,
-        "stale": st.stale,
-        "last_error": st.last_error,
-        "last_attempt_ms": st.last_attempt_ms,
-        "last_success_ms": st.last_success_ms,
-        "next_refresh_ms": st.next_refresh_ms,
-        "keys": st.keys,
-        "sequence": st.sequence,
-        "sequence_refusals": st.sequence_refusals,
-    })
-    .to_string();
-    // SAFETY: `out` is writable (checked non-NULL; the contract).
-    unsafe { handle::out(out, "out_json", || wid_bytes::from_vec(json.into_bytes())) }
 }
 
 /// # Safety
