@@ -35,36 +35,32 @@ pub(crate) trait Follows: Send + Sync + 'static {
     fn stats_extra(&self, _stats: &RemoteJwksStats, _json: &mut Map<String, Value>) {}
 }
 
+/// The methods a library source has under the same names.
+macro_rules! delegate {
+    ($source:ty) => {
+        fn keyring(&self) -> &Keyring {
+            <$source>::keyring(self)
+        }
+        fn refresh(&self) -> Result<RefreshReport, Error> {
+            <$source>::refresh(self)
+        }
+        fn spawn_refresher(&self) -> Result<Refresher, Error> {
+            <$source>::spawn_refresher(self)
+        }
+        fn stats(&self) -> RemoteJwksStats {
+            <$source>::stats(self)
+        }
+    };
+}
+
 impl Follows for RemoteJwks {
     const URL_NAME: &'static str = "jwks_uri";
-    fn keyring(&self) -> &Keyring {
-        RemoteJwks::keyring(self)
-    }
-    fn refresh(&self) -> Result<RefreshReport, Error> {
-        RemoteJwks::refresh(self)
-    }
-    fn spawn_refresher(&self) -> Result<Refresher, Error> {
-        RemoteJwks::spawn_refresher(self)
-    }
-    fn stats(&self) -> RemoteJwksStats {
-        RemoteJwks::stats(self)
-    }
+    delegate!(RemoteJwks);
 }
 
 impl Follows for SpiffeBundleSource {
     const URL_NAME: &'static str = "bundle_url";
-    fn keyring(&self) -> &Keyring {
-        SpiffeBundleSource::keyring(self)
-    }
-    fn refresh(&self) -> Result<RefreshReport, Error> {
-        SpiffeBundleSource::refresh(self)
-    }
-    fn spawn_refresher(&self) -> Result<Refresher, Error> {
-        SpiffeBundleSource::spawn_refresher(self)
-    }
-    fn stats(&self) -> RemoteJwksStats {
-        SpiffeBundleSource::stats(self)
-    }
+    delegate!(SpiffeBundleSource);
     fn report_extra(&self, report: &RefreshReport, json: &mut Map<String, Value>) {
         json.insert(
             "refresh_hint_ms".into(),
