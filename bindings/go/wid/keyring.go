@@ -16,10 +16,10 @@ import (
 type Keyring struct {
 	mu sync.RWMutex // held for reading by calls, for writing by Close
 	kr *C.wid_keyring
-	// source keeps a RemoteJWKS reachable while a keyring it feeds is:
-	// without it the garbage collector could close the source (and stop
-	// its refresher) under a keyring still in use.
-	source *RemoteJWKS
+	// source keeps a RemoteJWKS or SpiffeBundleSource reachable while a
+	// keyring it feeds is: without it the garbage collector could close
+	// the source (and stop its refresher) under a keyring still in use.
+	source any
 }
 
 func wrapKeyring(kr *C.wid_keyring) *Keyring {

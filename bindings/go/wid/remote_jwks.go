@@ -6,7 +6,6 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
-	"sync"
 	"time"
 )
 
@@ -56,8 +55,7 @@ type RemoteJWKSOptions struct {
 // of the workload-identity-ffi crate, as scripts/go-tests.sh builds it);
 // without it every constructor fails with ErrInvalidArgument saying so.
 type RemoteJWKS struct {
-	mu sync.RWMutex // held for reading by calls, for writing by Close
-	r  *C.wid_remote_jwks
+	h owned[*C.wid_remote_jwks]
 }
 
 // NewRemoteJWKS makes a source for the JWKS at jwksURL (https, or http to
@@ -160,7 +158,8 @@ func newRemoteJWKS(url string, discover bool, opts *RemoteJWKSOptions) (*RemoteJ
 	if err := call(func() C.wid_result { return C.wid_remote_jwks_builder_build(b, &r) }); err != nil {
 		return nil, err
 	}
-	rj := &RemoteJWKS{r: r}
+	rj := &RemoteJWKS{}
+	rj.h.p = r
 	runtime.SetFinalizer(rj, (*RemoteJWKS).Close)
 	return rj, nil
 }
@@ -171,22 +170,13 @@ func newRemoteJWKS(url string, discover bool, opts *RemoteJWKSOptions) (*RemoteJ
 // Close is idempotent (a finalizer closes a forgotten source); other
 // methods fail with ErrNullArgument afterwards.
 func (r *RemoteJWKS) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.r != nil {
-		C.wid_remote_jwks_free(r.r)
-		r.r = nil
+	if r.h.close(func(p *C.wid_remote_jwks) { C.wid_remote_jwks_free(p) }) {
 		runtime.SetFinalizer(r, nil)
 	}
 }
 
 func (r *RemoteJWKS) with(f func(rp *C.wid_remote_jwks) C.wid_result) error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.r == nil {
-		return errClosed("RemoteJWKS")
-	}
-	return call(func() C.wid_result { return f(r.r) })
+	return r.h.with("RemoteJWKS", f)
 }
 
 // Keyring returns the source's keyring, to give to NewVerifier: shared

@@ -6,7 +6,6 @@ import "C"
 import (
 	"encoding/json"
 	"runtime"
-	"sync"
 	"time"
 )
 
@@ -111,8 +110,7 @@ func applyRemoteOptions(opts *RemoteJWKSOptions, set sourceSetters) error {
 // default); without it NewSpiffeBundleSource fails with ErrInvalidArgument
 // saying so.
 type SpiffeBundleSource struct {
-	mu          sync.RWMutex // held for reading by calls, for writing by Close
-	s           *C.wid_spiffe_bundle_source
+	h           owned[*C.wid_spiffe_bundle_source]
 	trustDomain string
 }
 
@@ -168,7 +166,8 @@ func NewSpiffeBundleSource(trustDomain, bundleURL string, opts *RemoteJWKSOption
 	if err := call(func() C.wid_result { return C.wid_spiffe_bundle_source_builder_build(b, &s) }); err != nil {
 		return nil, err
 	}
-	src := &SpiffeBundleSource{s: s, trustDomain: trustDomain}
+	src := &SpiffeBundleSource{trustDomain: trustDomain}
+	src.h.p = s
 	runtime.SetFinalizer(src, (*SpiffeBundleSource).Close)
 	return src, nil
 }
@@ -182,22 +181,13 @@ func (s *SpiffeBundleSource) TrustDomain() string { return s.trustDomain }
 // Close is idempotent (a finalizer closes a forgotten source); other
 // methods fail with ErrNullArgument afterwards.
 func (s *SpiffeBundleSource) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.s != nil {
-		C.wid_spiffe_bundle_source_free(s.s)
-		s.s = nil
+	if s.h.close(func(p *C.wid_spiffe_bundle_source) { C.wid_spiffe_bundle_source_free(p) }) {
 		runtime.SetFinalizer(s, nil)
 	}
 }
 
 func (s *SpiffeBundleSource) with(f func(sp *C.wid_spiffe_bundle_source) C.wid_result) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.s == nil {
-		return errClosed("SpiffeBundleSource")
-	}
-	return call(func() C.wid_result { return f(s.s) })
+	return s.h.with("SpiffeBundleSource", f)
 }
 
 // Keyring returns the source's keyring: shared with the source, not a copy
@@ -213,13 +203,8 @@ func (s *SpiffeBundleSource) Keyring() (*Keyring, error) {
 	}); err != nil {
 		return nil, err
 	}
-	// As wrapKeyring, with a finalizer that holds the source: reachable as
-	// long as k is.
-	k := &Keyring{kr: kr}
-	runtime.SetFinalizer(k, func(k *Keyring) {
-		runtime.KeepAlive(s)
-		k.Close()
-	})
+	k := wrapKeyring(kr)
+	k.source = s
 	return k, nil
 }
 
