@@ -207,54 +207,6 @@ mod with_the_feature {
         made(|out| unsafe { wid_remote_jwks_keyring(r, out) })
     }
 
-    /// One value for each numeric setter of the builder.
-    #[derive(Clone, Copy)]
-    struct Settings {
-        allow_http_loopback: u32,
-        timeout_ms: u64,
-        refresh_bounds_ms: (u64, u64),
-        default_refresh_ms: u64,
-        unknown_kid_cooldown_ms: u64,
-        max_body_bytes: usize,
-        max_keys: usize,
-    }
-
-    /// Calls every numeric setter on `b` with `values`, in the header's order,
-    /// each answering `want`.
-    #[track_caller]
-    fn set_all(b: *mut wid_remote_jwks_builder, values: &Settings, want: wid_result) {
-        let Settings {
-            allow_http_loopback: allow,
-            timeout_ms: timeout,
-            refresh_bounds_ms: (min, max),
-            default_refresh_ms: default,
-            unknown_kid_cooldown_ms: cooldown,
-            max_body_bytes: body,
-            max_keys: keys,
-        } = *values;
-        unsafe {
-            expect(
-                wid_remote_jwks_builder_set_allow_http_loopback(b, allow),
-                want,
-            );
-            expect(wid_remote_jwks_builder_set_timeout_ms(b, timeout), want);
-            expect(
-                wid_remote_jwks_builder_set_refresh_bounds_ms(b, min, max),
-                want,
-            );
-            expect(
-                wid_remote_jwks_builder_set_default_refresh_ms(b, default),
-                want,
-            );
-            expect(
-                wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, cooldown),
-                want,
-            );
-            expect(wid_remote_jwks_builder_set_max_body_bytes(b, body), want);
-            expect(wid_remote_jwks_builder_set_max_keys(b, keys), want);
-        }
-    }
-
     /// A verifier for `AUD` over `kr` (the sample allocation live), waiting
     /// `key_wait_ms` for unknown keys.
     fn verifier(kr: *const wid_keyring, key_wait_ms: i64) -> *mut wid_verifier {
@@ -340,95 +292,10 @@ mod with_the_feature {
         assert_eq!(r, std::ptr::dangling_mut());
 
         unsafe {
-            // A valid configuration, then every refusal.
-            expect(
-                wid_remote_jwks_builder_set_allow_http_loopback(b, 1),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_timeout_ms(b, 2000),
-                WID_RESULT_OK,
-            );
-            expect(wid_remote_jwks_builder_set_max_keys(b, 3), WID_RESULT_OK);
-            expect(wid_remote_jwks_builder_set_allow_http_loopback(b, 2), bad);
-            expect(wid_remote_jwks_builder_set_timeout_ms(b, 0), bad);
-            expect(wid_remote_jwks_builder_set_timeout_ms(b, 604_800_001), bad);
-            expect(wid_remote_jwks_builder_set_refresh_bounds_ms(b, 10, 5), bad);
-            expect(
-                wid_remote_jwks_builder_set_refresh_bounds_ms(b, 0, u64::MAX),
-                bad,
-            );
-            expect(
-                wid_remote_jwks_builder_set_default_refresh_ms(b, u64::MAX),
-                bad,
-            );
-            expect(
-                wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, u64::MAX),
-                bad,
-            );
-            expect(wid_remote_jwks_builder_set_max_body_bytes(b, 0), bad);
-            expect(
-                wid_remote_jwks_builder_set_max_body_bytes(b, (16 << 20) + 1),
-                bad,
-            );
-            expect(wid_remote_jwks_builder_set_max_keys(b, 0), bad);
-            expect(
-                wid_remote_jwks_builder_set_ca_bundle_pem(b, b"not pem".as_ptr(), 7),
-                bad,
-            );
-            error_says("ca_bundle_pem");
-            expect(
-                wid_remote_jwks_builder_set_ca_bundle_pem(b, null(), 3),
-                WID_RESULT_NULL_ARGUMENT,
-            );
-            expect(
-                wid_remote_jwks_builder_set_ca_bundle_pem(b, b"x".as_ptr(), usize::MAX),
-                bad,
-            );
-            // A real bundle, then back to the default roots with (NULL, 0).
-            let pem = std::fs::read(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../tests/vectors/tls/ca.pem"
-            ))
-            .unwrap();
-            expect(
-                wid_remote_jwks_builder_set_ca_bundle_pem(b, pem.as_ptr(), pem.len()),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_ca_bundle_pem(b, null(), 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_refresh_bounds_ms(b, 0, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_default_refresh_ms(b, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_unknown_kid_cooldown_ms(b, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_remote_jwks_builder_set_max_body_bytes(b, 16 << 20),
-                WID_RESULT_OK,
-            );
-            // NULL builders.
-            let n = null_mut();
+            // Every setter's values and refusals (shared with the SPIFFE
+            // bundle source's builder).
+            common::fetch_setters::REMOTE_JWKS.check(b);
             let na = WID_RESULT_NULL_ARGUMENT;
-            let whatever = Settings {
-                allow_http_loopback: 5,
-                timeout_ms: 0,
-                refresh_bounds_ms: (5, 1),
-                default_refresh_ms: 0,
-                unknown_kid_cooldown_ms: 0,
-                max_body_bytes: 0,
-                max_keys: 0,
-            };
-            set_all(n, &whatever, na);
-            expect(wid_remote_jwks_builder_set_ca_bundle_pem(n, null(), 0), na);
             expect(wid_remote_jwks_builder_build(null(), &mut r), na);
             expect(wid_remote_jwks_builder_build(b, null_mut()), na);
         }
@@ -608,22 +475,9 @@ mod with_the_feature {
         let kr_as_b: *mut wid_remote_jwks_builder = kr.cast();
         let b_as_r: *const wid_remote_jwks = b.cast();
         let kr_as_r: *const wid_remote_jwks = kr.cast();
-        let values = Settings {
-            allow_http_loopback: 1,
-            timeout_ms: 10,
-            refresh_bounds_ms: (1, 2),
-            default_refresh_ms: 1,
-            unknown_kid_cooldown_ms: 1,
-            max_body_bytes: 10,
-            max_keys: 10,
-        };
         unsafe {
             for wrong in [r_as_b, kr_as_b] {
-                expect(
-                    wid_remote_jwks_builder_set_ca_bundle_pem(wrong, null(), 0),
-                    bad,
-                );
-                set_all(wrong, &values, bad);
+                common::fetch_setters::REMOTE_JWKS.all_answer(wrong, bad);
                 expect(wid_remote_jwks_builder_build(wrong, &mut out_r), bad);
                 wid_remote_jwks_builder_free(wrong);
             }

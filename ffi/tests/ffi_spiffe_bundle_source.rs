@@ -550,125 +550,9 @@ mod with_the_feature {
         assert_eq!(src, std::ptr::dangling_mut());
 
         unsafe {
-            // Valid settings, then every refusal (the builder unchanged).
-            expect(
-                wid_spiffe_bundle_source_builder_set_allow_http_loopback(b, 1),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_timeout_ms(b, 2000),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_max_keys(b, 3),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_allow_http_loopback(b, 2),
-                bad,
-            );
-            expect(wid_spiffe_bundle_source_builder_set_timeout_ms(b, 0), bad);
-            expect(
-                wid_spiffe_bundle_source_builder_set_timeout_ms(b, 604_800_001),
-                bad,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(b, 10, 5),
-                bad,
-            );
-            error_says("min_ms");
-            expect(
-                wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(b, 0, u64::MAX),
-                bad,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_default_refresh_ms(b, u64::MAX),
-                bad,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_unknown_kid_cooldown_ms(b, u64::MAX),
-                bad,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_max_body_bytes(b, 0),
-                bad,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_max_body_bytes(b, (16 << 20) + 1),
-                bad,
-            );
-            expect(wid_spiffe_bundle_source_builder_set_max_keys(b, 0), bad);
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(b, b"not pem".as_ptr(), 7),
-                bad,
-            );
-            error_says("ca_bundle_pem");
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(b, null(), 3),
-                na,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(b, b"x".as_ptr(), usize::MAX),
-                bad,
-            );
-            let pem = std::fs::read(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../tests/vectors/tls/ca.pem"
-            ))
-            .unwrap();
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(b, pem.as_ptr(), pem.len()),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(b, null(), 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(b, 0, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_default_refresh_ms(b, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_unknown_kid_cooldown_ms(b, 0),
-                WID_RESULT_OK,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_max_body_bytes(b, 16 << 20),
-                WID_RESULT_OK,
-            );
-
-            // NULL builders.
-            let n = null_mut();
-            expect(
-                wid_spiffe_bundle_source_builder_set_ca_bundle_pem(n, null(), 0),
-                na,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_allow_http_loopback(n, 5),
-                na,
-            );
-            expect(wid_spiffe_bundle_source_builder_set_timeout_ms(n, 0), na);
-            expect(
-                wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(n, 5, 1),
-                na,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_default_refresh_ms(n, 0),
-                na,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_unknown_kid_cooldown_ms(n, 0),
-                na,
-            );
-            expect(
-                wid_spiffe_bundle_source_builder_set_max_body_bytes(n, 0),
-                na,
-            );
-            expect(wid_spiffe_bundle_source_builder_set_max_keys(n, 0), na);
+            // Every setter's values and refusals (shared with the remote
+            // JWKS builder).
+            common::fetch_setters::SPIFFE_BUNDLE_SOURCE.check(b);
             expect(wid_spiffe_bundle_source_builder_build(null(), &mut src), na);
             expect(wid_spiffe_bundle_source_builder_build(b, null_mut()), na);
         }
@@ -744,38 +628,7 @@ mod with_the_feature {
                 kr.cast(),
                 remote.cast(),
             ] {
-                expect(
-                    wid_spiffe_bundle_source_builder_set_ca_bundle_pem(wrong, null(), 0),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_allow_http_loopback(wrong, 1),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_timeout_ms(wrong, 10),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_refresh_bounds_ms(wrong, 1, 2),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_default_refresh_ms(wrong, 1),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_unknown_kid_cooldown_ms(wrong, 1),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_max_body_bytes(wrong, 10),
-                    bad,
-                );
-                expect(
-                    wid_spiffe_bundle_source_builder_set_max_keys(wrong, 10),
-                    bad,
-                );
+                common::fetch_setters::SPIFFE_BUNDLE_SOURCE.all_answer(wrong, bad);
                 expect(
                     wid_spiffe_bundle_source_builder_build(wrong, &mut out_s),
                     bad,

@@ -2,7 +2,8 @@
 //! and the C ABI's own test harness, one module for each kind of thing the
 //! tests set up or read: `result` (asserting a call's code), `ffi_text` (the
 //! last error, what it says, a code's name), `bytes` (`wid_bytes` outputs),
-//! `strings` (`(pointer, length)` arguments, text handed back), `handles`
+//! `strings` (`(pointer, length)` arguments, text handed back),
+//! `fetch_setters` (the remote key sources' builder setters), `handles`
 //! (handles made through an output, freed), `keys` (keyrings, issuers,
 //! workload keys), `request` (the committed request vector and tokens from
 //! it, proof keys, node requests), `lookup` (allocation lookup callbacks),
@@ -15,6 +16,7 @@ mod shared;
 pub use shared::*;
 
 pub mod bytes;
+pub mod fetch_setters;
 pub mod ffi_text;
 pub mod handles;
 pub mod keys;
