@@ -90,16 +90,13 @@ fn without_the_feature_every_function_refuses_naming_it() {
 
 #[cfg(feature = "remote-jwks")]
 mod with_the_feature {
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use super::*;
     use common::bytes::{empty, json, json_of, text_of};
     use common::ffi_text::last_error;
     use common::handles::{free, made};
+    use common::http_server::Server;
     use common::identity::{AUD, NOW};
     use common::keys::{insert, issuer_builder, new_keyring};
     use common::lookup::sample_live as live;
@@ -109,86 +106,6 @@ mod with_the_feature {
     use serde_json::{Value, json};
 
     const TD: &str = "peer.example.org";
-
-    // ---- A server on loopback: one request per connection, one reply
-    // for `/bundle` (404 elsewhere).
-
-    #[derive(Default)]
-    struct Shared {
-        reply: Mutex<(u16, String)>,
-        hits: AtomicUsize,
-        stopped: AtomicBool,
-    }
-
-    struct Server {
-        base: String,
-        shared: Arc<Shared>,
-    }
-
-    impl Server {
-        fn start() -> Server {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let base = format!("http://{}", listener.local_addr().unwrap());
-            let shared = Arc::new(Shared::default());
-            let sh = shared.clone();
-            std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    if sh.stopped.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    if let Ok(conn) = conn {
-                        let sh = sh.clone();
-                        std::thread::spawn(move || serve(conn, &sh));
-                    }
-                }
-            });
-            Server { base, shared }
-        }
-
-        fn set(&self, status: u16, body: &str) {
-            *self.shared.reply.lock().unwrap() = (status, body.into());
-        }
-
-        fn hits(&self) -> usize {
-            self.shared.hits.load(Ordering::SeqCst)
-        }
-
-        fn url(&self) -> String {
-            format!("{}/bundle", self.base)
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            self.shared.stopped.store(true, Ordering::SeqCst);
-            // Wake the accept loop.
-            let _ = TcpStream::connect(self.base.trim_start_matches("http://"));
-        }
-    }
-
-    fn serve(mut conn: TcpStream, shared: &Shared) {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 1024];
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            match conn.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let head = String::from_utf8_lossy(&buf).to_string();
-        let target = head.split_whitespace().nth(1).unwrap_or("/");
-        let (status, body) = if target.split('?').next() == Some("/bundle") {
-            shared.hits.fetch_add(1, Ordering::SeqCst);
-            shared.reply.lock().unwrap().clone()
-        } else {
-            (404, "{}".into())
-        };
-        let reply = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = conn.write_all(reply.as_bytes());
-    }
 
     // ---- The peer: an ES256 keyring whose issuer makes JWT-SVIDs of `TD`.
 
@@ -353,8 +270,8 @@ mod with_the_feature {
         let old_bundle = bundle(peer, Some(5));
         let old_unsequenced = bundle(peer, None);
         let server = Server::start();
-        server.set(200, &old_bundle);
-        let b = builder(&server.url());
+        server.set("/bundle", 200, &old_bundle);
+        let b = builder(&server.url("/bundle"));
         let src = build(b);
         let kr = source_keyring(src);
         let ts = trust_set(kr);
@@ -363,7 +280,7 @@ mod with_the_feature {
         // Nothing fetched yet.
         let st = stats(src);
         assert_eq!(st["trust_domain"], TD, "{st}");
-        assert_eq!(st["bundle_url"], server.url(), "{st}");
+        assert_eq!(st["bundle_url"], server.url("/bundle"), "{st}");
         assert_eq!(st["fetches"], 0, "{st}");
         assert_eq!(st["keys"], 0, "{st}");
         assert_eq!(st["sequence"], Value::Null, "{st}");
@@ -377,7 +294,7 @@ mod with_the_feature {
         assert_eq!(report["sequence"], 5, "{report}");
         assert_eq!(report["refresh_hint_ms"], 300_000, "{report}");
         assert_eq!(report["next_refresh_in_ms"], 300_000, "{report}");
-        assert_eq!(report["bundle_url"], server.url(), "{report}");
+        assert_eq!(report["bundle_url"], server.url("/bundle"), "{report}");
         let st = stats(src);
         assert_eq!(
             (&st["keys"], &st["sequence"]),
@@ -399,7 +316,7 @@ mod with_the_feature {
         );
         let new_token = jwt_svid(peer);
         let new_bundle = bundle(peer, Some(7));
-        server.set(200, &new_bundle);
+        server.set("/bundle", 200, &new_bundle);
         let report = refresh(src).unwrap();
         assert_eq!(report["sequence"], 7, "{report}");
         assert_eq!(report["added"].as_array().unwrap().len(), 1, "{report}");
@@ -410,7 +327,7 @@ mod with_the_feature {
 
         // A rolled-back bundle (a lower sequence): refused, the held keys
         // kept, the refusal counted.
-        server.set(200, &old_bundle);
+        server.set("/bundle", 200, &old_bundle);
         expect(refresh(src).unwrap_err(), WID_RESULT_DECODE_ERROR);
         error_says("spiffe_sequence went backwards");
         let st = stats(src);
@@ -430,7 +347,7 @@ mod with_the_feature {
 
         // The same key set with no sequence at all, once one was held:
         // refused too.
-        server.set(200, &old_unsequenced);
+        server.set("/bundle", 200, &old_unsequenced);
         expect(refresh(src).unwrap_err(), WID_RESULT_DECODE_ERROR);
         error_says("carries no spiffe_sequence");
         let st = stats(src);
@@ -461,13 +378,13 @@ mod with_the_feature {
         );
         // A sequence is held again once a bundle carries one; a lower one
         // after it is refused again.
-        server.set(200, &new_bundle);
+        server.set("/bundle", 200, &new_bundle);
         assert_eq!(refresh(src).unwrap()["sequence"], 7);
-        server.set(200, &old_bundle);
+        server.set("/bundle", 200, &old_bundle);
         expect(refresh(src).unwrap_err(), WID_RESULT_DECODE_ERROR);
         assert_eq!(stats(src)["sequence_refusals"], 3);
         // The optional report may be NULL.
-        server.set(200, &new_bundle);
+        server.set("/bundle", 200, &new_bundle);
         expect(
             unsafe { wid_spiffe_bundle_source_refresh(src, null_mut()) },
             WID_RESULT_OK,
@@ -569,8 +486,8 @@ mod with_the_feature {
     fn the_refresher_runs_until_the_handle_is_freed() {
         let peer = peer_keyring();
         let server = Server::start();
-        server.set(200, &bundle(peer, Some(1)));
-        let b = builder(&server.url());
+        server.set("/bundle", 200, &bundle(peer, Some(1)));
+        let b = builder(&server.url("/bundle"));
         unsafe {
             // The bundle's hint (300 s) clamped down to 50 ms.
             expect(
@@ -589,7 +506,7 @@ mod with_the_feature {
             WID_RESULT_OK,
         );
         let deadline = Instant::now() + Duration::from_secs(10);
-        while server.hits() < 3 {
+        while server.hits("/bundle") < 3 {
             assert!(Instant::now() < deadline, "the refresher did not refetch");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -601,9 +518,9 @@ mod with_the_feature {
         );
         unsafe { free!(src, b) };
         // Stopped (joined) by the free: no more requests.
-        let after = server.hits();
+        let after = server.hits("/bundle");
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(server.hits(), after);
+        assert_eq!(server.hits("/bundle"), after);
         unsafe { wid_keyring_free(peer) };
     }
 

@@ -3,7 +3,8 @@
 //! tests set up or read: `result` (asserting a call's code), `ffi_text` (the
 //! last error, what it says, a code's name), `bytes` (`wid_bytes` outputs),
 //! `strings` (`(pointer, length)` arguments, text handed back),
-//! `fetch_setters` (the remote key sources' builder setters), `handles`
+//! `fetch_setters` (the remote key sources' builder setters), `http_server`
+//! (a loopback server for them), `handles`
 //! (handles made through an output, freed), `keys` (keyrings, issuers,
 //! workload keys), `request` (the committed request vector and tokens from
 //! it, proof keys, node requests), `lookup` (allocation lookup callbacks),
@@ -19,6 +20,7 @@ pub mod bytes;
 pub mod fetch_setters;
 pub mod ffi_text;
 pub mod handles;
+pub mod http_server;
 pub mod keys;
 pub mod live;
 pub mod lookup;
