@@ -170,9 +170,7 @@ func newRemoteJWKS(url string, discover bool, opts *RemoteJWKSOptions) (*RemoteJ
 // Close is idempotent (a finalizer closes a forgotten source); other
 // methods fail with ErrNullArgument afterwards.
 func (r *RemoteJWKS) Close() {
-	if r.h.close(func(p *C.wid_remote_jwks) { C.wid_remote_jwks_free(p) }) {
-		runtime.SetFinalizer(r, nil)
-	}
+	r.h.close(r, func(p *C.wid_remote_jwks) { C.wid_remote_jwks_free(p) })
 }
 
 func (r *RemoteJWKS) with(f func(rp *C.wid_remote_jwks) C.wid_result) error {
@@ -185,15 +183,9 @@ func (r *RemoteJWKS) with(f func(rp *C.wid_remote_jwks) C.wid_result) error {
 // Close the returned Keyring when done with it (its verifiers keep it
 // alive); keep the RemoteJWKS open as long as it should be refreshed.
 func (r *RemoteJWKS) Keyring() (*Keyring, error) {
-	var kr *C.wid_keyring
-	if err := r.with(func(rp *C.wid_remote_jwks) C.wid_result {
-		return C.wid_remote_jwks_keyring(rp, &kr)
-	}); err != nil {
-		return nil, err
-	}
-	k := wrapKeyring(kr)
-	k.source = r
-	return k, nil
+	return r.h.keyring("RemoteJWKS", r, func(p *C.wid_remote_jwks, out **C.wid_keyring) C.wid_result {
+		return C.wid_remote_jwks_keyring(p, out)
+	})
 }
 
 // RefreshReport is what one successful fetch did.

@@ -181,9 +181,7 @@ func (s *SpiffeBundleSource) TrustDomain() string { return s.trustDomain }
 // Close is idempotent (a finalizer closes a forgotten source); other
 // methods fail with ErrNullArgument afterwards.
 func (s *SpiffeBundleSource) Close() {
-	if s.h.close(func(p *C.wid_spiffe_bundle_source) { C.wid_spiffe_bundle_source_free(p) }) {
-		runtime.SetFinalizer(s, nil)
-	}
+	s.h.close(s, func(p *C.wid_spiffe_bundle_source) { C.wid_spiffe_bundle_source_free(p) })
 }
 
 func (s *SpiffeBundleSource) with(f func(sp *C.wid_spiffe_bundle_source) C.wid_result) error {
@@ -197,15 +195,9 @@ func (s *SpiffeBundleSource) with(f func(sp *C.wid_spiffe_bundle_source) C.wid_r
 // reachable, so is the source (the garbage collector does not close it
 // under a keyring in use).
 func (s *SpiffeBundleSource) Keyring() (*Keyring, error) {
-	var kr *C.wid_keyring
-	if err := s.with(func(sp *C.wid_spiffe_bundle_source) C.wid_result {
-		return C.wid_spiffe_bundle_source_keyring(sp, &kr)
-	}); err != nil {
-		return nil, err
-	}
-	k := wrapKeyring(kr)
-	k.source = s
-	return k, nil
+	return s.h.keyring("SpiffeBundleSource", s, func(p *C.wid_spiffe_bundle_source, out **C.wid_keyring) C.wid_result {
+		return C.wid_spiffe_bundle_source_keyring(p, out)
+	})
 }
 
 // SpiffeBundleReport is what one successful fetch of the bundle did.
