@@ -225,6 +225,14 @@ impl ServiceAccountSigner {
                 "the claims are not base64url without padding (the JWT's second segment): {e}"
             ))
         })?;
+        // serde reads past unasked claims' strings without checking them:
+        // no token with bytes that are not UTF-8 is signed.
+        if let Err(e) = std::str::from_utf8(&json) {
+            return Err(bad_claims(format!(
+                "the claims are not UTF-8: byte {} is not part of a UTF-8 character",
+                e.valid_up_to()
+            )));
+        }
         if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             // Checked first: serde would take an array as the fields in order.
             return Err(

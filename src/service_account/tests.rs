@@ -108,6 +108,17 @@ fn refuses_claims_it_must_not_sign() {
         ("not base64!".into(), "not base64url"),
         (URL_SAFE_NO_PAD.encode(b"{not json"), "not JSON"),
         (URL_SAFE_NO_PAD.encode(b"[1,2]"), "not an object"),
+        // An unasked claim whose string is not UTF-8 (serde reads past it).
+        (
+            URL_SAFE_NO_PAD.encode(
+                [
+                    format!(r#"{{"iss":"{ISSUER}","exp":{},"x":""#, NOW + 60).as_bytes(),
+                    b"\x8c\"}",
+                ]
+                .concat(),
+            ),
+            "not UTF-8",
+        ),
         (URL_SAFE_NO_PAD.encode(b" [\"iss\""), "not JSON"),
         (
             URL_SAFE_NO_PAD.encode(format!(
