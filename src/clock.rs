@@ -56,9 +56,160 @@ pub(crate) fn span(d: std::time::Duration) -> String {
     crate::model::GoDuration::from(d).to_string()
 }
 
+/// An RFC 3339 date and time as Go's `time.Time` writes it in JSON (Consul's
+/// `ExpirationTime`, Transit's `creation_time`:
+/// `2024-05-01T12:00:00.123456789Z`, or with an offset such as `+02:00`) as
+/// Unix milliseconds, digits past the milliseconds dropped; `None` for
+/// anything else (a space for the `T` too).
+#[cfg(any(feature = "consul", feature = "transit"))]
+pub(crate) fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    let sep = |at: usize, c: &[u8]| b.get(at).is_some_and(|x| c.contains(x));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, min, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    // 60: a leap second, as RFC 3339 allows.
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut millis = 0i64;
+    if sep(i, b".") {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        // The first three digits are milliseconds; the rest are dropped.
+        for k in 0..3 {
+            let d = b
+                .get(start + k)
+                .filter(|_| start + k < i)
+                .map_or(0, |d| d - b'0');
+            millis = millis * 10 + i64::from(d);
+        }
+    }
+    let offset_secs = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(&sign @ (b'+' | b'-')) if i + 6 == b.len() && sep(i + 3, b":") => {
+            let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let o = oh * 3600 + om * 60;
+            if sign == b'+' { o } else { -o }
+        }
+        _ => return None,
+    };
+    // Howard Hinnant's days_from_civil.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
+    Some(secs * 1000 + millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(any(feature = "consul", feature = "transit"))]
+    fn parse_rfc3339_secs(s: &str) -> Option<i64> {
+        parse_rfc3339_ms(s).map(|ms| ms.div_euclid(1000))
+    }
+
+    #[cfg(any(feature = "consul", feature = "transit"))]
+    #[test]
+    fn rfc3339_times_as_go_writes_them() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339_ms("2024-05-01T12:00:00Z"),
+            Some(1_714_564_800_000)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2024-05-01T12:00:00.123456789Z"),
+            Some(1_714_564_800_123)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2024-05-01T12:00:00.5Z"),
+            Some(1_714_564_800_500)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2024-05-01T14:00:00+02:00"),
+            Some(1_714_564_800_000)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2024-05-01T07:30:00-04:30"),
+            Some(1_714_564_800_000)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2000-02-29T00:00:00Z"),
+            Some(951_782_400_000)
+        );
+        for bad in [
+            "",
+            "2024-05-01",
+            "2024-05-01T12:00:00",
+            "2024-13-01T12:00:00Z",
+            "2024-05-01T12:00:00.Z",
+            "2024-05-01T12:00:00Zjunk",
+            "2024-05-01T12:00:00+2:00",
+            "２０２４-05-01T12:00:00Z",
+            "2024-05-01T12:00:00+99:00",
+            "+024-05-01T12:00:00Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad:?}");
+        }
+    }
+
+    #[cfg(any(feature = "consul", feature = "transit"))]
+    #[test]
+    fn rfc3339_times_as_transit_writes_them() {
+        assert_eq!(parse_rfc3339_secs("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339_secs("2023-11-14T22:13:20Z"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_secs("2023-11-14T22:13:20.865092437Z"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_secs("2023-11-15T00:13:20+02:00"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339_secs("2000-02-29T12:00:00Z"),
+            Some(951_825_600)
+        );
+        for bad in [
+            "",
+            "2023-11-14 22:13:20Z",
+            "2023-13-14T22:13:20Z",
+            "2023-11-14T22:13:20",
+            "2023-11-14T22:13:20.Z",
+            "2023-11-14T22:13:20Zx",
+            "２023-11-14T22:13:20Z",
+        ] {
+            assert_eq!(parse_rfc3339_secs(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn rfc3339_dates() {

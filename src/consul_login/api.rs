@@ -9,9 +9,8 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use super::diagnose;
-use crate::login::Refusal;
+use crate::login::{Refusal, Sent};
 use crate::manager::ExchangeError;
-use crate::vault_http::read_zeroizing;
 
 /// The HTTP side of one [`ConsulLogin`](super::ConsulLogin).
 #[derive(Clone)]
@@ -73,7 +72,7 @@ impl TokenAnswer {
     fn life(&self, url: &str) -> Result<TokenLife, ExchangeError> {
         let when = |field: &str, v: &Option<String>| match v.as_deref() {
             None | Some("") => Ok(None),
-            Some(s) => parse_rfc3339_ms(s).map(Some).ok_or_else(|| {
+            Some(s) => crate::clock::parse_rfc3339_ms(s).map(Some).ok_or_else(|| {
                 ExchangeError(format!(
                     "{url}: the token's {field} {:?} is not an RFC 3339 date and time",
                     crate::error::truncate_for_message(s)
@@ -149,10 +148,7 @@ impl Api {
             .post(&url)
             .header("content-type", "application/json")
             .send(&body[..]);
-        let (status, answer) = match read(resp) {
-            Ok(x) => x,
-            Err(io) => return Err(diagnose::REACH.unreachable(&url, &io, self.ca_bundle_given)),
-        };
+        let (status, answer) = diagnose::REACH.read(&url, resp, self.ca_bundle_given)?;
         if !(200..300).contains(&status) {
             return Err(diagnose::login_refused(
                 &url,
@@ -199,34 +195,16 @@ impl Api {
 
     /// A call made with a token: its answer, or whether Consul no longer
     /// knows the token.
-    fn token_call(
-        &self,
-        url: &str,
-        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Zeroizing<Vec<u8>>, Refusal> {
-        let (status, answer) = read(resp).map_err(|io| {
-            Refusal::Other(diagnose::REACH.unreachable(url, &io, self.ca_bundle_given))
-        })?;
-        if (200..300).contains(&status) {
-            return Ok(answer);
-        }
-        let said = said(&answer);
-        if diagnose::token_gone(status, &said) {
-            return Err(Refusal::TokenRefused(format!("HTTP {status}: {said}")));
-        }
-        Err(Refusal::Other(diagnose::token_call_refused(
-            url, status, &said,
-        )))
+    fn token_call(&self, url: &str, sent: Sent) -> Result<Zeroizing<Vec<u8>>, Refusal> {
+        diagnose::REACH.token_call(url, sent, self.ca_bundle_given, |status, answer| {
+            let said = said(answer);
+            if diagnose::token_gone(status, &said) {
+                Refusal::TokenRefused(format!("HTTP {status}: {said}"))
+            } else {
+                Refusal::Other(diagnose::token_call_refused(url, status, &said))
+            }
+        })
     }
-}
-
-fn read(
-    resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> std::io::Result<(u16, Zeroizing<Vec<u8>>)> {
-    let mut resp = resp.map_err(ureq::Error::into_io)?;
-    let status = resp.status().as_u16();
-    let body = read_zeroizing(resp.body_mut())?;
-    Ok((status, body))
 }
 
 /// Consul's error answer (a text/plain body: its error's text, which names
@@ -247,118 +225,9 @@ fn said(answer: &[u8]) -> String {
     format!("{} (shortened)", &joined[..end])
 }
 
-/// An RFC 3339 date and time (Go's `time.Time` in JSON:
-/// `2024-05-01T12:00:00.123456789Z` or with an offset such as `+02:00`) as
-/// Unix milliseconds; `None` for anything else.
-pub(super) fn parse_rfc3339_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |from: usize, len: usize| -> Option<i64> {
-        let part = b.get(from..from + len)?;
-        if !part.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(part).ok()?.parse().ok()
-    };
-    let sep = |at: usize, c: &[u8]| b.get(at).is_some_and(|x| c.contains(x));
-    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
-        return None;
-    }
-    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-    let (hour, min, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-    // 60: a leap second, as RFC 3339 allows.
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut millis = 0i64;
-    if sep(i, b".") {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        // The first three digits are milliseconds; the rest are dropped.
-        for k in 0..3 {
-            let d = b
-                .get(start + k)
-                .filter(|_| start + k < i)
-                .map_or(0, |d| d - b'0');
-            millis = millis * 10 + i64::from(d);
-        }
-    }
-    let offset_secs = match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(&sign @ (b'+' | b'-')) if i + 6 == b.len() && sep(i + 3, b":") => {
-            let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let o = oh * 3600 + om * 60;
-            if sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    // Howard Hinnant's days_from_civil.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    Some(secs * 1000 + millis)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_times_as_go_writes_them() {
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339_ms("2024-05-01T12:00:00Z"),
-            Some(1_714_564_800_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2024-05-01T12:00:00.123456789Z"),
-            Some(1_714_564_800_123)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2024-05-01T12:00:00.5Z"),
-            Some(1_714_564_800_500)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2024-05-01T14:00:00+02:00"),
-            Some(1_714_564_800_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2024-05-01T07:30:00-04:30"),
-            Some(1_714_564_800_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2000-02-29T00:00:00Z"),
-            Some(951_782_400_000)
-        );
-        for bad in [
-            "",
-            "2024-05-01",
-            "2024-05-01T12:00:00",
-            "2024-13-01T12:00:00Z",
-            "2024-05-01T12:00:00.Z",
-            "2024-05-01T12:00:00Zjunk",
-            "2024-05-01T12:00:00+2:00",
-            "２０２４-05-01T12:00:00Z",
-            "2024-05-01T12:00:00+99:00",
-            "+024-05-01T12:00:00Z",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn consuls_answers_are_kept_to_one_short_line() {

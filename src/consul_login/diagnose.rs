@@ -13,6 +13,7 @@ use crate::manager::ExchangeError;
 
 /// How Consul is named when it cannot be reached.
 pub(super) const REACH: crate::login::Reach = crate::login::Reach {
+    kind: "Consul login",
     server: "Consul",
     builder: "ConsulLoginBuilder",
     down: "agent is down",
@@ -28,9 +29,22 @@ const ACLS_DISABLED: &str = "ACLs are disabled on this Consul agent (its acl.ena
 /// What was wrong with a login that Consul refused with `status` and `said`
 /// (its error text).
 pub(super) fn login_refused(url: &str, method: &str, status: u16, said: &str) -> ExchangeError {
-    let lower = said.to_ascii_lowercase();
+    let what = what_was_wrong(method, status, &said.to_ascii_lowercase());
+    REACH.refused(
+        url,
+        &format!("with auth method {method:?}"),
+        what,
+        status,
+        said,
+    )
+}
+
+/// What was wrong with a login as method `method` that Consul refused with
+/// `status` and `lower` (its error text in lower case); `None`: nothing
+/// recognised.
+fn what_was_wrong(method: &str, status: u16, lower: &str) -> Option<String> {
     let has = |needle: &str| lower.contains(needle);
-    let what = if acl_disabled(status, &lower) {
+    let what = if acl_disabled(status, lower) {
         ACLS_DISABLED.to_string()
     } else if status == 403 && has("acl not found") && has("auth method") {
         format!(
@@ -75,23 +89,9 @@ pub(super) fn login_refused(url: &str, method: &str, status: u16, said: &str) ->
     } else if has("no cluster leader") || has("no path to datacenter") || status == 503 {
         "Consul is unavailable (no cluster leader, or the datacenter is unreachable)".to_string()
     } else {
-        return crate::login::refused(
-            "Consul login",
-            url,
-            &format!("with auth method {method:?}"),
-            None,
-            status,
-            said,
-        );
+        return None;
     };
-    crate::login::refused(
-        "Consul login",
-        url,
-        &format!("with auth method {method:?}"),
-        Some(what),
-        status,
-        said,
-    )
+    Some(what)
 }
 
 /// Whether a token call's refusal means Consul no longer knows the token

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::login::{Life, Login, Refusal, Saved, Server};
+use crate::login::{Life, LoggedIn, Login, Refusal, Saved, Server};
 use crate::manager::{ExchangeError, IdentityToken};
 
 use api::{Api, TokenLife};
@@ -96,24 +96,6 @@ struct Consul {
     api: Api,
 }
 
-impl fmt::Debug for ConsulLogin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let consul = &self.login.server;
-        f.debug_struct("ConsulLogin")
-            .field("name", &self.login.common.name)
-            .field("identity", &self.login.common.identity)
-            .field("addr", &consul.api.addr)
-            .field("auth_method", &consul.auth_method)
-            .field("namespace", &consul.api.namespace)
-            .field("partition", &consul.api.partition)
-            .field("datacenter", &consul.api.datacenter)
-            .field("meta", &consul.meta)
-            .field("leeway", &consul.leeway)
-            .field("min_ttl", &self.login.common.min_ttl)
-            .finish_non_exhaustive()
-    }
-}
-
 impl ConsulLogin {
     /// A builder for logging in to the Consul agent at `addr`
     /// (`https://consul.example.com:8501`: `scheme://host[:port]` only; a
@@ -186,12 +168,19 @@ impl Server for Consul {
         format!("with auth method {:?}", self.auth_method)
     }
 
+    fn debug_fields(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        let api = &self.api;
+        d.field("addr", &api.addr)
+            .field("auth_method", &self.auth_method)
+            .field("namespace", &api.namespace)
+            .field("partition", &api.partition)
+            .field("datacenter", &api.datacenter)
+            .field("meta", &self.meta)
+            .field("leeway", &self.leeway);
+    }
+
     /// Never sends an identity token that expires within the leeway.
-    fn login(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> std::result::Result<(zeroize::Zeroizing<String>, Life), ExchangeError> {
+    fn login(&self, token: &IdentityToken, now_ms: i64) -> Result<LoggedIn, ExchangeError> {
         if let Some(exp) = token.expires_at {
             let left_ms = exp.saturating_mul(1000).saturating_sub(now_ms);
             let leeway_ms = i64::try_from(self.leeway.as_millis()).unwrap_or(i64::MAX);

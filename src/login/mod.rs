@@ -21,10 +21,13 @@ use crate::manager::{
 };
 
 pub(crate) use builder::{Common, Settings, common_setters};
-pub(crate) use reach::{Reach, refused};
+pub(crate) use reach::{Reach, Sent};
 
 /// What a login calls with each new token.
 pub(crate) type OnToken = dyn Fn(&str, EventKind) + Send + Sync;
+
+/// What a login gets: the server's new token, and its life.
+pub(crate) type LoggedIn = (zeroize::Zeroizing<String>, Life);
 
 /// How long a token lives from the moment it was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,11 +79,7 @@ pub(crate) trait Server: Send + Sync {
     /// What it logs in as, for logs (`as role "web"`).
     fn logs_in_as(&self) -> String;
     /// Logs in with `token` at `now_ms`: the new token and its life.
-    fn login(
-        &self,
-        token: &IdentityToken,
-        now_ms: i64,
-    ) -> Result<(zeroize::Zeroizing<String>, Life), ExchangeError>;
+    fn login(&self, token: &IdentityToken, now_ms: i64) -> Result<LoggedIn, ExchangeError>;
     /// Renews `secret`: its new life. Called only where [`Server::RENEW`]
     /// is set.
     fn renew(&self, secret: &str) -> Result<Life, Refusal>;
@@ -88,6 +87,11 @@ pub(crate) trait Server: Send + Sync {
     fn look_up(&self, secret: &str, now_ms: i64) -> Result<Saved, Refusal>;
     /// Revokes `secret`.
     fn revoke(&self, secret: &str) -> Result<(), Refusal>;
+    /// Adds what the login's `Debug` shows of its server (its address and
+    /// names; never a secret) to `d`.
+    fn debug_fields(&self, d: &mut std::fmt::DebugStruct<'_, '_>) {
+        let _ = d;
+    }
 }
 
 /// A login exchange: the core every login shares, over its [`Server`].
@@ -106,6 +110,17 @@ impl<S: Server> Login<S> {
     /// The identity it consumes.
     pub(crate) fn identity(&self) -> &IdentityId {
         &self.common.identity
+    }
+
+    /// The login's `Debug`, as type `name`: its name, identity and least
+    /// TTL, then its server's fields.
+    pub(crate) fn debug(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+        let mut d = f.debug_struct(name);
+        d.field("name", &self.common.name)
+            .field("identity", &self.common.identity)
+            .field("min_ttl", &self.common.min_ttl);
+        self.server.debug_fields(&mut d);
+        d.finish_non_exhaustive()
     }
 
     /// The least life a token must have left to be kept, in ms.
@@ -304,10 +319,16 @@ impl<S: Server> Login<S> {
     }
 }
 
-/// Implements [`TokenExchange`](crate::manager::TokenExchange) for a login
-/// type whose field `login` is its [`Login`] core.
+/// Implements [`TokenExchange`](crate::manager::TokenExchange) and `Debug`
+/// for a login type whose field `login` is its [`Login`] core.
 macro_rules! login_exchange {
     ($login:ty) => {
+        impl std::fmt::Debug for $login {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.login.debug(f, stringify!($login))
+            }
+        }
+
         impl $crate::manager::TokenExchange for $login {
             fn name(&self) -> &str {
                 self.login.name()

@@ -63,7 +63,7 @@ impl Server for () {
     fn logs_in_as(&self) -> String {
         String::new()
     }
-    fn login(&self, _: &IdentityToken, _: i64) -> Result<(Zeroizing<String>, Life), ExchangeError> {
+    fn login(&self, _: &IdentityToken, _: i64) -> Result<LoggedIn, ExchangeError> {
         Err(ExchangeError("no server".into()))
     }
     fn renew(&self, _: &str) -> Result<Life, Refusal> {
@@ -99,11 +99,7 @@ impl Server for Minted {
     fn logs_in_as(&self) -> String {
         "for audience \"vault\"".into()
     }
-    fn login(
-        &self,
-        t: &IdentityToken,
-        now_ms: i64,
-    ) -> Result<(Zeroizing<String>, Life), ExchangeError> {
+    fn login(&self, t: &IdentityToken, now_ms: i64) -> Result<LoggedIn, ExchangeError> {
         let mut minted = self.0.lock().unwrap();
         let secret = format!("sa-{}-{}", t.jwt_id, minted.len() + 1);
         minted.insert(secret.clone(), now_ms + 600_000);

@@ -69,89 +69,9 @@ fn pem_der(text: &str) -> std::result::Result<Vec<u8>, String> {
         .map_err(|_| "the PEM body is not base64".into())
 }
 
-/// Unix seconds of an RFC 3339 UTC or offset time, as Transit writes
-/// `creation_time` (`2026-12-03T10:05:51.865092437Z`); fractions dropped.
-pub(super) fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-    }
-    let offset = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
-            if *sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (proleptic Gregorian), Howard Hinnant's method.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hour * 3600 + min * 60 + sec - offset)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_times() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
-        assert_eq!(
-            parse_rfc3339("2023-11-14T22:13:20.865092437Z"),
-            Some(1_700_000_000)
-        );
-        assert_eq!(
-            parse_rfc3339("2023-11-15T00:13:20+02:00"),
-            Some(1_700_000_000)
-        );
-        assert_eq!(parse_rfc3339("2000-02-29T12:00:00Z"), Some(951_825_600));
-        for bad in [
-            "",
-            "2023-11-14 22:13:20Z",
-            "2023-13-14T22:13:20Z",
-            "2023-11-14T22:13:20",
-            "2023-11-14T22:13:20.Z",
-            "2023-11-14T22:13:20Zx",
-            "２023-11-14T22:13:20Z",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn transit_public_keys() {

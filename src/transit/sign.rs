@@ -7,7 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
-use super::answer::{parse_rfc3339, public_key};
+use super::answer::public_key;
 use super::client::{TransitClient, check_key_name};
 use crate::error::{Error, Result, truncate_for_message};
 use crate::keyring::{
@@ -214,7 +214,8 @@ impl TransitSigner {
             let created = info
                 .get("creation_time")
                 .and_then(Value::as_str)
-                .and_then(parse_rfc3339)
+                .and_then(crate::clock::parse_rfc3339_ms)
+                .map(|ms| ms.div_euclid(1000))
                 .ok_or_else(|| bad(format!("version {version} has no readable creation_time")))?;
             let pem = info
                 .get("public_key")

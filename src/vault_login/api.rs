@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use super::diagnose;
-use crate::login::Refusal;
+use crate::login::{Refusal, Sent};
 use crate::manager::ExchangeError;
-use crate::vault_http::{read_zeroizing, vault_errors};
+use crate::vault_http::vault_errors;
 
 /// The HTTP side of one [`VaultLogin`](super::VaultLogin).
 #[derive(Clone)]
@@ -110,10 +110,7 @@ impl Api {
             .with_namespace(self.agent.post(&url))
             .header("content-type", "application/json")
             .send(&body[..]);
-        let (status, answer) = match self.read(resp) {
-            Ok(x) => x,
-            Err(io) => return Err(diagnose::REACH.unreachable(&url, &io, self.ca_bundle_given)),
-        };
+        let (status, answer) = diagnose::REACH.read(&url, resp, self.ca_bundle_given)?;
         if !(200..300).contains(&status) {
             let json = serde_json::from_slice(&answer).unwrap_or(serde_json::Value::Null);
             return Err(diagnose::login_refused(
@@ -205,34 +202,14 @@ impl Api {
 
     /// A call made with a token: its answer, or whether the token itself was
     /// refused.
-    fn token_call(
-        &self,
-        url: &str,
-        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Zeroizing<Vec<u8>>, Refusal> {
-        let (status, answer) = self.read(resp).map_err(|io| {
-            Refusal::Other(diagnose::REACH.unreachable(url, &io, self.ca_bundle_given))
-        })?;
-        if (200..300).contains(&status) {
-            return Ok(answer);
-        }
-        let json = serde_json::from_slice(&answer).unwrap_or(serde_json::Value::Null);
-        let said = vault_errors(&json);
-        match diagnose::token_refusal(status, &said) {
-            Some(why) => Err(Refusal::TokenRefused(why)),
-            None => Err(Refusal::Other(ExchangeError(format!(
-                "{url}: HTTP {status}: {said}"
-            )))),
-        }
-    }
-
-    fn read(
-        &self,
-        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> std::io::Result<(u16, Zeroizing<Vec<u8>>)> {
-        let mut resp = resp.map_err(ureq::Error::into_io)?;
-        let status = resp.status().as_u16();
-        let body = read_zeroizing(resp.body_mut())?;
-        Ok((status, body))
+    fn token_call(&self, url: &str, sent: Sent) -> Result<Zeroizing<Vec<u8>>, Refusal> {
+        diagnose::REACH.token_call(url, sent, self.ca_bundle_given, |status, answer| {
+            let json = serde_json::from_slice(answer).unwrap_or(serde_json::Value::Null);
+            let said = vault_errors(&json);
+            match diagnose::token_refusal(status, &said) {
+                Some(why) => Refusal::TokenRefused(why),
+                None => Refusal::Other(ExchangeError(format!("{url}: HTTP {status}: {said}"))),
+            }
+        })
     }
 }

@@ -7,6 +7,7 @@ use crate::manager::ExchangeError;
 
 /// How Vault is named when it cannot be reached.
 pub(super) const REACH: crate::login::Reach = crate::login::Reach {
+    kind: "Vault login",
     server: "Vault",
     builder: "VaultLoginBuilder",
     down: "server is down",
@@ -15,7 +16,14 @@ pub(super) const REACH: crate::login::Reach = crate::login::Reach {
 /// What was wrong with a login that Vault refused with `status` and `said`
 /// (its `errors`, joined).
 pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> ExchangeError {
-    let lower = said.to_ascii_lowercase();
+    let what = what_was_wrong(role, status, &said.to_ascii_lowercase());
+    REACH.refused(url, &format!("as role {role:?}"), what, status, said)
+}
+
+/// What was wrong with a login as role `role` that Vault refused with
+/// `status` and `lower` (its error text in lower case); `None`: nothing
+/// recognised.
+fn what_was_wrong(role: &str, status: u16, lower: &str) -> Option<String> {
     let has = |needle: &str| lower.contains(needle);
     let what = if has("could not be found") && has("role") {
         format!("the role is wrong: there is no role {role:?} on this mount")
@@ -57,23 +65,9 @@ pub(super) fn login_refused(url: &str, role: &str, status: u16, said: &str) -> E
     } else if status == 503 || has("sealed") {
         "Vault is unavailable (sealed or in standby)".to_string()
     } else {
-        return crate::login::refused(
-            "Vault login",
-            url,
-            &format!("as role {role:?}"),
-            None,
-            status,
-            said,
-        );
+        return None;
     };
-    crate::login::refused(
-        "Vault login",
-        url,
-        &format!("as role {role:?}"),
-        Some(what),
-        status,
-        said,
-    )
+    Some(what)
 }
 
 /// Whether a token call's refusal was of the token itself (expired,

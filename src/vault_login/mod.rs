@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::{Error, Result, truncate_for_message};
-use crate::login::{Life, Login, Refusal, Saved, Server, Settings, common_setters};
+use crate::login::{Life, LoggedIn, Login, Refusal, Saved, Server, Settings, common_setters};
 use crate::manager::{ExchangeError, IdentityId, IdentityToken};
 use crate::vault_http::{is_mount_path, is_path_byte};
 
@@ -72,20 +72,6 @@ pub struct VaultLogin {
 struct Vault {
     role: String,
     api: Api,
-}
-
-impl fmt::Debug for VaultLogin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let vault = &self.login.server;
-        f.debug_struct("VaultLogin")
-            .field("name", &self.login.common.name)
-            .field("identity", &self.login.common.identity)
-            .field("addr", &vault.api.addr)
-            .field("mount", &vault.api.mount)
-            .field("role", &vault.role)
-            .field("min_ttl", &self.login.common.min_ttl)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Builds a [`VaultLogin`].
@@ -179,11 +165,13 @@ impl Server for Vault {
         format!("as role {:?}", self.role)
     }
 
-    fn login(
-        &self,
-        token: &IdentityToken,
-        _now_ms: i64,
-    ) -> std::result::Result<(zeroize::Zeroizing<String>, Life), ExchangeError> {
+    fn debug_fields(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("addr", &self.api.addr)
+            .field("mount", &self.api.mount)
+            .field("role", &self.role);
+    }
+
+    fn login(&self, token: &IdentityToken, _now_ms: i64) -> Result<LoggedIn, ExchangeError> {
         let (secret, lease) = self.api.login(&self.role, &token.token)?;
         Ok((secret.into_string(), life(lease)))
     }
