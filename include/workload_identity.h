@@ -624,6 +624,186 @@ typedef struct wid_verifier_options {
 extern "C" {
 #endif // __cplusplus
 
+// Starts configuring a login to the Consul agent or server at `addr`
+// (`https://host:port`; `http` only to a loopback host with
+// `_set_allow_http_loopback`) with the token of identity (`workload`,
+// `identity`), at JWT auth method `auth_method` (`POST /v1/acl/login`).
+// Defaults: name `consul`, Meta `requested_by` = `nomad_task_<workload>`,
+// no namespace, partition or datacenter, the Mozilla roots, a 10 s timeout,
+// a leeway of 5 s, a least TTL of 10 s. Checked when added to a manager.
+// `*out` receives a handle to free with `wid_consul_login_config_free`.
+//
+// # Safety
+// The strings NULL or valid for their lengths; `out` NULL or writable.
+wid_result wid_consul_login_config_new(const char *addr,
+                                       size_t addr_len,
+                                       const char *workload,
+                                       size_t workload_len,
+                                       const char *identity,
+                                       size_t identity_len,
+                                       const char *auth_method,
+                                       size_t auth_method_len,
+                                       struct wid_consul_login_config **out);
+
+// Releases a config. NULL-safe.
+//
+// # Safety
+// `cfg` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_consul_login_config_free(struct wid_consul_login_config *cfg);
+
+// Sets the exchange's name (default `consul`): where its token is saved and
+// how `wid_identity_manager_secret` finds it; each exchange of a manager
+// needs its own.
+//
+// # Safety
+// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_name(struct wid_consul_login_config *cfg,
+                                            const char *name,
+                                            size_t len);
+
+// Sets the Consul Enterprise namespace to log in to (the login's
+// `Namespace`, `ns` on the token calls).
+//
+// # Safety
+// `cfg` NULL or a live handle; `namespace` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_namespace(struct wid_consul_login_config *cfg,
+                                                 const char *namespace_,
+                                                 size_t len);
+
+// Trusts only the certificates of this PEM bundle (default: the Mozilla
+// roots).
+//
+// # Safety
+// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
+wid_result wid_consul_login_config_set_ca_bundle_pem(struct wid_consul_login_config *cfg,
+                                                     const uint8_t *pem,
+                                                     size_t len);
+
+// Sets the time a whole request may take (default 10 000 ms; 1 to
+// 600 000).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_timeout_ms(struct wid_consul_login_config *cfg,
+                                                  uint64_t timeout_ms);
+
+// Sets the least life a Consul token must have left (default 10 000 ms;
+// 0 to 600 000): a saved one with less after a restore is replaced, and a
+// new login is made at least this long before `ExpirationTime`.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_min_ttl_ms(struct wid_consul_login_config *cfg,
+                                                  uint64_t min_ttl_ms);
+
+// Allows `http://` to a loopback host (1) or not (0, the default).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_consul_login_config_set_allow_http_loopback(struct wid_consul_login_config *cfg,
+                                                           uint32_t allow);
+
+// Adds the login configured by `cfg` to builder `b` (checked now: the
+// address, names and `Meta`; `cfg` stays the caller's to free, and may be
+// added to other builders). Its Consul token (`SecretID`) is delivered
+// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
+// readable with `wid_identity_manager_secret`.
+//
+// # Safety
+// `b` and `cfg` NULL or live handles.
+wid_result wid_identity_manager_builder_add_consul_login(struct wid_identity_manager_builder *b,
+                                                         const struct wid_consul_login_config *cfg);
+
+// Starts configuring a login to the Vault or OpenBao at `addr`
+// (`https://host:port`; `http` only to a loopback host with
+// `_set_allow_http_loopback`) with the token of identity (`workload`,
+// `identity`), as JWT auth role `role`. Defaults: name `vault`, mount
+// `jwt`, no namespace, the Mozilla roots, a 10 s timeout, a least TTL of
+// 60 s. Checked when added to a manager. `*out` receives a handle to free
+// with `wid_vault_login_config_free`.
+//
+// # Safety
+// The strings NULL or valid for their lengths; `out` NULL or writable.
+wid_result wid_vault_login_config_new(const char *addr,
+                                      size_t addr_len,
+                                      const char *workload,
+                                      size_t workload_len,
+                                      const char *identity,
+                                      size_t identity_len,
+                                      const char *role,
+                                      size_t role_len,
+                                      struct wid_vault_login_config **out);
+
+// Releases a config. NULL-safe.
+//
+// # Safety
+// `cfg` must be NULL or a handle from this library not yet freed, with no
+// call using it.
+void wid_vault_login_config_free(struct wid_vault_login_config *cfg);
+
+// Sets the exchange's name (default `vault`): where its token is saved and
+// how `wid_identity_manager_secret` finds it; each exchange of a manager
+// needs its own.
+//
+// # Safety
+// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
+wid_result wid_vault_login_config_set_name(struct wid_vault_login_config *cfg,
+                                           const char *name,
+                                           size_t len);
+
+// Sets the namespace to log in to (sent as `X-Vault-Namespace`).
+//
+// # Safety
+// `cfg` NULL or a live handle; `namespace` NULL or valid for `len` bytes.
+wid_result wid_vault_login_config_set_namespace(struct wid_vault_login_config *cfg,
+                                                const char *namespace_,
+                                                size_t len);
+
+// Trusts only the certificates of this PEM bundle (default: the Mozilla
+// roots).
+//
+// # Safety
+// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
+wid_result wid_vault_login_config_set_ca_bundle_pem(struct wid_vault_login_config *cfg,
+                                                    const uint8_t *pem,
+                                                    size_t len);
+
+// Sets the time a whole request may take (default 10 000 ms; 1 to
+// 600 000).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_timeout_ms(struct wid_vault_login_config *cfg,
+                                                 uint64_t timeout_ms);
+
+// Sets the least TTL a token must have left to be kept (default 60 000 ms;
+// 0 to 600 000): a saved token after a restore, or one just renewed; keep it
+// below the role's `token_ttl`.
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_min_ttl_ms(struct wid_vault_login_config *cfg,
+                                                 uint64_t min_ttl_ms);
+
+// Allows `http://` to a loopback host (1) or not (0, the default).
+//
+// # Safety
+// `cfg` NULL or a live handle.
+wid_result wid_vault_login_config_set_allow_http_loopback(struct wid_vault_login_config *cfg,
+                                                          uint32_t allow);
+
+// Adds the login configured by `cfg` to builder `b` (checked now: the
+// address, mount, namespace, role and name; `cfg` stays the caller's to
+// free, and may be added to other builders). Its client token is delivered
+// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
+// readable with `wid_identity_manager_secret`.
+//
+// # Safety
+// `b` and `cfg` NULL or live handles.
+wid_result wid_identity_manager_builder_add_vault_login(struct wid_identity_manager_builder *b,
+                                                        const struct wid_vault_login_config *cfg);
+
 // The ABI version (`WID_ABI_VERSION`, 1). Compare with the header's macro.
 uint32_t wid_abi_version(void);
 
@@ -734,53 +914,6 @@ wid_result wid_claims_identity_name(const struct wid_claims *c,
                                     const char **out_ptr,
                                     size_t *out_len);
 
-// Starts configuring a login to the Consul agent or server at `addr`
-// (`https://host:port`; `http` only to a loopback host with
-// `_set_allow_http_loopback`) with the token of identity (`workload`,
-// `identity`), at JWT auth method `auth_method` (`POST /v1/acl/login`).
-// Defaults: name `consul`, Meta `requested_by` = `nomad_task_<workload>`,
-// no namespace, partition or datacenter, the Mozilla roots, a 10 s timeout,
-// a leeway of 5 s, a least TTL of 10 s. Checked when added to a manager.
-// `*out` receives a handle to free with `wid_consul_login_config_free`.
-//
-// # Safety
-// The strings NULL or valid for their lengths; `out` NULL or writable.
-wid_result wid_consul_login_config_new(const char *addr,
-                                       size_t addr_len,
-                                       const char *workload,
-                                       size_t workload_len,
-                                       const char *identity,
-                                       size_t identity_len,
-                                       const char *auth_method,
-                                       size_t auth_method_len,
-                                       struct wid_consul_login_config **out);
-
-// Releases a config. NULL-safe.
-//
-// # Safety
-// `cfg` must be NULL or a handle from this library not yet freed, with no
-// call using it.
-void wid_consul_login_config_free(struct wid_consul_login_config *cfg);
-
-// Sets the exchange's name (default `consul`): where its token is saved and
-// how `wid_identity_manager_secret` finds it; each exchange of a manager
-// needs its own.
-//
-// # Safety
-// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
-wid_result wid_consul_login_config_set_name(struct wid_consul_login_config *cfg,
-                                            const char *name,
-                                            size_t len);
-
-// Sets the Consul Enterprise namespace to log in to (the login's
-// `Namespace`, `ns` on the token calls).
-//
-// # Safety
-// `cfg` NULL or a live handle; `namespace` NULL or valid for `len` bytes.
-wid_result wid_consul_login_config_set_namespace(struct wid_consul_login_config *cfg,
-                                                 const char *namespace_,
-                                                 size_t len);
-
 // Sets the Consul Enterprise admin partition to log in to (the login's
 // `Partition`, `partition` on the token calls).
 //
@@ -820,15 +953,6 @@ wid_result wid_consul_login_config_set_meta(struct wid_consul_login_config *cfg,
                                             const char *value,
                                             size_t value_len);
 
-// Trusts only the certificates of this PEM bundle (default: the Mozilla
-// roots).
-//
-// # Safety
-// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
-wid_result wid_consul_login_config_set_ca_bundle_pem(struct wid_consul_login_config *cfg,
-                                                     const uint8_t *pem,
-                                                     size_t len);
-
 // Whether the identity's workload is a service (1: `requested_by` =
 // `nomad_service_<workload>`) or a task (0, the default:
 // `nomad_task_<workload>`), as Nomad sends.
@@ -838,14 +962,6 @@ wid_result wid_consul_login_config_set_ca_bundle_pem(struct wid_consul_login_con
 wid_result wid_consul_login_config_set_service(struct wid_consul_login_config *cfg,
                                                uint32_t service);
 
-// Sets the time a whole request may take (default 10 000 ms; 1 to
-// 600 000).
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_consul_login_config_set_timeout_ms(struct wid_consul_login_config *cfg,
-                                                  uint64_t timeout_ms);
-
 // Sets the least life an identity token must have left to be sent
 // (default 5 000 ms; 0 to 600 000): match the auth method's
 // `ClockSkewLeeway`.
@@ -854,33 +970,6 @@ wid_result wid_consul_login_config_set_timeout_ms(struct wid_consul_login_config
 // `cfg` NULL or a live handle.
 wid_result wid_consul_login_config_set_leeway_ms(struct wid_consul_login_config *cfg,
                                                  uint64_t leeway_ms);
-
-// Sets the least life a Consul token must have left (default 10 000 ms;
-// 0 to 600 000): a saved one with less after a restore is replaced, and a
-// new login is made at least this long before `ExpirationTime`.
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_consul_login_config_set_min_ttl_ms(struct wid_consul_login_config *cfg,
-                                                  uint64_t min_ttl_ms);
-
-// Allows `http://` to a loopback host (1) or not (0, the default).
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_consul_login_config_set_allow_http_loopback(struct wid_consul_login_config *cfg,
-                                                           uint32_t allow);
-
-// Adds the login configured by `cfg` to builder `b` (checked now: the
-// address, names and `Meta`; `cfg` stays the caller's to free, and may be
-// added to other builders). Its Consul token (`SecretID`) is delivered
-// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
-// readable with `wid_identity_manager_secret`.
-//
-// # Safety
-// `b` and `cfg` NULL or live handles.
-wid_result wid_identity_manager_builder_add_consul_login(struct wid_identity_manager_builder *b,
-                                                         const struct wid_consul_login_config *cfg);
 
 // A wrapper whose KEK is read from a file: exactly 32 raw bytes, or 44
 // standard-base64 characters and an optional newline; a file group or
@@ -2483,43 +2572,6 @@ wid_result wid_trust_set_verify(const struct wid_trust_set *t,
                                 struct wid_bytes *out_claims_json,
                                 struct wid_bytes *out_issuer);
 
-// Starts configuring a login to the Vault or OpenBao at `addr`
-// (`https://host:port`; `http` only to a loopback host with
-// `_set_allow_http_loopback`) with the token of identity (`workload`,
-// `identity`), as JWT auth role `role`. Defaults: name `vault`, mount
-// `jwt`, no namespace, the Mozilla roots, a 10 s timeout, a least TTL of
-// 60 s. Checked when added to a manager. `*out` receives a handle to free
-// with `wid_vault_login_config_free`.
-//
-// # Safety
-// The strings NULL or valid for their lengths; `out` NULL or writable.
-wid_result wid_vault_login_config_new(const char *addr,
-                                      size_t addr_len,
-                                      const char *workload,
-                                      size_t workload_len,
-                                      const char *identity,
-                                      size_t identity_len,
-                                      const char *role,
-                                      size_t role_len,
-                                      struct wid_vault_login_config **out);
-
-// Releases a config. NULL-safe.
-//
-// # Safety
-// `cfg` must be NULL or a handle from this library not yet freed, with no
-// call using it.
-void wid_vault_login_config_free(struct wid_vault_login_config *cfg);
-
-// Sets the exchange's name (default `vault`): where its token is saved and
-// how `wid_identity_manager_secret` finds it; each exchange of a manager
-// needs its own.
-//
-// # Safety
-// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
-wid_result wid_vault_login_config_set_name(struct wid_vault_login_config *cfg,
-                                           const char *name,
-                                           size_t len);
-
 // Sets the JWT auth method's mount path (default `jwt`).
 //
 // # Safety
@@ -2527,58 +2579,6 @@ wid_result wid_vault_login_config_set_name(struct wid_vault_login_config *cfg,
 wid_result wid_vault_login_config_set_mount(struct wid_vault_login_config *cfg,
                                             const char *mount,
                                             size_t len);
-
-// Sets the namespace to log in to (sent as `X-Vault-Namespace`).
-//
-// # Safety
-// As `wid_vault_login_config_set_name`.
-wid_result wid_vault_login_config_set_namespace(struct wid_vault_login_config *cfg,
-                                                const char *namespace_,
-                                                size_t len);
-
-// Trusts only the certificates of this PEM bundle (default: the Mozilla
-// roots).
-//
-// # Safety
-// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
-wid_result wid_vault_login_config_set_ca_bundle_pem(struct wid_vault_login_config *cfg,
-                                                    const uint8_t *pem,
-                                                    size_t len);
-
-// Sets the time a whole request may take (default 10 000 ms; 1 to
-// 600 000).
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_vault_login_config_set_timeout_ms(struct wid_vault_login_config *cfg,
-                                                 uint64_t timeout_ms);
-
-// Sets the least TTL a token must have left to be kept (default 60 000 ms;
-// 0 to 600 000): a saved token after a restore, or one just renewed; keep it
-// below the role's `token_ttl`.
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_vault_login_config_set_min_ttl_ms(struct wid_vault_login_config *cfg,
-                                                 uint64_t min_ttl_ms);
-
-// Allows `http://` to a loopback host (1) or not (0, the default).
-//
-// # Safety
-// `cfg` NULL or a live handle.
-wid_result wid_vault_login_config_set_allow_http_loopback(struct wid_vault_login_config *cfg,
-                                                          uint32_t allow);
-
-// Adds the login configured by `cfg` to builder `b` (checked now: the
-// address, mount, namespace, role and name; `cfg` stays the caller's to
-// free, and may be added to other builders). Its client token is delivered
-// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
-// readable with `wid_identity_manager_secret`.
-//
-// # Safety
-// `b` and `cfg` NULL or live handles.
-wid_result wid_identity_manager_builder_add_vault_login(struct wid_identity_manager_builder *b,
-                                                        const struct wid_vault_login_config *cfg);
 
 // Starts configuring a verifier over `kr` (shared: keys inserted, rotated
 // or imported later are seen; the builder and its verifiers keep their own

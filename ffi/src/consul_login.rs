@@ -13,101 +13,10 @@ use super::feature_gate::with_feature;
 use super::identity_manager::wid_identity_manager_builder;
 use super::wid_result;
 
-/// A Consul login being configured (opaque; one owner): made by
-/// `wid_consul_login_config_new`, added to a manager by
-/// `wid_identity_manager_builder_add_consul_login`, released by
-/// `wid_consul_login_config_free`.
-pub struct wid_consul_login_config {
-    _private: [u8; 0],
-}
-
-/// The error of every function here in a build without `consul`.
-#[cfg(not(feature = "consul"))]
-fn absent() -> workload_identity::Error {
-    super::boundary::invalid(
-        "wid_consul_login_config",
-        "this library was built without the cargo feature `consul`: build it with \
-         `cargo build --release -p workload-identity-ffi` (the feature is on by default) to log in to Consul",
-    )
-}
-
-/// Starts configuring a login to the Consul agent or server at `addr`
-/// (`https://host:port`; `http` only to a loopback host with
-/// `_set_allow_http_loopback`) with the token of identity (`workload`,
-/// `identity`), at JWT auth method `auth_method` (`POST /v1/acl/login`).
-/// Defaults: name `consul`, Meta `requested_by` = `nomad_task_<workload>`,
-/// no namespace, partition or datacenter, the Mozilla roots, a 10 s timeout,
-/// a leeway of 5 s, a least TTL of 10 s. Checked when added to a manager.
-/// `*out` receives a handle to free with `wid_consul_login_config_free`.
-///
-/// # Safety
-/// The strings NULL or valid for their lengths; `out` NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_new(
-    addr: *const c_char,
-    addr_len: usize,
-    workload: *const c_char,
-    workload_len: usize,
-    identity: *const c_char,
-    identity_len: usize,
-    auth_method: *const c_char,
-    auth_method_len: usize,
-    out: *mut *mut wid_consul_login_config,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (addr, addr_len, workload, workload_len, identity, identity_len, auth_method, auth_method_len, out) => unsafe { imp::new_config([(addr, addr_len), (workload, workload_len), (identity, identity_len)], (auth_method, auth_method_len, "auth_method"), workload_identity::ConsulLogin::builder, out) }),
-    )
-}
-
-/// Releases a config. NULL-safe.
-///
-/// # Safety
-/// `cfg` must be NULL or a handle from this library not yet freed, with no
-/// call using it.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_free(cfg: *mut wid_consul_login_config) {
-    // SAFETY: `cfg` is NULL or a live config handle the caller gives up.
-    call_void(|| {
-        let _nothing_to_report: Result<(), workload_identity::Error> =
-            with_feature!("consul", absent(), (cfg) => unsafe { imp::free(cfg) });
-    });
-}
-
-/// Sets the exchange's name (default `consul`): where its token is saved and
-/// how `wid_identity_manager_secret` finds it; each exchange of a manager
-/// needs its own.
-///
-/// # Safety
-/// `cfg` NULL or a live handle; `name` NULL or valid for `len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_name(
-    cfg: *mut wid_consul_login_config,
-    name: *const c_char,
-    len: usize,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, name, len) => unsafe { imp::set_str(cfg, name, len, "name", |b, v| b.name(v)) }),
-    )
-}
-
-/// Sets the Consul Enterprise namespace to log in to (the login's
-/// `Namespace`, `ns` on the token calls).
-///
-/// # Safety
-/// `cfg` NULL or a live handle; `namespace` NULL or valid for `len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_namespace(
-    cfg: *mut wid_consul_login_config,
-    namespace: *const c_char,
-    len: usize,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, namespace, len) => unsafe { imp::set_str(cfg, namespace, len, "namespace", |b, v| b.namespace(v)) }),
-    )
-}
+// The functions every login's config has (the handle, `_new`, `_free`, the
+// shared setters, adding it to a manager): made by ffi/build.rs from
+// src/login_config/abi.rs.in.
+include!(concat!(env!("OUT_DIR"), "/consul_login_abi.rs"));
 
 /// Sets the Consul Enterprise admin partition to log in to (the login's
 /// `Partition`, `partition` on the token calls).
@@ -176,24 +85,7 @@ pub unsafe extern "C" fn wid_consul_login_config_set_meta(
 ) -> wid_result {
     // SAFETY: the contract.
     call(
-        || with_feature!("consul", absent(), (cfg, key, key_len, value, value_len) => unsafe { imp::set_meta(cfg, key, key_len, value, value_len) }),
-    )
-}
-
-/// Trusts only the certificates of this PEM bundle (default: the Mozilla
-/// roots).
-///
-/// # Safety
-/// `cfg` NULL or a live handle; `pem` NULL or valid for `len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_ca_bundle_pem(
-    cfg: *mut wid_consul_login_config,
-    pem: *const u8,
-    len: usize,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, pem, len) => unsafe { imp::set_pem(cfg, pem, len, |b, v| b.ca_bundle_pem(v)) }),
+        || with_feature!("consul", absent(), (cfg, key, key_len, value, value_len) => unsafe { meta::set_meta(cfg, key, key_len, value, value_len) }),
     )
 }
 
@@ -214,22 +106,6 @@ pub unsafe extern "C" fn wid_consul_login_config_set_service(
     )
 }
 
-/// Sets the time a whole request may take (default 10 000 ms; 1 to
-/// 600 000).
-///
-/// # Safety
-/// `cfg` NULL or a live handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_timeout_ms(
-    cfg: *mut wid_consul_login_config,
-    timeout_ms: u64,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, timeout_ms) => unsafe { imp::set_ms(cfg, timeout_ms, "timeout_ms", 1, |b, d| b.timeout(d)) }),
-    )
-}
-
 /// Sets the least life an identity token must have left to be sent
 /// (default 5 000 ms; 0 to 600 000): match the auth method's
 /// `ClockSkewLeeway`.
@@ -247,79 +123,17 @@ pub unsafe extern "C" fn wid_consul_login_config_set_leeway_ms(
     )
 }
 
-/// Sets the least life a Consul token must have left (default 10 000 ms;
-/// 0 to 600 000): a saved one with less after a restore is replaced, and a
-/// new login is made at least this long before `ExpirationTime`.
-///
-/// # Safety
-/// `cfg` NULL or a live handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_min_ttl_ms(
-    cfg: *mut wid_consul_login_config,
-    min_ttl_ms: u64,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, min_ttl_ms) => unsafe { imp::set_ms(cfg, min_ttl_ms, "min_ttl_ms", 0, |b, d| b.min_ttl(d)) }),
-    )
-}
-
-/// Allows `http://` to a loopback host (1) or not (0, the default).
-///
-/// # Safety
-/// `cfg` NULL or a live handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_consul_login_config_set_allow_http_loopback(
-    cfg: *mut wid_consul_login_config,
-    allow: u32,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(
-        || with_feature!("consul", absent(), (cfg, allow) => unsafe { imp::set_flag(cfg, allow, "allow", |b, v| b.allow_http_loopback(v)) }),
-    )
-}
-
-/// Adds the login configured by `cfg` to builder `b` (checked now: the
-/// address, names and `Meta`; `cfg` stays the caller's to free, and may be
-/// added to other builders). Its Consul token (`SecretID`) is delivered
-/// through the watcher (`WID_MANAGED_SECRET`, named as the exchange) and
-/// readable with `wid_identity_manager_secret`.
-///
-/// # Safety
-/// `b` and `cfg` NULL or live handles.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn wid_identity_manager_builder_add_consul_login(
-    b: *mut wid_identity_manager_builder,
-    cfg: *const wid_consul_login_config,
-) -> wid_result {
-    // SAFETY: the contract.
-    call(|| with_feature!("consul", absent(), (b, cfg) => unsafe { imp::add(b, cfg) }))
-}
-
+/// Consul's own: the `Meta` a login sends.
 #[cfg(feature = "consul")]
-mod imp {
+mod meta {
     use std::ffi::c_char;
-    use std::sync::Mutex;
 
     use super::super::boundary::str_in;
-    use super::super::handle::{self, Castable};
-    use super::super::login_config::{MAX_STR, change, login_builder};
+    use super::super::handle;
+    use super::super::login_config::{MAX_STR, change};
     use super::wid_consul_login_config;
+    use workload_identity::ConsulLoginBuilder;
     use workload_identity::Error;
-    use workload_identity::{ConsulLogin, ConsulLoginBuilder};
-
-    pub(super) use super::super::login_config::{
-        add, free_config as free, new_config, set_flag, set_ms, set_pem, set_str,
-    };
-
-    impl Castable for wid_consul_login_config {
-        type Rust = Mutex<Option<ConsulLoginBuilder>>;
-        const TAG: u64 = 0x5749_445f_434c_0001; // "WID_CL" v1
-        const NAME: &'static str = "wid_consul_login_config";
-        const OWNED: bool = true;
-    }
-
-    login_builder!(ConsulLoginBuilder => ConsulLogin);
 
     pub(super) unsafe fn set_meta(
         cfg: *mut wid_consul_login_config,

@@ -1,5 +1,6 @@
 //! The committed C header (`include/workload_identity.h`, at the top level) is exactly what
-//! cbindgen generates from `ffi/src/`.
+//! cbindgen generates from `ffi/src/` and the login configs' functions
+//! `ffi/build.rs` makes.
 //! `WID_BLESS=1 cargo test -p workload-identity-ffi --test c_header` rewrites
 //! it after a deliberate change.
 
@@ -8,7 +9,20 @@ fn committed_header_is_current() {
     let dir = env!("CARGO_MANIFEST_DIR");
     let config = cbindgen::Config::from_file(format!("{dir}/cbindgen.toml")).unwrap();
     let mut generated = Vec::new();
-    cbindgen::Builder::new()
+    let mut builder = cbindgen::Builder::new();
+    // The login configs' shared functions, which build.rs writes (cbindgen
+    // reads `src/` and does not follow `include!`).
+    let mut made: Vec<_> = std::fs::read_dir(env!("OUT_DIR"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("_login_abi.rs"))
+        .collect();
+    made.sort();
+    assert_eq!(made.len(), 2, "build.rs writes one file a login: {made:?}");
+    for path in made {
+        builder = builder.with_src(path);
+    }
+    builder
         .with_crate(dir)
         .with_config(config)
         .generate()
