@@ -4,7 +4,6 @@ package wid
 import "C"
 
 import (
-	"fmt"
 	"runtime/cgo"
 	"sort"
 	"time"
@@ -87,68 +86,29 @@ func (v ConsulLogin) exchangeIdentity() IdentityID {
 	return IdentityID{Workload: v.Workload, Name: v.Identity}
 }
 
-// optionalMillis is d for a setter taking milliseconds: 0 is "not set" (the
-// default), negative is none (0 ms).
-func optionalMillis(d time.Duration) (ms C.uint64_t, set bool) {
-	switch {
-	case d == 0:
-		return 0, false
-	case d < 0:
-		return 0, true
-	default:
-		return C.uint64_t(millis(d)), true
-	}
-}
-
 func (v ConsulLogin) addTo(b *C.wid_identity_manager_builder, _ *[]cgo.Handle) error {
-	bad := func(format string, args ...interface{}) error {
-		return &Error{Code: ResultInvalidArgument, Message: "wid: ConsulLogin " + fmt.Sprintf(format, args...)}
+	c := loginConfig{kind: "ConsulLogin"}
+	if err := c.checkTimeout(v.Timeout); err != nil {
+		return err
 	}
-	if v.Timeout < 0 || millis(v.Timeout) > vaultMaxMs {
-		return bad("Timeout is %v: expected 0 (the default, 10s) up to 10m", v.Timeout)
+	if err := c.checkOptional("Leeway", v.Leeway, "5s"); err != nil {
+		return err
 	}
-	if millis(v.Leeway) > vaultMaxMs {
-		return bad("Leeway is %v: expected at most 10m (0: the default, 5s; negative: none)", v.Leeway)
-	}
-	if millis(v.MinTTL) > vaultMaxMs {
-		return bad("MinTTL is %v: expected at most 10m (0: the default, 10s; negative: none)", v.MinTTL)
+	if err := c.checkOptional("MinTTL", v.MinTTL, "10s"); err != nil {
+		return err
 	}
 	var cfg *C.wid_consul_login_config
-	if err := call(func() C.wid_result {
-		a, aLen := strIn(v.Addr)
-		w, wLen := strIn(v.Workload)
-		i, iLen := strIn(v.Identity)
-		m, mLen := strIn(v.AuthMethod)
+	if err := c.open(v.Addr, v.Workload, v.Identity, v.AuthMethod, func(a *C.char, aLen C.size_t, w *C.char, wLen C.size_t, i *C.char, iLen C.size_t, m *C.char, mLen C.size_t) C.wid_result {
 		return C.wid_consul_login_config_new(a, aLen, w, wLen, i, iLen, m, mLen, &cfg)
 	}); err != nil {
 		return err
 	}
 	defer C.wid_consul_login_config_free(cfg)
-
-	var steps []func() C.wid_result
-	setStr := func(s string, set func(*C.wid_consul_login_config, *C.char, C.size_t) C.wid_result) {
-		if s != "" {
-			steps = append(steps, func() C.wid_result {
-				p, n := strIn(s)
-				return set(cfg, p, n)
-			})
-		}
-	}
-	setStr(v.Name, func(c *C.wid_consul_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_consul_login_config_set_name(c, p, n)
-	})
-	setStr(v.Namespace, func(c *C.wid_consul_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_consul_login_config_set_namespace(c, p, n)
-	})
-	setStr(v.Partition, func(c *C.wid_consul_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_consul_login_config_set_partition(c, p, n)
-	})
-	setStr(v.Datacenter, func(c *C.wid_consul_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_consul_login_config_set_datacenter(c, p, n)
-	})
-	setStr(v.NodeID, func(c *C.wid_consul_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_consul_login_config_set_node_id(c, p, n)
-	})
+	c.str(v.Name, func(p *C.char, n C.size_t) C.wid_result { return C.wid_consul_login_config_set_name(cfg, p, n) })
+	c.str(v.Namespace, func(p *C.char, n C.size_t) C.wid_result { return C.wid_consul_login_config_set_namespace(cfg, p, n) })
+	c.str(v.Partition, func(p *C.char, n C.size_t) C.wid_result { return C.wid_consul_login_config_set_partition(cfg, p, n) })
+	c.str(v.Datacenter, func(p *C.char, n C.size_t) C.wid_result { return C.wid_consul_login_config_set_datacenter(cfg, p, n) })
+	c.str(v.NodeID, func(p *C.char, n C.size_t) C.wid_result { return C.wid_consul_login_config_set_node_id(cfg, p, n) })
 	keys := make([]string, 0, len(v.Meta))
 	for k := range v.Meta {
 		keys = append(keys, k)
@@ -156,39 +116,19 @@ func (v ConsulLogin) addTo(b *C.wid_identity_manager_builder, _ *[]cgo.Handle) e
 	sort.Strings(keys)
 	for _, k := range keys {
 		k, val := k, v.Meta[k]
-		steps = append(steps, func() C.wid_result {
+		c.steps = append(c.steps, func() C.wid_result {
 			kp, kn := strIn(k)
 			vp, vn := strIn(val)
 			return C.wid_consul_login_config_set_meta(cfg, kp, kn, vp, vn)
 		})
 	}
-	if v.Service {
-		steps = append(steps, func() C.wid_result { return C.wid_consul_login_config_set_service(cfg, 1) })
-	}
-	if len(v.CABundlePEM) > 0 {
-		steps = append(steps, func() C.wid_result {
-			p, n := bytesIn(v.CABundlePEM)
-			return C.wid_consul_login_config_set_ca_bundle_pem(cfg, (*C.uint8_t)(ptr(p)), n)
-		})
-	}
-	if v.Timeout > 0 {
-		ms := C.uint64_t(millis(v.Timeout))
-		steps = append(steps, func() C.wid_result { return C.wid_consul_login_config_set_timeout_ms(cfg, ms) })
-	}
-	if ms, set := optionalMillis(v.Leeway); set {
-		steps = append(steps, func() C.wid_result { return C.wid_consul_login_config_set_leeway_ms(cfg, ms) })
-	}
-	if ms, set := optionalMillis(v.MinTTL); set {
-		steps = append(steps, func() C.wid_result { return C.wid_consul_login_config_set_min_ttl_ms(cfg, ms) })
-	}
-	if v.AllowHTTPLoopback {
-		steps = append(steps, func() C.wid_result { return C.wid_consul_login_config_set_allow_http_loopback(cfg, 1) })
-	}
-	steps = append(steps, func() C.wid_result { return C.wid_identity_manager_builder_add_consul_login(b, cfg) })
-	for _, step := range steps {
-		if err := call(step); err != nil {
-			return err
-		}
-	}
-	return nil
+	c.when(v.Service, func() C.wid_result { return C.wid_consul_login_config_set_service(cfg, 1) })
+	c.pem(v.CABundlePEM, func(p *C.uint8_t, n C.size_t) C.wid_result {
+		return C.wid_consul_login_config_set_ca_bundle_pem(cfg, p, n)
+	})
+	c.timeout(v.Timeout, func(ms C.uint64_t) C.wid_result { return C.wid_consul_login_config_set_timeout_ms(cfg, ms) })
+	c.optional(v.Leeway, func(ms C.uint64_t) C.wid_result { return C.wid_consul_login_config_set_leeway_ms(cfg, ms) })
+	c.optional(v.MinTTL, func(ms C.uint64_t) C.wid_result { return C.wid_consul_login_config_set_min_ttl_ms(cfg, ms) })
+	c.when(v.AllowHTTPLoopback, func() C.wid_result { return C.wid_consul_login_config_set_allow_http_loopback(cfg, 1) })
+	return c.run(func() C.wid_result { return C.wid_identity_manager_builder_add_consul_login(b, cfg) })
 }

@@ -4,7 +4,6 @@ package wid
 import "C"
 
 import (
-	"fmt"
 	"runtime/cgo"
 	"time"
 )
@@ -55,9 +54,6 @@ type VaultLogin struct {
 	AllowHTTPLoopback bool
 }
 
-// vaultMaxMs is the library's bound on Timeout and MinTTL (ms).
-const vaultMaxMs = 600_000
-
 func (v VaultLogin) applyManager(c *managerConfig) error {
 	c.exchanges = append(c.exchanges, v)
 	return nil
@@ -74,76 +70,29 @@ func (v VaultLogin) exchangeIdentity() IdentityID {
 	return IdentityID{Workload: v.Workload, Name: v.Identity}
 }
 
-// millis is d in whole milliseconds, rounded up.
-func millis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
 func (v VaultLogin) addTo(b *C.wid_identity_manager_builder, _ *[]cgo.Handle) error {
-	bad := func(format string, args ...interface{}) error {
-		return &Error{Code: ResultInvalidArgument, Message: "wid: VaultLogin " + fmt.Sprintf(format, args...)}
+	c := loginConfig{kind: "VaultLogin"}
+	if err := c.checkTimeout(v.Timeout); err != nil {
+		return err
 	}
-	if v.Timeout < 0 || millis(v.Timeout) > vaultMaxMs {
-		return bad("Timeout is %v: expected 0 (the default, 10s) up to 10m", v.Timeout)
-	}
-	if millis(v.MinTTL) > vaultMaxMs {
-		return bad("MinTTL is %v: expected at most 10m (0: the default, 60s; negative: none)", v.MinTTL)
+	if err := c.checkOptional("MinTTL", v.MinTTL, "60s"); err != nil {
+		return err
 	}
 	var cfg *C.wid_vault_login_config
-	if err := call(func() C.wid_result {
-		a, aLen := strIn(v.Addr)
-		w, wLen := strIn(v.Workload)
-		i, iLen := strIn(v.Identity)
-		r, rLen := strIn(v.Role)
+	if err := c.open(v.Addr, v.Workload, v.Identity, v.Role, func(a *C.char, aLen C.size_t, w *C.char, wLen C.size_t, i *C.char, iLen C.size_t, r *C.char, rLen C.size_t) C.wid_result {
 		return C.wid_vault_login_config_new(a, aLen, w, wLen, i, iLen, r, rLen, &cfg)
 	}); err != nil {
 		return err
 	}
 	defer C.wid_vault_login_config_free(cfg)
-
-	var steps []func() C.wid_result
-	setStr := func(s string, set func(*C.wid_vault_login_config, *C.char, C.size_t) C.wid_result) {
-		if s != "" {
-			steps = append(steps, func() C.wid_result {
-				p, n := strIn(s)
-				return set(cfg, p, n)
-			})
-		}
-	}
-	setStr(v.Name, func(c *C.wid_vault_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_vault_login_config_set_name(c, p, n)
+	c.str(v.Name, func(p *C.char, n C.size_t) C.wid_result { return C.wid_vault_login_config_set_name(cfg, p, n) })
+	c.str(v.Mount, func(p *C.char, n C.size_t) C.wid_result { return C.wid_vault_login_config_set_mount(cfg, p, n) })
+	c.str(v.Namespace, func(p *C.char, n C.size_t) C.wid_result { return C.wid_vault_login_config_set_namespace(cfg, p, n) })
+	c.pem(v.CABundlePEM, func(p *C.uint8_t, n C.size_t) C.wid_result {
+		return C.wid_vault_login_config_set_ca_bundle_pem(cfg, p, n)
 	})
-	setStr(v.Mount, func(c *C.wid_vault_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_vault_login_config_set_mount(c, p, n)
-	})
-	setStr(v.Namespace, func(c *C.wid_vault_login_config, p *C.char, n C.size_t) C.wid_result {
-		return C.wid_vault_login_config_set_namespace(c, p, n)
-	})
-	if len(v.CABundlePEM) > 0 {
-		steps = append(steps, func() C.wid_result {
-			p, n := bytesIn(v.CABundlePEM)
-			return C.wid_vault_login_config_set_ca_bundle_pem(cfg, (*C.uint8_t)(ptr(p)), n)
-		})
-	}
-	if v.Timeout > 0 {
-		ms := C.uint64_t(millis(v.Timeout))
-		steps = append(steps, func() C.wid_result { return C.wid_vault_login_config_set_timeout_ms(cfg, ms) })
-	}
-	if v.MinTTL != 0 {
-		ms := C.uint64_t(0) // negative: none
-		if v.MinTTL > 0 {
-			ms = C.uint64_t(millis(v.MinTTL))
-		}
-		steps = append(steps, func() C.wid_result { return C.wid_vault_login_config_set_min_ttl_ms(cfg, ms) })
-	}
-	if v.AllowHTTPLoopback {
-		steps = append(steps, func() C.wid_result { return C.wid_vault_login_config_set_allow_http_loopback(cfg, 1) })
-	}
-	steps = append(steps, func() C.wid_result { return C.wid_identity_manager_builder_add_vault_login(b, cfg) })
-	for _, step := range steps {
-		if err := call(step); err != nil {
-			return err
-		}
-	}
-	return nil
+	c.timeout(v.Timeout, func(ms C.uint64_t) C.wid_result { return C.wid_vault_login_config_set_timeout_ms(cfg, ms) })
+	c.optional(v.MinTTL, func(ms C.uint64_t) C.wid_result { return C.wid_vault_login_config_set_min_ttl_ms(cfg, ms) })
+	c.when(v.AllowHTTPLoopback, func() C.wid_result { return C.wid_vault_login_config_set_allow_http_loopback(cfg, 1) })
+	return c.run(func() C.wid_result { return C.wid_identity_manager_builder_add_vault_login(b, cfg) })
 }
