@@ -386,3 +386,5 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) use tests::check_refusals;

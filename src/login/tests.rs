@@ -219,3 +219,44 @@ fn common(identity: IdentityId, name: &str, min_ttl: Duration) -> Common {
         .unwrap()
         .common
 }
+
+/// Checks a login's wording of its server's refusals against the cases of
+/// `tests/vectors/login_refusals/<file>` (the server's status and text,
+/// and a part of what the wording must name): `refuse(status, said)` names
+/// it, keeps the server's own words and its status, and says "no error
+/// text" for an empty answer.
+pub(crate) fn check_refusals(file: &str, refuse: impl Fn(u16, &str) -> ExchangeError) {
+    #[derive(serde::Deserialize)]
+    struct Case {
+        status: u16,
+        said: String,
+        names: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Cases {
+        cases: Vec<Case>,
+    }
+    let path = format!(
+        "{}/tests/vectors/login_refusals/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let Cases { cases } = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(cases.len() >= 10, "{path}: {} cases", cases.len());
+    for Case {
+        status,
+        said,
+        names,
+    } in &cases
+    {
+        let e = refuse(*status, said);
+        assert!(e.0.contains(names.as_str()), "{said}: {e}");
+        assert!(
+            e.0.contains(said.as_str()),
+            "the server's own words are kept: {e}"
+        );
+        assert!(e.0.contains(&format!("HTTP {status}")), "{e}");
+    }
+    let e = refuse(400, "");
+    assert!(e.0.contains("no error text"), "{e}");
+}
