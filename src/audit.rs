@@ -60,12 +60,22 @@ pub(crate) fn committed(prefix: &str, what: &str, by: &str, revision: i64) {
 }
 
 /// A rotation candidate's election changed: `event` is `elected`, `lost` or
-/// `resigned`.
-pub(crate) fn election(prefix: &str, identity: &str, event: &str, why: &str) {
+/// `resigned`; `revision`, for `elected`, is the etcd revision that created
+/// the election key (each election's is higher than the last's; the
+/// key-value `revision` is 0 for the others).
+pub(crate) fn election(
+    prefix: &str,
+    identity: &str,
+    event: &str,
+    why: &str,
+    revision: Option<i64>,
+) {
+    let at = revision.map_or(String::new(), |r| format!(" at revision {r}"));
     log::info!(
         target: AUDIT_TARGET,
-        event = "election", prefix = prefix, process = identity, to = event, why = why;
-        "rotator {identity} {event} for {prefix}: {why}"
+        event = "election", prefix = prefix, process = identity, to = event, why = why,
+        revision = revision.unwrap_or(0);
+        "rotator {identity} {event} for {prefix}{at}: {why}"
     );
 }
 

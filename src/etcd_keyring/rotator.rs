@@ -8,7 +8,10 @@
 //! it believes; and it stops acting on its own once its last confirmed
 //! keep-alive is a lease TTL old (less a margin), before etcd can let
 //! another candidate win. A new rotator takes over at most a lease TTL plus
-//! one campaign interval after the old one went silent.
+//! one campaign interval (and etcd's expiry sweep, half a second) after the
+//! old one went silent: with the defaults (3 s, 500 ms), within 4 s. Only
+//! the lease's TTL, as etcd counts it, and each process's own monotonic
+//! clock decide; no two clocks are compared.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,11 +38,18 @@ pub struct RotatorOptions {
     /// policy given with [`RotatorOptions::new`] keeps the rotator from
     /// starting).
     pub policy: RotationPolicy,
-    /// The election lease's TTL (default 10 s; at least 2 s): how long a
-    /// silent rotator keeps others from taking over.
+    /// The election lease's TTL (default [`RotatorOptions::DEFAULT_LEASE_TTL`], 3 s; whole
+    /// seconds, etcd's unit, from 2 s, etcd's least for a cluster on its
+    /// default timings, to 1 h): how long a rotator that stopped (killed,
+    /// cut off) keeps the others from taking over. A shorter one fails over
+    /// sooner; a longer one rides out longer stalls of this process or of
+    /// etcd without handing over.
     pub lease_ttl: Duration,
-    /// How often the rotator runs the policy, keeps its lease alive and (when
-    /// not elected) campaigns (default 1 s; at most a third of the TTL).
+    /// The keep-alive interval (default [`RotatorOptions::DEFAULT_INTERVAL`], 500 ms; from
+    /// 10 ms to a third of the TTL): how often the elected rotator renews
+    /// its lease and runs the policy, and how often the others campaign. An
+    /// elected rotator whose keep-alives go unanswered for the TTL less one
+    /// interval stops acting.
     pub interval: Duration,
     /// Who this candidate is, stored in the `rotator` key (default
     /// `<hostname or "host">:<pid>`).
@@ -49,6 +59,11 @@ pub struct RotatorOptions {
 }
 
 impl RotatorOptions {
+    /// The default [`lease_ttl`](RotatorOptions::lease_ttl).
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(3);
+    /// The default [`interval`](RotatorOptions::interval).
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(500);
+
     /// Defaults that follow the policy stored with the keyring (the
     /// defaults of [`RotationPolicy::new`]`(None)` while none is stored).
     pub fn stored_policy() -> RotatorOptions {
@@ -62,23 +77,53 @@ impl RotatorOptions {
     pub fn new(policy: RotationPolicy) -> RotatorOptions {
         RotatorOptions {
             policy,
-            lease_ttl: Duration::from_secs(10),
-            interval: Duration::from_secs(1),
+            lease_ttl: Self::DEFAULT_LEASE_TTL,
+            interval: Self::DEFAULT_INTERVAL,
             identity: crate::audit::process_identity(),
             policy_given: true,
         }
     }
 
-    /// Sets the lease TTL.
+    /// Sets the lease TTL (checked by [`EtcdKeyring::start_rotator`]).
     pub fn lease_ttl(mut self, ttl: Duration) -> RotatorOptions {
         self.lease_ttl = ttl;
         self
     }
 
-    /// Sets the interval.
+    /// Sets the keep-alive interval (checked by
+    /// [`EtcdKeyring::start_rotator`]).
     pub fn interval(mut self, interval: Duration) -> RotatorOptions {
         self.interval = interval;
         self
+    }
+
+    /// Refuses a lease TTL or interval the election cannot keep its
+    /// promises with (as [`EtcdKeyring::start_rotator`] does): the TTL in
+    /// whole seconds (etcd's unit) from 2 s to 1 h, and room for three
+    /// keep-alives in it.
+    pub fn check_timing(&self) -> Result<()> {
+        let o = self;
+        let bad = |field: &str, why: String| Err(Error::invalid("RotatorOptions", field, why));
+        let ttl = o.lease_ttl;
+        if ttl.subsec_nanos() != 0 || !(2..=3600).contains(&ttl.as_secs()) {
+            return bad(
+                "lease_ttl",
+                format!(
+                    "is {ttl:?}; expected whole seconds (etcd's unit) from 2s (etcd's least on its default timings) to 1h"
+                ),
+            );
+        }
+        if o.interval < Duration::from_millis(10) || o.interval > ttl / 3 {
+            return bad(
+                "interval",
+                format!(
+                    "is {:?}; expected from 10ms to a third of the lease TTL ({:?}), so that a keep-alive or two may fail before the lease runs out",
+                    o.interval,
+                    ttl / 3
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Sets the identity.
@@ -147,7 +192,6 @@ impl std::fmt::Debug for Rotator {
 #[derive(Deserialize)]
 struct TxnAnswer {
     #[serde(default)]
-    #[allow(dead_code)]
     header: Header,
     #[serde(default)]
     succeeded: bool,
@@ -181,9 +225,9 @@ impl State {
         Ok((id, self.clamp_ttl(ttl)))
     }
 
-    /// The TTL asked for: whole seconds (etcd's unit), at least 2.
+    /// The TTL asked for (whole seconds, at least 2: checked at the start).
     fn ttl(&self) -> Duration {
-        Duration::from_secs(self.options.lease_ttl.as_secs().max(2))
+        self.options.lease_ttl
     }
 
     /// A TTL etcd reports, taken as no more than was asked for.
@@ -238,8 +282,9 @@ impl State {
         super::lease::revoke(&self.shared.client, lease);
     }
 
-    /// Creates the election key with `lease` if nobody holds it.
-    fn campaign(&self, lease: i64) -> std::result::Result<bool, StoreError> {
+    /// Creates the election key with `lease` if nobody holds it: the etcd
+    /// revision that created it when this candidate won.
+    fn campaign(&self, lease: i64) -> std::result::Result<Option<i64>, StoreError> {
         let key = b64(self.shared.key(ROTATOR));
         let body = serde_json::json!({
             "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
@@ -249,7 +294,7 @@ impl State {
         let text = self.post("/v3/kv/txn", &body)?;
         let a: TxnAnswer = serde_json::from_str(&text)
             .map_err(|e| StoreError::new(format!("malformed txn answer: {e}")))?;
-        Ok(a.succeeded)
+        Ok(a.succeeded.then_some(a.header.revision))
     }
 
     /// Gives up the election key (if still ours) and the lease.
@@ -264,11 +309,7 @@ impl State {
     }
 
     fn run(&self) {
-        let ttl = self.ttl();
-        let interval = self
-            .options
-            .interval
-            .clamp(Duration::from_millis(10), ttl / 3);
+        let interval = self.options.interval;
         loop {
             let lease = self.lease.load(Ordering::Acquire);
             if lease != 0 {
@@ -298,7 +339,7 @@ impl State {
                 let sent = Instant::now();
                 match self.grant() {
                     Ok((lease, granted)) => match self.campaign(lease) {
-                        Ok(true) => {
+                        Ok(Some(revision)) => {
                             self.set_held_until(Some(sent + granted.saturating_sub(interval)));
                             self.lease.store(lease, Ordering::Release);
                             self.elections_won.fetch_add(1, Ordering::Relaxed);
@@ -309,10 +350,11 @@ impl State {
                                 &self.options.identity,
                                 "elected",
                                 "won the rotator key; runs the rotation policy",
+                                Some(revision),
                             );
                             self.act(lease);
                         }
-                        Ok(false) => self.revoke(lease),
+                        Ok(None) => self.revoke(lease),
                         Err(e) => {
                             self.revoke(lease);
                             self.note(format!("campaign: {}", e.message));
@@ -332,6 +374,7 @@ impl State {
                         &self.options.identity,
                         "resigned",
                         "stopped; another candidate can win at once",
+                        None,
                     );
                 }
                 return;
@@ -344,7 +387,8 @@ impl State {
         self.elected_since.store(0, Ordering::Release);
         if self.lease.swap(0, Ordering::AcqRel) == lease {
             self.leases_lost.fetch_add(1, Ordering::Relaxed);
-            crate::audit::election(&self.shared.prefix, &self.options.identity, "lost", why);
+            let (prefix, identity) = (&self.shared.prefix, &self.options.identity);
+            crate::audit::election(prefix, identity, "lost", why, None);
             self.note(format!("lost the rotator lease: {why}"));
             // Best effort: if etcd still knows it, another can win at once.
             self.revoke(lease);
@@ -538,6 +582,7 @@ impl EtcdKeyring {
                 |field| format!("RotatorOptions policy {field}"),
             )?;
         }
+        options.check_timing()?;
         if options.identity.is_empty() {
             return Err(Error::invalid(
                 "RotatorOptions",
@@ -633,5 +678,43 @@ impl Rotator {
 impl Drop for Rotator {
     fn drop(&mut self) {
         self.stop_and_join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TTL in whole seconds from 2 s to 1 h, the interval from 10 ms to
+    /// a third of it; each refusal says what was given and what is expected.
+    #[test]
+    fn lease_ttl_and_interval_are_checked() {
+        let o = |ttl_ms: u64, interval_ms: u64| {
+            RotatorOptions::stored_policy()
+                .lease_ttl(Duration::from_millis(ttl_ms))
+                .interval(Duration::from_millis(interval_ms))
+        };
+        RotatorOptions::stored_policy().check_timing().unwrap();
+        for (ttl, interval) in [(2000, 10), (2000, 666), (3000, 1000), (3_600_000, 1000)] {
+            o(ttl, interval).check_timing().unwrap();
+        }
+        for (ttl, interval, field, said) in [
+            (1000, 100, "lease_ttl", "is 1s; expected whole seconds"),
+            (2500, 100, "lease_ttl", "is 2.5s; expected whole seconds"),
+            (3_601_000, 100, "lease_ttl", "to 1h"),
+            (
+                3000,
+                1001,
+                "interval",
+                "is 1.001s; expected from 10ms to a third of the lease TTL (1s)",
+            ),
+            (3000, 9, "interval", "is 9ms"),
+        ] {
+            let e = o(ttl, interval).check_timing().unwrap_err().to_string();
+            assert!(
+                e.contains(field) && e.contains(said),
+                "{ttl}/{interval}: {e}"
+            );
+        }
     }
 }

@@ -1341,6 +1341,58 @@ fn serve_publishes_and_follows_the_keystore() {
     assert!(err.contains("stopped by signal"), "{err}");
 }
 
+/// The election's timing flags are checked before etcd is reached (none
+/// answers at the address given), each refusal naming its flag, what was
+/// given and what is expected; they need --rotator.
+#[test]
+fn serve_refuses_an_election_it_cannot_keep() {
+    let s = Scratch::new();
+    let kek = s.path("kek");
+    expect(&["keyring", "generate-kek", "--kek-file", &kek], 0);
+    let serve = |more: &[&str]| {
+        let mut a = vec![
+            "serve",
+            "--etcd",
+            "http://127.0.0.1:1",
+            "--etcd-allow-plain-http",
+            "--kek-file",
+            &kek,
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        a.extend_from_slice(more);
+        stderr(&expect(&a, 2))
+    };
+    for (more, said) in [
+        (
+            &["--rotator", "--rotator-lease-ttl", "1s"][..],
+            "--rotator-lease-ttl: is 1s; expected whole seconds",
+        ),
+        (
+            &["--rotator", "--rotator-lease-ttl", "2500ms"][..],
+            "--rotator-lease-ttl: is 2.5s",
+        ),
+        (
+            &["--rotator", "--rotator-keep-alive", "1500ms"][..],
+            "--rotator-keep-alive: is 1.5s; expected from 10ms to a third of the lease TTL (1s)",
+        ),
+        (
+            &[
+                "--rotator",
+                "--rotator-lease-ttl",
+                "6s",
+                "--rotator-keep-alive",
+                "5ms",
+            ][..],
+            "--rotator-keep-alive: is 5ms",
+        ),
+        (&["--rotator-lease-ttl", "5s"][..], "--rotator"),
+    ] {
+        let err = serve(more);
+        assert!(err.contains(said), "{more:?}: {err}");
+    }
+}
+
 #[test]
 fn serve_refuses_an_http_issuer_off_loopback() {
     let s = Scratch::new();

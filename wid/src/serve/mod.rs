@@ -115,9 +115,24 @@ pub(crate) struct ServeArgs {
     /// With --etcd: run a rotation candidate in this server. One candidate
     /// of all on the prefix is elected (an etcd lease) and runs the rotation
     /// policy (--rotation-threshold, --longest-ttl); if it stops or is cut
-    /// off, another takes over after the lease's TTL (10s).
+    /// off, another takes over after the lease's TTL (--rotator-lease-ttl).
     #[arg(long, requires = "etcd", help_heading = etcd_args::HEADING)]
     rotator: bool,
+    /// With --rotator: the election lease's TTL, whole seconds from 2s to
+    /// 1h: how long a rotator that stopped or was cut off keeps the others
+    /// from taking over (a takeover comes within it plus one keep-alive
+    /// interval and half a second).
+    #[arg(long, value_name = "DURATION", default_value = "3s",
+          value_parser = crate::output::parse_duration, requires = "rotator",
+          help_heading = etcd_args::HEADING)]
+    rotator_lease_ttl: Duration,
+    /// With --rotator: how often the elected rotator renews its lease and
+    /// runs the policy, and the others campaign (10ms to a third of the
+    /// lease TTL).
+    #[arg(long, value_name = "DURATION", default_value = "500ms",
+          value_parser = crate::output::parse_duration, requires = "rotator",
+          help_heading = etcd_args::HEADING)]
+    rotator_keep_alive: Duration,
     /// With --etcd: keep a local snapshot of the last keyring applied in
     /// FILE (wrapped by the KEK, mode 0600, rewritten after every change),
     /// and serve it when etcd cannot be reached at start (stale: /health
@@ -221,6 +236,19 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
             "--rotator",
             "applies with --etcd only: it rotates the replicated keyring",
         ));
+    }
+    if a.rotator {
+        let timing = workload_identity::RotatorOptions::stored_policy()
+            .lease_ttl(a.rotator_lease_ttl)
+            .interval(a.rotator_keep_alive);
+        if let Err(workload_identity::Error::InvalidArgument(e)) = timing.check_timing() {
+            let p = &e.problems[0];
+            let flag = match p.field.as_str() {
+                "lease_ttl" => "--rotator-lease-ttl",
+                _ => "--rotator-keep-alive",
+            };
+            return Err(bad_flag(flag, &p.problem));
+        }
     }
     let snapshot = match &a.etcd_snapshot {
         Some(path) => Some(replicated::Snapshot::new(
@@ -337,6 +365,8 @@ pub(crate) fn run(a: &ServeArgs, ctx: &Ctx) -> Result<(), CliError> {
     };
     let candidate = replicated::Candidate {
         rotator: a.rotator,
+        lease_ttl: a.rotator_lease_ttl,
+        keep_alive: a.rotator_keep_alive,
         follows_stored,
         policy,
         address: addr.to_string(),

@@ -46,6 +46,9 @@ pub(super) struct Snapshot {
 /// What a candidate and its record need, once etcd answers.
 pub(super) struct Candidate {
     pub(super) rotator: bool,
+    /// The election's lease TTL and keep-alive interval.
+    pub(super) lease_ttl: Duration,
+    pub(super) keep_alive: Duration,
     pub(super) follows_stored: bool,
     pub(super) policy: RotationPolicy,
     pub(super) address: String,
@@ -150,11 +153,12 @@ impl Replicated {
             return Ok(());
         };
         let rotator = if c.rotator {
-            Some(live.start_rotator(if c.follows_stored {
+            let options = if c.follows_stored {
                 RotatorOptions::stored_policy()
             } else {
                 RotatorOptions::new(c.policy)
-            })?)
+            };
+            Some(live.start_rotator(options.lease_ttl(c.lease_ttl).interval(c.keep_alive))?)
         } else {
             None
         };
