@@ -36,6 +36,7 @@
 #                            download), GOWORK=off; GOPROXY stays the
 #                            machine's. NAME prefixes its messages.
 #   WID_GO_MODULES           the Go modules, relative to WID_ROOT
+#   wid_free_port            a free loopback TCP port (the kernel picks)
 
 WID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # One place for the C library's features: every script that builds it (and
@@ -55,6 +56,10 @@ wid_apt_install() {
     echo "installing Debian packages: $*" >&2
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wid_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
 wid_abi_version() {

@@ -39,9 +39,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # Three keys (EdDSA, ES256, RS256): an 804-byte JWKS.
 "$wid" keyring init --keystore "$work/keystore" --alg EdDSA --alg ES256 --alg RS256 >/dev/null
@@ -51,8 +48,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -addext subjectAltName=IP:127.0.0.1 2>/dev/null
 chmod 600 "$work/tls.key"
 
-nginx_plain=$(free_port)
-nginx_tls=$(free_port)
+nginx_plain=$(wid_free_port)
+nginx_tls=$(wid_free_port)
 mkdir -p "$work/nginx/logs"
 cat >"$work/nginx/nginx.conf" <<CONF
 worker_processes auto;

@@ -50,10 +50,6 @@ spire_bin_dir() {
     echo "$(wid_target_dir)/spire/bin"
 }
 
-# A free loopback TCP port (the kernel picks; python3 is on every CI machine).
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 
 # wait_for WHAT LOG CMD...: runs CMD until it succeeds, for WAIT_SECS at most.
 wait_for() {
@@ -93,10 +89,10 @@ cmd_start() {
     [ -x "$bin/spire-server" ] && [ -x "$bin/spire-agent" ] || die "no SPIRE in $bin: run scripts/spire.sh build first"
     mkdir -p "$dir/server/data" "$dir/agent/data" "$dir/agent/public"
     dir="$(cd "$dir" && pwd)"
-    port=$(free_port)
-    bundle_port=$(free_port)
-    health_port=$(free_port)
-    agent_health=$(free_port)
+    port=$(wid_free_port)
+    bundle_port=$(wid_free_port)
+    health_port=$(wid_free_port)
+    agent_health=$(wid_free_port)
     start=$(date +%s)
     # The bundle endpoint's profile: https_web with the certificate given
     # (SPIRE_ENDPOINT_CERT, SPIRE_ENDPOINT_KEY), else SPIRE's default,
