@@ -2,9 +2,11 @@
 # Load test of `wid serve` beside nginx (issue 29), on loopback, bounded in
 # time: the JWKS route of `wid serve` (release build) and nginx serving the
 # very same bytes as a static file (`wid keyring export`), plain HTTP and
-# TLS, measured with wrk in alternating rounds; then 1,000 slow clients held
-# open against `wid serve` while a normal client keeps asking, its slowest
-# answer recorded. Prints a table; BENCHMARKS.md keeps the results.
+# TLS, measured with wrk in alternating rounds; then new TLS connections, one
+# request each (full handshakes with wrk, new and resumed ones with openssl
+# s_time, TLS 1.3 and 1.2: issue 56); then 1,000 slow clients held open
+# against `wid serve` while a normal client keeps asking, its slowest answer
+# recorded. Prints a table; BENCHMARKS.md keeps the results.
 #
 #   scripts/serve-load.sh                 # 2 rounds of 8 s per target
 #   ROUNDS=3 DURATION=10s scripts/serve-load.sh
@@ -132,6 +134,63 @@ for scheme in ("http", "https"):
     n, w = runs[f"nginx {scheme}"], runs[f"wid serve {scheme}"]
     ratios = [b / a for a, b in zip(n, w)]
     print(f"{scheme}: wid serve / nginx per round: " + ", ".join(f"{r:.2f}" for r in ratios))
+PY
+
+# New TLS connections (issue 56): relying parties fetch the JWKS on a new
+# connection, so the handshake is the cost. One request per connection: wrk
+# with `Connection: close` (each request a full TLS 1.3 handshake, the
+# server closing after its answer), then one `openssl s_time` client timing
+# new and resumed handshakes (TLS 1.3: a PSK from the server's ticket; TLS
+# 1.2: the session ID or ticket), each the connections it made over the
+# wall time it ran. Alternating rounds, nginx first.
+handshakes() { # NAME URL
+    local out rate
+    out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -H "Connection: close" "$2")
+    rate=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+    printf '%-34s %10s handshakes/s\n' "$1" "$rate"
+    echo "$1|$rate" >>"$work/handshakes"
+}
+one_client() { # NAME HOST:PORT -new|-reuse -tls1_3|-tls1_2
+    local out from to n rate resumed
+    from=$EPOCHREALTIME
+    out=$(openssl s_time -connect "$2" -www "$path" "$3" "$4" -time "${DURATION%s}" 2>&1 </dev/null)
+    to=$EPOCHREALTIME
+    n=$(awk '/connections in [0-9.]+s;/ {n = $1} END {print n + 0}' <<<"$out")
+    if [ "$n" -eq 0 ]; then
+        echo "serve-load: openssl s_time $3 $4 against $1 made no connection: $out" >&2
+        exit 1
+    fi
+    rate=$(awk -v n="$n" -v a="$from" -v b="$to" 'BEGIN {printf "%.0f", n / (b - a)}')
+    # s_time marks each connection: `r` resumed, `*` (or a version) not.
+    resumed=$(tr -cd r <<<"$(sed -n '/^[*rt3]*$/p' <<<"$out")" | wc -c | tr -d ' ')
+    if [ "$3" = -reuse ] && [ $((resumed * 10)) -lt $((n * 9)) ]; then
+        echo "serve-load: $1 resumed $resumed of $n connections (expected nearly all): $out" >&2
+        exit 1
+    fi
+    printf '%-34s %10s handshakes/s (one client; %s of %s resumed)\n' "$1" "$rate" "$resumed" "$n"
+    echo "$1|$rate" >>"$work/handshakes"
+}
+for round in $(seq "$ROUNDS"); do
+    echo "handshakes, round $round"
+    handshakes "nginx new (wrk)" "https://127.0.0.1:$nginx_tls$path"
+    handshakes "wid serve new (wrk)" "https://$wid_tls$path"
+    for v in -tls1_3 -tls1_2; do
+        for mode in -new -reuse; do
+            one_client "nginx $mode $v" "127.0.0.1:$nginx_tls" "$mode" "$v"
+            one_client "wid serve $mode $v" "$wid_tls" "$mode" "$v"
+        done
+    done
+done
+python3 - "$work/handshakes" <<'PY'
+import sys, collections
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, rate = line.rstrip("\n").split("|")
+    runs[name].append(float(rate))
+for name in [n for n in runs if n.startswith("nginx ")]:
+    n, w = runs[name], runs["wid serve " + name[len("nginx "):]]
+    ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(n, w))
+    print(f"handshakes {name[len('nginx '):]}: wid serve / nginx per round: {ratios}")
 PY
 
 # 1,000 slow clients (each sends part of a request head, then a byte now
