@@ -2,8 +2,10 @@
 # Instruction counts per operation, measured with valgrind (repeatable whatever
 # else the machine is doing), for the speed targets in BENCHMARKS.md.
 # Each row runs examples/instructions.rs (ffi_verify: the C ABI crate's
-# ffi/examples/c_instructions.rs) with 0 and N calls; the difference divided by
-# N is the cost of one call, setup excluded.
+# ffi/examples/c_instructions.rs) with N calls, and callgrind counts only the
+# instructions inside its `measured` function (--toggle-collect): divided by N,
+# the cost of one call, with no setup in it (the setup's count varies from one
+# process to the next by up to a million instructions).
 #
 #   scripts/bench-instructions.sh              every row
 #   scripts/bench-instructions.sh es256_verify some rows
@@ -20,7 +22,8 @@ n=100
 irefs() { # row calls -> total instructions
     local bin="$examples/instructions"
     [ "$1" != ffi_verify ] || bin="$examples/c_instructions"
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 >/dev/null \
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*::measured' \
+        "$bin" "$1" "$2" 2>&1 >/dev/null \
         | sed -n 's/.*I *refs: *//p' | tr -d ,
 }
 
@@ -31,9 +34,7 @@ rows=(verify_strict sign verify ffi_verify issue cache_hit batch64
     iss_verify trust_verify iss_cache_hit trust_cache_hit iss_batch64 trust_batch64)
 [ $# -gt 0 ] && rows=("$@")
 for row in "${rows[@]}"; do
-    base=$(irefs "$row" 0)
-    full=$(irefs "$row" "$n")
-    per=$(( (full - base) / n ))
+    per=$(( $(irefs "$row" "$n") / n ))
     case "$row" in *batch64) per=$(( per / 64 )) ;; esac
     printf '%-16s %14s\n' "$row" "$per"
 done
