@@ -53,7 +53,7 @@ fn main() {
     .cache(16)
     .build();
     // The same token with an iss, through a Verifier that requires it and
-    // through a trust set of three issuers (the token's is the second).
+    // through trust sets of one, three and eight issuers.
     let iss = "https://nomad.example";
     let iss_token = Issuer::new(kr.clone())
         .issuer(iss)
@@ -69,7 +69,9 @@ fn main() {
         .issuer(iss);
         if cache { b.cache(16) } else { b }.build()
     };
-    let trust_set = |cache: bool| {
+    // A trust set of `n` issuers, the token's in the middle, the others
+    // with keys of their own.
+    let trust_set = |n: usize, cache: bool| {
         let issuer = |name: &str, keys: Keyring| {
             TrustedIssuer::nomad(
                 IssuerId::iss(name).unwrap(),
@@ -80,18 +82,23 @@ fn main() {
         };
         let other = Keyring::new();
         other.rotate(now).unwrap();
-        let b = TrustSet::builder()
-            .issuer(issuer("https://east.example", other.clone()))
-            .issuer(issuer(iss, kr.clone()))
-            .issuer(issuer("https://west.example", other));
+        let mut b = TrustSet::builder();
+        for i in 0..n {
+            b = if i == n / 2 {
+                b.issuer(issuer(iss, kr.clone()))
+            } else {
+                b.issuer(issuer(&format!("https://other{i}.example"), other.clone()))
+            };
+        }
         if cache { b.cache(16) } else { b }.build().unwrap()
     };
     let (iss_plain, iss_cached) = (iss_verifier(false), iss_verifier(true));
-    let (trust, trust_cached) = (trust_set(false), trust_set(true));
+    let (trust, trust_cached) = (trust_set(3, false), trust_set(3, true));
+    let (trust1_cached, trust8_cached) = (trust_set(1, true), trust_set(8, true));
     for v in [&iss_plain, &iss_cached] {
         v.verify(&iss_token, now).unwrap();
     }
-    for t in [&trust, &trust_cached] {
+    for t in [&trust, &trust_cached, &trust1_cached, &trust8_cached] {
         t.verify(&iss_token, now).unwrap();
     }
     let iss_tokens: Vec<String> = (0..64)
@@ -198,6 +205,10 @@ fn main() {
             "trust_verify" => drop(trust.verify(black_box(&iss_token), now).unwrap()),
             "iss_cache_hit" => drop(iss_cached.verify(black_box(&iss_token), now).unwrap()),
             "trust_cache_hit" => drop(trust_cached.verify(black_box(&iss_token), now).unwrap()),
+            // The same hit through trust sets of one and of eight issuers:
+            // one index across issuers, so eight cost what one does.
+            "trust1_cache_hit" => drop(trust1_cached.verify(black_box(&iss_token), now).unwrap()),
+            "trust8_cache_hit" => drop(trust8_cached.verify(black_box(&iss_token), now).unwrap()),
             // Both on the same token in one process (compare the two
             // functions' inclusive counts under callgrind: a token's random
             // jti moves the EdDSA check's count from one process to another).

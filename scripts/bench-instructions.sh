@@ -31,7 +31,8 @@ printf '%-16s %14s\n' row instructions/op
 rows=(verify_strict sign verify ffi_verify issue cache_hit batch64
     es256_raw_sign es256_issue es256_raw_verify es256_verify
     rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify
-    iss_verify trust_verify iss_cache_hit trust_cache_hit iss_batch64 trust_batch64)
+    iss_verify trust_verify iss_cache_hit trust_cache_hit trust1_cache_hit trust8_cache_hit
+    iss_batch64 trust_batch64)
 [ $# -gt 0 ] && rows=("$@")
 for row in "${rows[@]}"; do
     per=$(( $(irefs "$row" "$n") / n ))

@@ -33,8 +33,8 @@ use crate::counter::Counter;
 use crate::error::{Error, Result};
 use crate::jwt;
 use crate::verify::{
-    AlgSet, KeyWait, Staged, VerifiedIdentity, Verifier, VerifierStats, bad_signature_of,
-    decode_claims, settle_signatures, token_hash,
+    AlgSet, KeyWait, Staged, TokenCache, VerifiedIdentity, Verifier, VerifierStats,
+    bad_signature_of, decode_claims, settle_signatures,
 };
 
 /// A token a [`TrustSet`] accepted, and the issuer that vouched for it.
@@ -83,7 +83,10 @@ struct Inner {
     routes: Routes,
     max_token_bytes: usize,
     key_wait: Duration,
-    cached: bool,
+    /// The one verified-token cache of all the issuers: each entry is filed
+    /// under its issuer's index, so a hit costs one look-up whatever the
+    /// number of issuers.
+    cache: Option<TokenCache>,
     unrouted: Counter,
 }
 
@@ -189,8 +192,13 @@ impl TrustSetBuilder {
         self
     }
 
-    /// Gives each issuer's verifier a verified-token cache of `entries`
-    /// (see [`VerifierBuilder::cache`](crate::VerifierBuilder::cache)).
+    /// Caches verified tokens, `entries` per issuer (see
+    /// [`VerifierBuilder::cache`](crate::VerifierBuilder::cache)). The
+    /// issuers share one cache of `entries` times their number (clamped to
+    /// [`MAX_CACHE_ENTRIES`](crate::MAX_CACHE_ENTRIES)), looked up once per
+    /// token whatever the number of issuers; each entry is honoured only by
+    /// the issuer whose verifier verified it, under that verifier's rules
+    /// (time claims, the key still verifying under its kid, the allocation).
     pub fn cache(mut self, entries: usize) -> TrustSetBuilder {
         self.cache = Some(entries);
         self
@@ -243,9 +251,6 @@ impl TrustSetBuilder {
             if let Some(algs) = &t.algorithms {
                 b = b.allowed_algorithms(algs);
             }
-            if let Some(entries) = self.cache {
-                b = b.cache(entries);
-            }
             issuers.push(Trusted {
                 name: t.id.to_string(),
                 id: t.id,
@@ -253,13 +258,16 @@ impl TrustSetBuilder {
                 _source: t.source,
             });
         }
+        let cache = self
+            .cache
+            .map(|entries| TokenCache::new(entries.saturating_mul(issuers.len())));
         Ok(TrustSet {
             inner: Arc::new(Inner {
                 issuers,
                 routes,
                 max_token_bytes: self.max_token_bytes,
                 key_wait: self.key_wait,
-                cached: self.cache.is_some(),
+                cache,
                 unrouted: Counter::default(),
             }),
         })
@@ -295,9 +303,16 @@ impl TrustSet {
                 .inner
                 .issuers
                 .iter()
-                .map(|t| IssuerStats {
-                    issuer: t.id.clone(),
-                    stats: t.verifier.stats(),
+                .enumerate()
+                .map(|(index, t)| {
+                    let mut stats = t.verifier.stats();
+                    if let Some(cache) = &self.inner.cache {
+                        stats.cache_entries = cache.len_of(index) as u64;
+                    }
+                    IssuerStats {
+                        issuer: t.id.clone(),
+                        stats,
+                    }
                 })
                 .collect(),
             unrouted: self.inner.unrouted.get(),
@@ -321,14 +336,19 @@ impl TrustSet {
         if let Err(e) = jwt::check_length(token.len(), inner.max_token_bytes) {
             return Err(self.unrouted(e));
         }
-        let hash = inner.cached.then(|| token_hash(token));
-        if let Some(hash) = &hash {
-            // A token is cached only by the issuer it routes to (routing is
-            // a function of the token's bytes, and the issuers' verifiers
-            // are never handed out, so nothing else fills their caches): a
-            // hit in an issuer's cache is that issuer's verdict.
-            for t in &inner.issuers {
-                if let Some(result) = t.verifier.cached(hash, now) {
+        let slot = inner.cache.as_ref().map(|c| c.slot(token));
+        if let Some(slot) = slot {
+            // A token is cached only under the issuer it routes to (routing
+            // is a function of the token's bytes, and only this trust set
+            // fills its cache): an entry is its owner's verdict, confirmed
+            // by the owner's verifier.
+            let hit = slot.cache.with(&slot.probe, |hit| {
+                let t = inner.issuers.get(hit.owner)?;
+                Some((hit.owner, t.verifier.confirm(hit)))
+            });
+            if let Some(Some((index, found))) = hit {
+                let t = &inner.issuers[index];
+                if let Some(result) = t.verifier.settle_hit(slot, found, now) {
                     return self.counted(t, result);
                 }
             }
@@ -338,7 +358,9 @@ impl TrustSet {
             Err(e) => return Err(self.unrouted(e)),
         };
         let t = &inner.issuers[index];
-        let result = t.verifier.verify_parsed(&parsed, claims, now, hash);
+        let result =
+            t.verifier
+                .verify_parsed(&parsed, claims, now, slot.map(|s| s.for_owner(index)));
         self.counted(t, result)
     }
 
@@ -376,7 +398,7 @@ impl TrustSet {
     /// inversion (as [`Verifier::verify_batch`]).
     pub fn verify_batch(&self, tokens: &[&str], now: i64) -> Vec<Result<TrustedIdentity>> {
         let inner = &*self.inner;
-        if inner.cached {
+        if inner.cache.is_some() {
             // Cache hits take the single path; keep one code path for them.
             return tokens.iter().map(|t| self.verify(t, now)).collect();
         }

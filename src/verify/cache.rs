@@ -1,11 +1,19 @@
-//! The verified-token cache: bounded by entry count, keyed by SHA-256 of the
-//! token bytes.
+//! The verified-token cache: bounded by entry count, keyed by the token's
+//! bytes.
 //!
 //! A hit skips parsing and the signature check only. The verifier still checks
 //! the time claims against `now`, that the very key entry that verified the
 //! token still verifies under its kid (a hit is not honoured once the key is
 //! deprecated, removed, or replaced by other material under the same kid), and
 //! the allocation's state. Eviction is first-in first-out.
+//!
+//! An entry holds a copy of its token, and a lookup compares the presented
+//! token with it byte for byte: a hit is the very token that was verified,
+//! whatever the hash does. The hash only places entries in the table; it is
+//! SipHash-1-3 under a key drawn at random for each cache (the standard
+//! library's `RandomState`), so nobody outside the process can aim tokens at
+//! one probe run. Before, the cache was keyed by SHA-256 of the token, whose
+//! 19,000 instructions were four fifths of a hit (BENCHMARKS.md).
 //!
 //! Built so that hits on many threads never write to memory another thread
 //! reads: the entries sit in an open-addressing table (linear probing, at
@@ -14,24 +22,30 @@
 //! removals take one lock, keep the first-in first-out order, and move
 //! entries with backward-shift deletion. A lookup that races a writer can
 //! miss an entry that is there (the caller then verifies in full, which gives
-//! the same answer); it never returns an entry for another token, because
-//! every entry carries its full 32-byte hash and the lookup compares it.
+//! the same answer); it never returns an entry for another token, because it
+//! compares the whole token.
+//!
+//! One cache can serve several verifiers (a trust set's issuers): each entry
+//! names its owner, the index of the verifier that verified it, and the
+//! cache counts entries per owner.
 //!
 //! Memory grows with use, not with the configured capacity: the table starts
 //! at [`MIN_SLOTS`] slots and doubles when it would be more than half full,
 //! up to what the capacity needs; the capacity itself is clamped to
 //! [`MAX_CACHE_ENTRIES`], so no value overflows or allocates up front. The
-//! first-in first-out order is a map from an insertion number to the hash
+//! first-in first-out order is a map from an insertion number to the entry
 //! that holds exactly the entries in the table: a removal takes its number
 //! out, so an entry that is removed and inserted again (a cached token whose
 //! store read failed, then verified again) never leaves a copy behind.
 //!
 //! Memory per entry: the shared `VerifiedIdentity` (its claims' strings:
-//! typically 300–500 bytes for Nomad-sized IDs), the 32-byte hash twice (in
-//! the entry and in the order, with the order's 8-byte number and its B-tree
-//! overhead), and 2 to 4 table slots of 8 bytes. Measured in BENCHMARKS.md.
+//! typically 300–500 bytes for Nomad-sized IDs), the token's copy (as long
+//! as the token, typically 550–650 bytes), the order's 8-byte number and
+//! pointer with its B-tree overhead, and 2 to 4 table slots of 8 bytes.
+//! Measured in BENCHMARKS.md.
 
 use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -41,8 +55,8 @@ use super::VerifiedIdentity;
 use crate::keyring::KeyRef;
 
 /// The most entries a verified-token cache holds: larger capacities are
-/// clamped to this (about 500 MiB of entries at Nomad-sized claims, and a
-/// 32 MiB table, reached only by use).
+/// clamped to this (about 1 GiB of entries at Nomad-sized claims and tokens,
+/// and a 32 MiB table, reached only by use).
 pub const MAX_CACHE_ENTRIES: usize = 1 << 20;
 
 /// The table's size before any growth.
@@ -52,10 +66,15 @@ const MIN_SLOTS: usize = 16;
 /// by identity (never by its kid string): a kid removed and re-inserted with
 /// other material is another key, and its old entries are not honoured.
 pub(crate) struct Cached {
-    /// The token's hash (the table compares it on every probe).
-    hash: TokenHash,
+    /// The token's hash under this cache's key (compared first on a probe).
+    hash: u64,
+    /// The token itself (compared whole before an entry is a hit).
+    token: Box<[u8]>,
     /// Its place in the first-in first-out order (set by the writer).
     seq: u64,
+    /// The verifier the entry belongs to (0 for a verifier's own cache; the
+    /// issuer's index in a trust set's).
+    pub(crate) owner: usize,
     pub(crate) identity: VerifiedIdentity,
     pub(crate) key: KeyRef,
     /// The keyring generation at which `key` was last seen to still verify
@@ -75,24 +94,39 @@ impl Cached {
     pub(crate) fn mark_checked(&self, generation: u64) {
         self.checked_at.store(generation, Ordering::Relaxed);
     }
+
+    fn is(&self, probe: &Probe<'_>) -> bool {
+        self.hash == probe.hash && *self.token == *probe.token
+    }
 }
 
-/// The cache key: SHA-256 of the token.
-pub(crate) type TokenHash = [u8; 32];
-
-pub(crate) fn token_hash(token: &[u8]) -> TokenHash {
-    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
+/// A token as one cache looks it up: its bytes and their hash under that
+/// cache's key (a probe is good for the cache that made it only).
+#[derive(Clone, Copy)]
+pub(crate) struct Probe<'a> {
+    hash: u64,
+    token: &'a [u8],
 }
 
-/// Where the probe for `key` starts: the hash is uniform, so its first
-/// eight bytes will do.
-fn home(key: &TokenHash, mask: usize) -> usize {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&key[..8]);
-    (u64::from_le_bytes(b) as usize) & mask
+/// Where a verification is looked up and, once verified, cached: the cache,
+/// the token's probe, and the owner its entry is filed under.
+#[derive(Clone, Copy)]
+pub(crate) struct Slot<'a> {
+    pub(crate) cache: &'a TokenCache,
+    pub(crate) probe: Probe<'a>,
+    pub(crate) owner: usize,
+}
+
+impl<'a> Slot<'a> {
+    /// The same place, filed under `owner`.
+    pub(crate) fn for_owner(self, owner: usize) -> Slot<'a> {
+        Slot { owner, ..self }
+    }
+}
+
+/// Where the probe for `hash` starts.
+fn home(hash: u64, mask: usize) -> usize {
+    (hash as usize) & mask
 }
 
 /// One open-addressing table; replaced whole (never resized in place) when it
@@ -111,31 +145,34 @@ impl Table {
         }
     }
 
-    /// The slot holding `key` (writers only: with the lock held, the table
-    /// does not change under the probe).
-    fn find(&self, key: &TokenHash) -> Option<usize> {
-        let mut i = home(key, self.mask);
+    /// The slot of the entry `is` picks, on the probe run from `hash`'s
+    /// home (writers only: with the lock held, the table does not change
+    /// under the probe).
+    fn find(&self, hash: u64, is: impl Fn(&Arc<Cached>) -> bool) -> Option<usize> {
+        let mut i = home(hash, self.mask);
         for _ in 0..self.slots.len() {
-            match self.slots[i].load().as_deref() {
+            match self.slots[i].load().as_ref() {
                 None => return None,
-                Some(entry) if entry.hash == *key => return Some(i),
+                Some(entry) if is(entry) => return Some(i),
                 Some(_) => i = (i + 1) & self.mask,
             }
         }
         None
     }
 
-    /// The empty slot `key`'s probe reaches first, or `None` when `key` is
-    /// already there. The table is at most half full: an empty slot comes.
-    fn vacancy(&self, key: &TokenHash) -> Option<usize> {
-        let mut i = home(key, self.mask);
-        loop {
-            match self.slots[i].load().as_deref() {
-                None => return Some(i),
-                Some(entry) if entry.hash == *key => return None,
-                Some(_) => i = (i + 1) & self.mask,
-            }
+    /// The slot holding `entry` itself.
+    fn find_entry(&self, entry: &Arc<Cached>) -> Option<usize> {
+        self.find(entry.hash, |e| Arc::ptr_eq(e, entry))
+    }
+
+    /// The empty slot the probe from `hash`'s home reaches first. The table
+    /// is at most half full: an empty slot comes.
+    fn vacancy(&self, hash: u64) -> usize {
+        let mut i = home(hash, self.mask);
+        while self.slots[i].load().is_some() {
+            i = (i + 1) & self.mask;
         }
+        i
     }
 
     /// Empties slot `i` and moves later entries of the probe run back, so
@@ -151,7 +188,7 @@ impl Table {
             };
             // The entry may move to the hole at `i` unless its home lies
             // cyclically in (i, j].
-            let h = home(&entry.hash, self.mask);
+            let h = home(entry.hash, self.mask);
             let stays = if i <= j {
                 i < h && h <= j
             } else {
@@ -170,9 +207,22 @@ impl Table {
 struct Writer {
     /// The entries in the table by insertion number, oldest first: exactly
     /// one item per entry.
-    order: BTreeMap<u64, TokenHash>,
+    order: BTreeMap<u64, Arc<Cached>>,
     /// The next insertion number.
     next_seq: u64,
+    /// The entries in the table per owner.
+    owned: Vec<usize>,
+}
+
+impl Writer {
+    /// Forgets `entry` from the order and its owner's count.
+    fn forget(&mut self, entry: &Cached) {
+        if self.order.remove(&entry.seq).is_some() {
+            if let Some(n) = self.owned.get_mut(entry.owner) {
+                *n -= 1;
+            }
+        }
+    }
 }
 
 pub(crate) struct TokenCache {
@@ -180,6 +230,8 @@ pub(crate) struct TokenCache {
     /// The table's largest size: a power of two, at least twice one more
     /// than the capacity, so the table is at most half full.
     max_slots: usize,
+    /// The hash's key, drawn for this cache.
+    hasher: RandomState,
     table: ArcSwap<Table>,
     writer: Mutex<Writer>,
 }
@@ -194,11 +246,32 @@ impl TokenCache {
         TokenCache {
             capacity,
             max_slots,
+            hasher: RandomState::new(),
             table: ArcSwap::from_pointee(Table::new(MIN_SLOTS.min(max_slots))),
             writer: Mutex::new(Writer {
                 order: BTreeMap::new(),
                 next_seq: 0,
+                owned: Vec::new(),
             }),
+        }
+    }
+
+    /// How `token` is looked up in this cache.
+    #[inline]
+    pub(crate) fn probe<'a>(&self, token: &'a [u8]) -> Probe<'a> {
+        Probe {
+            hash: self.hasher.hash_one(token),
+            token,
+        }
+    }
+
+    /// Where `token` is looked up and filed in this cache, under owner 0.
+    #[inline]
+    pub(crate) fn slot<'a>(&'a self, token: &'a [u8]) -> Slot<'a> {
+        Slot {
+            cache: self,
+            probe: self.probe(token),
+            owner: 0,
         }
     }
 
@@ -206,29 +279,35 @@ impl TokenCache {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Calls `f` with the entry for `key`, if there is one, and returns what
-    /// `f` returns. No lock is taken and no count is written: `f` should copy
-    /// what it needs rather than keep the entry.
-    pub(crate) fn with<R>(&self, key: &TokenHash, f: impl FnOnce(&Cached) -> R) -> Option<R> {
+    /// Calls `f` with the entry for `probe`'s token, if there is one, and
+    /// returns what `f` returns. No lock is taken and no count is written:
+    /// `f` should copy what it needs rather than keep the entry.
+    pub(crate) fn with<R>(&self, probe: &Probe<'_>, f: impl FnOnce(&Cached) -> R) -> Option<R> {
         let table = self.table.load();
-        let mut i = home(key, table.mask);
+        let mut i = home(probe.hash, table.mask);
         for _ in 0..table.slots.len() {
             let slot = table.slots[i].load();
             match slot.as_deref() {
                 None => return None,
-                Some(entry) if entry.hash == *key => return Some(f(entry)),
+                Some(entry) if entry.is(probe) => return Some(f(entry)),
                 Some(_) => i = (i + 1) & table.mask,
             }
         }
         None
     }
 
-    /// Caches `identity`, verified by `key`, under `hash` (nothing changes
-    /// when `hash` is already cached).
-    pub(crate) fn insert(&self, hash: TokenHash, identity: VerifiedIdentity, key: KeyRef) {
+    /// Caches `identity`, verified by `key`, for `probe`'s token under
+    /// `owner` (nothing changes when the token is already cached).
+    pub(crate) fn insert(
+        &self,
+        probe: &Probe<'_>,
+        owner: usize,
+        identity: VerifiedIdentity,
+        key: KeyRef,
+    ) {
         let mut w = self.lock();
         let mut table = self.table.load_full();
-        if table.find(&hash).is_some() {
+        if table.find(probe.hash, |e| e.is(probe)).is_some() {
             return;
         }
         // Grow before the table would be more than half full.
@@ -239,22 +318,29 @@ impl TokenCache {
         }
         let seq = w.next_seq;
         w.next_seq += 1;
-        let Some(slot) = table.vacancy(&hash) else {
-            return;
-        };
-        table.slots[slot].store(Some(Arc::new(Cached {
-            hash,
+        let entry = Arc::new(Cached {
+            hash: probe.hash,
+            token: probe.token.into(),
             seq,
+            owner,
             identity,
             key,
             checked_at: AtomicU64::new(0),
-        })));
-        w.order.insert(seq, hash);
+        });
+        table.slots[table.vacancy(probe.hash)].store(Some(Arc::clone(&entry)));
+        w.order.insert(seq, entry);
+        if w.owned.len() <= owner {
+            w.owned.resize(owner + 1, 0);
+        }
+        w.owned[owner] += 1;
         while w.order.len() > self.capacity {
             let Some((_, old)) = w.order.pop_first() else {
                 break;
             };
-            if let Some(slot) = table.find(&old) {
+            if let Some(n) = w.owned.get_mut(old.owner) {
+                *n -= 1;
+            }
+            if let Some(slot) = table.find_entry(&old) {
                 table.delete(slot);
             }
         }
@@ -267,20 +353,20 @@ impl TokenCache {
         let new = Table::new(size);
         for slot in old.slots.iter() {
             if let Some(entry) = slot.load_full() {
-                if let Some(i) = new.vacancy(&entry.hash) {
-                    new.slots[i].store(Some(entry));
-                }
+                let i = new.vacancy(entry.hash);
+                new.slots[i].store(Some(entry));
             }
         }
         new
     }
 
-    pub(crate) fn remove(&self, key: &TokenHash) {
+    /// Forgets `probe`'s token.
+    pub(crate) fn remove(&self, probe: &Probe<'_>) {
         let mut w = self.lock();
         let table = self.table.load();
-        if let Some(slot) = table.find(key) {
+        if let Some(slot) = table.find(probe.hash, |e| e.is(probe)) {
             if let Some(entry) = table.slots[slot].load_full() {
-                w.order.remove(&entry.seq);
+                w.forget(&entry);
             }
             table.delete(slot);
         }
@@ -288,6 +374,11 @@ impl TokenCache {
 
     pub(crate) fn len(&self) -> usize {
         self.lock().order.len()
+    }
+
+    /// The entries `owner` filed.
+    pub(crate) fn len_of(&self, owner: usize) -> usize {
+        self.lock().owned.get(owner).copied().unwrap_or(0)
     }
 
     /// (entries, table slots): for tests of the bound.
@@ -298,20 +389,19 @@ impl TokenCache {
     }
 
     /// Every entry is reachable from its home slot, the order holds exactly
-    /// the entries, and the count is right.
+    /// the entries, and the counts are right.
     #[cfg(test)]
     fn consistent(&self) -> bool {
         let w = self.lock();
         let table = self.table.load();
-        let entries: Vec<(u64, TokenHash)> = table
-            .slots
-            .iter()
-            .filter_map(|s| s.load().as_deref().map(|e| (e.seq, e.hash)))
-            .collect();
+        let entries: Vec<Arc<Cached>> = table.slots.iter().filter_map(|s| s.load_full()).collect();
+        let owned: usize = w.owned.iter().sum();
         entries.len() == w.order.len()
-            && entries
-                .iter()
-                .all(|(seq, k)| table.find(k).is_some() && w.order.get(seq) == Some(k))
+            && owned == entries.len()
+            && entries.iter().all(|e| {
+                table.find_entry(e).is_some()
+                    && w.order.get(&e.seq).is_some_and(|o| Arc::ptr_eq(o, e))
+            })
     }
 }
 
@@ -322,8 +412,14 @@ mod tests {
     use std::collections::VecDeque;
 
     fn put(c: &TokenCache, i: u32) {
+        put_as(c, i, 0);
+    }
+
+    fn put_as(c: &TokenCache, i: u32, owner: usize) {
+        let t = token(i);
         c.insert(
-            key(i),
+            &c.probe(&t),
+            owner,
             VerifiedIdentity {
                 claims: Claims::default(),
                 kid: crate::keyring::KeyId::new("k").unwrap(),
@@ -332,12 +428,26 @@ mod tests {
         );
     }
 
-    fn key(i: u32) -> TokenHash {
-        token_hash(&i.to_le_bytes())
+    fn token(i: u32) -> Vec<u8> {
+        format!("header.claims-{i}.signature").into_bytes()
     }
 
+    /// The token of entry `i` is found, and it is that token.
     fn present(c: &TokenCache, i: u32) -> bool {
-        c.with(&key(i), |e| e.hash).is_some_and(|h| h == key(i))
+        let t = token(i);
+        c.with(&c.probe(&t), |e| e.token.to_vec())
+            .is_some_and(|found| found == t)
+    }
+
+    fn remove(c: &TokenCache, i: u32) {
+        let t = token(i);
+        c.remove(&c.probe(&t));
+    }
+
+    /// What a lookup of token `i` finds: the found entry's token.
+    fn found(c: &TokenCache, i: u32) -> Option<Vec<u8>> {
+        let t = token(i);
+        c.with(&c.probe(&t), |e| e.token.to_vec())
     }
 
     #[test]
@@ -354,7 +464,7 @@ mod tests {
                     model.pop_front();
                 }
                 if i % 3 == 0 {
-                    c.remove(&key(i));
+                    remove(&c, i);
                     model.retain(|&k| k != i);
                 }
                 let (entries, _) = c.sizes();
@@ -376,7 +486,7 @@ mod tests {
                 put(&c, round * 16 + i);
             }
             for i in (0..16).step_by(round as usize % 3 + 2) {
-                c.remove(&key(round * 16 + i));
+                remove(&c, round * 16 + i);
             }
             assert!(c.consistent(), "round {round}");
         }
@@ -390,7 +500,7 @@ mod tests {
                 for i in 0..20_000u32 {
                     put(&c, i);
                     if i % 2 == 0 {
-                        c.remove(&key(i / 2));
+                        remove(&c, i / 2);
                     }
                 }
             });
@@ -398,8 +508,8 @@ mod tests {
                 s.spawn(|| {
                     for n in 0..200_000u32 {
                         let i = n % 20_000;
-                        if let Some(h) = c.with(&key(i), |e| e.hash) {
-                            assert_eq!(h, key(i));
+                        if let Some(t) = found(&c, i) {
+                            assert_eq!(t, token(i));
                         }
                     }
                 });
@@ -412,10 +522,12 @@ mod tests {
     fn a_hit_remembers_the_keyring_generation_it_was_checked_at() {
         let c = TokenCache::new(4);
         put(&c, 0);
-        assert_eq!(c.with(&key(0), |e| e.checked_at(1)), Some(false));
-        c.with(&key(0), |e| e.mark_checked(7));
+        let t = token(0);
+        let p = c.probe(&t);
+        assert_eq!(c.with(&p, |e| e.checked_at(1)), Some(false));
+        c.with(&p, |e| e.mark_checked(7));
         assert_eq!(
-            c.with(&key(0), |e| (e.checked_at(7), e.checked_at(8))),
+            c.with(&p, |e| (e.checked_at(7), e.checked_at(8))),
             Some((true, false))
         );
     }
@@ -431,12 +543,13 @@ mod tests {
         }
         for _ in 0..100_000 {
             put(&c, 0);
-            c.remove(&key(0));
+            remove(&c, 0);
         }
         put(&c, 0);
         let (entries, slots) = c.sizes();
         assert_eq!(entries, 5);
         assert_eq!(c.lock().order.len(), 5, "one order item per entry");
+        assert_eq!(c.len_of(0), 5);
         assert!(slots <= 32, "{slots} slots for 5 entries");
         assert!(c.consistent());
         // First in, first out still holds across the flapping: 1 is evicted
@@ -493,13 +606,74 @@ mod tests {
             s.spawn(|| {
                 for n in 0..200_000u32 {
                     let i = n % 20_000;
-                    if let Some(h) = c.with(&key(i), |e| e.hash) {
-                        assert_eq!(h, key(i));
+                    if let Some(t) = found(&c, i) {
+                        assert_eq!(t, token(i));
                     }
                 }
             });
         });
         assert!(c.consistent());
         assert!((0..20_000).all(|i| present(&c, i)));
+    }
+}
+
+/// Tests that need to choose the hash.
+#[cfg(test)]
+mod collisions {
+    use super::*;
+    use crate::claims::Claims;
+
+    fn identity(sub: &str) -> VerifiedIdentity {
+        VerifiedIdentity {
+            claims: Claims {
+                subject: sub.into(),
+                ..Claims::default()
+            },
+            kid: crate::keyring::KeyId::new("k").unwrap(),
+        }
+    }
+
+    /// Two tokens under one hash: each lookup finds its own token's entry,
+    /// and a third token with that hash (a forgery aimed at a cached
+    /// token's hash) finds nothing.
+    #[test]
+    fn a_hash_collision_never_returns_another_tokens_entry() {
+        let c = TokenCache::new(8);
+        let (a, b, forged) = (
+            b"a.b.c".as_slice(),
+            b"a.b.d".as_slice(),
+            b"a.x.c".as_slice(),
+        );
+        let at = |token| Probe { hash: 42, token };
+        c.insert(&at(a), 0, identity("a"), KeyRef::none());
+        c.insert(&at(b), 0, identity("b"), KeyRef::none());
+        let sub = |token| c.with(&at(token), |e| e.identity.claims.subject.clone());
+        assert_eq!(sub(a).as_deref(), Some("a"));
+        assert_eq!(sub(b).as_deref(), Some("b"));
+        assert_eq!(sub(forged), None);
+        c.remove(&at(a));
+        assert_eq!(sub(a), None);
+        assert_eq!(sub(b).as_deref(), Some("b"));
+        assert!(c.consistent());
+    }
+
+    /// One cache shared by owners counts each one's entries, through
+    /// inserts, removals and evictions.
+    #[test]
+    fn entries_are_counted_per_owner() {
+        let c = TokenCache::new(4);
+        let tokens: Vec<Vec<u8>> = (0..6).map(|i| format!("t{i}").into_bytes()).collect();
+        for (i, t) in tokens.iter().enumerate() {
+            c.insert(&c.probe(t), i % 3, identity("s"), KeyRef::none());
+        }
+        // 0..6 inserted, 0 and 1 evicted: owners of 2, 3, 4, 5 are 2, 0, 1, 2.
+        assert_eq!(
+            (c.len_of(0), c.len_of(1), c.len_of(2), c.len_of(9)),
+            (1, 1, 2, 0)
+        );
+        c.remove(&c.probe(&tokens[5]));
+        assert_eq!((c.len(), c.len_of(2)), (3, 1));
+        assert_eq!(c.with(&c.probe(&tokens[3]), |e| e.owner), Some(0));
+        assert!(c.consistent());
     }
 }

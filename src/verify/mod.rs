@@ -75,8 +75,7 @@ use crate::keyring::{
 use crate::state::{AllocState, Consistency, NodeState, StateStore};
 
 pub use cache::MAX_CACHE_ENTRIES;
-use cache::TokenCache;
-pub(crate) use cache::{TokenHash, token_hash};
+pub(crate) use cache::{Cached, Slot, TokenCache};
 
 /// The audience a verifier accepts: never empty.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -464,9 +463,9 @@ impl Verifier {
         // included.
         jwt::check_length(token.len(), inner.options.max_token_bytes)?;
         self.check_bearer_allowed()?;
-        let hash = inner.cache.as_ref().map(|_| token_hash(token));
-        if let Some(hash) = &hash {
-            if let Some(result) = self.cached(hash, now) {
+        let slot = inner.cache.as_ref().map(|c| c.slot(token));
+        if let Some(slot) = slot {
+            if let Some(result) = self.cached(slot, now) {
                 return result;
             }
         }
@@ -479,68 +478,76 @@ impl Verifier {
         check_bearer_key(&key)?;
         check_alg(&key, &parsed)?;
         check_sig(&key, &parsed)?;
-        self.finish(decode_claims(&parsed.payload)?, key, now, hash)
+        self.finish(decode_claims(&parsed.payload)?, key, now, slot)
     }
 
-    /// The cached verdict for the token of SHA-256 `hash`, when the cache
+    /// The cached verdict for the token `slot` looks up, when the cache
     /// holds it and its key still verifies: the time claims and what the
     /// token binds to are checked again (an entry that fails them is
     /// forgotten). `None`: verify in full.
     #[inline(always)]
-    pub(crate) fn cached(&self, hash: &TokenHash, now: i64) -> Option<Result<VerifiedIdentity>> {
-        let inner = &*self.inner;
-        let cache = inner.cache.as_ref()?;
-        // The entry is read without a lock or a reference count: what
-        // the checks need is copied out. The key is looked up again only
-        // when the keyring changed since the last confirmation (the
-        // generation is loaded first, so a change during the look-up
-        // leaves the entry unconfirmed).
-        let found = cache.with(hash, |hit| {
-            let generation = inner.keyring.generation();
-            let same_key = hit.checked_at(generation) || {
-                let same = inner
-                    .keyring
-                    .verifying_key(hit.identity.kid.as_str())
-                    .is_some_and(|k| k.is(&hit.key));
-                if same {
-                    hit.mark_checked(generation);
-                }
-                same
-            };
-            same_key.then(|| hit.identity.clone())
-        });
-        match found {
-            Some(Some(identity)) => {
-                bump(&inner.counters.cache_hits);
-                let claims = &identity.claims;
-                let checked = self
-                    .check_claims(claims, now)
-                    .and_then(|()| self.check_bound(claims));
-                if checked.is_err() {
-                    cache.remove(hash);
-                }
-                Some(checked.map(|()| identity))
+    fn cached(&self, slot: Slot<'_>, now: i64) -> Option<Result<VerifiedIdentity>> {
+        let found = slot.cache.with(&slot.probe, |hit| self.confirm(hit))?;
+        self.settle_hit(slot, found, now)
+    }
+
+    /// A cache entry of this verifier's, read where it lies (without a lock
+    /// or a reference count): its identity, copied out, when its key still
+    /// verifies under its kid. The key is looked up again only when the
+    /// keyring changed since the last confirmation (the generation is loaded
+    /// first, so a change during the look-up leaves the entry unconfirmed).
+    #[inline(always)]
+    pub(crate) fn confirm(&self, hit: &Cached) -> Option<VerifiedIdentity> {
+        let keyring = &self.inner.keyring;
+        let generation = keyring.generation();
+        let same_key = hit.checked_at(generation) || {
+            let same = keyring
+                .verifying_key(hit.identity.kid.as_str())
+                .is_some_and(|k| k.is(&hit.key));
+            if same {
+                hit.mark_checked(generation);
             }
-            // The key was deprecated, removed or replaced under its kid:
-            // forget the entry and let the full path give the reason.
-            Some(None) => {
-                cache.remove(hash);
-                None
-            }
-            None => None,
+            same
+        };
+        same_key.then(|| hit.identity.clone())
+    }
+
+    /// What a hit found by [`Verifier::confirm`] comes to: the identity once
+    /// its time claims and binding still hold (else the entry is forgotten
+    /// and the error returned), or `None` (the key no longer verifies: the
+    /// entry is forgotten and the full path gives the reason).
+    #[inline(always)]
+    pub(crate) fn settle_hit(
+        &self,
+        slot: Slot<'_>,
+        found: Option<VerifiedIdentity>,
+        now: i64,
+    ) -> Option<Result<VerifiedIdentity>> {
+        let Some(identity) = found else {
+            slot.cache.remove(&slot.probe);
+            return None;
+        };
+        bump(&self.inner.counters.cache_hits);
+        let claims = &identity.claims;
+        let checked = self
+            .check_claims(claims, now)
+            .and_then(|()| self.check_bound(claims));
+        if checked.is_err() {
+            slot.cache.remove(&slot.probe);
         }
+        Some(checked.map(|()| identity))
     }
 
     /// Verifies a token already parsed (with its claims already decoded, by
     /// a trust set that routed it): the header rules of this verifier, the
     /// key, the algorithm, the signature, then the claims and what the token
-    /// binds to; fills the cache under `hash`. Not counted in the stats.
+    /// binds to; fills `slot`. Not counted in the stats.
     pub(crate) fn verify_parsed(
         &self,
         parsed: &jwt::Parsed<'_>,
         claims: Claims,
         now: i64,
-        hash: Option<TokenHash>,
+        slot: Option<Slot<'_>>,
     ) -> Result<VerifiedIdentity> {
         self.check_bearer_allowed()?;
         self.check_header(parsed)?;
@@ -551,7 +558,7 @@ impl Verifier {
         check_bearer_key(&key)?;
         check_alg(&key, parsed)?;
         check_sig(&key, parsed)?;
-        self.finish(claims, key, now, hash)
+        self.finish(claims, key, now, slot)
     }
 
     /// The header rules of a bearer token that need no key: never a WIT,
@@ -562,13 +569,14 @@ impl Verifier {
         self.check_allowed(parsed.alg)
     }
 
-    /// The steps after the signature: claims, allocation, cache.
+    /// The steps after the signature: claims, allocation, then the cache
+    /// `slot` names.
     pub(crate) fn finish(
         &self,
         claims: Claims,
         key: VerifyingHandle,
         now: i64,
-        hash: Option<TokenHash>,
+        slot: Option<Slot<'_>>,
     ) -> Result<VerifiedIdentity> {
         self.check_claims(&claims, now)?;
         self.check_bound(&claims)?;
@@ -576,8 +584,9 @@ impl Verifier {
             claims,
             kid: key.id().clone(),
         };
-        if let (Some(cache), Some(hash)) = (&self.inner.cache, hash) {
-            cache.insert(hash, verified.clone(), key.key_ref());
+        if let Some(slot) = slot {
+            slot.cache
+                .insert(&slot.probe, slot.owner, verified.clone(), key.key_ref());
         }
         Ok(verified)
     }
