@@ -33,6 +33,11 @@ REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 source "$SCRIPT_DIR/lib.sh"
 wid_go_setup go-tests.sh
 
+# The Kubernetes signer's interop tests run two `wid serve` on one keyring in
+# a real etcd (Debian's etcd-server): install it when missing, as the etcd
+# step of .ci/run does (this step may run first on a fresh machine).
+command -v etcd >/dev/null 2>&1 || wid_apt_install etcd-server
+
 # --- the library and wid ----------------------------------------------------
 wid_find_lib go-tests.sh
 lib_dir="$WID_LIB"
