@@ -829,6 +829,28 @@ fn the_cache_serves_each_issuer_and_never_another() {
     assert_eq!(code(&w.trust.verify(&t, NOW + 7200)), ResultCode::Expired);
 }
 
+/// The issuers share one cache, but each keeps its own bound: a flood of
+/// one issuer's tokens evicts only that issuer's entries.
+#[test]
+fn one_issuers_flood_never_evicts_another_issuers_entries() {
+    let w = world_with(true);
+    let quiet = nomad_token(&w.west, WEST);
+    w.trust.verify(&quiet, NOW).unwrap();
+    let issuer = Issuer::new(w.east.clone()).issuer(EAST);
+    for _ in 0..200 {
+        let t = issuer.issue(&req(), NOW).unwrap().token;
+        assert_eq!(w.trust.verify(&t, NOW).unwrap().issuer, EAST);
+    }
+    let stats = w.trust.stats();
+    assert_eq!(
+        stats.issuers[0].stats.cache_entries, 64,
+        "east at its bound"
+    );
+    assert_eq!(stats.issuers[1].stats.cache_entries, 1, "west's entry kept");
+    w.trust.verify(&quiet, NOW).unwrap();
+    assert_eq!(w.trust.stats().issuers[1].stats.cache_hits, 1);
+}
+
 #[test]
 fn an_unknown_kid_is_waited_for_only_in_the_chosen_issuers_keyring() {
     let east = keyring("k1", 1);

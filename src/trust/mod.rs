@@ -196,7 +196,9 @@ impl TrustSetBuilder {
     /// [`VerifierBuilder::cache`](crate::VerifierBuilder::cache)). The
     /// issuers share one cache of `entries` times their number (clamped to
     /// [`MAX_CACHE_ENTRIES`](crate::MAX_CACHE_ENTRIES)), looked up once per
-    /// token whatever the number of issuers; each entry is honoured only by
+    /// token whatever the number of issuers. Each issuer keeps at most
+    /// `entries` of them, evicted first in, first out among its own, so one
+    /// issuer's traffic never evicts another's entries. Each entry is honoured only by
     /// the issuer whose verifier verified it, under that verifier's rules
     /// (time claims, the key still verifying under its kid, the allocation).
     pub fn cache(mut self, entries: usize) -> TrustSetBuilder {
@@ -260,7 +262,7 @@ impl TrustSetBuilder {
         }
         let cache = self
             .cache
-            .map(|entries| TokenCache::new(entries.saturating_mul(issuers.len())));
+            .map(|entries| TokenCache::shared(entries, issuers.len()));
         Ok(TrustSet {
             inner: Arc::new(Inner {
                 issuers,

@@ -26,15 +26,17 @@
 //! compares the whole token.
 //!
 //! One cache can serve several verifiers (a trust set's issuers): each entry
-//! names its owner, the index of the verifier that verified it, and the
-//! cache counts entries per owner.
+//! names its owner, the index of the verifier that verified it. Each owner
+//! has its own bound and its own first-in first-out order, so one issuer's
+//! traffic evicts only that issuer's entries (as when each issuer had a
+//! cache of its own), while a lookup is still one probe of one table.
 //!
 //! Memory grows with use, not with the configured capacity: the table starts
 //! at [`MIN_SLOTS`] slots and doubles when it would be more than half full,
 //! up to what the capacity needs; the capacity itself is clamped to
 //! [`MAX_CACHE_ENTRIES`], so no value overflows or allocates up front. The
-//! first-in first-out order is a map from an insertion number to the entry
-//! that holds exactly the entries in the table: a removal takes its number
+//! first-in first-out order is, per owner, a map from an insertion number to
+//! the entry that holds exactly the entries in the table: a removal takes its number
 //! out, so an entry that is removed and inserted again (a cached token whose
 //! store read failed, then verified again) never leaves a copy behind.
 //!
@@ -205,28 +207,54 @@ impl Table {
 
 /// What only writers touch, under the lock.
 struct Writer {
-    /// The entries in the table by insertion number, oldest first: exactly
-    /// one item per entry.
-    order: BTreeMap<u64, Arc<Cached>>,
-    /// The next insertion number.
+    /// Each owner's entries in the table by insertion number, oldest first:
+    /// exactly one item per entry, under its owner.
+    orders: Vec<BTreeMap<u64, Arc<Cached>>>,
+    /// The entries in the table (the sum of the orders' lengths).
+    len: usize,
+    /// The next insertion number (one sequence across owners, so the
+    /// oldest entry overall is the smallest first number of any owner).
     next_seq: u64,
-    /// The entries in the table per owner.
-    owned: Vec<usize>,
 }
 
 impl Writer {
-    /// Forgets `entry` from the order and its owner's count.
+    /// Forgets `entry` from its owner's order.
     fn forget(&mut self, entry: &Cached) {
-        if self.order.remove(&entry.seq).is_some() {
-            if let Some(n) = self.owned.get_mut(entry.owner) {
-                *n -= 1;
+        if let Some(order) = self.orders.get_mut(entry.owner) {
+            if order.remove(&entry.seq).is_some() {
+                self.len -= 1;
             }
         }
+    }
+
+    /// Takes the oldest entry of `owner` out of the order.
+    fn pop_oldest_of(&mut self, owner: usize) -> Option<Arc<Cached>> {
+        let (_, old) = self.orders.get_mut(owner)?.pop_first()?;
+        self.len -= 1;
+        Some(old)
+    }
+
+    /// The owner whose oldest entry is the oldest overall.
+    fn owner_of_oldest(&self) -> Option<usize> {
+        self.orders
+            .iter()
+            .enumerate()
+            .filter_map(|(owner, order)| order.first_key_value().map(|(seq, _)| (*seq, owner)))
+            .min()
+            .map(|(_, owner)| owner)
+    }
+
+    fn len_of(&self, owner: usize) -> usize {
+        self.orders.get(owner).map_or(0, BTreeMap::len)
     }
 }
 
 pub(crate) struct TokenCache {
+    /// The most entries in all.
     capacity: usize,
+    /// The most entries of one owner: one owner's traffic evicts only its
+    /// own entries, never another owner's.
+    per_owner: usize,
     /// The table's largest size: a power of two, at least twice one more
     /// than the capacity, so the table is at most half full.
     max_slots: usize,
@@ -239,19 +267,39 @@ pub(crate) struct TokenCache {
 impl TokenCache {
     /// A cache for `capacity` entries, clamped to 1..=[`MAX_CACHE_ENTRIES`].
     pub(crate) fn new(capacity: usize) -> TokenCache {
-        let capacity = capacity.clamp(1, MAX_CACHE_ENTRIES);
+        TokenCache::shared(capacity, 1)
+    }
+
+    /// A cache shared by `owners` owners, `per_owner` entries each (both
+    /// clamped to at least 1, the whole to [`MAX_CACHE_ENTRIES`]). Each
+    /// owner's entries are evicted first in, first out among themselves, so
+    /// a flood of one owner's tokens leaves the others' entries in place;
+    /// only when the whole is full (the clamp) does the oldest entry of any
+    /// owner go.
+    pub(crate) fn shared(per_owner: usize, owners: usize) -> TokenCache {
+        let per_owner = per_owner.clamp(1, MAX_CACHE_ENTRIES);
+        let capacity = per_owner
+            .saturating_mul(owners.max(1))
+            .min(MAX_CACHE_ENTRIES);
+        TokenCache::bounded(per_owner, capacity)
+    }
+
+    /// A cache of `capacity` entries in all, `per_owner` of one owner (both
+    /// already within 1..=[`MAX_CACHE_ENTRIES`]).
+    fn bounded(per_owner: usize, capacity: usize) -> TokenCache {
         // +1: an insert holds one entry over the bound until it evicts. No
         // overflow: the capacity is at most 2^20.
         let max_slots = (2 * (capacity + 1)).next_power_of_two();
         TokenCache {
             capacity,
+            per_owner,
             max_slots,
             hasher: RandomState::new(),
             table: ArcSwap::from_pointee(Table::new(MIN_SLOTS.min(max_slots))),
             writer: Mutex::new(Writer {
-                order: BTreeMap::new(),
+                orders: Vec::new(),
+                len: 0,
                 next_seq: 0,
-                owned: Vec::new(),
             }),
         }
     }
@@ -311,7 +359,7 @@ impl TokenCache {
             return;
         }
         // Grow before the table would be more than half full.
-        let len = w.order.len();
+        let len = w.len;
         if 2 * (len + 1) > table.slots.len() && table.slots.len() < self.max_slots {
             table = Arc::new(self.grown(&table, len + 1));
             self.table.store(Arc::clone(&table));
@@ -328,18 +376,26 @@ impl TokenCache {
             checked_at: AtomicU64::new(0),
         });
         table.slots[table.vacancy(probe.hash)].store(Some(Arc::clone(&entry)));
-        w.order.insert(seq, entry);
-        if w.owned.len() <= owner {
-            w.owned.resize(owner + 1, 0);
+        if w.orders.len() <= owner {
+            w.orders.resize_with(owner + 1, BTreeMap::new);
         }
-        w.owned[owner] += 1;
-        while w.order.len() > self.capacity {
-            let Some((_, old)) = w.order.pop_first() else {
+        w.orders[owner].insert(seq, entry);
+        w.len += 1;
+        // The owner's own bound first: its oldest entry makes room.
+        while w.len_of(owner) > self.per_owner {
+            let Some(old) = w.pop_oldest_of(owner) else {
                 break;
             };
-            if let Some(n) = w.owned.get_mut(old.owner) {
-                *n -= 1;
+            if let Some(slot) = table.find_entry(&old) {
+                table.delete(slot);
             }
+        }
+        // Then the whole (reached only when the clamp cut it): the oldest
+        // entry of any owner.
+        while w.len > self.capacity {
+            let Some(old) = w.owner_of_oldest().and_then(|o| w.pop_oldest_of(o)) else {
+                break;
+            };
             if let Some(slot) = table.find_entry(&old) {
                 table.delete(slot);
             }
@@ -373,19 +429,19 @@ impl TokenCache {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().order.len()
+        self.lock().len
     }
 
     /// The entries `owner` filed.
     pub(crate) fn len_of(&self, owner: usize) -> usize {
-        self.lock().owned.get(owner).copied().unwrap_or(0)
+        self.lock().len_of(owner)
     }
 
     /// (entries, table slots): for tests of the bound.
     #[cfg(test)]
     pub(crate) fn sizes(&self) -> (usize, usize) {
         let w = self.lock();
-        (w.order.len(), self.table.load().slots.len())
+        (w.len, self.table.load().slots.len())
     }
 
     /// Every entry is reachable from its home slot, the order holds exactly
@@ -395,12 +451,14 @@ impl TokenCache {
         let w = self.lock();
         let table = self.table.load();
         let entries: Vec<Arc<Cached>> = table.slots.iter().filter_map(|s| s.load_full()).collect();
-        let owned: usize = w.owned.iter().sum();
-        entries.len() == w.order.len()
+        let owned: usize = w.orders.iter().map(BTreeMap::len).sum();
+        entries.len() == w.len
             && owned == entries.len()
             && entries.iter().all(|e| {
                 table.find_entry(e).is_some()
-                    && w.order.get(&e.seq).is_some_and(|o| Arc::ptr_eq(o, e))
+                    && w.orders[e.owner]
+                        .get(&e.seq)
+                        .is_some_and(|o| Arc::ptr_eq(o, e))
             })
     }
 }
@@ -548,7 +606,7 @@ mod tests {
         put(&c, 0);
         let (entries, slots) = c.sizes();
         assert_eq!(entries, 5);
-        assert_eq!(c.lock().order.len(), 5, "one order item per entry");
+        assert_eq!(c.lock().orders[0].len(), 5, "one order item per entry");
         assert_eq!(c.len_of(0), 5);
         assert!(slots <= 32, "{slots} slots for 5 entries");
         assert!(c.consistent());
@@ -674,6 +732,68 @@ mod collisions {
         c.remove(&c.probe(&tokens[5]));
         assert_eq!((c.len(), c.len_of(2)), (3, 1));
         assert_eq!(c.with(&c.probe(&tokens[3]), |e| e.owner), Some(0));
+        assert!(c.consistent());
+    }
+
+    /// A flood of one owner's tokens evicts only that owner's entries: the
+    /// other owners' stay, each owner within its own bound.
+    #[test]
+    fn one_owners_flood_leaves_the_others_entries() {
+        let c = TokenCache::shared(3, 3);
+        let quiet: Vec<Vec<u8>> = (0..3).map(|i| format!("quiet-{i}").into_bytes()).collect();
+        for (i, t) in quiet.iter().enumerate() {
+            c.insert(&c.probe(t), 1 + i % 2, identity("q"), KeyRef::none());
+        }
+        for i in 0..1000 {
+            let t = format!("flood-{i}").into_bytes();
+            c.insert(&c.probe(&t), 0, identity("f"), KeyRef::none());
+        }
+        assert_eq!((c.len_of(0), c.len_of(1), c.len_of(2)), (3, 2, 1));
+        assert!(
+            quiet
+                .iter()
+                .all(|t| c.with(&c.probe(t), |e| e.owner != 0) == Some(true))
+        );
+        // The flood's newest three are what owner 0 keeps.
+        for i in 997..1000 {
+            let t = format!("flood-{i}").into_bytes();
+            assert_eq!(c.with(&c.probe(&t), |e| e.owner), Some(0), "{i}");
+        }
+        // A quiet owner over its own bound evicts its own oldest, not the
+        // flood's.
+        for i in 0..4 {
+            let t = format!("more-{i}").into_bytes();
+            c.insert(&c.probe(&t), 2, identity("m"), KeyRef::none());
+        }
+        assert_eq!((c.len_of(0), c.len_of(1), c.len_of(2)), (3, 2, 3));
+        assert!(c.with(&c.probe(&quiet[1]), |_| ()).is_none());
+        assert!(c.with(&c.probe(&quiet[0]), |_| ()).is_some());
+        assert!(c.consistent());
+    }
+
+    /// When the whole is clamped below owners x per owner, the oldest entry
+    /// of any owner goes, and the total stays within the clamp.
+    #[test]
+    fn the_clamped_whole_evicts_the_oldest_of_any_owner() {
+        let c = TokenCache::shared(MAX_CACHE_ENTRIES, 2);
+        assert_eq!(
+            (c.capacity, c.per_owner),
+            (MAX_CACHE_ENTRIES, MAX_CACHE_ENTRIES)
+        );
+        let small = TokenCache::shared(0, 0);
+        assert_eq!((small.capacity, small.per_owner), (1, 1));
+        // The same rule at a size a test can fill: 4 per owner, 5 in all.
+        let c = TokenCache::bounded(4, 5);
+        let t = |i: u32| format!("t{i}").into_bytes();
+        for (i, owner) in [(0, 1), (1, 0), (2, 1), (3, 0), (4, 1)] {
+            c.insert(&c.probe(&t(i)), owner, identity("s"), KeyRef::none());
+        }
+        c.insert(&c.probe(&t(5)), 0, identity("s"), KeyRef::none());
+        // Over the whole: the oldest of any owner (t0, owner 1) went.
+        assert_eq!(c.len(), 5);
+        assert!(c.with(&c.probe(&t(0)), |_| ()).is_none());
+        assert!((1..6).all(|i| c.with(&c.probe(&t(i)), |_| ()).is_some()));
+        assert_eq!((c.len_of(0), c.len_of(1)), (3, 2));
         assert!(c.consistent());
     }
 }
