@@ -28,7 +28,7 @@ irefs() { # row calls -> total instructions
 }
 
 printf '%-16s %14s\n' row instructions/op
-rows=(verify_strict sign verify ffi_verify issue cache_hit batch64
+rows=(verify_strict sign sign_expanded verify ffi_verify issue cache_hit batch64
     es256_raw_sign es256_issue es256_raw_verify es256_verify
     rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify
     iss_verify trust_verify iss_cache_hit trust_cache_hit trust1_cache_hit trust8_cache_hit

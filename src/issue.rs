@@ -444,10 +444,10 @@ impl Issuer {
         // and a lock or a reference count written on every signature would
         // be a cache line moving between their cores (issue 27).
         self.keyring.with_active(purpose, algorithm, |key| {
-            let mut claims = Claims::for_request(req, workload, now, self.issuer.as_deref());
-            claims.extra_claims = extra_claims.clone();
-            if let Some(id) = &spiffe_id {
-                claims.subject = id.clone();
+            let mut claims =
+                Claims::for_request(req, workload, now, self.issuer.as_deref(), extra_claims);
+            if let Some(id) = spiffe_id {
+                claims.subject = id;
             }
             let typ = match wit {
                 None => jwt::TokenType::Jwt,
@@ -456,10 +456,7 @@ impl Issuer {
                     jwt::TokenType::Wit
                 }
             };
-            let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
-                reason: format!("cannot encode claims: {e}"),
-            })?;
-            let token = jwt::encode_typed(key, typ, &json)?;
+            let token = claims.with_payload(|json| jwt::encode_typed(key, typ, json))?;
             check_size(&token)?;
             Ok(SignedIdentity {
                 token,
@@ -531,14 +528,12 @@ impl Issuer {
                     issued_at: Some(now),
                     not_before: Some(now),
                     expires_at: Some(now.saturating_add(req.ttl_secs())),
-                    jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+                    jwt_id: crate::claims::fresh_jwt_id(),
                     issuer: self.issuer.clone(),
                     ..Claims::default()
                 };
-                let json = serde_json::to_vec(&claims).map_err(|e| Error::MalformedToken {
-                    reason: format!("cannot encode claims: {e}"),
-                })?;
-                let token = jwt::encode_typed(key, jwt::TokenType::Jwt, &json)?;
+                let token = claims
+                    .with_payload(|json| jwt::encode_typed(key, jwt::TokenType::Jwt, json))?;
                 check_size(&token)?;
                 Ok(SignedIdentity {
                     token,

@@ -31,8 +31,8 @@
 //! passes), and checks the signature and the claims, in
 //! that order, on the pieces parsed here.
 
+use crate::b64url::B64URL;
 use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -127,7 +127,7 @@ pub(crate) fn payload_of(segment: &[u8]) -> Result<Payload> {
         let len = b64_into(segment, "payload", &mut bytes)?.len();
         Payload::Inline(bytes, len)
     } else {
-        URL_SAFE_NO_PAD
+        B64URL
             .decode(segment)
             .map(Payload::Heap)
             .map_err(|e| not_b64("payload", e))?
@@ -261,15 +261,13 @@ pub(crate) fn b64_into<'b>(segment: &[u8], what: &str, buf: &'b mut [u8]) -> Res
             buf.len()
         )));
     }
-    let n = URL_SAFE_NO_PAD
-        .decode_slice(segment, buf)
-        .map_err(|e| match e {
-            base64::DecodeSliceError::DecodeError(e) => not_b64(what, e),
-            // The estimate above leaves room for any input that fits.
-            base64::DecodeSliceError::OutputSliceTooSmall => {
-                malformed(format!("the {what} is longer than {} bytes", buf.len()))
-            }
-        })?;
+    let n = B64URL.decode_slice(segment, buf).map_err(|e| match e {
+        base64::DecodeSliceError::DecodeError(e) => not_b64(what, e),
+        // The estimate above leaves room for any input that fits.
+        base64::DecodeSliceError::OutputSliceTooSmall => {
+            malformed(format!("the {what} is longer than {} bytes", buf.len()))
+        }
+    })?;
     Ok(&buf[..n])
 }
 
@@ -433,25 +431,85 @@ pub(crate) fn header_json(key: &ActiveKey, typ: TokenType) -> String {
 
 /// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
 /// the header naming the key's algorithm and `typ`.
+/// The key's header for `typ`, base64url-encoded: made at the key's first
+/// signature and kept with the key.
+fn encoded_header(key: &ActiveKey, typ: TokenType) -> &str {
+    let headers = key.encoded_headers(|| {
+        [TokenType::Jwt, TokenType::Wit].map(|t| B64URL.encode(header_json(key, t)).into())
+    });
+    match typ {
+        TokenType::Jwt => &headers[0],
+        TokenType::Wit => &headers[1],
+    }
+}
+
 pub(crate) fn encode_typed(key: &ActiveKey, typ: TokenType, claims_json: &[u8]) -> Result<String> {
-    let header = header_json(key, typ);
-    let sig_len = match key.algorithm() {
+    let header = encoded_header(key, typ);
+    let payload_len = encoded_len(claims_json.len())?;
+    let sig_room = match key.algorithm() {
         Algorithm::Rs256 => 4 * MAX_SIGNATURE_BYTES / 3,
-        _ => 88,
+        _ => 86,
     };
-    let mut token = String::with_capacity((header.len() + claims_json.len()) * 4 / 3 + 4 + sig_len);
-    URL_SAFE_NO_PAD.encode_string(header.as_bytes(), &mut token);
-    token.push('.');
-    URL_SAFE_NO_PAD.encode_string(claims_json, &mut token);
-    let signature = key.sign(token.as_bytes())?;
-    token.push('.');
-    URL_SAFE_NO_PAD.encode_string(signature, &mut token);
-    Ok(token)
+    // One buffer, sized once: the header as made for the key, then the
+    // payload and the signature encoded in place.
+    let mut token = Vec::with_capacity(header.len() + 1 + payload_len + 1 + sig_room);
+    token.extend_from_slice(header.as_bytes());
+    token.push(b'.');
+    encode_onto(&mut token, claims_json)?;
+    let signature = key.sign_with(&token, Signature::of)?;
+    token.push(b'.');
+    encode_onto(&mut token, signature.as_slice())?;
+    String::from_utf8(token).map_err(|_| Error::Panic {
+        message: "an encoded token is not ASCII".into(),
+    })
+}
+
+/// A signature as the encoder keeps it: EdDSA's and ES256's 64 bytes on the
+/// stack, an RSA signature on the heap.
+enum Signature {
+    Short([u8; 64]),
+    Long(Vec<u8>),
+}
+
+impl Signature {
+    fn of(sig: &[u8]) -> Signature {
+        match <[u8; 64]>::try_from(sig) {
+            Ok(short) => Signature::Short(short),
+            Err(_) => Signature::Long(sig.to_vec()),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Signature::Short(bytes) => bytes,
+            Signature::Long(bytes) => bytes,
+        }
+    }
+}
+
+/// The length of `len` bytes in unpadded base64url.
+fn encoded_len(len: usize) -> Result<usize> {
+    base64::encoded_len(len, false).ok_or_else(|| Error::Panic {
+        message: format!("{len} bytes are too many to encode"),
+    })
+}
+
+/// Appends `bytes` to `out` in unpadded base64url.
+fn encode_onto(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
+    let at = out.len();
+    out.resize(at + encoded_len(bytes.len())?, 0);
+    B64URL
+        .encode_slice(bytes, &mut out[at..])
+        .map(drop)
+        .map_err(|e| Error::Panic {
+            message: format!("encoding a token segment: {e}"),
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
     fn tok(header: &str, payload: &str, sig: &[u8]) -> String {
         format!(

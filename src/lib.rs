@@ -98,6 +98,7 @@
 mod algorithm;
 #[cfg(feature = "etcd")]
 mod audit;
+mod b64url;
 mod claim_names;
 mod claims;
 mod clock;

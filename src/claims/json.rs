@@ -1,102 +1,27 @@
-//! The claims' JSON form: the serializer (claims in a fixed order) and the
-//! strict deserializer (one JSON type per claim, no claim twice).
+//! The claims' JSON form read back: the strict deserializer (one JSON type
+//! per claim, no claim twice). The writing side is `encode`.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Claims, EXCHANGE_CLAIMS, NodeClaims};
-
-impl Serialize for Claims {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        // A node token has no allocation claims (unless a malformed one had
-        // both: then both are written back, as read).
-        let allocation = self.node.is_none()
-            || !(self.namespace.is_empty()
-                && self.job_id.is_empty()
-                && self.allocation_id.is_empty());
-        if allocation {
-            m.serialize_entry("nomad_namespace", &self.namespace)?;
-            m.serialize_entry("nomad_job_id", &self.job_id)?;
-            m.serialize_entry("nomad_allocation_id", &self.allocation_id)?;
-        }
-        if let Some(n) = &self.node {
-            m.serialize_entry("nomad_node_id", &n.node_id)?;
-            m.serialize_entry("nomad_node_pool", &n.node_pool)?;
-            if !n.node_class.is_empty() {
-                m.serialize_entry("nomad_node_class", &n.node_class)?;
-            }
-            m.serialize_entry("nomad_node_datacenter", &n.datacenter)?;
-        }
-        if let Some(t) = &self.task {
-            m.serialize_entry("nomad_task", t)?;
-        }
-        if let Some(svc) = &self.service {
-            m.serialize_entry("nomad_service", svc)?;
-        }
-        // Nomad's order and names (WorkloadIdentityClaims), each omitted
-        // when empty as Nomad's omitempty does.
-        let values = [
-            &self.consul_namespace,
-            &self.vault_namespace,
-            &self.vault_role,
-        ];
-        for (name, v) in EXCHANGE_CLAIMS.iter().zip(values) {
-            if !v.is_empty() {
-                m.serialize_entry(name, v)?;
-            }
-        }
-        m.serialize_entry("sub", &self.subject)?;
-        match self.audience.as_slice() {
-            [] => {}
-            [one] => m.serialize_entry("aud", one)?,
-            many => m.serialize_entry("aud", many)?,
-        }
-        for (name, v) in [
-            ("iat", self.issued_at),
-            ("nbf", self.not_before),
-            ("exp", self.expires_at),
-        ] {
-            if let Some(v) = v {
-                m.serialize_entry(name, &v)?;
-            }
-        }
-        m.serialize_entry("jti", &self.jwt_id)?;
-        if let Some(iss) = &self.issuer {
-            m.serialize_entry("iss", iss)?;
-        }
-        if let Some(key) = &self.confirmation {
-            m.serialize_entry(
-                "cnf",
-                &Cnf {
-                    jwk: CnfJwk::of(key),
-                },
-            )?;
-        }
-        if !self.extra_claims.is_empty() {
-            m.serialize_entry("extra_claims", &self.extra_claims)?;
-        }
-        m.end()
-    }
-}
+use super::{Claims, NodeClaims};
 
 /// `cnf`: `{"jwk": {...}}`, nothing else.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Cnf<'a> {
+pub(super) struct Cnf<'a> {
     #[serde(borrow)]
-    jwk: CnfJwk<'a>,
+    pub(super) jwk: CnfJwk<'a>,
 }
 
 /// `cnf.jwk`: a public JWK with its `alg`. Members other than these (a
 /// private `d`, say) make the claim set invalid; each at most once.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CnfJwk<'a> {
+pub(super) struct CnfJwk<'a> {
     #[serde(borrow)]
     kty: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
@@ -110,7 +35,7 @@ struct CnfJwk<'a> {
 }
 
 impl<'a> CnfJwk<'a> {
-    fn of(key: &'a crate::model::ProofKey) -> CnfJwk<'a> {
+    pub(super) fn of(key: &'a crate::model::ProofKey) -> CnfJwk<'a> {
         CnfJwk {
             kty: key.kty.as_str().into(),
             crv: key.crv.as_str().into(),

@@ -220,7 +220,7 @@ mod tests {
             alg: "EdDSA".into(),
             ..Default::default()
         });
-        let mut c = Claims::for_request(&req, req.workload().unwrap(), 1, None);
+        let mut c = Claims::for_request(&req, req.workload().unwrap(), 1, None, BTreeMap::new());
         c.confirmation = req.proof_key.clone();
         for (sub, ok) in [
             (
@@ -273,7 +273,7 @@ mod tests {
             namespace: "ns".into(),
             ..Default::default()
         });
-        let c = Claims::for_request(&req, req.workload().unwrap(), 1, None);
+        let c = Claims::for_request(&req, req.workload().unwrap(), 1, None, BTreeMap::new());
         assert_eq!(
             (c.vault_role.as_str(), c.vault_namespace.as_str()),
             ("r", "ns")

@@ -23,6 +23,7 @@
 
 pub(crate) mod canonical;
 
+mod encode;
 mod json;
 mod matching;
 
@@ -181,6 +182,15 @@ fn subject_parts<'a>(req: &'a IssueRequest, workload: Workload<'a>) -> [&'a str;
     ]
 }
 
+/// A fresh `jti`: a random UUID v4, hyphenated, encoded straight into a
+/// buffer (`to_string` would go through the formatting machinery).
+pub(crate) fn fresh_jwt_id() -> String {
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut uuid::Uuid::encode_buffer())
+        .to_owned()
+}
+
 impl Claims {
     /// The claims for `req` signed at `now`: `iat` = `nbf` = now, `exp` = now +
     /// TTL (whole seconds) when the TTL is positive, and a fresh `jti`.
@@ -190,6 +200,7 @@ impl Claims {
         workload: Workload<'_>,
         now: i64,
         issuer: Option<&str>,
+        extra_claims: BTreeMap<String, String>,
     ) -> Claims {
         let a = &req.allocation;
         let job = a.identity_job_id();
@@ -214,11 +225,11 @@ impl Claims {
             issued_at: Some(now),
             not_before: Some(now),
             expires_at: (ttl > 0).then(|| now.saturating_add(ttl)),
-            jwt_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+            jwt_id: fresh_jwt_id(),
             issuer: issuer.map(str::to_string),
             confirmation: None,
             node: None,
-            extra_claims: BTreeMap::new(),
+            extra_claims,
         }
     }
 
@@ -232,9 +243,35 @@ impl Claims {
         }
     }
 
+    /// Calls `f` with the token payload: the claims as compact JSON. Written
+    /// into a buffer the calling thread keeps for the next token (one
+    /// allocation and free less per token); a buffer grown past 64 KiB by an
+    /// outsized claim set is let go rather than kept.
+    pub(crate) fn with_payload<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        const KEEP: usize = 64 * 1024;
+        thread_local! {
+            static PAYLOAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        // Taken out of the cell while in use, so a nested call (none today)
+        // would get a fresh buffer rather than a borrow error.
+        let mut buf = PAYLOAD.try_with(std::cell::Cell::take).unwrap_or_default();
+        buf.clear();
+        if buf.capacity() == 0 {
+            buf.reserve(512);
+        }
+        self.write_json(&mut buf);
+        let result = f(&buf);
+        if buf.capacity() <= KEEP {
+            let _ = PAYLOAD.try_with(|cell| cell.set(buf));
+        }
+        result
+    }
+
     /// The claims as JSON (the token payload form).
     pub fn to_json(&self) -> String {
-        // Strings and integers only: serialization cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
+        let mut out = Vec::with_capacity(512);
+        self.write_json(&mut out);
+        // Written from `&str`s and ASCII punctuation only: always UTF-8.
+        String::from_utf8(out).unwrap_or_default()
     }
 }

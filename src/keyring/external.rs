@@ -57,6 +57,7 @@ impl Keyring {
             check,
             secret: None,
             external: Some(signer),
+            headers: Default::default(),
         };
         let meta = Meta {
             state,

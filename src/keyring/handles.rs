@@ -48,10 +48,21 @@ impl ActiveKey {
     /// it is returned: a KMS that answers with another key's signature, or a
     /// corrupted one, yields `KeyCustodyFailed`, never a token.
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
+        self.sign_with(message, <[u8]>::to_vec)
+    }
+
+    /// [`ActiveKey::sign`], handing the signature to `f` where it was made
+    /// (no allocation for a local Ed25519 or ECDSA key).
+    pub(crate) fn sign_with<R>(&self, message: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         match &self.signing {
-            Signing::Local(secret) => secret.signer.sign(message).map_err(|why| Error::Panic {
-                message: format!("signing with key {} failed: {why}", self.entry.id),
-            }),
+            Signing::Local(secret) => {
+                secret
+                    .signer
+                    .sign_with(message, f)
+                    .map_err(|why| Error::Panic {
+                        message: format!("signing with key {} failed: {why}", self.entry.id),
+                    })
+            }
             Signing::External(signer) => {
                 let sig = signer.sign(message)?;
                 if !self.entry.check.verify(message, &sig) {
@@ -63,7 +74,7 @@ impl ActiveKey {
                         ),
                     });
                 }
-                Ok(sig)
+                Ok(f(&sig))
             }
         }
     }
@@ -71,6 +82,15 @@ impl ActiveKey {
     /// The public key.
     pub fn public_key(&self) -> &PublicKey {
         &self.entry.check.public
+    }
+
+    /// The key's encoded token headers, made by `make` at the key's first
+    /// use and kept with the key (its kid and algorithm never change).
+    pub(crate) fn encoded_headers(
+        &self,
+        make: impl FnOnce() -> super::EncodedHeaders,
+    ) -> &super::EncodedHeaders {
+        self.entry.headers.get_or_init(make)
     }
 }
 

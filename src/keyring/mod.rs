@@ -99,7 +99,15 @@ pub(crate) struct KeyEntry {
     /// For a key whose private half lives outside this process (a KMS such
     /// as Vault/OpenBao Transit): what signs with it. `secret` is then `None`.
     external: Option<Arc<dyn ExternalSigner>>,
+    /// The token headers this key signs under, encoded once by the token
+    /// encoder at the key's first signature (the keyring does not read
+    /// them; see [`ActiveKey::encoded_headers`]).
+    headers: std::sync::OnceLock<EncodedHeaders>,
 }
+
+/// A signing key's JWS headers in their encoded form, one per token type
+/// (made and read by `crate::jwt`).
+pub(crate) type EncodedHeaders = [Box<str>; 2];
 
 /// A key's secret half: zeroized on drop (ed25519-dalek's `SigningKey` and
 /// [`KeyMaterial`] zeroize themselves; AWS-LC clears its keys when it frees
@@ -295,6 +303,7 @@ impl KeyEntry {
                 derivation: key.derivation,
             })),
             external: None,
+            headers: Default::default(),
         })
     }
 
@@ -306,6 +315,7 @@ impl KeyEntry {
             check,
             secret: None,
             external: None,
+            headers: Default::default(),
         })
     }
 

@@ -16,7 +16,6 @@
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self as lc, EcdsaKeyPair, KeyPair, RsaKeyPair};
-use ed25519_dalek::Signer as _;
 use hkdf::Hkdf;
 use sha2::Sha256;
 use subtle::{Choice, ConditionallySelectable};
@@ -32,9 +31,34 @@ pub const HKDF_P256_SALT: &[u8] = b"workload-identity/p256/v1";
 
 /// A private key ready to sign.
 pub(crate) enum Signer {
-    Ed25519(ed25519_dalek::SigningKey),
+    Ed25519(Ed25519Signer),
     P256(EcdsaKeyPair),
     Rsa(RsaKeyPair),
+}
+
+/// An Ed25519 key expanded once, when it is loaded: `SigningKey::sign`
+/// hashes the seed into the secret scalar and the nonce prefix again for
+/// every signature (one SHA-512 block and a scalar reduction, some 1,500
+/// instructions). The expanded key zeroizes itself on drop, like the
+/// `SigningKey` it came from.
+pub(crate) struct Ed25519Signer {
+    expanded: ed25519_dalek::hazmat::ExpandedSecretKey,
+    /// The public key of `expanded` (the signature hashes it in; a wrong
+    /// one would leak the key, so it is only ever the one derived here).
+    public: ed25519_dalek::VerifyingKey,
+}
+
+impl Ed25519Signer {
+    fn of(key: &ed25519_dalek::SigningKey) -> Ed25519Signer {
+        Ed25519Signer {
+            expanded: ed25519_dalek::hazmat::ExpandedSecretKey::from(key.as_bytes()),
+            public: key.verifying_key(),
+        }
+    }
+
+    fn sign(&self, message: &[u8]) -> ed25519_dalek::Signature {
+        ed25519_dalek::hazmat::raw_sign::<sha2::Sha512>(&self.expanded, message, &self.public)
+    }
 }
 
 /// Why material cannot make a key of its algorithm.
@@ -62,7 +86,7 @@ impl Signer {
             Algorithm::EdDsa => {
                 let signing = derivation.signing_key(material, id);
                 let public = PublicKey::Ed25519(signing.verifying_key());
-                Ok((Signer::Ed25519(signing), public))
+                Ok((Signer::Ed25519(Ed25519Signer::of(&signing)), public))
             }
             Algorithm::Es256 => {
                 let d = p256_scalar(material, id);
@@ -107,15 +131,23 @@ impl Signer {
         }
     }
 
-    /// Signs `message` (the JWS signing input). Only a failure inside the
-    /// crypto library (none is known for valid keys) is an error.
-    pub(crate) fn sign(&self, message: &[u8]) -> Result<Vec<u8>, &'static str> {
+    /// Signs `message` (the JWS signing input) and hands the signature to
+    /// `f` where it was made (on the stack for Ed25519 and ECDSA), so a
+    /// caller that only copies it on allocates nothing. Only a failure
+    /// inside the crypto library (none is known for valid keys) is an error.
+    pub(crate) fn sign_with<R>(
+        &self,
+        message: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, &'static str> {
         match self {
-            Signer::Ed25519(k) => Ok(k.sign(message).to_bytes().to_vec()),
-            Signer::P256(k) => k
-                .sign(&SystemRandom::new(), message)
-                .map(|s| s.as_ref().to_vec())
-                .map_err(|_| "ECDSA signing failed"),
+            Signer::Ed25519(k) => Ok(f(&k.sign(message).to_bytes())),
+            // Borrowed where it lies: aws-lc-rs's `Signature` has room for
+            // any algorithm's (over 1 KiB), and moving it is a copy.
+            Signer::P256(k) => match &k.sign(&SystemRandom::new(), message) {
+                Ok(sig) => Ok(f(sig.as_ref())),
+                Err(_) => Err("ECDSA signing failed"),
+            },
             Signer::Rsa(k) => {
                 let mut sig = vec![0u8; k.public_modulus_len()];
                 k.sign(
@@ -125,7 +157,7 @@ impl Signer {
                     &mut sig,
                 )
                 .map_err(|_| "RSA signing failed")?;
-                Ok(sig)
+                Ok(f(&sig))
             }
         }
     }
