@@ -21,18 +21,18 @@ n=100
 
 irefs() { # row calls -> total instructions
     local bin="$examples/instructions"
-    [ "$1" != ffi_verify ] || bin="$examples/c_instructions"
+    case "$1" in ffi_*) bin="$examples/c_instructions" ;; esac
     valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*::measured' \
         "$bin" "$1" "$2" 2>&1 >/dev/null \
         | sed -n 's/.*I *refs: *//p' | tr -d ,
 }
 
 printf '%-16s %14s\n' row instructions/op
-rows=(verify_strict sign sign_expanded verify ffi_verify issue cache_hit batch64
+rows=(verify_strict sign ed_raw_sign verify ffi_verify issue cache_hit batch64
     es256_raw_sign es256_issue es256_raw_verify es256_verify
     rs256_raw_sign rs256_issue rs256_raw_verify rs256_verify
     iss_verify trust_verify iss_cache_hit trust_cache_hit trust1_cache_hit trust8_cache_hit
-    iss_batch64 trust_batch64)
+    iss_batch64 trust_batch64 ffi_issue ffi_native_issue ffi_raw_sign)
 [ $# -gt 0 ] && rows=("$@")
 for row in "${rows[@]}"; do
     per=$(( $(irefs "$row" "$n") / n ))

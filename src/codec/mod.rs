@@ -134,10 +134,22 @@ pub fn decode_with<T: WireType>(input: &[u8], limits: &DecodeLimits) -> Result<T
             reason: format!("{} (at byte {})", e.reason, e.offset),
         })
     })?;
-    let mut de = rmp_serde::Deserializer::from_read_ref(input);
-    // The scan already bounded the depth; this keeps serde's own guard in step.
-    de.set_max_depth(limits.max_depth.saturating_add(1));
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let deserializer = || {
+        let mut de = rmp_serde::Deserializer::from_read_ref(input);
+        // The scan already bounded the depth; this keeps serde's own guard in
+        // step.
+        de.set_max_depth(limits.max_depth.saturating_add(1));
+        de
+    };
+    // Decoded plainly first: tracking the path of every field costs as much
+    // as the decoding itself (a fifth of a C ABI `wid_issue`). Only input
+    // that fails is decoded again, tracked, for the error's path; decoding
+    // is deterministic, so it fails there the same way.
+    if let Ok(value) = T::deserialize(&mut deserializer()) {
+        return Ok(value);
+    }
+    let tracked = serde_path_to_error::deserialize::<_, T>(&mut deserializer());
+    tracked.map_err(|e| {
         let path = e.path().to_string();
         Error::Decode(DecodeError {
             type_name: T::TYPE_NAME,

@@ -10,8 +10,10 @@
 //! * RS256: the material is the PKCS#8 DER private key itself (RSA keys cannot
 //!   be derived; they are generated from the OS CSPRNG).
 //!
-//! ECDSA and RSA signing run in aws-lc-rs (AWS-LC): constant-time scalar
-//! multiplication and blinded, constant-time RSA private-key operations.
+//! Ed25519, ECDSA and RSA signing run in aws-lc-rs (AWS-LC): constant-time
+//! scalar multiplication and blinded, constant-time RSA private-key
+//! operations. The Ed25519 seed and public key still come from
+//! ed25519-dalek (the seeding contract); aws-lc signs with the pair.
 
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
@@ -36,28 +38,27 @@ pub(crate) enum Signer {
     Rsa(RsaKeyPair),
 }
 
-/// An Ed25519 key expanded once, when it is loaded: `SigningKey::sign`
-/// hashes the seed into the secret scalar and the nonce prefix again for
-/// every signature (one SHA-512 block and a scalar reduction, some 1,500
-/// instructions). The expanded key zeroizes itself on drop, like the
-/// `SigningKey` it came from.
+/// An Ed25519 key, signing with aws-lc-rs: its x86-64 and aarch64 assembly
+/// (s2n-bignum) signs in half the instructions ed25519-dalek's portable code
+/// takes (BENCHMARKS.md). The signature is RFC 8032's, deterministic, so the
+/// same bytes either way; the key pair is checked at load against the
+/// public key ed25519-dalek derives from the same seed (the key-seeding
+/// contract's), and a mismatch refuses the key. aws-lc clears the key when
+/// it frees it.
 pub(crate) struct Ed25519Signer {
-    expanded: ed25519_dalek::hazmat::ExpandedSecretKey,
-    /// The public key of `expanded` (the signature hashes it in; a wrong
-    /// one would leak the key, so it is only ever the one derived here).
-    public: ed25519_dalek::VerifyingKey,
+    pair: lc::Ed25519KeyPair,
 }
 
 impl Ed25519Signer {
-    fn of(key: &ed25519_dalek::SigningKey) -> Ed25519Signer {
-        Ed25519Signer {
-            expanded: ed25519_dalek::hazmat::ExpandedSecretKey::from(key.as_bytes()),
-            public: key.verifying_key(),
-        }
+    fn of(key: &ed25519_dalek::SigningKey) -> Result<Ed25519Signer, MaterialProblem> {
+        let public = key.verifying_key();
+        let pair = lc::Ed25519KeyPair::from_seed_and_public_key(key.as_bytes(), public.as_bytes())
+            .map_err(|e| format!("the Ed25519 key was refused by aws-lc: {e}"))?;
+        Ok(Ed25519Signer { pair })
     }
 
-    fn sign(&self, message: &[u8]) -> ed25519_dalek::Signature {
-        ed25519_dalek::hazmat::raw_sign::<sha2::Sha512>(&self.expanded, message, &self.public)
+    fn sign(&self, message: &[u8]) -> lc::Signature {
+        self.pair.sign(message)
     }
 }
 
@@ -86,7 +87,7 @@ impl Signer {
             Algorithm::EdDsa => {
                 let signing = derivation.signing_key(material, id);
                 let public = PublicKey::Ed25519(signing.verifying_key());
-                Ok((Signer::Ed25519(Ed25519Signer::of(&signing)), public))
+                Ok((Signer::Ed25519(Ed25519Signer::of(&signing)?), public))
             }
             Algorithm::Es256 => {
                 let d = p256_scalar(material, id);
@@ -141,7 +142,7 @@ impl Signer {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, &'static str> {
         match self {
-            Signer::Ed25519(k) => Ok(f(&k.sign(message).to_bytes())),
+            Signer::Ed25519(k) => Ok(f(k.sign(message).as_ref())),
             // Borrowed where it lies: aws-lc-rs's `Signature` has room for
             // any algorithm's (over 1 KiB), and moving it is a copy.
             Signer::P256(k) => match &k.sign(&SystemRandom::new(), message) {

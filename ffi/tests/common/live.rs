@@ -19,13 +19,9 @@ pub unsafe extern "C" fn ffi_live(
     workload_identity_ffi::WID_RESULT_OK
 }
 
-/// A C ABI verifier over a one-key keyring (raw-seed `material`, key `kid`)
-/// whose allocation lookup answers "live": for benchmarks and instruction
-/// counts of the C ABI path. Free it with `wid_verifier_free`.
-pub fn ffi_live_verifier(
-    kid: &str,
-    material: &[u8; 32],
-) -> *mut workload_identity_ffi::wid_verifier {
+/// A C ABI keyring of one active key (raw-seed `material`, key `kid`). Free
+/// it with `wid_keyring_free`.
+pub fn ffi_keyring(kid: &str, material: &[u8; 32]) -> *mut workload_identity_ffi::wid_keyring {
     use workload_identity_ffi::*;
     unsafe {
         let mut kr = std::ptr::null_mut();
@@ -41,6 +37,20 @@ pub fn ffi_live_verifier(
             0,
         );
         assert_eq!(rc, WID_RESULT_OK);
+        kr
+    }
+}
+
+/// A C ABI verifier over a one-key keyring (raw-seed `material`, key `kid`)
+/// whose allocation lookup answers "live": for benchmarks and instruction
+/// counts of the C ABI path. Free it with `wid_verifier_free`.
+pub fn ffi_live_verifier(
+    kid: &str,
+    material: &[u8; 32],
+) -> *mut workload_identity_ffi::wid_verifier {
+    use workload_identity_ffi::*;
+    unsafe {
+        let kr = ffi_keyring(kid, material);
         let mut v = std::ptr::null_mut();
         let rc = wid_verifier_new(
             kr,
@@ -57,18 +67,24 @@ pub fn ffi_live_verifier(
     }
 }
 
-/// The native side of the same comparison: a verifier over a one-key keyring
-/// (raw-seed `material`, key `kid`) whose store holds the sample task's
-/// allocation, and a token of that task issued at `now`.
-pub fn native_verifier_and_token(kid: &str, material: &[u8; 32], now: i64) -> (Verifier, String) {
-    let kr = Keyring::from_keys([RootKey::new(
+/// A keyring of one active key (raw-seed `material`, key `kid`): the same
+/// key as [`ffi_keyring`]'s.
+pub fn native_keyring(kid: &str, material: &[u8; 32]) -> Keyring {
+    Keyring::from_keys([RootKey::new(
         KeyId::new(kid).unwrap(),
         KeyMaterial::from_slice(material).unwrap(),
         KeyDerivation::NomadRawSeed,
         KeyState::Active,
         0,
     )])
-    .unwrap();
+    .unwrap()
+}
+
+/// The native side of the same comparison: a verifier over a one-key keyring
+/// (raw-seed `material`, key `kid`) whose store holds the sample task's
+/// allocation, and a token of that task issued at `now`.
+pub fn native_verifier_and_token(kid: &str, material: &[u8; 32], now: i64) -> (Verifier, String) {
+    let kr = native_keyring(kid, material);
     let req = super::issue_request_task();
     let store = Arc::new(MemoryStore::new());
     store.upsert(&req.allocation);
