@@ -30,16 +30,16 @@ const MAX_DIGITS: usize = SCALAR_BITS.div_ceil(4);
 
 /// The multiples of one point, for one window width.
 pub(crate) struct VartimeTable {
-    /// Window width in bits, 4..=8.
+    /// Window width in bits, 4..=10.
     w: usize,
     /// Row-major: `entries[i * half + (d - 1)] = d * 2^(w*i) * P`.
     entries: Box<[EdwardsPoint]>,
 }
 
 impl VartimeTable {
-    /// The table of `point` for windows of `w` bits (4..=8).
+    /// The table of `point` for windows of `w` bits (4..=10).
     pub(crate) fn new(point: &EdwardsPoint, w: usize) -> VartimeTable {
-        assert!((4..=8).contains(&w), "window width {w} outside 4..=8");
+        assert!((4..=10).contains(&w), "window width {w} outside 4..=10");
         let half = 1usize << (w - 1);
         let rows = SCALAR_BITS.div_ceil(w);
         let mut entries = Vec::with_capacity(rows * half);
@@ -94,8 +94,10 @@ fn signed_digits(bytes: &[u8; 32], w: usize, out: &mut [i16; MAX_DIGITS]) -> usi
     for (i, digit) in out[..n].iter_mut().enumerate() {
         let bit = i * w;
         let byte = bit / 8;
-        let window = u16::from(bytes[byte]) | u16::from(*bytes.get(byte + 1).unwrap_or(&0)) << 8;
-        let mut d = ((window >> (bit % 8)) & mask) as i16 + carry;
+        // Three bytes hold any window of up to 17 bits from `bit % 8`.
+        let at = |k: usize| u32::from(*bytes.get(byte + k).unwrap_or(&0));
+        let window = at(0) | at(1) << 8 | at(2) << 16;
+        let mut d = ((window >> (bit % 8)) & u32::from(mask)) as i16 + carry;
         carry = 0;
         if d > radix / 2 {
             d -= radix;
@@ -138,7 +140,7 @@ mod tests {
     #[test]
     fn digits_recompose_the_integer() {
         for s in scalars() {
-            for w in 4..=8 {
+            for w in 4..=10 {
                 let mut d = [0i16; MAX_DIGITS];
                 let n = signed_digits(&s.to_bytes(), w, &mut d);
                 let limit = 1i16 << (w - 1);
@@ -155,7 +157,7 @@ mod tests {
     #[test]
     fn multiplication_matches_the_constant_time_one() {
         let p = Scalar::from(987_654_321u64) * ED25519_BASEPOINT_POINT;
-        for w in 4..=8 {
+        for w in 4..=10 {
             let table = VartimeTable::new(&p, w);
             for s in scalars().iter().step_by(7) {
                 assert_eq!(table.mul(s), s * p, "w = {w}");

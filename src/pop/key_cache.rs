@@ -5,11 +5,11 @@
 //! Memory is bounded by count, not by use: at most [`PROOF_KEYS`] keys (each
 //! well under 2 KiB: the key, aws-lc-rs's parsed P-256 key or the Ed25519
 //! point, and the JWK members that name it), first in, first out. Proof keys
-//! get no Ed25519 table of multiples (130 KiB, which costs more to build than
+//! get no Ed25519 table of multiples (220 KiB, which costs more to build than
 //! it saves over a handful of proofs, and the manager makes a fresh key at
 //! every renewal): only a key that has verified [`TABLE_AFTER`] proofs gets
 //! one, and at most [`TABLED_KEYS`] keys hold one at a time. The whole cache
-//! stays under about 3 MiB per verifier.
+//! stays under about 4 MiB per verifier.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,7 +21,7 @@ use crate::model::ProofKey;
 
 /// Keys remembered at once.
 pub(crate) const PROOF_KEYS: usize = 1024;
-/// Keys that may hold an Ed25519 table of multiples at once (130 KiB each).
+/// Keys that may hold an Ed25519 table of multiples at once (220 KiB each).
 pub(crate) const TABLED_KEYS: usize = 8;
 /// Proofs a key verifies before it may get a table.
 pub(crate) const TABLE_AFTER: u32 = 32;
