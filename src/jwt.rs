@@ -429,8 +429,6 @@ pub(crate) fn header_json(key: &ActiveKey, typ: TokenType) -> String {
     )
 }
 
-/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
-/// the header naming the key's algorithm and `typ`.
 /// The key's header for `typ`, base64url-encoded: made at the key's first
 /// signature and kept with the key.
 fn encoded_header(key: &ActiveKey, typ: TokenType) -> &str {
@@ -443,6 +441,8 @@ fn encoded_header(key: &ActiveKey, typ: TokenType) -> &str {
     }
 }
 
+/// Encodes and signs `claims_json` with `key`: `<header>.<payload>.<signature>`,
+/// the header naming the key's algorithm and `typ`.
 pub(crate) fn encode_typed(key: &ActiveKey, typ: TokenType, claims_json: &[u8]) -> Result<String> {
     let header = encoded_header(key, typ);
     let payload_len = encoded_len(claims_json.len())?;

@@ -4,12 +4,14 @@
 //! compact JSON writer.
 //!
 //! The JSON writer produces exactly serde_json's compact output of the
-//! [`Serialize`] impl (property-tested below, byte for byte), without
-//! serde_json's per-byte escaping scan for strings that need no escape: a
-//! string is checked with one pass that the compiler turns into wide vector
-//! compares, copied as it is when clean, and handed to serde_json only when
-//! it holds a `"`, a `\` or a control character. Member names are our own
-//! constants and need no escaping.
+//! [`Serialize`] impl (tested below, byte for byte, on strings that need
+//! every kind of escape), without serde_json's per-byte escaping scan: it
+//! first copies every string as it is and then looks at the whole payload
+//! once (no `\`, no control byte, no quote but the ones it wrote: then no
+//! string needed an escape); otherwise it writes again, checking each string
+//! eight bytes at a time and handing only those with a `"`, a `\` or a
+//! control character to serde_json. Member names are our own constants and
+//! need no escaping.
 
 use std::collections::BTreeMap;
 
