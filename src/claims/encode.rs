@@ -8,10 +8,9 @@
 //! every kind of escape), without serde_json's per-byte escaping scan: it
 //! first copies every string as it is and then looks at the whole payload
 //! once (no `\`, no control byte, no quote but the ones it wrote: then no
-//! string needed an escape); otherwise it writes again, checking each string
-//! eight bytes at a time and handing only those with a `"`, a `\` or a
-//! control character to serde_json. Member names are our own constants and
-//! need no escaping.
+//! string needed an escape); otherwise (rare: our claims are names and IDs)
+//! it writes again with serde_json escaping every string. Member names are
+//! our own constants and need no escaping.
 
 use std::collections::BTreeMap;
 
@@ -205,7 +204,7 @@ impl<M: SerializeMap> ClaimSink for SerdeSink<M> {
 enum Strings {
     /// Copied between quotes without a look (the whole is looked at after).
     AsTheyAre,
-    /// Escaped where needed, as serde_json escapes.
+    /// Each written by serde_json, which escapes what needs it.
     Escaped,
 }
 
@@ -235,42 +234,6 @@ fn only_these_quotes(json: &[u8], quotes: usize) -> bool {
     !bad && seen == quotes
 }
 
-/// Whether `s` can be written between quotes as it is: no `"`, `\` or
-/// control character, the only bytes serde_json escapes. Eight bytes at a
-/// time (claim strings are mostly short, where a vector loop's set-up costs
-/// more than it saves), the last word filled up with spaces.
-fn needs_no_escape(s: &[u8]) -> bool {
-    let words = s.chunks_exact(8);
-    let rest = words.remainder();
-    let mut flagged = words.fold(0, |flagged, w| {
-        flagged | escape_flags(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
-    });
-    // The last few bytes shifted into a word of spaces (a copy into a
-    // padded array would be a call to memcpy).
-    let last = rest
-        .iter()
-        .rev()
-        .fold(u64::from_le_bytes([b' '; 8]), |w, &b| {
-            (w << 8) | u64::from(b)
-        });
-    flagged |= escape_flags(last);
-    flagged == 0
-}
-
-/// Non-zero when a byte of `w` is below 0x20, `"` or `\`. Each test is the
-/// classic "some byte is less than n" word test, `(w - n·ONES) & !w & HIGH`,
-/// which is exact as a yes or no for n <= 128 (a borrow starts only at a
-/// byte that is below n); equality with `c` is "some byte of `w ^ c·ONES` is
-/// below 1".
-fn escape_flags(w: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w;
-    let quote = w ^ (ONES * u64::from(b'"'));
-    let backslash = w ^ (ONES * u64::from(b'\\'));
-    (below(w, 0x20) | below(quote, 1) | below(backslash, 1)) & HIGH
-}
-
 impl JsonSink<'_> {
     /// `"name":` (after a comma unless first).
     fn name(&mut self, name: Name) {
@@ -283,7 +246,7 @@ impl JsonSink<'_> {
     }
 
     fn value_string(&mut self, value: &str) {
-        if self.strings == Strings::AsTheyAre || needs_no_escape(value.as_bytes()) {
+        if self.strings == Strings::AsTheyAre {
             self.quotes = self.quotes.map(|q| q + 2);
             self.out.push(b'"');
             self.out.extend_from_slice(value.as_bytes());
@@ -439,29 +402,37 @@ mod tests {
     }
 
     #[test]
-    fn escaping_is_decided_for_every_byte_at_every_place() {
+    fn the_whole_payload_check_decides_every_byte_at_every_place() {
         let reference = |s: &[u8]| !s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        for len in 1..=17 {
-            for at in 0..len {
+        // Short strings, and lengths around the 128-byte chunks it counts in.
+        for len in (1..=17).chain(126..=131) {
+            for at in [0, len / 2, len - 1] {
                 for b in 0u8..=0xff {
                     let mut s = vec![b'a'; len];
                     s[at] = b;
                     assert_eq!(
-                        needs_no_escape(&s),
+                        only_these_quotes(&s, 0),
                         reference(&s),
                         "byte {b:#04x} at {at} of {len}"
                     );
                 }
             }
         }
-        // Neighbours that could borrow into each other: every pair of bytes.
+        // Every pair of neighbouring bytes.
         for x in 0u8..=0xff {
             for y in 0u8..=0xff {
                 let s = [b'z', x, y, b'z', b'z', b'z', b'z', b'z', x, y];
-                assert_eq!(needs_no_escape(&s), reference(&s), "{x:#04x} {y:#04x}");
+                assert_eq!(only_these_quotes(&s, 0), reference(&s), "{x:#04x} {y:#04x}");
             }
         }
-        assert!(needs_no_escape(b""));
-        assert!(needs_no_escape("é ü 🦀 \u{2028}\u{7f}".as_bytes()));
+        // The quotes it wrote are counted, one more is not: in every chunk.
+        let mut s = vec![b'a'; 300];
+        for at in [0, 127, 128, 255, 299] {
+            s[at] = b'"';
+        }
+        assert!(only_these_quotes(&s, 5));
+        assert!(!only_these_quotes(&s, 4) && !only_these_quotes(&s, 6));
+        assert!(only_these_quotes(b"", 0));
+        assert!(only_these_quotes("é ü 🦀 \u{2028}\u{7f}".as_bytes(), 0));
     }
 }

@@ -381,19 +381,18 @@ impl TokenCache {
         }
         w.orders[owner].insert(seq, entry);
         w.len += 1;
-        // The owner's own bound first: its oldest entry makes room.
-        while w.len_of(owner) > self.per_owner {
-            let Some(old) = w.pop_oldest_of(owner) else {
-                break;
+        // The owner's own bound first: its oldest entry makes room. Then the
+        // whole (reached only when the clamp cut it): the oldest entry of any
+        // owner.
+        loop {
+            let victim = if w.len_of(owner) > self.per_owner {
+                Some(owner)
+            } else if w.len > self.capacity {
+                w.owner_of_oldest()
+            } else {
+                None
             };
-            if let Some(slot) = table.find_entry(&old) {
-                table.delete(slot);
-            }
-        }
-        // Then the whole (reached only when the clamp cut it): the oldest
-        // entry of any owner.
-        while w.len > self.capacity {
-            let Some(old) = w.owner_of_oldest().and_then(|o| w.pop_oldest_of(o)) else {
+            let Some(old) = victim.and_then(|o| w.pop_oldest_of(o)) else {
                 break;
             };
             if let Some(slot) = table.find_entry(&old) {
